@@ -1,0 +1,9 @@
+/* The attn program's subcommands: one file each in cli/, one line each in
+ * the table in main.c. Each returns the process exit status and prints its
+ * own errors ("attn <cmd>: <message>") to stderr. */
+#ifndef ATTN_CLI_COMMANDS_H
+#define ATTN_CLI_COMMANDS_H
+
+int cmd_rng(int argc, char **argv);
+
+#endif

@@ -1,0 +1,17 @@
+/* attn/attn.h — everything in one include. */
+#ifndef ATTN_ATTN_H
+#define ATTN_ATTN_H
+
+#include "attn/causal_attention.h"
+#include "attn/dropout.h"
+#include "attn/linear.h"
+#include "attn/module.h"
+#include "attn/multi_head_attention.h"
+#include "attn/ops.h"
+#include "attn/param.h"
+#include "attn/rng.h"
+#include "attn/self_attention.h"
+#include "attn/softmax.h"
+#include "attn/status.h"
+
+#endif

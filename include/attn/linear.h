@@ -1,0 +1,52 @@
+/* attn/linear.h — nn.Linear: y = x W^T + b.
+ *
+ * Shapes: x (N, in_features), W (out_features, in_features) as in PyTorch,
+ * b (out_features), y (N, out_features). N is every leading dim flattened.
+ *
+ * Initialisation reproduces torch.nn.Linear(in, out) after the same seed:
+ * weight from U(-1/sqrt(in), 1/sqrt(in)) in row-major order, then the bias
+ * from the same bound (kaiming_uniform_ with a = sqrt(5) reduces to this). */
+#ifndef ATTN_LINEAR_H
+#define ATTN_LINEAR_H
+
+#include <stddef.h>
+
+#include "attn/param.h"
+#include "attn/rng.h"
+#include "attn/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct attn_linear {
+    int in_features;
+    int out_features;
+    int has_bias;
+    float *weight;      /* (out_features, in_features) */
+    float *bias;        /* (out_features) or NULL      */
+    float *grad_weight; /* same shapes as the above    */
+    float *grad_bias;
+} attn_linear;
+
+/* Allocate parameters and zeroed gradients. With rng != NULL the weights are
+ * drawn as torch.nn.Linear does; with rng == NULL they are zero. */
+attn_status attn_linear_init(attn_linear *layer, int in_features, int out_features, int has_bias,
+                             attn_rng *rng, attn_error *err);
+void attn_linear_free(attn_linear *layer);
+
+/* Add "<prefix>weight" and, if present, "<prefix>bias" to list. */
+attn_status attn_linear_params(attn_linear *layer, const char *prefix, attn_param_list *list,
+                               attn_error *err);
+
+/* y (N, out) = x (N, in) W^T + b. */
+void attn_linear_forward(const attn_linear *layer, const float *x, float *y, size_t N);
+
+/* Accumulates (+=): grad_weight += dy^T x, grad_bias += sum_n dy, and, when
+ * dx != NULL, dx (N, in) += dy W. */
+void attn_linear_backward(attn_linear *layer, const float *x, const float *dy, float *dx, size_t N);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

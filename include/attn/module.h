@@ -1,0 +1,69 @@
+/* attn/module.h — one handle for every chapter-3 attention module.
+ *
+ * For tools and tests that treat modules alike (attn forward, gradient
+ * checks, PyTorch parity): create by kind and config, run forward/backward on
+ * (B, T, d_in) input, list parameters with their state_dict names. The typed
+ * APIs (self_attention.h, causal_attention.h, multi_head_attention.h) stay the
+ * primary interface; this one only dispatches to them. */
+#ifndef ATTN_MODULE_H
+#define ATTN_MODULE_H
+
+#include "attn/dropout.h"
+#include "attn/param.h"
+#include "attn/rng.h"
+#include "attn/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum attn_module_kind {
+    ATTN_MODULE_SELF_ATTENTION_V1,
+    ATTN_MODULE_SELF_ATTENTION_V2,
+    ATTN_MODULE_CAUSAL_ATTENTION,
+    ATTN_MODULE_MHA_WRAPPER,
+    ATTN_MODULE_MHA
+} attn_module_kind;
+
+typedef struct attn_module_config {
+    attn_module_kind kind;
+    int d_in, d_out;
+    int num_heads;      /* wrapper and MHA */
+    int context_length; /* causal, wrapper, MHA */
+    double dropout;     /* causal, wrapper, MHA */
+    int qkv_bias;       /* all but v1 */
+} attn_module_config;
+
+typedef struct attn_module attn_module;
+
+/* "self-attention-v1", "self-attention-v2", "causal-attention",
+ * "mha-wrapper", "mha". Returns 0 on success, -1 for an unknown name. */
+int attn_module_kind_parse(const char *name, attn_module_kind *out);
+const char *attn_module_kind_name(attn_module_kind kind);
+
+/* Validates the config (clear message on bad dims/rates) and creates the
+ * module; rng != NULL draws the weights as torch.manual_seed + the book's
+ * constructor would. */
+attn_status attn_module_create(const attn_module_config *cfg, attn_rng *rng, attn_module **out,
+                               attn_error *err);
+void attn_module_destroy(attn_module *m);
+
+const attn_module_config *attn_module_get_config(const attn_module *m);
+/* Output last-dim size (d_out, or num_heads * d_out for the wrapper). */
+int attn_module_out_dim(const attn_module *m);
+/* The parameters, named as in PyTorch's state_dict, in registration order. */
+const attn_param_list *attn_module_params(const attn_module *m);
+
+/* x (B, T, d_in) -> y (B, T, out_dim). v1/v2 take B = 1 (a single (T, d_in)
+ * sequence). Saves what backward needs inside the module. */
+attn_status attn_module_forward(attn_module *m, const float *x, int B, int T, float *y,
+                                const attn_forward_mode *mode, attn_error *err);
+/* After forward on the same x: zeroes nothing, accumulates parameter grads;
+ * dx (B, T, d_in) is overwritten when non-NULL. */
+attn_status attn_module_backward(attn_module *m, const float *x, const float *dy, float *dx,
+                                 attn_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,75 @@
+/* attn/multi_head_attention.h — multi-head attention (chapter 3.6).
+ *
+ * MultiHeadAttentionWrapper: num_heads independent CausalAttention(d_in,
+ * d_out) heads run in turn on the same x; outputs concatenated on the last
+ * dim -> (B, T, num_heads * d_out). Parameters "heads.<i>.W_query.weight"...
+ *
+ * MultiHeadAttention (weight splits): W_query/W_key/W_value are
+ * Linear(d_in, d_out, qkv_bias); the d_out columns are split into num_heads
+ * heads of head_dim = d_out / num_heads; causal softmax(QK^T / sqrt(head_dim))
+ * per head, dropout on the (B, heads, T, T) weights, heads concatenated, then
+ * out_proj = Linear(d_out, d_out) with bias. Parameters are created in the
+ * book's order: W_query, W_key, W_value, out_proj. */
+#ifndef ATTN_MULTI_HEAD_ATTENTION_H
+#define ATTN_MULTI_HEAD_ATTENTION_H
+
+#include "attn/causal_attention.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct attn_mha_wrapper {
+    int d_in, d_out, context_length, num_heads, qkv_bias;
+    double dropout;
+    attn_causal_attention *heads; /* num_heads of them */
+} attn_mha_wrapper;
+
+/* Per-head caches plus the per-head output scratch. */
+typedef struct attn_mha_wrapper_cache {
+    int B, T, num_heads, d_out;
+    attn_attention_cache *heads;
+    float *head_out;   /* (B, T, d_out) scratch for one head's output */
+} attn_mha_wrapper_cache;
+
+attn_status attn_mha_wrapper_init(attn_mha_wrapper *m, int d_in, int d_out, int context_length,
+                                  double dropout, int num_heads, int qkv_bias, attn_rng *rng,
+                                  attn_error *err);
+void attn_mha_wrapper_free(attn_mha_wrapper *m);
+attn_status attn_mha_wrapper_params(attn_mha_wrapper *m, const char *prefix,
+                                    attn_param_list *list, attn_error *err);
+attn_status attn_mha_wrapper_cache_init(attn_mha_wrapper_cache *cache, const attn_mha_wrapper *m,
+                                        int B, int T, attn_error *err);
+void attn_mha_wrapper_cache_free(attn_mha_wrapper_cache *cache);
+/* out is (B, T, num_heads * d_out). Dropout masks are drawn head by head. */
+attn_status attn_mha_wrapper_forward(const attn_mha_wrapper *m, const float *x, int B, int T,
+                                     float *out, const attn_forward_mode *mode,
+                                     attn_mha_wrapper_cache *cache, attn_error *err);
+attn_status attn_mha_wrapper_backward(attn_mha_wrapper *m, const float *x, int B, int T,
+                                      const float *d_out, float *dx,
+                                      attn_mha_wrapper_cache *cache, attn_error *err);
+
+typedef struct attn_mha {
+    int d_in, d_out, context_length, num_heads, head_dim, qkv_bias;
+    double dropout;
+    attn_linear W_query, W_key, W_value, out_proj;
+} attn_mha;
+
+/* Fails with a message when d_out % num_heads != 0, any dim <= 0 or dropout
+ * is outside [0, 1). */
+attn_status attn_mha_init(attn_mha *m, int d_in, int d_out, int context_length, double dropout,
+                          int num_heads, int qkv_bias, attn_rng *rng, attn_error *err);
+void attn_mha_free(attn_mha *m);
+attn_status attn_mha_params(attn_mha *m, const char *prefix, attn_param_list *list,
+                            attn_error *err);
+/* cache: attn_attention_cache_init(cache, B, T, num_heads, d_out). */
+attn_status attn_mha_forward(const attn_mha *m, const float *x, int B, int T, float *out,
+                             const attn_forward_mode *mode, attn_attention_cache *cache,
+                             attn_error *err);
+attn_status attn_mha_backward(attn_mha *m, const float *x, int B, int T, const float *d_out,
+                              float *dx, const attn_attention_cache *cache, attn_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

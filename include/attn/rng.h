@@ -1,0 +1,74 @@
+/* attn/rng.h — a random generator that reproduces PyTorch's CPU generator.
+ *
+ * Same seed, same numbers as torch.manual_seed(seed) followed by the same
+ * sequence of torch calls (verified against Debian's PyTorch 1.13.1):
+ *   - the engine is MT19937 seeded with the classic init_genrand(seed);
+ *   - torch.rand / Tensor.uniform_(a, b) on float32: one 32-bit draw per
+ *     element, (draw & 0xFFFFFF) * 2^-24, then * (b - a) + a;
+ *   - dropout masks come from one of two streams, because PyTorch builds with
+ *     and without MKL draw Bernoulli masks differently (attn_dropout_stream).
+ *
+ * The struct is plain data: copy it to snapshot, write it to a file to
+ * checkpoint (see attn_rng_state_bytes). */
+#ifndef ATTN_RNG_H
+#define ATTN_RNG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ATTN_MT_N 624
+
+typedef struct attn_rng {
+    uint32_t mt[ATTN_MT_N];
+    uint32_t index;     /* next word of mt to temper; ATTN_MT_N = refill */
+    uint64_t seed;      /* the seed given to attn_rng_seed               */
+    /* Box–Muller spare, as PyTorch's generator keeps one for scalar normals. */
+    int has_next_double_normal;
+    double next_double_normal;
+} attn_rng;
+
+/* Which Bernoulli stream dropout draws its masks from. */
+typedef enum attn_dropout_stream {
+    /* Non-MKL PyTorch builds (Debian's python3-torch): per element one 53-bit
+     * double from two draws ((uint64)d1 << 32 | d2) & (2^53-1), * 2^-53;
+     * keep when < 1-p. */
+    ATTN_STREAM_TORCH_CPU = 0,
+    /* MKL builds on Intel CPUs (the book's printed tables): one 32-bit draw s
+     * seeds an MCG31 (x0 = s mod (2^31-1), 0 -> 1, a = 1132489760); element i
+     * is kept when x_i / (2^31-1) < 1-p, x_{i+1} = a*x_i mod (2^31-1). */
+    ATTN_STREAM_TORCH_MKL = 1
+} attn_dropout_stream;
+
+/* torch.manual_seed(seed). Seeds above 2^32-1 use their low 32 bits, as
+ * PyTorch's mt19937 does. */
+void attn_rng_seed(attn_rng *rng, uint64_t seed);
+
+/* One raw 32-bit draw (PyTorch: generator->random()). */
+uint32_t attn_rng_u32(attn_rng *rng);
+
+/* Two draws combined as (uint64)first << 32 | second (generator->random64()). */
+uint64_t attn_rng_u64(attn_rng *rng);
+
+/* torch.rand(n): n float32 values in [0, 1), row-major order. */
+void attn_rng_rand(attn_rng *rng, float *out, size_t n);
+
+/* Tensor.uniform_(lo, hi) on a float32 tensor of n elements. */
+void attn_rng_uniform(attn_rng *rng, float *out, size_t n, float lo, float hi);
+
+/* Tensor.normal_(mean, std) on a contiguous float32 tensor of n elements,
+ * reproducing PyTorch's CPU kernel (batched Box–Muller over 16 values when
+ * n >= 16, scalar path otherwise). */
+void attn_rng_normal(attn_rng *rng, float *out, size_t n, float mean, float std);
+
+/* Parse "torch-cpu" / "torch-mkl"; returns 0 on success, -1 otherwise. */
+int attn_dropout_stream_parse(const char *name, attn_dropout_stream *out);
+const char *attn_dropout_stream_name(attn_dropout_stream s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Install what attn needs on Debian 12. Usage: install-deps.sh build|test
+#   build: compiler, CMake, OpenBLAS, cJSON, pkg-config (what `make run` needs)
+#   test:  the above plus Criterion and PyTorch/NumPy for the parity tests
+# As root it runs apt-get; otherwise it prints the exact line to run and fails.
+set -euo pipefail
+what=${1:-build}
+pkgs=(gcc make cmake pkg-config libopenblas-dev libcjson-dev)
+if [ "$what" = test ]; then
+  pkgs+=(libcriterion-dev python3-torch python3-numpy)
+fi
+missing=()
+for p in "${pkgs[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" -ne 0 ]; then
+  echo "attn: missing packages: ${missing[*]}" >&2
+  echo "attn: run as root:  apt-get install -y ${missing[*]}" >&2
+  exit 1
+fi
+echo "attn: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

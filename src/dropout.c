@@ -1,0 +1,37 @@
+/* Dropout masks drawn as PyTorch draws them (see attn/dropout.h, attn/rng.h). */
+#include "attn/dropout.h"
+
+#define MCG31_M 2147483647U   /* 2^31 - 1 */
+#define MCG31_A 1132489760ULL /* MKL's VSL_BRNG_MCG31 multiplier */
+
+void attn_dropout_mask(attn_rng *rng, attn_dropout_stream stream, double p, uint8_t *keep,
+                       size_t n) {
+    const double keep_prob = 1.0 - p;
+    if (stream == ATTN_STREAM_TORCH_MKL) {
+        /* One 32-bit draw seeds the MCG31 stream for the whole tensor. */
+        uint64_t x = attn_rng_u32(rng) % MCG31_M;
+        if (x == 0) x = 1;
+        for (size_t i = 0; i < n; i++) {
+            keep[i] = ((double)x / (double)MCG31_M) < keep_prob;
+            x = (MCG31_A * x) % MCG31_M;
+        }
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const double u = (double)(attn_rng_u64(rng) & ((UINT64_C(1) << 53) - 1)) * 0x1.0p-53;
+        keep[i] = u < keep_prob;
+    }
+}
+
+float attn_dropout_scale(double p) { return 1.0f / (float)(1.0 - p); }
+
+void attn_dropout_apply(const float *x, const uint8_t *keep, double p, float *y, size_t n) {
+    const float scale = attn_dropout_scale(p);
+    for (size_t i = 0; i < n; i++) y[i] = keep[i] ? x[i] * scale : 0.0f;
+}
+
+void attn_dropout_backward(const float *dy, const uint8_t *keep, double p, float *dx, size_t n) {
+    const float scale = attn_dropout_scale(p);
+    for (size_t i = 0; i < n; i++)
+        if (keep[i]) dx[i] += dy[i] * scale;
+}

@@ -1,0 +1,116 @@
+/* PyTorch-compatible CPU generator: MT19937 plus PyTorch's rules for turning
+ * draws into floats (see attn/rng.h for the rules themselves). */
+#include "attn/rng.h"
+
+#include <math.h>
+#include <string.h>
+
+#define MT_M 397
+#define MT_MATRIX_A 0x9908b0dfU
+#define MT_UPPER 0x80000000U
+#define MT_LOWER 0x7fffffffU
+
+void attn_rng_seed(attn_rng *rng, uint64_t seed) {
+    memset(rng, 0, sizeof *rng);
+    rng->seed = seed;
+    rng->mt[0] = (uint32_t)(seed & 0xffffffffU);
+    for (uint32_t i = 1; i < ATTN_MT_N; i++)
+        rng->mt[i] = 1812433253U * (rng->mt[i - 1] ^ (rng->mt[i - 1] >> 30)) + i;
+    rng->index = ATTN_MT_N;
+}
+
+static void mt_refill(attn_rng *rng) {
+    uint32_t *mt = rng->mt;
+    for (int i = 0; i < ATTN_MT_N; i++) {
+        uint32_t y = (mt[i] & MT_UPPER) | (mt[(i + 1) % ATTN_MT_N] & MT_LOWER);
+        mt[i] = mt[(i + MT_M) % ATTN_MT_N] ^ (y >> 1) ^ ((y & 1U) ? MT_MATRIX_A : 0U);
+    }
+    rng->index = 0;
+}
+
+uint32_t attn_rng_u32(attn_rng *rng) {
+    if (rng->index >= ATTN_MT_N) mt_refill(rng);
+    uint32_t y = rng->mt[rng->index++];
+    y ^= y >> 11;
+    y ^= (y << 7) & 0x9d2c5680U;
+    y ^= (y << 15) & 0xefc60000U;
+    y ^= y >> 18;
+    return y;
+}
+
+uint64_t attn_rng_u64(attn_rng *rng) {
+    uint64_t hi = attn_rng_u32(rng);
+    uint64_t lo = attn_rng_u32(rng);
+    return (hi << 32) | lo;
+}
+
+/* PyTorch's uniform_real_distribution<float>: 24 random bits. */
+static inline float uniform_float(attn_rng *rng) {
+    return (float)(attn_rng_u32(rng) & 0xFFFFFFU) * 0x1.0p-24f;
+}
+
+/* PyTorch's uniform_real_distribution<double>: 53 random bits of random64. */
+static inline double uniform_double(attn_rng *rng) {
+    return (double)(attn_rng_u64(rng) & ((UINT64_C(1) << 53) - 1)) * 0x1.0p-53;
+}
+
+void attn_rng_rand(attn_rng *rng, float *out, size_t n) {
+    for (size_t i = 0; i < n; i++) out[i] = uniform_float(rng);
+}
+
+void attn_rng_uniform(attn_rng *rng, float *out, size_t n, float lo, float hi) {
+    for (size_t i = 0; i < n; i++) out[i] = uniform_float(rng) * (hi - lo) + lo;
+}
+
+/* PyTorch's normal_fill_16: Box–Muller on pairs (j, j + 8) of 16 uniforms. */
+static void normal_fill_16(float *data, float mean, float std) {
+    const double two_pi = 6.283185307179586476925286766559;
+    for (int j = 0; j < 8; j++) {
+        const float u1 = 1.0f - data[j]; /* (0, 1] so log is finite */
+        const float u2 = data[j + 8];
+        const float radius = sqrtf(-2.0f * logf(u1));
+        const float theta = (float)(two_pi * (double)u2);
+        data[j] = radius * cosf(theta) * std + mean;
+        data[j + 8] = radius * sinf(theta) * std + mean;
+    }
+}
+
+/* PyTorch's scalar normal_distribution<double> (used for n < 16). */
+static double normal_double(attn_rng *rng, double mean, double std) {
+    if (rng->has_next_double_normal) {
+        rng->has_next_double_normal = 0;
+        return rng->next_double_normal * std + mean;
+    }
+    const double u1 = uniform_double(rng);
+    const double u2 = uniform_double(rng);
+    const double r = sqrt(-2.0 * log1p(-u2));
+    const double theta = 2.0 * 3.14159265358979323846 * u1;
+    rng->has_next_double_normal = 1;
+    rng->next_double_normal = r * sin(theta);
+    return r * cos(theta) * std + mean;
+}
+
+void attn_rng_normal(attn_rng *rng, float *out, size_t n, float mean, float std) {
+    if (n < 16) {
+        for (size_t i = 0; i < n; i++) out[i] = (float)normal_double(rng, mean, std);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) out[i] = uniform_float(rng);
+    for (size_t i = 0; i + 16 <= n; i += 16) normal_fill_16(out + i, mean, std);
+    if (n % 16 != 0) {
+        float *tail = out + n - 16; /* PyTorch redraws the last 16 values */
+        for (int i = 0; i < 16; i++) tail[i] = uniform_float(rng);
+        normal_fill_16(tail, mean, std);
+    }
+}
+
+int attn_dropout_stream_parse(const char *name, attn_dropout_stream *out) {
+    if (!name) return -1;
+    if (strcmp(name, "torch-cpu") == 0) { *out = ATTN_STREAM_TORCH_CPU; return 0; }
+    if (strcmp(name, "torch-mkl") == 0) { *out = ATTN_STREAM_TORCH_MKL; return 0; }
+    return -1;
+}
+
+const char *attn_dropout_stream_name(attn_dropout_stream s) {
+    return s == ATTN_STREAM_TORCH_MKL ? "torch-mkl" : "torch-cpu";
+}
