@@ -9,9 +9,10 @@
 #include "commands.h"
 
 static void rng_usage(FILE *out) {
-    fprintf(out, "usage: attn rng [--seed N] [--count N] [--dropout P [--rng torch-cpu|torch-mkl]]\n"
-                 "  Prints torch.rand(count) after torch.manual_seed(seed); with --dropout, the\n"
-                 "  keep-mask (1/0) nn.Dropout(P) would draw for count elements instead.\n");
+    fprintf(out,
+            "usage: attn rng [--seed N] [--count N] [--dropout P [--rng torch-cpu|torch-mkl]]\n"
+            "  Prints torch.rand(count) after torch.manual_seed(seed); with --dropout, the\n"
+            "  keep-mask (1/0) nn.Dropout(P) would draw for count elements instead.\n");
 }
 
 int cmd_rng(int argc, char **argv) {
@@ -72,7 +73,8 @@ int cmd_rng(int argc, char **argv) {
         return 1;
     }
     attn_dropout_mask(&rng, stream, p, keep, (size_t)count);
-    for (long i = 0; i < count; i++) printf("%d\n", keep[i]);
+    for (long i = 0; i < count; i++)
+        printf("%d\n", keep[i]);
     free(keep);
     return 0;
 }

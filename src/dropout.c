@@ -23,11 +23,14 @@ void attn_dropout_mask(attn_rng *rng, attn_dropout_stream stream, double p, uint
     }
 }
 
-float attn_dropout_scale(double p) { return 1.0f / (float)(1.0 - p); }
+float attn_dropout_scale(double p) {
+    return 1.0f / (float)(1.0 - p);
+}
 
 void attn_dropout_apply(const float *x, const uint8_t *keep, double p, float *y, size_t n) {
     const float scale = attn_dropout_scale(p);
-    for (size_t i = 0; i < n; i++) y[i] = keep[i] ? x[i] * scale : 0.0f;
+    for (size_t i = 0; i < n; i++)
+        y[i] = keep[i] ? x[i] * scale : 0.0f;
 }
 
 void attn_dropout_backward(const float *dy, const uint8_t *keep, double p, float *dx, size_t n) {

@@ -55,11 +55,13 @@ attn_param *attn_param_list_find(const attn_param_list *list, const char *name) 
 
 size_t attn_param_list_numel(const attn_param_list *list) {
     size_t n = 0;
-    for (int i = 0; i < list->count; i++) n += list->items[i].numel;
+    for (int i = 0; i < list->count; i++)
+        n += list->items[i].numel;
     return n;
 }
 
 void attn_param_list_zero_grad(const attn_param_list *list) {
     for (int i = 0; i < list->count; i++)
-        if (list->items[i].grad) memset(list->items[i].grad, 0, list->items[i].numel * sizeof(float));
+        if (list->items[i].grad)
+            memset(list->items[i].grad, 0, list->items[i].numel * sizeof(float));
 }

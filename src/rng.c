@@ -55,11 +55,13 @@ static inline double uniform_double(attn_rng *rng) {
 }
 
 void attn_rng_rand(attn_rng *rng, float *out, size_t n) {
-    for (size_t i = 0; i < n; i++) out[i] = uniform_float(rng);
+    for (size_t i = 0; i < n; i++)
+        out[i] = uniform_float(rng);
 }
 
 void attn_rng_uniform(attn_rng *rng, float *out, size_t n, float lo, float hi) {
-    for (size_t i = 0; i < n; i++) out[i] = uniform_float(rng) * (hi - lo) + lo;
+    for (size_t i = 0; i < n; i++)
+        out[i] = uniform_float(rng) * (hi - lo) + lo;
 }
 
 /* PyTorch's normal_fill_16: Box–Muller on pairs (j, j + 8) of 16 uniforms. */
@@ -92,22 +94,32 @@ static double normal_double(attn_rng *rng, double mean, double std) {
 
 void attn_rng_normal(attn_rng *rng, float *out, size_t n, float mean, float std) {
     if (n < 16) {
-        for (size_t i = 0; i < n; i++) out[i] = (float)normal_double(rng, mean, std);
+        for (size_t i = 0; i < n; i++)
+            out[i] = (float)normal_double(rng, mean, std);
         return;
     }
-    for (size_t i = 0; i < n; i++) out[i] = uniform_float(rng);
-    for (size_t i = 0; i + 16 <= n; i += 16) normal_fill_16(out + i, mean, std);
+    for (size_t i = 0; i < n; i++)
+        out[i] = uniform_float(rng);
+    for (size_t i = 0; i + 16 <= n; i += 16)
+        normal_fill_16(out + i, mean, std);
     if (n % 16 != 0) {
         float *tail = out + n - 16; /* PyTorch redraws the last 16 values */
-        for (int i = 0; i < 16; i++) tail[i] = uniform_float(rng);
+        for (int i = 0; i < 16; i++)
+            tail[i] = uniform_float(rng);
         normal_fill_16(tail, mean, std);
     }
 }
 
 int attn_dropout_stream_parse(const char *name, attn_dropout_stream *out) {
     if (!name) return -1;
-    if (strcmp(name, "torch-cpu") == 0) { *out = ATTN_STREAM_TORCH_CPU; return 0; }
-    if (strcmp(name, "torch-mkl") == 0) { *out = ATTN_STREAM_TORCH_MKL; return 0; }
+    if (strcmp(name, "torch-cpu") == 0) {
+        *out = ATTN_STREAM_TORCH_CPU;
+        return 0;
+    }
+    if (strcmp(name, "torch-mkl") == 0) {
+        *out = ATTN_STREAM_TORCH_MKL;
+        return 0;
+    }
     return -1;
 }
 

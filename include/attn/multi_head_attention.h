@@ -29,15 +29,15 @@ typedef struct attn_mha_wrapper {
 typedef struct attn_mha_wrapper_cache {
     int B, T, num_heads, d_out;
     attn_attention_cache *heads;
-    float *head_out;   /* (B, T, d_out) scratch for one head's output */
+    float *head_out; /* (B, T, d_out) scratch for one head's output */
 } attn_mha_wrapper_cache;
 
 attn_status attn_mha_wrapper_init(attn_mha_wrapper *m, int d_in, int d_out, int context_length,
                                   double dropout, int num_heads, int qkv_bias, attn_rng *rng,
                                   attn_error *err);
 void attn_mha_wrapper_free(attn_mha_wrapper *m);
-attn_status attn_mha_wrapper_params(attn_mha_wrapper *m, const char *prefix,
-                                    attn_param_list *list, attn_error *err);
+attn_status attn_mha_wrapper_params(attn_mha_wrapper *m, const char *prefix, attn_param_list *list,
+                                    attn_error *err);
 attn_status attn_mha_wrapper_cache_init(attn_mha_wrapper_cache *cache, const attn_mha_wrapper *m,
                                         int B, int T, attn_error *err);
 void attn_mha_wrapper_cache_free(attn_mha_wrapper_cache *cache);
@@ -46,8 +46,8 @@ attn_status attn_mha_wrapper_forward(const attn_mha_wrapper *m, const float *x, 
                                      float *out, const attn_forward_mode *mode,
                                      attn_mha_wrapper_cache *cache, attn_error *err);
 attn_status attn_mha_wrapper_backward(attn_mha_wrapper *m, const float *x, int B, int T,
-                                      const float *d_out, float *dx,
-                                      attn_mha_wrapper_cache *cache, attn_error *err);
+                                      const float *d_out, float *dx, attn_mha_wrapper_cache *cache,
+                                      attn_error *err);
 
 typedef struct attn_mha {
     int d_in, d_out, context_length, num_heads, head_dim, qkv_bias;

@@ -24,8 +24,8 @@ extern "C" {
 
 typedef struct attn_rng {
     uint32_t mt[ATTN_MT_N];
-    uint32_t index;     /* next word of mt to temper; ATTN_MT_N = refill */
-    uint64_t seed;      /* the seed given to attn_rng_seed               */
+    uint32_t index; /* next word of mt to temper; ATTN_MT_N = refill */
+    uint64_t seed;  /* the seed given to attn_rng_seed               */
     /* Box–Muller spare, as PyTorch's generator keeps one for scalar normals. */
     int has_next_double_normal;
     double next_double_normal;
