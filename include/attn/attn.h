@@ -9,6 +9,7 @@
 #include "attn/multi_head_attention.h"
 #include "attn/ops.h"
 #include "attn/param.h"
+#include "attn/print.h"
 #include "attn/rng.h"
 #include "attn/self_attention.h"
 #include "attn/softmax.h"
