@@ -164,8 +164,8 @@ attn_status attn_flash_dropout_draw(attn_flash_dropout *d, attn_rng *rng,
     if (d->bits_cap < bytes) {
         uint8_t *bits = malloc(bytes);
         if (!bits)
-            return attn_fail(err, ATTN_ERR_NOMEM, "flash dropout: cannot allocate %zu bytes of mask",
-                             bytes);
+            return attn_fail(err, ATTN_ERR_NOMEM,
+                             "flash dropout: cannot allocate %zu bytes of mask", bytes);
         free(d->bits);
         d->bits = bits;
         d->bits_cap = bytes;
@@ -187,9 +187,10 @@ void attn_flash_dropout_free(attn_flash_dropout *d) {
 
 int attn_flash_dropout_keep(const attn_flash_dropout *d, int b, int h, int i, int j) {
     if (!d || d->p == 0.0) return 1;
-    const uint64_t k = (((uint64_t)b * (uint64_t)d->H + (uint64_t)h) * (uint64_t)d->T + (uint64_t)i) *
-                           (uint64_t)d->T +
-                       (uint64_t)j;
+    const uint64_t k =
+        (((uint64_t)b * (uint64_t)d->H + (uint64_t)h) * (uint64_t)d->T + (uint64_t)i) *
+            (uint64_t)d->T +
+        (uint64_t)j;
     if (d->stream == ATTN_STREAM_TORCH_MKL)
         return mulmod(d->x0, powmod(MCG_A, k)) < mcg_threshold(d->p);
     return (d->bits[k >> 3] >> (k & 7)) & 1;
@@ -263,8 +264,8 @@ static attn_status ws_reserve(attn_flash_workspace *ws, size_t bytes, attn_error
     bytes = pad_to(bytes, 64);
     void *mem = aligned_alloc(64, bytes);
     if (!mem)
-        return attn_fail(err, ATTN_ERR_NOMEM, "flash attention: cannot allocate %zu bytes of workspace",
-                         bytes);
+        return attn_fail(err, ATTN_ERR_NOMEM,
+                         "flash attention: cannot allocate %zu bytes of workspace", bytes);
     free(ws->mem);
     ws->mem = mem;
     ws->bytes = bytes;
@@ -301,7 +302,8 @@ static attn_status setup(run_ctx *c, const attn_flash_problem *pb, const attn_fl
         return attn_fail(err, ATTN_ERR_INVALID_ARG, "flash attention: a tensor pointer is NULL");
     if (pb->ld_q < row || pb->ld_k < row || pb->ld_v < row || pb->ld_o < row)
         return attn_fail(err, ATTN_ERR_SHAPE,
-                         "flash attention: a row stride is smaller than heads * head_dim = %zu", row);
+                         "flash attention: a row stride is smaller than heads * head_dim = %zu",
+                         row);
     const attn_flash_dropout *d = pb->dropout;
     if (d && d->p != 0.0) {
         if (d->B != pb->B || d->H != pb->H || d->T != pb->T)
@@ -323,8 +325,8 @@ static attn_status setup(run_ctx *c, const attn_flash_problem *pb, const attn_fl
     c->threads = o.threads > 0 ? o.threads : attn_default_threads();
     const attn_simd simd = attn_simd_resolve(o.simd);
     if (!attn_simd_supported(simd))
-        return attn_fail(err, ATTN_ERR_INVALID_ARG, "flash attention: this CPU cannot run the %s path",
-                         attn_simd_name(simd));
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "flash attention: this CPU cannot run the %s path", attn_simd_name(simd));
     c->K = kernels_for(simd);
     c->hdp = pad_to((size_t)c->hd, ATTN_FLASH_PAD);
     c->bqp = pad_to((size_t)c->bq, ATTN_FLASH_PAD);
@@ -342,11 +344,11 @@ static int imin(int a, int b) {
 /* ---- forward ------------------------------------------------------------ */
 
 static size_t fwd_thread_bytes(const run_ctx *c) {
-    const size_t f = (size_t)c->hd * c->bqp       /* Q^T */
-                     + (size_t)c->bk * c->bqp     /* S^T / P^T */
-                     + (size_t)c->bq * c->hdp     /* accumulator */
-                     + 3 * c->bqp                 /* m, l, alpha */
-                     + c->bkp + c->bqp;           /* mask row, MCG states */
+    const size_t f = (size_t)c->hd * c->bqp   /* Q^T */
+                     + (size_t)c->bk * c->bqp /* S^T / P^T */
+                     + (size_t)c->bq * c->hdp /* accumulator */
+                     + 3 * c->bqp             /* m, l, alpha */
+                     + c->bkp + c->bqp;       /* mask row, MCG states */
     return f * sizeof(float) + 8 * 64;
 }
 
@@ -396,8 +398,8 @@ static void fwd_task(const run_ctx *c, const attn_flash_problem *pb, int b, int 
         const float *kb = pb->k + ((size_t)b * T + (size_t)j0) * pb->ld_k + (size_t)h * hd;
         const float *vb = pb->v + ((size_t)b * T + (size_t)j0) * pb->ld_v + (size_t)h * hd;
         /* S^T (nk, nq) = K_tile Q_tile^T */
-        c->K->gemm(nk, nqp, hd, kb, (ptrdiff_t)pb->ld_k, 1, Qt, (ptrdiff_t)bqp, St,
-                   (ptrdiff_t)bqp, 0);
+        c->K->gemm(nk, nqp, hd, kb, (ptrdiff_t)pb->ld_k, 1, Qt, (ptrdiff_t)bqp, St, (ptrdiff_t)bqp,
+                   0);
         if (j0 + nk - 1 > i0) /* diagonal tile: key j0+jj is masked for query i0+ii < j0+jj */
             for (int jj = 0; jj < nk; jj++) {
                 const int upto = imin(nq, j0 + jj - i0);
@@ -422,8 +424,8 @@ static void fwd_task(const run_ctx *c, const attn_flash_problem *pb, int b, int 
                     row[d] *= a;
             }
         /* acc (nq, hd) += P (nq, nk) V_tile, P read from P^T */
-        c->K->gemm(nq, hd, nk, St, 1, (ptrdiff_t)bqp, vb, (ptrdiff_t)pb->ld_v, acc,
-                   (ptrdiff_t)hdp, 1);
+        c->K->gemm(nq, hd, nk, St, 1, (ptrdiff_t)bqp, vb, (ptrdiff_t)pb->ld_v, acc, (ptrdiff_t)hdp,
+                   1);
     }
 
     float *ob = pb->o + ((size_t)b * T + (size_t)i0) * pb->ld_o + (size_t)h * hd;
@@ -468,9 +470,9 @@ attn_status attn_flash_forward(const attn_flash_problem *pb, const attn_flash_op
 /* ---- backward ----------------------------------------------------------- */
 
 static size_t bwd_thread_bytes(const run_ctx *c) {
-    const size_t f = 2 * (size_t)c->hd * c->bkp     /* K^T, V^T */
-                     + 4 * (size_t)c->bq * c->bkp   /* P, dP/dS, mask, dropped P */
-                     + 2 * (size_t)c->bk * c->hdp;  /* dK, dV accumulators */
+    const size_t f = 2 * (size_t)c->hd * c->bkp    /* K^T, V^T */
+                     + 4 * (size_t)c->bq * c->bkp  /* P, dP/dS, mask, dropped P */
+                     + 2 * (size_t)c->bk * c->hdp; /* dK, dV accumulators */
     return f * sizeof(float) + 8 * 64;
 }
 
@@ -563,8 +565,8 @@ static void bwd_task(const run_ctx *c, const attn_flash_problem *pb, const attn_
         c->K->gemm(nk, hd, nq, Pused, 1, (ptrdiff_t)bkp, dob, (ptrdiff_t)g->ld_do, dVa,
                    (ptrdiff_t)hdp, 1);
         /* dP (nq, nk) = dO V^T */
-        c->K->gemm(nq, nk, hd, dob, (ptrdiff_t)g->ld_do, 1, Vt, (ptrdiff_t)bkp, dS,
-                   (ptrdiff_t)bkp, 0);
+        c->K->gemm(nq, nk, hd, dob, (ptrdiff_t)g->ld_do, 1, Vt, (ptrdiff_t)bkp, dS, (ptrdiff_t)bkp,
+                   0);
         /* dS = P (dP * mask - D) / sqrt(hd) */
         for (int ii = 0; ii < nq; ii++) {
             const float Di = D[i0 + ii];
@@ -580,8 +582,8 @@ static void bwd_task(const run_ctx *c, const attn_flash_problem *pb, const attn_
             }
         }
         /* dK (nk, hd) += dS^T Q;  dQ (nq, hd) += dS K */
-        c->K->gemm(nk, hd, nq, dS, 1, (ptrdiff_t)bkp, qb, (ptrdiff_t)pb->ld_q, dKa,
-                   (ptrdiff_t)hdp, 1);
+        c->K->gemm(nk, hd, nq, dS, 1, (ptrdiff_t)bkp, qb, (ptrdiff_t)pb->ld_q, dKa, (ptrdiff_t)hdp,
+                   1);
         c->K->gemm(nq, hd, nk, dS, (ptrdiff_t)bkp, 1, kb, (ptrdiff_t)pb->ld_k,
                    dq_base + (size_t)i0 * ld_dq, ld_dq, 1);
     }
@@ -619,8 +621,8 @@ attn_status attn_flash_backward(const attn_flash_problem *pb, const attn_flash_g
     const size_t BH = (size_t)c.B * (size_t)c.H;
     const size_t per = pad_to(bwd_thread_bytes(&c), 64);
     const size_t d_bytes = pad_to(BH * (size_t)c.T * sizeof(float), 64);
-    const size_t slab_bytes = nt > 1 ? (size_t)nt * BH * (size_t)c.T * (size_t)c.hd * sizeof(float)
-                                     : 0;
+    const size_t slab_bytes =
+        nt > 1 ? (size_t)nt * BH * (size_t)c.T * (size_t)c.hd * sizeof(float) : 0;
     const size_t used_bytes = pad_to((size_t)nt * BH, 64);
     st = ws_reserve(ws, per * (size_t)nt + d_bytes + slab_bytes + used_bytes, err);
     if (st != ATTN_OK) return st;

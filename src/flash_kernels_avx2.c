@@ -24,8 +24,9 @@ block(const int mr, const int nv, int K, const float *A, ptrdiff_t rsa, ptrdiff_
     for (int r = 0; r < mr; r++)
 #pragma GCC unroll 8
         for (int v = 0; v < nv; v++)
-            c[r][v] = accumulate ? _mm256_maskload_ps(C + r * ldc + 8 * v, v == nv - 1 ? last : full)
-                                 : _mm256_setzero_ps();
+            c[r][v] = accumulate
+                          ? _mm256_maskload_ps(C + r * ldc + 8 * v, v == nv - 1 ? last : full)
+                          : _mm256_setzero_ps();
     for (int k = 0; k < K; k++) {
         __m256 b[NV];
         const float *bk = B + k * ldb;
@@ -49,7 +50,7 @@ block(const int mr, const int nv, int K, const float *A, ptrdiff_t rsa, ptrdiff_
 }
 
 #define BLOCK_CASE(mr, nv)                                                                         \
-    case (mr) * 8 + (nv):                                                                          \
+    case (mr)*8 + (nv):                                                                            \
         block(mr, nv, K, a, rsa, csa, b, ldb, c, ldc, accumulate, last);                           \
         break;
 #define BLOCK_ROW(mr) BLOCK_CASE(mr, 1) BLOCK_CASE(mr, 2)
@@ -96,8 +97,8 @@ static inline __m256 exp8(__m256 x) {
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
     const __m256 r2 = _mm256_mul_ps(r, r);
     p = _mm256_fmadd_ps(p, r2, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-    const __m256i e = _mm256_slli_epi32(
-        _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    const __m256i e =
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
     return _mm256_and_ps(ok, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
 }
 

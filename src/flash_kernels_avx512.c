@@ -24,9 +24,9 @@ block(const int mr, const int nv, int K, const float *A, ptrdiff_t rsa, ptrdiff_
     for (int r = 0; r < mr; r++)
 #pragma GCC unroll 8
         for (int v = 0; v < nv; v++)
-            c[r][v] = accumulate ? _mm512_maskz_loadu_ps(v == nv - 1 ? last : 0xFFFF,
-                                                         C + r * ldc + 16 * v)
-                                 : _mm512_setzero_ps();
+            c[r][v] = accumulate
+                          ? _mm512_maskz_loadu_ps(v == nv - 1 ? last : 0xFFFF, C + r * ldc + 16 * v)
+                          : _mm512_setzero_ps();
     for (int k = 0; k < K; k++) {
         __m512 b[NV];
         const float *bk = B + k * ldb;
@@ -50,7 +50,7 @@ block(const int mr, const int nv, int K, const float *A, ptrdiff_t rsa, ptrdiff_
 }
 
 #define BLOCK_CASE(mr, nv)                                                                         \
-    case (mr) * 8 + (nv):                                                                          \
+    case (mr)*8 + (nv):                                                                            \
         block(mr, nv, K, a, rsa, csa, b, ldb, c, ldc, accumulate, last);                           \
         break;
 #define BLOCK_ROW(mr) BLOCK_CASE(mr, 1) BLOCK_CASE(mr, 2) BLOCK_CASE(mr, 3) BLOCK_CASE(mr, 4)
@@ -97,8 +97,8 @@ static inline __m512 exp16(__m512 x) {
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
     const __m512 r2 = _mm512_mul_ps(r, r);
     p = _mm512_fmadd_ps(p, r2, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-    const __m512i e = _mm512_slli_epi32(
-        _mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+    const __m512i e =
+        _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
     return _mm512_maskz_mul_ps(ok, p, _mm512_castsi512_ps(e));
 }
 
