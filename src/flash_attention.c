@@ -367,18 +367,18 @@ static void fwd_task(const run_ctx *c, const attn_flash_problem *pb, int b, int 
     uint32_t *xst = (uint32_t *)carve(&cur, bqp);
 
     const float *qb = pb->q + ((size_t)b * T + (size_t)i0) * pb->ld_q + (size_t)h * hd;
-    for (int d = 0; d < hd; d++) {
-        float *dst = Qt + (size_t)d * bqp;
-        for (int ii = 0; ii < nq; ii++)
-            dst[ii] = qb[(size_t)ii * pb->ld_q + d];
-        for (int ii = nq; ii < nqp; ii++)
-            dst[ii] = 0.0f;
+    for (int ii = 0; ii < nq; ii++) { /* read rows in order: streams from memory */
+        const float *src = qb + (size_t)ii * pb->ld_q;
+        for (int d = 0; d < hd; d++)
+            Qt[(size_t)d * bqp + ii] = src[d];
     }
+    for (int d = 0; d < hd; d++)
+        for (int ii = nq; ii < nqp; ii++)
+            Qt[(size_t)d * bqp + ii] = 0.0f;
     for (int ii = 0; ii < nqp; ii++) {
         m[ii] = -INFINITY;
         l[ii] = 0.0f;
     }
-    memset(acc, 0, (size_t)nq * hdp * sizeof(float));
 
     const size_t bh = (size_t)b * c->H + (size_t)h;
     const uint64_t row0 = ((uint64_t)bh * (uint64_t)T + (uint64_t)i0) * (uint64_t)T;
@@ -399,7 +399,7 @@ static void fwd_task(const run_ctx *c, const attn_flash_problem *pb, int b, int 
         const float *vb = pb->v + ((size_t)b * T + (size_t)j0) * pb->ld_v + (size_t)h * hd;
         /* S^T (nk, nq) = K_tile Q_tile^T */
         c->K->gemm(nk, nqp, hd, kb, (ptrdiff_t)pb->ld_k, 1, Qt, (ptrdiff_t)bqp, St, (ptrdiff_t)bqp,
-                   0);
+                   0, NULL);
         if (j0 + nk - 1 > i0) /* diagonal tile: key j0+jj is masked for query i0+ii < j0+jj */
             for (int jj = 0; jj < nk; jj++) {
                 const int upto = imin(nq, j0 + jj - i0);
@@ -415,17 +415,9 @@ static void fwd_task(const run_ctx *c, const attn_flash_problem *pb, int b, int 
                 for (int jj = 0; jj < nk; jj++)
                     St[(size_t)jj * bqp + ii] *= mult[jj];
             }
-        if (j0 > 0)
-            for (int ii = 0; ii < nq; ii++) {
-                const float a = alpha[ii];
-                if (a == 1.0f) continue;
-                float *row = acc + (size_t)ii * hdp;
-                for (int d = 0; d < hd; d++)
-                    row[d] *= a;
-            }
-        /* acc (nq, hd) += P (nq, nk) V_tile, P read from P^T */
+        /* acc (nq, hd) = alpha * acc + P (nq, nk) V_tile, P read from P^T */
         c->K->gemm(nq, hd, nk, St, 1, (ptrdiff_t)bqp, vb, (ptrdiff_t)pb->ld_v, acc, (ptrdiff_t)hdp,
-                   1);
+                   j0 > 0, alpha);
     }
 
     float *ob = pb->o + ((size_t)b * T + (size_t)i0) * pb->ld_o + (size_t)h * hd;
@@ -536,8 +528,8 @@ static void bwd_task(const run_ctx *c, const attn_flash_problem *pb, const attn_
         const float *qb = pb->q + ((size_t)b * T + (size_t)i0) * pb->ld_q + (size_t)h * hd;
         const float *dob = g->d_o + ((size_t)b * T + (size_t)i0) * g->ld_do + (size_t)h * hd;
         /* S (nq, nk) = Q_tile K_tile^T; P = exp(S / sqrt(hd) - lse) */
-        c->K->gemm(nq, nk, hd, qb, (ptrdiff_t)pb->ld_q, 1, Kt, (ptrdiff_t)bkp, P, (ptrdiff_t)bkp,
-                   0);
+        c->K->gemm(nq, nk, hd, qb, (ptrdiff_t)pb->ld_q, 1, Kt, (ptrdiff_t)bkp, P, (ptrdiff_t)bkp, 0,
+                   NULL);
         for (int ii = 0; ii < nq; ii++) {
             const int i = i0 + ii;
             const int valid = imin(nk, i - j0 + 1);
@@ -563,10 +555,10 @@ static void bwd_task(const run_ctx *c, const attn_flash_problem *pb, const attn_
         }
         /* dV (nk, hd) += P^T dO */
         c->K->gemm(nk, hd, nq, Pused, 1, (ptrdiff_t)bkp, dob, (ptrdiff_t)g->ld_do, dVa,
-                   (ptrdiff_t)hdp, 1);
+                   (ptrdiff_t)hdp, 1, NULL);
         /* dP (nq, nk) = dO V^T */
         c->K->gemm(nq, nk, hd, dob, (ptrdiff_t)g->ld_do, 1, Vt, (ptrdiff_t)bkp, dS, (ptrdiff_t)bkp,
-                   0);
+                   0, NULL);
         /* dS = P (dP * mask - D) / sqrt(hd) */
         for (int ii = 0; ii < nq; ii++) {
             const float Di = D[i0 + ii];
@@ -583,9 +575,9 @@ static void bwd_task(const run_ctx *c, const attn_flash_problem *pb, const attn_
         }
         /* dK (nk, hd) += dS^T Q;  dQ (nq, hd) += dS K */
         c->K->gemm(nk, hd, nq, dS, 1, (ptrdiff_t)bkp, qb, (ptrdiff_t)pb->ld_q, dKa, (ptrdiff_t)hdp,
-                   1);
+                   1, NULL);
         c->K->gemm(nq, hd, nk, dS, (ptrdiff_t)bkp, 1, kb, (ptrdiff_t)pb->ld_k,
-                   dq_base + (size_t)i0 * ld_dq, ld_dq, 1);
+                   dq_base + (size_t)i0 * ld_dq, ld_dq, 1, NULL);
     }
 
     float *dkb = g->dk + ((size_t)b * T + (size_t)j0) * g->ld_dk + (size_t)h * hd;

@@ -14,10 +14,11 @@ typedef struct attn_flash_kernels {
     const char *name;
     /* C (M, N) = [C +] A (M, K) B (K, N) with A(i, k) = A[i * rsa + k * csa],
      * B(k, n) = B[k * ldb + n], C(i, n) = C[i * ldc + n]; accumulate != 0
-     * adds to C. A may be read transposed (rsa = 1), B rows must be unit
-     * stride. */
+     * adds to C, first multiplying row i of C by row_scale[i] when row_scale
+     * is not NULL (the online-softmax rescale, fused into the load of C). A
+     * may be read transposed (rsa = 1), B rows must be unit stride. */
     void (*gemm)(int M, int N, int K, const float *A, ptrdiff_t rsa, ptrdiff_t csa, const float *B,
-                 ptrdiff_t ldb, float *C, ptrdiff_t ldc, int accumulate);
+                 ptrdiff_t ldb, float *C, ptrdiff_t ldc, int accumulate, const float *row_scale);
     /* Online-softmax step on a transposed score tile st (nk rows = keys,
      * columns = queries, row stride ld). For each column c < ncols (ncols and
      * the arrays padded to ATTN_FLASH_PAD; extra columns are computed and

@@ -18,7 +18,8 @@ static inline __mmask16 tail_mask(int n) {
  * the accumulators live in registers. `last` masks the final vector. */
 static inline __attribute__((always_inline)) void
 block(const int mr, const int nv, int K, const float *A, ptrdiff_t rsa, ptrdiff_t csa,
-      const float *B, ptrdiff_t ldb, float *C, ptrdiff_t ldc, int accumulate, __mmask16 last) {
+      const float *B, ptrdiff_t ldb, float *C, ptrdiff_t ldc, int accumulate, const float *rs,
+      __mmask16 last) {
     __m512 c[MR][NV];
 #pragma GCC unroll 8
     for (int r = 0; r < mr; r++)
@@ -27,6 +28,12 @@ block(const int mr, const int nv, int K, const float *A, ptrdiff_t rsa, ptrdiff_
             c[r][v] = accumulate
                           ? _mm512_maskz_loadu_ps(v == nv - 1 ? last : 0xFFFF, C + r * ldc + 16 * v)
                           : _mm512_setzero_ps();
+    if (rs) /* rescale the running output as it is loaded */
+#pragma GCC unroll 8
+        for (int r = 0; r < mr; r++)
+#pragma GCC unroll 8
+            for (int v = 0; v < nv; v++)
+                c[r][v] = _mm512_mul_ps(c[r][v], _mm512_set1_ps(rs[r]));
     for (int k = 0; k < K; k++) {
         __m512 b[NV];
         const float *bk = B + k * ldb;
@@ -51,12 +58,13 @@ block(const int mr, const int nv, int K, const float *A, ptrdiff_t rsa, ptrdiff_
 
 #define BLOCK_CASE(mr, nv)                                                                         \
     case (mr)*8 + (nv):                                                                            \
-        block(mr, nv, K, a, rsa, csa, b, ldb, c, ldc, accumulate, last);                           \
+        block(mr, nv, K, a, rsa, csa, b, ldb, c, ldc, accumulate, rs, last);                       \
         break;
 #define BLOCK_ROW(mr) BLOCK_CASE(mr, 1) BLOCK_CASE(mr, 2) BLOCK_CASE(mr, 3) BLOCK_CASE(mr, 4)
 
 static void gemm_avx512(int M, int N, int K, const float *A, ptrdiff_t rsa, ptrdiff_t csa,
-                        const float *B, ptrdiff_t ldb, float *C, ptrdiff_t ldc, int accumulate) {
+                        const float *B, ptrdiff_t ldb, float *C, ptrdiff_t ldc, int accumulate,
+                        const float *row_scale) {
     for (int n0 = 0; n0 < N; n0 += 16 * NV) {
         const int nn = N - n0 < 16 * NV ? N - n0 : 16 * NV;
         const int nv = (nn + 15) / 16;
@@ -66,6 +74,7 @@ static void gemm_avx512(int M, int N, int K, const float *A, ptrdiff_t rsa, ptrd
             const float *a = A + m0 * rsa;
             const float *b = B + n0;
             float *c = C + m0 * ldc + n0;
+            const float *rs = accumulate && row_scale ? row_scale + m0 : NULL;
             switch (mr * 8 + nv) {
                 BLOCK_ROW(1)
                 BLOCK_ROW(2)

@@ -5,12 +5,16 @@
 #include "flash_kernels.h"
 
 static void gemm_generic(int M, int N, int K, const float *A, ptrdiff_t rsa, ptrdiff_t csa,
-                         const float *B, ptrdiff_t ldb, float *C, ptrdiff_t ldc, int accumulate) {
+                         const float *B, ptrdiff_t ldb, float *C, ptrdiff_t ldc, int accumulate,
+                         const float *row_scale) {
     for (int i = 0; i < M; i++) {
         float *c = C + i * ldc;
         if (!accumulate)
             for (int n = 0; n < N; n++)
                 c[n] = 0.0f;
+        else if (row_scale)
+            for (int n = 0; n < N; n++)
+                c[n] *= row_scale[i];
         for (int k = 0; k < K; k++) {
             const float a = A[i * rsa + k * csa];
             const float *b = B + k * ldb;
