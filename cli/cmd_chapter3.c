@@ -89,9 +89,9 @@ static void show_shape(walk *w, const char *label, int ndim, const int64_t *shap
 
 /* Tensor.sum() over n < 8 contiguous floats, in PyTorch 1.13's CPU order
  * (scalar_inner_sum -> row_sum with 4 partial sums; the vectorised path only
- * starts at 8 elements). The order matters for whether a sum of weights
- * prints as "1." or "1.0000". */
-static float torch_sum_small(const float *x, size_t n) {
+ * starts at 8 elements, more than the chapter ever sums). The order matters for whether a sum of
+ * weights prints as "1." or "1.0000". */
+static float torch_sum(const float *x, size_t n) {
     float p[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     size_t full = n / 4 * 4;
     for (size_t i = 0; i < full; i++)
@@ -99,14 +99,6 @@ static float torch_sum_small(const float *x, size_t n) {
     for (size_t i = full; i < n; i++)
         p[0] += x[i];
     return ((p[0] + p[1]) + p[2]) + p[3];
-}
-
-static float torch_sum(const float *x, size_t n) {
-    if (n < 8) return torch_sum_small(x, n);
-    float s = 0.0f; /* not needed by the chapter's 6-token tensors */
-    for (size_t i = 0; i < n; i++)
-        s += x[i];
-    return s;
 }
 
 /* x / sqrt(d_k), as PyTorch divides a float32 tensor by a Python float. */
