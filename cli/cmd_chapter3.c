@@ -89,8 +89,8 @@ static void show_shape(walk *w, const char *label, int ndim, const int64_t *shap
 
 /* Tensor.sum() over n < 8 contiguous floats, in PyTorch 1.13's CPU order
  * (scalar_inner_sum -> row_sum with 4 partial sums; the vectorised path only
- * starts at 8 elements, more than the chapter ever sums). The order matters for whether a sum of
- * weights prints as "1." or "1.0000". */
+ * starts at 8 elements, more than the chapter ever sums). The order decides
+ * whether a sum of weights prints as "1." or "1.0000". */
 static float torch_sum(const float *x, size_t n) {
     float p[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     size_t full = n / 4 * 4;
