@@ -140,3 +140,246 @@ Test(seeds, mha_768_12_heads) {
         }
     attn_module_destroy(m);
 }
+
+/* ---- parameter names, shapes and creation order -------------------------- */
+
+static void expect_param(const attn_param_list *pl, int i, const char *name, int64_t d0,
+                         int64_t d1) {
+    cr_assert(i < pl->count, "missing parameter %d (%s)", i, name);
+    const attn_param *p = &pl->items[i];
+    cr_expect_str_eq(p->name, name);
+    cr_expect_eq(p->shape[0], d0, "%s dim 0", name);
+    if (d1 > 0)
+        cr_expect(p->ndim == 2 && p->shape[1] == d1, "%s shape", name);
+    else
+        cr_expect_eq(p->ndim, 1, "%s ndim", name);
+    cr_expect(p->grad != NULL, "%s has a gradient", name);
+}
+
+Test(params, names_and_shapes_in_state_dict_order) {
+    attn_module *m =
+        create((attn_module_config){ATTN_MODULE_SELF_ATTENTION_V1, 3, 2, 0, 0, 0, 0}, 1);
+    const attn_param_list *pl = attn_module_params(m);
+    cr_expect_eq(pl->count, 3);
+    expect_param(pl, 0, "W_query", 3, 2);
+    expect_param(pl, 1, "W_key", 3, 2);
+    expect_param(pl, 2, "W_value", 3, 2);
+    attn_module_destroy(m);
+
+    m = create((attn_module_config){ATTN_MODULE_CAUSAL_ATTENTION, 3, 2, 0, 6, 0, 1}, 1);
+    pl = attn_module_params(m);
+    cr_expect_eq(pl->count, 6);
+    expect_param(pl, 0, "W_query.weight", 2, 3);
+    expect_param(pl, 1, "W_query.bias", 2, 0);
+    expect_param(pl, 4, "W_value.weight", 2, 3);
+    expect_param(pl, 5, "W_value.bias", 2, 0);
+    attn_module_destroy(m);
+
+    m = create((attn_module_config){ATTN_MODULE_MHA_WRAPPER, 3, 2, 2, 6, 0, 0}, 1);
+    pl = attn_module_params(m);
+    cr_expect_eq(pl->count, 6);
+    expect_param(pl, 0, "heads.0.W_query.weight", 2, 3);
+    expect_param(pl, 3, "heads.1.W_query.weight", 2, 3);
+    expect_param(pl, 5, "heads.1.W_value.weight", 2, 3);
+    attn_module_destroy(m);
+
+    m = create((attn_module_config){ATTN_MODULE_MHA, 3, 4, 2, 6, 0, 0}, 1);
+    pl = attn_module_params(m);
+    cr_expect_eq(pl->count, 5);
+    expect_param(pl, 2, "W_value.weight", 4, 3);
+    expect_param(pl, 3, "out_proj.weight", 4, 4);
+    expect_param(pl, 4, "out_proj.bias", 4, 0);
+    attn_module_destroy(m);
+}
+
+/* The same generator stream feeds the constructors in the book's order, so
+ * the wrapper's head 0 equals a CausalAttention made from the same seed, head
+ * 1 is what a second CausalAttention would draw next, and MHA's Q/K/V equal
+ * CausalAttention's (same shapes, same order) with out_proj drawn last. */
+Test(params, creation_order_follows_the_constructors) {
+    attn_rng rng;
+    attn_rng_seed(&rng, 123);
+    attn_causal_attention h0, h1;
+    cr_assert_eq(attn_causal_attention_init(&h0, 3, 4, 6, 0.0, 1, &rng, NULL), ATTN_OK);
+    cr_assert_eq(attn_causal_attention_init(&h1, 3, 4, 6, 0.0, 1, &rng, NULL), ATTN_OK);
+    attn_linear op;
+    cr_assert_eq(attn_linear_init(&op, 4, 4, 1, &rng, NULL), ATTN_OK); /* after h1's draws */
+
+    attn_rng_seed(&rng, 123);
+    attn_mha_wrapper w;
+    cr_assert_eq(attn_mha_wrapper_init(&w, 3, 4, 6, 0.0, 2, 1, &rng, NULL), ATTN_OK);
+    cr_expect(memcmp(w.heads[0].W_value.weight, h0.W_value.weight, 12 * sizeof(float)) == 0);
+    cr_expect(memcmp(w.heads[1].W_query.weight, h1.W_query.weight, 12 * sizeof(float)) == 0);
+    cr_expect(memcmp(w.heads[1].W_key.bias, h1.W_key.bias, 4 * sizeof(float)) == 0);
+
+    attn_rng_seed(&rng, 123);
+    attn_mha mha;
+    cr_assert_eq(attn_mha_init(&mha, 3, 4, 6, 0.0, 2, 1, &rng, NULL), ATTN_OK);
+    cr_expect(memcmp(mha.W_query.weight, h0.W_query.weight, 12 * sizeof(float)) == 0);
+    cr_expect(memcmp(mha.W_value.bias, h0.W_value.bias, 4 * sizeof(float)) == 0);
+    /* out_proj comes right after W_value: it matches h1's first draws, not op */
+    attn_rng_seed(&rng, 123);
+    attn_causal_attention skip;
+    cr_assert_eq(attn_causal_attention_init(&skip, 3, 4, 6, 0.0, 1, &rng, NULL), ATTN_OK);
+    attn_linear op2;
+    cr_assert_eq(attn_linear_init(&op2, 4, 4, 1, &rng, NULL), ATTN_OK);
+    cr_expect(memcmp(mha.out_proj.weight, op2.weight, 16 * sizeof(float)) == 0);
+    cr_expect(memcmp(mha.out_proj.bias, op2.bias, 4 * sizeof(float)) == 0);
+
+    /* rng == NULL: zeros */
+    attn_mha zero;
+    cr_assert_eq(attn_mha_init(&zero, 3, 4, 6, 0.0, 2, 0, NULL, NULL), ATTN_OK);
+    for (int i = 0; i < 16; i++)
+        cr_expect_eq(zero.out_proj.weight[i], 0.0f);
+
+    attn_mha_free(&zero);
+    attn_linear_free(&op2);
+    attn_causal_attention_free(&skip);
+    attn_mha_free(&mha);
+    attn_mha_wrapper_free(&w);
+    attn_linear_free(&op);
+    attn_causal_attention_free(&h1);
+    attn_causal_attention_free(&h0);
+}
+
+/* ---- bad configurations and calls --------------------------------------- */
+
+static void expect_bad(attn_module_config cfg, attn_status code, const char *needle) {
+    attn_error err;
+    attn_error_clear(&err);
+    attn_module *m = (attn_module *)1;
+    attn_status s = attn_module_create(&cfg, NULL, &m, &err);
+    cr_expect_eq(s, code, "%s: status %d, want %d (%s)", needle, s, code, err.msg);
+    cr_expect_null(m);
+    cr_expect(strstr(err.msg, needle) != NULL, "message '%s' should mention '%s'", err.msg, needle);
+    cr_expect_eq(attn_module_config_validate(&cfg, NULL), code);
+}
+
+Test(bad_input, configs) {
+    const attn_status E = ATTN_ERR_INVALID_ARG;
+    expect_bad((attn_module_config){ATTN_MODULE_MHA, 3, 5, 2, 6, 0.0, 0}, E,
+               "d_out (5) must be divisible by num_heads (2)");
+    expect_bad((attn_module_config){ATTN_MODULE_MHA, 0, 4, 2, 6, 0.0, 0}, E, "d_in must be > 0");
+    expect_bad((attn_module_config){ATTN_MODULE_CAUSAL_ATTENTION, 3, -1, 1, 6, 0.0, 0}, E,
+               "d_out must be > 0");
+    expect_bad((attn_module_config){ATTN_MODULE_MHA_WRAPPER, 3, 2, 0, 6, 0.0, 0}, E,
+               "num_heads must be > 0");
+    expect_bad((attn_module_config){ATTN_MODULE_MHA, 3, 4, -2, 6, 0.0, 0}, E,
+               "num_heads must be > 0");
+    expect_bad((attn_module_config){ATTN_MODULE_CAUSAL_ATTENTION, 3, 2, 1, 0, 0.0, 0}, E,
+               "context_length must be > 0");
+    expect_bad((attn_module_config){ATTN_MODULE_CAUSAL_ATTENTION, 3, 2, 1, 6, 1.0, 0}, E,
+               "dropout must be in [0, 1)");
+    expect_bad((attn_module_config){ATTN_MODULE_MHA, 3, 2, 1, 6, -0.1, 0}, E,
+               "dropout must be in [0, 1)");
+    expect_bad((attn_module_config){ATTN_MODULE_MHA_WRAPPER, 3, 2, 1, 6, NAN, 0}, E,
+               "dropout must be in [0, 1)");
+    expect_bad((attn_module_config){ATTN_MODULE_SELF_ATTENTION_V2, 3, 2, 0, 0, 0.1, 0}, E,
+               "has no dropout");
+    expect_bad((attn_module_config){ATTN_MODULE_SELF_ATTENTION_V1, 3, 2, 0, 0, 0.0, 1}, E,
+               "no bias");
+    /* typed APIs report the same problems */
+    attn_error err;
+    attn_mha mha;
+    cr_expect_eq(attn_mha_init(&mha, 3, 5, 6, 0.0, 2, 0, NULL, &err), E);
+    cr_expect(strstr(err.msg, "divisible") != NULL, "%s", err.msg);
+    attn_causal_attention ca;
+    cr_expect_eq(attn_causal_attention_init(&ca, 3, 2, 6, 1.5, 0, NULL, &err), E);
+    cr_expect(strstr(err.msg, "dropout") != NULL, "%s", err.msg);
+}
+
+Test(bad_input, calls) {
+    attn_error err;
+    float x[2 * 7 * 3] = {0}, y[2 * 7 * 4], dy[2 * 7 * 4] = {0};
+    attn_module *m = create((attn_module_config){ATTN_MODULE_MHA, 3, 4, 2, 6, 0.0, 0}, 1);
+    cr_expect_eq(attn_module_backward(m, x, dy, NULL, &err), ATTN_ERR_STATE);
+    cr_expect(strstr(err.msg, "before") != NULL, "%s", err.msg);
+    cr_expect_eq(attn_module_forward(m, x, 2, 7, y, &EVAL, &err), ATTN_ERR_SHAPE);
+    cr_expect(strstr(err.msg, "T = 7 exceeds context_length = 6") != NULL, "%s", err.msg);
+    cr_expect_eq(attn_module_forward(m, x, 0, 3, y, &EVAL, &err), ATTN_ERR_SHAPE);
+    /* training with dropout needs a generator */
+    attn_module *d = create((attn_module_config){ATTN_MODULE_MHA, 3, 4, 2, 6, 0.5, 0}, 1);
+    const attn_forward_mode no_rng = {1, NULL, ATTN_STREAM_TORCH_CPU};
+    cr_expect_eq(attn_module_forward(d, x, 1, 3, y, &no_rng, &err), ATTN_ERR_INVALID_ARG);
+    cr_expect(strstr(err.msg, "rng") != NULL, "%s", err.msg);
+    cr_expect_eq(attn_module_forward(d, x, 1, 3, y, &EVAL, &err), ATTN_OK); /* eval is fine */
+    attn_module_destroy(d);
+    attn_module_destroy(m);
+    /* v1/v2 take one sequence */
+    m = create((attn_module_config){ATTN_MODULE_SELF_ATTENTION_V2, 3, 4, 0, 0, 0.0, 1}, 1);
+    cr_expect_eq(attn_module_forward(m, x, 2, 3, y, &EVAL, &err), ATTN_ERR_SHAPE);
+    cr_expect(strstr(err.msg, "B = 1") != NULL, "%s", err.msg);
+    cr_expect_eq(attn_module_forward(m, x, 1, 7, y, &EVAL, &err), ATTN_OK); /* no T limit */
+    attn_module_destroy(m);
+    /* a typed cache of the wrong shape */
+    attn_causal_attention ca;
+    cr_assert_eq(attn_causal_attention_init(&ca, 3, 4, 6, 0.0, 0, NULL, NULL), ATTN_OK);
+    attn_attention_cache c;
+    cr_assert_eq(attn_attention_cache_init(&c, 1, 4, 1, 4, NULL), ATTN_OK);
+    cr_expect_eq(attn_causal_attention_forward(&ca, x, 1, 5, y, &EVAL, &c, &err), ATTN_ERR_SHAPE);
+    cr_expect(strstr(err.msg, "cache") != NULL, "%s", err.msg);
+    attn_attention_cache_free(&c);
+    attn_causal_attention_free(&ca);
+    /* v2 with bias cannot transfer to v1 */
+    attn_sa_v2 v2;
+    attn_sa_v1 v1;
+    cr_assert_eq(attn_sa_v2_init(&v2, 3, 2, 1, NULL, NULL), ATTN_OK);
+    cr_assert_eq(attn_sa_v1_init(&v1, 3, 2, NULL, NULL), ATTN_OK);
+    cr_expect_eq(attn_sa_v1_from_v2(&v1, &v2, &err), ATTN_ERR_INVALID_ARG);
+    attn_sa_v1_free(&v1);
+    attn_sa_v2_free(&v2);
+}
+
+/* ---- semantics --------------------------------------------------------- */
+
+Test(semantics, backward_accumulates_params_and_overwrites_dx) {
+    attn_module *m = create((attn_module_config){ATTN_MODULE_MHA, 3, 4, 2, 6, 0.0, 1}, 5);
+    float batch[36], y[48], dy[48], dx1[36], dx2[36];
+    make_batch(batch);
+    for (int i = 0; i < 48; i++)
+        dy[i] = (float)((i % 7) - 3) * 0.25f;
+    cr_assert_eq(attn_module_forward(m, batch, 2, 6, y, &EVAL, NULL), ATTN_OK);
+    const attn_param_list *pl = attn_module_params(m);
+    attn_param_list_zero_grad(pl);
+    cr_assert_eq(attn_module_backward(m, batch, dy, dx1, NULL), ATTN_OK);
+    const float g1 = pl->items[0].grad[1], b1 = pl->items[4].grad[0];
+    for (int i = 0; i < 36; i++)
+        dx2[i] = 1e9f; /* overwritten, not accumulated */
+    cr_assert_eq(attn_module_backward(m, batch, dy, dx2, NULL), ATTN_OK);
+    cr_expect(memcmp(dx1, dx2, sizeof dx1) == 0);
+    cr_expect(fabsf(pl->items[0].grad[1] - 2 * g1) <= 1e-6f * fabsf(g1) + 1e-7f);
+    cr_expect(fabsf(pl->items[4].grad[0] - 2 * b1) <= 1e-6f * fabsf(b1) + 1e-7f);
+    /* a shorter sequence after a longer one: caches follow the shape */
+    float y3[2 * 3 * 4];
+    cr_assert_eq(attn_module_forward(m, batch, 2, 3, y3, &EVAL, NULL), ATTN_OK);
+    /* causal: the first 3 positions do not see the later ones (batch row 0 == T=6 row 0) */
+    for (int t = 0; t < 3; t++)
+        for (int d = 0; d < 4; d++)
+            cr_expect(fabsf(y3[t * 4 + d] - y[t * 4 + d]) < 1e-6f);
+    attn_module_destroy(m);
+}
+
+Test(semantics, dropout_only_in_training) {
+    attn_module *m =
+        create((attn_module_config){ATTN_MODULE_CAUSAL_ATTENTION, 3, 2, 1, 6, 0.5, 0}, 123);
+    float batch[36], a[24], b[24];
+    make_batch(batch);
+    cr_assert_eq(attn_module_forward(m, batch, 2, 6, a, &EVAL, NULL), ATTN_OK);
+    const attn_attention_cache *c = attn_module_attention_cache(m, 0);
+    cr_assert_not_null(c);
+    cr_expect_eq(c->dropout_applied, 0);
+    attn_rng rng;
+    attn_rng_seed(&rng, 123);
+    const attn_forward_mode train = {1, &rng, ATTN_STREAM_TORCH_MKL};
+    cr_assert_eq(attn_module_forward(m, batch, 2, 6, b, &train, NULL), ATTN_OK);
+    c = attn_module_attention_cache(m, 0);
+    cr_expect_eq(c->dropout_applied, 1);
+    size_t dropped = 0;
+    for (size_t i = 0; i < 72; i++) {
+        dropped += !c->keep[i];
+        const float want = c->keep[i] ? c->attn_weights[i] * 2.0f : 0.0f;
+        cr_expect_eq(c->dropped_weights[i], want);
+    }
+    cr_expect(dropped > 0 && dropped < 72);
+    attn_module_destroy(m);
+}
