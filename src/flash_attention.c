@@ -152,7 +152,9 @@ attn_status attn_flash_dropout_draw(attn_flash_dropout *d, attn_rng *rng,
     d->H = H;
     d->T = T;
     if (p == 0.0) return ATTN_OK; /* PyTorch returns the input untouched, no draw */
-    if (!rng) return attn_fail(err, ATTN_ERR_INVALID_ARG, "flash dropout: no generator given");
+    if (!rng)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "training with dropout needs a generator (mode rng)");
     if (stream == ATTN_STREAM_TORCH_MKL) {
         const uint32_t s = attn_rng_u32(rng);
         d->x0 = s % MCG_M;
@@ -194,6 +196,23 @@ int attn_flash_dropout_keep(const attn_flash_dropout *d, int b, int h, int i, in
     if (d->stream == ATTN_STREAM_TORCH_MKL)
         return mulmod(d->x0, powmod(MCG_A, k)) < mcg_threshold(d->p);
     return (d->bits[k >> 3] >> (k & 7)) & 1;
+}
+
+void attn_flash_dropout_expand(const attn_flash_dropout *d, uint8_t *keep) {
+    const uint64_t n = (uint64_t)d->B * (uint64_t)d->H * (uint64_t)d->T * (uint64_t)d->T;
+    if (d->p == 0.0) {
+        memset(keep, 1, (size_t)n);
+    } else if (d->stream == ATTN_STREAM_TORCH_MKL) {
+        const uint32_t thr = mcg_threshold(d->p);
+        uint32_t x = d->x0;
+        for (uint64_t k = 0; k < n; k++) {
+            keep[k] = x < thr;
+            x = mulmod(x, MCG_A);
+        }
+    } else {
+        for (uint64_t k = 0; k < n; k++)
+            keep[k] = (d->bits[k >> 3] >> (k & 7)) & 1;
+    }
 }
 
 /* What a task needs to replay the mask. */

@@ -426,3 +426,147 @@ Test(flash, bad_arguments) {
     attn_flash_workspace_free(&ws);
     problem_free(&pb);
 }
+
+/* ---- MultiHeadAttention: fused path vs the step-by-step reference path ---- */
+
+static double rel_err_f(const float *got, const float *want, size_t n) {
+    double num = 0, den = 1e-30;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(got[i])) return INFINITY;
+        num = fmax(num, fabs((double)got[i] - (double)want[i]));
+        den = fmax(den, fabs((double)want[i]));
+    }
+    return num / den;
+}
+
+typedef struct mha_run {
+    attn_mha m;
+    attn_attention_cache cache;
+    attn_param_list params;
+    float *y, *dx;
+} mha_run;
+
+static void mha_run_once(mha_run *r, attn_mha_path path, attn_simd simd, int threads, int B, int T,
+                         int d_in, int d_out, int H, int bias, double p, int training,
+                         attn_dropout_stream stream, const float *x, const float *dy,
+                         attn_rng *drop_rng) {
+    attn_rng init;
+    attn_rng_seed(&init, 123);
+    attn_error err;
+    cr_assert_eq(attn_mha_init(&r->m, d_in, d_out, T, p, H, bias, &init, &err), ATTN_OK, "%s",
+                 err.msg);
+    r->m.path = path;
+    r->m.flash.simd = simd;
+    r->m.flash.threads = threads;
+    r->m.flash.block_q = 16; /* several tiles even for short T */
+    r->m.flash.block_k = 16;
+    cr_assert_eq(attn_mha_cache_init(&r->cache, &r->m, B, T, &err), ATTN_OK, "%s", err.msg);
+    attn_param_list_init(&r->params);
+    cr_assert_eq(attn_mha_params(&r->m, "", &r->params, &err), ATTN_OK);
+    attn_param_list_zero_grad(&r->params);
+    const size_t ny = (size_t)B * T * d_out, nx = (size_t)B * T * d_in;
+    r->y = malloc(ny * sizeof(float));
+    r->dx = calloc(nx, sizeof(float));
+    attn_forward_mode mode = {training, drop_rng, stream};
+    cr_assert_eq(attn_mha_forward(&r->m, x, B, T, r->y, &mode, &r->cache, &err), ATTN_OK, "%s",
+                 err.msg);
+    cr_assert_eq(attn_mha_backward(&r->m, x, B, T, dy, r->dx, &r->cache, &err), ATTN_OK, "%s",
+                 err.msg);
+}
+
+static void mha_run_free(mha_run *r) {
+    attn_param_list_free(&r->params);
+    attn_attention_cache_free(&r->cache);
+    attn_mha_free(&r->m);
+    free(r->y);
+    free(r->dx);
+}
+
+static void mha_compare(int B, int T, int d_in, int d_out, int H, int bias, double p,
+                        attn_dropout_stream stream) {
+    const size_t nx = (size_t)B * T * d_in, ny = (size_t)B * T * d_out;
+    float *x = malloc(nx * sizeof(float)), *dy = malloc(ny * sizeof(float));
+    attn_rng data;
+    attn_rng_seed(&data, 7);
+    attn_rng_uniform(&data, x, nx, -1.0f, 1.0f);
+    attn_rng_uniform(&data, dy, ny, -1.0f, 1.0f);
+    attn_rng r_ref;
+    attn_rng_seed(&r_ref, 99);
+    mha_run ref;
+    mha_run_once(&ref, ATTN_MHA_REFERENCE, ATTN_SIMD_AUTO, 0, B, T, d_in, d_out, H, bias, p, 1,
+                 stream, x, dy, &r_ref);
+    for (size_t s = 0; s < 3; s++) {
+        if (!attn_simd_supported(ALL_SIMD[s])) continue;
+        attn_rng r_fused;
+        attn_rng_seed(&r_fused, 99);
+        mha_run fused;
+        mha_run_once(&fused, ATTN_MHA_FUSED, ALL_SIMD[s], 1 + (int)s, B, T, d_in, d_out, H, bias, p,
+                     1, stream, x, dy, &r_fused);
+        char what[128];
+        snprintf(what, sizeof what, "mha B%d T%d d_in %d d_out %d H%d bias %d p %g %s [%s]", B, T,
+                 d_in, d_out, H, bias, p, attn_dropout_stream_name(stream),
+                 attn_simd_name(ALL_SIMD[s]));
+        cr_expect(memcmp(&r_ref, &r_fused, sizeof r_ref) == 0, "%s: generator state differs", what);
+        double e;
+        cr_expect((e = rel_err_f(fused.y, ref.y, ny)) <= 1e-5, "%s: output rel err %g", what, e);
+        cr_expect((e = rel_err_f(fused.dx, ref.dx, nx)) <= 1e-5, "%s: dx rel err %g", what, e);
+        cr_assert_eq(fused.params.count, ref.params.count);
+        /* W_key.bias has an exact gradient of 0 (softmax ignores a constant
+         * q.b added to a whole row), so both sides hold rounding noise: that
+         * one is held to 1e-5 of the largest gradient of the module. */
+        double gmax = 0;
+        for (int i = 0; i < ref.params.count; i++)
+            for (size_t k = 0; k < ref.params.items[i].numel; k++)
+                gmax = fmax(gmax, fabs((double)ref.params.items[i].grad[k]));
+        for (int i = 0; i < ref.params.count; i++) {
+            const attn_param *a = &fused.params.items[i], *b = &ref.params.items[i];
+            cr_expect_str_eq(a->name, b->name);
+            if (strcmp(b->name, "W_key.bias") == 0) {
+                for (size_t k = 0; k < b->numel; k++)
+                    cr_expect(fabs((double)a->grad[k]) <= 1e-5 * gmax, "%s: W_key.bias[%zu] = %g",
+                              what, k, (double)a->grad[k]);
+                continue;
+            }
+            cr_expect((e = rel_err_f(a->grad, b->grad, b->numel)) <= 1e-5, "%s: %s grad rel err %g",
+                      what, b->name, e);
+        }
+        mha_run_free(&fused);
+    }
+    mha_run_free(&ref);
+    free(x);
+    free(dy);
+}
+
+Test(flash_mha, matches_reference_without_dropout) {
+    mha_compare(2, 37, 24, 32, 4, 1, 0.0, ATTN_STREAM_TORCH_MKL);
+    mha_compare(1, 1, 5, 6, 3, 0, 0.0, ATTN_STREAM_TORCH_MKL);     /* T = 1 */
+    mha_compare(1, 20, 8, 2, 2, 1, 0.0, ATTN_STREAM_TORCH_MKL);    /* head_dim 1 */
+    mha_compare(2, 40, 16, 128, 1, 0, 0.0, ATTN_STREAM_TORCH_CPU); /* head_dim 128 */
+}
+
+Test(flash_mha, matches_reference_with_dropout) {
+    mha_compare(2, 37, 24, 32, 4, 1, 0.1, ATTN_STREAM_TORCH_MKL);
+    mha_compare(2, 37, 24, 32, 4, 0, 0.5, ATTN_STREAM_TORCH_CPU);
+    mha_compare(1, 19, 12, 12, 2, 1, 0.3, ATTN_STREAM_TORCH_MKL);
+}
+
+/* The fused path's cache holds no (B, heads, T, T) buffer. */
+Test(flash_mha, fused_cache_is_linear_in_T) {
+    attn_mha m;
+    cr_assert_eq(attn_mha_init(&m, 8, 8, 64, 0.0, 2, 0, NULL, NULL), ATTN_OK);
+    cr_expect_eq(m.path, ATTN_MHA_FUSED);
+    attn_attention_cache c;
+    cr_assert_eq(attn_mha_cache_init(&c, &m, 2, 64, NULL), ATTN_OK);
+    cr_expect_null(c.attn_weights);
+    cr_expect_null(c.keep);
+    cr_expect_null(c.scratch);
+    /* ... so the reference path refuses it with a message. */
+    m.path = ATTN_MHA_REFERENCE;
+    float x[2 * 64 * 8] = {0}, y[2 * 64 * 8];
+    attn_error err;
+    const attn_forward_mode eval = {0, NULL, ATTN_STREAM_TORCH_CPU};
+    cr_expect_eq(attn_mha_forward(&m, x, 2, 64, y, &eval, &c, &err), ATTN_ERR_STATE);
+    cr_expect(strstr(err.msg, "attn_attention_cache_init") != NULL, "%s", err.msg);
+    attn_attention_cache_free(&c);
+    attn_mha_free(&m);
+}

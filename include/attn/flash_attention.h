@@ -94,6 +94,9 @@ attn_status attn_flash_dropout_draw(attn_flash_dropout *d, attn_rng *rng,
 void attn_flash_dropout_free(attn_flash_dropout *d);
 /* Whether element (b, h, i, j) of the drawn mask is kept (tests, tools). */
 int attn_flash_dropout_keep(const attn_flash_dropout *d, int b, int h, int i, int j);
+/* The whole mask as B * H * T * T bytes (1 = kept), in memory order, as
+ * attn_dropout_mask would have written it. O(B H T^2): for inspection only. */
+void attn_flash_dropout_expand(const attn_flash_dropout *d, uint8_t *keep);
 
 /* Scratch reused across calls; zero-initialise, free with
  * attn_flash_workspace_free. Grows when a call needs more. */
