@@ -90,7 +90,7 @@ int cmd_generate(int argc, char **argv) {
             return 2;
         }
         const char *v = argv[++i];
-        char *end = (char *)v;
+        char *end = NULL; /* set by the numeric options */
         int bad = 0;
         errno = 0;
         if (strcmp(a, "--checkpoint") == 0) ckpt = v;
@@ -115,7 +115,7 @@ int cmd_generate(int argc, char **argv) {
             generate_usage(stderr);
             return 2;
         }
-        if (bad || errno || (end != v + strlen(v)) || (end == v && *v)) {
+        if (end && (bad || errno || end == v || *end)) {
             fprintf(stderr, "attn generate: bad value '%s' for %s\n", v, a);
             return 2;
         }
