@@ -93,8 +93,10 @@ int cmd_generate(int argc, char **argv) {
         char *end = NULL; /* set by the numeric options */
         int bad = 0;
         errno = 0;
-        if (strcmp(a, "--checkpoint") == 0) ckpt = v;
-        else if (strcmp(a, "--prompt") == 0) prompt = v;
+        if (strcmp(a, "--checkpoint") == 0)
+            ckpt = v;
+        else if (strcmp(a, "--prompt") == 0)
+            prompt = v;
         else if (strcmp(a, "--max-new-tokens") == 0) {
             max_new = strtol(v, &end, 10);
             bad = max_new < 0;

@@ -84,8 +84,10 @@ static int make_dirs(const char *path) {
 static void fmt_eta(double s, char *out, size_t n) {
     if (!isfinite(s) || s < 0) s = 0;
     long t = (long)(s + 0.5);
-    if (t >= 3600) snprintf(out, n, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
-    else snprintf(out, n, "%ld:%02ld", t / 60, t % 60);
+    if (t >= 3600)
+        snprintf(out, n, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
+    else
+        snprintf(out, n, "%ld:%02ld", t / 60, t % 60);
 }
 
 static void progress(int64_t step, int64_t max, float loss, double tok_s, double eta) {
@@ -124,19 +126,32 @@ int cmd_train(int argc, char **argv) {
         }
         const char *v = argv[++i];
         int bad = 0;
-        if (strcmp(a, "--data") == 0) data = v;
-        else if (strcmp(a, "--preset") == 0) preset = v;
-        else if (strcmp(a, "--config") == 0) config = v;
-        else if (strcmp(a, "--out") == 0) out = v;
-        else if (strcmp(a, "--steps") == 0) bad = parse_i64(v, 1, &steps);
-        else if (strcmp(a, "--batch-size") == 0) bad = parse_i64(v, 1, &batch);
-        else if (strcmp(a, "--eval-interval") == 0) bad = parse_i64(v, 1, &eval_interval);
-        else if (strcmp(a, "--eval-iters") == 0) bad = parse_i64(v, 1, &eval_iters);
-        else if (strcmp(a, "--seed") == 0) bad = parse_i64(v, 0, &seed);
-        else if (strcmp(a, "--threads") == 0) bad = parse_i64(v, 1, &threads);
-        else if (strcmp(a, "--checkpoint-interval") == 0) bad = parse_i64(v, 0, &ckpt_interval);
-        else if (strcmp(a, "--log-interval") == 0) bad = parse_i64(v, 1, &log_interval);
-        else if (strcmp(a, "--interrupt-after") == 0) bad = parse_i64(v, 1, &interrupt_after);
+        if (strcmp(a, "--data") == 0)
+            data = v;
+        else if (strcmp(a, "--preset") == 0)
+            preset = v;
+        else if (strcmp(a, "--config") == 0)
+            config = v;
+        else if (strcmp(a, "--out") == 0)
+            out = v;
+        else if (strcmp(a, "--steps") == 0)
+            bad = parse_i64(v, 1, &steps);
+        else if (strcmp(a, "--batch-size") == 0)
+            bad = parse_i64(v, 1, &batch);
+        else if (strcmp(a, "--eval-interval") == 0)
+            bad = parse_i64(v, 1, &eval_interval);
+        else if (strcmp(a, "--eval-iters") == 0)
+            bad = parse_i64(v, 1, &eval_iters);
+        else if (strcmp(a, "--seed") == 0)
+            bad = parse_i64(v, 0, &seed);
+        else if (strcmp(a, "--threads") == 0)
+            bad = parse_i64(v, 1, &threads);
+        else if (strcmp(a, "--checkpoint-interval") == 0)
+            bad = parse_i64(v, 0, &ckpt_interval);
+        else if (strcmp(a, "--log-interval") == 0)
+            bad = parse_i64(v, 1, &log_interval);
+        else if (strcmp(a, "--interrupt-after") == 0)
+            bad = parse_i64(v, 1, &interrupt_after);
         else if (strcmp(a, "--lr") == 0) {
             char *end;
             lr = strtod(v, &end);
@@ -150,7 +165,8 @@ int cmd_train(int argc, char **argv) {
             if (strcmp(a, "--batch-size") == 0)
                 fprintf(stderr, "attn train: --batch-size must be a positive integer, not '%s'\n",
                         v);
-            else fprintf(stderr, "attn train: bad value '%s' for %s\n", v, a);
+            else
+                fprintf(stderr, "attn train: bad value '%s' for %s\n", v, a);
             return 2;
         }
     }
@@ -166,19 +182,18 @@ int cmd_train(int argc, char **argv) {
     attn_train_config tcfg;
     int vocab_given = 0;
     char outbuf[4096];
-    const int config_flags = preset || config || steps > 0 || batch > 0 || lr > 0 ||
-                             eval_interval > 0 || eval_iters > 0 || seed >= 0;
     if (resume && !out) {
         fprintf(stderr, "attn train: --resume needs --out DIR (the run to continue)\n");
         return 2;
     }
-    if (resume && !config_flags) {
-        /* Continue with exactly the saved configuration. */
+    const int fresh_base = !resume || preset || config;
+    if (!fresh_base) {
+        /* Continue from exactly the saved configuration; flags given with
+         * --resume must agree with it (checked by attn_trainer_resume). */
         if (attn_trainer_read_config(out, &mcfg, &tcfg, &err)) {
             fprintf(stderr, "attn train: cannot resume: %s\n", err.msg);
             return 1;
         }
-        vocab_given = 1;
     } else {
         if (!preset) preset = "tiny";
         if (attn_train_preset(preset, &mcfg, &tcfg, &err)) {
@@ -200,19 +215,20 @@ int cmd_train(int argc, char **argv) {
                 return 2;
             }
         }
-        if (steps > 0) tcfg.max_steps = steps;
-        if (batch > 0) tcfg.batch_size = (int)batch;
-        if (lr > 0) {
-            tcfg.learning_rate = lr;
-            tcfg.min_lr = lr / 10;
-        }
-        if (eval_interval > 0) tcfg.eval_interval = eval_interval;
-        if (eval_iters > 0) tcfg.eval_iters = (int)eval_iters;
-        if (seed >= 0) tcfg.seed = (uint64_t)seed;
     }
+    if (steps > 0) tcfg.max_steps = steps;
+    if (batch > 0) tcfg.batch_size = (int)batch;
+    if (lr > 0) {
+        tcfg.learning_rate = lr;
+        tcfg.min_lr = lr / 10;
+    }
+    if (eval_interval > 0) tcfg.eval_interval = eval_interval;
+    if (eval_iters > 0) tcfg.eval_iters = (int)eval_iters;
+    if (seed >= 0) tcfg.seed = (uint64_t)seed;
     if (ckpt_interval >= 0) tcfg.checkpoint_interval = ckpt_interval;
     if (log_interval > 0) tcfg.log_interval = log_interval;
-    if (!vocab_given) mcfg.vocab_size = 1; /* placeholder: the corpus decides */
+    /* The corpus decides vocab_size unless a config file set it. */
+    if (!vocab_given) mcfg.vocab_size = 1;
     if (attn_gpt_config_validate(&mcfg, &err) || attn_train_config_validate(&tcfg, &err)) {
         fprintf(stderr, "attn train: %s\n", err.msg);
         return 2;
@@ -234,18 +250,18 @@ int cmd_train(int argc, char **argv) {
         free(text);
         return 1;
     }
-    /* Output directory: create and probe it before spending time training. */
-    if (make_dirs(out) != 0 || access(out, W_OK | X_OK) != 0) {
-        fprintf(stderr, "attn train: cannot write to the output directory %s: %s\n", out,
-                strerror(errno));
-        free(text);
-        return 1;
-    }
     attn_trainer tr;
     attn_status s = attn_trainer_init(&tr, &mcfg, &tcfg, vocab_given, text, n, &err);
     free(text);
     if (s) {
         fprintf(stderr, "attn train: %s: %s\n", data, err.msg);
+        return 1;
+    }
+    /* Output directory: create and probe it before spending time training. */
+    if (make_dirs(out) != 0 || access(out, W_OK | X_OK) != 0) {
+        fprintf(stderr, "attn train: cannot write to the output directory %s: %s\n", out,
+                strerror(errno));
+        attn_trainer_free(&tr);
         return 1;
     }
     if (resume && attn_trainer_resume(&tr, out, &err)) {
@@ -257,11 +273,10 @@ int cmd_train(int argc, char **argv) {
     const int tty = isatty(STDOUT_FILENO);
     fprintf(stderr,
             "attn train: %s, %zu parameters (vocab %d, ctx %d, emb %d, %d heads, %d layers); "
-            "%zu train / %zu val tokens; batch %d, %" PRId64 " steps%s\n",
-            preset ? preset : "resumed config", attn_gpt_num_params(&tr.model),
-            tr.mcfg.vocab_size, tr.mcfg.context_length, tr.mcfg.emb_dim, tr.mcfg.n_heads,
-            tr.mcfg.n_layers, tr.train.n_ids, tr.val.n_ids, c->batch_size, c->max_steps,
-            resume ? "" : "");
+            "%zu train / %zu val tokens; batch %d, %" PRId64 " steps\n",
+            preset ? preset : "saved config", attn_gpt_num_params(&tr.model), tr.mcfg.vocab_size,
+            tr.mcfg.context_length, tr.mcfg.emb_dim, tr.mcfg.n_heads, tr.mcfg.n_layers,
+            tr.train.n_ids, tr.val.n_ids, c->batch_size, c->max_steps);
     if (resume) fprintf(stderr, "attn train: resuming %s at step %" PRId64 "\n", out, tr.step);
 
     struct sigaction sa;
@@ -295,8 +310,8 @@ int cmd_train(int argc, char **argv) {
         if (tty) {
             double t = now_s();
             if (t - last_bar > 0.1 || tr.step == c->max_steps) {
-                double eta = (double)(c->max_steps - tr.step) * t_train /
-                             (double)(tr.step - start_step);
+                double eta =
+                    (double)(c->max_steps - tr.step) * t_train / (double)(tr.step - start_step);
                 progress(tr.step, c->max_steps, rec.loss, tok_s, eta);
                 last_bar = t;
             }

@@ -30,10 +30,14 @@ int cmd_forward_gpt(int argc, char **argv) {
             return 2;
         }
         const char *v = argv[++i];
-        if (strcmp(a, "--checkpoint") == 0) ckpt = v;
-        else if (strcmp(a, "--input") == 0) in = v;
-        else if (strcmp(a, "--output") == 0) outp = v;
-        else if (strcmp(a, "--targets") == 0) tg = v;
+        if (strcmp(a, "--checkpoint") == 0)
+            ckpt = v;
+        else if (strcmp(a, "--input") == 0)
+            in = v;
+        else if (strcmp(a, "--output") == 0)
+            outp = v;
+        else if (strcmp(a, "--targets") == 0)
+            tg = v;
         else {
             fprintf(stderr, "attn forward gpt: unknown option '%s'\n", a);
             forward_gpt_usage(stderr);
@@ -60,8 +64,7 @@ int cmd_forward_gpt(int argc, char **argv) {
     }
     int rc = 1;
     const int64_t any2[2] = {-1, -1};
-    if (attn_npy_load_ids(in, &x, &err) ||
-        attn_npy_expect_shape(&x, in, 2, any2, "(B, T)", &err) ||
+    if (attn_npy_load_ids(in, &x, &err) || attn_npy_expect_shape(&x, in, 2, any2, "(B, T)", &err) ||
         attn_npy_convert_ids(&x, ATTN_NPY_I64, in, &err))
         goto fail;
     if (tg) {
@@ -79,8 +82,8 @@ int cmd_forward_gpt(int argc, char **argv) {
     }
     float loss = 0;
     if (attn_gpt_acts_init(&acts, &model, (int)B, (int)T, &err) ||
-        attn_gpt_forward_i64(&model, x.data, tg ? y.data : NULL, (int)B, (int)T, NULL, &acts,
-                             &loss, &err))
+        attn_gpt_forward_i64(&model, x.data, tg ? y.data : NULL, (int)B, (int)T, NULL, &acts, &loss,
+                             &err))
         goto fail;
     const int64_t shape[3] = {B, T, model.cfg.vocab_size};
     if (attn_npy_save_f32(outp, acts.logits, 3, shape, &err)) goto fail;

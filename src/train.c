@@ -80,8 +80,9 @@ static attn_status json_int(const cJSON *v, const char *key, int64_t min, int64_
         fabs(v->valuedouble) > 9.007199254740992e15)
         return attn_fail(err, ATTN_ERR_INVALID_ARG, "config key '%s' must be an integer", key);
     if (v->valuedouble < (double)min)
-        return attn_fail(err, ATTN_ERR_INVALID_ARG, "config key '%s' must be >= %" PRId64 " (got %g)",
-                         key, min, v->valuedouble);
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "config key '%s' must be >= %" PRId64 " (got %g)", key, min,
+                         v->valuedouble);
     *out = (int64_t)v->valuedouble;
     return ATTN_OK;
 }
@@ -97,7 +98,7 @@ attn_status attn_train_config_set_key(attn_train_config *c, const char *key, con
                                       attn_error *err) {
     int64_t i = 0;
     attn_status st;
-#define INT_KEY(name, field, min, cast)                                                           \
+#define INT_KEY(name, field, min, cast)                                                            \
     if (strcmp(key, name) == 0) {                                                                  \
         if ((st = json_int(v, key, min, &i, err))) return st;                                      \
         c->field = (cast)i;                                                                        \
@@ -137,8 +138,8 @@ attn_status attn_train_config_set_key(attn_train_config *c, const char *key, con
 }
 
 attn_status attn_train_config_apply_json(attn_gpt_config *model, attn_train_config *train,
-                                         const char *json_text, const char *name,
-                                         int *vocab_given, attn_error *err) {
+                                         const char *json_text, const char *name, int *vocab_given,
+                                         attn_error *err) {
     cJSON *root = cJSON_Parse(json_text);
     if (!root || !cJSON_IsObject(root)) {
         cJSON_Delete(root);
@@ -512,16 +513,16 @@ attn_status attn_trainer_save(const attn_trainer *tr, const char *dir, attn_erro
     snprintf(cursor_s, sizeof cursor_s, "%zu", tr->sampler.cursor);
     snprintf(bytes_s, sizeof bytes_s, "%zu", tr->text_bytes);
     snprintf(hash_s, sizeof hash_s, "%016" PRIx64, tr->text_hash);
-    attn_st_kv smeta[] = {{"format", "attn-train-state"}, {"step", step_s},
-                          {"config", full},               {"adamw_step", adam_s},
-                          {"sampler_epoch", epoch_s},     {"sampler_cursor", cursor_s},
-                          {"corpus_bytes", bytes_s},      {"corpus_fnv1a", hash_s}};
+    attn_st_kv smeta[] = {
+        {"format", "attn-train-state"}, {"step", step_s},           {"config", full},
+        {"adamw_step", adam_s},         {"sampler_epoch", epoch_s}, {"sampler_cursor", cursor_s},
+        {"corpus_bytes", bytes_s},      {"corpus_fnv1a", hash_s}};
     if (join(path, dir, ATTN_CKPT_STATE)) {
         st = attn_fail(err, ATTN_ERR_IO, "checkpoint directory path is too long");
         goto done;
     }
-    if ((st = attn_safetensors_write(path, e, k, smeta, (int)(sizeof smeta / sizeof smeta[0]),
-                                     err)))
+    if ((st =
+             attn_safetensors_write(path, e, k, smeta, (int)(sizeof smeta / sizeof smeta[0]), err)))
         goto done;
     if ((st = attn_gpt_config_to_json(&tr->mcfg, &mjson, err))) goto done;
     vocab = attn_tokenizer_vocab_string(&tr->tok);
@@ -669,8 +670,8 @@ attn_status attn_trainer_resume(attn_trainer *tr, const char *dir, attn_error *e
         if (strcmp(then, now) != 0) {
             char what[256];
             config_diff(then, now, what, sizeof what);
-            s = attn_fail(err, ATTN_ERR_INVALID_ARG,
-                          "cannot resume %s with a different config: %s", dir, what);
+            s = attn_fail(err, ATTN_ERR_INVALID_ARG, "cannot resume %s with a different config: %s",
+                          dir, what);
             goto out;
         }
     }
@@ -706,11 +707,9 @@ attn_status attn_trainer_resume(attn_trainer *tr, const char *dir, attn_error *e
     for (int i = 0; i < params->count; i++) {
         const attn_param *p = &params->items[i];
         snprintf(name, sizeof name, "exp_avg.%s", p->name);
-        if ((s = load_f32(&st, path, name, tr->opt.m + tr->opt.offset[i], p->numel, err)))
-            goto out;
+        if ((s = load_f32(&st, path, name, tr->opt.m + tr->opt.offset[i], p->numel, err))) goto out;
         snprintf(name, sizeof name, "exp_avg_sq.%s", p->name);
-        if ((s = load_f32(&st, path, name, tr->opt.v + tr->opt.offset[i], p->numel, err)))
-            goto out;
+        if ((s = load_f32(&st, path, name, tr->opt.v + tr->opt.offset[i], p->numel, err))) goto out;
     }
     const char *rn[2] = {"rng.model", "rng.eval"};
     attn_rng *rr[2] = {&tr->model_rng, &tr->eval_rng};
@@ -724,8 +723,7 @@ attn_status attn_trainer_resume(attn_trainer *tr, const char *dir, attn_error *e
         }
         memcpy(w, t->data, sizeof w);
         if (rng_unpack(rr[i], w)) {
-            s = attn_fail(err, ATTN_ERR_FORMAT, "%s: generator state '%s' is corrupt", path,
-                          rn[i]);
+            s = attn_fail(err, ATTN_ERR_FORMAT, "%s: generator state '%s' is corrupt", path, rn[i]);
             goto out;
         }
     }
@@ -826,8 +824,10 @@ static attn_status write_csv(const attn_trainer *tr, const char *path, attn_erro
             s = buf_printf(&buf, &len, &cap, ",\n");
         }
     }
-    if (s) s = attn_fail(err, s, "out of memory formatting %s", path);
-    else s = attn_file_write_atomic(path, buf, len, err);
+    if (s)
+        s = attn_fail(err, s, "out of memory formatting %s", path);
+    else
+        s = attn_file_write_atomic(path, buf, len, err);
     free(buf);
     return s;
 }
@@ -854,14 +854,14 @@ static attn_status write_svg(const attn_trainer *tr, const char *path, attn_erro
 #define SY(y) (TOP + (H - TOP - BOT) * (1.0 - ((double)(y)-y_min) / (y_max - y_min)))
     char *buf = NULL;
     size_t len = 0, cap = 0;
-    attn_status s = buf_printf(
-        &buf, &len, &cap,
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%g\" height=\"%g\" "
-        "viewBox=\"0 0 %g %g\" font-family=\"sans-serif\" font-size=\"12\">\n"
-        "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n"
-        "<text x=\"%g\" y=\"24\" text-anchor=\"middle\" font-size=\"15\">attn train: "
-        "cross-entropy loss</text>\n",
-        W, H, W, H, W / 2);
+    attn_status s =
+        buf_printf(&buf, &len, &cap,
+                   "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%g\" height=\"%g\" "
+                   "viewBox=\"0 0 %g %g\" font-family=\"sans-serif\" font-size=\"12\">\n"
+                   "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n"
+                   "<text x=\"%g\" y=\"24\" text-anchor=\"middle\" font-size=\"15\">attn train: "
+                   "cross-entropy loss</text>\n",
+                   W, H, W, H, W / 2);
     /* Grid and ticks: 5 on each axis. */
     for (int i = 0; i <= 5 && !s; i++) {
         double yv = y_min + (y_max - y_min) * i / 5, xv = x_max * i / 5;
@@ -903,7 +903,8 @@ static attn_status write_svg(const attn_trainer *tr, const char *path, attn_erro
         if (!s) s = buf_printf(&buf, &len, &cap, "\"/>\n");
         for (size_t i = 0; i < tr->n_evals && !s; i++) {
             float v = which ? tr->evals[i].val_loss : tr->evals[i].train_loss;
-            s = buf_printf(&buf, &len, &cap, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>\n",
+            s = buf_printf(&buf, &len, &cap,
+                           "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>\n",
                            SX(tr->evals[i].step), SY(v), colors[which]);
         }
     }
@@ -919,8 +920,10 @@ static attn_status write_svg(const attn_trainer *tr, const char *path, attn_erro
     if (!s) s = buf_printf(&buf, &len, &cap, "</svg>\n");
 #undef SX
 #undef SY
-    if (s) s = attn_fail(err, s, "out of memory formatting %s", path);
-    else s = attn_file_write_atomic(path, buf, len, err);
+    if (s)
+        s = attn_fail(err, s, "out of memory formatting %s", path);
+    else
+        s = attn_file_write_atomic(path, buf, len, err);
     free(buf);
     return s;
 }

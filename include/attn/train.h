@@ -83,8 +83,8 @@ attn_status attn_train_config_set_key(attn_train_config *cfg, const char *key,
  * and training keys, in any mix; an unknown key is an error naming it.
  * *vocab_given is set when the text sets vocab_size (or vocabulary_size). */
 attn_status attn_train_config_apply_json(attn_gpt_config *model, attn_train_config *train,
-                                         const char *json_text, const char *name,
-                                         int *vocab_given, attn_error *err);
+                                         const char *json_text, const char *name, int *vocab_given,
+                                         attn_error *err);
 
 /* Range checks (batch_size >= 1, max_steps >= 1, lr > 0, ...). */
 attn_status attn_train_config_validate(const attn_train_config *cfg, attn_error *err);
@@ -158,8 +158,7 @@ attn_status attn_trainer_save(const attn_trainer *tr, const char *dir, attn_erro
 /* dir/loss.csv (step,loss,lr,grad_norm,train_loss,val_loss; eval columns
  * empty where no evaluation happened) and dir/loss.svg (a line plot of the
  * batch loss with the evaluations on top), both atomically. */
-attn_status attn_trainer_write_loss_files(const attn_trainer *tr, const char *dir,
-                                          attn_error *err);
+attn_status attn_trainer_write_loss_files(const attn_trainer *tr, const char *dir, attn_error *err);
 
 /* ------------------------------------------------------ loading a model */
 
