@@ -56,6 +56,7 @@ static inline void tio_write(const char *path, const void *data, size_t n) {
 
 /* Whole file into a malloc'd buffer (NULL if it cannot be read). */
 static inline unsigned char *tio_slurp(const char *path, size_t *n) {
+    *n = 0;
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
     size_t cap = 4096, len = 0;

@@ -15,6 +15,9 @@ void attn_gelu_forward(const float *x, float *y, size_t n);
 /* dx += gelu'(x) * dy for n elements (x is the forward input). */
 void attn_gelu_backward(const float *x, const float *dy, float *dx, size_t n);
 
+/* d = gelu'(x) * d in place (d holds dy on entry, dx on return). */
+void attn_gelu_backward_inplace(const float *x, float *d, size_t n);
+
 #ifdef __cplusplus
 }
 #endif

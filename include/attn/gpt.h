@@ -165,6 +165,7 @@ typedef struct attn_gpt_block_acts {
  * allocated once (attn_gpt_acts_init), reused every step. */
 typedef struct attn_gpt_acts {
     int B, T;
+    int n_layers;
     int32_t *ids;      /* (B,T) copy of the last forward's ids */
     int32_t *targets;  /* (B,T) copy of its targets */
     int has_targets;   /* last forward had targets (backward needs them) */
