@@ -231,3 +231,15 @@ Test(gradcheck, multi_head_attention) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         run_case(&cases[i], 50 + i);
 }
+
+/* Seed 004's modules through the same handle (no-dropout cases: their masks
+ * live in their own caches; dropout is covered against PyTorch in
+ * tests/test_seed004_attention.c). d_out = head_size for attention-head. */
+Test(gradcheck, seed004_modules) {
+    const gc_case cases[] = {{{ATTN_MODULE_ATTENTION_HEAD, 4, 3, 0, 6, 0.0, 0}, 2, 5, 0, CPU},
+                             {{ATTN_MODULE_ATTENTION_HEAD, 4, 2, 0, 6, 0.0, 1}, 1, 6, 0, CPU},
+                             {{ATTN_MODULE_SEED004_MHA, 6, 6, 3, 6, 0.0, 0}, 2, 4, 0, CPU},
+                             {{ATTN_MODULE_SEED004_MHA, 4, 4, 2, 6, 0.2, 1}, 2, 5, 0, CPU}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        run_case(&cases[i], 60 + i);
+}

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attn/module.h"
 #include "attn/seed004_attention.h"
 #include "fixtures/seed004_ref.h"
 #include "support/gpt_ref.h"
@@ -39,9 +40,9 @@ static void ref_head(const s4_case *c, const char *prefix, double *out) {
         snprintf(n, sizeof n, "%s%s.weight", prefix, names[i]);
         const double *w = find(c, n);
         snprintf(n, sizeof n, "%s%s.bias", prefix, names[i]);
-        ref_linear(c->x, w, find(c, n), dst[i], N, c->E, c->hs);
+        gref_linear(c->x, w, find(c, n), dst[i], N, c->E, c->hs);
     }
-    ref_causal_attention(q, k, v, out, c->B, c->T, 1, c->hs);
+    gref_causal_attention(q, k, v, out, c->B, c->T, 1, c->hs);
     free(q), free(k), free(v);
 }
 
@@ -66,7 +67,7 @@ static double ref_loss(const s4_case *c) {
             for (size_t d = 0; d < c->hs; d++)
                 cat[n * c->E + h * c->hs + d] = o[n * c->hs + d];
     }
-    ref_linear(cat, find(c, "linear.weight"), find(c, "linear.bias"), y, N, c->E, c->E);
+    gref_linear(cat, find(c, "linear.weight"), find(c, "linear.bias"), y, N, c->E, c->E);
     for (size_t i = 0; i < N * c->E; i++)
         L += y[i] * c->dy[i];
     free(cat), free(o), free(y);
@@ -122,10 +123,10 @@ static void head_case(int use_bias) {
     attn_seed004_head_cache cache;
     cr_assert_eq(attn_seed004_head_cache_init(&cache, &h, B, T, &err), ATTN_OK);
     float x[60], out[40], dy[40], dx[60] = {0};
-    ref_fill(x, 60, 3, 1.0f);
-    ref_fill(dy, 40, 4, 1.0f);
+    gref_fill(x, 60, 3, 1.0f);
+    gref_fill(dy, 40, 4, 1.0f);
     cr_assert_eq(attn_seed004_head_forward(&h, x, B, T, out, NULL, &cache, &err), ATTN_OK);
-    s4_case c = {&L, ref_params_copy(&L), to_d(x, 60), to_d(dy, 40), B, T, E, hs, 1, 0};
+    s4_case c = {&L, gref_params_copy(&L), to_d(x, 60), to_d(dy, 40), B, T, E, hs, 1, 0};
     double ref[40];
     ref_head(&c, "", ref);
     for (int i = 0; i < 40; i++)
@@ -133,7 +134,7 @@ static void head_case(int use_bias) {
                   out[i], ref[i]);
     cr_assert_eq(attn_seed004_head_backward(&h, x, B, T, dy, dx, &cache, &err), ATTN_OK);
     fd_params(&c, dx, (double *)c.x);
-    ref_params_free(c.pd, &L);
+    gref_params_free(c.pd, &L);
     free((double *)c.x), free((double *)c.dy);
     attn_param_list_free(&L);
     attn_seed004_head_cache_free(&cache);
@@ -167,13 +168,13 @@ Test(seed004_attention, mha_fd_gradients_and_names) {
     attn_seed004_mha_cache cache;
     cr_assert_eq(attn_seed004_mha_cache_init(&cache, &m, B, T, &err), ATTN_OK);
     float x[48], out[48], dy[48], dx[48] = {0};
-    ref_fill(x, 48, 5, 1.0f);
-    ref_fill(dy, 48, 6, 1.0f);
+    gref_fill(x, 48, 5, 1.0f);
+    gref_fill(dy, 48, 6, 1.0f);
     cr_assert_eq(attn_seed004_mha_forward(&m, x, B, T, out, NULL, &cache, &err), ATTN_OK);
     cr_assert_eq(attn_seed004_mha_backward(&m, x, B, T, dy, dx, &cache, &err), ATTN_OK);
-    s4_case c = {&L, ref_params_copy(&L), to_d(x, 48), to_d(dy, 48), B, T, E, 2, H, 1};
+    s4_case c = {&L, gref_params_copy(&L), to_d(x, 48), to_d(dy, 48), B, T, E, 2, H, 1};
     fd_params(&c, dx, (double *)c.x);
-    ref_params_free(c.pd, &L);
+    gref_params_free(c.pd, &L);
     free((double *)c.x), free((double *)c.dy);
     attn_param_list_free(&L);
     attn_seed004_mha_cache_free(&cache);
@@ -242,4 +243,49 @@ Test(seed004_attention, mha_matches_pytorch_eval) {
 
 Test(seed004_attention, mha_matches_pytorch_training_dropout) {
     torch_case(1);
+}
+
+Test(seed004_attention, module_handle_kinds) {
+    attn_module_kind k;
+    cr_assert_eq(attn_module_kind_parse("attention-head", &k), 0);
+    cr_assert_eq(k, ATTN_MODULE_ATTENTION_HEAD);
+    cr_assert_str_eq(attn_module_kind_name(k), "attention-head");
+    cr_assert_eq(attn_module_kind_parse("seed004-mha", &k), 0);
+    cr_assert_eq(k, ATTN_MODULE_SEED004_MHA);
+    /* The handle gives the typed module's output for the same seed. */
+    const attn_module_config cfg = {ATTN_MODULE_SEED004_MHA, S4_E, S4_E, S4_H, S4_CTX, 0.0, 1};
+    attn_rng rng, rng2;
+    attn_rng_seed(&rng, S4_SEED);
+    attn_rng_seed(&rng2, S4_SEED);
+    attn_module *m = NULL;
+    attn_error err;
+    cr_assert_eq(attn_module_create(&cfg, &rng, &m, &err), ATTN_OK, "%s", err.msg);
+    cr_assert_eq(attn_module_out_dim(m), S4_E);
+    const attn_param_list *L = attn_module_params(m);
+    cr_assert_str_eq(L->items[0].name, "heads.0.Q_weights.weight");
+    cr_assert_str_eq(L->items[1].name, "heads.0.Q_weights.bias");
+    attn_seed004_mha typed;
+    cr_assert_eq(attn_seed004_mha_init(&typed, S4_E, S4_H, S4_CTX, 0.0, 1, &rng2, &err), ATTN_OK);
+    float x[S4_B * S4_T * S4_E], y1[S4_B * S4_T * S4_E], y2[S4_B * S4_T * S4_E];
+    attn_rng_rand(&rng, x, sizeof x / sizeof x[0]);
+    attn_seed004_mha_cache c;
+    cr_assert_eq(attn_seed004_mha_cache_init(&c, &typed, S4_B, S4_T, &err), ATTN_OK);
+    cr_assert_eq(attn_module_forward(m, x, S4_B, S4_T, y1, NULL, &err), ATTN_OK, "%s", err.msg);
+    cr_assert_eq(attn_seed004_mha_forward(&typed, x, S4_B, S4_T, y2, NULL, &c, &err), ATTN_OK);
+    cr_assert(memcmp(y1, y2, sizeof y1) == 0);
+    for (size_t i = 0; i < sizeof y1 / sizeof y1[0]; i++)
+        cr_assert(fabsf(y1[i] - s4_out_eval[i]) <= 1e-6f + 1e-5f * fabsf(s4_out_eval[i]));
+    /* Config errors name the field. */
+    attn_module *bad = NULL;
+    attn_module_config bc = cfg;
+    bc.d_out = 4;
+    cr_assert_eq(attn_module_create(&bc, NULL, &bad, &err), ATTN_ERR_INVALID_ARG);
+    cr_assert(strstr(err.msg, "d_out"), "%s", err.msg);
+    bc = cfg;
+    bc.num_heads = 3;
+    cr_assert_eq(attn_module_create(&bc, NULL, &bad, &err), ATTN_ERR_INVALID_ARG);
+    cr_assert(strstr(err.msg, "heads_num"), "%s", err.msg);
+    attn_seed004_mha_cache_free(&c);
+    attn_seed004_mha_free(&typed);
+    attn_module_destroy(m);
 }
