@@ -59,9 +59,11 @@ void attn_rng_rand(attn_rng *rng, float *out, size_t n) {
         out[i] = uniform_float(rng);
 }
 
+/* PyTorch scales in double (its CPU accumulate type for float), rounds once. */
 void attn_rng_uniform(attn_rng *rng, float *out, size_t n, float lo, float hi) {
+    const double range = (double)(hi - lo);
     for (size_t i = 0; i < n; i++)
-        out[i] = uniform_float(rng) * (hi - lo) + lo;
+        out[i] = (float)((double)(attn_rng_u32(rng) & 0xFFFFFFU) * 0x1.0p-24 * range + (double)lo);
 }
 
 /* PyTorch's normal_fill_16: Box–Muller on pairs (j, j + 8) of 16 uniforms. */
