@@ -5,5 +5,6 @@
 #define ATTN_CLI_COMMANDS_H
 
 int cmd_rng(int argc, char **argv);
+int cmd_forward(int argc, char **argv);
 
 #endif

@@ -12,6 +12,7 @@ typedef struct {
 
 static const command commands[] = {
     {"rng", cmd_rng, "print torch.rand / dropout draws for a seed (PyTorch's generator)"},
+    {"forward", cmd_forward, "run one attention module (and backward) on a .npy input"},
 };
 
 static void usage(FILE *out) {

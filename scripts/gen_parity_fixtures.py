@@ -315,10 +315,11 @@ def random_config(r):
     """One fresh config from random.Random r: any module, shape and seed."""
     module = r.choice(MODULES)
     cfg = dict(module=module, seed=r.randrange(0, 2**32), data_seed=r.randrange(0, 2**32))
-    cfg["d_in"] = r.randint(1, 12)
-    cfg["T"] = r.randint(1, 9)
+    big = r.random() < 0.15  # now and then a larger shape
+    cfg["d_in"] = r.randint(1, 64 if big else 12)
+    cfg["T"] = r.randint(1, 32 if big else 9)
     if module in UNBATCHED:
-        cfg["d_out"] = r.randint(1, 12)
+        cfg["d_out"] = r.randint(1, 64 if big else 12)
         cfg["qkv_bias"] = module != "self-attention-v1" and r.random() < 0.5
         return cfg
     cfg["B"] = r.randint(1, 4)
@@ -326,11 +327,11 @@ def random_config(r):
     cfg["qkv_bias"] = r.random() < 0.5
     cfg["train"] = r.random() < 0.7
     cfg["dropout"] = r.choice([0.0, 0.1, 0.25, 0.5, 0.75, round(r.random() * 0.95, 3)])
-    cfg["num_heads"] = r.randint(1, 4) if module != "causal-attention" else 1
+    cfg["num_heads"] = r.randint(1, 8 if big else 4) if module != "causal-attention" else 1
     if module == "mha":
-        cfg["d_out"] = cfg["num_heads"] * r.randint(1, 4)
+        cfg["d_out"] = cfg["num_heads"] * r.randint(1, 8 if big else 4)
     else:
-        cfg["d_out"] = r.randint(1, 6)
+        cfg["d_out"] = r.randint(1, 32 if big else 6)
     if r.random() < 0.25:
         cfg["weights_seed"] = r.randrange(0, 2**32)
     return cfg
