@@ -38,6 +38,11 @@ typedef struct attn_attention_cache {
     uint8_t *keep;                  /* same shape dropout keep-mask        */
     int dropout_applied;            /* whether the last forward used dropout */
     float *context;                 /* (B, T, d_out) heads concatenated, before any out_proj */
+    /* Backward scratch, written by backward (the cache is const there only in
+     * the sense that forward's saved activations are not changed): */
+    float *d_queries, *d_keys, *d_values; /* (B, T, d_out) */
+    float *d_context; /* (B, T, d_out) grad at context (MHA: after out_proj^T) */
+    float *scratch;   /* 2 * T * T per-(b, head) dP and dS */
 } attn_attention_cache;
 
 attn_status attn_attention_cache_init(attn_attention_cache *cache, int B, int T, int heads,

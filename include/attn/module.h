@@ -41,6 +41,14 @@ typedef struct attn_module attn_module;
 int attn_module_kind_parse(const char *name, attn_module_kind *out);
 const char *attn_module_kind_name(attn_module_kind kind);
 
+/* Checks a config without creating anything: every dim > 0 (context_length
+ * and num_heads where the kind uses them), d_out % num_heads == 0 for MHA,
+ * dropout in [0, 1) for the kinds with dropout; v1/v2 have no dropout, so
+ * dropout != 0 is rejected for them, and v1 has no bias, so qkv_bias is
+ * rejected for it. Fields a kind does not use (num_heads, context_length for
+ * v1/v2/causal as applicable) are ignored. The message names the field. */
+attn_status attn_module_config_validate(const attn_module_config *cfg, attn_error *err);
+
 /* Validates the config (clear message on bad dims/rates) and creates the
  * module; rng != NULL draws the weights as torch.manual_seed + the book's
  * constructor would. */
@@ -55,13 +63,21 @@ int attn_module_out_dim(const attn_module *m);
 const attn_param_list *attn_module_params(const attn_module *m);
 
 /* x (B, T, d_in) -> y (B, T, out_dim). v1/v2 take B = 1 (a single (T, d_in)
- * sequence). Saves what backward needs inside the module. */
+ * sequence, as the book's classes do; B != 1 fails with ATTN_ERR_SHAPE).
+ * T > context_length fails for the causal kinds. Saves what backward needs
+ * inside the module (caches are reallocated only when B or T change). */
 attn_status attn_module_forward(attn_module *m, const float *x, int B, int T, float *y,
                                 const attn_forward_mode *mode, attn_error *err);
 /* After forward on the same x: zeroes nothing, accumulates parameter grads;
  * dx (B, T, d_in) is overwritten when non-NULL. */
 attn_status attn_module_backward(attn_module *m, const float *x, const float *dy, float *dx,
                                  attn_error *err);
+
+/* What the last forward saved, for printing and tests: causal-attention and
+ * mha have one cache (index 0), mha-wrapper one per head (index = head);
+ * NULL for v1/v2, before the first forward, or for an index out of range.
+ * keep/dropout_applied there give the dropout mask that forward used. */
+const struct attn_attention_cache *attn_module_attention_cache(const attn_module *m, int index);
 
 #ifdef __cplusplus
 }

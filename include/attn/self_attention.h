@@ -36,6 +36,9 @@ typedef struct attn_sa_cache {
     int T, d_out;
     float *queries, *keys, *values; /* (T, d_out) */
     float *attn_weights;            /* (T, T), after softmax */
+    /* Backward scratch (written by backward, so no allocation there). */
+    float *d_queries, *d_keys, *d_values; /* (T, d_out) */
+    float *scratch;                       /* 2 * T * T   */
 } attn_sa_cache;
 
 attn_status attn_sa_cache_init(attn_sa_cache *cache, int T, int d_out, attn_error *err);

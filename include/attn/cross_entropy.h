@@ -1,0 +1,29 @@
+/* attn/cross_entropy.h — F.cross_entropy(logits.flatten(0,1), targets)
+ * with mean reduction, fused with the softmax backward.
+ *
+ * logits (N, V) float, targets (N) in [0, V):
+ *   loss = mean_n (logsumexp(logits[n]) - logits[n, targets[n]])
+ *   dlogits[n] = (softmax(logits[n]) - onehot(targets[n])) * dloss / N */
+#ifndef ATTN_CROSS_ENTROPY_H
+#define ATTN_CROSS_ENTROPY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Returns the mean loss (accumulated in double); lse (N) receives each row's
+ * log-sum-exp when non-NULL (backward uses it). Targets must be valid. */
+float attn_cross_entropy_forward(const float *logits, const int32_t *targets, float *lse, size_t N,
+                                 size_t V);
+
+/* dlogits (N, V) = (exp(logits - lse) - onehot) * dloss / N  (overwrites). */
+void attn_cross_entropy_backward(const float *logits, const int32_t *targets, const float *lse,
+                                 float dloss, float *dlogits, size_t N, size_t V);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,74 @@
+/* attn/dataset.h — seed 004's TokenIdsDataset and a resumable shuffled sampler.
+ *
+ * A dataset views n token ids (borrowed, int32) as len = n - block_size
+ * windows: window p is x = ids[p : p+block], y = ids[p+1 : p+1+block].
+ *
+ * Splits: the first 90% of the ids train, the last 10% validate (the split
+ * point is floor(0.9 * n), as nanoGPT's int(n * 0.9)).
+ *
+ * The sampler is DataLoader(shuffle=True) without a partial last batch:
+ * each epoch visits every window once in an order drawn from a generator
+ * seeded by (seed, epoch); a batch that runs past the end of an epoch
+ * continues in the next one, so every batch has exactly B windows. Its whole
+ * state is (seed, epoch, cursor): save those three numbers and
+ * attn_sampler_restore rebuilds the identical permutation, so a resumed run
+ * draws the same batches as one that never stopped. */
+#ifndef ATTN_DATASET_H
+#define ATTN_DATASET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "attn/rng.h"
+#include "attn/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct attn_token_dataset {
+    const int32_t *ids; /* borrowed */
+    size_t n_ids;
+    int block_size;
+} attn_token_dataset;
+
+/* Fails unless n >= block_size + 1 (at least one window) and block_size >= 1. */
+attn_status attn_dataset_init(attn_token_dataset *ds, const int32_t *ids, size_t n, int block_size,
+                              attn_error *err);
+
+/* Number of windows: n_ids - block_size. */
+size_t attn_dataset_len(const attn_token_dataset *ds);
+
+/* Copy window pos (< len) into x and y (block_size ids each). */
+void attn_dataset_get(const attn_token_dataset *ds, size_t pos, int32_t *x, int32_t *y);
+
+/* Where the training split ends: floor(0.9 * n). Train = ids[0:s], val = ids[s:n]. */
+size_t attn_split_point(size_t n);
+
+/* B windows at uniformly random positions drawn from rng (for loss
+ * estimates); x, y are (B, block_size) row-major. */
+void attn_dataset_random_batch(const attn_token_dataset *ds, attn_rng *rng, int B, int32_t *x,
+                               int32_t *y);
+
+typedef struct attn_sampler {
+    size_t len; /* windows in the dataset */
+    uint64_t seed;
+    uint64_t epoch; /* completed passes */
+    size_t cursor;  /* next index into perm */
+    uint32_t *perm; /* this epoch's order, len entries */
+} attn_sampler;
+
+/* Start at epoch 0, cursor 0. len must be in 1 .. 2^32-1. */
+attn_status attn_sampler_init(attn_sampler *s, size_t len, uint64_t seed, attn_error *err);
+/* Jump to (epoch, cursor) as saved from another sampler of the same len and seed. */
+attn_status attn_sampler_restore(attn_sampler *s, uint64_t epoch, size_t cursor, attn_error *err);
+void attn_sampler_free(attn_sampler *s);
+
+/* The next B windows of the shuffled order into x, y (B, block_size). */
+void attn_sampler_next_batch(attn_sampler *s, const attn_token_dataset *ds, int B, int32_t *x,
+                             int32_t *y);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

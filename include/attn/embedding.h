@@ -1,0 +1,46 @@
+/* attn/embedding.h — nn.Embedding(num_embeddings, dim): a lookup table.
+ *
+ * weight (num_embeddings, dim); out[n] = weight[ids[n]]. Init as PyTorch:
+ * weight.normal_(0, 1) (attn_rng_normal). */
+#ifndef ATTN_EMBEDDING_H
+#define ATTN_EMBEDDING_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "attn/param.h"
+#include "attn/rng.h"
+#include "attn/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct attn_embedding {
+    int num_embeddings, dim;
+    float *weight;      /* (num_embeddings, dim) */
+    float *grad_weight; /* same, zeroed at init */
+} attn_embedding;
+
+/* rng != NULL: normal_(0, 1) as torch.nn.Embedding; NULL: zeros. */
+attn_status attn_embedding_init(attn_embedding *e, int num_embeddings, int dim, attn_rng *rng,
+                                attn_error *err);
+void attn_embedding_free(attn_embedding *e);
+/* Adds "<prefix>weight". */
+attn_status attn_embedding_params(attn_embedding *e, const char *prefix, attn_param_list *list,
+                                  attn_error *err);
+
+/* Fails (naming the position) when an id is outside [0, num_embeddings). */
+attn_status attn_embedding_check_ids(const attn_embedding *e, const int32_t *ids, size_t N,
+                                     attn_error *err);
+/* out (N, dim) = weight[ids]; ids must be valid (see check_ids). */
+void attn_embedding_forward(const attn_embedding *e, const int32_t *ids, float *out, size_t N);
+/* out (N, dim) += weight[ids]. */
+void attn_embedding_forward_add(const attn_embedding *e, const int32_t *ids, float *out, size_t N);
+/* grad_weight[ids[n]] += dout[n]. */
+void attn_embedding_backward(attn_embedding *e, const int32_t *ids, const float *dout, size_t N);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,24 @@
+/* attn/gelu.h — the book's GELU (tanh approximation, chapter 4.3):
+ *   gelu(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
+#ifndef ATTN_GELU_H
+#define ATTN_GELU_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* y = gelu(x) for n elements (in place allowed). */
+void attn_gelu_forward(const float *x, float *y, size_t n);
+
+/* dx += gelu'(x) * dy for n elements (x is the forward input). */
+void attn_gelu_backward(const float *x, const float *dy, float *dx, size_t n);
+
+/* d = gelu'(x) * d in place (d holds dy on entry, dx on return). */
+void attn_gelu_backward_inplace(const float *x, float *d, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

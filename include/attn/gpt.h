@@ -1,0 +1,249 @@
+/* attn/gpt.h — the book's chapter-4 GPTModel (char-level GPT, seed 004).
+ *
+ * Shapes: ids/targets (B, T) token ids, T <= context_length; C = emb_dim,
+ * V = vocab_size, H = n_heads, head_dim = C / H.
+ *
+ *   x = tok_emb[ids] + pos_emb[0..T-1]            (B, T, C)
+ *   x = dropout(x)                                (drop_emb)
+ *   n_layers x TransformerBlock (pre-LayerNorm):
+ *     x = x + dropout(att(norm1(x)))              att = attn_mha (multi_head_attention.h)
+ *     x = x + dropout(ff(norm2(x)))               ff = Linear(C,4C), GELU(tanh), Linear(4C,C)
+ *   logits = out_head(final_norm(x))              (B, T, V), out_head has no bias
+ *   loss = mean over B*T of cross_entropy(logits, targets)
+ *
+ * LayerNorm: eps 1e-5, biased variance, parameters "scale" and "shift".
+ * Dropout (training only) is drawn from mode->rng in the order PyTorch's
+ * forward draws it: drop_emb, then per block: the attention-weight dropout
+ * inside att, drop_shortcut after att, drop_shortcut after ff. So a model in
+ * training mode with the same seed and stream drops what the book's model
+ * drops.
+ *
+ * Parameters are named exactly as the book's GPTModel.state_dict() (minus the
+ * non-trainable "trf_blocks.<i>.att.mask" buffers) and listed in its order:
+ *   tok_emb.weight (V, C), pos_emb.weight (context_length, C),
+ *   trf_blocks.<i>.att.W_query.weight (C, C), .W_key.weight, .W_value.weight
+ *     (+ .bias each when qkv_bias), .att.out_proj.weight (C, C), .out_proj.bias (C),
+ *   trf_blocks.<i>.ff.layers.0.weight (4C, C), .ff.layers.0.bias (4C),
+ *   trf_blocks.<i>.ff.layers.2.weight (C, 4C), .ff.layers.2.bias (C),
+ *   trf_blocks.<i>.norm1.scale (C), .norm1.shift, .norm2.scale, .norm2.shift,
+ *   final_norm.scale (C), final_norm.shift (C), out_head.weight (V, C).
+ *
+ * Initialisation with rng != NULL reproduces torch.manual_seed(S) followed by
+ * the book's GPTModel(cfg) constructor: tok_emb and pos_emb ~ normal_(0, 1)
+ * (attn_rng_normal), then per block att (W_query, W_key, W_value, out_proj),
+ * ff.layers.0, ff.layers.2 as nn.Linear, LayerNorms ones/zeros, then out_head.
+ * (normal_ may differ from PyTorch's by an ulp: PyTorch uses SIMD log/sin.)
+ *
+ * Threading: the large products go through CBLAS (OpenBLAS threads); the
+ * element-wise layers use OpenMP. Nothing allocates inside forward/backward. */
+#ifndef ATTN_GPT_H
+#define ATTN_GPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "attn/causal_attention.h"
+#include "attn/dropout.h"
+#include "attn/embedding.h"
+#include "attn/feedforward.h"
+#include "attn/layernorm.h"
+#include "attn/linear.h"
+#include "attn/multi_head_attention.h"
+#include "attn/param.h"
+#include "attn/rng.h"
+#include "attn/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct cJSON; /* <cjson/cJSON.h>; only needed by attn_gpt_config_set_json */
+
+/* ---------------------------------------------------------------- config */
+
+/* The book's GPT_CONFIG keys. */
+typedef struct attn_gpt_config {
+    int vocab_size;     /* seed 004: vocabulary_size */
+    int context_length; /* seed 004: context_size    */
+    int emb_dim;        /* seed 004: embedding_dim   */
+    int n_heads;        /* seed 004: heads_num       */
+    int n_layers;       /* seed 004: layers_num      */
+    double drop_rate;   /* seed 004: dropout_rate    */
+    int qkv_bias;       /* seed 004: use_bias (bool) */
+} attn_gpt_config;
+
+/* Presets ("train" owns the training hyper-parameters that go with them):
+ *   "seed004"          V 65, ctx 256, C 768, 12 heads, 10 layers, drop 0.1, no bias
+ *   "shakespeare-char" V 65, ctx 256, C 384,  6 heads,  6 layers, drop 0.2, no bias
+ *   "nanogpt-cpu"      V 65, ctx  64, C 128,  4 heads,  4 layers, drop 0.0, no bias
+ *   "tiny"             V 65, ctx  64, C 128,  4 heads,  3 layers, drop 0.0, no bias
+ * vocab_size 65 is Tiny Shakespeare's; the caller overrides it with the
+ * tokenizer's size. Unknown name -> ATTN_ERR_NOT_FOUND naming the known ones. */
+attn_status attn_gpt_config_preset(const char *name, attn_gpt_config *cfg, attn_error *err);
+
+/* NULL-terminated list of preset names, in the order above. */
+const char *const *attn_gpt_preset_names(void);
+
+/* Checks every field: dims >= 1, emb_dim % n_heads == 0 ("emb_dim 770 is not
+ * divisible by n_heads 12"), drop_rate in [0, 1), qkv_bias 0/1. */
+attn_status attn_gpt_config_validate(const attn_gpt_config *cfg, attn_error *err);
+
+/* Set one key from a cJSON value (number, or bool/0/1 for qkv_bias). Accepts
+ * the book's keys and seed 004's aliases, plus seed 004's derived
+ * "head_size" (checked against emb_dim / n_heads by
+ * attn_gpt_config_set_json). Unknown key -> ATTN_ERR_NOT_FOUND
+ * ("unknown config key 'foo'") so a caller with its own extra keys (training
+ * hyper-parameters) can try its own table next; wrong type or a non-integer
+ * for an integer key -> ATTN_ERR_INVALID_ARG naming the key. */
+attn_status attn_gpt_config_set_key(attn_gpt_config *cfg, const char *key,
+                                    const struct cJSON *value, attn_error *err);
+
+/* Override cfg's fields with every key of a JSON object text (keys absent
+ * from the text keep cfg's values, so start from a preset). Any unknown key
+ * is an error naming it; a key given twice under its two names with
+ * different values is an error; the result is validated. */
+attn_status attn_gpt_config_set_json(attn_gpt_config *cfg, const char *json_text, attn_error *err);
+
+/* Same, reading the file at path (errors name the path). */
+attn_status attn_gpt_config_load_json(attn_gpt_config *cfg, const char *path, attn_error *err);
+
+/* The config as a compact JSON object with the book's keys, e.g.
+ * {"vocab_size":65,"context_length":64,"emb_dim":128,"n_heads":4,
+ *  "n_layers":4,"drop_rate":0,"qkv_bias":false}
+ * (for checkpoint metadata). *out is malloc'd; the caller frees it. */
+attn_status attn_gpt_config_to_json(const attn_gpt_config *cfg, char **out, attn_error *err);
+
+/* ----------------------------------------------------------------- model */
+
+typedef struct attn_gpt_block {
+    attn_layernorm norm1;
+    attn_mha att; /* d_in = d_out = emb_dim, out_proj with bias */
+    attn_layernorm norm2;
+    attn_feedforward ff; /* layers.0 Linear(C,4C), GELU, layers.2 Linear(4C,C) */
+} attn_gpt_block;
+
+/* Owns every parameter and its gradient (zeroed at init). */
+typedef struct attn_gpt {
+    attn_gpt_config cfg;
+    attn_embedding tok_emb; /* (V, C) */
+    attn_embedding pos_emb; /* (context_length, C) */
+    attn_gpt_block *blocks; /* n_layers */
+    attn_layernorm final_norm;
+    attn_linear out_head;   /* Linear(C, V, bias=False) */
+    attn_param_list params; /* state_dict names, book's order */
+} attn_gpt;
+
+/* Validates cfg, allocates, initialises (rng != NULL: as torch.manual_seed +
+ * GPTModel(cfg); rng == NULL: embeddings/linears zero, LayerNorms ones/zeros,
+ * for loading a checkpoint). On failure m is left freed. */
+attn_status attn_gpt_init(attn_gpt *m, const attn_gpt_config *cfg, attn_rng *rng, attn_error *err);
+void attn_gpt_free(attn_gpt *m);
+
+/* The parameter list (borrowed; valid until attn_gpt_free). */
+const attn_param_list *attn_gpt_params(const attn_gpt *m);
+/* Total number of parameter floats (book's count, without the mask buffers). */
+size_t attn_gpt_num_params(const attn_gpt *m);
+void attn_gpt_zero_grad(attn_gpt *m);
+
+/* ------------------------------------------------- training forward/backward */
+
+/* Saved activations of one block for one (B, T) shape. */
+typedef struct attn_gpt_block_acts {
+    float *x_in;                      /* (B,T,C) residual stream entering the block */
+    float *ln1, *ln1_mean, *ln1_rstd; /* (B,T,C), (B*T), (B*T) */
+    attn_attention_cache att;         /* attn_mha's cache */
+    float *att_out;                   /* (B,T,C) att output before drop_shortcut */
+    uint8_t *keep1;                   /* (B,T,C) drop_shortcut mask after att */
+    float *x_mid;                     /* (B,T,C) residual after the attention half */
+    float *ln2, *ln2_mean, *ln2_rstd;
+    attn_feedforward_cache ff; /* hidden pre/post GELU */
+    float *ff_out;             /* (B,T,C) */
+    uint8_t *keep2;            /* (B,T,C) drop_shortcut mask after ff */
+} attn_gpt_block_acts;
+
+/* Workspace for forward + backward at exactly (B, T); owned by the caller,
+ * allocated once (attn_gpt_acts_init), reused every step. */
+typedef struct attn_gpt_acts {
+    int B, T;
+    int n_layers;
+    int32_t *ids;      /* (B,T) copy of the last forward's ids */
+    int32_t *targets;  /* (B,T) copy of its targets */
+    int has_targets;   /* last forward had targets (backward needs them) */
+    int dropout_used;  /* last forward drew dropout masks */
+    uint8_t *keep_emb; /* (B,T,C) drop_emb mask */
+    attn_gpt_block_acts *blocks;
+    float *x_final; /* (B,T,C) residual stream after the last block */
+    float *lnf, *lnf_mean, *lnf_rstd;
+    float *logits; /* (B,T,V) — read it after forward */
+    float *lse;    /* (B*T) log-sum-exp of each logits row */
+    float loss;    /* mean cross-entropy of the last forward (NAN if no targets) */
+    /* backward scratch */
+    float *d_resid, *d_tmp, *d_ln; /* (B,T,C) */
+    float *d_hidden;               /* (B,T,4C) */
+    float *d_logits;               /* (B,T,V) */
+} attn_gpt_acts;
+
+attn_status attn_gpt_acts_init(attn_gpt_acts *acts, const attn_gpt *m, int B, int T,
+                               attn_error *err);
+void attn_gpt_acts_free(attn_gpt_acts *acts);
+
+/* logits = model(ids) into acts->logits; with targets != NULL also the mean
+ * cross-entropy into *loss (may be NULL) and acts->loss. (B, T) must equal
+ * the acts' shape and T <= context_length (ATTN_ERR_SHAPE otherwise); an id
+ * or target outside [0, vocab_size) is ATTN_ERR_INVALID_ARG naming its
+ * (b, t) position. mode NULL = eval. */
+attn_status attn_gpt_forward(attn_gpt *m, const int32_t *ids, const int32_t *targets, int B, int T,
+                             const attn_forward_mode *mode, attn_gpt_acts *acts, float *loss,
+                             attn_error *err);
+/* Same with int64 ids/targets (e.g. from .npy files). */
+attn_status attn_gpt_forward_i64(attn_gpt *m, const int64_t *ids, const int64_t *targets, int B,
+                                 int T, const attn_forward_mode *mode, attn_gpt_acts *acts,
+                                 float *loss, attn_error *err);
+
+/* d(loss)/d(params) for the last forward (which must have had targets:
+ * ATTN_ERR_STATE otherwise). Accumulates (+=) into the parameter grads,
+ * scaled by loss_scale (1 for a plain step; 1/k to average k micro-batches).
+ * Leaves acts' forward results (logits, loss) intact. */
+attn_status attn_gpt_backward(attn_gpt *m, attn_gpt_acts *acts, float loss_scale, attn_error *err);
+
+/* ------------------------------------------------- incremental generation */
+
+/* KV cache for one sequence (batch 1): per layer keys/values of the tokens
+ * seen so far, at positions 0..len-1. Each step costs O(len * C + C^2 + V*C).
+ *
+ * Sliding window (the caller's job): positions are absolute within the
+ * window, so once len == context_length the cache is full and
+ * attn_gpt_kv_step fails with ATTN_ERR_STATE. The caller then re-primes with
+ * attn_gpt_kv_prefill on the most recent tokens it wants to keep (e.g. the
+ * last context_length/2, which keeps each token O(T) amortised; re-priming
+ * with context_length - 1 tokens reproduces the book's generate(), which
+ * crops idx[:, -context_length:] every step, at O(T^2) per token). */
+typedef struct attn_gpt_kv_cache {
+    int capacity; /* context_length */
+    int len;      /* tokens cached */
+    int C, H, n_layers;
+    float *k, *v; /* (n_layers, capacity, C) each */
+    /* one-token scratch */
+    float *x, *ln, *q, *att, *proj, *hidden, *scores; /* C, C, C, C, C, 4C, capacity */
+    float *logits;                                    /* V — last step's logits */
+} attn_gpt_kv_cache;
+
+attn_status attn_gpt_kv_init(attn_gpt_kv_cache *cache, const attn_gpt *m, attn_error *err);
+void attn_gpt_kv_free(attn_gpt_kv_cache *cache);
+void attn_gpt_kv_reset(attn_gpt_kv_cache *cache);
+
+/* Feed one token at position cache->len (eval mode, no dropout); its logits
+ * (V) land in cache->logits and, when logits != NULL, are copied there.
+ * Equals row len of the full forward's logits on the same prefix. */
+attn_status attn_gpt_kv_step(const attn_gpt *m, attn_gpt_kv_cache *cache, int32_t token,
+                             float *logits, attn_error *err);
+
+/* Reset, then feed ids[0..n-1] (1 <= n <= context_length); logits of the
+ * last token as attn_gpt_kv_step. */
+attn_status attn_gpt_kv_prefill(const attn_gpt *m, attn_gpt_kv_cache *cache, const int32_t *ids,
+                                int n, float *logits, attn_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,74 @@
+/* attn/optim.h — AdamW, warmup + cosine learning rate, gradient clipping.
+ *
+ * AdamW follows torch.optim.AdamW (PyTorch 1.13, single-tensor path) step
+ * for step, in float32 with the scalar factors computed in double as Python
+ * does:
+ *     p *= 1 - lr * weight_decay            (decoupled decay; decay params only)
+ *     m  = beta1 * m + (1 - beta1) * g
+ *     v  = beta2 * v + (1 - beta2) * g * g
+ *     p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+ * Which parameters decay: those with ndim >= 2 (Linear weights and the
+ * embedding tables) — nanoGPT's grouping; biases and LayerNorm scale/shift
+ * (1-D) do not. attn_adamw_init records the choice per parameter.
+ *
+ * The optimizer keeps one m and one v per parameter element in a flat array
+ * in parameter-list order (m[0..total), v[0..total)), plus the step count; a
+ * checkpoint saves those and attn_adamw_load puts them back. */
+#ifndef ATTN_OPTIM_H
+#define ATTN_OPTIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "attn/param.h"
+#include "attn/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct attn_adamw_config {
+    double beta1, beta2; /* 0.9, 0.999 in PyTorch; nanoGPT's char model uses 0.99 */
+    double eps;          /* 1e-8 */
+    double weight_decay; /* 0.01 in PyTorch; nanoGPT 0.1 */
+} attn_adamw_config;
+
+typedef struct attn_adamw {
+    attn_adamw_config cfg;
+    int n_params;
+    size_t total;   /* floats over all parameters */
+    size_t *offset; /* n_params offsets into m / v */
+    uint8_t *decay; /* n_params flags: 1 = weight decay applies */
+    float *m, *v;   /* first and second moments, total each */
+    int64_t step;   /* steps taken */
+} attn_adamw;
+
+/* PyTorch's defaults: betas (0.9, 0.999), eps 1e-8, weight decay 0.01. */
+attn_adamw_config attn_adamw_defaults(void);
+
+/* Zero moments for the parameters of list (only their shapes are read). */
+attn_status attn_adamw_init(attn_adamw *opt, const attn_param_list *params,
+                            const attn_adamw_config *cfg, attn_error *err);
+void attn_adamw_free(attn_adamw *opt);
+
+/* One update of every parameter with a gradient, at learning rate lr.
+ * params must be the list given to init (same order and sizes). */
+attn_status attn_adamw_step(attn_adamw *opt, const attn_param_list *params, double lr,
+                            attn_error *err);
+
+/* torch.nn.utils.clip_grad_norm_(params, max_norm): returns the global L2
+ * norm of all gradients (computed in double) and, when it exceeds max_norm,
+ * scales every gradient by max_norm / (norm + 1e-6). max_norm <= 0 only
+ * measures. */
+double attn_clip_grad_norm(const attn_param_list *params, double max_norm);
+
+/* Learning rate at 0-based iteration it (nanoGPT's get_lr): linear warmup
+ * lr_max * (it + 1) / (warmup + 1) for it < warmup, then cosine from lr_max
+ * down to lr_min at it = decay_steps, lr_min after. */
+double attn_lr_cosine(int64_t it, int64_t warmup, int64_t decay_steps, double lr_max,
+                      double lr_min);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

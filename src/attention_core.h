@@ -1,0 +1,49 @@
+/* attention_core.h — internal: scaled dot-product attention over (batch, head)
+ * blocks, shared by every chapter-3 module. Not part of the public API.
+ *
+ * Q, K, V and the output are (B, T, ld) row-major with head h occupying
+ * columns [h * hd, (h + 1) * hd) — the layout a Linear(d_in, heads * hd)
+ * produces, so the heads are read in place (no transpose copies). */
+#ifndef ATTN_ATTENTION_CORE_H
+#define ATTN_ATTENTION_CORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "attn/dropout.h"
+#include "attn/linear.h"
+#include "attn/param.h"
+#include "attn/status.h"
+
+typedef struct attn_core_shape {
+    int B, T, heads, hd; /* ld = heads * hd */
+    int causal;          /* mask j > i with -inf before scaling */
+} attn_core_shape;
+
+/* weights (B, heads, T, T) = softmax(masked(Q K^T) / sqrt(hd)); then, when
+ * mode->training && p > 0, one keep mask over the whole weights tensor in
+ * memory order into keep, dropped = weights * keep / (1 - p) (otherwise
+ * dropped = weights and *dropout_applied = 0); out = dropped V.
+ * Fails only when dropout is needed and mode->rng is NULL. */
+attn_status attn_core_forward(const attn_core_shape *s, const float *Q, const float *K,
+                              const float *V, float *weights, float *dropped, uint8_t *keep,
+                              int *dropout_applied, double p, const attn_forward_mode *mode,
+                              float *out, attn_error *err);
+
+/* Overwrites dQ, dK, dV (B, T, ld) with the gradients of out w.r.t. Q, K, V
+ * given d_out (B, T, ld). scratch holds 2 * T * T floats. keep is used only
+ * when dropout_applied. */
+void attn_core_backward(const attn_core_shape *s, const float *Q, const float *K, const float *V,
+                        const float *weights, const float *dropped, const uint8_t *keep,
+                        int dropout_applied, double p, const float *d_out, float *dQ, float *dK,
+                        float *dV, float *scratch);
+
+/* Validate a dropout rate: finite and in [0, 1). what names the module. */
+attn_status attn_check_dropout(double p, const char *what, attn_error *err);
+
+/* Adds "<prefix>W_query.weight", "<prefix>W_query.bias", ... for W_key and
+ * W_value in that (state_dict) order. Shared by v2, CausalAttention and MHA. */
+attn_status attn_qkv_params(attn_linear *q, attn_linear *k, attn_linear *v, const char *prefix,
+                            attn_param_list *list, attn_error *err);
+
+#endif

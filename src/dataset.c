@@ -1,0 +1,112 @@
+/* Token-window dataset and resumable shuffled sampler (see attn/dataset.h). */
+#include "attn/dataset.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+attn_status attn_dataset_init(attn_token_dataset *ds, const int32_t *ids, size_t n, int block_size,
+                              attn_error *err) {
+    if (block_size < 1)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "block size must be >= 1 (got %d)", block_size);
+    if (n < (size_t)block_size + 1)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "%zu tokens are too few for context length %d (need at least %d)", n,
+                         block_size, block_size + 1);
+    ds->ids = ids;
+    ds->n_ids = n;
+    ds->block_size = block_size;
+    return ATTN_OK;
+}
+
+size_t attn_dataset_len(const attn_token_dataset *ds) {
+    return ds->n_ids - (size_t)ds->block_size;
+}
+
+void attn_dataset_get(const attn_token_dataset *ds, size_t pos, int32_t *x, int32_t *y) {
+    size_t b = (size_t)ds->block_size;
+    memcpy(x, ds->ids + pos, b * sizeof *x);
+    memcpy(y, ds->ids + pos + 1, b * sizeof *y);
+}
+
+size_t attn_split_point(size_t n) {
+    /* Integer form of floor(0.9 * n), exact for any n that fits in memory. */
+    return n / 10 * 9 + (n % 10) * 9 / 10;
+}
+
+/* Uniform integer in [0, bound) without modulo bias (bound <= 2^32). */
+static uint64_t rand_below(attn_rng *rng, uint64_t bound) {
+    uint64_t limit = UINT64_MAX - UINT64_MAX % bound;
+    uint64_t r;
+    do {
+        r = attn_rng_u64(rng);
+    } while (r >= limit);
+    return r % bound;
+}
+
+void attn_dataset_random_batch(const attn_token_dataset *ds, attn_rng *rng, int B, int32_t *x,
+                               int32_t *y) {
+    size_t len = attn_dataset_len(ds), bs = (size_t)ds->block_size;
+    for (int b = 0; b < B; b++) {
+        size_t pos = (size_t)rand_below(rng, len);
+        attn_dataset_get(ds, pos, x + (size_t)b * bs, y + (size_t)b * bs);
+    }
+}
+
+/* This epoch's order: Fisher-Yates from a generator seeded by (seed, epoch). */
+static void fill_perm(attn_sampler *s) {
+    attn_rng rng;
+    /* Mix epoch into the 32 bits attn_rng_seed uses so epochs differ. */
+    uint64_t mixed = (s->seed ^ (s->epoch * 0x9E3779B97F4A7C15ull)) * 0xBF58476D1CE4E5B9ull;
+    attn_rng_seed(&rng, (uint32_t)(mixed ^ (mixed >> 31)));
+    for (size_t i = 0; i < s->len; i++)
+        s->perm[i] = (uint32_t)i;
+    for (size_t i = s->len - 1; i > 0; i--) {
+        size_t j = (size_t)rand_below(&rng, (uint64_t)i + 1);
+        uint32_t t = s->perm[i];
+        s->perm[i] = s->perm[j];
+        s->perm[j] = t;
+    }
+}
+
+attn_status attn_sampler_init(attn_sampler *s, size_t len, uint64_t seed, attn_error *err) {
+    memset(s, 0, sizeof *s);
+    if (len == 0 || len > UINT32_MAX)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "sampler needs 1 .. 2^32-1 windows (got %zu)",
+                         len);
+    s->perm = malloc(len * sizeof *s->perm);
+    if (!s->perm) return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for the sampler");
+    s->len = len;
+    s->seed = seed;
+    fill_perm(s);
+    return ATTN_OK;
+}
+
+attn_status attn_sampler_restore(attn_sampler *s, uint64_t epoch, size_t cursor, attn_error *err) {
+    if (cursor > s->len)
+        return attn_fail(err, ATTN_ERR_FORMAT,
+                         "sampler position %zu is past the dataset's %zu windows", cursor, s->len);
+    if (epoch != s->epoch) {
+        s->epoch = epoch;
+        fill_perm(s);
+    }
+    s->cursor = cursor;
+    return ATTN_OK;
+}
+
+void attn_sampler_free(attn_sampler *s) {
+    free(s->perm);
+    memset(s, 0, sizeof *s);
+}
+
+void attn_sampler_next_batch(attn_sampler *s, const attn_token_dataset *ds, int B, int32_t *x,
+                             int32_t *y) {
+    size_t bs = (size_t)ds->block_size;
+    for (int b = 0; b < B; b++) {
+        if (s->cursor == s->len) {
+            s->epoch++;
+            s->cursor = 0;
+            fill_perm(s);
+        }
+        attn_dataset_get(ds, s->perm[s->cursor++], x + (size_t)b * bs, y + (size_t)b * bs);
+    }
+}

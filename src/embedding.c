@@ -1,0 +1,74 @@
+/* nn.Embedding (see attn/embedding.h). */
+#include "attn/embedding.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+attn_status attn_embedding_init(attn_embedding *e, int num_embeddings, int dim, attn_rng *rng,
+                                attn_error *err) {
+    memset(e, 0, sizeof *e);
+    if (num_embeddings <= 0 || dim <= 0)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "embedding: num_embeddings %d and dim %d must be >= 1", num_embeddings,
+                         dim);
+    const size_t n = (size_t)num_embeddings * (size_t)dim;
+    e->weight = calloc(n, sizeof(float));
+    e->grad_weight = calloc(n, sizeof(float));
+    if (!e->weight || !e->grad_weight) {
+        attn_embedding_free(e);
+        return attn_fail(err, ATTN_ERR_NOMEM, "embedding: out of memory for %zu floats", n);
+    }
+    e->num_embeddings = num_embeddings;
+    e->dim = dim;
+    if (rng) attn_rng_normal(rng, e->weight, n, 0.0f, 1.0f);
+    return ATTN_OK;
+}
+
+void attn_embedding_free(attn_embedding *e) {
+    free(e->weight);
+    free(e->grad_weight);
+    memset(e, 0, sizeof *e);
+}
+
+attn_status attn_embedding_params(attn_embedding *e, const char *prefix, attn_param_list *list,
+                                  attn_error *err) {
+    const int64_t shape[2] = {e->num_embeddings, e->dim};
+    return attn_param_list_add(list, prefix, "weight", e->weight, e->grad_weight, 2, shape, err);
+}
+
+attn_status attn_embedding_check_ids(const attn_embedding *e, const int32_t *ids, size_t N,
+                                     attn_error *err) {
+    for (size_t i = 0; i < N; i++)
+        if (ids[i] < 0 || ids[i] >= e->num_embeddings)
+            return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                             "token id %ld at index %zu is outside [0, %d)", (long)ids[i], i,
+                             e->num_embeddings);
+    return ATTN_OK;
+}
+
+void attn_embedding_forward(const attn_embedding *e, const int32_t *ids, float *out, size_t N) {
+    const size_t D = (size_t)e->dim;
+    for (size_t i = 0; i < N; i++)
+        memcpy(out + i * D, e->weight + (size_t)ids[i] * D, D * sizeof(float));
+}
+
+void attn_embedding_forward_add(const attn_embedding *e, const int32_t *ids, float *out, size_t N) {
+    const size_t D = (size_t)e->dim;
+    for (size_t i = 0; i < N; i++) {
+        const float *w = e->weight + (size_t)ids[i] * D;
+        float *o = out + i * D;
+        for (size_t d = 0; d < D; d++)
+            o[d] += w[d];
+    }
+}
+
+void attn_embedding_backward(attn_embedding *e, const int32_t *ids, const float *dout, size_t N) {
+    const size_t D = (size_t)e->dim;
+    /* Serial: ids repeat, so rows of grad_weight are shared. */
+    for (size_t i = 0; i < N; i++) {
+        float *g = e->grad_weight + (size_t)ids[i] * D;
+        const float *d = dout + i * D;
+        for (size_t j = 0; j < D; j++)
+            g[j] += d[j];
+    }
+}

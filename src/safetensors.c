@@ -1,0 +1,630 @@
+/* safetensors reader and writer (see attn/safetensors.h). */
+#include "attn/safetensors.h"
+
+#include <cjson/cJSON.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn/fileio.h"
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "attn's safetensors I/O assumes a little-endian host"
+#endif
+
+/* JSON numbers are doubles: integers above 2^53 cannot be trusted. */
+#define MAX_JSON_INT ((double)(1ULL << 53))
+
+static const struct {
+    const char *name;
+    size_t size;
+} DTYPES[] = {{"F64", 8},     {"I64", 8},     {"U64", 8},  {"F32", 4}, {"I32", 4},
+              {"U32", 4},     {"F16", 2},     {"BF16", 2}, {"I16", 2}, {"U16", 2},
+              {"F8_E5M2", 1}, {"F8_E4M3", 1}, {"I8", 1},   {"U8", 1},  {"BOOL", 1}};
+
+size_t attn_st_dtype_size(const char *dtype) {
+    if (!dtype) return 0;
+    for (size_t i = 0; i < sizeof DTYPES / sizeof DTYPES[0]; i++)
+        if (strcmp(dtype, DTYPES[i].name) == 0) return DTYPES[i].size;
+    return 0;
+}
+
+/* Bounded string builder for messages that list names; marks truncation. */
+typedef struct {
+    char buf[ATTN_ERROR_MSG_MAX];
+    size_t used;
+    int full;
+} sbuf;
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+static void
+sb_add(sbuf *b, const char *fmt, ...) {
+    if (b->full) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int w = vsnprintf(b->buf + b->used, sizeof b->buf - b->used, fmt, ap);
+    va_end(ap);
+    if (w < 0 || (size_t)w >= sizeof b->buf - b->used - 4) {
+        b->full = 1;
+        b->used = sizeof b->buf - 4 < b->used ? b->used : sizeof b->buf - 4;
+        memcpy(b->buf + b->used, "...", 4);
+        return;
+    }
+    b->used += (size_t)w;
+}
+
+static void shape_str(sbuf *b, int ndim, const int64_t *shape) {
+    sb_add(b, "[");
+    for (int i = 0; i < ndim; i++)
+        sb_add(b, "%s%lld", i ? ", " : "", (long long)shape[i]);
+    sb_add(b, "]");
+}
+
+/* ---- reading ----------------------------------------------------------- */
+
+void attn_safetensors_free(attn_safetensors *st) {
+    if (!st) return;
+    for (int i = 0; i < st->count; i++)
+        free(st->tensors[i].name);
+    free(st->tensors);
+    for (int i = 0; i < st->meta_count; i++) {
+        free(st->meta_keys[i]);
+        free(st->meta_values[i]);
+    }
+    free(st->meta_keys);
+    free(st->meta_values);
+    free(st->buf_);
+    memset(st, 0, sizeof *st);
+}
+
+static char *dupstr(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d) memcpy(d, s, n);
+    return d;
+}
+
+/* Integer-valued JSON number in [0, 2^53]. */
+static int json_size(const cJSON *v, uint64_t *out) {
+    if (!cJSON_IsNumber(v)) return 0;
+    double d = v->valuedouble;
+    if (!(d >= 0) || d > MAX_JSON_INT || d != (double)(uint64_t)d) return 0;
+    *out = (uint64_t)d;
+    return 1;
+}
+
+static int cmp_begin(const void *a, const void *b) {
+    const attn_st_tensor *x = *(const attn_st_tensor *const *)a;
+    const attn_st_tensor *y = *(const attn_st_tensor *const *)b;
+    if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
+    return x->end < y->end ? -1 : x->end > y->end;
+}
+
+static int cmp_name(const void *a, const void *b) {
+    return strcmp((*(const attn_st_tensor *const *)a)->name,
+                  (*(const attn_st_tensor *const *)b)->name);
+}
+
+static attn_status parse_entry(const cJSON *item, attn_st_tensor *t, const char *name,
+                               attn_error *err) {
+    const char *tn = item->string;
+    if (!cJSON_IsObject(item))
+        return attn_fail(err, ATTN_ERR_FORMAT, "%s: tensor '%s' is not a JSON object", name, tn);
+    const cJSON *dtype = NULL, *shape = NULL, *offs = NULL, *f;
+    cJSON_ArrayForEach(f, item) {
+        const cJSON **slot = strcmp(f->string, "dtype") == 0          ? &dtype
+                             : strcmp(f->string, "shape") == 0        ? &shape
+                             : strcmp(f->string, "data_offsets") == 0 ? &offs
+                                                                      : NULL;
+        if (!slot)
+            return attn_fail(err, ATTN_ERR_FORMAT, "%s: tensor '%s' has unknown field '%s'", name,
+                             tn, f->string);
+        if (*slot)
+            return attn_fail(err, ATTN_ERR_FORMAT, "%s: tensor '%s' repeats field '%s'", name, tn,
+                             f->string);
+        *slot = f;
+    }
+    if (!dtype || !shape || !offs)
+        return attn_fail(err, ATTN_ERR_FORMAT, "%s: tensor '%s' lacks field '%s'", name, tn,
+                         !dtype   ? "dtype"
+                         : !shape ? "shape"
+                                  : "data_offsets");
+    if (!cJSON_IsString(dtype) || !(t->elem_size = attn_st_dtype_size(dtype->valuestring)))
+        return attn_fail(err, ATTN_ERR_FORMAT, "%s: tensor '%s' has unknown dtype %s%s%s", name, tn,
+                         cJSON_IsString(dtype) ? "'" : "(not a string)",
+                         cJSON_IsString(dtype) ? dtype->valuestring : "",
+                         cJSON_IsString(dtype) ? "'" : "");
+    snprintf(t->dtype, sizeof t->dtype, "%s", dtype->valuestring);
+    if (!cJSON_IsArray(shape))
+        return attn_fail(err, ATTN_ERR_FORMAT, "%s: tensor '%s': shape is not an array", name, tn);
+    int nd = cJSON_GetArraySize(shape);
+    if (nd > ATTN_ST_MAX_DIMS)
+        return attn_fail(err, ATTN_ERR_FORMAT, "%s: tensor '%s' has %d dims (at most %d)", name, tn,
+                         nd, ATTN_ST_MAX_DIMS);
+    t->ndim = 0;
+    uint64_t numel = 1;
+    const cJSON *d;
+    cJSON_ArrayForEach(d, shape) {
+        uint64_t v;
+        if (!json_size(d, &v))
+            return attn_fail(err, ATTN_ERR_FORMAT,
+                             "%s: tensor '%s': shape holds something other than sizes", name, tn);
+        if (v && numel > (uint64_t)(MAX_JSON_INT / (double)v))
+            return attn_fail(err, ATTN_ERR_FORMAT, "%s: tensor '%s': shape is too large", name, tn);
+        numel *= v;
+        t->shape[t->ndim++] = (int64_t)v;
+    }
+    uint64_t b, e;
+    if (!cJSON_IsArray(offs) || cJSON_GetArraySize(offs) != 2 ||
+        !json_size(cJSON_GetArrayItem(offs, 0), &b) || !json_size(cJSON_GetArrayItem(offs, 1), &e))
+        return attn_fail(err, ATTN_ERR_FORMAT,
+                         "%s: tensor '%s': data_offsets is not [begin, end] byte offsets", name,
+                         tn);
+    if (e < b)
+        return attn_fail(err, ATTN_ERR_FORMAT,
+                         "%s: tensor '%s': data_offsets [%llu, %llu] end before they begin", name,
+                         tn, (unsigned long long)b, (unsigned long long)e);
+    if (numel > UINT64_MAX / t->elem_size || e - b != numel * t->elem_size)
+        return attn_fail(err, ATTN_ERR_FORMAT,
+                         "%s: tensor '%s': data_offsets [%llu, %llu] span %llu bytes but %s "
+                         "shape needs %llu",
+                         name, tn, (unsigned long long)b, (unsigned long long)e,
+                         (unsigned long long)(e - b), t->dtype,
+                         (unsigned long long)(numel * t->elem_size));
+    t->numel = (size_t)numel;
+    t->begin = (size_t)b;
+    t->end = (size_t)e;
+    return ATTN_OK;
+}
+
+static attn_status parse_meta(const cJSON *m, attn_safetensors *st, const char *name,
+                              attn_error *err) {
+    if (!cJSON_IsObject(m))
+        return attn_fail(err, ATTN_ERR_FORMAT, "%s: __metadata__ is not a JSON object", name);
+    int n = cJSON_GetArraySize(m);
+    st->meta_keys = calloc((size_t)n + 1, sizeof *st->meta_keys);
+    st->meta_values = calloc((size_t)n + 1, sizeof *st->meta_values);
+    if (!st->meta_keys || !st->meta_values)
+        return attn_fail(err, ATTN_ERR_NOMEM, "%s: out of memory", name);
+    const cJSON *kv;
+    cJSON_ArrayForEach(kv, m) {
+        if (!cJSON_IsString(kv))
+            return attn_fail(err, ATTN_ERR_FORMAT, "%s: metadata value of '%s' is not a string",
+                             name, kv->string);
+        for (int i = 0; i < st->meta_count; i++)
+            if (strcmp(st->meta_keys[i], kv->string) == 0)
+                return attn_fail(err, ATTN_ERR_FORMAT, "%s: metadata key '%s' appears twice", name,
+                                 kv->string);
+        char *k = dupstr(kv->string), *v = dupstr(kv->valuestring);
+        if (!k || !v) {
+            free(k);
+            free(v);
+            return attn_fail(err, ATTN_ERR_NOMEM, "%s: out of memory", name);
+        }
+        st->meta_keys[st->meta_count] = k;
+        st->meta_values[st->meta_count] = v;
+        st->meta_count++;
+    }
+    return ATTN_OK;
+}
+
+/* Parse the image in st->buf_ (st->size_ bytes, owned by st). */
+static attn_status parse_owned(attn_safetensors *st, const char *name, attn_error *err) {
+    const unsigned char *b = st->buf_;
+    size_t len = st->size_;
+    if (len < 8)
+        return attn_fail(err, ATTN_ERR_FORMAT,
+                         "%s: not a safetensors file (%zu bytes, too short for the header length)",
+                         name, len);
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; i--)
+        n = n << 8 | b[i];
+    if (n > ATTN_ST_MAX_HEADER)
+        return attn_fail(err, ATTN_ERR_FORMAT,
+                         "%s: not a safetensors file (header length %llu is implausible)", name,
+                         (unsigned long long)n);
+    if (n > len - 8)
+        return attn_fail(err, ATTN_ERR_FORMAT,
+                         "%s: truncated safetensors file (header needs %llu bytes, file has %zu "
+                         "after the length)",
+                         name, (unsigned long long)n, len - 8);
+    if (n < 2 || b[8] != '{')
+        return attn_fail(err, ATTN_ERR_FORMAT,
+                         "%s: not a safetensors file (header does not start with '{')", name);
+
+    char *text = malloc((size_t)n + 1);
+    if (!text) return attn_fail(err, ATTN_ERR_NOMEM, "%s: out of memory", name);
+    memcpy(text, b + 8, (size_t)n);
+    text[n] = '\0';
+    if (strlen(text) != (size_t)n) {
+        free(text);
+        return attn_fail(err, ATTN_ERR_FORMAT, "%s: safetensors header contains a NUL byte", name);
+    }
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithOpts(text, &end, 1);
+    if (!root) {
+        size_t at = end ? (size_t)(end - text) : 0;
+        free(text);
+        return attn_fail(err, ATTN_ERR_FORMAT,
+                         "%s: invalid JSON in safetensors header (at byte %zu)", name, at);
+    }
+    free(text);
+    attn_status s = ATTN_OK;
+    attn_st_tensor **order = NULL;
+    if (!cJSON_IsObject(root)) {
+        s = attn_fail(err, ATTN_ERR_FORMAT, "%s: safetensors header is not a JSON object", name);
+        goto done;
+    }
+    int total = cJSON_GetArraySize(root);
+    st->tensors = calloc((size_t)total + 1, sizeof *st->tensors);
+    order = malloc(((size_t)total + 1) * sizeof *order);
+    if (!st->tensors || !order) {
+        s = attn_fail(err, ATTN_ERR_NOMEM, "%s: out of memory", name);
+        goto done;
+    }
+    int have_meta = 0;
+    const cJSON *item;
+    cJSON_ArrayForEach(item, root) {
+        if (strcmp(item->string, "__metadata__") == 0) {
+            if (have_meta++) {
+                s = attn_fail(err, ATTN_ERR_FORMAT, "%s: __metadata__ appears twice", name);
+                goto done;
+            }
+            if ((s = parse_meta(item, st, name, err))) goto done;
+            continue;
+        }
+        attn_st_tensor *t = &st->tensors[st->count];
+        if (!(t->name = dupstr(item->string))) {
+            s = attn_fail(err, ATTN_ERR_NOMEM, "%s: out of memory", name);
+            goto done;
+        }
+        st->count++;
+        if (!*t->name) {
+            s = attn_fail(err, ATTN_ERR_FORMAT, "%s: a tensor has an empty name", name);
+            goto done;
+        }
+        if ((s = parse_entry(item, t, name, err))) goto done;
+    }
+
+    for (int i = 0; i < st->count; i++)
+        order[i] = &st->tensors[i];
+    qsort(order, (size_t)st->count, sizeof *order, cmp_name);
+    for (int i = 1; i < st->count; i++)
+        if (strcmp(order[i - 1]->name, order[i]->name) == 0) {
+            s = attn_fail(err, ATTN_ERR_FORMAT, "%s: tensor '%s' appears twice", name,
+                          order[i]->name);
+            goto done;
+        }
+
+    /* The buffer must be covered exactly: no holes, no overlaps, nothing
+     * past the end, nothing after the last tensor. */
+    size_t bufsize = len - 8 - (size_t)n;
+    qsort(order, (size_t)st->count, sizeof *order, cmp_begin);
+    size_t need = 0;
+    const attn_st_tensor *last = NULL;
+    for (int i = 0; i < st->count; i++)
+        if (order[i]->end > need) {
+            need = order[i]->end;
+            last = order[i];
+        }
+    if (need > bufsize) {
+        s = attn_fail(err, ATTN_ERR_FORMAT,
+                      "%s: truncated safetensors file: tensor '%s' ends at data byte %zu but "
+                      "the file holds %zu data bytes",
+                      name, last->name, need, bufsize);
+        goto done;
+    }
+    size_t pos = 0;
+    for (int i = 0; i < st->count; i++) {
+        const attn_st_tensor *t = order[i];
+        if (t->begin < pos) {
+            s = attn_fail(err, ATTN_ERR_FORMAT,
+                          "%s: tensor '%s' (bytes %zu..%zu) overlaps tensor '%s' (bytes %zu..%zu)",
+                          name, t->name, t->begin, t->end, order[i - 1]->name, order[i - 1]->begin,
+                          order[i - 1]->end);
+            goto done;
+        }
+        if (t->begin > pos) {
+            s = attn_fail(err, ATTN_ERR_FORMAT,
+                          "%s: unused gap in the data buffer before tensor '%s' (bytes %zu..%zu)",
+                          name, t->name, pos, t->begin);
+            goto done;
+        }
+        pos = t->end;
+    }
+    if (pos != bufsize) {
+        s = attn_fail(err, ATTN_ERR_FORMAT,
+                      "%s: %zu unexpected bytes after the last tensor (data is %zu bytes)", name,
+                      bufsize - pos, pos);
+        goto done;
+    }
+
+    /* Align the data buffer to 8 bytes if the writer did not. */
+    size_t base = 8 + (size_t)n;
+    size_t pad = (8 - base % 8) % 8;
+    if (pad) {
+        unsigned char *nb = realloc(st->buf_, len + pad);
+        if (!nb) {
+            s = attn_fail(err, ATTN_ERR_NOMEM, "%s: out of memory", name);
+            goto done;
+        }
+        memmove(nb + pad, nb, len);
+        st->buf_ = nb;
+    }
+    unsigned char *data = (unsigned char *)st->buf_ + pad + base;
+    for (int i = 0; i < st->count; i++)
+        st->tensors[i].data = data + st->tensors[i].begin;
+done:
+    free(order);
+    cJSON_Delete(root);
+    return s;
+}
+
+attn_status attn_safetensors_parse(const void *buf, size_t len, const char *name,
+                                   attn_safetensors *st, attn_error *err) {
+    memset(st, 0, sizeof *st);
+    st->buf_ = malloc(len ? len : 1);
+    if (!st->buf_) return attn_fail(err, ATTN_ERR_NOMEM, "%s: out of memory", name);
+    memcpy(st->buf_, buf, len);
+    st->size_ = len;
+    attn_status s = parse_owned(st, name, err);
+    if (s) attn_safetensors_free(st);
+    return s;
+}
+
+attn_status attn_safetensors_read(const char *path, attn_safetensors *st, attn_error *err) {
+    memset(st, 0, sizeof *st);
+    attn_status s = attn_file_read_all(path, 0, &st->buf_, &st->size_, err);
+    if (s) return s;
+    s = parse_owned(st, path, err);
+    if (s) attn_safetensors_free(st);
+    return s;
+}
+
+const attn_st_tensor *attn_safetensors_find(const attn_safetensors *st, const char *name) {
+    for (int i = 0; i < st->count; i++)
+        if (strcmp(st->tensors[i].name, name) == 0) return &st->tensors[i];
+    return NULL;
+}
+
+const char *attn_safetensors_meta(const attn_safetensors *st, const char *key) {
+    for (int i = 0; i < st->meta_count; i++)
+        if (strcmp(st->meta_keys[i], key) == 0) return st->meta_values[i];
+    return NULL;
+}
+
+attn_status attn_safetensors_to_params(const attn_safetensors *st, const char *name,
+                                       const attn_param_list *list, attn_error *err) {
+    if (!name) name = "safetensors";
+    int nmissing = 0, nextra = 0;
+    for (int i = 0; i < list->count; i++)
+        nmissing += !attn_safetensors_find(st, list->items[i].name);
+    for (int i = 0; i < st->count; i++)
+        nextra += !attn_param_list_find(list, st->tensors[i].name);
+    if (nmissing || nextra) {
+        sbuf m = {.used = 0};
+        sb_add(&m, "%s: ", name);
+        if (nmissing) {
+            sb_add(&m, "missing tensor%s ", nmissing > 1 ? "s" : "");
+            for (int i = 0, k = 0; i < list->count; i++)
+                if (!attn_safetensors_find(st, list->items[i].name))
+                    sb_add(&m, "%s'%s'", k++ ? ", " : "", list->items[i].name);
+        }
+        if (nextra) {
+            sb_add(&m, "%sunexpected tensor%s ", nmissing ? "; " : "", nextra > 1 ? "s" : "");
+            for (int i = 0, k = 0; i < st->count; i++)
+                if (!attn_param_list_find(list, st->tensors[i].name))
+                    sb_add(&m, "%s'%s'", k++ ? ", " : "", st->tensors[i].name);
+        }
+        sb_add(&m, " (file has %d tensors, expected %d)", st->count, list->count);
+        return attn_fail(err, nmissing ? ATTN_ERR_NOT_FOUND : ATTN_ERR_FORMAT, "%s", m.buf);
+    }
+    for (int i = 0; i < list->count; i++) {
+        const attn_param *p = &list->items[i];
+        const attn_st_tensor *t = attn_safetensors_find(st, p->name);
+        if (strcmp(t->dtype, "F32") != 0)
+            return attn_fail(err, ATTN_ERR_FORMAT, "%s: tensor '%s' has dtype %s, expected F32",
+                             name, p->name, t->dtype);
+        int same = t->ndim == p->ndim;
+        for (int d = 0; same && d < p->ndim; d++)
+            same = t->shape[d] == p->shape[d];
+        if (!same) {
+            sbuf m = {.used = 0};
+            sb_add(&m, "%s: tensor '%s' has shape ", name, p->name);
+            shape_str(&m, t->ndim, t->shape);
+            sb_add(&m, ", expected ");
+            shape_str(&m, p->ndim, p->shape);
+            return attn_fail(err, ATTN_ERR_SHAPE, "%s", m.buf);
+        }
+        if (t->numel != p->numel)
+            return attn_fail(err, ATTN_ERR_SHAPE, "%s: tensor '%s' has %zu elements, expected %zu",
+                             name, p->name, t->numel, p->numel);
+    }
+    for (int i = 0; i < list->count; i++) {
+        const attn_param *p = &list->items[i];
+        const attn_st_tensor *t = attn_safetensors_find(st, p->name);
+        if (p->numel) memcpy(p->data, t->data, p->numel * sizeof(float));
+    }
+    return ATTN_OK;
+}
+
+attn_status attn_safetensors_load_params(const char *path, const attn_param_list *list,
+                                         attn_error *err) {
+    attn_safetensors st;
+    attn_status s = attn_safetensors_read(path, &st, err);
+    if (s) return s;
+    s = attn_safetensors_to_params(&st, path, list, err);
+    attn_safetensors_free(&st);
+    return s;
+}
+
+/* ---- writing ----------------------------------------------------------- */
+
+typedef struct {
+    const attn_st_entry *e;
+    size_t esz;
+} wentry;
+
+/* Largest elements first keeps every tensor aligned; then by name. */
+static int cmp_write(const void *a, const void *b) {
+    const wentry *x = a, *y = b;
+    if (x->esz != y->esz) return x->esz > y->esz ? -1 : 1;
+    return strcmp(x->e->name, y->e->name);
+}
+
+static int cmp_wname(const void *a, const void *b) {
+    return strcmp(((const wentry *)a)->e->name, ((const wentry *)b)->e->name);
+}
+
+static cJSON *raw_u64(uint64_t v) {
+    char num[32];
+    snprintf(num, sizeof num, "%llu", (unsigned long long)v);
+    return cJSON_CreateRaw(num);
+}
+
+attn_status attn_safetensors_write(const char *path, const attn_st_entry *entries, int count,
+                                   const attn_st_kv *meta, int meta_count, attn_error *err) {
+    if (count < 0 || meta_count < 0 || (count && !entries) || (meta_count && !meta))
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "%s: bad tensor or metadata count", path);
+    wentry *w = malloc(((size_t)count + 1) * sizeof *w);
+    if (!w) return attn_fail(err, ATTN_ERR_NOMEM, "%s: out of memory", path);
+    attn_status s = ATTN_OK;
+    cJSON *root = NULL;
+    char *json = NULL;
+    for (int i = 0; i < count; i++) {
+        const attn_st_entry *e = &entries[i];
+        w[i].e = e;
+        if (!e->name || !*e->name || strcmp(e->name, "__metadata__") == 0) {
+            s = attn_fail(err, ATTN_ERR_INVALID_ARG, "%s: tensor %d has an invalid name '%s'", path,
+                          i, e->name ? e->name : "(null)");
+            goto done;
+        }
+        if (!(w[i].esz = attn_st_dtype_size(e->dtype))) {
+            s = attn_fail(err, ATTN_ERR_INVALID_ARG, "%s: tensor '%s' has unknown dtype '%s'", path,
+                          e->name, e->dtype ? e->dtype : "(null)");
+            goto done;
+        }
+        if (e->ndim < 0 || e->ndim > ATTN_ST_MAX_DIMS) {
+            s = attn_fail(err, ATTN_ERR_INVALID_ARG, "%s: tensor '%s' has %d dims (0..%d allowed)",
+                          path, e->name, e->ndim, ATTN_ST_MAX_DIMS);
+            goto done;
+        }
+        uint64_t numel = 1;
+        for (int d = 0; d < e->ndim; d++) {
+            if (e->shape[d] < 0 || (double)e->shape[d] > MAX_JSON_INT ||
+                (e->shape[d] && numel > (uint64_t)(MAX_JSON_INT / (double)e->shape[d]))) {
+                s = attn_fail(err, ATTN_ERR_INVALID_ARG, "%s: tensor '%s' has a bad shape", path,
+                              e->name);
+                goto done;
+            }
+            numel *= (uint64_t)e->shape[d];
+        }
+        if (numel * w[i].esz != e->nbytes || (e->nbytes && !e->data)) {
+            s = attn_fail(err, ATTN_ERR_INVALID_ARG,
+                          "%s: tensor '%s' has %zu bytes, its %s shape needs %llu", path, e->name,
+                          e->nbytes, e->dtype, (unsigned long long)(numel * w[i].esz));
+            goto done;
+        }
+    }
+    qsort(w, (size_t)count, sizeof *w, cmp_wname);
+    for (int i = 1; i < count; i++)
+        if (strcmp(w[i - 1].e->name, w[i].e->name) == 0) {
+            s = attn_fail(err, ATTN_ERR_INVALID_ARG, "%s: tensor '%s' given twice", path,
+                          w[i].e->name);
+            goto done;
+        }
+    for (int i = 0; i < meta_count; i++) {
+        if (!meta[i].key || !meta[i].value) {
+            s = attn_fail(err, ATTN_ERR_INVALID_ARG, "%s: metadata entry %d is NULL", path, i);
+            goto done;
+        }
+        for (int j = 0; j < i; j++)
+            if (strcmp(meta[i].key, meta[j].key) == 0) {
+                s = attn_fail(err, ATTN_ERR_INVALID_ARG, "%s: metadata key '%s' given twice", path,
+                              meta[i].key);
+                goto done;
+            }
+    }
+    qsort(w, (size_t)count, sizeof *w, cmp_write);
+
+    root = cJSON_CreateObject();
+    if (!root) goto nomem;
+    if (meta_count) {
+        cJSON *m = cJSON_AddObjectToObject(root, "__metadata__");
+        if (!m) goto nomem;
+        for (int i = 0; i < meta_count; i++)
+            if (!cJSON_AddStringToObject(m, meta[i].key, meta[i].value)) goto nomem;
+    }
+    uint64_t off = 0;
+    for (int i = 0; i < count; i++) {
+        const attn_st_entry *e = w[i].e;
+        cJSON *t = cJSON_AddObjectToObject(root, e->name);
+        if (!t || !cJSON_AddStringToObject(t, "dtype", e->dtype)) goto nomem;
+        cJSON *shape = cJSON_AddArrayToObject(t, "shape");
+        if (!shape) goto nomem;
+        for (int d = 0; d < e->ndim; d++) {
+            cJSON *v = raw_u64((uint64_t)e->shape[d]);
+            if (!v) goto nomem;
+            cJSON_AddItemToArray(shape, v);
+        }
+        cJSON *offs = cJSON_AddArrayToObject(t, "data_offsets");
+        cJSON *b = raw_u64(off), *en = raw_u64(off + e->nbytes);
+        if (!offs || !b || !en) {
+            cJSON_Delete(b);
+            cJSON_Delete(en);
+            goto nomem;
+        }
+        cJSON_AddItemToArray(offs, b);
+        cJSON_AddItemToArray(offs, en);
+        off += e->nbytes;
+    }
+    json = cJSON_PrintUnformatted(root);
+    if (!json) goto nomem;
+
+    /* Pad the header with spaces so the data starts 8-byte aligned. */
+    size_t jl = strlen(json);
+    size_t hl = (jl + 7) / 8 * 8;
+    unsigned char lenbuf[8];
+    for (int i = 0; i < 8; i++)
+        lenbuf[i] = (unsigned char)((uint64_t)hl >> (8 * i) & 0xff);
+    static const char spaces[8] = "        ";
+    attn_atomic_file f;
+    if ((s = attn_atomic_open(&f, path, err))) goto done;
+    if ((s = attn_atomic_write(&f, lenbuf, 8, err))) goto done;
+    if ((s = attn_atomic_write(&f, json, jl, err))) goto done;
+    if ((s = attn_atomic_write(&f, spaces, hl - jl, err))) goto done;
+    for (int i = 0; i < count; i++)
+        if (w[i].e->nbytes && (s = attn_atomic_write(&f, w[i].e->data, w[i].e->nbytes, err)))
+            goto done;
+    s = attn_atomic_commit(&f, err);
+    goto done;
+nomem:
+    s = attn_fail(err, ATTN_ERR_NOMEM, "%s: out of memory building the header", path);
+done:
+    cJSON_free(json);
+    cJSON_Delete(root);
+    free(w);
+    return s;
+}
+
+attn_status attn_safetensors_write_params(const char *path, const attn_param_list *list,
+                                          const attn_st_kv *meta, int meta_count, attn_error *err) {
+    attn_st_entry *e = malloc(((size_t)list->count + 1) * sizeof *e);
+    if (!e) return attn_fail(err, ATTN_ERR_NOMEM, "%s: out of memory", path);
+    for (int i = 0; i < list->count; i++) {
+        const attn_param *p = &list->items[i];
+        e[i] = (attn_st_entry){.name = p->name,
+                               .dtype = "F32",
+                               .ndim = p->ndim,
+                               .shape = p->shape,
+                               .data = p->data,
+                               .nbytes = p->numel * sizeof(float)};
+    }
+    attn_status s = attn_safetensors_write(path, e, list->count, meta, meta_count, err);
+    free(e);
+    return s;
+}

@@ -1,0 +1,108 @@
+/* TokenIdsDataset (seed 004, In [8] and its walkthrough) and the shuffled
+ * sampler. */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn/dataset.h"
+
+/* Seed 004's walkthrough: data 1..9, block 4 -> 5 windows, window 4 is
+ * x = [5,6,7,8], y = [6,7,8,9]. */
+Test(dataset, seed004_walkthrough) {
+    const int32_t data[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+    attn_token_dataset ds;
+    cr_assert_eq(attn_dataset_init(&ds, data, 9, 4, NULL), ATTN_OK);
+    cr_expect_eq(attn_dataset_len(&ds), 5);
+    int32_t x[4], y[4];
+    attn_dataset_get(&ds, 0, x, y);
+    cr_expect(x[0] == 1 && x[3] == 4 && y[0] == 2 && y[3] == 5);
+    attn_dataset_get(&ds, 4, x, y);
+    cr_expect(x[0] == 5 && x[3] == 8 && y[0] == 6 && y[3] == 9);
+}
+
+Test(dataset, too_short_is_an_error) {
+    const int32_t data[4] = {0, 1, 2, 3};
+    attn_token_dataset ds;
+    attn_error err;
+    cr_expect_eq(attn_dataset_init(&ds, data, 4, 4, &err), ATTN_ERR_INVALID_ARG);
+    cr_expect(strstr(err.msg, "context length 4") != NULL, "%s", err.msg);
+    cr_expect_eq(attn_dataset_init(&ds, data, 4, 3, &err), ATTN_OK);
+}
+
+Test(dataset, split_is_nanogpt_int_point_nine) {
+    cr_expect_eq(attn_split_point(1115394), 1003854); /* int(1115394 * 0.9) */
+    cr_expect_eq(attn_split_point(10), 9);
+    cr_expect_eq(attn_split_point(19), 17);
+}
+
+/* One epoch visits every window exactly once; the next epoch is another order. */
+Test(dataset, sampler_epoch_is_a_permutation) {
+    enum { N = 40, BLOCK = 3 };
+    int32_t ids[N];
+    for (int i = 0; i < N; i++)
+        ids[i] = i;
+    attn_token_dataset ds;
+    attn_dataset_init(&ds, ids, N, BLOCK, NULL);
+    attn_sampler s;
+    cr_assert_eq(attn_sampler_init(&s, attn_dataset_len(&ds), 7, NULL), ATTN_OK);
+    int seen[N] = {0}, moved = 0;
+    int32_t x[BLOCK], y[BLOCK];
+    for (size_t i = 0; i < attn_dataset_len(&ds); i++) {
+        attn_sampler_next_batch(&s, &ds, 1, x, y);
+        seen[x[0]]++;
+        moved += x[0] != (int32_t)i;
+        cr_expect_eq(y[0], x[0] + 1);
+    }
+    for (size_t i = 0; i < attn_dataset_len(&ds); i++)
+        cr_expect_eq(seen[i], 1, "window %zu seen %d times", i, seen[i]);
+    cr_expect(moved > 0, "order is shuffled");
+    uint32_t first[N];
+    memcpy(first, s.perm, sizeof(uint32_t) * s.len);
+    attn_sampler_next_batch(&s, &ds, 1, x, y);
+    cr_expect_eq(s.epoch, 1);
+    cr_expect(memcmp(first, s.perm, sizeof(uint32_t) * s.len) != 0, "epoch 1 reshuffles");
+    attn_sampler_free(&s);
+}
+
+/* Saving (epoch, cursor) and restoring into a fresh sampler continues the
+ * same batch stream, across an epoch boundary. */
+Test(dataset, sampler_resume_is_exact) {
+    enum { N = 50, BLOCK = 4, B = 7 };
+    int32_t ids[N];
+    for (int i = 0; i < N; i++)
+        ids[i] = (i * 37) % 11;
+    attn_token_dataset ds;
+    attn_dataset_init(&ds, ids, N, BLOCK, NULL);
+    attn_sampler a, b;
+    attn_sampler_init(&a, attn_dataset_len(&ds), 1337, NULL);
+    int32_t xa[B * BLOCK], ya[B * BLOCK], xb[B * BLOCK], yb[B * BLOCK];
+    for (int i = 0; i < 9; i++)
+        attn_sampler_next_batch(&a, &ds, B, xa, ya);
+    attn_sampler_init(&b, attn_dataset_len(&ds), 1337, NULL);
+    cr_assert_eq(attn_sampler_restore(&b, a.epoch, a.cursor, NULL), ATTN_OK);
+    for (int i = 0; i < 20; i++) {
+        attn_sampler_next_batch(&a, &ds, B, xa, ya);
+        attn_sampler_next_batch(&b, &ds, B, xb, yb);
+        cr_expect(memcmp(xa, xb, sizeof xa) == 0 && memcmp(ya, yb, sizeof ya) == 0, "batch %d", i);
+    }
+    cr_expect(a.epoch >= 2);
+    attn_sampler_free(&a);
+    attn_sampler_free(&b);
+}
+
+Test(dataset, random_batch_is_seeded) {
+    int32_t ids[100];
+    for (int i = 0; i < 100; i++)
+        ids[i] = i;
+    attn_token_dataset ds;
+    attn_dataset_init(&ds, ids, 100, 8, NULL);
+    attn_rng r1, r2;
+    attn_rng_seed(&r1, 5);
+    attn_rng_seed(&r2, 5);
+    int32_t x1[32], y1[32], x2[32], y2[32];
+    attn_dataset_random_batch(&ds, &r1, 4, x1, y1);
+    attn_dataset_random_batch(&ds, &r2, 4, x2, y2);
+    cr_expect(memcmp(x1, x2, sizeof x1) == 0);
+    for (int b = 0; b < 4; b++)
+        cr_expect(x1[b * 8] <= 91 && y1[b * 8 + 7] == x1[b * 8] + 8);
+}

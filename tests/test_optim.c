@@ -1,0 +1,90 @@
+/* AdamW, gradient clipping and the learning-rate schedule. Reference values
+ * come from PyTorch 1.13.1 (torch.optim.AdamW, clip_grad_norm_) via
+ * scripts/gen_optim_reference.py; its output tests/fixtures/optim_reference.h
+ * is committed. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <string.h>
+
+#include "attn/optim.h"
+#include "fixtures/optim_reference.h"
+
+static void expect_close(const float *got, const float *want, size_t n, double rtol, double atol,
+                         const char *what, int step) {
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - (double)want[i]);
+        cr_expect(d <= atol + rtol * fabs((double)want[i]), "%s[%zu] after step %d: %.9g vs %.9g",
+                  what, i, step + 1, (double)got[i], (double)want[i]);
+    }
+}
+
+Test(optim, adamw_matches_pytorch_with_clipping_and_decay_groups) {
+    float w[12], b[4], gw[12], gb[4];
+    memcpy(w, optim_ref_w0, sizeof w);
+    memcpy(b, optim_ref_b0, sizeof b);
+    attn_param_list params;
+    attn_param_list_init(&params);
+    const int64_t sw[2] = {3, 4}, sb[1] = {4};
+    cr_assert_eq(attn_param_list_add(&params, "", "weight", w, gw, 2, sw, NULL), ATTN_OK);
+    cr_assert_eq(attn_param_list_add(&params, "", "bias", b, gb, 1, sb, NULL), ATTN_OK);
+    attn_adamw_config cfg = {0.9, 0.99, 1e-8, 0.1};
+    attn_adamw opt;
+    cr_assert_eq(attn_adamw_init(&opt, &params, &cfg, NULL), ATTN_OK);
+    cr_expect_eq(opt.decay[0], 1, "2-D weight decays");
+    cr_expect_eq(opt.decay[1], 0, "1-D bias does not decay");
+    for (int s = 0; s < OPTIM_REF_STEPS; s++) {
+        memcpy(gw, optim_ref_gw + 12 * s, sizeof gw);
+        memcpy(gb, optim_ref_gb + 4 * s, sizeof gb);
+        double norm = attn_clip_grad_norm(&params, 1.0);
+        cr_expect(fabs(norm - optim_ref_norm[s]) <= 1e-6 * optim_ref_norm[s],
+                  "norm %d: %.9g vs %.9g", s, norm, optim_ref_norm[s]);
+        cr_assert_eq(attn_adamw_step(&opt, &params, optim_ref_lr[s], NULL), ATTN_OK);
+        expect_close(w, optim_ref_w + 12 * s, 12, 1e-6, 1e-7, "weight", s);
+        expect_close(b, optim_ref_b + 4 * s, 4, 1e-6, 1e-7, "bias", s);
+        expect_close(opt.m, optim_ref_mw + 12 * s, 12, 1e-6, 1e-8, "exp_avg",
+                     s); /* m cancels: absolute slack */
+        expect_close(opt.v, optim_ref_vw + 12 * s, 12, 1e-6, 1e-12, "exp_avg_sq", s);
+    }
+    cr_expect_eq(opt.step, OPTIM_REF_STEPS);
+    attn_adamw_free(&opt);
+    attn_param_list_free(&params);
+}
+
+Test(optim, clip_leaves_small_gradients_alone) {
+    float w[3] = {0}, g[3] = {0.1f, -0.2f, 0.2f};
+    attn_param_list params;
+    attn_param_list_init(&params);
+    const int64_t s[1] = {3};
+    attn_param_list_add(&params, "", "w", w, g, 1, s, NULL);
+    double n = attn_clip_grad_norm(&params, 1.0);
+    cr_expect(fabs(n - 0.3) < 1e-7);
+    cr_expect_eq(g[1], -0.2f);
+    n = attn_clip_grad_norm(&params, 0.15);
+    cr_expect(fabs(sqrt((double)g[0] * g[0] + (double)g[1] * g[1] + (double)g[2] * g[2]) - 0.15) <
+              1e-6);
+    attn_param_list_free(&params);
+}
+
+Test(optim, bad_config_is_rejected) {
+    attn_param_list params;
+    attn_param_list_init(&params);
+    attn_adamw opt;
+    attn_error err;
+    attn_adamw_config cfg = {0.9, 1.0, 1e-8, 0.1};
+    cr_expect_eq(attn_adamw_init(&opt, &params, &cfg, &err), ATTN_ERR_INVALID_ARG);
+    cr_expect(strstr(err.msg, "betas") != NULL, "%s", err.msg);
+}
+
+/* nanoGPT's get_lr for its shakespeare-char CPU config: lr 1e-3 -> 1e-4,
+ * 100 warmup iterations, decay over 2000. */
+Test(optim, warmup_cosine_schedule) {
+    cr_expect(fabs(attn_lr_cosine(0, 100, 2000, 1e-3, 1e-4) - 1e-3 / 101) < 1e-15);
+    cr_expect(fabs(attn_lr_cosine(99, 100, 2000, 1e-3, 1e-4) - 1e-3 * 100 / 101) < 1e-15);
+    cr_expect(fabs(attn_lr_cosine(100, 100, 2000, 1e-3, 1e-4) - 1e-3) < 1e-15);
+    cr_expect(fabs(attn_lr_cosine(1050, 100, 2000, 1e-3, 1e-4) - 5.5e-4) < 1e-12);
+    cr_expect(fabs(attn_lr_cosine(2000, 100, 2000, 1e-3, 1e-4) - 1e-4) < 1e-15);
+    cr_expect(fabs(attn_lr_cosine(5000, 100, 2000, 1e-3, 1e-4) - 1e-4) < 1e-15);
+    for (int it = 101; it < 2000; it++)
+        cr_expect(attn_lr_cosine(it, 100, 2000, 1e-3, 1e-4) <=
+                  attn_lr_cosine(it - 1, 100, 2000, 1e-3, 1e-4));
+}
