@@ -96,6 +96,7 @@ expect_fail() {
     [ "$rc" -lt 128 ] || bad+=" crashed (status $rc);"
     grep -qiF -- "$want" <<<"$msg" || bad+=" message lacks '$want';"
     grep -q '^attn forward: ' <<<"$msg" || bad+=" message lacks the 'attn forward: ' prefix;"
+    ! grep -qE 'Sanitizer|runtime error' <<<"$msg" || bad+=" sanitizer report;"
     [ ! -e "$out" ] || bad+=" left $out;"
     if [ -d "$gdir" ] && [ -n "$(ls -A "$gdir")" ]; then bad+=" left files in $gdir;"; fi
     if [ -n "$(find "$tmp/out" -type f)" ]; then bad+=" left files: $(find "$tmp/out" -type f);"; fi
