@@ -62,11 +62,15 @@ attn_status attn_causal_attention_init(attn_causal_attention *m, int d_in, int d
                                        int context_length, double dropout, int qkv_bias,
                                        attn_rng *rng, attn_error *err) {
     memset(m, 0, sizeof *m);
-    if (d_in <= 0 || d_out <= 0 || context_length <= 0)
+    if (d_in <= 0)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "CausalAttention: d_in must be > 0, got %d",
+                         d_in);
+    if (d_out <= 0)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "CausalAttention: d_out must be > 0, got %d",
+                         d_out);
+    if (context_length <= 0)
         return attn_fail(err, ATTN_ERR_INVALID_ARG,
-                         "CausalAttention: d_in, d_out and context_length must be > 0 (got %d, "
-                         "%d, %d)",
-                         d_in, d_out, context_length);
+                         "CausalAttention: context_length must be > 0, got %d", context_length);
     attn_status st = attn_check_dropout(dropout, "CausalAttention", err);
     if (st != ATTN_OK) return st;
     m->d_in = d_in;

@@ -151,10 +151,15 @@ attn_status attn_atomic_open(attn_atomic_file *f, const char *path, attn_error *
 }
 
 void attn_atomic_abort(attn_atomic_file *f) {
-    if (!f) return;
+    /* A live handle always has tmp_path; a zeroed one (fd 0!) must not
+     * close anything. */
+    if (!f || !f->tmp_path) {
+        if (f) f->fd = -1;
+        return;
+    }
     if (f->fd >= 0) close(f->fd);
     f->fd = -1;
-    if (f->tmp_path) unlink(f->tmp_path);
+    unlink(f->tmp_path);
     free_names(f);
 }
 
@@ -166,7 +171,7 @@ static attn_status fail_abort(attn_atomic_file *f, attn_error *err, const char *
 }
 
 attn_status attn_atomic_write(attn_atomic_file *f, const void *data, size_t n, attn_error *err) {
-    if (f->fd < 0)
+    if (f->fd < 0 || !f->tmp_path)
         return attn_fail(err, ATTN_ERR_STATE, "write to '%s' after it was committed or aborted",
                          f->path ? f->path : "?");
     const char *p = data;
@@ -211,7 +216,7 @@ static int fsync_parent(const char *path) {
 }
 
 attn_status attn_atomic_commit(attn_atomic_file *f, attn_error *err) {
-    if (f->fd < 0)
+    if (f->fd < 0 || !f->tmp_path)
         return attn_fail(err, ATTN_ERR_STATE, "commit of '%s' after it was committed or aborted",
                          f->path ? f->path : "?");
     if (fsync(f->fd) != 0) return fail_abort(f, err, "sync", errno);

@@ -11,11 +11,19 @@ attn_status attn_mha_wrapper_init(attn_mha_wrapper *m, int d_in, int d_out, int 
                                   double dropout, int num_heads, int qkv_bias, attn_rng *rng,
                                   attn_error *err) {
     memset(m, 0, sizeof *m);
-    if (d_in <= 0 || d_out <= 0 || context_length <= 0 || num_heads <= 0)
+    if (d_in <= 0)
         return attn_fail(err, ATTN_ERR_INVALID_ARG,
-                         "MultiHeadAttentionWrapper: d_in, d_out, context_length and num_heads "
-                         "must be > 0 (got %d, %d, %d, %d)",
-                         d_in, d_out, context_length, num_heads);
+                         "MultiHeadAttentionWrapper: d_in must be > 0, got %d", d_in);
+    if (d_out <= 0)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "MultiHeadAttentionWrapper: d_out must be > 0, got %d", d_out);
+    if (context_length <= 0)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "MultiHeadAttentionWrapper: context_length must be > 0, got %d",
+                         context_length);
+    if (num_heads <= 0)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "MultiHeadAttentionWrapper: num_heads must be > 0, got %d", num_heads);
     attn_status st = attn_check_dropout(dropout, "MultiHeadAttentionWrapper", err);
     if (st != ATTN_OK) return st;
     m->heads = calloc((size_t)num_heads, sizeof *m->heads);

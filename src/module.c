@@ -7,6 +7,7 @@
 #include "attention_core.h"
 #include "attn/causal_attention.h"
 #include "attn/multi_head_attention.h"
+#include "attn/seed004_attention.h"
 #include "attn/self_attention.h"
 
 struct attn_module {
@@ -17,6 +18,8 @@ struct attn_module {
         attn_causal_attention ca;
         attn_mha_wrapper wrap;
         attn_mha mha;
+        attn_seed004_head head;
+        attn_seed004_mha s4;
     } u;
     attn_param_list params;
     /* Caches for the shape of the last forward; reallocated when it changes. */
@@ -25,14 +28,18 @@ struct attn_module {
     attn_sa_cache sa;
     attn_attention_cache ac;
     attn_mha_wrapper_cache wc;
+    attn_seed004_head_cache hc;
+    attn_seed004_mha_cache s4c;
 };
 
-static const char *const kind_names[] = {"self-attention-v1", "self-attention-v2",
-                                         "causal-attention", "mha-wrapper", "mha"};
+static const char *const kind_names[] = {
+    "self-attention-v1", "self-attention-v2", "causal-attention", "mha-wrapper", "mha",
+    "attention-head",    "seed004-mha"};
+#define N_KINDS ((int)(sizeof kind_names / sizeof kind_names[0]))
 
 int attn_module_kind_parse(const char *name, attn_module_kind *out) {
     if (!name) return -1;
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < N_KINDS; i++)
         if (strcmp(name, kind_names[i]) == 0) {
             *out = (attn_module_kind)i;
             return 0;
@@ -41,11 +48,11 @@ int attn_module_kind_parse(const char *name, attn_module_kind *out) {
 }
 
 const char *attn_module_kind_name(attn_module_kind kind) {
-    return (int)kind >= 0 && (int)kind < 5 ? kind_names[kind] : "unknown";
+    return (int)kind >= 0 && (int)kind < N_KINDS ? kind_names[kind] : "unknown";
 }
 
 attn_status attn_module_config_validate(const attn_module_config *cfg, attn_error *err) {
-    if ((int)cfg->kind < 0 || (int)cfg->kind >= 5)
+    if ((int)cfg->kind < 0 || (int)cfg->kind >= N_KINDS)
         return attn_fail(err, ATTN_ERR_INVALID_ARG, "unknown module kind %d", (int)cfg->kind);
     const char *k = kind_names[cfg->kind];
     if (cfg->d_in <= 0)
@@ -53,14 +60,25 @@ attn_status attn_module_config_validate(const attn_module_config *cfg, attn_erro
     if (cfg->d_out <= 0)
         return attn_fail(err, ATTN_ERR_INVALID_ARG, "%s: d_out must be > 0, got %d", k, cfg->d_out);
     const int causal = cfg->kind == ATTN_MODULE_CAUSAL_ATTENTION ||
-                       cfg->kind == ATTN_MODULE_MHA_WRAPPER || cfg->kind == ATTN_MODULE_MHA;
-    const int multi = cfg->kind == ATTN_MODULE_MHA_WRAPPER || cfg->kind == ATTN_MODULE_MHA;
+                       cfg->kind == ATTN_MODULE_MHA_WRAPPER || cfg->kind == ATTN_MODULE_MHA ||
+                       cfg->kind == ATTN_MODULE_ATTENTION_HEAD ||
+                       cfg->kind == ATTN_MODULE_SEED004_MHA;
+    const int multi = cfg->kind == ATTN_MODULE_MHA_WRAPPER || cfg->kind == ATTN_MODULE_MHA ||
+                      cfg->kind == ATTN_MODULE_SEED004_MHA;
     if (multi && cfg->num_heads <= 0)
         return attn_fail(err, ATTN_ERR_INVALID_ARG, "%s: num_heads must be > 0, got %d", k,
                          cfg->num_heads);
     if (cfg->kind == ATTN_MODULE_MHA && cfg->d_out % cfg->num_heads != 0)
         return attn_fail(err, ATTN_ERR_INVALID_ARG,
                          "%s: d_out (%d) must be divisible by num_heads (%d)", k, cfg->d_out,
+                         cfg->num_heads);
+    if (cfg->kind == ATTN_MODULE_SEED004_MHA && cfg->d_out != cfg->d_in)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "%s: d_out (%d) must equal d_in = embedding_dim (%d)", k, cfg->d_out,
+                         cfg->d_in);
+    if (cfg->kind == ATTN_MODULE_SEED004_MHA && cfg->d_in % cfg->num_heads != 0)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "%s: embedding_dim (%d) must be divisible by heads_num (%d)", k, cfg->d_in,
                          cfg->num_heads);
     if (causal && cfg->context_length <= 0)
         return attn_fail(err, ATTN_ERR_INVALID_ARG, "%s: context_length must be > 0, got %d", k,
@@ -108,6 +126,16 @@ attn_status attn_module_create(const attn_module_config *cfg, attn_rng *rng, att
                            cfg->num_heads, cfg->qkv_bias, rng, err);
         if (st == ATTN_OK) st = attn_mha_params(&m->u.mha, "", &m->params, err);
         break;
+    case ATTN_MODULE_ATTENTION_HEAD:
+        st = attn_seed004_head_init(&m->u.head, cfg->d_in, cfg->d_out, cfg->context_length,
+                                    cfg->dropout, cfg->qkv_bias, rng, err);
+        if (st == ATTN_OK) st = attn_seed004_head_params(&m->u.head, "", &m->params, err);
+        break;
+    case ATTN_MODULE_SEED004_MHA:
+        st = attn_seed004_mha_init(&m->u.s4, cfg->d_in, cfg->num_heads, cfg->context_length,
+                                   cfg->dropout, cfg->qkv_bias, rng, err);
+        if (st == ATTN_OK) st = attn_seed004_mha_params(&m->u.s4, "", &m->params, err);
+        break;
     }
     if (st != ATTN_OK) {
         attn_module_destroy(m);
@@ -125,6 +153,8 @@ static void free_caches(attn_module *m) {
     case ATTN_MODULE_CAUSAL_ATTENTION:
     case ATTN_MODULE_MHA: attn_attention_cache_free(&m->ac); break;
     case ATTN_MODULE_MHA_WRAPPER: attn_mha_wrapper_cache_free(&m->wc); break;
+    case ATTN_MODULE_ATTENTION_HEAD: attn_seed004_head_cache_free(&m->hc); break;
+    case ATTN_MODULE_SEED004_MHA: attn_seed004_mha_cache_free(&m->s4c); break;
     }
     m->have_cache = 0;
     m->have_forward = 0;
@@ -139,6 +169,8 @@ void attn_module_destroy(attn_module *m) {
     case ATTN_MODULE_CAUSAL_ATTENTION: attn_causal_attention_free(&m->u.ca); break;
     case ATTN_MODULE_MHA_WRAPPER: attn_mha_wrapper_free(&m->u.wrap); break;
     case ATTN_MODULE_MHA: attn_mha_free(&m->u.mha); break;
+    case ATTN_MODULE_ATTENTION_HEAD: attn_seed004_head_free(&m->u.head); break;
+    case ATTN_MODULE_SEED004_MHA: attn_seed004_mha_free(&m->u.s4); break;
     }
     attn_param_list_free(&m->params);
     free(m);
@@ -173,6 +205,12 @@ static attn_status ensure_cache(attn_module *m, int B, int T, attn_error *err) {
         break;
     case ATTN_MODULE_MHA_WRAPPER:
         st = attn_mha_wrapper_cache_init(&m->wc, &m->u.wrap, B, T, err);
+        break;
+    case ATTN_MODULE_ATTENTION_HEAD:
+        st = attn_seed004_head_cache_init(&m->hc, &m->u.head, B, T, err);
+        break;
+    case ATTN_MODULE_SEED004_MHA:
+        st = attn_seed004_mha_cache_init(&m->s4c, &m->u.s4, B, T, err);
         break;
     }
     if (st != ATTN_OK) return st;
@@ -215,6 +253,12 @@ attn_status attn_module_forward(attn_module *m, const float *x, int B, int T, fl
         st = attn_mha_wrapper_forward(&m->u.wrap, x, B, T, y, mode, &m->wc, err);
         break;
     case ATTN_MODULE_MHA: st = attn_mha_forward(&m->u.mha, x, B, T, y, mode, &m->ac, err); break;
+    case ATTN_MODULE_ATTENTION_HEAD:
+        st = attn_seed004_head_forward(&m->u.head, x, B, T, y, mode, &m->hc, err);
+        break;
+    case ATTN_MODULE_SEED004_MHA:
+        st = attn_seed004_mha_forward(&m->u.s4, x, B, T, y, mode, &m->s4c, err);
+        break;
     }
     if (st == ATTN_OK) m->have_forward = 1;
     return st;
@@ -237,6 +281,10 @@ attn_status attn_module_backward(attn_module *m, const float *x, const float *dy
     case ATTN_MODULE_MHA_WRAPPER:
         return attn_mha_wrapper_backward(&m->u.wrap, x, B, T, dy, dx, &m->wc, err);
     case ATTN_MODULE_MHA: return attn_mha_backward(&m->u.mha, x, B, T, dy, dx, &m->ac, err);
+    case ATTN_MODULE_ATTENTION_HEAD:
+        return attn_seed004_head_backward(&m->u.head, x, B, T, dy, dx, &m->hc, err);
+    case ATTN_MODULE_SEED004_MHA:
+        return attn_seed004_mha_backward(&m->u.s4, x, B, T, dy, dx, &m->s4c, err);
     }
     return attn_fail(err, ATTN_ERR_INVALID_ARG, "unknown module kind");
 }

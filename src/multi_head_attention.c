@@ -11,11 +11,18 @@
 attn_status attn_mha_init(attn_mha *m, int d_in, int d_out, int context_length, double dropout,
                           int num_heads, int qkv_bias, attn_rng *rng, attn_error *err) {
     memset(m, 0, sizeof *m);
-    if (d_in <= 0 || d_out <= 0 || context_length <= 0 || num_heads <= 0)
+    if (d_in <= 0)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "MultiHeadAttention: d_in must be > 0, got %d",
+                         d_in);
+    if (d_out <= 0)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "MultiHeadAttention: d_out must be > 0, got %d",
+                         d_out);
+    if (context_length <= 0)
         return attn_fail(err, ATTN_ERR_INVALID_ARG,
-                         "MultiHeadAttention: d_in, d_out, context_length and num_heads must be "
-                         "> 0 (got %d, %d, %d, %d)",
-                         d_in, d_out, context_length, num_heads);
+                         "MultiHeadAttention: context_length must be > 0, got %d", context_length);
+    if (num_heads <= 0)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "MultiHeadAttention: num_heads must be > 0, got %d", num_heads);
     if (d_out % num_heads != 0)
         return attn_fail(err, ATTN_ERR_INVALID_ARG,
                          "MultiHeadAttention: d_out (%d) must be divisible by num_heads (%d)",

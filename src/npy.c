@@ -408,6 +408,8 @@ attn_status attn_npy_save(const char *path, attn_npy_dtype dtype, const void *da
             return attn_fail(err, ATTN_ERR_INVALID_ARG, "%s: shape is too large", path);
         numel *= (size_t)shape[i];
     }
+    if (numel && !data)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "%s: no data for %zu elements", path, numel);
     /* Same text as numpy.save, including its spare room for the first axis
      * to grow (21 digits) and padding to a 64-byte boundary. */
     char dict[400];

@@ -6,6 +6,7 @@
 
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/resource.h>
 
@@ -243,4 +244,17 @@ Test(fileio, empty_and_trailing_slash_paths_rejected) {
     cr_assert_eq(attn_file_write_atomic("", "x", 1, &err), ATTN_ERR_INVALID_ARG);
     cr_assert_eq(attn_file_write_atomic(tio_path(dir, "d/"), "x", 1, &err), ATTN_ERR_IO);
     cr_assert_eq(tio_count_entries(dir), 0);
+}
+
+Test(fileio, abort_on_zeroed_handle_touches_nothing) {
+    /* A zeroed handle has fd 0: abort/write/commit must not use stdin. */
+    int before = fcntl(0, F_GETFD);
+    attn_atomic_file f;
+    memset(&f, 0, sizeof f);
+    attn_error err;
+    cr_assert_eq(attn_atomic_write(&f, "x", 1, &err), ATTN_ERR_STATE);
+    cr_assert_eq(attn_atomic_commit(&f, &err), ATTN_ERR_STATE);
+    attn_atomic_abort(&f);
+    attn_atomic_abort(NULL);
+    cr_assert_eq(fcntl(0, F_GETFD), before);
 }

@@ -29,7 +29,7 @@ static void make_model(attn_gpt *m, const attn_gpt_config *cfg, uint64_t seed) {
     for (int i = 0; i < L->count; i++)
         if (strstr(L->items[i].name, "norm")) {
             const int is_scale = strstr(L->items[i].name, "scale") != NULL;
-            ref_fill(L->items[i].data, L->items[i].numel, (uint32_t)i, 0.3f);
+            gref_fill(L->items[i].data, L->items[i].numel, (uint32_t)i, 0.3f);
             if (is_scale)
                 for (size_t j = 0; j < L->items[i].numel; j++)
                     L->items[i].data[j] += 1.0f;
@@ -50,9 +50,9 @@ static void fd_check(int qkv_bias) {
     cr_assert_eq(attn_gpt_forward(&m, ids, tg, B, T, NULL, &acts, &loss, &err), ATTN_OK, "%s",
                  err.msg);
     const attn_param_list *L = attn_gpt_params(&m);
-    double **pd = ref_params_copy(L);
+    double **pd = gref_params_copy(L);
     double *logits = malloc((size_t)B * T * cfg.vocab_size * sizeof(double));
-    const double ref_loss = ref_gpt_forward(&m, pd, ids, tg, B, T, logits);
+    const double ref_loss = gref_gpt_forward(&m, pd, ids, tg, B, T, logits);
     cr_assert(fabs(loss - ref_loss) <= 1e-5 * fabs(ref_loss), "loss %.9g vs reference %.9g", loss,
               ref_loss);
     for (size_t i = 0; i < (size_t)B * T * cfg.vocab_size; i++)
@@ -66,9 +66,9 @@ static void fd_check(int qkv_bias) {
         for (size_t j = 0; j < L->items[p].numel; j++) {
             const double keep = pd[p][j];
             pd[p][j] = keep + h;
-            const double lp = ref_gpt_forward(&m, pd, ids, tg, B, T, NULL);
+            const double lp = gref_gpt_forward(&m, pd, ids, tg, B, T, NULL);
             pd[p][j] = keep - h;
-            const double lm = ref_gpt_forward(&m, pd, ids, tg, B, T, NULL);
+            const double lm = gref_gpt_forward(&m, pd, ids, tg, B, T, NULL);
             pd[p][j] = keep;
             const double g = (lp - lm) / (2 * h);
             const double got = L->items[p].grad[j];
@@ -84,7 +84,7 @@ static void fd_check(int qkv_bias) {
     const attn_param *w = attn_param_list_find(L, "trf_blocks.1.att.W_key.weight");
     cr_assert_not_null(w);
     cr_assert(acts.loss == loss);
-    ref_params_free(pd, L);
+    gref_params_free(pd, L);
     free(logits);
     attn_gpt_acts_free(&acts);
     attn_gpt_free(&m);

@@ -32,7 +32,7 @@ typedef struct {
 
 static double ln_loss(const ln_case *c) {
     double *y = malloc(c->N * c->C * sizeof(double));
-    ref_layernorm(c->x, c->scale, c->shift, y, c->N, c->C);
+    gref_layernorm(c->x, c->scale, c->shift, y, c->N, c->C);
     double L = 0;
     for (size_t i = 0; i < c->N * c->C; i++)
         L += y[i] * c->dy[i];
@@ -68,15 +68,15 @@ Test(gpt_layers, layernorm_forward_and_fd_gradients) {
     for (size_t c = 0; c < C; c++)
         cr_assert(ln.scale[c] == 1.0f && ln.shift[c] == 0.0f, "LayerNorm init is ones/zeros");
     float x[21], dy[21], y[21], dx[21] = {0}, mean[3], rstd[3];
-    ref_fill(x, N * C, 1, 2.0f);
+    gref_fill(x, N * C, 1, 2.0f);
     x[3] += 5.0f; /* a row with a large offset */
-    ref_fill(dy, N * C, 2, 1.0f);
-    ref_fill(ln.scale, C, 3, 1.5f);
-    ref_fill(ln.shift, C, 4, 0.5f);
+    gref_fill(dy, N * C, 2, 1.0f);
+    gref_fill(ln.scale, C, 3, 1.5f);
+    gref_fill(ln.shift, C, 4, 0.5f);
     attn_layernorm_forward(&ln, x, y, mean, rstd, N);
     ln_case c = {N, C, to_d(x, N * C), to_d(ln.scale, C), to_d(ln.shift, C), to_d(dy, N * C)};
     double yref[21];
-    ref_layernorm(c.x, c.scale, c.shift, yref, N, C);
+    gref_layernorm(c.x, c.scale, c.shift, yref, N, C);
     for (size_t i = 0; i < N * C; i++)
         expect_close(y[i], yref[i], 1e-5, 1e-6, "layernorm y", i);
     attn_layernorm_backward(&ln, x, mean, rstd, dy, dx, N);
@@ -110,12 +110,12 @@ Test(gpt_layers, gelu_forward_and_fd_gradient) {
     const float x[] = {-6.0f, -3.0f, -1.0f, -0.3f, 0.0f, 0.2f, 0.7f, 1.5f, 3.0f, 8.0f};
     const size_t n = sizeof x / sizeof x[0];
     float y[10], dy[10], dx[10] = {0};
-    ref_fill(dy, n, 9, 1.0f);
+    gref_fill(dy, n, 9, 1.0f);
     attn_gelu_forward(x, y, n);
     attn_gelu_backward(x, dy, dx, n);
     for (size_t i = 0; i < n; i++) {
-        expect_close(y[i], ref_gelu(x[i]), 1e-6, 1e-7, "gelu y", i);
-        const double g = (ref_gelu(x[i] + FD_H) - ref_gelu(x[i] - FD_H)) / (2 * FD_H);
+        expect_close(y[i], gref_gelu(x[i]), 1e-6, 1e-7, "gelu y", i);
+        const double g = (gref_gelu(x[i] + FD_H) - gref_gelu(x[i] - FD_H)) / (2 * FD_H);
         expect_close(dx[i], g * dy[i], 1e-5, 1e-6, "gelu dx", i);
     }
     /* In-place form gives the same. */
@@ -134,14 +134,14 @@ Test(gpt_layers, embedding_lookup_and_scatter_add) {
     attn_embedding e;
     attn_error err;
     cr_assert_eq(attn_embedding_init(&e, 5, 3, NULL, &err), ATTN_OK);
-    ref_fill(e.weight, 15, 11, 1.0f);
+    gref_fill(e.weight, 15, 11, 1.0f);
     const int32_t ids[4] = {1, 3, 1, 0};
     float out[12], dout[12];
     attn_embedding_forward(&e, ids, out, 4);
     for (int i = 0; i < 4; i++)
         for (int d = 0; d < 3; d++)
             cr_assert(out[i * 3 + d] == e.weight[ids[i] * 3 + d]);
-    ref_fill(dout, 12, 12, 1.0f);
+    gref_fill(dout, 12, 12, 1.0f);
     attn_embedding_backward(&e, ids, dout, 4);
     for (int d = 0; d < 3; d++) {
         cr_assert_float_eq(e.grad_weight[1 * 3 + d], dout[0 * 3 + d] + dout[2 * 3 + d], 1e-7);
@@ -179,18 +179,18 @@ typedef struct {
 
 static double ce_loss_v(const void *p) {
     const ce_case *c = p;
-    return ref_cross_entropy(c->logits, c->t, c->N, c->V);
+    return gref_cross_entropy(c->logits, c->t, c->N, c->V);
 }
 
 Test(gpt_layers, cross_entropy_forward_and_fd_gradient) {
     const size_t N = 4, V = 6;
     float logits[24], lse[4], dl[24];
-    ref_fill(logits, N * V, 21, 3.0f);
+    gref_fill(logits, N * V, 21, 3.0f);
     logits[5] = 40.0f; /* large logit: the stable form must not overflow */
     const int32_t t[4] = {0, 5, 2, 2};
     const float loss = attn_cross_entropy_forward(logits, t, lse, N, V);
     ce_case c = {N, V, to_d(logits, N * V), t};
-    expect_close(loss, ref_cross_entropy(c.logits, t, N, V), 1e-6, 1e-7, "loss", 0);
+    expect_close(loss, gref_cross_entropy(c.logits, t, N, V), 1e-6, 1e-7, "loss", 0);
     attn_cross_entropy_backward(logits, t, lse, 0.5f, dl, N, V);
     for (size_t i = 0; i < N * V; i++)
         expect_close(dl[i], 0.5 * fd(&c.logits[i], ce_loss_v, &c), 1e-4, 1e-6, "dlogits", i);
@@ -208,10 +208,10 @@ static double ff_loss_v(const void *p) {
     const ff_case *c = p;
     const size_t N = c->N, C = c->C;
     double *h = malloc(N * 4 * C * sizeof(double)), *y = malloc(N * C * sizeof(double));
-    ref_linear(c->x, c->w1, c->b1, h, N, C, 4 * C);
+    gref_linear(c->x, c->w1, c->b1, h, N, C, 4 * C);
     for (size_t i = 0; i < N * 4 * C; i++)
-        h[i] = ref_gelu(h[i]);
-    ref_linear(h, c->w2, c->b2, y, N, 4 * C, C);
+        h[i] = gref_gelu(h[i]);
+    gref_linear(h, c->w2, c->b2, y, N, 4 * C, C);
     double L = 0;
     for (size_t i = 0; i < N * C; i++)
         L += y[i] * c->dy[i];
@@ -236,8 +236,8 @@ Test(gpt_layers, feedforward_forward_and_fd_gradients) {
     attn_feedforward_cache cache;
     cr_assert_eq(attn_feedforward_cache_init(&cache, &ff, N, &err), ATTN_OK);
     float x[12], y[12], dy[12], dx[12] = {0}, dh[48];
-    ref_fill(x, N * C, 31, 1.5f);
-    ref_fill(dy, N * C, 32, 1.0f);
+    gref_fill(x, N * C, 31, 1.5f);
+    gref_fill(dy, N * C, 32, 1.0f);
     attn_feedforward_forward(&ff, x, y, N, &cache);
     ff_case c = {N,
                  C,
@@ -248,10 +248,10 @@ Test(gpt_layers, feedforward_forward_and_fd_gradients) {
                  to_d(ff.fc2.bias, C),
                  to_d(dy, N * C)};
     double yref[12], h[48];
-    ref_linear(c.x, c.w1, c.b1, h, N, C, Hd);
+    gref_linear(c.x, c.w1, c.b1, h, N, C, Hd);
     for (size_t i = 0; i < N * Hd; i++)
-        h[i] = ref_gelu(h[i]);
-    ref_linear(h, c.w2, c.b2, yref, N, Hd, C);
+        h[i] = gref_gelu(h[i]);
+    gref_linear(h, c.w2, c.b2, yref, N, Hd, C);
     for (size_t i = 0; i < N * C; i++)
         expect_close(y[i], yref[i], 1e-5, 1e-6, "ff y", i);
     attn_feedforward_backward(&ff, x, dy, dx, N, &cache, dh);
@@ -277,8 +277,8 @@ Test(gpt_layers, residual_dropout_draws_only_in_training) {
     const size_t n = 64;
     float f[64], s[64], out[64], df[64];
     uint8_t keep[64];
-    ref_fill(f, n, 41, 1.0f);
-    ref_fill(s, n, 42, 1.0f);
+    gref_fill(f, n, 41, 1.0f);
+    gref_fill(s, n, 42, 1.0f);
     attn_rng rng, snap;
     attn_rng_seed(&rng, 123);
     snap = rng;

@@ -452,3 +452,32 @@ Test(npy, live_numpy_round_trip) {
         cr_assert_eq(((float *)a.data)[i], (float)i * 1.5f);
     attn_npy_free(&a);
 }
+
+/* Every truncation and many single-byte corruptions of a valid file either
+ * parse or fail with a message; none may crash (checked under ASan too). */
+Test(npy, corrupted_files_never_crash) {
+    size_t n;
+    unsigned char *img = tio_slurp(IO_FIXTURES "f32_2x3x4.npy", &n);
+    unsigned char *buf = malloc(n);
+    const unsigned char vals[] = {0, 0xff, '\'', ')', '(', '9', ',', ' ', 0x80};
+    for (size_t len = 0; len <= n; len++) {
+        attn_npy a;
+        attn_error err;
+        attn_status s = attn_npy_parse(img, len, "t", ATTN_NPY_ACCEPT_ANY, &a, &err);
+        cr_assert(len == n ? s == ATTN_OK : s == ATTN_ERR_FORMAT, "len %zu: %s", len, err.msg);
+        attn_npy_free(&a);
+    }
+    for (size_t i = 0; i < n; i++)
+        for (size_t v = 0; v < sizeof vals; v++) {
+            memcpy(buf, img, n);
+            buf[i] = vals[v];
+            attn_npy a;
+            attn_error err;
+            attn_status s = attn_npy_parse(buf, n, "t", ATTN_NPY_ACCEPT_ANY, &a, &err);
+            cr_assert(s == ATTN_OK || s == ATTN_ERR_FORMAT, "byte %zu: status %d", i, s);
+            if (s != ATTN_OK) cr_assert(strncmp(err.msg, "t: ", 3) == 0, "%s", err.msg);
+            attn_npy_free(&a);
+        }
+    free(buf);
+    free(img);
+}

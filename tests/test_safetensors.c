@@ -539,3 +539,37 @@ Test(safetensors, live_python_reads_attn_file) {
     cr_assert_eq(system(cmd), 0, "python reader rejected attn's safetensors file");
     attn_param_list_free(&a.list);
 }
+
+/* Every truncation and many single-byte corruptions of a valid file either
+ * parse or fail with a message; none may crash (checked under ASan too). */
+Test(safetensors, corrupted_files_never_crash) {
+    size_t n;
+    unsigned char *img = tio_slurp(IO_FIXTURES "params.safetensors", &n);
+    unsigned char *buf = malloc(n);
+    const unsigned char vals[] = {0, 0xff, '"', '}', '[', '9', ' ', 0x80};
+    for (size_t len = 0; len <= n; len++) {
+        attn_safetensors st;
+        attn_error err;
+        attn_status s = attn_safetensors_parse(img, len, "t", &st, &err);
+        cr_assert(len == n ? s == ATTN_OK : s == ATTN_ERR_FORMAT, "len %zu: %s", len, err.msg);
+        attn_safetensors_free(&st);
+    }
+    for (size_t i = 0; i < n; i++)
+        for (size_t v = 0; v < sizeof vals; v++) {
+            memcpy(buf, img, n);
+            buf[i] = vals[v];
+            attn_safetensors st;
+            attn_error err;
+            attn_status s = attn_safetensors_parse(buf, n, "t", &st, &err);
+            cr_assert(s == ATTN_OK || s == ATTN_ERR_FORMAT, "byte %zu: status %d", i, s);
+            if (s == ATTN_OK) {
+                for (int k = 0; k < st.count; k++)
+                    cr_assert_leq(st.tensors[k].end, n);
+            } else {
+                cr_assert(strncmp(err.msg, "t: ", 3) == 0, "%s", err.msg);
+            }
+            attn_safetensors_free(&st);
+        }
+    free(buf);
+    free(img);
+}

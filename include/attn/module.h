@@ -22,7 +22,11 @@ typedef enum attn_module_kind {
     ATTN_MODULE_SELF_ATTENTION_V2,
     ATTN_MODULE_CAUSAL_ATTENTION,
     ATTN_MODULE_MHA_WRAPPER,
-    ATTN_MODULE_MHA
+    ATTN_MODULE_MHA,
+    /* Seed 004's own modules (attn/seed004_attention.h): */
+    ATTN_MODULE_ATTENTION_HEAD, /* AttentionHead: d_in = embedding_dim, d_out = head_size */
+    ATTN_MODULE_SEED004_MHA     /* MultiHeadAttention: d_in = d_out = embedding_dim,
+                                   num_heads = heads_num, qkv_bias = use_bias */
 } attn_module_kind;
 
 typedef struct attn_module_config {
@@ -37,7 +41,8 @@ typedef struct attn_module_config {
 typedef struct attn_module attn_module;
 
 /* "self-attention-v1", "self-attention-v2", "causal-attention",
- * "mha-wrapper", "mha". Returns 0 on success, -1 for an unknown name. */
+ * "mha-wrapper", "mha", "attention-head", "seed004-mha". Returns 0 on
+ * success, -1 for an unknown name. */
 int attn_module_kind_parse(const char *name, attn_module_kind *out);
 const char *attn_module_kind_name(attn_module_kind kind);
 

@@ -76,13 +76,14 @@ typedef struct attn_seed004_mha {
 } attn_seed004_mha;
 
 typedef struct attn_seed004_mha_cache {
-    int B, T;
+    int B, T, n_heads;
     attn_seed004_head_cache *heads;
     float *head_out; /* (B, T, head_size) scratch */
     float *concat;   /* (B, T, E) heads concatenated */
     float *proj;     /* (B, T, E) linear output before dropout */
     uint8_t *keep;   /* (B, T, E) output dropout mask */
     int dropout_applied;
+    float *d_proj;   /* (B, T, E) backward scratch */
     float *d_concat; /* (B, T, E) backward scratch */
     float *d_head;   /* (B, T, head_size) backward scratch */
 } attn_seed004_mha_cache;

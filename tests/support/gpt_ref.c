@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-void ref_layernorm(const double *x, const double *scale, const double *shift, double *y, size_t N,
-                   size_t C) {
+void gref_layernorm(const double *x, const double *scale, const double *shift, double *y, size_t N,
+                    size_t C) {
     for (size_t n = 0; n < N; n++) {
         const double *r = x + n * C;
         double m = 0, v = 0;
@@ -22,12 +22,12 @@ void ref_layernorm(const double *x, const double *scale, const double *shift, do
     }
 }
 
-double ref_gelu(double x) {
+double gref_gelu(double x) {
     return 0.5 * x * (1.0 + tanh(sqrt(2.0 / 3.14159265358979323846) * (x + 0.044715 * x * x * x)));
 }
 
-void ref_linear(const double *x, const double *W, const double *b, double *y, size_t N, size_t in,
-                size_t out) {
+void gref_linear(const double *x, const double *W, const double *b, double *y, size_t N, size_t in,
+                 size_t out) {
     for (size_t n = 0; n < N; n++)
         for (size_t o = 0; o < out; o++) {
             double s = b ? b[o] : 0.0;
@@ -37,7 +37,7 @@ void ref_linear(const double *x, const double *W, const double *b, double *y, si
         }
 }
 
-double ref_cross_entropy(const double *logits, const int32_t *targets, size_t N, size_t V) {
+double gref_cross_entropy(const double *logits, const int32_t *targets, size_t N, size_t V) {
     double total = 0;
     for (size_t n = 0; n < N; n++) {
         const double *r = logits + n * V;
@@ -51,8 +51,8 @@ double ref_cross_entropy(const double *logits, const int32_t *targets, size_t N,
     return total / (double)N;
 }
 
-void ref_causal_attention(const double *Q, const double *K, const double *V, double *out, size_t B,
-                          size_t T, size_t H, size_t hd) {
+void gref_causal_attention(const double *Q, const double *K, const double *V, double *out, size_t B,
+                           size_t T, size_t H, size_t hd) {
     const size_t D = H * hd;
     double *w = malloc(T * sizeof(double));
     for (size_t b = 0; b < B; b++)
@@ -90,8 +90,8 @@ static const double *P(const attn_gpt *m, double *const *pd, const char *fmt, in
     return NULL;
 }
 
-double ref_gpt_forward(const attn_gpt *m, double *const *pd, const int32_t *ids,
-                       const int32_t *targets, size_t B, size_t T, double *logits_out) {
+double gref_gpt_forward(const attn_gpt *m, double *const *pd, const int32_t *ids,
+                        const int32_t *targets, size_t B, size_t T, double *logits_out) {
     const size_t C = (size_t)m->cfg.emb_dim, V = (size_t)m->cfg.vocab_size, N = B * T;
     const size_t H = (size_t)m->cfg.n_heads;
     double *x = malloc(N * C * sizeof(double)), *ln = malloc(N * C * sizeof(double));
@@ -105,39 +105,39 @@ double ref_gpt_forward(const attn_gpt *m, double *const *pd, const int32_t *ids,
             for (size_t c = 0; c < C; c++)
                 x[(b * T + t) * C + c] = tok[(size_t)ids[b * T + t] * C + c] + pos[t * C + c];
     for (int l = 0; l < m->cfg.n_layers; l++) {
-        ref_layernorm(x, P(m, pd, "trf_blocks.%d.norm1.scale", l),
-                      P(m, pd, "trf_blocks.%d.norm1.shift", l), ln, N, C);
-        ref_linear(ln, P(m, pd, "trf_blocks.%d.att.W_query.weight", l),
-                   P(m, pd, "trf_blocks.%d.att.W_query.bias", l), q, N, C, C);
-        ref_linear(ln, P(m, pd, "trf_blocks.%d.att.W_key.weight", l),
-                   P(m, pd, "trf_blocks.%d.att.W_key.bias", l), k, N, C, C);
-        ref_linear(ln, P(m, pd, "trf_blocks.%d.att.W_value.weight", l),
-                   P(m, pd, "trf_blocks.%d.att.W_value.bias", l), v, N, C, C);
-        ref_causal_attention(q, k, v, a, B, T, H, C / H);
-        ref_linear(a, P(m, pd, "trf_blocks.%d.att.out_proj.weight", l),
-                   P(m, pd, "trf_blocks.%d.att.out_proj.bias", l), o, N, C, C);
+        gref_layernorm(x, P(m, pd, "trf_blocks.%d.norm1.scale", l),
+                       P(m, pd, "trf_blocks.%d.norm1.shift", l), ln, N, C);
+        gref_linear(ln, P(m, pd, "trf_blocks.%d.att.W_query.weight", l),
+                    P(m, pd, "trf_blocks.%d.att.W_query.bias", l), q, N, C, C);
+        gref_linear(ln, P(m, pd, "trf_blocks.%d.att.W_key.weight", l),
+                    P(m, pd, "trf_blocks.%d.att.W_key.bias", l), k, N, C, C);
+        gref_linear(ln, P(m, pd, "trf_blocks.%d.att.W_value.weight", l),
+                    P(m, pd, "trf_blocks.%d.att.W_value.bias", l), v, N, C, C);
+        gref_causal_attention(q, k, v, a, B, T, H, C / H);
+        gref_linear(a, P(m, pd, "trf_blocks.%d.att.out_proj.weight", l),
+                    P(m, pd, "trf_blocks.%d.att.out_proj.bias", l), o, N, C, C);
         for (size_t i = 0; i < N * C; i++)
             x[i] += o[i];
-        ref_layernorm(x, P(m, pd, "trf_blocks.%d.norm2.scale", l),
-                      P(m, pd, "trf_blocks.%d.norm2.shift", l), ln, N, C);
-        ref_linear(ln, P(m, pd, "trf_blocks.%d.ff.layers.0.weight", l),
-                   P(m, pd, "trf_blocks.%d.ff.layers.0.bias", l), h, N, C, 4 * C);
+        gref_layernorm(x, P(m, pd, "trf_blocks.%d.norm2.scale", l),
+                       P(m, pd, "trf_blocks.%d.norm2.shift", l), ln, N, C);
+        gref_linear(ln, P(m, pd, "trf_blocks.%d.ff.layers.0.weight", l),
+                    P(m, pd, "trf_blocks.%d.ff.layers.0.bias", l), h, N, C, 4 * C);
         for (size_t i = 0; i < N * 4 * C; i++)
-            h[i] = ref_gelu(h[i]);
-        ref_linear(h, P(m, pd, "trf_blocks.%d.ff.layers.2.weight", l),
-                   P(m, pd, "trf_blocks.%d.ff.layers.2.bias", l), o, N, 4 * C, C);
+            h[i] = gref_gelu(h[i]);
+        gref_linear(h, P(m, pd, "trf_blocks.%d.ff.layers.2.weight", l),
+                    P(m, pd, "trf_blocks.%d.ff.layers.2.bias", l), o, N, 4 * C, C);
         for (size_t i = 0; i < N * C; i++)
             x[i] += o[i];
     }
-    ref_layernorm(x, P(m, pd, "final_norm.scale", 0), P(m, pd, "final_norm.shift", 0), ln, N, C);
-    ref_linear(ln, P(m, pd, "out_head.weight", 0), NULL, logits, N, C, V);
-    const double loss = targets ? ref_cross_entropy(logits, targets, N, V) : 0.0;
+    gref_layernorm(x, P(m, pd, "final_norm.scale", 0), P(m, pd, "final_norm.shift", 0), ln, N, C);
+    gref_linear(ln, P(m, pd, "out_head.weight", 0), NULL, logits, N, C, V);
+    const double loss = targets ? gref_cross_entropy(logits, targets, N, V) : 0.0;
     if (logits_out) memcpy(logits_out, logits, N * V * sizeof(double));
     free(x), free(ln), free(q), free(k), free(v), free(a), free(o), free(h), free(logits);
     return loss;
 }
 
-double **ref_params_copy(const attn_param_list *list) {
+double **gref_params_copy(const attn_param_list *list) {
     double **pd = calloc((size_t)list->count, sizeof *pd);
     for (int i = 0; i < list->count; i++) {
         pd[i] = malloc(list->items[i].numel * sizeof(double));
@@ -147,13 +147,13 @@ double **ref_params_copy(const attn_param_list *list) {
     return pd;
 }
 
-void ref_params_free(double **pd, const attn_param_list *list) {
+void gref_params_free(double **pd, const attn_param_list *list) {
     for (int i = 0; i < list->count; i++)
         free(pd[i]);
     free(pd);
 }
 
-void ref_fill(float *x, size_t n, uint32_t seed, float a) {
+void gref_fill(float *x, size_t n, uint32_t seed, float a) {
     uint32_t s = seed * 2654435761u + 12345u;
     for (size_t i = 0; i < n; i++) {
         s = s * 1664525u + 1013904223u;

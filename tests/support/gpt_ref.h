@@ -11,30 +11,30 @@
 #include "attn/gpt.h"
 
 /* y (N, C) = LayerNorm(x) with eps 1e-5, biased variance. */
-void ref_layernorm(const double *x, const double *scale, const double *shift, double *y, size_t N,
+void gref_layernorm(const double *x, const double *scale, const double *shift, double *y, size_t N,
                    size_t C);
-double ref_gelu(double x);
+double gref_gelu(double x);
 /* y (N, out) = x W^T + b (b may be NULL). */
-void ref_linear(const double *x, const double *W, const double *b, double *y, size_t N, size_t in,
+void gref_linear(const double *x, const double *W, const double *b, double *y, size_t N, size_t in,
                 size_t out);
 /* mean over N of logsumexp(row) - row[target]. */
-double ref_cross_entropy(const double *logits, const int32_t *targets, size_t N, size_t V);
+double gref_cross_entropy(const double *logits, const int32_t *targets, size_t N, size_t V);
 /* Causal scaled-dot-product attention of H heads over (B, T, H*hd) projections,
  * out (B, T, H*hd). */
-void ref_causal_attention(const double *Q, const double *K, const double *V, double *out, size_t B,
+void gref_causal_attention(const double *Q, const double *K, const double *V, double *out, size_t B,
                           size_t T, size_t H, size_t hd);
 
 /* The whole GPT (eval mode) in double with parameters pd[i] for
  * attn_gpt_params(m)->items[i]; logits (B*T*V) may be NULL; returns the loss
  * when targets != NULL, else 0. */
-double ref_gpt_forward(const attn_gpt *m, double *const *pd, const int32_t *ids,
+double gref_gpt_forward(const attn_gpt *m, double *const *pd, const int32_t *ids,
                        const int32_t *targets, size_t B, size_t T, double *logits);
 
-/* Double copies of every parameter of a list (free with ref_params_free). */
-double **ref_params_copy(const attn_param_list *list);
-void ref_params_free(double **pd, const attn_param_list *list);
+/* Double copies of every parameter of a list (free with gref_params_free). */
+double **gref_params_copy(const attn_param_list *list);
+void gref_params_free(double **pd, const attn_param_list *list);
 
 /* Fill n floats with a deterministic pseudo-random pattern in [-a, a). */
-void ref_fill(float *x, size_t n, uint32_t seed, float a);
+void gref_fill(float *x, size_t n, uint32_t seed, float a);
 
 #endif

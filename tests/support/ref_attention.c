@@ -83,7 +83,7 @@ void ref_module_forward(const attn_module_config *cfg, const double *const *para
     const int N = B * T, d_in = cfg->d_in, d_out = cfg->d_out;
     const size_t n = (size_t)N * (size_t)d_out;
     double *q = malloc(n * sizeof(double)), *k = malloc(n * sizeof(double));
-    double *v = malloc(n * sizeof(double)), *c = malloc(n * sizeof(double));
+    double *v = malloc(n * sizeof(double)), *c = malloc(2 * n * sizeof(double));
     int pi = 0;
     switch (cfg->kind) {
     case ATTN_MODULE_SELF_ATTENTION_V1:
@@ -117,6 +117,26 @@ void ref_module_forward(const attn_module_config *cfg, const double *const *para
         ref_qkv(params, &pi, cfg->qkv_bias, x, N, d_in, d_out, q, k, v);
         ref_attend(q, k, v, B, T, H, d_out / H, 1, keep ? keep[0] : NULL, dropout_scale, c);
         ref_linear(c, params[pi], params[pi + 1], N, d_out, d_out, y);
+        break;
+    }
+    case ATTN_MODULE_ATTENTION_HEAD: /* seed 004: mask, then scale: same values */
+        ref_qkv(params, &pi, cfg->qkv_bias, x, N, d_in, d_out, q, k, v);
+        ref_attend(q, k, v, B, T, 1, d_out, 1, keep ? keep[0] : NULL, dropout_scale, y);
+        break;
+    case ATTN_MODULE_SEED004_MHA: { /* heads.<i> (hs = d_out / H), concat, linear, dropout */
+        const int H = cfg->num_heads, hs = d_out / H;
+        for (int h = 0; h < H; h++) {
+            ref_qkv(params, &pi, cfg->qkv_bias, x, N, d_in, hs, q, k, v);
+            ref_attend(q, k, v, B, T, 1, hs, 1, keep ? keep[h] : NULL, dropout_scale, c + n);
+            for (int r = 0; r < N; r++)
+                for (int d = 0; d < hs; d++)
+                    c[(size_t)r * (size_t)d_out + (size_t)(h * hs + d)] =
+                        c[n + (size_t)r * (size_t)hs + (size_t)d];
+        }
+        ref_linear(c, params[pi], params[pi + 1], N, d_out, d_out, y);
+        if (keep)
+            for (size_t i = 0; i < n; i++)
+                y[i] = keep[H][i] ? y[i] * dropout_scale : 0.0;
         break;
     }
     }

@@ -1,0 +1,266 @@
+#!/usr/bin/python3
+"""PyTorch parity for attn's GPT: the book's chapter-4 GPTModel (below,
+written from the book: LayerNorm, GELU, FeedForward, MultiHeadAttention,
+TransformerBlock, GPTModel) against attn's forward/backward.
+
+  gen  OUT.safetensors   write the committed fixture: torch.manual_seed(SEED)
+                         + GPTModel(CFG) weights, ids/targets, and PyTorch's
+                         logits, loss and parameter gradients in eval mode and
+                         in training mode (dropout on, torch.manual_seed(DROP_SEED)
+                         right before the forward; Debian's non-MKL torch =
+                         attn's torch-cpu stream).
+  check DUMP.safetensors load a dump written by attn (test_gpt_parity with
+                         ATTN_GPT_PARITY_DUMP set: attn's own init, ids,
+                         targets, logits, loss, grads), run the book's model on
+                         those weights and compare. Exit 1 above TOL.
+
+safetensors is read and written with json + struct + numpy (no package).
+Run with /usr/bin/python3 (torch 1.13.1).
+"""
+import json
+import struct
+import sys
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+TOL = 1e-4  # max |attn - torch| / max |torch| per tensor (see rel_err)
+
+# ---------------------------------------------------------------- the book's model
+
+
+class MultiHeadAttention(nn.Module):
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
+        super().__init__()
+        assert d_out % num_heads == 0, "d_out must be divisible by num_heads"
+        self.d_out = d_out
+        self.num_heads = num_heads
+        self.head_dim = d_out // num_heads
+        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.out_proj = nn.Linear(d_out, d_out)
+        self.dropout = nn.Dropout(dropout)
+        self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length), diagonal=1))
+
+    def forward(self, x):
+        b, num_tokens, d_in = x.shape
+        keys = self.W_key(x)
+        queries = self.W_query(x)
+        values = self.W_value(x)
+        keys = keys.view(b, num_tokens, self.num_heads, self.head_dim).transpose(1, 2)
+        queries = queries.view(b, num_tokens, self.num_heads, self.head_dim).transpose(1, 2)
+        values = values.view(b, num_tokens, self.num_heads, self.head_dim).transpose(1, 2)
+        attn_scores = queries @ keys.transpose(2, 3)
+        mask_bool = self.mask.bool()[:num_tokens, :num_tokens]
+        attn_scores.masked_fill_(mask_bool, -torch.inf)
+        attn_weights = torch.softmax(attn_scores / keys.shape[-1] ** 0.5, dim=-1)
+        attn_weights = self.dropout(attn_weights)
+        context_vec = (attn_weights @ values).transpose(1, 2)
+        context_vec = context_vec.contiguous().view(b, num_tokens, self.d_out)
+        return self.out_proj(context_vec)
+
+
+class LayerNorm(nn.Module):
+    def __init__(self, emb_dim):
+        super().__init__()
+        self.eps = 1e-5
+        self.scale = nn.Parameter(torch.ones(emb_dim))
+        self.shift = nn.Parameter(torch.zeros(emb_dim))
+
+    def forward(self, x):
+        mean = x.mean(dim=-1, keepdim=True)
+        var = x.var(dim=-1, keepdim=True, unbiased=False)
+        norm_x = (x - mean) / torch.sqrt(var + self.eps)
+        return self.scale * norm_x + self.shift
+
+
+class GELU(nn.Module):
+    def forward(self, x):
+        return 0.5 * x * (1 + torch.tanh(torch.sqrt(torch.tensor(2.0 / torch.pi)) *
+                                         (x + 0.044715 * torch.pow(x, 3))))
+
+
+class FeedForward(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.layers = nn.Sequential(nn.Linear(cfg["emb_dim"], 4 * cfg["emb_dim"]), GELU(),
+                                    nn.Linear(4 * cfg["emb_dim"], cfg["emb_dim"]))
+
+    def forward(self, x):
+        return self.layers(x)
+
+
+class TransformerBlock(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.att = MultiHeadAttention(d_in=cfg["emb_dim"], d_out=cfg["emb_dim"],
+                                      context_length=cfg["context_length"], num_heads=cfg["n_heads"],
+                                      dropout=cfg["drop_rate"], qkv_bias=cfg["qkv_bias"])
+        self.ff = FeedForward(cfg)
+        self.norm1 = LayerNorm(cfg["emb_dim"])
+        self.norm2 = LayerNorm(cfg["emb_dim"])
+        self.drop_shortcut = nn.Dropout(cfg["drop_rate"])
+
+    def forward(self, x):
+        shortcut = x
+        x = self.norm1(x)
+        x = self.att(x)
+        x = self.drop_shortcut(x)
+        x = x + shortcut
+        shortcut = x
+        x = self.norm2(x)
+        x = self.ff(x)
+        x = self.drop_shortcut(x)
+        x = x + shortcut
+        return x
+
+
+class GPTModel(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.tok_emb = nn.Embedding(cfg["vocab_size"], cfg["emb_dim"])
+        self.pos_emb = nn.Embedding(cfg["context_length"], cfg["emb_dim"])
+        self.drop_emb = nn.Dropout(cfg["drop_rate"])
+        self.trf_blocks = nn.Sequential(*[TransformerBlock(cfg) for _ in range(cfg["n_layers"])])
+        self.final_norm = LayerNorm(cfg["emb_dim"])
+        self.out_head = nn.Linear(cfg["emb_dim"], cfg["vocab_size"], bias=False)
+
+    def forward(self, in_idx):
+        batch_size, seq_len = in_idx.shape
+        tok_embeds = self.tok_emb(in_idx)
+        pos_embeds = self.pos_emb(torch.arange(seq_len, device=in_idx.device))
+        x = tok_embeds + pos_embeds
+        x = self.drop_emb(x)
+        x = self.trf_blocks(x)
+        x = self.final_norm(x)
+        return self.out_head(x)
+
+# ---------------------------------------------------------------- safetensors
+
+DTYPES = {"F32": np.float32, "F64": np.float64, "I64": np.int64, "I32": np.int32}
+
+
+def st_read(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    meta = header.pop("__metadata__", {})
+    buf = data[8 + n:]
+    out = {}
+    for name, e in header.items():
+        b, t = e["data_offsets"]
+        out[name] = np.frombuffer(buf[b:t], dtype=DTYPES[e["dtype"]]).reshape(e["shape"]).copy()
+    return out, meta
+
+
+def st_write(path, tensors, meta):
+    header = {"__metadata__": meta}
+    blobs, off = [], 0
+    for name, a in tensors.items():
+        a = np.ascontiguousarray(a)
+        dt = {np.dtype(np.float32): "F32", np.dtype(np.int64): "I64"}[a.dtype]
+        raw = a.tobytes()
+        header[name] = {"dtype": dt, "shape": list(a.shape), "data_offsets": [off, off + len(raw)]}
+        blobs.append(raw)
+        off += len(raw)
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+
+# ---------------------------------------------------------------- runs
+
+
+def run(model, ids, targets, training, drop_seed):
+    model.zero_grad()
+    model.train(training)
+    if training:
+        torch.manual_seed(drop_seed)
+    logits = model(ids)
+    loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten())
+    loss.backward()
+    grads = {n: p.grad.detach().clone() for n, p in model.named_parameters()}
+    return logits.detach(), loss.detach(), grads
+
+
+def load_weights(model, tensors):
+    sd = {n: torch.from_numpy(tensors[n]) for n, _ in model.named_parameters()}
+    missing, unexpected = model.load_state_dict(sd, strict=False)
+    # The only keys attn does not store are the causal-mask buffers.
+    assert all(k.endswith(".att.mask") for k in missing), missing
+    assert not unexpected, unexpected
+
+
+def gen(path):
+    cfg = {"vocab_size": 13, "context_length": 8, "emb_dim": 12, "n_heads": 3, "n_layers": 2,
+           "drop_rate": 0.25, "qkv_bias": True}
+    seed, drop_seed, B, T = 123, 7, 2, 6
+    torch.manual_seed(seed)
+    model = GPTModel(cfg)
+    g = torch.Generator().manual_seed(99)
+    ids = torch.randint(0, cfg["vocab_size"], (B, T), generator=g)
+    targets = torch.randint(0, cfg["vocab_size"], (B, T), generator=g)
+    out = {n: p.detach().numpy() for n, p in model.named_parameters()}
+    out["ids"] = ids.numpy()
+    out["targets"] = targets.numpy()
+    for training, tag in ((False, "eval"), (True, "train")):
+        logits, loss, grads = run(model, ids, targets, training, drop_seed)
+        out[f"{tag}.logits"] = logits.numpy()
+        out[f"{tag}.loss"] = loss.reshape(1).numpy()
+        for n, gr in grads.items():
+            out[f"{tag}.grad.{n}"] = gr.numpy()
+    meta = {"config": json.dumps(cfg), "seed": str(seed), "drop_seed": str(drop_seed),
+            "torch": torch.__version__, "generator": "scripts/gpt_parity.py gen"}
+    st_write(path, out, meta)
+    print(f"wrote {path}", file=sys.stderr)
+
+
+def rel_err(a, b, floor=1e-12):
+    """max |a - b| / max(max |b|, floor); the 1e-3 floor for gradients keeps
+    ones that are zero in exact arithmetic (W_key.bias) from dividing noise
+    by noise."""
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    return float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), floor))
+
+
+def check(path):
+    t, meta = st_read(path)
+    cfg = json.loads(meta["config"])
+    model = GPTModel(cfg)
+    load_weights(model, t)
+    ids = torch.from_numpy(t["ids"].astype(np.int64))
+    targets = torch.from_numpy(t["targets"].astype(np.int64))
+    training = meta.get("training", "0") == "1"
+    drop_seed = int(meta.get("drop_seed", "0"))
+    logits, loss, grads = run(model, ids, targets, training, drop_seed)
+    worst = 0.0
+    e = rel_err(t["logits"], logits.numpy())
+    print(f"logits: max rel err {e:.3g}")
+    worst = max(worst, e)
+    e = abs(float(t["loss"][0]) - float(loss)) / abs(float(loss))
+    print(f"loss: attn {float(t['loss'][0]):.7f} torch {float(loss):.7f} rel err {e:.3g}")
+    worst = max(worst, e)
+    gw, gname = 0.0, ""
+    for n, gr in grads.items():
+        e = rel_err(t["grad." + n], gr.numpy(), 1e-3)
+        if e > gw:
+            gw, gname = e, n
+    print(f"grads ({len(grads)} tensors): worst max rel err {gw:.3g} ({gname})")
+    worst = max(worst, gw)
+    ok = worst <= TOL
+    print(f"{'PASS' if ok else 'FAIL'}: worst {worst:.3g} (tolerance {TOL:g})")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3 or sys.argv[1] not in ("gen", "check"):
+        print(__doc__, file=sys.stderr)
+        sys.exit(2)
+    if sys.argv[1] == "gen":
+        gen(sys.argv[2])
+        sys.exit(0)
+    sys.exit(check(sys.argv[2]))
