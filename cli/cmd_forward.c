@@ -8,10 +8,11 @@
  * draws, and what scripts/gen_parity_fixtures.py checks against; torch-mkl
  * gives the masks of MKL builds (the book's printed tables).
  *
- * Modules are rows of fwd_modules[] below: to add one, write its adapter
- * (create/destroy/out_dim/params/forward/backward over an opaque state) and
- * add a row. Everything else — flag parsing, .npy/safetensors I/O, checks,
- * atomic writes, the summary — is shared. */
+ * Two ways to add a module: a row of fwd_modules[] (write its adapter —
+ * create/destroy/out_dim/params/forward/backward over an opaque state — and
+ * share everything else: flags, .npy/safetensors I/O, checks, atomic writes,
+ * the summary), or, for a module with its own options and inputs, a row of
+ * fwd_delegates[] whose function gets `MODULE args...` (argv[0] = MODULE). */
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -136,6 +137,24 @@ static const fwd_module fwd_modules[] = {
 };
 #define N_MODULES (sizeof fwd_modules / sizeof fwd_modules[0])
 
+/* Modules with their own command line: `attn forward NAME ...`. */
+static const struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+} fwd_delegates[] = {
+    {"gpt", cmd_forward_gpt, "a trained char-GPT checkpoint on token ids (own options)"},
+};
+#define N_DELEGATES (sizeof fwd_delegates / sizeof fwd_delegates[0])
+
+static void list_modules(FILE *out) {
+    for (size_t i = 0; i < N_MODULES; i++)
+        fprintf(out, " %s", fwd_modules[i].name);
+    for (size_t i = 0; i < N_DELEGATES; i++)
+        fprintf(out, " %s", fwd_delegates[i].name);
+    fprintf(out, "\n");
+}
+
 static const fwd_module *find_module(const char *name) {
     for (size_t i = 0; i < N_MODULES; i++)
         if (strcmp(fwd_modules[i].name, name) == 0) return &fwd_modules[i];
@@ -155,6 +174,9 @@ static void forward_usage(FILE *out) {
         fprintf(out, "  %-18s x %-13s %s\n", fwd_modules[i].name,
                 fwd_modules[i].input_rank == 2 ? "(T, d_in)" : "(B, T, d_in)",
                 fwd_modules[i].summary);
+    for (size_t i = 0; i < N_DELEGATES; i++)
+        fprintf(out, "  %-18s %s; see 'attn forward %s --help'\n", fwd_delegates[i].name,
+                fwd_delegates[i].summary, fwd_delegates[i].name);
     fprintf(out,
             "\n"
             "options:\n"
@@ -400,6 +422,10 @@ static void stats(const float *a, size_t n, double *sum, double *maxabs) {
 /* --- The command ------------------------------------------------------------- */
 
 int cmd_forward(int argc, char **argv) {
+    if (argc > 1)
+        for (size_t i = 0; i < N_DELEGATES; i++)
+            if (strcmp(argv[1], fwd_delegates[i].name) == 0)
+                return fwd_delegates[i].run(argc - 1, argv + 1);
     fwd_opts o;
     int want_help;
     int rc = parse_args(argc, argv, &o, &want_help);
@@ -410,17 +436,19 @@ int cmd_forward(int argc, char **argv) {
     }
     if (!o.module) {
         fprintf(stderr, CMD ": which module? one of:");
-        for (size_t i = 0; i < N_MODULES; i++)
-            fprintf(stderr, " %s", fwd_modules[i].name);
-        fprintf(stderr, "\n");
+        list_modules(stderr);
         return 2;
     }
     const fwd_module *mod = find_module(o.module);
     if (!mod) {
+        for (size_t i = 0; i < N_DELEGATES; i++)
+            if (strcmp(o.module, fwd_delegates[i].name) == 0) {
+                fprintf(stderr, CMD ": write '%s' first: attn forward %s [its options]\n", o.module,
+                        o.module);
+                return 2;
+            }
         fprintf(stderr, CMD ": unknown module '%s'; one of:", o.module);
-        for (size_t i = 0; i < N_MODULES; i++)
-            fprintf(stderr, " %s", fwd_modules[i].name);
-        fprintf(stderr, "\n");
+        list_modules(stderr);
         return 2;
     }
     if ((rc = check_opts(mod, &o))) return rc;
