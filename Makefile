@@ -21,8 +21,14 @@ $(BUILD)/CMakeCache.txt:
 build: deps $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
 
+# The main job: train the tiny char-level GPT on Tiny Shakespeare (fetched
+# by scripts/get-data.sh if missing), then print a sample from it.
+RUN_DIR ?= runs/tiny
 run: build
-	./$(BUILD)/attn chapter3
+	@scripts/get-data.sh
+	./$(BUILD)/attn train --preset tiny --data data/tinyshakespeare.txt --out $(RUN_DIR)
+	@echo "--- sample from $(RUN_DIR) ---"
+	./$(BUILD)/attn generate --checkpoint $(RUN_DIR) --max-new-tokens 500 --seed 1337
 
 test: deps-test $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)

@@ -13,6 +13,9 @@ typedef struct {
 static const command commands[] = {
     {"chapter3", cmd_chapter3, "walk chapter 3 step by step, printing each tensor as PyTorch does"},
     {"rng", cmd_rng, "print torch.rand / dropout draws for a seed (PyTorch's generator)"},
+    {"forward", cmd_forward, "run one attention module (and backward) on a .npy input"},
+    {"train", cmd_train, "train the char-level GPT on a text corpus (checkpoints, resume)"},
+    {"generate", cmd_generate, "sample text from a trained GPT checkpoint"},
 };
 
 static void usage(FILE *out) {

@@ -1,0 +1,224 @@
+/* attn generate — sample text from a trained checkpoint with the KV cache:
+ * temperature, top-k and top-p (nucleus) sampling, greedy at temperature 0. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "attn/train.h"
+#include "commands.h"
+
+static void generate_usage(FILE *out) {
+    fprintf(out,
+            "usage: attn generate --checkpoint DIR [--prompt TEXT] [--max-new-tokens 500]\n"
+            "                     [--temperature 0.8] [--top-k 200] [--top-p P] [--seed 1337]\n"
+            "  Prints the prompt (default: a newline) followed by max-new-tokens sampled\n"
+            "  characters. Temperature 0 is greedy; top-k 0 and top-p 1 disable those\n"
+            "  filters. Once the context is full the window slides: the model re-reads\n"
+            "  the last context_length/2 characters and continues (O(T) per token).\n"
+            "  Tokens per second go to stderr at the end.\n");
+}
+
+typedef struct {
+    float p;
+    int id;
+} cand;
+
+static int cand_desc(const void *a, const void *b) {
+    const cand *x = a, *y = b;
+    if (x->p != y->p) return x->p < y->p ? 1 : -1;
+    return x->id - y->id;
+}
+
+/* Pick the next token from logits (V) as nanoGPT's sample: scale by
+ * 1/temperature, keep the top k, softmax, keep the smallest prefix with
+ * mass >= top_p, draw. */
+static int sample(const float *logits, int V, double temperature, int top_k, double top_p,
+                  attn_rng *rng, cand *buf) {
+    if (temperature <= 0) {
+        int best = 0;
+        for (int i = 1; i < V; i++)
+            if (logits[i] > logits[best]) best = i;
+        return best;
+    }
+    for (int i = 0; i < V; i++) {
+        buf[i].p = (float)(logits[i] / temperature);
+        buf[i].id = i;
+    }
+    qsort(buf, (size_t)V, sizeof *buf, cand_desc);
+    int n = (top_k > 0 && top_k < V) ? top_k : V;
+    double maxv = buf[0].p, sum = 0;
+    for (int i = 0; i < n; i++)
+        sum += exp((double)buf[i].p - maxv);
+    double cum = 0;
+    int keep = n;
+    for (int i = 0; i < n; i++) {
+        double pi = exp((double)buf[i].p - maxv) / sum;
+        buf[i].p = (float)pi;
+        cum += pi;
+        if (top_p < 1.0 && cum >= top_p && keep == n) keep = i + 1;
+    }
+    double mass = 0;
+    for (int i = 0; i < keep; i++)
+        mass += buf[i].p;
+    /* One 53-bit uniform draw. */
+    double u = (double)(attn_rng_u64(rng) >> 11) * (1.0 / 9007199254740992.0) * mass;
+    double acc = 0;
+    for (int i = 0; i < keep; i++) {
+        acc += buf[i].p;
+        if (u < acc) return buf[i].id;
+    }
+    return buf[keep - 1].id;
+}
+
+int cmd_generate(int argc, char **argv) {
+    const char *ckpt = NULL, *prompt = "\n";
+    long max_new = 500, top_k = 200;
+    double temperature = 0.8, top_p = 1.0;
+    unsigned long long seed = 1337;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            generate_usage(stdout);
+            return 0;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "attn generate: unknown or incomplete option '%s'\n", a);
+            generate_usage(stderr);
+            return 2;
+        }
+        const char *v = argv[++i];
+        char *end = NULL; /* set by the numeric options */
+        int bad = 0;
+        errno = 0;
+        if (strcmp(a, "--checkpoint") == 0)
+            ckpt = v;
+        else if (strcmp(a, "--prompt") == 0)
+            prompt = v;
+        else if (strcmp(a, "--max-new-tokens") == 0) {
+            max_new = strtol(v, &end, 10);
+            bad = max_new < 0;
+        } else if (strcmp(a, "--temperature") == 0) {
+            temperature = strtod(v, &end);
+            bad = !(temperature >= 0) || !isfinite(temperature);
+        } else if (strcmp(a, "--top-k") == 0) {
+            top_k = strtol(v, &end, 10);
+            bad = top_k < 0;
+        } else if (strcmp(a, "--top-p") == 0) {
+            top_p = strtod(v, &end);
+            bad = !(top_p > 0 && top_p <= 1);
+        } else if (strcmp(a, "--seed") == 0) {
+            seed = strtoull(v, &end, 10);
+            bad = v[0] == '-';
+        } else {
+            fprintf(stderr, "attn generate: unknown option '%s'\n", a);
+            generate_usage(stderr);
+            return 2;
+        }
+        if (end && (bad || errno || end == v || *end)) {
+            fprintf(stderr, "attn generate: bad value '%s' for %s\n", v, a);
+            return 2;
+        }
+    }
+    if (!ckpt) {
+        fprintf(stderr, "attn generate: --checkpoint DIR is required\n");
+        generate_usage(stderr);
+        return 2;
+    }
+    attn_error err;
+    attn_error_clear(&err);
+    attn_gpt model;
+    attn_tokenizer tok;
+    if (attn_gpt_load_checkpoint(ckpt, &model, &tok, NULL, &err)) {
+        fprintf(stderr, "attn generate: %s\n", err.msg);
+        return 1;
+    }
+    int rc = 1;
+    const int V = model.cfg.vocab_size, ctx = model.cfg.context_length;
+    size_t plen = strlen(prompt), n_prompt = 0;
+    int32_t *hist = NULL;
+    cand *buf = malloc((size_t)V * sizeof *buf);
+    attn_gpt_kv_cache cache;
+    memset(&cache, 0, sizeof cache);
+    if (attn_utf8_count(prompt, plen, &n_prompt, &err)) {
+        fprintf(stderr, "attn generate: prompt: %s\n", err.msg);
+        goto out;
+    }
+    if (n_prompt == 0) {
+        fprintf(stderr, "attn generate: the prompt is empty\n");
+        goto out;
+    }
+    /* Only the last ctx tokens are ever needed. */
+    hist = malloc(((size_t)n_prompt + (size_t)ctx + 1) * sizeof *hist);
+    if (!hist || !buf) {
+        fprintf(stderr, "attn generate: out of memory\n");
+        goto out;
+    }
+    size_t got = 0;
+    if (attn_tokenizer_encode(&tok, prompt, plen, hist, &got, &err)) {
+        fprintf(stderr, "attn generate: prompt: %s\n", err.msg);
+        goto out;
+    }
+    if (attn_gpt_kv_init(&cache, &model, &err)) {
+        fprintf(stderr, "attn generate: %s\n", err.msg);
+        goto out;
+    }
+    /* Keep the last ctx/2 prompt tokens in view when the prompt is long so
+     * generation starts with room in the cache. */
+    int n_hist = (int)got;
+    int window = n_hist < ctx ? n_hist : ctx;
+    attn_rng rng;
+    attn_rng_seed(&rng, seed);
+    fputs(prompt, stdout);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    if (max_new > 0 &&
+        attn_gpt_kv_prefill(&model, &cache, hist + n_hist - window, window, NULL, &err)) {
+        fprintf(stderr, "\nattn generate: %s\n", err.msg);
+        goto out;
+    }
+    /* hist keeps the last ctx tokens (shifted down when it fills). */
+    if (window < n_hist) {
+        memmove(hist, hist + n_hist - window, (size_t)window * sizeof *hist);
+        n_hist = window;
+    }
+    char u8[8];
+    for (long i = 0; i < max_new; i++) {
+        int id = sample(cache.logits, V, temperature, (int)top_k, top_p, &rng, buf);
+        int k = attn_utf8_put(tok.chars[id], u8);
+        fwrite(u8, 1, (size_t)k, stdout);
+        if (i + 1 == max_new) break;
+        if (n_hist == ctx) {
+            memmove(hist, hist + 1, (size_t)(ctx - 1) * sizeof *hist);
+            n_hist--;
+        }
+        hist[n_hist++] = id;
+        attn_status s;
+        if (cache.len == cache.capacity) {
+            int keep = ctx / 2 > 0 ? ctx / 2 : 1;
+            s = attn_gpt_kv_prefill(&model, &cache, hist + n_hist - keep, keep, NULL, &err);
+        } else {
+            s = attn_gpt_kv_step(&model, &cache, id, NULL, &err);
+        }
+        if (s) {
+            fprintf(stderr, "\nattn generate: %s\n", err.msg);
+            goto out;
+        }
+    }
+    fputc('\n', stdout);
+    fflush(stdout);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double dt = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    fprintf(stderr, "attn generate: %ld tokens in %.2f s (%.0f tokens/s)\n", max_new, dt,
+            dt > 0 ? (double)max_new / dt : 0.0);
+    rc = 0;
+out:
+    attn_gpt_kv_free(&cache);
+    free(hist);
+    free(buf);
+    attn_gpt_free(&model);
+    attn_tokenizer_free(&tok);
+    return rc;
+}

@@ -1,0 +1,368 @@
+/* attn train — train the char-level GPT on a text corpus (attn/train.h):
+ * progress bar on a terminal, log lines otherwise, checkpoints, loss.csv and
+ * loss.svg in the output directory, Ctrl-C saves and exits, --resume
+ * continues bit for bit. */
+#include <cblas.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <omp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "attn/fileio.h"
+#include "attn/train.h"
+#include "commands.h"
+
+static volatile sig_atomic_t g_interrupted = 0;
+
+static void on_sigint(int sig) {
+    (void)sig;
+    g_interrupted = 1;
+}
+
+static void train_usage(FILE *out) {
+    fprintf(out,
+            "usage: attn train [--data FILE] [--preset NAME] [--config FILE] [--steps N]\n"
+            "                  [--batch-size N] [--lr X] [--eval-interval N] [--eval-iters N]\n"
+            "                  [--seed N] [--threads N] [--out DIR] [--checkpoint-interval N]\n"
+            "                  [--log-interval N] [--resume]\n"
+            "  Trains the char-level GPT (the book's GPTModel) on FILE (default\n"
+            "  data/tinyshakespeare.txt): vocabulary = its sorted characters, first 90%%\n"
+            "  trains, last 10%% validates. Presets: tiny (default), nanogpt-cpu,\n"
+            "  shakespeare-char, seed004. --config FILE.json overrides model keys (book's or\n"
+            "  seed 004's names) and training keys (batch_size, max_steps, learning_rate,\n"
+            "  min_lr, warmup_steps, lr_decay_steps, beta1, beta2, eps, weight_decay,\n"
+            "  grad_clip, eval_interval, eval_iters, log_interval, checkpoint_interval,\n"
+            "  seed). --lr X sets the peak rate and min_lr = X/10.\n"
+            "  Writes DIR/model.safetensors, DIR/train_state.safetensors, DIR/loss.csv and\n"
+            "  DIR/loss.svg (DIR defaults to runs/<preset>); checkpoints at every eval,\n"
+            "  every --checkpoint-interval steps, at the end and on Ctrl-C. --resume\n"
+            "  continues the run in DIR exactly where it stopped.\n"
+            "  (testing) --interrupt-after N behaves as if Ctrl-C came after step N.\n");
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int parse_i64(const char *v, int64_t min, int64_t *out) {
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (errno || end == v || *end || x < min) return -1;
+    *out = x;
+    return 0;
+}
+
+/* mkdir -p */
+static int make_dirs(const char *path) {
+    char buf[4096];
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return -1;
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = '\0';
+        if (mkdir(buf, 0777) != 0 && errno != EEXIST) return -1;
+        *p = '/';
+    }
+    if (mkdir(buf, 0777) != 0 && errno != EEXIST) return -1;
+    struct stat sb;
+    if (stat(buf, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+        errno = ENOTDIR;
+        return -1;
+    }
+    return 0;
+}
+
+static void fmt_eta(double s, char *out, size_t n) {
+    if (!isfinite(s) || s < 0) s = 0;
+    long t = (long)(s + 0.5);
+    if (t >= 3600)
+        snprintf(out, n, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
+    else
+        snprintf(out, n, "%ld:%02ld", t / 60, t % 60);
+}
+
+static void progress(int64_t step, int64_t max, float loss, double tok_s, double eta) {
+    const int width = 30;
+    int fill = (int)((double)step / (double)max * width);
+    char bar[64], e[32];
+    for (int i = 0; i < width; i++)
+        bar[i] = i < fill ? '#' : '.';
+    bar[width] = '\0';
+    fmt_eta(eta, e, sizeof e);
+    printf("\r[%s] step %" PRId64 "/%" PRId64 " | loss %.4f | %.0f tok/s | ETA %s \033[K", bar,
+           step, max, (double)loss, tok_s, e);
+    fflush(stdout);
+}
+
+int cmd_train(int argc, char **argv) {
+    const char *data = "data/tinyshakespeare.txt", *preset = NULL, *config = NULL, *out = NULL;
+    int64_t steps = -1, batch = -1, eval_interval = -1, eval_iters = -1, seed = -1, threads = -1,
+            ckpt_interval = -1, log_interval = -1, interrupt_after = -1;
+    double lr = -1;
+    int resume = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            train_usage(stdout);
+            return 0;
+        }
+        if (strcmp(a, "--resume") == 0) {
+            resume = 1;
+            continue;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "attn train: unknown or incomplete option '%s'\n", a);
+            train_usage(stderr);
+            return 2;
+        }
+        const char *v = argv[++i];
+        int bad = 0;
+        if (strcmp(a, "--data") == 0)
+            data = v;
+        else if (strcmp(a, "--preset") == 0)
+            preset = v;
+        else if (strcmp(a, "--config") == 0)
+            config = v;
+        else if (strcmp(a, "--out") == 0)
+            out = v;
+        else if (strcmp(a, "--steps") == 0)
+            bad = parse_i64(v, 1, &steps);
+        else if (strcmp(a, "--batch-size") == 0)
+            bad = parse_i64(v, 1, &batch);
+        else if (strcmp(a, "--eval-interval") == 0)
+            bad = parse_i64(v, 1, &eval_interval);
+        else if (strcmp(a, "--eval-iters") == 0)
+            bad = parse_i64(v, 1, &eval_iters);
+        else if (strcmp(a, "--seed") == 0)
+            bad = parse_i64(v, 0, &seed);
+        else if (strcmp(a, "--threads") == 0)
+            bad = parse_i64(v, 1, &threads);
+        else if (strcmp(a, "--checkpoint-interval") == 0)
+            bad = parse_i64(v, 0, &ckpt_interval);
+        else if (strcmp(a, "--log-interval") == 0)
+            bad = parse_i64(v, 1, &log_interval);
+        else if (strcmp(a, "--interrupt-after") == 0)
+            bad = parse_i64(v, 1, &interrupt_after);
+        else if (strcmp(a, "--lr") == 0) {
+            char *end;
+            lr = strtod(v, &end);
+            bad = *end || end == v || !(lr > 0) || !isfinite(lr);
+        } else {
+            fprintf(stderr, "attn train: unknown option '%s'\n", a);
+            train_usage(stderr);
+            return 2;
+        }
+        if (bad) {
+            if (strcmp(a, "--batch-size") == 0)
+                fprintf(stderr, "attn train: --batch-size must be a positive integer, not '%s'\n",
+                        v);
+            else
+                fprintf(stderr, "attn train: bad value '%s' for %s\n", v, a);
+            return 2;
+        }
+    }
+    if (threads > 0) {
+        omp_set_num_threads((int)threads);
+        openblas_set_num_threads((int)threads);
+    }
+
+    /* Configuration: preset, then the config file, then flags. */
+    attn_error err;
+    attn_error_clear(&err);
+    attn_gpt_config mcfg;
+    attn_train_config tcfg;
+    int vocab_given = 0;
+    char outbuf[4096];
+    if (resume && !out) {
+        fprintf(stderr, "attn train: --resume needs --out DIR (the run to continue)\n");
+        return 2;
+    }
+    const int fresh_base = !resume || preset || config;
+    if (!fresh_base) {
+        /* Continue from exactly the saved configuration; flags given with
+         * --resume must agree with it (checked by attn_trainer_resume). */
+        if (attn_trainer_read_config(out, &mcfg, &tcfg, &err)) {
+            fprintf(stderr, "attn train: cannot resume: %s\n", err.msg);
+            return 1;
+        }
+    } else {
+        if (!preset) preset = "tiny";
+        if (attn_train_preset(preset, &mcfg, &tcfg, &err)) {
+            fprintf(stderr, "attn train: %s\n", err.msg);
+            return 2;
+        }
+        if (config) {
+            char *text = NULL;
+            size_t n = 0;
+            if (attn_file_read_all(config, 1 << 20, (void **)&text, &n, &err)) {
+                fprintf(stderr, "attn train: %s\n", err.msg);
+                return 2;
+            }
+            attn_status s =
+                attn_train_config_apply_json(&mcfg, &tcfg, text, config, &vocab_given, &err);
+            free(text);
+            if (s) {
+                fprintf(stderr, "attn train: %s\n", err.msg);
+                return 2;
+            }
+        }
+    }
+    if (steps > 0) tcfg.max_steps = steps;
+    if (batch > 0) tcfg.batch_size = (int)batch;
+    if (lr > 0) {
+        tcfg.learning_rate = lr;
+        tcfg.min_lr = lr / 10;
+    }
+    if (eval_interval > 0) tcfg.eval_interval = eval_interval;
+    if (eval_iters > 0) tcfg.eval_iters = (int)eval_iters;
+    if (seed >= 0) tcfg.seed = (uint64_t)seed;
+    if (ckpt_interval >= 0) tcfg.checkpoint_interval = ckpt_interval;
+    if (log_interval > 0) tcfg.log_interval = log_interval;
+    /* The corpus decides vocab_size unless a config file set it. */
+    if (!vocab_given) mcfg.vocab_size = 1;
+    if (attn_gpt_config_validate(&mcfg, &err) || attn_train_config_validate(&tcfg, &err)) {
+        fprintf(stderr, "attn train: %s\n", err.msg);
+        return 2;
+    }
+    if (!out) {
+        snprintf(outbuf, sizeof outbuf, "runs/%s", preset ? preset : "tiny");
+        out = outbuf;
+    }
+
+    /* Corpus. */
+    char *text = NULL;
+    size_t n = 0;
+    if (attn_file_read_all(data, 0, (void **)&text, &n, &err)) {
+        fprintf(stderr, "attn train: cannot read the corpus: %s\n", err.msg);
+        return 1;
+    }
+    if (n == 0) {
+        fprintf(stderr, "attn train: the corpus %s is empty\n", data);
+        free(text);
+        return 1;
+    }
+    attn_trainer tr;
+    attn_status s = attn_trainer_init(&tr, &mcfg, &tcfg, vocab_given, text, n, &err);
+    free(text);
+    if (s) {
+        fprintf(stderr, "attn train: %s: %s\n", data, err.msg);
+        return 1;
+    }
+    /* Output directory: create and probe it before spending time training. */
+    if (make_dirs(out) != 0 || access(out, W_OK | X_OK) != 0) {
+        fprintf(stderr, "attn train: cannot write to the output directory %s: %s\n", out,
+                strerror(errno));
+        attn_trainer_free(&tr);
+        return 1;
+    }
+    if (resume && attn_trainer_resume(&tr, out, &err)) {
+        fprintf(stderr, "attn train: %s\n", err.msg);
+        attn_trainer_free(&tr);
+        return 1;
+    }
+    const attn_train_config *c = &tr.tcfg;
+    const int tty = isatty(STDOUT_FILENO);
+    fprintf(stderr,
+            "attn train: %s, %zu parameters (vocab %d, ctx %d, emb %d, %d heads, %d layers); "
+            "%zu train / %zu val tokens; batch %d, %" PRId64 " steps\n",
+            preset ? preset : "saved config", attn_gpt_num_params(&tr.model), tr.mcfg.vocab_size,
+            tr.mcfg.context_length, tr.mcfg.emb_dim, tr.mcfg.n_heads, tr.mcfg.n_layers,
+            tr.train.n_ids, tr.val.n_ids, c->batch_size, c->max_steps);
+    if (resume) fprintf(stderr, "attn train: resuming %s at step %" PRId64 "\n", out, tr.step);
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+
+    int rc = 0;
+    attn_eval_record ev;
+    if (!resume && tr.step == 0) {
+        if ((s = attn_trainer_evaluate(&tr, &ev, &err))) goto fail;
+        printf("step 0: train loss %.4f, val loss %.4f\n", (double)ev.train_loss,
+               (double)ev.val_loss);
+        fflush(stdout);
+    }
+    const double tokens_per_step = (double)c->batch_size * tr.mcfg.context_length;
+    const int64_t start_step = tr.step;
+    double t_start = now_s(), t_train = 0, last_bar = 0;
+    int saved_now = 0;
+    while (tr.step < c->max_steps) {
+        if (g_interrupted) break;
+        double t0 = now_s();
+        attn_train_record rec;
+        if ((s = attn_trainer_step(&tr, &rec, &err))) goto fail;
+        double dt = now_s() - t0;
+        t_train += dt;
+        saved_now = 0;
+        const double tok_s = (double)(tr.step - start_step) * tokens_per_step / t_train;
+        if (tty) {
+            double t = now_s();
+            if (t - last_bar > 0.1 || tr.step == c->max_steps) {
+                double eta =
+                    (double)(c->max_steps - tr.step) * t_train / (double)(tr.step - start_step);
+                progress(tr.step, c->max_steps, rec.loss, tok_s, eta);
+                last_bar = t;
+            }
+        } else if ((rec.step - 1) % c->log_interval == 0) {
+            printf("iter %" PRId64 ": loss %.4f, time %.2fms\n", rec.step - 1, (double)rec.loss,
+                   dt * 1000);
+            fflush(stdout);
+        }
+        int did_eval = tr.step % c->eval_interval == 0 || tr.step == c->max_steps;
+        if (did_eval) {
+            if ((s = attn_trainer_evaluate(&tr, &ev, &err))) goto fail;
+            if (tty) printf("\r\033[K");
+            printf("step %" PRId64 ": train loss %.4f, val loss %.4f\n", tr.step,
+                   (double)ev.train_loss, (double)ev.val_loss);
+            fflush(stdout);
+        }
+        if (did_eval || (c->checkpoint_interval > 0 && tr.step % c->checkpoint_interval == 0)) {
+            if ((s = attn_trainer_save(&tr, out, &err)) ||
+                (s = attn_trainer_write_loss_files(&tr, out, &err)))
+                goto fail;
+            saved_now = 1;
+        }
+        if (interrupt_after > 0 && tr.step == interrupt_after) g_interrupted = 1;
+    }
+    if (tty) printf("\n");
+    if (tr.step < c->max_steps) {
+        if (!saved_now && ((s = attn_trainer_save(&tr, out, &err)) ||
+                           (s = attn_trainer_write_loss_files(&tr, out, &err))))
+            goto fail;
+        fprintf(stderr,
+                "attn train: interrupted after step %" PRId64 "; checkpoint saved in %s "
+                "(continue with: attn train --out %s --resume)\n",
+                tr.step, out, out);
+        rc = 130;
+    } else {
+        if (!saved_now && ((s = attn_trainer_save(&tr, out, &err)) ||
+                           (s = attn_trainer_write_loss_files(&tr, out, &err))))
+            goto fail;
+        double wall = now_s() - t_start;
+        double tok_s = t_train > 0 ? (double)(tr.step - start_step) * tokens_per_step / t_train : 0;
+        fprintf(stderr,
+                "attn train: %" PRId64 " steps in %.1f s (%.0f tokens/s); final val loss %.4f; "
+                "checkpoint in %s\n",
+                tr.step - start_step, wall, tok_s,
+                tr.n_evals ? (double)tr.evals[tr.n_evals - 1].val_loss : NAN, out);
+    }
+    attn_trainer_free(&tr);
+    return rc;
+fail:
+    if (tty) printf("\n");
+    fprintf(stderr, "attn train: %s\n", err.msg);
+    attn_trainer_free(&tr);
+    return 1;
+}

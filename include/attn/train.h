@@ -1,0 +1,176 @@
+/* attn/train.h — training a char-level GPT (gpt.h) on a text corpus, with
+ * checkpoints that resume bit for bit.
+ *
+ * A trainer owns everything a run needs: tokenizer (trained on the whole
+ * corpus, seed 004), token ids, the 90/10 train/val split (dataset.h), the
+ * model and its (B, context_length) workspace, AdamW (optim.h), and three
+ * generators, all derived from the run's seed:
+ *   - model: torch.manual_seed(seed) + GPTModel(cfg) draws the weights; the
+ *     same generator then draws every dropout mask during training (as one
+ *     PyTorch global generator would);
+ *   - sampler: the shuffled order of training windows (attn_sampler, seed+1);
+ *   - eval: the random batches of loss estimates (seed+2).
+ *
+ * One step: lr = attn_lr_cosine(step), next shuffled batch, forward in
+ * training mode, backward, clip to grad_clip, AdamW. An evaluation averages
+ * the eval-mode loss of eval_iters random batches of each split.
+ *
+ * Checkpoint directory (attn_trainer_save; every file written atomically):
+ *   model.safetensors   the parameters under the book's state_dict names,
+ *                       metadata: format "attn-gpt", config (the book's keys,
+ *                       JSON), vocabulary (the characters in id order), step;
+ *   train_state.safetensors
+ *                       exp_avg.<name> / exp_avg_sq.<name> (F32), the three
+ *                       generators (U32), the loss history; metadata: format
+ *                       "attn-train-state", step, config (model + training
+ *                       JSON), sampler epoch/cursor, corpus size and hash.
+ * Resuming restores all of it, so the run continues exactly as if it had
+ * never stopped (given the same thread count). */
+#ifndef ATTN_TRAIN_H
+#define ATTN_TRAIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "attn/dataset.h"
+#include "attn/gpt.h"
+#include "attn/optim.h"
+#include "attn/rng.h"
+#include "attn/status.h"
+#include "attn/tokenizer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct cJSON;
+
+#define ATTN_CKPT_MODEL "model.safetensors"
+#define ATTN_CKPT_STATE "train_state.safetensors"
+
+typedef struct attn_train_config {
+    int batch_size;
+    int64_t max_steps;
+    double learning_rate, min_lr;
+    int64_t warmup_steps;
+    int64_t lr_decay_steps; /* 0 = max_steps */
+    double beta1, beta2, eps, weight_decay;
+    double grad_clip; /* 0 = no clipping */
+    int64_t eval_interval;
+    int eval_iters;
+    int64_t log_interval;
+    int64_t checkpoint_interval; /* 0 = at evals and the end only */
+    uint64_t seed;
+    attn_dropout_stream dropout_stream;
+} attn_train_config;
+
+/* Model + training hyper-parameters of a preset (attn_gpt_config_preset's
+ * names): nanogpt-cpu is nanoGPT's shakespeare-char CPU recipe (batch 12,
+ * lr 1e-3 -> 1e-4 cosine over 2000 steps, 100 warmup, betas (0.9, 0.99),
+ * weight decay 0.1, clip 1.0, eval every 250 steps on 20 batches). */
+attn_status attn_train_preset(const char *name, attn_gpt_config *model, attn_train_config *train,
+                              attn_error *err);
+
+/* Set one training key from JSON (batch_size, max_steps|max_iters,
+ * learning_rate|lr, min_lr, warmup_steps|warmup_iters,
+ * lr_decay_steps|lr_decay_iters, beta1, beta2, eps, weight_decay, grad_clip,
+ * eval_interval, eval_iters, log_interval, checkpoint_interval, seed,
+ * dropout_stream). Unknown key -> ATTN_ERR_NOT_FOUND. */
+attn_status attn_train_config_set_key(attn_train_config *cfg, const char *key,
+                                      const struct cJSON *value, attn_error *err);
+
+/* Apply a JSON object holding model keys (gpt.h, book's or seed 004's names)
+ * and training keys, in any mix; an unknown key is an error naming it.
+ * *vocab_given is set when the text sets vocab_size (or vocabulary_size). */
+attn_status attn_train_config_apply_json(attn_gpt_config *model, attn_train_config *train,
+                                         const char *json_text, const char *name, int *vocab_given,
+                                         attn_error *err);
+
+/* Range checks (batch_size >= 1, max_steps >= 1, lr > 0, ...). */
+attn_status attn_train_config_validate(const attn_train_config *cfg, attn_error *err);
+
+/* The training config as compact JSON (malloc'd). */
+char *attn_train_config_to_json(const attn_train_config *cfg);
+
+typedef struct attn_train_record {
+    int64_t step; /* steps completed after this update (1-based) */
+    float loss;   /* training batch loss of that step */
+    float lr;
+    float grad_norm; /* before clipping */
+} attn_train_record;
+
+typedef struct attn_eval_record {
+    int64_t step; /* steps completed when evaluated */
+    float train_loss, val_loss;
+} attn_eval_record;
+
+typedef struct attn_trainer {
+    attn_gpt_config mcfg;
+    attn_train_config tcfg;
+    attn_tokenizer tok;
+    int32_t *ids;
+    size_t n_ids;
+    size_t text_bytes;
+    uint64_t text_hash;
+    attn_token_dataset train, val;
+    attn_sampler sampler;
+    attn_rng model_rng, eval_rng;
+    attn_gpt model;
+    attn_gpt_acts acts;
+    attn_adamw opt;
+    int64_t step;
+    int32_t *xb, *yb;
+    attn_train_record *hist;
+    size_t n_hist, cap_hist;
+    attn_eval_record *evals;
+    size_t n_evals, cap_evals;
+} attn_trainer;
+
+/* Fresh run on text (n bytes of UTF-8). mcfg->vocab_size is replaced by
+ * the corpus's vocabulary size unless vocab_given, in which case they must
+ * agree. Fails (clear message) on an empty corpus, a split shorter than
+ * context_length + 1 tokens, or a bad config. */
+attn_status attn_trainer_init(attn_trainer *tr, const attn_gpt_config *mcfg,
+                              const attn_train_config *tcfg, int vocab_given, const char *text,
+                              size_t n, attn_error *err);
+void attn_trainer_free(attn_trainer *tr);
+
+/* Read the configs a checkpoint directory was trained with (from its
+ * training state), e.g. to resume without restating them. */
+attn_status attn_trainer_read_config(const char *dir, attn_gpt_config *mcfg,
+                                     attn_train_config *tcfg, attn_error *err);
+
+/* Continue the run saved in dir: tr must have been initialised with the same
+ * configs and corpus (checked: a different config or corpus is an error
+ * naming what differs); restores weights, optimizer, generators, sampler
+ * position and history. */
+attn_status attn_trainer_resume(attn_trainer *tr, const char *dir, attn_error *err);
+
+/* One optimisation step; *rec (may be NULL) gets its record. */
+attn_status attn_trainer_step(attn_trainer *tr, attn_train_record *rec, attn_error *err);
+
+/* Loss estimate on both splits at the current step (recorded in history). */
+attn_status attn_trainer_evaluate(attn_trainer *tr, attn_eval_record *rec, attn_error *err);
+
+/* Write the checkpoint (both files, atomically) into dir, which must exist. */
+attn_status attn_trainer_save(const attn_trainer *tr, const char *dir, attn_error *err);
+
+/* dir/loss.csv (step,loss,lr,grad_norm,train_loss,val_loss; eval columns
+ * empty where no evaluation happened) and dir/loss.svg (a line plot of the
+ * batch loss with the evaluations on top), both atomically. */
+attn_status attn_trainer_write_loss_files(const attn_trainer *tr, const char *dir, attn_error *err);
+
+/* ------------------------------------------------------ loading a model */
+
+/* Load dir/model.safetensors (or a .safetensors path) into a freshly
+ * initialised model, its tokenizer and its step. Checks that the config in
+ * the metadata is valid, that the vocabulary has vocab_size characters and
+ * that every tensor's shape matches the config (ATTN_ERR_SHAPE naming the
+ * tensor otherwise). On failure nothing is left allocated. */
+attn_status attn_gpt_load_checkpoint(const char *path, attn_gpt *m, attn_tokenizer *tok,
+                                     int64_t *step, attn_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
