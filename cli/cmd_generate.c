@@ -1,5 +1,7 @@
 /* attn generate — sample text from a trained checkpoint with the KV cache:
  * temperature, top-k and top-p (nucleus) sampling, greedy at temperature 0. */
+#define _POSIX_C_SOURCE 200809L /* sigaction, clock_gettime, mkdtemp */
+
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>

@@ -2,6 +2,8 @@
  * progress bar on a terminal, log lines otherwise, checkpoints, loss.csv and
  * loss.svg in the output directory, Ctrl-C saves and exits, --resume
  * continues bit for bit. */
+#define _POSIX_C_SOURCE 200809L /* sigaction, clock_gettime, mkdtemp */
+
 #include <cblas.h>
 #include <errno.h>
 #include <inttypes.h>

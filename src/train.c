@@ -1,4 +1,6 @@
 /* Training loop pieces, checkpoints and resume (see attn/train.h). */
+#define _POSIX_C_SOURCE 200809L /* sigaction, clock_gettime, mkdtemp */
+
 #include "attn/train.h"
 
 #include <cjson/cJSON.h>

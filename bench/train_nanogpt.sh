@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Training benchmark: `attn train --preset nanogpt-cpu` (nanoGPT's
+# shakespeare-char CPU recipe: ctx 64, emb 128, 4 heads, 4 layers, batch 12,
+# 2000 steps) on Tiny Shakespeare. Reports wall time, training tokens/s and
+# the final validation loss. Reference on a 2-core machine: nanoGPT
+# (PyTorch 1.13.1) takes 148 s and reaches val loss 1.886; the target for
+# attn is val loss <= 1.89 (and <= 40 s).
+# Usage: bench/train_nanogpt.sh [build-dir] [extra attn train args...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build}
+shift || true
+scripts/get-data.sh
+out=$(mktemp -d "${TMPDIR:-/tmp}/attn-bench.XXXXXX")
+trap 'rm -rf "$out"' EXIT
+start=$(date +%s.%N)
+"./$build/attn" train --preset nanogpt-cpu --data data/tinyshakespeare.txt --out "$out" "$@" \
+  > "$out/log.txt" 2> "$out/err.txt"
+end=$(date +%s.%N)
+grep '^step ' "$out/log.txt"
+wall=$(awk -v a="$start" -v b="$end" 'BEGIN { print b - a }')
+summary=$(tail -1 "$out/err.txt")
+tps=$(sed -n 's/.*(\([0-9]*\) tokens\/s).*/\1/p' <<< "$summary")
+val=$(grep '^step 2000:' "$out/log.txt" | sed 's/.*val loss //')
+printf 'nanogpt-cpu: wall %.1f s, %s tokens/s (training steps), final val loss %s (target <= 1.89; nanoGPT: 148 s, 1.886)\n' \
+  "$wall" "$tps" "$val"
+awk -v v="$val" 'BEGIN { exit !(v <= 1.89) }' || { echo "val loss above 1.89" >&2; exit 1; }

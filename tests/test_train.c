@@ -1,0 +1,144 @@
+/* Trainer library: config JSON (book's and seed 004's keys plus training
+ * keys), and save/resume giving the same next steps bit for bit. */
+#define _POSIX_C_SOURCE 200809L /* sigaction, clock_gettime, mkdtemp */
+
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "attn/train.h"
+
+Test(train, config_json_mixes_model_and_training_keys) {
+    attn_gpt_config m;
+    attn_train_config t;
+    cr_assert_eq(attn_train_preset("nanogpt-cpu", &m, &t, NULL), ATTN_OK);
+    cr_expect_eq(t.batch_size, 12);
+    cr_expect_eq(t.max_steps, 2000);
+    cr_expect_eq(t.warmup_steps, 100);
+    cr_expect(t.learning_rate == 1e-3 && t.min_lr == 1e-4 && t.beta2 == 0.99 &&
+              t.weight_decay == 0.1 && t.grad_clip == 1.0);
+    cr_expect(t.eval_interval == 250 && t.eval_iters == 20);
+    int vocab_given = 0;
+    const char *js = "{\"embedding_dim\": 64, \"heads_num\": 4, \"layers_num\": 2, "
+                     "\"context_size\": 32, \"dropout_rate\": 0.1, \"use_bias\": true, "
+                     "\"head_size\": 16, \"batch_size\": 3, \"max_iters\": 7, \"lr\": 0.01}";
+    cr_assert_eq(attn_train_config_apply_json(&m, &t, js, "cfg", &vocab_given, NULL), ATTN_OK);
+    cr_expect(m.emb_dim == 64 && m.n_heads == 4 && m.n_layers == 2 && m.context_length == 32 &&
+              m.qkv_bias == 1 && fabs(m.drop_rate - 0.1) < 1e-12);
+    cr_expect(t.batch_size == 3 && t.max_steps == 7 && t.learning_rate == 0.01);
+    cr_expect_eq(vocab_given, 0);
+    cr_expect_eq(
+        attn_train_config_apply_json(&m, &t, "{\"vocab_size\": 65}", "cfg", &vocab_given, NULL),
+        ATTN_OK);
+    cr_expect_eq(vocab_given, 1);
+}
+
+Test(train, config_json_errors_name_the_key) {
+    attn_gpt_config m;
+    attn_train_config t;
+    attn_train_preset("tiny", &m, &t, NULL);
+    attn_error err;
+    cr_expect_eq(attn_train_config_apply_json(&m, &t, "{\"n_head\": 4}", "c.json", NULL, &err),
+                 ATTN_ERR_NOT_FOUND);
+    cr_expect(strstr(err.msg, "c.json: unknown config key 'n_head'") != NULL, "%s", err.msg);
+    cr_expect_eq(attn_train_config_apply_json(&m, &t, "{\"batch_size\": 2.5}", "c", NULL, &err),
+                 ATTN_ERR_INVALID_ARG);
+    cr_expect(strstr(err.msg, "batch_size") != NULL, "%s", err.msg);
+    cr_expect_eq(attn_train_config_apply_json(&m, &t, "{\"head_size\": 10}", "c", NULL, &err),
+                 ATTN_ERR_INVALID_ARG);
+    cr_expect_eq(attn_train_config_apply_json(&m, &t, "[1]", "c", NULL, &err), ATTN_ERR_FORMAT);
+    t.batch_size = 0;
+    cr_expect_eq(attn_train_config_validate(&t, &err), ATTN_ERR_INVALID_ARG);
+}
+
+static char *corpus(size_t *n) {
+    const char *line = "To be, or not to be: that is the question.\n";
+    size_t L = strlen(line), reps = 40;
+    char *s = malloc(L * reps + 1);
+    for (size_t i = 0; i < reps; i++)
+        memcpy(s + i * L, line, L);
+    s[L * reps] = '\0';
+    *n = L * reps;
+    return s;
+}
+
+static void small_cfg(attn_gpt_config *m, attn_train_config *t) {
+    attn_train_preset("tiny", m, t, NULL);
+    m->context_length = 8;
+    m->emb_dim = 16;
+    m->n_heads = 2;
+    m->n_layers = 1;
+    m->drop_rate = 0.1;
+    t->batch_size = 3;
+    t->max_steps = 12;
+    t->warmup_steps = 2;
+    t->eval_iters = 2;
+}
+
+/* Train 4 steps, save, train 4 more; a second trainer resumed from the save
+ * must take the very same 4 steps (losses and weights bit-identical). */
+Test(train, save_and_resume_continue_bit_for_bit) {
+    size_t n;
+    char *text = corpus(&n);
+    attn_gpt_config m;
+    attn_train_config t;
+    small_cfg(&m, &t);
+    char dir[] = "/tmp/attn-test-train-XXXXXX";
+    cr_assert(mkdtemp(dir) != NULL);
+    attn_error err;
+    attn_trainer a, b;
+    cr_assert_eq(attn_trainer_init(&a, &m, &t, 0, text, n, &err), ATTN_OK, "%s", err.msg);
+    cr_expect_eq(a.mcfg.vocab_size, 18); /* len(set(line)) */
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(attn_trainer_step(&a, NULL, &err), ATTN_OK, "%s", err.msg);
+    cr_assert_eq(attn_trainer_evaluate(&a, NULL, &err), ATTN_OK);
+    cr_assert_eq(attn_trainer_save(&a, dir, &err), ATTN_OK, "%s", err.msg);
+    cr_assert_eq(attn_trainer_init(&b, &m, &t, 0, text, n, &err), ATTN_OK);
+    cr_assert_eq(attn_trainer_resume(&b, dir, &err), ATTN_OK, "%s", err.msg);
+    cr_expect_eq(b.step, 4);
+    cr_expect_eq(b.n_hist, 4);
+    cr_expect_eq(b.n_evals, 1);
+    for (int i = 0; i < 4; i++) {
+        attn_train_record ra, rb;
+        cr_assert_eq(attn_trainer_step(&a, &ra, &err), ATTN_OK);
+        cr_assert_eq(attn_trainer_step(&b, &rb, &err), ATTN_OK);
+        cr_expect(memcmp(&ra.loss, &rb.loss, sizeof ra.loss) == 0, "step %d: %.9g vs %.9g", i,
+                  (double)ra.loss, (double)rb.loss);
+    }
+    const attn_param_list *pa = attn_gpt_params(&a.model), *pb = attn_gpt_params(&b.model);
+    for (int i = 0; i < pa->count; i++)
+        cr_expect(
+            memcmp(pa->items[i].data, pb->items[i].data, pa->items[i].numel * sizeof(float)) == 0,
+            "%s differs", pa->items[i].name);
+    /* A different config is refused, naming the key. */
+    attn_trainer c;
+    t.weight_decay = 0.2;
+    cr_assert_eq(attn_trainer_init(&c, &m, &t, 0, text, n, &err), ATTN_OK);
+    cr_expect_eq(attn_trainer_resume(&c, dir, &err), ATTN_ERR_INVALID_ARG);
+    cr_expect(strstr(err.msg, "weight_decay") != NULL, "%s", err.msg);
+    attn_trainer_free(&c);
+    /* The model file loads on its own, with its vocabulary and step. */
+    attn_gpt g;
+    attn_tokenizer tok;
+    int64_t step = 0;
+    cr_assert_eq(attn_gpt_load_checkpoint(dir, &g, &tok, &step, &err), ATTN_OK, "%s", err.msg);
+    cr_expect_eq(step, 4);
+    cr_expect_eq(tok.vocab_size, 18);
+    attn_gpt_free(&g);
+    attn_tokenizer_free(&tok);
+    cr_assert_eq(attn_trainer_write_loss_files(&a, dir, &err), ATTN_OK);
+    attn_trainer_free(&a);
+    attn_trainer_free(&b);
+    free(text);
+    const char *files[] = {ATTN_CKPT_MODEL, ATTN_CKPT_STATE, "loss.csv", "loss.svg"};
+    char p[512];
+    for (int i = 0; i < 4; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, files[i]);
+        cr_expect_eq(access(p, R_OK), 0, "%s missing", files[i]);
+        unlink(p);
+    }
+    rmdir(dir);
+}
