@@ -6,7 +6,6 @@
 float attn_cross_entropy_forward(const float *logits, const int32_t *targets, float *lse, size_t N,
                                  size_t V) {
     double total = 0.0;
-#pragma omp parallel for schedule(static) reduction(+ : total) if (N * V >= 65536)
     for (size_t n = 0; n < N; n++) {
         const float *row = logits + n * V;
         float mx = row[0];
@@ -25,7 +24,6 @@ float attn_cross_entropy_forward(const float *logits, const int32_t *targets, fl
 void attn_cross_entropy_backward(const float *logits, const int32_t *targets, const float *lse,
                                  float dloss, float *dlogits, size_t N, size_t V) {
     const float scale = dloss / (float)N;
-#pragma omp parallel for schedule(static) if (N * V >= 65536)
     for (size_t n = 0; n < N; n++) {
         const float *row = logits + n * V;
         float *d = dlogits + n * V;

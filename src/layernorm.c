@@ -40,7 +40,6 @@ attn_status attn_layernorm_params(attn_layernorm *ln, const char *prefix, attn_p
 void attn_layernorm_forward(const attn_layernorm *ln, const float *x, float *y, float *mean,
                             float *rstd, size_t N) {
     const size_t C = (size_t)ln->C;
-#pragma omp parallel for schedule(static) if (N * C >= 65536)
     for (size_t n = 0; n < N; n++) {
         const float *xr = x + n * C;
         float *yr = y + n * C;
@@ -77,7 +76,6 @@ void attn_layernorm_backward(attn_layernorm *ln, const float *x, const float *me
     }
     if (!dx) return;
         /* dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * scale. */
-#pragma omp parallel for schedule(static) if (N * C >= 65536)
     for (size_t n = 0; n < N; n++) {
         const float *xr = x + n * C, *dyr = dy + n * C;
         float *dxr = dx + n * C;

@@ -306,3 +306,25 @@ Test(gpt_layers, residual_dropout_draws_only_in_training) {
     for (size_t i = 0; i < n; i++)
         cr_assert_float_eq(df[i], keep[i] ? 2.0f * s[i] : 0.0f, 1e-6);
 }
+
+Test(gpt_layers, fast_tanh_accuracy) {
+    /* GELU's vectorisable tanh against libm's double tanh over [-12, 12]:
+     * within 3e-7 relative (about 5 float ulps); NaN propagates. */
+    double worst = 0.0;
+    for (float u = -12.0f; u <= 12.0f; u += 3.1e-4f) {
+        const double want = tanh((double)u);
+        if (want == 0.0) continue;
+        worst = fmax(worst, fabs(attn_tanhf(u) - want) / fabs(want));
+    }
+    for (float u = -1e-3f; u <= 1e-3f; u += 1.3e-7f) {
+        const double want = tanh((double)u);
+        if (want != 0.0) worst = fmax(worst, fabs(attn_tanhf(u) - want) / fabs(want));
+    }
+    cr_assert(worst <= 3e-7, "worst relative error %g", worst);
+    cr_assert(attn_tanhf(100.0f) == 1.0f && attn_tanhf(-100.0f) == -1.0f);
+    cr_assert(isnan(attn_tanhf(NAN)));
+    float x[3] = {NAN, INFINITY, -INFINITY}, y[3];
+    attn_gelu_forward(x, y, 3);
+    cr_assert(isnan(y[0]));
+    cr_assert(y[1] == INFINITY);
+}

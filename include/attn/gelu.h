@@ -9,6 +9,10 @@
 extern "C" {
 #endif
 
+/* tanh(u) as GELU computes it: a vectorisable exp-based form, within a few
+ * 1e-7 relative of tanhf (exposed for tests). */
+float attn_tanhf(float u);
+
 /* y = gelu(x) for n elements (in place allowed). */
 void attn_gelu_forward(const float *x, float *y, size_t n);
 
