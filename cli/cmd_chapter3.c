@@ -492,6 +492,7 @@ static void run_mha(walk *w, const float *batch, int d_out, int num_heads) {
         free(out);
         return;
     }
+    m.path = ATTN_MHA_REFERENCE; /* the chapter's step-by-step computation */
     if (attn_attention_cache_init(&cache, 2, T_TOK, num_heads, d_out, &w->err) != ATTN_OK) {
         w->failed = 1;
     } else {

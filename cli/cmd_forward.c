@@ -102,6 +102,8 @@ CH3_CREATE(create_sa_v2, ATTN_MODULE_SELF_ATTENTION_V2)
 CH3_CREATE(create_causal, ATTN_MODULE_CAUSAL_ATTENTION)
 CH3_CREATE(create_wrapper, ATTN_MODULE_MHA_WRAPPER)
 CH3_CREATE(create_mha, ATTN_MODULE_MHA)
+CH3_CREATE(create_head004, ATTN_MODULE_ATTENTION_HEAD)
+CH3_CREATE(create_mha004, ATTN_MODULE_SEED004_MHA)
 
 static void ch3_destroy(void *state) {
     attn_module_destroy(state);
@@ -134,6 +136,10 @@ static const fwd_module fwd_modules[] = {
      OPT_HEADS | OPT_CONTEXT | OPT_DROPOUT | OPT_QKV_BIAS, create_wrapper, CH3_OPS},
     {"mha", "MultiHeadAttention (weight splits + out_proj)", 3,
      OPT_HEADS | OPT_CONTEXT | OPT_DROPOUT | OPT_QKV_BIAS, create_mha, CH3_OPS},
+    {"attention-head", "seed 004's AttentionHead (--d-out = head_size)", 3,
+     OPT_CONTEXT | OPT_DROPOUT | OPT_QKV_BIAS, create_head004, CH3_OPS},
+    {"seed004-mha", "seed 004's MultiHeadAttention (heads.i + linear; --d-out = d_in)", 3,
+     OPT_HEADS | OPT_CONTEXT | OPT_DROPOUT | OPT_QKV_BIAS, create_mha004, CH3_OPS},
 };
 #define N_MODULES (sizeof fwd_modules / sizeof fwd_modules[0])
 

@@ -4,6 +4,7 @@
 #ifndef ATTN_CLI_COMMANDS_H
 #define ATTN_CLI_COMMANDS_H
 
+int cmd_bench(int argc, char **argv);
 int cmd_chapter3(int argc, char **argv);
 int cmd_rng(int argc, char **argv);
 int cmd_forward(int argc, char **argv);

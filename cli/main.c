@@ -11,6 +11,8 @@ typedef struct {
 } command;
 
 static const command commands[] = {
+    {"bench", cmd_bench,
+     "time MultiHeadAttention (fused or reference), the attention kernel, sgemm"},
     {"chapter3", cmd_chapter3, "walk chapter 3 step by step, printing each tensor as PyTorch does"},
     {"rng", cmd_rng, "print torch.rand / dropout draws for a seed (PyTorch's generator)"},
     {"forward", cmd_forward, "run one attention module (and backward) on a .npy input"},

@@ -143,7 +143,13 @@ class MultiHeadAttention(nn.Module):
         return self.out_proj(context_vec)
 
 
-MODULES = ["self-attention-v1", "self-attention-v2", "causal-attention", "mha-wrapper", "mha"]
+# Seed 004's AttentionHead / MultiHeadAttention (its own copies, verbatim).
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gen_seed004_fixtures import AttentionHead as Seed004Head  # noqa: E402
+from gen_seed004_fixtures import MultiHeadAttention as Seed004MHA  # noqa: E402
+
+MODULES = ["self-attention-v1", "self-attention-v2", "causal-attention", "mha-wrapper", "mha",
+           "attention-head", "seed004-mha"]
 UNBATCHED = {"self-attention-v1", "self-attention-v2"}
 
 
@@ -160,6 +166,12 @@ def build(cfg):
         return MultiHeadAttentionWrapper(d_in, d_out, ctx, p, h, bias)
     if m == "mha":
         return MultiHeadAttention(d_in, d_out, ctx, p, h, bias)
+    seed004 = {"embedding_dim": d_in, "use_bias": bias, "dropout_rate": p, "context_size": ctx,
+               "heads_num": h, "head_size": d_out if m == "attention-head" else d_in // h}
+    if m == "attention-head":
+        return Seed004Head(seed004)
+    if m == "seed004-mha":
+        return Seed004MHA(seed004)
     raise ValueError("unknown module " + m)
 
 
@@ -231,8 +243,9 @@ def make_case(outdir, cfg):
     os.makedirs(os.path.join(outdir, "grads"), exist_ok=True)
     if "weights_seed" in cfg:
         torch.manual_seed(cfg["weights_seed"])
-        state = build(cfg).state_dict()
-        state = {k: v for k, v in state.items() if k.split(".")[-1] != "mask"}
+        donor = build(cfg)
+        buffers = {name for name, _ in donor.named_buffers()}  # causal masks: not parameters
+        state = {k: v for k, v in donor.state_dict().items() if k not in buffers}
         save_safetensors(os.path.join(outdir, "weights.safetensors"), state)
 
     torch.manual_seed(cfg["seed"])
@@ -308,6 +321,17 @@ FIXED_CASES = [
                                  dropout=0.5, train=False, seed=16)),
     ("mha_h2_p0_train", dict(module="mha", d_in=4, d_out=6, num_heads=2, B=1, T=5, dropout=0.0,
                              train=True, seed=17, qkv_bias=True)),
+    ("head004_eval", dict(module="attention-head", d_in=6, d_out=4, B=2, T=5, context_length=8,
+                          seed=18)),
+    ("head004_bias_train", dict(module="attention-head", d_in=5, d_out=3, B=2, T=4,
+                                dropout=0.3, train=True, seed=19, qkv_bias=True)),
+    ("head004_T1", dict(module="attention-head", d_in=3, d_out=2, B=1, T=1, seed=20)),
+    ("mha004_h2_eval", dict(module="seed004-mha", d_in=6, d_out=6, num_heads=2, B=2, T=5,
+                            seed=21)),
+    ("mha004_h3_train", dict(module="seed004-mha", d_in=9, d_out=9, num_heads=3, B=2, T=6,
+                             context_length=7, dropout=0.2, train=True, seed=22, qkv_bias=True)),
+    ("mha004_h1_T1", dict(module="seed004-mha", d_in=4, d_out=4, num_heads=1, B=1, T=1,
+                          dropout=0.5, train=True, seed=23)),
 ]
 
 
@@ -327,9 +351,12 @@ def random_config(r):
     cfg["qkv_bias"] = r.random() < 0.5
     cfg["train"] = r.random() < 0.7
     cfg["dropout"] = r.choice([0.0, 0.1, 0.25, 0.5, 0.75, round(r.random() * 0.95, 3)])
-    cfg["num_heads"] = r.randint(1, 8 if big else 4) if module != "causal-attention" else 1
+    single = module in ("causal-attention", "attention-head")
+    cfg["num_heads"] = 1 if single else r.randint(1, 8 if big else 4)
     if module == "mha":
         cfg["d_out"] = cfg["num_heads"] * r.randint(1, 8 if big else 4)
+    elif module == "seed004-mha":  # embedding_dim = heads_num * head_size, d_out = d_in
+        cfg["d_in"] = cfg["d_out"] = cfg["num_heads"] * r.randint(1, 8 if big else 4)
     else:
         cfg["d_out"] = r.randint(1, 32 if big else 6)
     if r.random() < 0.25:

@@ -51,7 +51,7 @@ def grad_err(c, r, scale):
 def attn_command(attn, cfg, case, out):
     cmd = [attn, "forward", cfg["module"], "--d-in", str(cfg["d_in"]), "--d-out", str(cfg["d_out"]),
            "--seed", str(cfg["seed"]), "--rng", cfg["rng"]]
-    if cfg["module"] in ("mha-wrapper", "mha"):
+    if cfg["module"] in ("mha-wrapper", "mha", "seed004-mha"):
         cmd += ["--heads", str(cfg["num_heads"])]
     if cfg["module"] not in ("self-attention-v1", "self-attention-v2"):
         cmd += ["--context-length", str(cfg["context_length"]), "--dropout", repr(cfg["dropout"])]
@@ -95,7 +95,7 @@ def run_case(attn, case, out):
 
 def describe(cfg):
     s = "d_in=%d d_out=%d" % (cfg["d_in"], cfg["d_out"])
-    if cfg["module"] in ("mha-wrapper", "mha"):
+    if cfg["module"] in ("mha-wrapper", "mha", "seed004-mha"):
         s += " heads=%d" % cfg["num_heads"]
     s += " B=%d T=%d" % (cfg["B"], cfg["T"])
     if cfg["module"] not in ("self-attention-v1", "self-attention-v2"):
@@ -144,7 +144,8 @@ def main():
     print()
     print("%-18s %5s  %-12s %-12s  %-12s %-12s" % ("module", "cases", "y max|d|", "y err",
                                                    "grad max|d|", "grad err"))
-    for mod in ["self-attention-v1", "self-attention-v2", "causal-attention", "mha-wrapper", "mha"]:
+    for mod in ["self-attention-v1", "self-attention-v2", "causal-attention", "mha-wrapper", "mha",
+                "attention-head", "seed004-mha"]:
         if mod in per_module:
             m = per_module[mod]
             print("%-18s %5d  %-12.3e %-12.3e  %-12.3e %-12.3e" % (

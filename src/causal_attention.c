@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "attention_core.h"
+#include "mha_fused.h"
 
 attn_status attn_attention_cache_init(attn_attention_cache *cache, int B, int T, int heads,
                                       int d_out, attn_error *err) {
@@ -55,6 +56,7 @@ void attn_attention_cache_free(attn_attention_cache *cache) {
     free(cache->d_values);
     free(cache->d_context);
     free(cache->scratch);
+    attn_mha_fused_state_free(cache->fused);
     memset(cache, 0, sizeof *cache);
 }
 

@@ -3,10 +3,12 @@
  * (B, T, heads, head_dim) in place; the core writes the context back in the
  * same layout, which is exactly transpose(1, 2).contiguous().view(b, T, d_out). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "attention_core.h"
 #include "attn/multi_head_attention.h"
+#include "mha_fused.h"
 
 attn_status attn_mha_init(attn_mha *m, int d_in, int d_out, int context_length, double dropout,
                           int num_heads, int qkv_bias, attn_rng *rng, attn_error *err) {
@@ -89,6 +91,11 @@ attn_status attn_mha_forward(const attn_mha *m, const float *x, int B, int T, fl
                              attn_error *err) {
     attn_status st = check_call(m, B, T, cache, err);
     if (st != ATTN_OK) return st;
+    if (m->path == ATTN_MHA_FUSED) return attn_mha_fused_forward(m, x, B, T, out, mode, cache, err);
+    if (!cache->attn_weights)
+        return attn_fail(err, ATTN_ERR_STATE,
+                         "MultiHeadAttention: the reference path needs a cache from "
+                         "attn_attention_cache_init");
     const size_t N = (size_t)B * (size_t)T;
     attn_linear_forward(&m->W_query, x, cache->queries, N);
     attn_linear_forward(&m->W_key, x, cache->keys, N);
@@ -106,6 +113,12 @@ attn_status attn_mha_backward(attn_mha *m, const float *x, int B, int T, const f
                               float *dx, const attn_attention_cache *cache, attn_error *err) {
     attn_status st = check_call(m, B, T, cache, err);
     if (st != ATTN_OK) return st;
+    if (m->path == ATTN_MHA_FUSED)
+        return attn_mha_fused_backward(m, x, B, T, d_out, dx, cache, err);
+    if (!cache->attn_weights)
+        return attn_fail(err, ATTN_ERR_STATE,
+                         "MultiHeadAttention: the reference path needs a cache from "
+                         "attn_attention_cache_init");
     const size_t N = (size_t)B * (size_t)T;
     memset(cache->d_context, 0, N * (size_t)m->d_out * sizeof(float));
     attn_linear_backward(&m->out_proj, cache->context, d_out, cache->d_context, N);
@@ -117,5 +130,29 @@ attn_status attn_mha_backward(attn_mha *m, const float *x, int B, int T, const f
     attn_linear_backward(&m->W_query, x, cache->d_queries, dx, N);
     attn_linear_backward(&m->W_key, x, cache->d_keys, dx, N);
     attn_linear_backward(&m->W_value, x, cache->d_values, dx, N);
+    return ATTN_OK;
+}
+
+attn_status attn_mha_cache_init(attn_attention_cache *cache, const attn_mha *m, int B, int T,
+                                attn_error *err) {
+    if (m->path == ATTN_MHA_REFERENCE)
+        return attn_attention_cache_init(cache, B, T, m->num_heads, m->d_out, err);
+    memset(cache, 0, sizeof *cache);
+    if (B <= 0 || T <= 0)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "attention cache needs B, T > 0 (got %d, %d)",
+                         B, T);
+    const size_t n = (size_t)B * (size_t)T * (size_t)m->d_out;
+    cache->B = B;
+    cache->T = T;
+    cache->heads = m->num_heads;
+    cache->d_out = m->d_out;
+    /* Only what the fused path reads: no (B, heads, T, T) buffers. */
+    cache->context = malloc(n * sizeof(float));
+    cache->d_context = malloc(n * sizeof(float));
+    if (!cache->context || !cache->d_context) {
+        attn_attention_cache_free(cache);
+        return attn_fail(err, ATTN_ERR_NOMEM,
+                         "out of memory allocating an attention cache for B = %d, T = %d", B, T);
+    }
     return ATTN_OK;
 }

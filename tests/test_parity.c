@@ -226,3 +226,9 @@ Test(parity, mha_wrapper) {
 Test(parity, mha) {
     run_module("mha", 7);
 }
+Test(parity, seed004_attention_head) {
+    run_module("attention-head", 3);
+}
+Test(parity, seed004_mha) {
+    run_module("seed004-mha", 3);
+}

@@ -43,6 +43,9 @@ typedef struct attn_attention_cache {
     float *d_queries, *d_keys, *d_values; /* (B, T, d_out) */
     float *d_context; /* (B, T, d_out) grad at context (MHA: after out_proj^T) */
     float *scratch;   /* 2 * T * T per-(b, head) dP and dS */
+    /* MultiHeadAttention's fused path (packed QKV, LSE, dropout state,
+     * workspace); NULL until that path first runs. Freed with the cache. */
+    struct attn_mha_fused_state *fused;
 } attn_attention_cache;
 
 attn_status attn_attention_cache_init(attn_attention_cache *cache, int B, int T, int heads,

@@ -14,6 +14,7 @@
 #define ATTN_MULTI_HEAD_ATTENTION_H
 
 #include "attn/causal_attention.h"
+#include "attn/flash_attention.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -49,10 +50,22 @@ attn_status attn_mha_wrapper_backward(attn_mha_wrapper *m, const float *x, int B
                                       const float *d_out, float *dx, attn_mha_wrapper_cache *cache,
                                       attn_error *err);
 
+/* Which implementation attn_mha_forward/backward run. Both give the same
+ * results (to float rounding) and draw the same dropout masks.
+ *   FUSED (the default, 0): Q, K, V from one sgemm against a packed
+ *     (3 d_out, d_in) copy of W_query/W_key/W_value, then the fused tiled
+ *     attention kernel (attn/flash_attention.h): no (B, heads, T, T) tensor,
+ *     memory O(B T d_out), threaded and vectorised.
+ *   REFERENCE: the chapter's step-by-step computation with the (B, heads,
+ *     T, T) weights kept in the cache (attn chapter3 prints from it). */
+typedef enum attn_mha_path { ATTN_MHA_FUSED = 0, ATTN_MHA_REFERENCE = 1 } attn_mha_path;
+
 typedef struct attn_mha {
     int d_in, d_out, context_length, num_heads, head_dim, qkv_bias;
     double dropout;
     attn_linear W_query, W_key, W_value, out_proj;
+    attn_mha_path path;       /* ATTN_MHA_FUSED after attn_mha_init */
+    attn_flash_options flash; /* threads / SIMD / tiles of the fused path (zeros: defaults) */
 } attn_mha;
 
 /* Fails with a message when d_out % num_heads != 0, any dim <= 0 or dropout
@@ -62,7 +75,14 @@ attn_status attn_mha_init(attn_mha *m, int d_in, int d_out, int context_length, 
 void attn_mha_free(attn_mha *m);
 attn_status attn_mha_params(attn_mha *m, const char *prefix, attn_param_list *list,
                             attn_error *err);
-/* cache: attn_attention_cache_init(cache, B, T, num_heads, d_out). */
+/* A cache for m's path: FUSED allocates only O(B T d_out) buffers (the fused
+ * state is added on first use); REFERENCE is attn_attention_cache_init(cache,
+ * B, T, num_heads, d_out). A cache from attn_attention_cache_init works with
+ * either path. */
+attn_status attn_mha_cache_init(attn_attention_cache *cache, const attn_mha *m, int B, int T,
+                                attn_error *err);
+/* cache: attn_mha_cache_init, or attn_attention_cache_init(cache, B, T,
+ * num_heads, d_out). */
 attn_status attn_mha_forward(const attn_mha *m, const float *x, int B, int T, float *out,
                              const attn_forward_mode *mode, attn_attention_cache *cache,
                              attn_error *err);

@@ -1,0 +1,137 @@
+/* attn/flash_attention.h — fused causal attention (FlashAttention-style) on CPU.
+ *
+ * Computes, for every batch b and head h, the chapter's
+ *     context = dropout(softmax(masked(Q K^T) / sqrt(head_dim))) V
+ * without ever holding a (T, T) matrix: Q is cut into query tiles and K/V
+ * into key tiles sized to the caches; an online softmax keeps a running row
+ * max and sum and rescales the partial output; tiles above the diagonal are
+ * skipped and only diagonal tiles are masked. The forward saves one
+ * log-sum-exp per row; the backward recomputes the probabilities tile by tile
+ * from it and D = rowsum(dO * O). Memory is O(B * T * H * head_dim).
+ *
+ * Layout: Q, K, V, O and their gradients are (B, T, H, head_dim) views with a
+ * row stride, so the packed projection (B, T, 3 * d_out) of a
+ * MultiHeadAttention can be used in place: element (b, t, h, d) of Q is
+ * q[(b * T + t) * ld_q + h * head_dim + d]. The LSE is (B, H, T), contiguous.
+ *
+ * Dropout (on the attention weights, as nn.Dropout in the book's module) is
+ * applied inside the kernel and reproduces PyTorch's mask bit for bit, for
+ * any thread count and tile size:
+ *   - torch-mkl: the (B, H, T, T) mask is the MCG31 stream
+ *     x_k = a^k * x0 mod (2^31 - 1) over the flat index k, so every tile jumps
+ *     straight to its own elements (modular exponentiation); nothing stored.
+ *   - torch-cpu: MT19937 has no cheap jump-ahead, so the mask for the whole
+ *     (B, H, T, T) tensor is drawn sequentially at attn_flash_dropout_draw and
+ *     kept packed at 1 bit per element (B * H * T * T / 8 bytes).
+ * Either way the generator is left exactly where PyTorch's dropout leaves it.
+ *
+ * Threads: OpenMP. The forward runs (batch, head, query tile) tasks with
+ * dynamic scheduling; the backward runs (batch, head, key tile) tasks that own
+ * their dK/dV rows and add dQ into per-thread buffers that are summed at the
+ * end. The forward output, LSE, dK and dV are bit-identical for any thread
+ * count; dQ may differ in the last bits (the order of the per-thread sums).
+ *
+ * SIMD: AVX-512 and AVX2+FMA micro-kernels are chosen at run time
+ * (__builtin_cpu_supports); a portable C path is always available. The
+ * environment variable ATTN_SIMD=generic|avx2|avx512 forces a path for
+ * ATTN_SIMD_AUTO. */
+#ifndef ATTN_FLASH_ATTENTION_H
+#define ATTN_FLASH_ATTENTION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "attn/dropout.h"
+#include "attn/rng.h"
+#include "attn/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum attn_simd {
+    ATTN_SIMD_AUTO = 0, /* ATTN_SIMD from the environment, else the best supported */
+    ATTN_SIMD_GENERIC,  /* portable C */
+    ATTN_SIMD_AVX2,     /* AVX2 + FMA */
+    ATTN_SIMD_AVX512    /* AVX-512F */
+} attn_simd;
+
+/* 1 when this CPU can run s (GENERIC and AUTO always can). */
+int attn_simd_supported(attn_simd s);
+/* AUTO -> the environment's ATTN_SIMD when set and supported, else the best
+ * supported path; any other value is returned as is. */
+attn_simd attn_simd_resolve(attn_simd s);
+const char *attn_simd_name(attn_simd s);
+/* "auto", "generic", "avx2", "avx512"; 0 on success, -1 otherwise. */
+int attn_simd_parse(const char *name, attn_simd *out);
+
+/* Threads used when none are asked for: OMP_NUM_THREADS when set to a
+ * positive number, else the number of CPUs this process may run on. */
+int attn_default_threads(void);
+
+typedef struct attn_flash_options {
+    int threads;          /* <= 0: attn_default_threads() */
+    attn_simd simd;       /* ATTN_SIMD_AUTO */
+    int block_q, block_k; /* tile sizes; <= 0: defaults (64, 64) */
+} attn_flash_options;
+
+/* The dropout of one forward pass, replayed by its backward. Zero-initialise
+ * it (or p = 0) for no dropout. */
+typedef struct attn_flash_dropout {
+    double p; /* 0: no dropout */
+    attn_dropout_stream stream;
+    int B, H, T;
+    uint32_t x0;     /* torch-mkl: the MCG31 seed drawn from the generator */
+    uint8_t *bits;   /* torch-cpu: keep bits, flat (B, H, T, T) order, LSB first */
+    size_t bits_cap; /* bytes allocated for bits (reused across draws) */
+} attn_flash_dropout;
+
+/* Draw the mask of nn.Dropout(p) applied to a (B, H, T, T) tensor, consuming
+ * from rng exactly what PyTorch would (nothing when p == 0). */
+attn_status attn_flash_dropout_draw(attn_flash_dropout *d, attn_rng *rng,
+                                    attn_dropout_stream stream, double p, int B, int H, int T,
+                                    attn_error *err);
+void attn_flash_dropout_free(attn_flash_dropout *d);
+/* Whether element (b, h, i, j) of the drawn mask is kept (tests, tools). */
+int attn_flash_dropout_keep(const attn_flash_dropout *d, int b, int h, int i, int j);
+/* The whole mask as B * H * T * T bytes (1 = kept), in memory order, as
+ * attn_dropout_mask would have written it. O(B H T^2): for inspection only. */
+void attn_flash_dropout_expand(const attn_flash_dropout *d, uint8_t *keep);
+
+/* Scratch reused across calls; zero-initialise, free with
+ * attn_flash_workspace_free. Grows when a call needs more. */
+typedef struct attn_flash_workspace {
+    void *mem;
+    size_t bytes;
+} attn_flash_workspace;
+void attn_flash_workspace_free(attn_flash_workspace *ws);
+
+/* One attention problem: inputs, forward output and the saved LSE. */
+typedef struct attn_flash_problem {
+    int B, T, H, head_dim;
+    const float *q, *k, *v; /* (B, T, H, head_dim) views */
+    size_t ld_q, ld_k, ld_v;
+    float *o; /* forward writes (B, T, H, head_dim); backward reads it */
+    size_t ld_o;
+    float *lse;                        /* (B, H, T): forward writes, backward reads */
+    const attn_flash_dropout *dropout; /* NULL or p == 0: none */
+} attn_flash_problem;
+
+/* Gradients: d_o is read; dq, dk, dv are accumulated (+=). */
+typedef struct attn_flash_grads {
+    const float *d_o;
+    size_t ld_do;
+    float *dq, *dk, *dv;
+    size_t ld_dq, ld_dk, ld_dv;
+} attn_flash_grads;
+
+attn_status attn_flash_forward(const attn_flash_problem *pb, const attn_flash_options *opt,
+                               attn_flash_workspace *ws, attn_error *err);
+attn_status attn_flash_backward(const attn_flash_problem *pb, const attn_flash_grads *g,
+                                const attn_flash_options *opt, attn_flash_workspace *ws,
+                                attn_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,690 @@
+/* Fused causal attention, forward and backward (see attn/flash_attention.h).
+ *
+ * Forward task (b, h, query tile): Q^T of the tile is packed once, then for
+ * each key tile up to the diagonal the transposed scores S^T = K Q^T are
+ * formed (keys as rows, so the online softmax runs down columns and
+ * vectorises over queries), masked on the diagonal tile only, exponentiated
+ * against the running max, and P V is added into the rescaled accumulator.
+ *
+ * Backward task (b, h, key tile): K^T and V^T of the tile are packed once;
+ * for every query tile from the diagonal down, P is recomputed from the LSE,
+ * then dV += P^T dO, dP = dO V^T, dS = P (dP - D) / sqrt(hd), dK += dS^T Q
+ * (all owned by this task) and dQ += dS K (into a per-thread buffer). */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
+#include "attn/flash_attention.h"
+
+#include <limits.h>
+#include <math.h>
+#include <omp.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "flash_kernels.h"
+
+#define DEFAULT_BLOCK_Q 64
+#define DEFAULT_BLOCK_K 64
+#define MCG_M 2147483647u   /* 2^31 - 1 */
+#define MCG_A 1132489760ull /* MKL's VSL_BRNG_MCG31 multiplier */
+
+/* ---- SIMD selection ---------------------------------------------------- */
+
+int attn_simd_supported(attn_simd s) {
+    switch (s) {
+    case ATTN_SIMD_AUTO:
+    case ATTN_SIMD_GENERIC: return 1;
+#ifdef ATTN_FLASH_HAVE_X86
+    case ATTN_SIMD_AVX2:
+        __builtin_cpu_init();
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case ATTN_SIMD_AVX512:
+        __builtin_cpu_init();
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx2") &&
+               __builtin_cpu_supports("fma");
+#endif
+    default: return 0;
+    }
+}
+
+attn_simd attn_simd_resolve(attn_simd s) {
+    if (s != ATTN_SIMD_AUTO) return s;
+    const char *env = getenv("ATTN_SIMD");
+    attn_simd forced;
+    if (env && attn_simd_parse(env, &forced) == 0 && forced != ATTN_SIMD_AUTO &&
+        attn_simd_supported(forced))
+        return forced;
+    if (attn_simd_supported(ATTN_SIMD_AVX512)) return ATTN_SIMD_AVX512;
+    if (attn_simd_supported(ATTN_SIMD_AVX2)) return ATTN_SIMD_AVX2;
+    return ATTN_SIMD_GENERIC;
+}
+
+const char *attn_simd_name(attn_simd s) {
+    switch (s) {
+    case ATTN_SIMD_AUTO: return "auto";
+    case ATTN_SIMD_GENERIC: return "generic";
+    case ATTN_SIMD_AVX2: return "avx2";
+    case ATTN_SIMD_AVX512: return "avx512";
+    }
+    return "unknown";
+}
+
+int attn_simd_parse(const char *name, attn_simd *out) {
+    static const attn_simd all[] = {ATTN_SIMD_AUTO, ATTN_SIMD_GENERIC, ATTN_SIMD_AVX2,
+                                    ATTN_SIMD_AVX512};
+    for (size_t i = 0; name && i < sizeof all / sizeof all[0]; i++)
+        if (strcmp(name, attn_simd_name(all[i])) == 0) {
+            *out = all[i];
+            return 0;
+        }
+    return -1;
+}
+
+static const attn_flash_kernels *kernels_for(attn_simd s) {
+    switch (s) {
+#ifdef ATTN_FLASH_HAVE_X86
+    case ATTN_SIMD_AVX2: return &attn_flash_kernels_avx2;
+    case ATTN_SIMD_AVX512: return &attn_flash_kernels_avx512;
+#endif
+    default: return &attn_flash_kernels_generic;
+    }
+}
+
+int attn_default_threads(void) {
+    const char *env = getenv("OMP_NUM_THREADS");
+    if (env) {
+        char *end = NULL;
+        const long n = strtol(env, &end, 10);
+        if (end != env && n > 0) return n > 4096 ? 4096 : (int)n;
+    }
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) {
+        const int n = CPU_COUNT(&set);
+        if (n > 0) return n;
+    }
+    return omp_get_num_procs();
+}
+
+/* ---- dropout ------------------------------------------------------------ */
+
+static uint32_t mulmod(uint64_t a, uint64_t b) {
+    uint64_t p = a * b; /* < 2^62; 2^31 == 1 (mod 2^31 - 1) */
+    p = (p & MCG_M) + (p >> 31);
+    p = (p & MCG_M) + (p >> 31);
+    return (uint32_t)(p >= MCG_M ? p - MCG_M : p);
+}
+
+static uint32_t powmod(uint64_t base, uint64_t e) {
+    uint32_t r = 1, b = (uint32_t)(base % MCG_M);
+    for (; e; e >>= 1) {
+        if (e & 1) r = mulmod(r, b);
+        b = mulmod(b, b);
+    }
+    return r;
+}
+
+/* Smallest x with (double)x / m >= 1 - p, so that PyTorch's double-precision
+ * test x / m < 1 - p is exactly x < threshold. */
+static uint32_t mcg_threshold(double p) {
+    const double keep = 1.0 - p;
+    uint32_t lo = 0, hi = MCG_M;
+    while (lo < hi) {
+        const uint32_t mid = lo + (hi - lo) / 2;
+        if ((double)mid / (double)MCG_M >= keep)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo;
+}
+
+attn_status attn_flash_dropout_draw(attn_flash_dropout *d, attn_rng *rng,
+                                    attn_dropout_stream stream, double p, int B, int H, int T,
+                                    attn_error *err) {
+    if (!d) return attn_fail(err, ATTN_ERR_INVALID_ARG, "flash dropout: no state given");
+    if (!(p >= 0.0 && p < 1.0))
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "flash dropout: rate %g is outside [0, 1)", p);
+    if (B <= 0 || H <= 0 || T <= 0)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "flash dropout: B, H and T must be positive");
+    d->p = p;
+    d->stream = stream;
+    d->B = B;
+    d->H = H;
+    d->T = T;
+    if (p == 0.0) return ATTN_OK; /* PyTorch returns the input untouched, no draw */
+    if (!rng)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "training with dropout needs a generator (mode rng)");
+    if (stream == ATTN_STREAM_TORCH_MKL) {
+        const uint32_t s = attn_rng_u32(rng);
+        d->x0 = s % MCG_M;
+        if (d->x0 == 0) d->x0 = 1;
+        return ATTN_OK;
+    }
+    const uint64_t n = (uint64_t)B * (uint64_t)H * (uint64_t)T * (uint64_t)T;
+    const size_t bytes = (size_t)((n + 7) / 8);
+    if (d->bits_cap < bytes) {
+        uint8_t *bits = malloc(bytes);
+        if (!bits)
+            return attn_fail(err, ATTN_ERR_NOMEM,
+                             "flash dropout: cannot allocate %zu bytes of mask", bytes);
+        free(d->bits);
+        d->bits = bits;
+        d->bits_cap = bytes;
+    }
+    memset(d->bits, 0, bytes);
+    const double keep = 1.0 - p;
+    for (uint64_t k = 0; k < n; k++) {
+        const double u = (double)(attn_rng_u64(rng) & ((UINT64_C(1) << 53) - 1)) * 0x1.0p-53;
+        if (u < keep) d->bits[k >> 3] |= (uint8_t)(1u << (k & 7));
+    }
+    return ATTN_OK;
+}
+
+void attn_flash_dropout_free(attn_flash_dropout *d) {
+    if (!d) return;
+    free(d->bits);
+    memset(d, 0, sizeof *d);
+}
+
+int attn_flash_dropout_keep(const attn_flash_dropout *d, int b, int h, int i, int j) {
+    if (!d || d->p == 0.0) return 1;
+    const uint64_t k =
+        (((uint64_t)b * (uint64_t)d->H + (uint64_t)h) * (uint64_t)d->T + (uint64_t)i) *
+            (uint64_t)d->T +
+        (uint64_t)j;
+    if (d->stream == ATTN_STREAM_TORCH_MKL)
+        return mulmod(d->x0, powmod(MCG_A, k)) < mcg_threshold(d->p);
+    return (d->bits[k >> 3] >> (k & 7)) & 1;
+}
+
+void attn_flash_dropout_expand(const attn_flash_dropout *d, uint8_t *keep) {
+    const uint64_t n = (uint64_t)d->B * (uint64_t)d->H * (uint64_t)d->T * (uint64_t)d->T;
+    if (d->p == 0.0) {
+        memset(keep, 1, (size_t)n);
+    } else if (d->stream == ATTN_STREAM_TORCH_MKL) {
+        const uint32_t thr = mcg_threshold(d->p);
+        uint32_t x = d->x0;
+        for (uint64_t k = 0; k < n; k++) {
+            keep[k] = x < thr;
+            x = mulmod(x, MCG_A);
+        }
+    } else {
+        for (uint64_t k = 0; k < n; k++)
+            keep[k] = (d->bits[k >> 3] >> (k & 7)) & 1;
+    }
+}
+
+/* What a task needs to replay the mask. */
+typedef struct drop_ctx {
+    int on, mkl;
+    float scale;
+    uint32_t thr, x0;
+    uint32_t apow[9]; /* a^0 .. a^8 */
+    uint32_t a_T;     /* a^T: one row further */
+    const uint8_t *bits;
+} drop_ctx;
+
+static void drop_ctx_init(drop_ctx *dc, const attn_flash_dropout *d, int T) {
+    memset(dc, 0, sizeof *dc);
+    if (!d || d->p == 0.0) return;
+    dc->on = 1;
+    dc->mkl = d->stream == ATTN_STREAM_TORCH_MKL;
+    dc->scale = attn_dropout_scale(d->p);
+    dc->thr = mcg_threshold(d->p);
+    dc->x0 = d->x0;
+    for (int l = 0; l <= 8; l++)
+        dc->apow[l] = powmod(MCG_A, (uint64_t)l);
+    dc->a_T = powmod(MCG_A, (uint64_t)T);
+    dc->bits = d->bits;
+}
+
+/* MCG31 state at flat element k. */
+static uint32_t drop_state_at(const drop_ctx *dc, uint64_t k) {
+    return mulmod(dc->x0, powmod(MCG_A, k));
+}
+
+/* mult[j] = keep(k0 + j) ? scale : 0 for j < n; xs is the MCG31 state at k0
+ * (torch-mkl). Eight interleaved sub-streams x_{k0+j+8t} = x_{k0+j} a^(8t)
+ * keep the multiplies independent. */
+static void drop_row(const drop_ctx *dc, uint64_t k0, uint32_t xs, int n, float *mult) {
+    if (dc->mkl) {
+        uint32_t x[8];
+        for (int l = 0; l < 8; l++)
+            x[l] = mulmod(xs, dc->apow[l]);
+        for (int j = 0; j < n; j += 8)
+            for (int l = 0; l < 8; l++) {
+                if (j + l < n) mult[j + l] = x[l] < dc->thr ? dc->scale : 0.0f;
+                x[l] = mulmod(x[l], dc->apow[8]);
+            }
+        return;
+    }
+    for (int j = 0; j < n; j++) {
+        const uint64_t k = k0 + (uint64_t)j;
+        mult[j] = ((dc->bits[k >> 3] >> (k & 7)) & 1) ? dc->scale : 0.0f;
+    }
+}
+
+/* ---- workspace ---------------------------------------------------------- */
+
+void attn_flash_workspace_free(attn_flash_workspace *ws) {
+    if (!ws) return;
+    free(ws->mem);
+    ws->mem = NULL;
+    ws->bytes = 0;
+}
+
+static size_t pad_to(size_t n, size_t m) {
+    return (n + m - 1) / m * m;
+}
+
+static attn_status ws_reserve(attn_flash_workspace *ws, size_t bytes, attn_error *err) {
+    if (ws->bytes >= bytes) return ATTN_OK;
+    bytes = pad_to(bytes, 64);
+    void *mem = aligned_alloc(64, bytes);
+    if (!mem)
+        return attn_fail(err, ATTN_ERR_NOMEM,
+                         "flash attention: cannot allocate %zu bytes of workspace", bytes);
+    free(ws->mem);
+    ws->mem = mem;
+    ws->bytes = bytes;
+    return ATTN_OK;
+}
+
+/* Carve consecutive 64-byte aligned float buffers out of a block. */
+static float *carve(char **cursor, size_t nfloats) {
+    float *p = (float *)*cursor;
+    *cursor += pad_to(nfloats * sizeof(float), 64);
+    return p;
+}
+
+/* ---- shared setup ------------------------------------------------------- */
+
+typedef struct run_ctx {
+    int B, T, H, hd, bq, bk, threads;
+    size_t hdp, bqp, bkp;
+    float scale;
+    const attn_flash_kernels *K;
+    drop_ctx drop;
+} run_ctx;
+
+static attn_status setup(run_ctx *c, const attn_flash_problem *pb, const attn_flash_options *opt,
+                         attn_error *err) {
+    if (!pb) return attn_fail(err, ATTN_ERR_INVALID_ARG, "flash attention: no problem given");
+    if (pb->B <= 0 || pb->T <= 0 || pb->H <= 0 || pb->head_dim <= 0)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "flash attention: B, T, heads and head_dim must be positive (got %d, %d, "
+                         "%d, %d)",
+                         pb->B, pb->T, pb->H, pb->head_dim);
+    const size_t row = (size_t)pb->H * (size_t)pb->head_dim;
+    if (!pb->q || !pb->k || !pb->v || !pb->o || !pb->lse)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "flash attention: a tensor pointer is NULL");
+    if (pb->ld_q < row || pb->ld_k < row || pb->ld_v < row || pb->ld_o < row)
+        return attn_fail(err, ATTN_ERR_SHAPE,
+                         "flash attention: a row stride is smaller than heads * head_dim = %zu",
+                         row);
+    const attn_flash_dropout *d = pb->dropout;
+    if (d && d->p != 0.0) {
+        if (d->B != pb->B || d->H != pb->H || d->T != pb->T)
+            return attn_fail(err, ATTN_ERR_SHAPE,
+                             "flash attention: dropout mask drawn for (B, H, T) = (%d, %d, %d), "
+                             "problem is (%d, %d, %d)",
+                             d->B, d->H, d->T, pb->B, pb->H, pb->T);
+        if (d->stream != ATTN_STREAM_TORCH_MKL && !d->bits)
+            return attn_fail(err, ATTN_ERR_STATE, "flash attention: dropout mask was not drawn");
+    }
+    attn_flash_options o = {0};
+    if (opt) o = *opt;
+    c->B = pb->B;
+    c->T = pb->T;
+    c->H = pb->H;
+    c->hd = pb->head_dim;
+    c->bq = o.block_q > 0 ? o.block_q : DEFAULT_BLOCK_Q;
+    c->bk = o.block_k > 0 ? o.block_k : DEFAULT_BLOCK_K;
+    c->threads = o.threads > 0 ? o.threads : attn_default_threads();
+    const attn_simd simd = attn_simd_resolve(o.simd);
+    if (!attn_simd_supported(simd))
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "flash attention: this CPU cannot run the %s path", attn_simd_name(simd));
+    c->K = kernels_for(simd);
+    c->hdp = pad_to((size_t)c->hd, ATTN_FLASH_PAD);
+    c->bqp = pad_to((size_t)c->bq, ATTN_FLASH_PAD);
+    c->bkp = pad_to((size_t)c->bk, ATTN_FLASH_PAD);
+    /* The book divides the scores by sqrt(head_dim) in float32. */
+    c->scale = 1.0f / sqrtf((float)c->hd);
+    drop_ctx_init(&c->drop, d, c->T);
+    return ATTN_OK;
+}
+
+static int imin(int a, int b) {
+    return a < b ? a : b;
+}
+
+/* ---- forward ------------------------------------------------------------ */
+
+static size_t fwd_thread_bytes(const run_ctx *c) {
+    const size_t f = (size_t)c->hd * c->bqp   /* Q^T */
+                     + (size_t)c->bk * c->bqp /* S^T / P^T */
+                     + (size_t)c->bq * c->hdp /* accumulator */
+                     + 3 * c->bqp             /* m, l, alpha */
+                     + c->bkp + c->bqp;       /* mask row, MCG states */
+    return f * sizeof(float) + 8 * 64;
+}
+
+static void fwd_task(const run_ctx *c, const attn_flash_problem *pb, int b, int h, int qt,
+                     char *scratch) {
+    const int T = c->T, hd = c->hd;
+    const int i0 = qt * c->bq, nq = imin(c->bq, T - i0);
+    const int nqp = (int)pad_to((size_t)nq, ATTN_FLASH_PAD);
+    const size_t bqp = c->bqp, hdp = c->hdp;
+    char *cur = scratch;
+    float *Qt = carve(&cur, (size_t)hd * bqp);
+    float *St = carve(&cur, (size_t)c->bk * bqp);
+    float *acc = carve(&cur, (size_t)c->bq * hdp);
+    float *m = carve(&cur, bqp), *l = carve(&cur, bqp), *alpha = carve(&cur, bqp);
+    float *mult = carve(&cur, c->bkp);
+    uint32_t *xst = (uint32_t *)carve(&cur, bqp);
+
+    const float *qb = pb->q + ((size_t)b * T + (size_t)i0) * pb->ld_q + (size_t)h * hd;
+    for (int ii = 0; ii < nq; ii++) { /* read rows in order: streams from memory */
+        const float *src = qb + (size_t)ii * pb->ld_q;
+        for (int d = 0; d < hd; d++)
+            Qt[(size_t)d * bqp + ii] = src[d];
+    }
+    for (int d = 0; d < hd; d++)
+        for (int ii = nq; ii < nqp; ii++)
+            Qt[(size_t)d * bqp + ii] = 0.0f;
+    for (int ii = 0; ii < nqp; ii++) {
+        m[ii] = -INFINITY;
+        l[ii] = 0.0f;
+    }
+
+    const size_t bh = (size_t)b * c->H + (size_t)h;
+    const uint64_t row0 = ((uint64_t)bh * (uint64_t)T + (uint64_t)i0) * (uint64_t)T;
+    uint32_t a_bk = 1;
+    if (c->drop.on && c->drop.mkl) {
+        uint32_t xs = drop_state_at(&c->drop, row0);
+        for (int ii = 0; ii < nq; ii++) {
+            xst[ii] = xs;
+            xs = mulmod(xs, c->drop.a_T);
+        }
+        a_bk = powmod(MCG_A, (uint64_t)c->bk);
+    }
+
+    const int last = i0 + nq - 1; /* keys past the last query are masked for every row */
+    for (int j0 = 0; j0 <= last; j0 += c->bk) {
+        const int nk = imin(c->bk, last + 1 - j0);
+        const float *kb = pb->k + ((size_t)b * T + (size_t)j0) * pb->ld_k + (size_t)h * hd;
+        const float *vb = pb->v + ((size_t)b * T + (size_t)j0) * pb->ld_v + (size_t)h * hd;
+        /* S^T (nk, nq) = K_tile Q_tile^T */
+        c->K->gemm(nk, nqp, hd, kb, (ptrdiff_t)pb->ld_k, 1, Qt, (ptrdiff_t)bqp, St, (ptrdiff_t)bqp,
+                   0, NULL);
+        if (j0 + nk - 1 > i0) /* diagonal tile: key j0+jj is masked for query i0+ii < j0+jj */
+            for (int jj = 0; jj < nk; jj++) {
+                const int upto = imin(nq, j0 + jj - i0);
+                for (int ii = 0; ii < upto; ii++)
+                    St[(size_t)jj * bqp + ii] = -INFINITY;
+            }
+        c->K->softmax_cols(St, nk, nqp, (ptrdiff_t)bqp, m, l, alpha, c->scale);
+        if (c->drop.on)
+            for (int ii = 0; ii < nq; ii++) {
+                const uint64_t k0 = row0 + (uint64_t)ii * (uint64_t)T + (uint64_t)j0;
+                drop_row(&c->drop, k0, c->drop.mkl ? xst[ii] : 0, nk, mult);
+                if (c->drop.mkl) xst[ii] = mulmod(xst[ii], a_bk);
+                for (int jj = 0; jj < nk; jj++)
+                    St[(size_t)jj * bqp + ii] *= mult[jj];
+            }
+        /* acc (nq, hd) = alpha * acc + P (nq, nk) V_tile, P read from P^T */
+        c->K->gemm(nq, hd, nk, St, 1, (ptrdiff_t)bqp, vb, (ptrdiff_t)pb->ld_v, acc, (ptrdiff_t)hdp,
+                   j0 > 0, alpha);
+    }
+
+    float *ob = pb->o + ((size_t)b * T + (size_t)i0) * pb->ld_o + (size_t)h * hd;
+    float *lse = pb->lse + bh * (size_t)T + (size_t)i0;
+    for (int ii = 0; ii < nq; ii++) {
+        const float inv = 1.0f / l[ii];
+        const float *src = acc + (size_t)ii * hdp;
+        float *dst = ob + (size_t)ii * pb->ld_o;
+        for (int d = 0; d < hd; d++)
+            dst[d] = src[d] * inv;
+        lse[ii] = m[ii] * c->scale + logf(l[ii]);
+    }
+}
+
+attn_status attn_flash_forward(const attn_flash_problem *pb, const attn_flash_options *opt,
+                               attn_flash_workspace *ws, attn_error *err) {
+    run_ctx c;
+    attn_status st = setup(&c, pb, opt, err);
+    if (st != ATTN_OK) return st;
+    if (!ws) return attn_fail(err, ATTN_ERR_INVALID_ARG, "flash attention: no workspace given");
+    const size_t per = pad_to(fwd_thread_bytes(&c), 64);
+    const int nqt = (c.T + c.bq - 1) / c.bq;
+    const long ntasks = (long)c.B * c.H * nqt;
+    const int nt = (int)(ntasks < c.threads ? ntasks : c.threads);
+    st = ws_reserve(ws, per * (size_t)nt, err);
+    if (st != ATTN_OK) return st;
+    char *base = ws->mem;
+#pragma omp parallel num_threads(nt)
+    {
+        char *scratch = base + per * (size_t)omp_get_thread_num();
+        /* Long (late) query tiles first: causal rows are unequal. */
+#pragma omp for schedule(dynamic, 1)
+        for (long t = 0; t < ntasks; t++) {
+            const int qt = nqt - 1 - (int)(t % nqt);
+            const long bh = t / nqt;
+            fwd_task(&c, pb, (int)(bh / c.H), (int)(bh % c.H), qt, scratch);
+        }
+    }
+    return ATTN_OK;
+}
+
+/* ---- backward ----------------------------------------------------------- */
+
+static size_t bwd_thread_bytes(const run_ctx *c) {
+    const size_t f = 2 * (size_t)c->hd * c->bkp    /* K^T, V^T */
+                     + 4 * (size_t)c->bq * c->bkp  /* P, dP/dS, mask, dropped P */
+                     + 2 * (size_t)c->bk * c->hdp; /* dK, dV accumulators */
+    return f * sizeof(float) + 8 * 64;
+}
+
+typedef struct bwd_shared {
+    const float *D;      /* (B*H, T) rowsum(dO * O) */
+    float *dq_slabs;     /* per thread (B*H, T, hd); NULL: add into dq directly */
+    unsigned char *used; /* per thread (B*H) flags: slab zeroed and written */
+} bwd_shared;
+
+static void bwd_task(const run_ctx *c, const attn_flash_problem *pb, const attn_flash_grads *g,
+                     const bwd_shared *sh, int tid, int b, int h, int kt, char *scratch) {
+    const int T = c->T, hd = c->hd;
+    const int j0 = kt * c->bk, nk = imin(c->bk, T - j0);
+    const size_t bkp = c->bkp, hdp = c->hdp;
+    char *cur = scratch;
+    float *Kt = carve(&cur, (size_t)hd * bkp), *Vt = carve(&cur, (size_t)hd * bkp);
+    float *P = carve(&cur, (size_t)c->bq * bkp), *dS = carve(&cur, (size_t)c->bq * bkp);
+    float *M = carve(&cur, (size_t)c->bq * bkp), *Pd = carve(&cur, (size_t)c->bq * bkp);
+    float *dKa = carve(&cur, (size_t)c->bk * hdp), *dVa = carve(&cur, (size_t)c->bk * hdp);
+
+    const size_t bh = (size_t)b * c->H + (size_t)h;
+    const float *kb = pb->k + ((size_t)b * T + (size_t)j0) * pb->ld_k + (size_t)h * hd;
+    const float *vb = pb->v + ((size_t)b * T + (size_t)j0) * pb->ld_v + (size_t)h * hd;
+    for (int d = 0; d < hd; d++) {
+        float *kd = Kt + (size_t)d * bkp, *vd = Vt + (size_t)d * bkp;
+        for (int jj = 0; jj < nk; jj++) {
+            kd[jj] = kb[(size_t)jj * pb->ld_k + d];
+            vd[jj] = vb[(size_t)jj * pb->ld_v + d];
+        }
+    }
+    memset(dKa, 0, (size_t)nk * hdp * sizeof(float));
+    memset(dVa, 0, (size_t)nk * hdp * sizeof(float));
+
+    /* Where this task's dQ rows go: the shared dq (one thread) or this
+     * thread's slab for (b, h), zeroed on first use. */
+    float *dq_base;
+    ptrdiff_t ld_dq;
+    if (sh->dq_slabs) {
+        const size_t slot = (size_t)tid * (size_t)c->B * c->H + bh;
+        dq_base = sh->dq_slabs + slot * (size_t)T * hd;
+        if (!sh->used[slot]) {
+            memset(dq_base, 0, (size_t)T * hd * sizeof(float));
+            sh->used[slot] = 1;
+        }
+        ld_dq = hd;
+    } else {
+        dq_base = g->dq + (size_t)b * T * g->ld_dq + (size_t)h * hd;
+        ld_dq = (ptrdiff_t)g->ld_dq;
+    }
+
+    const uint64_t bh_base = (uint64_t)bh * (uint64_t)T * (uint64_t)T;
+    uint32_t xs = 0; /* MCG31 state at (i, j0) for the next row i */
+    if (c->drop.on && c->drop.mkl)
+        xs = drop_state_at(&c->drop, bh_base + (uint64_t)j0 * (uint64_t)T + (uint64_t)j0);
+
+    const float *lse = pb->lse + bh * (size_t)T;
+    const float *D = sh->D + bh * (size_t)T;
+    /* Query tiles start at the diagonal: rows above it see none of these keys. */
+    for (int i0 = j0; i0 < T; i0 += c->bq) {
+        const int nq = imin(c->bq, T - i0);
+        const float *qb = pb->q + ((size_t)b * T + (size_t)i0) * pb->ld_q + (size_t)h * hd;
+        const float *dob = g->d_o + ((size_t)b * T + (size_t)i0) * g->ld_do + (size_t)h * hd;
+        /* S (nq, nk) = Q_tile K_tile^T; P = exp(S / sqrt(hd) - lse) */
+        c->K->gemm(nq, nk, hd, qb, (ptrdiff_t)pb->ld_q, 1, Kt, (ptrdiff_t)bkp, P, (ptrdiff_t)bkp, 0,
+                   NULL);
+        for (int ii = 0; ii < nq; ii++) {
+            const int i = i0 + ii;
+            const int valid = imin(nk, i - j0 + 1);
+            float *prow = P + (size_t)ii * bkp;
+            c->K->exp_row(prow, prow, valid, c->scale, lse[i]);
+            for (int jj = valid; jj < nk; jj++)
+                prow[jj] = 0.0f;
+        }
+        const float *Pused = P;
+        if (c->drop.on) {
+            for (int ii = 0; ii < nq; ii++) {
+                const int i = i0 + ii;
+                float *mrow = M + (size_t)ii * bkp;
+                drop_row(&c->drop, bh_base + (uint64_t)i * (uint64_t)T + (uint64_t)j0, xs, nk,
+                         mrow);
+                if (c->drop.mkl) xs = mulmod(xs, c->drop.a_T);
+                const float *prow = P + (size_t)ii * bkp;
+                float *pdrow = Pd + (size_t)ii * bkp;
+                for (int jj = 0; jj < nk; jj++)
+                    pdrow[jj] = prow[jj] * mrow[jj];
+            }
+            Pused = Pd;
+        }
+        /* dV (nk, hd) += P^T dO */
+        c->K->gemm(nk, hd, nq, Pused, 1, (ptrdiff_t)bkp, dob, (ptrdiff_t)g->ld_do, dVa,
+                   (ptrdiff_t)hdp, 1, NULL);
+        /* dP (nq, nk) = dO V^T */
+        c->K->gemm(nq, nk, hd, dob, (ptrdiff_t)g->ld_do, 1, Vt, (ptrdiff_t)bkp, dS, (ptrdiff_t)bkp,
+                   0, NULL);
+        /* dS = P (dP * mask - D) / sqrt(hd) */
+        for (int ii = 0; ii < nq; ii++) {
+            const float Di = D[i0 + ii];
+            const float *prow = P + (size_t)ii * bkp;
+            float *srow = dS + (size_t)ii * bkp;
+            if (c->drop.on) {
+                const float *mrow = M + (size_t)ii * bkp;
+                for (int jj = 0; jj < nk; jj++)
+                    srow[jj] = prow[jj] * (srow[jj] * mrow[jj] - Di) * c->scale;
+            } else {
+                for (int jj = 0; jj < nk; jj++)
+                    srow[jj] = prow[jj] * (srow[jj] - Di) * c->scale;
+            }
+        }
+        /* dK (nk, hd) += dS^T Q;  dQ (nq, hd) += dS K */
+        c->K->gemm(nk, hd, nq, dS, 1, (ptrdiff_t)bkp, qb, (ptrdiff_t)pb->ld_q, dKa, (ptrdiff_t)hdp,
+                   1, NULL);
+        c->K->gemm(nq, hd, nk, dS, (ptrdiff_t)bkp, 1, kb, (ptrdiff_t)pb->ld_k,
+                   dq_base + (size_t)i0 * ld_dq, ld_dq, 1, NULL);
+    }
+
+    float *dkb = g->dk + ((size_t)b * T + (size_t)j0) * g->ld_dk + (size_t)h * hd;
+    float *dvb = g->dv + ((size_t)b * T + (size_t)j0) * g->ld_dv + (size_t)h * hd;
+    for (int jj = 0; jj < nk; jj++) {
+        const float *ka = dKa + (size_t)jj * hdp, *va = dVa + (size_t)jj * hdp;
+        float *kd = dkb + (size_t)jj * g->ld_dk, *vd = dvb + (size_t)jj * g->ld_dv;
+        for (int d = 0; d < hd; d++) {
+            kd[d] += ka[d];
+            vd[d] += va[d];
+        }
+    }
+}
+
+attn_status attn_flash_backward(const attn_flash_problem *pb, const attn_flash_grads *g,
+                                const attn_flash_options *opt, attn_flash_workspace *ws,
+                                attn_error *err) {
+    run_ctx c;
+    attn_status st = setup(&c, pb, opt, err);
+    if (st != ATTN_OK) return st;
+    if (!ws) return attn_fail(err, ATTN_ERR_INVALID_ARG, "flash attention: no workspace given");
+    const size_t row = (size_t)c.H * (size_t)c.hd;
+    if (!g || !g->d_o || !g->dq || !g->dk || !g->dv)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "flash attention: a gradient pointer is NULL");
+    if (g->ld_do < row || g->ld_dq < row || g->ld_dk < row || g->ld_dv < row)
+        return attn_fail(err, ATTN_ERR_SHAPE,
+                         "flash attention: a gradient row stride is smaller than heads * head_dim "
+                         "= %zu",
+                         row);
+    const int nkt = (c.T + c.bk - 1) / c.bk;
+    const long ntasks = (long)c.B * c.H * nkt;
+    const int nt = (int)(ntasks < c.threads ? ntasks : c.threads);
+    const size_t BH = (size_t)c.B * (size_t)c.H;
+    const size_t per = pad_to(bwd_thread_bytes(&c), 64);
+    const size_t d_bytes = pad_to(BH * (size_t)c.T * sizeof(float), 64);
+    const size_t slab_bytes =
+        nt > 1 ? (size_t)nt * BH * (size_t)c.T * (size_t)c.hd * sizeof(float) : 0;
+    const size_t used_bytes = pad_to((size_t)nt * BH, 64);
+    st = ws_reserve(ws, per * (size_t)nt + d_bytes + slab_bytes + used_bytes, err);
+    if (st != ATTN_OK) return st;
+    char *base = ws->mem;
+    bwd_shared sh;
+    float *D = (float *)(base + per * (size_t)nt);
+    sh.D = D;
+    sh.dq_slabs = nt > 1 ? (float *)(base + per * (size_t)nt + d_bytes) : NULL;
+    sh.used = (unsigned char *)(base + per * (size_t)nt + d_bytes + slab_bytes);
+    memset(sh.used, 0, (size_t)nt * BH);
+
+    const int T = c.T, H = c.H, hd = c.hd;
+#pragma omp parallel num_threads(nt)
+    {
+        const int tid = omp_get_thread_num();
+        /* D = rowsum(dO * O) for every (b, h, t). */
+#pragma omp for schedule(static)
+        for (long r = 0; r < (long)BH * T; r++) {
+            const long bh = r / T, t = r % T;
+            const long b = bh / H, h = bh % H;
+            const float *o = pb->o + ((size_t)b * T + (size_t)t) * pb->ld_o + (size_t)h * hd;
+            const float *dO = g->d_o + ((size_t)b * T + (size_t)t) * g->ld_do + (size_t)h * hd;
+            float s = 0.0f;
+            for (int d = 0; d < hd; d++)
+                s += o[d] * dO[d];
+            D[r] = s;
+        }
+        char *scratch = base + per * (size_t)tid;
+        /* Early key tiles see the most queries: hand them out first. */
+#pragma omp for schedule(dynamic, 1)
+        for (long t = 0; t < ntasks; t++) {
+            const int kt = (int)(t / (long)BH);
+            const long bh = t % (long)BH;
+            bwd_task(&c, pb, g, &sh, tid, (int)(bh / H), (int)(bh % H), kt, scratch);
+        }
+        if (sh.dq_slabs) {
+            /* dq += the per-thread slabs that were written. */
+#pragma omp for schedule(static)
+            for (long r = 0; r < (long)BH * T; r++) {
+                const long bh = r / T, t = r % T;
+                const long b = bh / H, h = bh % H;
+                float *dst = g->dq + ((size_t)b * T + (size_t)t) * g->ld_dq + (size_t)h * hd;
+                for (int th = 0; th < nt; th++) {
+                    const size_t slot = (size_t)th * BH + (size_t)bh;
+                    if (!sh.used[slot]) continue;
+                    const float *src = sh.dq_slabs + (slot * (size_t)T + (size_t)t) * hd;
+                    for (int d = 0; d < hd; d++)
+                        dst[d] += src[d];
+                }
+            }
+        }
+    }
+    return ATTN_OK;
+}

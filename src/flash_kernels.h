@@ -1,0 +1,42 @@
+/* Internal: the per-ISA micro-kernels behind attn/flash_attention.h.
+ *
+ * Each instruction set provides the same small table; flash_attention.c picks
+ * one at run time. Matrices are row-major float32 with explicit strides. */
+#ifndef ATTN_FLASH_KERNELS_H
+#define ATTN_FLASH_KERNELS_H
+
+#include <stddef.h>
+
+/* Buffers handed to kernels are padded to a multiple of this many floats. */
+#define ATTN_FLASH_PAD 16
+
+typedef struct attn_flash_kernels {
+    const char *name;
+    /* C (M, N) = [C +] A (M, K) B (K, N) with A(i, k) = A[i * rsa + k * csa],
+     * B(k, n) = B[k * ldb + n], C(i, n) = C[i * ldc + n]; accumulate != 0
+     * adds to C, first multiplying row i of C by row_scale[i] when row_scale
+     * is not NULL (the online-softmax rescale, fused into the load of C). A
+     * may be read transposed (rsa = 1), B rows must be unit stride. */
+    void (*gemm)(int M, int N, int K, const float *A, ptrdiff_t rsa, ptrdiff_t csa, const float *B,
+                 ptrdiff_t ldb, float *C, ptrdiff_t ldc, int accumulate, const float *row_scale);
+    /* Online-softmax step on a transposed score tile st (nk rows = keys,
+     * columns = queries, row stride ld). For each column c < ncols (ncols and
+     * the arrays padded to ATTN_FLASH_PAD; extra columns are computed and
+     * ignored): mt = max_r st[r][c]; mn = max(m[c], mt); alpha[c] =
+     * exp((m[c] - mn) * scale); st[r][c] = exp((st[r][c] - mn) * scale);
+     * l[c] = l[c] * alpha[c] + sum_r st[r][c]; m[c] = mn. -inf scores give 0;
+     * a column that is -inf so far keeps m = -inf, l = 0, alpha = 0. */
+    void (*softmax_cols)(float *st, int nk, int ncols, ptrdiff_t ld, float *m, float *l,
+                         float *alpha, float scale);
+    /* p[j] = exp(s[j] * scale - shift) for j < n (in place allowed). */
+    void (*exp_row)(const float *s, float *p, int n, float scale, float shift);
+} attn_flash_kernels;
+
+extern const attn_flash_kernels attn_flash_kernels_generic;
+#if defined(__x86_64__) && defined(__GNUC__)
+#define ATTN_FLASH_HAVE_X86 1
+extern const attn_flash_kernels attn_flash_kernels_avx2;
+extern const attn_flash_kernels attn_flash_kernels_avx512;
+#endif
+
+#endif

@@ -1,0 +1,54 @@
+/* Portable C micro-kernels for the fused attention (see flash_kernels.h):
+ * the fallback on any CPU and the path tests use to check the SIMD ones. */
+#include <math.h>
+
+#include "flash_kernels.h"
+
+static void gemm_generic(int M, int N, int K, const float *A, ptrdiff_t rsa, ptrdiff_t csa,
+                         const float *B, ptrdiff_t ldb, float *C, ptrdiff_t ldc, int accumulate,
+                         const float *row_scale) {
+    for (int i = 0; i < M; i++) {
+        float *c = C + i * ldc;
+        if (!accumulate)
+            for (int n = 0; n < N; n++)
+                c[n] = 0.0f;
+        else if (row_scale)
+            for (int n = 0; n < N; n++)
+                c[n] *= row_scale[i];
+        for (int k = 0; k < K; k++) {
+            const float a = A[i * rsa + k * csa];
+            const float *b = B + k * ldb;
+            for (int n = 0; n < N; n++)
+                c[n] += a * b[n];
+        }
+    }
+}
+
+static void softmax_cols_generic(float *st, int nk, int ncols, ptrdiff_t ld, float *m, float *l,
+                                 float *alpha, float scale) {
+    for (int c = 0; c < ncols; c++) {
+        float mt = -INFINITY;
+        for (int r = 0; r < nk; r++)
+            mt = fmaxf(mt, st[r * ld + c]);
+        const float mn = fmaxf(m[c], mt);
+        /* A column still fully masked keeps everything at zero. */
+        const float shift = mn == -INFINITY ? 0.0f : mn;
+        alpha[c] = expf((m[c] - shift) * scale);
+        float sum = 0.0f;
+        for (int r = 0; r < nk; r++) {
+            const float p = expf((st[r * ld + c] - shift) * scale);
+            st[r * ld + c] = p;
+            sum += p;
+        }
+        l[c] = l[c] * alpha[c] + sum;
+        m[c] = mn;
+    }
+}
+
+static void exp_row_generic(const float *s, float *p, int n, float scale, float shift) {
+    for (int j = 0; j < n; j++)
+        p[j] = expf(s[j] * scale - shift);
+}
+
+const attn_flash_kernels attn_flash_kernels_generic = {"generic", gemm_generic,
+                                                       softmax_cols_generic, exp_row_generic};
