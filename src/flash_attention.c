@@ -366,6 +366,7 @@ static size_t fwd_thread_bytes(const run_ctx *c) {
     const size_t f = (size_t)c->hd * c->bqp   /* Q^T */
                      + (size_t)c->bk * c->bqp /* S^T / P^T */
                      + (size_t)c->bq * c->hdp /* accumulator */
+                     + (size_t)c->bk * c->hdp /* V tile, contiguous */
                      + 3 * c->bqp             /* m, l, alpha */
                      + c->bkp + c->bqp;       /* mask row, MCG states */
     return f * sizeof(float) + 8 * 64;
@@ -381,6 +382,7 @@ static void fwd_task(const run_ctx *c, const attn_flash_problem *pb, int b, int 
     float *Qt = carve(&cur, (size_t)hd * bqp);
     float *St = carve(&cur, (size_t)c->bk * bqp);
     float *acc = carve(&cur, (size_t)c->bq * hdp);
+    float *Vp = carve(&cur, (size_t)c->bk * hdp);
     float *m = carve(&cur, bqp), *l = carve(&cur, bqp), *alpha = carve(&cur, bqp);
     float *mult = carve(&cur, c->bkp);
     uint32_t *xst = (uint32_t *)carve(&cur, bqp);
@@ -416,6 +418,12 @@ static void fwd_task(const run_ctx *c, const attn_flash_problem *pb, int b, int 
         const int nk = imin(c->bk, last + 1 - j0);
         const float *kb = pb->k + ((size_t)b * T + (size_t)j0) * pb->ld_k + (size_t)h * hd;
         const float *vb = pb->v + ((size_t)b * T + (size_t)j0) * pb->ld_v + (size_t)h * hd;
+        if (j0 + c->bk <= last) /* next tile's K and V rows: start fetching them now */
+            for (int jj = 0; jj < c->bk && j0 + c->bk + jj <= last; jj++)
+                for (int d = 0; d < hd; d += 16) {
+                    __builtin_prefetch(kb + ((size_t)c->bk + jj) * pb->ld_k + d);
+                    __builtin_prefetch(vb + ((size_t)c->bk + jj) * pb->ld_v + d);
+                }
         /* S^T (nk, nq) = K_tile Q_tile^T */
         c->K->gemm(nk, nqp, hd, kb, (ptrdiff_t)pb->ld_k, 1, Qt, (ptrdiff_t)bqp, St, (ptrdiff_t)bqp,
                    0, NULL);
@@ -434,8 +442,11 @@ static void fwd_task(const run_ctx *c, const attn_flash_problem *pb, int b, int 
                 for (int jj = 0; jj < nk; jj++)
                     St[(size_t)jj * bqp + ii] *= mult[jj];
             }
+        /* Contiguous V rows: rows 3 d_out apart alias in L1. */
+        for (int jj = 0; jj < nk; jj++)
+            memcpy(Vp + (size_t)jj * hdp, vb + (size_t)jj * pb->ld_v, (size_t)hd * sizeof(float));
         /* acc (nq, hd) = alpha * acc + P (nq, nk) V_tile, P read from P^T */
-        c->K->gemm(nq, hd, nk, St, 1, (ptrdiff_t)bqp, vb, (ptrdiff_t)pb->ld_v, acc, (ptrdiff_t)hdp,
+        c->K->gemm(nq, hd, nk, St, 1, (ptrdiff_t)bqp, Vp, (ptrdiff_t)hdp, acc, (ptrdiff_t)hdp,
                    j0 > 0, alpha);
     }
 
@@ -483,7 +494,8 @@ attn_status attn_flash_forward(const attn_flash_problem *pb, const attn_flash_op
 static size_t bwd_thread_bytes(const run_ctx *c) {
     const size_t f = 2 * (size_t)c->hd * c->bkp    /* K^T, V^T */
                      + 4 * (size_t)c->bq * c->bkp  /* P, dP/dS, mask, dropped P */
-                     + 2 * (size_t)c->bk * c->hdp; /* dK, dV accumulators */
+                     + 3 * (size_t)c->bk * c->hdp  /* dK, dV accumulators, K rows */
+                     + 2 * (size_t)c->bq * c->hdp; /* Q, dO rows */
     return f * sizeof(float) + 8 * 64;
 }
 
@@ -503,6 +515,8 @@ static void bwd_task(const run_ctx *c, const attn_flash_problem *pb, const attn_
     float *P = carve(&cur, (size_t)c->bq * bkp), *dS = carve(&cur, (size_t)c->bq * bkp);
     float *M = carve(&cur, (size_t)c->bq * bkp), *Pd = carve(&cur, (size_t)c->bq * bkp);
     float *dKa = carve(&cur, (size_t)c->bk * hdp), *dVa = carve(&cur, (size_t)c->bk * hdp);
+    float *Kp = carve(&cur, (size_t)c->bk * hdp);
+    float *Qp = carve(&cur, (size_t)c->bq * hdp), *Op = carve(&cur, (size_t)c->bq * hdp);
 
     const size_t bh = (size_t)b * c->H + (size_t)h;
     const float *kb = pb->k + ((size_t)b * T + (size_t)j0) * pb->ld_k + (size_t)h * hd;
@@ -514,6 +528,8 @@ static void bwd_task(const run_ctx *c, const attn_flash_problem *pb, const attn_
             vd[jj] = vb[(size_t)jj * pb->ld_v + d];
         }
     }
+    for (int jj = 0; jj < nk; jj++) /* contiguous K rows for dQ += dS K */
+        memcpy(Kp + (size_t)jj * hdp, kb + (size_t)jj * pb->ld_k, (size_t)hd * sizeof(float));
     memset(dKa, 0, (size_t)nk * hdp * sizeof(float));
     memset(dVa, 0, (size_t)nk * hdp * sizeof(float));
 
@@ -546,8 +562,18 @@ static void bwd_task(const run_ctx *c, const attn_flash_problem *pb, const attn_
         const int nq = imin(c->bq, T - i0);
         const float *qb = pb->q + ((size_t)b * T + (size_t)i0) * pb->ld_q + (size_t)h * hd;
         const float *dob = g->d_o + ((size_t)b * T + (size_t)i0) * g->ld_do + (size_t)h * hd;
+        for (int ii = 0; ii < c->bq && i0 + c->bq + ii < T; ii++) /* next tile's rows */
+            for (int d = 0; d < hd; d += 16) {
+                __builtin_prefetch(qb + ((size_t)c->bq + ii) * pb->ld_q + d);
+                __builtin_prefetch(dob + ((size_t)c->bq + ii) * g->ld_do + d);
+            }
+        /* Contiguous Q and dO rows (the strided ones alias in L1). */
+        for (int ii = 0; ii < nq; ii++) {
+            memcpy(Qp + (size_t)ii * hdp, qb + (size_t)ii * pb->ld_q, (size_t)hd * sizeof(float));
+            memcpy(Op + (size_t)ii * hdp, dob + (size_t)ii * g->ld_do, (size_t)hd * sizeof(float));
+        }
         /* S (nq, nk) = Q_tile K_tile^T; P = exp(S / sqrt(hd) - lse) */
-        c->K->gemm(nq, nk, hd, qb, (ptrdiff_t)pb->ld_q, 1, Kt, (ptrdiff_t)bkp, P, (ptrdiff_t)bkp, 0,
+        c->K->gemm(nq, nk, hd, Qp, (ptrdiff_t)hdp, 1, Kt, (ptrdiff_t)bkp, P, (ptrdiff_t)bkp, 0,
                    NULL);
         for (int ii = 0; ii < nq; ii++) {
             const int i = i0 + ii;
@@ -573,11 +599,11 @@ static void bwd_task(const run_ctx *c, const attn_flash_problem *pb, const attn_
             Pused = Pd;
         }
         /* dV (nk, hd) += P^T dO */
-        c->K->gemm(nk, hd, nq, Pused, 1, (ptrdiff_t)bkp, dob, (ptrdiff_t)g->ld_do, dVa,
-                   (ptrdiff_t)hdp, 1, NULL);
+        c->K->gemm(nk, hd, nq, Pused, 1, (ptrdiff_t)bkp, Op, (ptrdiff_t)hdp, dVa, (ptrdiff_t)hdp, 1,
+                   NULL);
         /* dP (nq, nk) = dO V^T */
-        c->K->gemm(nq, nk, hd, dob, (ptrdiff_t)g->ld_do, 1, Vt, (ptrdiff_t)bkp, dS, (ptrdiff_t)bkp,
-                   0, NULL);
+        c->K->gemm(nq, nk, hd, Op, (ptrdiff_t)hdp, 1, Vt, (ptrdiff_t)bkp, dS, (ptrdiff_t)bkp, 0,
+                   NULL);
         /* dS = P (dP * mask - D) / sqrt(hd) */
         for (int ii = 0; ii < nq; ii++) {
             const float Di = D[i0 + ii];
@@ -593,9 +619,9 @@ static void bwd_task(const run_ctx *c, const attn_flash_problem *pb, const attn_
             }
         }
         /* dK (nk, hd) += dS^T Q;  dQ (nq, hd) += dS K */
-        c->K->gemm(nk, hd, nq, dS, 1, (ptrdiff_t)bkp, qb, (ptrdiff_t)pb->ld_q, dKa, (ptrdiff_t)hdp,
-                   1, NULL);
-        c->K->gemm(nq, hd, nk, dS, (ptrdiff_t)bkp, 1, kb, (ptrdiff_t)pb->ld_k,
+        c->K->gemm(nk, hd, nq, dS, 1, (ptrdiff_t)bkp, Qp, (ptrdiff_t)hdp, dKa, (ptrdiff_t)hdp, 1,
+                   NULL);
+        c->K->gemm(nq, hd, nk, dS, (ptrdiff_t)bkp, 1, Kp, (ptrdiff_t)hdp,
                    dq_base + (size_t)i0 * ld_dq, ld_dq, 1, NULL);
     }
 

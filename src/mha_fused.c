@@ -91,9 +91,6 @@ attn_status attn_mha_fused_forward(const attn_mha *m, const float *x, int B, int
                                 err);
     if (s != ATTN_OK) return s;
     cache->dropout_applied = p > 0.0;
-    /* A cache made by attn_attention_cache_init has room for the keep mask:
-     * fill it so tools and tests can inspect what was drawn. */
-    if (cache->dropout_applied && cache->keep) attn_flash_dropout_expand(&st->drop, cache->keep);
     attn_flash_problem pb = problem_of(m, st, cache, B, T);
     s = attn_flash_forward(&pb, &m->flash, &st->ws, err);
     if (s != ATTN_OK) return s;

@@ -9,6 +9,7 @@
 #include "attn/multi_head_attention.h"
 #include "attn/seed004_attention.h"
 #include "attn/self_attention.h"
+#include "mha_fused.h"
 
 struct attn_module {
     attn_module_config cfg;
@@ -293,7 +294,12 @@ const struct attn_attention_cache *attn_module_attention_cache(const attn_module
     if (!m->have_forward || index < 0) return NULL;
     switch (m->cfg.kind) {
     case ATTN_MODULE_CAUSAL_ATTENTION:
-    case ATTN_MODULE_MHA: return index == 0 ? &m->ac : NULL;
+    case ATTN_MODULE_MHA:
+        /* The fused path keeps its mask compact; spell it out for inspection. */
+        if (index == 0 && m->u.mha.path == ATTN_MHA_FUSED && m->ac.fused && m->ac.dropout_applied &&
+            m->ac.keep)
+            attn_flash_dropout_expand(&m->ac.fused->drop, m->ac.keep);
+        return index == 0 ? &m->ac : NULL;
     case ATTN_MODULE_MHA_WRAPPER: return index < m->cfg.num_heads ? &m->wc.heads[index] : NULL;
     default: return NULL;
     }
