@@ -288,7 +288,7 @@ int cmd_train(int argc, char **argv) {
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
 
-    int rc = 0;
+    int rc = 0, bar_shown = 0;
     attn_eval_record ev;
     if (!resume && tr.step == 0) {
         if ((s = attn_trainer_evaluate(&tr, &ev, &err))) goto fail;
@@ -316,6 +316,7 @@ int cmd_train(int argc, char **argv) {
                     (double)(c->max_steps - tr.step) * t_train / (double)(tr.step - start_step);
                 progress(tr.step, c->max_steps, rec.loss, tok_s, eta);
                 last_bar = t;
+                bar_shown = 1;
             }
         } else if ((rec.step - 1) % c->log_interval == 0) {
             printf("iter %" PRId64 ": loss %.4f, time %.2fms\n", rec.step - 1, (double)rec.loss,
@@ -325,7 +326,8 @@ int cmd_train(int argc, char **argv) {
         int did_eval = tr.step % c->eval_interval == 0 || tr.step == c->max_steps;
         if (did_eval) {
             if ((s = attn_trainer_evaluate(&tr, &ev, &err))) goto fail;
-            if (tty) printf("\r\033[K");
+            if (bar_shown) printf("\r\033[K");
+            bar_shown = 0;
             printf("step %" PRId64 ": train loss %.4f, val loss %.4f\n", tr.step,
                    (double)ev.train_loss, (double)ev.val_loss);
             fflush(stdout);
@@ -338,7 +340,7 @@ int cmd_train(int argc, char **argv) {
         }
         if (interrupt_after > 0 && tr.step == interrupt_after) g_interrupted = 1;
     }
-    if (tty) printf("\n");
+    if (bar_shown) printf("\n");
     if (tr.step < c->max_steps) {
         if (!saved_now && ((s = attn_trainer_save(&tr, out, &err)) ||
                            (s = attn_trainer_write_loss_files(&tr, out, &err))))
@@ -363,7 +365,7 @@ int cmd_train(int argc, char **argv) {
     attn_trainer_free(&tr);
     return rc;
 fail:
-    if (tty) printf("\n");
+    if (bar_shown) printf("\n");
     fprintf(stderr, "attn train: %s\n", err.msg);
     attn_trainer_free(&tr);
     return 1;
