@@ -21,7 +21,7 @@ static void bench_usage(FILE *out) {
     fprintf(out,
             "usage: attn bench mha --batch B --tokens T --d-model D --heads H [--backward]\n"
             "                      [--repeat N] [--warmup N] [--threads N] [--reference]\n"
-            "                      [--mha-only] [--simd PATH]\n"
+            "                      [--mha-only] [--simd PATH] [--block-q N --block-k N]\n"
             "                      [--dropout P [--rng torch-cpu|torch-mkl]]\n"
             "       attn bench sgemm [--m M] [--n N] [--k K] [--repeat N] [--threads N]\n"
             "  mha: times MultiHeadAttention forward (and backward with --backward) on the\n"
@@ -72,7 +72,7 @@ static void print_case(const char *name, int B, int T, int D, int H, const char 
 }
 
 typedef struct bench_args {
-    int B, T, D, H, backward, repeat, warmup, threads, reference, mha_only;
+    int B, T, D, H, backward, repeat, warmup, threads, reference, mha_only, block_q, block_k;
     int m, n, k;
     attn_simd simd;
     double dropout;
@@ -124,6 +124,10 @@ static int parse_args(int argc, char **argv, bench_args *a) {
             target = &a->repeat;
         else if (strcmp(o, "--warmup") == 0)
             target = &a->warmup;
+        else if (strcmp(o, "--block-q") == 0)
+            target = &a->block_q;
+        else if (strcmp(o, "--block-k") == 0)
+            target = &a->block_k;
         else if (strcmp(o, "--threads") == 0)
             target = &a->threads;
         else if (strcmp(o, "--m") == 0)
@@ -218,6 +222,8 @@ static int bench_mha(const bench_args *a) {
     m.path = a->reference ? ATTN_MHA_REFERENCE : ATTN_MHA_FUSED;
     m.flash.threads = a->threads;
     m.flash.simd = a->simd;
+    m.flash.block_q = a->block_q;
+    m.flash.block_k = a->block_k;
     const size_t n = (size_t)a->B * a->T * a->D;
     float *x = random_floats(n, 7), *dy = random_floats(n, 8);
     float *y = alloc_floats(n), *dx = alloc_floats(n);
@@ -264,7 +270,7 @@ static int bench_mha(const bench_args *a) {
         float *lse = malloc((size_t)a->B * a->H * a->T * sizeof(float));
         float *dqkv = alloc_floats(nq * ld);
         attn_flash_workspace ws = {0};
-        attn_flash_options opt = {a->threads, a->simd, 0, 0};
+        attn_flash_options opt = {a->threads, a->simd, a->block_q, a->block_k};
         attn_flash_problem pb = {a->B, a->T, a->H, hd, qkv,          qkv + a->D, qkv + 2 * a->D,
                                  ld,   ld,   ld,   o,  (size_t)a->D, lse,        NULL};
         attn_flash_grads g = {dy, (size_t)a->D, dqkv, dqkv + a->D, dqkv + 2 * a->D, ld, ld, ld};

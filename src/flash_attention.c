@@ -424,8 +424,8 @@ static void fwd_task(const run_ctx *c, const attn_flash_problem *pb, int b, int 
         if (j0 + c->bk <= last) /* next tile's K and V rows: start fetching them now */
             for (int jj = 0; jj < c->bk && j0 + c->bk + jj <= last; jj++)
                 for (int d = 0; d < hd; d += 16) {
-                    __builtin_prefetch(kb + ((size_t)c->bk + jj) * pb->ld_k + d);
-                    __builtin_prefetch(vb + ((size_t)c->bk + jj) * pb->ld_v + d);
+                    __builtin_prefetch(kb + ((size_t)c->bk + jj) * pb->ld_k + d, 0, 2);
+                    __builtin_prefetch(vb + ((size_t)c->bk + jj) * pb->ld_v + d, 0, 2);
                 }
         /* S^T (nk, nq) = K_tile Q_tile^T */
         c->K->gemm(nk, nqp, hd, kb, (ptrdiff_t)pb->ld_k, 1, Qt, (ptrdiff_t)bqp, St, (ptrdiff_t)bqp,
@@ -486,6 +486,19 @@ attn_status attn_flash_forward(const attn_flash_problem *pb, const attn_flash_op
         for (long t = 0; t < ntasks; t++) {
             const int qt = nqt - 1 - (int)(t % nqt);
             const long bh = t / nqt;
+            /* Warm the shared cache with the Q rows of a task some thread will
+             * take soon: they are read exactly once, from memory. */
+            const long t2 = t + nt;
+            if (t2 < ntasks) {
+                const int qt2 = nqt - 1 - (int)(t2 % nqt);
+                const long bh2 = t2 / nqt, b2 = bh2 / c.H, h2 = bh2 % c.H;
+                const int i2 = qt2 * c.bq, n2 = imin(c.bq, c.T - i2);
+                const float *q2 =
+                    pb->q + ((size_t)b2 * c.T + (size_t)i2) * pb->ld_q + (size_t)h2 * c.hd;
+                for (int ii = 0; ii < n2; ii++)
+                    for (int d = 0; d < c.hd; d += 16)
+                        __builtin_prefetch(q2 + (size_t)ii * pb->ld_q + d, 0, 1);
+            }
             fwd_task(&c, pb, (int)(bh / c.H), (int)(bh % c.H), qt, scratch);
         }
     }
@@ -567,8 +580,8 @@ static void bwd_task(const run_ctx *c, const attn_flash_problem *pb, const attn_
         const float *dob = g->d_o + ((size_t)b * T + (size_t)i0) * g->ld_do + (size_t)h * hd;
         for (int ii = 0; ii < c->bq && i0 + c->bq + ii < T; ii++) /* next tile's rows */
             for (int d = 0; d < hd; d += 16) {
-                __builtin_prefetch(qb + ((size_t)c->bq + ii) * pb->ld_q + d);
-                __builtin_prefetch(dob + ((size_t)c->bq + ii) * g->ld_do + d);
+                __builtin_prefetch(qb + ((size_t)c->bq + ii) * pb->ld_q + d, 0, 2);
+                __builtin_prefetch(dob + ((size_t)c->bq + ii) * g->ld_do + d, 0, 2);
             }
         /* Contiguous Q and dO rows (the strided ones alias in L1). */
         for (int ii = 0; ii < nq; ii++) {
@@ -696,6 +709,21 @@ attn_status attn_flash_backward(const attn_flash_problem *pb, const attn_flash_g
         for (long t = 0; t < ntasks; t++) {
             const int kt = (int)(t / (long)BH);
             const long bh = t % (long)BH;
+            /* Warm the shared cache with the K / V / Q / dO rows a task some
+             * thread takes soon starts with. */
+            const long t2 = t + nt;
+            if (t2 < ntasks) {
+                const long bh2 = t2 % (long)BH, b2 = bh2 / H, h2 = bh2 % H;
+                const int j2 = (int)(t2 / (long)BH) * c.bk, n2 = imin(c.bk, T - j2);
+                const size_t r0 = (size_t)b2 * T + (size_t)j2, col = (size_t)h2 * hd;
+                for (int jj = 0; jj < n2; jj++)
+                    for (int d = 0; d < hd; d += 16) {
+                        __builtin_prefetch(pb->k + (r0 + jj) * pb->ld_k + col + d, 0, 1);
+                        __builtin_prefetch(pb->v + (r0 + jj) * pb->ld_v + col + d, 0, 1);
+                        __builtin_prefetch(pb->q + (r0 + jj) * pb->ld_q + col + d, 0, 1);
+                        __builtin_prefetch(g->d_o + (r0 + jj) * g->ld_do + col + d, 0, 1);
+                    }
+            }
             bwd_task(&c, pb, g, &sh, tid, (int)(bh / H), (int)(bh % H), kt, scratch);
         }
         if (sh.dq_slabs) {

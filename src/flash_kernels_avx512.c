@@ -106,9 +106,7 @@ static inline __m512 exp16(__m512 x) {
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
     const __m512 r2 = _mm512_mul_ps(r, r);
     p = _mm512_fmadd_ps(p, r2, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-    const __m512i e =
-        _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
-    return _mm512_maskz_mul_ps(ok, p, _mm512_castsi512_ps(e));
+    return _mm512_maskz_scalef_ps(ok, p, n); /* p * 2^n */
 }
 
 static void softmax_cols_avx512(float *st, int nk, int ncols, ptrdiff_t ld, float *m, float *l,
@@ -125,10 +123,12 @@ static void softmax_cols_avx512(float *st, int nk, int ncols, ptrdiff_t ld, floa
         const __m512 shift =
             _mm512_mask_blend_ps(_mm512_cmp_ps_mask(mn, ninf, _CMP_EQ_OQ), mn, _mm512_setzero_ps());
         const __m512 al = exp16(_mm512_mul_ps(_mm512_sub_ps(mo, shift), vscale));
+        const __m512 sshift = _mm512_mul_ps(shift, vscale);
         __m512 sum = _mm512_setzero_ps();
         for (int r = 0; r < nk; r++) {
             float *s = st + r * ld + c;
-            const __m512 p = exp16(_mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(s), shift), vscale));
+            /* (s - shift) * scale as one fused s * scale - shift * scale */
+            const __m512 p = exp16(_mm512_fmsub_ps(_mm512_loadu_ps(s), vscale, sshift));
             _mm512_storeu_ps(s, p);
             sum = _mm512_add_ps(sum, p);
         }
