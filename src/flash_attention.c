@@ -537,11 +537,18 @@ static void bwd_task(const run_ctx *c, const attn_flash_problem *pb, const attn_
     const size_t bh = (size_t)b * c->H + (size_t)h;
     const float *kb = pb->k + ((size_t)b * T + (size_t)j0) * pb->ld_k + (size_t)h * hd;
     const float *vb = pb->v + ((size_t)b * T + (size_t)j0) * pb->ld_v + (size_t)h * hd;
-    for (int d = 0; d < hd; d++) {
-        float *kd = Kt + (size_t)d * bkp, *vd = Vt + (size_t)d * bkp;
-        for (int jj = 0; jj < nk; jj++) {
-            kd[jj] = kb[(size_t)jj * pb->ld_k + d];
-            vd[jj] = vb[(size_t)jj * pb->ld_v + d];
+    float *dkb = g->dk + ((size_t)b * T + (size_t)j0) * g->ld_dk + (size_t)h * hd;
+    float *dvb = g->dv + ((size_t)b * T + (size_t)j0) * g->ld_dv + (size_t)h * hd;
+    for (int jj = 0; jj < nk; jj++) /* the dK / dV rows this task adds to at the end */
+        for (int d = 0; d < hd; d += 16) {
+            __builtin_prefetch(dkb + (size_t)jj * g->ld_dk + d, 1, 1);
+            __builtin_prefetch(dvb + (size_t)jj * g->ld_dv + d, 1, 1);
+        }
+    for (int jj = 0; jj < nk; jj++) { /* rows in order: they come from memory */
+        const float *kr = kb + (size_t)jj * pb->ld_k, *vr = vb + (size_t)jj * pb->ld_v;
+        for (int d = 0; d < hd; d++) {
+            Kt[(size_t)d * bkp + jj] = kr[d];
+            Vt[(size_t)d * bkp + jj] = vr[d];
         }
     }
     for (int jj = 0; jj < nk; jj++) /* contiguous K rows for dQ += dS K */
@@ -641,8 +648,6 @@ static void bwd_task(const run_ctx *c, const attn_flash_problem *pb, const attn_
                    dq_base + (size_t)i0 * ld_dq, ld_dq, 1, NULL);
     }
 
-    float *dkb = g->dk + ((size_t)b * T + (size_t)j0) * g->ld_dk + (size_t)h * hd;
-    float *dvb = g->dv + ((size_t)b * T + (size_t)j0) * g->ld_dv + (size_t)h * hd;
     for (int jj = 0; jj < nk; jj++) {
         const float *ka = dKa + (size_t)jj * hdp, *va = dVa + (size_t)jj * hdp;
         float *kd = dkb + (size_t)jj * g->ld_dk, *vd = dvb + (size_t)jj * g->ld_dv;
@@ -704,17 +709,18 @@ attn_status attn_flash_backward(const attn_flash_problem *pb, const attn_flash_g
             D[r] = s;
         }
         char *scratch = base + per * (size_t)tid;
-        /* Early key tiles see the most queries: hand them out first. */
+        /* (b, h) by (b, h) so its Q and dO rows stay in cache across its key
+         * tiles; within one, early key tiles (the most queries) first. */
 #pragma omp for schedule(dynamic, 1)
         for (long t = 0; t < ntasks; t++) {
-            const int kt = (int)(t / (long)BH);
-            const long bh = t % (long)BH;
+            const int kt = (int)(t % nkt);
+            const long bh = t / nkt;
             /* Warm the shared cache with the K / V / Q / dO rows a task some
              * thread takes soon starts with. */
             const long t2 = t + nt;
             if (t2 < ntasks) {
-                const long bh2 = t2 % (long)BH, b2 = bh2 / H, h2 = bh2 % H;
-                const int j2 = (int)(t2 / (long)BH) * c.bk, n2 = imin(c.bk, T - j2);
+                const long bh2 = t2 / nkt, b2 = bh2 / H, h2 = bh2 % H;
+                const int j2 = (int)(t2 % nkt) * c.bk, n2 = imin(c.bk, T - j2);
                 const size_t r0 = (size_t)b2 * T + (size_t)j2, col = (size_t)h2 * hd;
                 for (int jj = 0; jj < n2; jj++)
                     for (int d = 0; d < hd; d += 16) {
