@@ -2,12 +2,13 @@
  * attention kernel alone and an sgemm of the same size, one key=value line per
  * case, so runs can be compared with PyTorch (bench/bench_mha.py) and the
  * GFLOP/s read as a fraction of this machine's sgemm rate. */
-#define _POSIX_C_SOURCE 200809L /* clock_gettime, setenv */
+#define _DEFAULT_SOURCE /* clock_gettime, setenv, madvise */
 #include <cblas.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <time.h>
 
@@ -19,12 +20,14 @@
 static void bench_usage(FILE *out) {
     fprintf(out,
             "usage: attn bench mha --batch B --tokens T --d-model D --heads H [--backward]\n"
-            "                      [--repeat N] [--threads N] [--reference] [--simd PATH]\n"
+            "                      [--repeat N] [--warmup N] [--threads N] [--reference]\n"
+            "                      [--mha-only] [--simd PATH]\n"
             "                      [--dropout P [--rng torch-cpu|torch-mkl]]\n"
             "       attn bench sgemm [--m M] [--n N] [--k K] [--repeat N] [--threads N]\n"
             "  mha: times MultiHeadAttention forward (and backward with --backward) on the\n"
             "  fused path, or the step-by-step path with --reference, then the fused attention\n"
-            "  kernel alone (case=core) and an sgemm of the QKV projection's size (case=sgemm).\n"
+            "  kernel alone (case=core) and an sgemm of the QKV projection's size (case=sgemm;\n"
+            "  both skipped with --mha-only). --warmup runs (default 1) are not timed.\n"
             "  One line per case: case B T D H mode threads median_s min_s gflops peak_rss_mb.\n"
             "  FLOPs count the causal half only: projections 8 B T D^2 (x3 with backward),\n"
             "  attention 2 B D T (T+1) (x3.5 with backward).\n"
@@ -69,17 +72,17 @@ static void print_case(const char *name, int B, int T, int D, int H, const char 
 }
 
 typedef struct bench_args {
-    int B, T, D, H, backward, repeat, threads, reference;
+    int B, T, D, H, backward, repeat, warmup, threads, reference, mha_only;
     int m, n, k;
     attn_simd simd;
     double dropout;
     attn_dropout_stream stream;
 } bench_args;
 
-static int parse_int(const char *v, int *out) {
+static int parse_int(const char *v, int *out, int min) {
     char *end = NULL;
     const long x = strtol(v, &end, 10);
-    if (!end || *end || end == v || x <= 0 || x > 1000000000) return -1;
+    if (!end || *end || end == v || x < min || x > 1000000000) return -1;
     *out = (int)x;
     return 0;
 }
@@ -93,6 +96,10 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         }
         if (strcmp(o, "--reference") == 0) {
             a->reference = 1;
+            continue;
+        }
+        if (strcmp(o, "--mha-only") == 0) {
+            a->mha_only = 1;
             continue;
         }
         if (strcmp(o, "--help") == 0) {
@@ -115,6 +122,8 @@ static int parse_args(int argc, char **argv, bench_args *a) {
             target = &a->H;
         else if (strcmp(o, "--repeat") == 0)
             target = &a->repeat;
+        else if (strcmp(o, "--warmup") == 0)
+            target = &a->warmup;
         else if (strcmp(o, "--threads") == 0)
             target = &a->threads;
         else if (strcmp(o, "--m") == 0)
@@ -124,8 +133,9 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         else if (strcmp(o, "--k") == 0)
             target = &a->k;
         if (target) {
-            if (parse_int(v, target) != 0) {
-                fprintf(stderr, "attn bench: %s needs a positive integer, not '%s'\n", o, v);
+            const int min = target == &a->warmup ? 0 : 1;
+            if (parse_int(v, target, min) != 0) {
+                fprintf(stderr, "attn bench: %s needs an integer >= %d, not '%s'\n", o, min, v);
                 return -1;
             }
         } else if (strcmp(o, "--simd") == 0) {
@@ -153,8 +163,18 @@ static int parse_args(int argc, char **argv, bench_args *a) {
     return 0;
 }
 
+/* Large buffers on transparent huge pages, as the library's own
+ * activations are (one head's slice of a row per 4 KiB page otherwise). */
+static float *alloc_floats(size_t n) {
+    void *p = NULL;
+    const size_t huge = (size_t)2 << 20, bytes = (n * sizeof(float) + huge - 1) / huge * huge;
+    if (posix_memalign(&p, huge, bytes) != 0) return NULL;
+    (void)madvise(p, bytes, MADV_HUGEPAGE);
+    return p;
+}
+
 static float *random_floats(size_t n, uint64_t seed) {
-    float *p = malloc(n * sizeof(float));
+    float *p = alloc_floats(n);
     if (!p) return NULL;
     attn_rng rng;
     attn_rng_seed(&rng, seed);
@@ -200,7 +220,7 @@ static int bench_mha(const bench_args *a) {
     m.flash.simd = a->simd;
     const size_t n = (size_t)a->B * a->T * a->D;
     float *x = random_floats(n, 7), *dy = random_floats(n, 8);
-    float *y = malloc(n * sizeof(float)), *dx = calloc(n, sizeof(float));
+    float *y = alloc_floats(n), *dx = alloc_floats(n);
     double *t = malloc((size_t)a->repeat * sizeof(double));
     attn_attention_cache cache;
     int rc = 1;
@@ -208,6 +228,7 @@ static int bench_mha(const bench_args *a) {
         fprintf(stderr, "attn bench: out of memory\n");
         goto done;
     }
+    memset(dx, 0, n * sizeof(float));
     if (attn_mha_cache_init(&cache, &m, a->B, a->T, &err) != ATTN_OK) {
         fprintf(stderr, "attn bench: %s\n", err.msg);
         goto done;
@@ -215,7 +236,7 @@ static int bench_mha(const bench_args *a) {
     attn_rng drop;
     attn_rng_seed(&drop, 1);
     const attn_forward_mode mode = {a->dropout > 0.0, &drop, a->stream};
-    for (int r = -1; r < a->repeat; r++) { /* r = -1 warms up */
+    for (int r = -a->warmup; r < a->repeat; r++) { /* r < 0 warms up */
         const double t0 = now_s();
         if (attn_mha_forward(&m, x, a->B, a->T, y, &mode, &cache, &err) != ATTN_OK ||
             (a->backward &&
@@ -235,13 +256,13 @@ static int bench_mha(const bench_args *a) {
     attn_attention_cache_free(&cache);
     rc = 0;
 
-    if (!a->reference) {
+    if (!a->reference && !a->mha_only) {
         /* The attention kernel alone on the packed layout, same sizes. */
         const int hd = a->D / a->H;
         const size_t ld = 3 * (size_t)a->D, nq = (size_t)a->B * a->T;
-        float *qkv = random_floats(nq * ld, 9), *o = malloc(n * sizeof(float));
+        float *qkv = random_floats(nq * ld, 9), *o = alloc_floats(n);
         float *lse = malloc((size_t)a->B * a->H * a->T * sizeof(float));
-        float *dqkv = calloc(nq * ld, sizeof(float));
+        float *dqkv = alloc_floats(nq * ld);
         attn_flash_workspace ws = {0};
         attn_flash_options opt = {a->threads, a->simd, 0, 0};
         attn_flash_problem pb = {a->B, a->T, a->H, hd, qkv,          qkv + a->D, qkv + 2 * a->D,
@@ -250,8 +271,9 @@ static int bench_mha(const bench_args *a) {
         if (!qkv || !o || !lse || !dqkv) {
             fprintf(stderr, "attn bench: out of memory\n");
             rc = 1;
-        }
-        for (int r = -1; rc == 0 && r < a->repeat; r++) {
+        } else
+            memset(dqkv, 0, nq * ld * sizeof(float));
+        for (int r = -a->warmup; rc == 0 && r < a->repeat; r++) {
             const double t0 = now_s();
             if (attn_flash_forward(&pb, &opt, &ws, &err) != ATTN_OK ||
                 (a->backward && attn_flash_backward(&pb, &g, &opt, &ws, &err) != ATTN_OK)) {
@@ -285,6 +307,7 @@ int cmd_bench(int argc, char **argv) {
     a.D = 768;
     a.H = 12;
     a.repeat = 5;
+    a.warmup = 1;
     a.stream = ATTN_STREAM_TORCH_MKL;
     if (parse_args(argc, argv, &a) != 0) {
         bench_usage(stderr);

@@ -388,6 +388,9 @@ static void fwd_task(const run_ctx *c, const attn_flash_problem *pb, int b, int 
     uint32_t *xst = (uint32_t *)carve(&cur, bqp);
 
     const float *qb = pb->q + ((size_t)b * T + (size_t)i0) * pb->ld_q + (size_t)h * hd;
+    for (int ii = 0; ii < nq; ii++) /* all the tile's rows in flight at once */
+        for (int d = 0; d < hd; d += 16)
+            __builtin_prefetch(qb + (size_t)ii * pb->ld_q + d);
     for (int ii = 0; ii < nq; ii++) { /* read rows in order: streams from memory */
         const float *src = qb + (size_t)ii * pb->ld_q;
         for (int d = 0; d < hd; d++)

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc_huge.h"
 #include "attn/gemm.h"
 
 void attn_mha_fused_state_free(attn_mha_fused_state *st) {
@@ -43,8 +44,8 @@ static attn_status ensure_state(const attn_mha *m, int B, int T, attn_attention_
     st->qkv_bias = m->qkv_bias;
     st->w_qkv = malloc(d3 * (size_t)m->d_in * sizeof(float));
     st->b_qkv = m->qkv_bias ? malloc(d3 * sizeof(float)) : NULL;
-    st->qkv = malloc(N * d3 * sizeof(float));
-    st->d_qkv = malloc(N * d3 * sizeof(float));
+    st->qkv = attn_alloc_huge(N * d3 * sizeof(float));
+    st->d_qkv = attn_alloc_huge(N * d3 * sizeof(float));
     st->lse = malloc((size_t)B * (size_t)m->num_heads * (size_t)T * sizeof(float));
     if (!st->w_qkv || (m->qkv_bias && !st->b_qkv) || !st->qkv || !st->d_qkv || !st->lse) {
         attn_mha_fused_state_free(st);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc_huge.h"
 #include "attention_core.h"
 #include "attn/multi_head_attention.h"
 #include "mha_fused.h"
@@ -147,8 +148,8 @@ attn_status attn_mha_cache_init(attn_attention_cache *cache, const attn_mha *m, 
     cache->heads = m->num_heads;
     cache->d_out = m->d_out;
     /* Only what the fused path reads: no (B, heads, T, T) buffers. */
-    cache->context = malloc(n * sizeof(float));
-    cache->d_context = malloc(n * sizeof(float));
+    cache->context = attn_alloc_huge(n * sizeof(float));
+    cache->d_context = attn_alloc_huge(n * sizeof(float));
     if (!cache->context || !cache->d_context) {
         attn_attention_cache_free(cache);
         return attn_fail(err, ATTN_ERR_NOMEM,

@@ -1,0 +1,19 @@
+/* Large-buffer allocation on transparent huge pages (see alloc_huge.h). */
+#define _DEFAULT_SOURCE /* madvise, posix_memalign */
+#include "alloc_huge.h"
+
+#include <stdlib.h>
+#include <sys/mman.h>
+
+#define HUGE_PAGE ((size_t)2 << 20)
+
+void *attn_alloc_huge(size_t bytes) {
+    if (bytes < 2 * HUGE_PAGE) return malloc(bytes);
+    void *p = NULL;
+    const size_t rounded = (bytes + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
+    if (posix_memalign(&p, HUGE_PAGE, rounded) != 0) return NULL;
+#ifdef MADV_HUGEPAGE
+    (void)madvise(p, rounded, MADV_HUGEPAGE); /* a hint: failure only costs speed */
+#endif
+    return p;
+}

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# attn bench: one key=value line per case with every documented key, for the
+# fused and the reference path; bad input fails with a message and exit 2.
+# Usage: bash bench_cli.sh <path-to-attn> <source-dir>
+set -uo pipefail
+attn=$1
+fail=0
+check() { # description, condition
+  if eval "$2"; then echo "ok: $1"; else echo "FAIL: $1"; fail=1; fi
+}
+out=$("$attn" bench mha --batch 1 --tokens 33 --d-model 16 --heads 2 --repeat 1 --threads 2 --backward)
+check "bench mha exits 0" '[ $? -eq 0 ]'
+for c in mha core sgemm; do
+  line=$(grep "^case=$c " <<<"$out")
+  check "case=$c printed" '[ -n "$line" ]'
+  for k in B=1 T=33 D=16 H=2 mode= threads=2 median_s= min_s= gflops= peak_rss_mb=; do
+    check "case=$c has $k" 'grep -q " $k" <<<"$line"'
+  done
+done
+check "mode is forward+backward" 'grep -q "^case=mha .*mode=forward+backward" <<<"$out"'
+ref=$("$attn" bench mha --batch 1 --tokens 9 --d-model 8 --heads 2 --repeat 1 --reference)
+check "reference path timed" 'grep -q "^case=mha_reference .*mode=forward " <<<"$ref"'
+sg=$("$attn" bench sgemm --m 32 --n 16 --k 8 --repeat 1 --threads 1)
+check "sgemm case" 'grep -q "^case=sgemm .*mode=32x16x8 threads=1" <<<"$sg"'
+err=$("$attn" bench mha --tokens 8 --d-model 10 --heads 3 2>&1 >/dev/null); rc=$?
+check "indivisible heads rejected (exit 2)" '[ $rc -eq 2 ]'
+check "message names the problem" 'grep -q "divisible" <<<"$err"'
+err=$("$attn" bench mha --threads zero 2>&1 >/dev/null); rc=$?
+check "bad --threads rejected" '[ $rc -eq 2 ] && grep -q "attn bench: --threads" <<<"$err"'
+err=$("$attn" bench nope 2>&1 >/dev/null); rc=$?
+check "unknown benchmark rejected" '[ $rc -eq 2 ] && grep -q "unknown benchmark" <<<"$err"'
+exit $fail
