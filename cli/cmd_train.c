@@ -106,7 +106,7 @@ static void progress(int64_t step, int64_t max, float loss, double tok_s, double
 }
 
 int cmd_train(int argc, char **argv) {
-    const char *data = "data/tinyshakespeare.txt", *preset = NULL, *config = NULL, *out = NULL;
+    const char *data = NULL, *preset = NULL, *config = NULL, *out = NULL;
     int64_t steps = -1, batch = -1, eval_interval = -1, eval_iters = -1, seed = -1, threads = -1,
             ckpt_interval = -1, log_interval = -1, interrupt_after = -1;
     double lr = -1;
@@ -184,6 +184,8 @@ int cmd_train(int argc, char **argv) {
     attn_train_config tcfg;
     int vocab_given = 0;
     char outbuf[4096];
+    char saved_data[4096] = ""; /* the corpus a resumed run recorded */
+    char *recorded = NULL;
     if (resume && !out) {
         fprintf(stderr, "attn train: --resume needs --out DIR (the run to continue)\n");
         return 2;
@@ -192,10 +194,12 @@ int cmd_train(int argc, char **argv) {
     if (!fresh_base) {
         /* Continue from exactly the saved configuration; flags given with
          * --resume must agree with it (checked by attn_trainer_resume). */
-        if (attn_trainer_read_config(out, &mcfg, &tcfg, &err)) {
+        if (attn_trainer_read_config(out, &mcfg, &tcfg, &recorded, &err)) {
             fprintf(stderr, "attn train: cannot resume: %s\n", err.msg);
             return 1;
         }
+        if (recorded && strlen(recorded) < sizeof saved_data) strcpy(saved_data, recorded);
+        free(recorded);
     } else {
         if (!preset) preset = "tiny";
         if (attn_train_preset(preset, &mcfg, &tcfg, &err)) {
@@ -240,7 +244,8 @@ int cmd_train(int argc, char **argv) {
         out = outbuf;
     }
 
-    /* Corpus. */
+    /* Corpus: --data, else the one a resumed run recorded, else the default. */
+    if (!data) data = saved_data[0] ? saved_data : "data/tinyshakespeare.txt";
     char *text = NULL;
     size_t n = 0;
     if (attn_file_read_all(data, 0, (void **)&text, &n, &err)) {
@@ -271,6 +276,7 @@ int cmd_train(int argc, char **argv) {
         attn_trainer_free(&tr);
         return 1;
     }
+    tr.corpus_path = data;
     const attn_train_config *c = &tr.tcfg;
     const int tty = isatty(STDOUT_FILENO);
     fprintf(stderr,
@@ -284,6 +290,7 @@ int cmd_train(int argc, char **argv) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigint;
+    sa.sa_flags = SA_RESETHAND; /* a second Ctrl-C stops at once */
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);

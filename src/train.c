@@ -516,10 +516,15 @@ attn_status attn_trainer_save(const attn_trainer *tr, const char *dir, attn_erro
     snprintf(cursor_s, sizeof cursor_s, "%zu", tr->sampler.cursor);
     snprintf(bytes_s, sizeof bytes_s, "%zu", tr->text_bytes);
     snprintf(hash_s, sizeof hash_s, "%016" PRIx64, tr->text_hash);
-    attn_st_kv smeta[] = {
-        {"format", "attn-train-state"}, {"step", step_s},           {"config", full},
-        {"adamw_step", adam_s},         {"sampler_epoch", epoch_s}, {"sampler_cursor", cursor_s},
-        {"corpus_bytes", bytes_s},      {"corpus_fnv1a", hash_s}};
+    attn_st_kv smeta[] = {{"format", "attn-train-state"},
+                          {"step", step_s},
+                          {"config", full},
+                          {"adamw_step", adam_s},
+                          {"sampler_epoch", epoch_s},
+                          {"sampler_cursor", cursor_s},
+                          {"corpus_bytes", bytes_s},
+                          {"corpus_fnv1a", hash_s},
+                          {"corpus_path", tr->corpus_path ? tr->corpus_path : ""}};
     if (join(path, dir, ATTN_CKPT_STATE)) {
         st = attn_fail(err, ATTN_ERR_IO, "checkpoint directory path is too long");
         goto done;
@@ -595,7 +600,7 @@ out:
 }
 
 attn_status attn_trainer_read_config(const char *dir, attn_gpt_config *mcfg,
-                                     attn_train_config *tcfg, attn_error *err) {
+                                     attn_train_config *tcfg, char **corpus_path, attn_error *err) {
     char path[PATH_BUF];
     if (join(path, dir, ATTN_CKPT_STATE))
         return attn_fail(err, ATTN_ERR_IO, "checkpoint directory path is too long");
@@ -603,6 +608,14 @@ attn_status attn_trainer_read_config(const char *dir, attn_gpt_config *mcfg,
     attn_status s = attn_safetensors_read(path, &st, err);
     if (s) return s;
     s = read_state_config(&st, path, mcfg, tcfg, err);
+    if (!s && corpus_path) {
+        const char *cp = attn_safetensors_meta(&st, "corpus_path");
+        *corpus_path = NULL;
+        if (cp && *cp) {
+            *corpus_path = malloc(strlen(cp) + 1);
+            if (*corpus_path) strcpy(*corpus_path, cp);
+        }
+    }
     attn_safetensors_free(&st);
     return s;
 }

@@ -40,7 +40,7 @@ train --out "$tmp/res" --interrupt-after 17 > "$tmp/res1.log" 2> "$tmp/res1.err"
 rc=$?
 [ $rc -eq 130 ] && grep -q "interrupted after step 17" "$tmp/res1.err" &&
   ok "interrupt saves a checkpoint and exits 130" || bad "interrupt rc=$rc $(cat "$tmp/res1.err")"
-"$ATTN" train --data "$tmp/corpus.txt" --out "$tmp/res" --resume --threads 1 > "$tmp/res2.log" 2> "$tmp/res2.err" ||
+"$ATTN" train --out "$tmp/res" --resume --threads 1 > "$tmp/res2.log" 2> "$tmp/res2.err" ||
   bad "resume failed: $(cat "$tmp/res2.err")"
 if diff <(losses "$tmp/ref.log") <(cat "$tmp/res1.log" "$tmp/res2.log" | losses) > "$tmp/d"; then
   ok "interrupted + resumed run logs the same losses, bit for bit"

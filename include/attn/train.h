@@ -23,7 +23,8 @@
  *                       exp_avg.<name> / exp_avg_sq.<name> (F32), the three
  *                       generators (U32), the loss history; metadata: format
  *                       "attn-train-state", step, config (model + training
- *                       JSON), sampler epoch/cursor, corpus size and hash.
+ *                       JSON), sampler epoch/cursor, corpus path, size and
+ *                       hash (a resume without --data reads that path again).
  * Resuming restores all of it, so the run continues exactly as if it had
  * never stopped (given the same thread count). */
 #ifndef ATTN_TRAIN_H
@@ -124,6 +125,7 @@ typedef struct attn_trainer {
     size_t n_hist, cap_hist;
     attn_eval_record *evals;
     size_t n_evals, cap_evals;
+    const char *corpus_path; /* borrowed; recorded in the training state when set */
 } attn_trainer;
 
 /* Fresh run on text (n bytes of UTF-8). mcfg->vocab_size is replaced by
@@ -137,8 +139,10 @@ void attn_trainer_free(attn_trainer *tr);
 
 /* Read the configs a checkpoint directory was trained with (from its
  * training state), e.g. to resume without restating them. */
+/* *corpus_path (may be NULL) gets the corpus path the run recorded, malloc'd,
+ * or NULL when none was recorded. */
 attn_status attn_trainer_read_config(const char *dir, attn_gpt_config *mcfg,
-                                     attn_train_config *tcfg, attn_error *err);
+                                     attn_train_config *tcfg, char **corpus_path, attn_error *err);
 
 /* Continue the run saved in dir: tr must have been initialised with the same
  * configs and corpus (checked: a different config or corpus is an error
