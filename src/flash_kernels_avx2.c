@@ -146,6 +146,13 @@ static void exp_row_avx2(const float *s, float *p, int n, float scale, float shi
     }
 }
 
+static void pack_t_avx2(const float *src, ptrdiff_t ld, int rows, int cols, float *dst,
+                        ptrdiff_t ldd) {
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++)
+            dst[c * ldd + r] = src[r * ld + c];
+}
+
 const attn_flash_kernels attn_flash_kernels_avx2 = {"avx2", gemm_avx2, softmax_cols_avx2,
-                                                    exp_row_avx2};
+                                                    exp_row_avx2, pack_t_avx2};
 #endif

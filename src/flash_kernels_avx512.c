@@ -147,6 +147,24 @@ static void exp_row_avx512(const float *s, float *p, int n, float scale, float s
     }
 }
 
+/* 16 rows at a time: one gather per column collects them into a vector. */
+static void pack_t_avx512(const float *src, ptrdiff_t ld, int rows, int cols, float *dst,
+                          ptrdiff_t ldd) {
+    int r0 = 0;
+    if (ld <= (ptrdiff_t)(0x7fffffff / 16)) {
+        const __m512i idx = _mm512_mullo_epi32(
+            _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+            _mm512_set1_epi32((int)ld));
+        for (; r0 + 16 <= rows; r0 += 16)
+            for (int c = 0; c < cols; c++)
+                _mm512_storeu_ps(dst + c * ldd + r0,
+                                 _mm512_i32gather_ps(idx, src + r0 * ld + c, 4));
+    }
+    for (int r = r0; r < rows; r++)
+        for (int c = 0; c < cols; c++)
+            dst[c * ldd + r] = src[r * ld + c];
+}
+
 const attn_flash_kernels attn_flash_kernels_avx512 = {"avx512", gemm_avx512, softmax_cols_avx512,
-                                                      exp_row_avx512};
+                                                      exp_row_avx512, pack_t_avx512};
 #endif

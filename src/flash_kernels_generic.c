@@ -50,5 +50,12 @@ static void exp_row_generic(const float *s, float *p, int n, float scale, float 
         p[j] = expf(s[j] * scale - shift);
 }
 
-const attn_flash_kernels attn_flash_kernels_generic = {"generic", gemm_generic,
-                                                       softmax_cols_generic, exp_row_generic};
+static void pack_t_generic(const float *src, ptrdiff_t ld, int rows, int cols, float *dst,
+                           ptrdiff_t ldd) {
+    for (int r = 0; r < rows; r++) /* rows in order: they stream from memory */
+        for (int c = 0; c < cols; c++)
+            dst[c * ldd + r] = src[r * ld + c];
+}
+
+const attn_flash_kernels attn_flash_kernels_generic = {
+    "generic", gemm_generic, softmax_cols_generic, exp_row_generic, pack_t_generic};
