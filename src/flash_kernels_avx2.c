@@ -155,4 +155,6 @@ static void pack_t_avx2(const float *src, ptrdiff_t ld, int rows, int cols, floa
 
 const attn_flash_kernels attn_flash_kernels_avx2 = {"avx2", gemm_avx2, softmax_cols_avx2,
                                                     exp_row_avx2, pack_t_avx2};
+#else
+typedef int attn_flash_avx2_unavailable; /* keep the translation unit non-empty */
 #endif

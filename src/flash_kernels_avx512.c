@@ -167,4 +167,6 @@ static void pack_t_avx512(const float *src, ptrdiff_t ld, int rows, int cols, fl
 
 const attn_flash_kernels attn_flash_kernels_avx512 = {"avx512", gemm_avx512, softmax_cols_avx512,
                                                       exp_row_avx512, pack_t_avx512};
+#else
+typedef int attn_flash_avx512_unavailable; /* keep the translation unit non-empty */
 #endif
