@@ -619,19 +619,9 @@ static void bwd_task(const run_ctx *c, const attn_flash_problem *pb, const attn_
         c->K->gemm(nq, nk, hd, Op, (ptrdiff_t)hdp, 1, Vt, (ptrdiff_t)bkp, dS, (ptrdiff_t)bkp, 0,
                    NULL);
         /* dS = P (dP * mask - D) / sqrt(hd) */
-        for (int ii = 0; ii < nq; ii++) {
-            const float Di = D[i0 + ii];
-            const float *prow = P + (size_t)ii * bkp;
-            float *srow = dS + (size_t)ii * bkp;
-            if (c->drop.on) {
-                const float *mrow = M + (size_t)ii * bkp;
-                for (int jj = 0; jj < nk; jj++)
-                    srow[jj] = prow[jj] * (srow[jj] * mrow[jj] - Di) * c->scale;
-            } else {
-                for (int jj = 0; jj < nk; jj++)
-                    srow[jj] = prow[jj] * (srow[jj] - Di) * c->scale;
-            }
-        }
+        for (int ii = 0; ii < nq; ii++)
+            c->K->ds_row(P + (size_t)ii * bkp, dS + (size_t)ii * bkp,
+                         c->drop.on ? M + (size_t)ii * bkp : NULL, nk, D[i0 + ii], c->scale);
         /* dK (nk, hd) += dS^T Q;  dQ (nq, hd) += dS K */
         c->K->gemm(nk, hd, nq, dS, 1, (ptrdiff_t)bkp, Qp, (ptrdiff_t)hdp, dKa, (ptrdiff_t)hdp, 1,
                    NULL);

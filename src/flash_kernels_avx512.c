@@ -165,8 +165,26 @@ static void pack_t_avx512(const float *src, ptrdiff_t ld, int rows, int cols, fl
             dst[c * ldd + r] = src[r * ld + c];
 }
 
-const attn_flash_kernels attn_flash_kernels_avx512 = {"avx512", gemm_avx512, softmax_cols_avx512,
-                                                      exp_row_avx512, pack_t_avx512};
+static void ds_row_avx512(const float *p, float *ds, const float *mult, int n, float D,
+                          float scale) {
+    const __m512 vd = _mm512_set1_ps(D), vs = _mm512_set1_ps(scale);
+    for (int j = 0; j < n; j += 16) {
+        const __mmask16 k = tail_mask(n - j);
+        __m512 d = _mm512_maskz_loadu_ps(k, ds + j);
+        if (mult) d = _mm512_mul_ps(d, _mm512_maskz_loadu_ps(k, mult + j));
+        d = _mm512_mul_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(k, p + j), _mm512_sub_ps(d, vd)), vs);
+        _mm512_mask_storeu_ps(ds + j, k, d);
+    }
+}
+
+const attn_flash_kernels attn_flash_kernels_avx512 = {
+    .name = "avx512",
+    .gemm = gemm_avx512,
+    .softmax_cols = softmax_cols_avx512,
+    .exp_row = exp_row_avx512,
+    .ds_row = ds_row_avx512,
+    .pack_t = pack_t_avx512,
+};
 #else
 typedef int attn_flash_avx512_unavailable; /* keep the translation unit non-empty */
 #endif

@@ -57,5 +57,21 @@ static void pack_t_generic(const float *src, ptrdiff_t ld, int rows, int cols, f
             dst[c * ldd + r] = src[r * ld + c];
 }
 
+static void ds_row_generic(const float *p, float *ds, const float *mult, int n, float D,
+                           float scale) {
+    if (mult)
+        for (int j = 0; j < n; j++)
+            ds[j] = p[j] * (ds[j] * mult[j] - D) * scale;
+    else
+        for (int j = 0; j < n; j++)
+            ds[j] = p[j] * (ds[j] - D) * scale;
+}
+
 const attn_flash_kernels attn_flash_kernels_generic = {
-    "generic", gemm_generic, softmax_cols_generic, exp_row_generic, pack_t_generic};
+    .name = "generic",
+    .gemm = gemm_generic,
+    .softmax_cols = softmax_cols_generic,
+    .exp_row = exp_row_generic,
+    .ds_row = ds_row_generic,
+    .pack_t = pack_t_generic,
+};
