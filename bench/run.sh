@@ -15,5 +15,6 @@ echo "# $(date -u +%FT%TZ) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 |
 # The long context: attn alone (PyTorch would need ~(12 * 32768^2 * 4 B) = 48 GiB per T x T tensor).
 if [[ " $* " != *" --quick "* ]]; then
   /usr/bin/time -v "$build/attn" bench mha --batch 1 --tokens 32768 --d-model 768 --heads 12 \
+    --mha-only --warmup 0 \
     --backward --repeat 1 2> >(grep -E "Maximum resident|Elapsed" >&2)
 fi
