@@ -360,6 +360,10 @@ static int imin(int a, int b) {
     return a < b ? a : b;
 }
 
+static int imax(int a, int b) {
+    return a > b ? a : b;
+}
+
 /* ---- forward ------------------------------------------------------------ */
 
 static size_t fwd_thread_bytes(const run_ctx *c) {
@@ -423,10 +427,30 @@ static void fwd_task(const run_ctx *c, const attn_flash_problem *pb, int b, int 
                     __builtin_prefetch(kb + ((size_t)c->bk + jj) * pb->ld_k + d, 0, 2);
                     __builtin_prefetch(vb + ((size_t)c->bk + jj) * pb->ld_v + d, 0, 2);
                 }
+        /* On the diagonal tile the second half of the keys (from ks) is seen
+         * only by queries from qs: skip the products that are masked anyway. */
+        const int diag = j0 + nk - 1 > i0;
+        int ks = nk, qs = 0;
+        if (diag && nk >= 32) {
+            ks = nk / 2;
+            qs = imin(nq, imax(0, j0 + ks - i0));
+        }
+        const int split = ks < nk && qs > 0;
         /* S^T (nk, nq) = K_tile Q_tile^T */
-        c->K->gemm(nk, nqp, hd, kb, (ptrdiff_t)pb->ld_k, 1, Qt, (ptrdiff_t)bqp, St, (ptrdiff_t)bqp,
-                   0, NULL);
-        if (j0 + nk - 1 > i0) /* diagonal tile: key j0+jj is masked for query i0+ii < j0+jj */
+        if (split) {
+            const int q16 = qs / ATTN_FLASH_PAD * ATTN_FLASH_PAD; /* whole vectors */
+            c->K->gemm(ks, nqp, hd, kb, (ptrdiff_t)pb->ld_k, 1, Qt, (ptrdiff_t)bqp, St,
+                       (ptrdiff_t)bqp, 0, NULL);
+            c->K->gemm(nk - ks, nqp - q16, hd, kb + (size_t)ks * pb->ld_k, (ptrdiff_t)pb->ld_k, 1,
+                       Qt + q16, (ptrdiff_t)bqp, St + (size_t)ks * bqp + q16, (ptrdiff_t)bqp, 0,
+                       NULL);
+        } else {
+            c->K->gemm(nk, nqp, hd, kb, (ptrdiff_t)pb->ld_k, 1, Qt, (ptrdiff_t)bqp, St,
+                       (ptrdiff_t)bqp, 0, NULL);
+        }
+        if (diag) /* masks every entry the split left out too */ /* diagonal tile: key j0+jj is
+                                                                    masked for query i0+ii < j0+jj
+                                                                  */
             for (int jj = 0; jj < nk; jj++) {
                 const int upto = imin(nq, j0 + jj - i0);
                 for (int ii = 0; ii < upto; ii++)
@@ -445,8 +469,16 @@ static void fwd_task(const run_ctx *c, const attn_flash_problem *pb, int b, int 
         for (int jj = 0; jj < nk; jj++)
             memcpy(Vp + (size_t)jj * hdp, vb + (size_t)jj * pb->ld_v, (size_t)hd * sizeof(float));
         /* acc (nq, hd) = alpha * acc + P (nq, nk) V_tile, P read from P^T */
-        c->K->gemm(nq, hd, nk, St, 1, (ptrdiff_t)bqp, Vp, (ptrdiff_t)hdp, acc, (ptrdiff_t)hdp,
-                   j0 > 0, alpha);
+        if (split) {
+            c->K->gemm(qs, hd, ks, St, 1, (ptrdiff_t)bqp, Vp, (ptrdiff_t)hdp, acc, (ptrdiff_t)hdp,
+                       j0 > 0, alpha);
+            if (qs < nq)
+                c->K->gemm(nq - qs, hd, nk, St + qs, 1, (ptrdiff_t)bqp, Vp, (ptrdiff_t)hdp,
+                           acc + (size_t)qs * hdp, (ptrdiff_t)hdp, j0 > 0, alpha + qs);
+        } else {
+            c->K->gemm(nq, hd, nk, St, 1, (ptrdiff_t)bqp, Vp, (ptrdiff_t)hdp, acc, (ptrdiff_t)hdp,
+                       j0 > 0, alpha);
+        }
     }
 
     float *ob = pb->o + ((size_t)b * T + (size_t)i0) * pb->ld_o + (size_t)h * hd;
@@ -586,9 +618,26 @@ static void bwd_task(const run_ctx *c, const attn_flash_problem *pb, const attn_
             memcpy(Qp + (size_t)ii * hdp, qb + (size_t)ii * pb->ld_q, (size_t)hd * sizeof(float));
             memcpy(Op + (size_t)ii * hdp, dob + (size_t)ii * g->ld_do, (size_t)hd * sizeof(float));
         }
+        /* On the diagonal tile the second half of the keys (from ks) is seen
+         * only by queries from qs: skip the products that are masked anyway
+         * (P, dS are written as exact zeros there). */
+        int ks = nk, qs = 0;
+        if (i0 < j0 + nk - 1 && nk >= 32) {
+            ks = nk / 2;
+            qs = imin(nq, imax(0, j0 + ks - i0));
+        }
+        const int split = ks < nk && qs > 0, rest = nq - qs;
         /* S (nq, nk) = Q_tile K_tile^T; P = exp(S / sqrt(hd) - lse) */
-        c->K->gemm(nq, nk, hd, Qp, (ptrdiff_t)hdp, 1, Kt, (ptrdiff_t)bkp, P, (ptrdiff_t)bkp, 0,
-                   NULL);
+        if (split) {
+            c->K->gemm(qs, ks, hd, Qp, (ptrdiff_t)hdp, 1, Kt, (ptrdiff_t)bkp, P, (ptrdiff_t)bkp, 0,
+                       NULL);
+            if (rest > 0)
+                c->K->gemm(rest, nk, hd, Qp + (size_t)qs * hdp, (ptrdiff_t)hdp, 1, Kt,
+                           (ptrdiff_t)bkp, P + (size_t)qs * bkp, (ptrdiff_t)bkp, 0, NULL);
+        } else {
+            c->K->gemm(nq, nk, hd, Qp, (ptrdiff_t)hdp, 1, Kt, (ptrdiff_t)bkp, P, (ptrdiff_t)bkp, 0,
+                       NULL);
+        }
         for (int ii = 0; ii < nq; ii++) {
             const int i = i0 + ii;
             const int valid = imin(nk, i - j0 + 1);
@@ -613,20 +662,56 @@ static void bwd_task(const run_ctx *c, const attn_flash_problem *pb, const attn_
             Pused = Pd;
         }
         /* dV (nk, hd) += P^T dO */
-        c->K->gemm(nk, hd, nq, Pused, 1, (ptrdiff_t)bkp, Op, (ptrdiff_t)hdp, dVa, (ptrdiff_t)hdp, 1,
-                   NULL);
+        if (split) {
+            c->K->gemm(ks, hd, nq, Pused, 1, (ptrdiff_t)bkp, Op, (ptrdiff_t)hdp, dVa,
+                       (ptrdiff_t)hdp, 1, NULL);
+            if (rest > 0)
+                c->K->gemm(nk - ks, hd, rest, Pused + (size_t)qs * bkp + ks, 1, (ptrdiff_t)bkp,
+                           Op + (size_t)qs * hdp, (ptrdiff_t)hdp, dVa + (size_t)ks * hdp,
+                           (ptrdiff_t)hdp, 1, NULL);
+        } else {
+            c->K->gemm(nk, hd, nq, Pused, 1, (ptrdiff_t)bkp, Op, (ptrdiff_t)hdp, dVa,
+                       (ptrdiff_t)hdp, 1, NULL);
+        }
         /* dP (nq, nk) = dO V^T */
-        c->K->gemm(nq, nk, hd, Op, (ptrdiff_t)hdp, 1, Vt, (ptrdiff_t)bkp, dS, (ptrdiff_t)bkp, 0,
-                   NULL);
-        /* dS = P (dP * mask - D) / sqrt(hd) */
-        for (int ii = 0; ii < nq; ii++)
-            c->K->ds_row(P + (size_t)ii * bkp, dS + (size_t)ii * bkp,
-                         c->drop.on ? M + (size_t)ii * bkp : NULL, nk, D[i0 + ii], c->scale);
+        if (split) {
+            c->K->gemm(qs, ks, hd, Op, (ptrdiff_t)hdp, 1, Vt, (ptrdiff_t)bkp, dS, (ptrdiff_t)bkp, 0,
+                       NULL);
+            if (rest > 0)
+                c->K->gemm(rest, nk, hd, Op + (size_t)qs * hdp, (ptrdiff_t)hdp, 1, Vt,
+                           (ptrdiff_t)bkp, dS + (size_t)qs * bkp, (ptrdiff_t)bkp, 0, NULL);
+        } else {
+            c->K->gemm(nq, nk, hd, Op, (ptrdiff_t)hdp, 1, Vt, (ptrdiff_t)bkp, dS, (ptrdiff_t)bkp, 0,
+                       NULL);
+        }
+        /* dS = P (dP * mask - D) / sqrt(hd) on the visible keys, 0 beyond */
+        for (int ii = 0; ii < nq; ii++) {
+            const int valid = imin(nk, i0 + ii - j0 + 1);
+            float *srow = dS + (size_t)ii * bkp;
+            c->K->ds_row(P + (size_t)ii * bkp, srow, c->drop.on ? M + (size_t)ii * bkp : NULL,
+                         valid, D[i0 + ii], c->scale);
+            for (int jj = valid; jj < nk; jj++)
+                srow[jj] = 0.0f;
+        }
         /* dK (nk, hd) += dS^T Q;  dQ (nq, hd) += dS K */
-        c->K->gemm(nk, hd, nq, dS, 1, (ptrdiff_t)bkp, Qp, (ptrdiff_t)hdp, dKa, (ptrdiff_t)hdp, 1,
-                   NULL);
-        c->K->gemm(nq, hd, nk, dS, (ptrdiff_t)bkp, 1, Kp, (ptrdiff_t)hdp,
-                   dq_base + (size_t)i0 * ld_dq, ld_dq, 1, NULL);
+        if (split) {
+            c->K->gemm(ks, hd, nq, dS, 1, (ptrdiff_t)bkp, Qp, (ptrdiff_t)hdp, dKa, (ptrdiff_t)hdp,
+                       1, NULL);
+            if (rest > 0)
+                c->K->gemm(nk - ks, hd, rest, dS + (size_t)qs * bkp + ks, 1, (ptrdiff_t)bkp,
+                           Qp + (size_t)qs * hdp, (ptrdiff_t)hdp, dKa + (size_t)ks * hdp,
+                           (ptrdiff_t)hdp, 1, NULL);
+            c->K->gemm(qs, hd, ks, dS, (ptrdiff_t)bkp, 1, Kp, (ptrdiff_t)hdp,
+                       dq_base + (size_t)i0 * ld_dq, ld_dq, 1, NULL);
+            if (rest > 0)
+                c->K->gemm(rest, hd, nk, dS + (size_t)qs * bkp, (ptrdiff_t)bkp, 1, Kp,
+                           (ptrdiff_t)hdp, dq_base + (size_t)(i0 + qs) * ld_dq, ld_dq, 1, NULL);
+        } else {
+            c->K->gemm(nk, hd, nq, dS, 1, (ptrdiff_t)bkp, Qp, (ptrdiff_t)hdp, dKa, (ptrdiff_t)hdp,
+                       1, NULL);
+            c->K->gemm(nq, hd, nk, dS, (ptrdiff_t)bkp, 1, Kp, (ptrdiff_t)hdp,
+                       dq_base + (size_t)i0 * ld_dq, ld_dq, 1, NULL);
+        }
     }
 
     for (int jj = 0; jj < nk; jj++) {
