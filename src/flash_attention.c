@@ -391,11 +391,7 @@ static void fwd_task(const run_ctx *c, const attn_flash_problem *pb, int b, int 
     for (int ii = 0; ii < nq; ii++) /* all the tile's rows in flight at once */
         for (int d = 0; d < hd; d += 16)
             __builtin_prefetch(qb + (size_t)ii * pb->ld_q + d);
-    for (int ii = 0; ii < nq; ii++) { /* read rows in order: streams from memory */
-        const float *src = qb + (size_t)ii * pb->ld_q;
-        for (int d = 0; d < hd; d++)
-            Qt[(size_t)d * bqp + ii] = src[d];
-    }
+    c->K->pack_t(qb, (ptrdiff_t)pb->ld_q, nq, hd, Qt, (ptrdiff_t)bqp);
     for (int d = 0; d < hd; d++)
         for (int ii = nq; ii < nqp; ii++)
             Qt[(size_t)d * bqp + ii] = 0.0f;
@@ -544,13 +540,8 @@ static void bwd_task(const run_ctx *c, const attn_flash_problem *pb, const attn_
             __builtin_prefetch(dkb + (size_t)jj * g->ld_dk + d, 1, 1);
             __builtin_prefetch(dvb + (size_t)jj * g->ld_dv + d, 1, 1);
         }
-    for (int jj = 0; jj < nk; jj++) { /* rows in order: they come from memory */
-        const float *kr = kb + (size_t)jj * pb->ld_k, *vr = vb + (size_t)jj * pb->ld_v;
-        for (int d = 0; d < hd; d++) {
-            Kt[(size_t)d * bkp + jj] = kr[d];
-            Vt[(size_t)d * bkp + jj] = vr[d];
-        }
-    }
+    c->K->pack_t(kb, (ptrdiff_t)pb->ld_k, nk, hd, Kt, (ptrdiff_t)bkp);
+    c->K->pack_t(vb, (ptrdiff_t)pb->ld_v, nk, hd, Vt, (ptrdiff_t)bkp);
     for (int jj = 0; jj < nk; jj++) /* contiguous K rows for dQ += dS K */
         memcpy(Kp + (size_t)jj * hdp, kb + (size_t)jj * pb->ld_k, (size_t)hd * sizeof(float));
     memset(dKa, 0, (size_t)nk * hdp * sizeof(float));
@@ -628,19 +619,9 @@ static void bwd_task(const run_ctx *c, const attn_flash_problem *pb, const attn_
         c->K->gemm(nq, nk, hd, Op, (ptrdiff_t)hdp, 1, Vt, (ptrdiff_t)bkp, dS, (ptrdiff_t)bkp, 0,
                    NULL);
         /* dS = P (dP * mask - D) / sqrt(hd) */
-        for (int ii = 0; ii < nq; ii++) {
-            const float Di = D[i0 + ii];
-            const float *prow = P + (size_t)ii * bkp;
-            float *srow = dS + (size_t)ii * bkp;
-            if (c->drop.on) {
-                const float *mrow = M + (size_t)ii * bkp;
-                for (int jj = 0; jj < nk; jj++)
-                    srow[jj] = prow[jj] * (srow[jj] * mrow[jj] - Di) * c->scale;
-            } else {
-                for (int jj = 0; jj < nk; jj++)
-                    srow[jj] = prow[jj] * (srow[jj] - Di) * c->scale;
-            }
-        }
+        for (int ii = 0; ii < nq; ii++)
+            c->K->ds_row(P + (size_t)ii * bkp, dS + (size_t)ii * bkp,
+                         c->drop.on ? M + (size_t)ii * bkp : NULL, nk, D[i0 + ii], c->scale);
         /* dK (nk, hd) += dS^T Q;  dQ (nq, hd) += dS K */
         c->K->gemm(nk, hd, nq, dS, 1, (ptrdiff_t)bkp, Qp, (ptrdiff_t)hdp, dKa, (ptrdiff_t)hdp, 1,
                    NULL);

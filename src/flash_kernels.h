@@ -30,6 +30,12 @@ typedef struct attn_flash_kernels {
                          float *alpha, float scale);
     /* p[j] = exp(s[j] * scale - shift) for j < n (in place allowed). */
     void (*exp_row)(const float *s, float *p, int n, float scale, float shift);
+    /* ds[j] = p[j] * ((mult ? ds[j] * mult[j] : ds[j]) - D) * scale, j < n:
+     * the softmax backward of one row, ds holding dP on entry. */
+    void (*ds_row)(const float *p, float *ds, const float *mult, int n, float D, float scale);
+    /* dst[c * ldd + r] = src[r * ld + c] for r < rows, c < cols (transpose a
+     * tile of strided rows into columns). */
+    void (*pack_t)(const float *src, ptrdiff_t ld, int rows, int cols, float *dst, ptrdiff_t ldd);
 } attn_flash_kernels;
 
 extern const attn_flash_kernels attn_flash_kernels_generic;

@@ -146,6 +146,30 @@ static void exp_row_avx2(const float *s, float *p, int n, float scale, float shi
     }
 }
 
-const attn_flash_kernels attn_flash_kernels_avx2 = {"avx2", gemm_avx2, softmax_cols_avx2,
-                                                    exp_row_avx2};
+static void pack_t_avx2(const float *src, ptrdiff_t ld, int rows, int cols, float *dst,
+                        ptrdiff_t ldd) {
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++)
+            dst[c * ldd + r] = src[r * ld + c];
+}
+
+static void ds_row_avx2(const float *p, float *ds, const float *mult, int n, float D, float scale) {
+    if (mult)
+        for (int j = 0; j < n; j++)
+            ds[j] = p[j] * (ds[j] * mult[j] - D) * scale;
+    else
+        for (int j = 0; j < n; j++)
+            ds[j] = p[j] * (ds[j] - D) * scale;
+}
+
+const attn_flash_kernels attn_flash_kernels_avx2 = {
+    .name = "avx2",
+    .gemm = gemm_avx2,
+    .softmax_cols = softmax_cols_avx2,
+    .exp_row = exp_row_avx2,
+    .ds_row = ds_row_avx2,
+    .pack_t = pack_t_avx2,
+};
+#else
+typedef int attn_flash_avx2_unavailable; /* keep the translation unit non-empty */
 #endif

@@ -147,6 +147,44 @@ static void exp_row_avx512(const float *s, float *p, int n, float scale, float s
     }
 }
 
-const attn_flash_kernels attn_flash_kernels_avx512 = {"avx512", gemm_avx512, softmax_cols_avx512,
-                                                      exp_row_avx512};
+/* 16 rows at a time: one gather per column collects them into a vector. */
+static void pack_t_avx512(const float *src, ptrdiff_t ld, int rows, int cols, float *dst,
+                          ptrdiff_t ldd) {
+    int r0 = 0;
+    if (ld <= (ptrdiff_t)(0x7fffffff / 16)) {
+        const __m512i idx = _mm512_mullo_epi32(
+            _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+            _mm512_set1_epi32((int)ld));
+        for (; r0 + 16 <= rows; r0 += 16)
+            for (int c = 0; c < cols; c++)
+                _mm512_storeu_ps(dst + c * ldd + r0,
+                                 _mm512_i32gather_ps(idx, src + r0 * ld + c, 4));
+    }
+    for (int r = r0; r < rows; r++)
+        for (int c = 0; c < cols; c++)
+            dst[c * ldd + r] = src[r * ld + c];
+}
+
+static void ds_row_avx512(const float *p, float *ds, const float *mult, int n, float D,
+                          float scale) {
+    const __m512 vd = _mm512_set1_ps(D), vs = _mm512_set1_ps(scale);
+    for (int j = 0; j < n; j += 16) {
+        const __mmask16 k = tail_mask(n - j);
+        __m512 d = _mm512_maskz_loadu_ps(k, ds + j);
+        if (mult) d = _mm512_mul_ps(d, _mm512_maskz_loadu_ps(k, mult + j));
+        d = _mm512_mul_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(k, p + j), _mm512_sub_ps(d, vd)), vs);
+        _mm512_mask_storeu_ps(ds + j, k, d);
+    }
+}
+
+const attn_flash_kernels attn_flash_kernels_avx512 = {
+    .name = "avx512",
+    .gemm = gemm_avx512,
+    .softmax_cols = softmax_cols_avx512,
+    .exp_row = exp_row_avx512,
+    .ds_row = ds_row_avx512,
+    .pack_t = pack_t_avx512,
+};
+#else
+typedef int attn_flash_avx512_unavailable; /* keep the translation unit non-empty */
 #endif

@@ -50,5 +50,28 @@ static void exp_row_generic(const float *s, float *p, int n, float scale, float 
         p[j] = expf(s[j] * scale - shift);
 }
 
-const attn_flash_kernels attn_flash_kernels_generic = {"generic", gemm_generic,
-                                                       softmax_cols_generic, exp_row_generic};
+static void pack_t_generic(const float *src, ptrdiff_t ld, int rows, int cols, float *dst,
+                           ptrdiff_t ldd) {
+    for (int r = 0; r < rows; r++) /* rows in order: they stream from memory */
+        for (int c = 0; c < cols; c++)
+            dst[c * ldd + r] = src[r * ld + c];
+}
+
+static void ds_row_generic(const float *p, float *ds, const float *mult, int n, float D,
+                           float scale) {
+    if (mult)
+        for (int j = 0; j < n; j++)
+            ds[j] = p[j] * (ds[j] * mult[j] - D) * scale;
+    else
+        for (int j = 0; j < n; j++)
+            ds[j] = p[j] * (ds[j] - D) * scale;
+}
+
+const attn_flash_kernels attn_flash_kernels_generic = {
+    .name = "generic",
+    .gemm = gemm_generic,
+    .softmax_cols = softmax_cols_generic,
+    .exp_row = exp_row_generic,
+    .ds_row = ds_row_generic,
+    .pack_t = pack_t_generic,
+};
