@@ -41,6 +41,12 @@ test-sanitize: deps-test
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --test-dir $(BUILD_ASAN) --output-on-failure -j 1 -E 'parity_live'
 
+# attn against PyTorch on the issue's attention cases (same run), then the
+# nanoGPT-CPU training benchmark. Minutes; not part of `make test`.
+bench: deps-test build
+	bench/run.sh
+	bench/train_nanogpt.sh $(BUILD)
+
 install: build
 	cmake --install $(BUILD)
 
