@@ -39,7 +39,13 @@ test-sanitize: deps-test
 	cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DATTN_SANITIZE=ON
 	cmake --build $(BUILD_ASAN) -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	  ctest --test-dir $(BUILD_ASAN) --output-on-failure -j 1 -E 'parity_live'
+	  ctest --test-dir $(BUILD_ASAN) --output-on-failure -j 1 -E 'parity_live|install_consumer'
+
+# attn against PyTorch on the issue's attention cases (same run), then the
+# nanoGPT-CPU training benchmark. Minutes; not part of `make test`.
+bench: deps-test build
+	bench/run.sh
+	bench/train_nanogpt.sh $(BUILD)
 
 install: build
 	cmake --install $(BUILD)

@@ -11,6 +11,7 @@ cd "$(dirname "$0")/.."
 build=${1:-build}
 shift || true
 scripts/get-data.sh
+echo "# $(date -u +%FT%TZ) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 out=$(mktemp -d "${TMPDIR:-/tmp}/attn-bench.XXXXXX")
 trap 'rm -rf "$out"' EXIT
 start=$(date +%s.%N)

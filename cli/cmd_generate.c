@@ -2,6 +2,7 @@
  * temperature, top-k and top-p (nucleus) sampling, greedy at temperature 0. */
 #define _POSIX_C_SOURCE 200809L /* sigaction, clock_gettime, mkdtemp */
 
+#include <cblas.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -129,6 +130,7 @@ int cmd_generate(int argc, char **argv) {
         generate_usage(stderr);
         return 2;
     }
+    openblas_set_num_threads(1); /* one token at a time: tiny products */
     attn_error err;
     attn_error_clear(&err);
     attn_gpt model;

@@ -172,10 +172,16 @@ int cmd_train(int argc, char **argv) {
             return 2;
         }
     }
+    /* One thread pool (attn/gemm.h): OpenMP threads, each calling a
+     * single-threaded OpenBLAS. --threads N sets the OpenMP count, also
+     * through OMP_NUM_THREADS, which attn_default_threads() reads. */
     if (threads > 0) {
+        char nbuf[32];
+        snprintf(nbuf, sizeof nbuf, "%d", (int)threads);
+        setenv("OMP_NUM_THREADS", nbuf, 1);
         omp_set_num_threads((int)threads);
-        openblas_set_num_threads((int)threads);
     }
+    openblas_set_num_threads(1);
 
     /* Configuration: preset, then the config file, then flags. */
     attn_error err;

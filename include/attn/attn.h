@@ -4,11 +4,14 @@
 
 #include "attn/causal_attention.h"
 #include "attn/cross_entropy.h"
+#include "attn/dataset.h"
 #include "attn/dropout.h"
 #include "attn/embedding.h"
 #include "attn/feedforward.h"
 #include "attn/fileio.h"
+#include "attn/flash_attention.h"
 #include "attn/gelu.h"
+#include "attn/gemm.h"
 #include "attn/gpt.h"
 #include "attn/layernorm.h"
 #include "attn/linear.h"
@@ -16,6 +19,7 @@
 #include "attn/multi_head_attention.h"
 #include "attn/npy.h"
 #include "attn/ops.h"
+#include "attn/optim.h"
 #include "attn/param.h"
 #include "attn/print.h"
 #include "attn/residual.h"
@@ -25,5 +29,7 @@
 #include "attn/self_attention.h"
 #include "attn/softmax.h"
 #include "attn/status.h"
+#include "attn/tokenizer.h"
+#include "attn/train.h"
 
 #endif
