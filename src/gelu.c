@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "parallel.h"
+
 /* Let GCC compute both sides of the selects below so the loops vectorise;
  * this only drops assumptions about FP exception flags (which attn never
  * reads), not IEEE results. On x86-64 the loops are also cloned for AVX2 and
@@ -74,7 +76,7 @@ float attn_tanhf(float u) {
     return tanh_fast(u);
 }
 
-ATTN_VEC_CLONES void attn_gelu_forward(const float *x, float *y, size_t n) {
+ATTN_VEC_CLONES static void gelu_forward_chunk(const float *x, float *y, size_t n) {
     for (size_t i = 0; i < n; i++) {
         const float v = x[i];
         y[i] = 0.5f * v * (1.0f + tanh_fast(GELU_K * (v + GELU_A * (v * v * v))));
@@ -87,12 +89,48 @@ static inline float gelu_grad(float v) {
     return 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * GELU_K * (1.0f + 3.0f * GELU_A * v * v);
 }
 
-ATTN_VEC_CLONES void attn_gelu_backward(const float *x, const float *dy, float *dx, size_t n) {
+ATTN_VEC_CLONES static void gelu_backward_chunk(const float *x, const float *dy, float *dx,
+                                                size_t n) {
     for (size_t i = 0; i < n; i++)
         dx[i] += gelu_grad(x[i]) * dy[i];
 }
 
-ATTN_VEC_CLONES void attn_gelu_backward_inplace(const float *x, float *d, size_t n) {
+ATTN_VEC_CLONES static void gelu_backward_inplace_chunk(const float *x, float *d, size_t n) {
     for (size_t i = 0; i < n; i++)
         d[i] *= gelu_grad(x[i]);
+}
+
+/* The public entry points split [0, n) into ATTN_PAR_CHUNK pieces over the
+ * OpenMP threads; each piece runs the vectorised clone. */
+#define CHUNKS(n) (((n) + ATTN_PAR_CHUNK - 1) / ATTN_PAR_CHUNK)
+
+static inline size_t chunk_len(size_t offset, size_t n) {
+    return n - offset < ATTN_PAR_CHUNK ? n - offset : ATTN_PAR_CHUNK;
+}
+
+void attn_gelu_forward(const float *x, float *y, size_t n) {
+    const long chunks = (long)CHUNKS(n);
+#pragma omp parallel for schedule(static) if (n >= ATTN_PAR_MIN)
+    for (long c = 0; c < chunks; c++) {
+        const size_t o = (size_t)c * ATTN_PAR_CHUNK;
+        gelu_forward_chunk(x + o, y + o, chunk_len(o, n));
+    }
+}
+
+void attn_gelu_backward(const float *x, const float *dy, float *dx, size_t n) {
+    const long chunks = (long)CHUNKS(n);
+#pragma omp parallel for schedule(static) if (n >= ATTN_PAR_MIN)
+    for (long c = 0; c < chunks; c++) {
+        const size_t o = (size_t)c * ATTN_PAR_CHUNK;
+        gelu_backward_chunk(x + o, dy + o, dx + o, chunk_len(o, n));
+    }
+}
+
+void attn_gelu_backward_inplace(const float *x, float *d, size_t n) {
+    const long chunks = (long)CHUNKS(n);
+#pragma omp parallel for schedule(static) if (n >= ATTN_PAR_MIN)
+    for (long c = 0; c < chunks; c++) {
+        const size_t o = (size_t)c * ATTN_PAR_CHUNK;
+        gelu_backward_inplace_chunk(x + o, d + o, chunk_len(o, n));
+    }
 }

@@ -8,6 +8,7 @@
 
 #include "attn/cross_entropy.h"
 #include "attn/residual.h"
+#include "parallel.h"
 
 static attn_status add_params(attn_gpt *m, attn_error *err) {
     attn_param_list *L = &m->params;
@@ -171,7 +172,8 @@ attn_status attn_gpt_acts_init(attn_gpt_acts *a, const attn_gpt *m, int B, int T
         b->ff_out = xmalloc(N * C, sizeof(float), &fail);
         b->keep2 = xmalloc(N * C, 1, &fail);
         if (fail) break;
-        attn_status s = attn_attention_cache_init(&b->att, B, T, c->n_heads, c->emb_dim, err);
+        /* The MHA's own path decides the cache: no (B, heads, T, T) buffers on the fused path. */
+        attn_status s = attn_mha_cache_init(&b->att, &m->blocks[l].att, B, T, err);
         if (s == ATTN_OK) s = attn_feedforward_cache_init(&b->ff, &m->blocks[l].ff, N, err);
         if (s != ATTN_OK) {
             attn_gpt_acts_free(a);
@@ -234,13 +236,15 @@ static attn_status forward_core(attn_gpt *m, int B, int T, const attn_forward_mo
     /* x = tok_emb(ids) + pos_emb(arange(T)); drop_emb. */
     float *x = a->blocks[0].x_in;
     attn_embedding_forward(&m->tok_emb, a->ids, x, N);
-    for (size_t b = 0; b < (size_t)B; b++)
-        for (size_t t = 0; t < (size_t)T; t++) {
-            float *row = x + (b * (size_t)T + t) * C;
-            const float *pe = m->pos_emb.weight + t * C;
-            for (size_t k = 0; k < C; k++)
-                row[k] += pe[k];
-        }
+    const long rows = (long)N;
+#pragma omp parallel for schedule(static) if (N * C >= ATTN_PAR_MIN)
+    for (long r = 0; r < rows; r++) {
+        const size_t t = (size_t)r % (size_t)T;
+        float *row = x + (size_t)r * C;
+        const float *pe = m->pos_emb.weight + t * C;
+        for (size_t k = 0; k < C; k++)
+            row[k] += pe[k];
+    }
     int dropped = attn_dropout_forward_inplace(x, a->keep_emb, p, mode, N * C);
 
     for (int l = 0; l < c->n_layers; l++) {

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "parallel.h"
+
 attn_status attn_layernorm_init(attn_layernorm *ln, int C, attn_error *err) {
     memset(ln, 0, sizeof *ln);
     if (C <= 0)
@@ -40,16 +42,21 @@ attn_status attn_layernorm_params(attn_layernorm *ln, const char *prefix, attn_p
 void attn_layernorm_forward(const attn_layernorm *ln, const float *x, float *y, float *mean,
                             float *rstd, size_t N) {
     const size_t C = (size_t)ln->C;
-    for (size_t n = 0; n < N; n++) {
+    const long rows = (long)N;
+#pragma omp parallel for schedule(static) if (N * C >= ATTN_PAR_MIN)
+    for (long row = 0; row < rows; row++) {
+        const size_t n = (size_t)row;
         const float *xr = x + n * C;
         float *yr = y + n * C;
         /* Double accumulation: the mean and variance are then within an ulp of
          * PyTorch's float reductions whatever their summation order. */
         double s = 0.0;
+#pragma omp simd reduction(+ : s)
         for (size_t c = 0; c < C; c++)
             s += xr[c];
         const float m = (float)(s / (double)C);
         double v = 0.0;
+#pragma omp simd reduction(+ : v)
         for (size_t c = 0; c < C; c++) {
             const double d = (double)xr[c] - (double)m;
             v += d * d;
@@ -75,8 +82,11 @@ void attn_layernorm_backward(attn_layernorm *ln, const float *x, const float *me
         }
     }
     if (!dx) return;
-        /* dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * scale. */
-    for (size_t n = 0; n < N; n++) {
+    /* dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * scale. */
+    const long rows = (long)N;
+#pragma omp parallel for schedule(static) if (N * C >= ATTN_PAR_MIN)
+    for (long row = 0; row < rows; row++) {
+        const size_t n = (size_t)row;
         const float *xr = x + n * C, *dyr = dy + n * C;
         float *dxr = dx + n * C;
         const float m = mean[n], r = rstd[n];

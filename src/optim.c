@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "parallel.h"
+
 static const double PI = 3.14159265358979323846;
 
 attn_adamw_config attn_adamw_defaults(void) {
@@ -75,8 +77,9 @@ attn_status attn_adamw_step(attn_adamw *opt, const attn_param_list *params, doub
         const float *g = p->grad;
         float *m = opt->m + opt->offset[i], *v = opt->v + opt->offset[i];
         const int decay = opt->decay[i] && opt->cfg.weight_decay != 0;
-        const size_t n = p->numel;
-        for (size_t k = 0; k < n; k++) {
+        const long n = (long)p->numel;
+#pragma omp parallel for schedule(static) if (n >= ATTN_PAR_MIN)
+        for (long k = 0; k < n; k++) {
             float wk = w[k];
             if (decay) wk = wk * decay_f;
             float mk = m[k] * b1f + omb1 * g[k];
@@ -91,12 +94,20 @@ attn_status attn_adamw_step(attn_adamw *opt, const attn_param_list *params, doub
 }
 
 double attn_clip_grad_norm(const attn_param_list *params, double max_norm) {
+    /* Each tensor's sum of squares on its own (in parallel), then added in
+     * parameter order: the same norm whatever the thread count. */
     double ss = 0.0;
-    for (int i = 0; i < params->count; i++) {
+    const int count = params->count;
+    const size_t total = attn_param_list_numel(params);
+#pragma omp parallel for ordered schedule(dynamic, 1) if (total >= ATTN_PAR_MIN)
+    for (int i = 0; i < count; i++) {
         const attn_param *p = &params->items[i];
-        if (!p->grad) continue;
-        for (size_t k = 0; k < p->numel; k++)
-            ss += (double)p->grad[k] * (double)p->grad[k];
+        double part = 0.0;
+        if (p->grad)
+            for (size_t k = 0; k < p->numel; k++)
+                part += (double)p->grad[k] * (double)p->grad[k];
+#pragma omp ordered
+        ss += part;
     }
     double norm = sqrt(ss);
     if (max_norm > 0 && norm > max_norm) {
@@ -105,7 +116,9 @@ double attn_clip_grad_norm(const attn_param_list *params, double max_norm) {
         for (int i = 0; i < params->count; i++) {
             const attn_param *p = &params->items[i];
             if (!p->grad) continue;
-            for (size_t k = 0; k < p->numel; k++)
+            const long n = (long)p->numel;
+#pragma omp parallel for schedule(static) if (n >= ATTN_PAR_MIN)
+            for (long k = 0; k < n; k++)
                 p->grad[k] *= coef;
         }
     }
