@@ -20,60 +20,55 @@
 
 /* ------------------------------------------------------------ configs */
 
+/* Training recipes of the presets (the model side is attn_gpt_config_preset). */
+typedef struct {
+    const char *name;
+    int batch_size;
+    int64_t max_steps;
+    double learning_rate, min_lr;
+    int64_t warmup_steps;
+    double beta2;
+    int64_t eval_interval;
+    int eval_iters;
+    int64_t log_interval;
+} train_recipe;
+
+static const train_recipe RECIPES[] = {
+    /* nanoGPT README's CPU run of config/train_shakespeare_char.py. */
+    {"nanogpt-cpu", 12, 2000, 1e-3, 1e-4, 100, 0.99, 250, 20, 10},
+    /* Sized for `make run`: about 115 s of one core (3 layers), val loss
+     * ~1.93, which samples as recognisable play text. */
+    {"tiny", 12, 1000, 2e-3, 2e-4, 50, 0.99, 250, 10, 50},
+    /* nanoGPT's config/train_shakespeare_char.py (GPU recipe). */
+    {"shakespeare-char", 64, 5000, 1e-3, 1e-4, 100, 0.99, 250, 200, 10},
+    /* seed004: a GPT-2-small-like width; conservative lr. */
+    {"seed004", 16, 5000, 3e-4, 3e-5, 200, 0.95, 500, 20, 10},
+};
+
 attn_status attn_train_preset(const char *name, attn_gpt_config *model, attn_train_config *t,
                               attn_error *err) {
     attn_status st = attn_gpt_config_preset(name, model, err);
     if (st) return st;
+    const train_recipe *r = NULL;
+    for (size_t i = 0; i < sizeof RECIPES / sizeof RECIPES[0]; i++)
+        if (strcmp(name, RECIPES[i].name) == 0) r = &RECIPES[i];
+    if (!r) return attn_fail(err, ATTN_ERR_NOT_FOUND, "preset '%s' has no training recipe", name);
     memset(t, 0, sizeof *t);
     t->beta1 = 0.9;
-    t->beta2 = 0.99;
+    t->beta2 = r->beta2;
     t->eps = 1e-8;
     t->weight_decay = 0.1;
     t->grad_clip = 1.0;
     t->seed = 1337;
     t->dropout_stream = ATTN_STREAM_TORCH_CPU;
-    if (strcmp(name, "nanogpt-cpu") == 0) {
-        /* nanoGPT README's CPU run of config/train_shakespeare_char.py. */
-        t->batch_size = 12;
-        t->max_steps = 2000;
-        t->learning_rate = 1e-3;
-        t->min_lr = 1e-4;
-        t->warmup_steps = 100;
-        t->eval_interval = 250;
-        t->eval_iters = 20;
-        t->log_interval = 10;
-    } else if (strcmp(name, "tiny") == 0) {
-        /* Sized for `make run`: about 115 s of one core (3 layers), val loss
-         * ~1.93, which samples as recognisable play text. */
-        t->batch_size = 12;
-        t->max_steps = 1000;
-        t->learning_rate = 2e-3;
-        t->min_lr = 2e-4;
-        t->warmup_steps = 50;
-        t->eval_interval = 250;
-        t->eval_iters = 10;
-        t->log_interval = 50;
-    } else if (strcmp(name, "shakespeare-char") == 0) {
-        /* nanoGPT's config/train_shakespeare_char.py (GPU recipe). */
-        t->batch_size = 64;
-        t->max_steps = 5000;
-        t->learning_rate = 1e-3;
-        t->min_lr = 1e-4;
-        t->warmup_steps = 100;
-        t->eval_interval = 250;
-        t->eval_iters = 200;
-        t->log_interval = 10;
-    } else { /* seed004: a GPT-2-small-like width; conservative lr */
-        t->batch_size = 16;
-        t->max_steps = 5000;
-        t->learning_rate = 3e-4;
-        t->min_lr = 3e-5;
-        t->warmup_steps = 200;
-        t->beta2 = 0.95;
-        t->eval_interval = 500;
-        t->eval_iters = 20;
-        t->log_interval = 10;
-    }
+    t->batch_size = r->batch_size;
+    t->max_steps = r->max_steps;
+    t->learning_rate = r->learning_rate;
+    t->min_lr = r->min_lr;
+    t->warmup_steps = r->warmup_steps;
+    t->eval_interval = r->eval_interval;
+    t->eval_iters = r->eval_iters;
+    t->log_interval = r->log_interval;
     return ATTN_OK;
 }
 
