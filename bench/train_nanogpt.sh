@@ -5,6 +5,9 @@
 # the final validation loss. Reference on a 2-core machine: nanoGPT
 # (PyTorch 1.13.1) takes 148 s and reaches val loss 1.886; the target for
 # attn is val loss <= 1.89 (and <= 40 s).
+# The same-run peer: bench/train_torch.py times the book's GPTModel with the
+# same recipe in PyTorch 1.13.1 (1 and 2 threads, the faster kept) for
+# TORCH_STEPS steps (default 200; 0 skips it) and the ratio is printed.
 # Usage: bench/train_nanogpt.sh [build-dir] [extra attn train args...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,4 +28,11 @@ tps=$(sed -n 's/.*(\([0-9]*\) tokens\/s).*/\1/p' <<< "$summary")
 val=$(grep '^step 2000:' "$out/log.txt" | sed 's/.*val loss //')
 printf 'nanogpt-cpu: wall %.1f s, %s tokens/s (training steps), final val loss %s (target <= 1.89; nanoGPT: 148 s, 1.886)\n' \
   "$wall" "$tps" "$val"
+torch_steps=${TORCH_STEPS:-200}
+if [[ $torch_steps -gt 0 ]]; then
+  /usr/bin/python3 bench/train_torch.py --data data/tinyshakespeare.txt --steps "$torch_steps" \
+    | tee "$out/torch.txt"
+  best=$(sed -n 's/.*tokens_per_s=\([0-9]*\).*/\1/p' "$out/torch.txt" | sort -n | tail -1)
+  awk -v a="$tps" -v t="$best" 'BEGIN { printf "training tokens/s: attn %d, PyTorch book GPTModel %d (best thread setting): %.2fx\n", a, t, a / t }'
+fi
 awk -v v="$val" 'BEGIN { exit !(v <= 1.89) }' || { echo "val loss above 1.89" >&2; exit 1; }
