@@ -101,36 +101,33 @@ ATTN_VEC_CLONES static void gelu_backward_inplace_chunk(const float *x, float *d
 }
 
 /* The public entry points split [0, n) into ATTN_PAR_CHUNK pieces over the
- * OpenMP threads; each piece runs the vectorised clone. */
-#define CHUNKS(n) (((n) + ATTN_PAR_CHUNK - 1) / ATTN_PAR_CHUNK)
+ * OpenMP threads; each piece runs the vectorised clone of one of these. */
+typedef enum { GELU_FORWARD, GELU_BACKWARD, GELU_BACKWARD_INPLACE } gelu_op;
 
-static inline size_t chunk_len(size_t offset, size_t n) {
-    return n - offset < ATTN_PAR_CHUNK ? n - offset : ATTN_PAR_CHUNK;
+/* FORWARD: out = gelu(x). BACKWARD: out += gelu'(x) * b. INPLACE: out *= gelu'(x). */
+static void gelu_split(gelu_op op, const float *x, const float *b, float *out, size_t n) {
+    const long chunks = (long)((n + ATTN_PAR_CHUNK - 1) / ATTN_PAR_CHUNK);
+#pragma omp parallel for schedule(static) if (n >= ATTN_PAR_MIN)
+    for (long c = 0; c < chunks; c++) {
+        const size_t o = (size_t)c * ATTN_PAR_CHUNK;
+        const size_t len = n - o < ATTN_PAR_CHUNK ? n - o : ATTN_PAR_CHUNK;
+        if (op == GELU_FORWARD)
+            gelu_forward_chunk(x + o, out + o, len);
+        else if (op == GELU_BACKWARD)
+            gelu_backward_chunk(x + o, b + o, out + o, len);
+        else
+            gelu_backward_inplace_chunk(x + o, out + o, len);
+    }
 }
 
 void attn_gelu_forward(const float *x, float *y, size_t n) {
-    const long chunks = (long)CHUNKS(n);
-#pragma omp parallel for schedule(static) if (n >= ATTN_PAR_MIN)
-    for (long c = 0; c < chunks; c++) {
-        const size_t o = (size_t)c * ATTN_PAR_CHUNK;
-        gelu_forward_chunk(x + o, y + o, chunk_len(o, n));
-    }
+    gelu_split(GELU_FORWARD, x, NULL, y, n);
 }
 
 void attn_gelu_backward(const float *x, const float *dy, float *dx, size_t n) {
-    const long chunks = (long)CHUNKS(n);
-#pragma omp parallel for schedule(static) if (n >= ATTN_PAR_MIN)
-    for (long c = 0; c < chunks; c++) {
-        const size_t o = (size_t)c * ATTN_PAR_CHUNK;
-        gelu_backward_chunk(x + o, dy + o, dx + o, chunk_len(o, n));
-    }
+    gelu_split(GELU_BACKWARD, x, dy, dx, n);
 }
 
 void attn_gelu_backward_inplace(const float *x, float *d, size_t n) {
-    const long chunks = (long)CHUNKS(n);
-#pragma omp parallel for schedule(static) if (n >= ATTN_PAR_MIN)
-    for (long c = 0; c < chunks; c++) {
-        const size_t o = (size_t)c * ATTN_PAR_CHUNK;
-        gelu_backward_inplace_chunk(x + o, d + o, chunk_len(o, n));
-    }
+    gelu_split(GELU_BACKWARD_INPLACE, x, NULL, d, n);
 }
