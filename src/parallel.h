@@ -3,8 +3,9 @@
  * A training step of a small GPT spends a fifth of its single-thread time in
  * LayerNorm, GELU, residual adds, cross-entropy and AdamW; left serial, that
  * part caps the 2-thread speed-up. Each split keeps every element's
- * arithmetic and every reduction order as in the serial loop, so results do
- * not depend on the thread count. Loops shorter than ATTN_PAR_MIN elements
+ * arithmetic as in the serial loop, and every reduction runs in a fixed order
+ * (rows, blocks or tensors added in index order), so results do not depend
+ * on the thread count. Loops shorter than ATTN_PAR_MIN elements
  * stay on one thread (a parallel region costs a few microseconds). */
 #ifndef ATTN_SRC_PARALLEL_H
 #define ATTN_SRC_PARALLEL_H

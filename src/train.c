@@ -50,7 +50,7 @@ attn_status attn_train_preset(const char *name, attn_gpt_config *model, attn_tra
     attn_status st = attn_gpt_config_preset(name, model, err);
     if (st) return st;
     const train_recipe *r = NULL;
-    for (size_t i = 0; i < sizeof RECIPES / sizeof RECIPES[0]; i++)
+    for (size_t i = 0; i < sizeof RECIPES / sizeof RECIPES[0] && !r; i++)
         if (strcmp(name, RECIPES[i].name) == 0) r = &RECIPES[i];
     if (!r) return attn_fail(err, ATTN_ERR_NOT_FOUND, "preset '%s' has no training recipe", name);
     memset(t, 0, sizeof *t);
