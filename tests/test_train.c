@@ -36,6 +36,26 @@ Test(train, config_json_mixes_model_and_training_keys) {
     cr_expect_eq(vocab_given, 1);
 }
 
+/* The training recipes are a table beside the model presets: every model
+ * preset must have one, and an unknown name is refused by both. */
+Test(train, every_model_preset_has_a_training_recipe) {
+    const char *const *names = attn_gpt_preset_names();
+    int count = 0;
+    for (; names[count]; count++) {
+        attn_gpt_config m;
+        attn_train_config t;
+        attn_error err;
+        cr_assert_eq(attn_train_preset(names[count], &m, &t, &err), ATTN_OK, "%s: %s", names[count],
+                     err.msg);
+        cr_expect(t.batch_size > 0 && t.max_steps > 0 && t.learning_rate > t.min_lr,
+                  "%s: recipe looks unset", names[count]);
+    }
+    cr_expect_eq(count, 4);
+    attn_gpt_config m;
+    attn_train_config t;
+    cr_expect_neq(attn_train_preset("no-such-preset", &m, &t, NULL), ATTN_OK);
+}
+
 Test(train, config_json_errors_name_the_key) {
     attn_gpt_config m;
     attn_train_config t;
