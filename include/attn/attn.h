@@ -7,6 +7,7 @@
 #include "attn/dataset.h"
 #include "attn/dropout.h"
 #include "attn/embedding.h"
+#include "attn/engine.h"
 #include "attn/feedforward.h"
 #include "attn/fileio.h"
 #include "attn/flash_attention.h"
