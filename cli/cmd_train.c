@@ -364,16 +364,17 @@ static int train_run(int argc, char **argv, attn_dist *dist, int *collective) {
     const int tty = lead && dist->size == 1 && isatty(STDOUT_FILENO);
     const int accum = c->grad_accum > 1 ? c->grad_accum : 1;
     if (lead && accum > 1)
-        fprintf(stderr, "attn train: %d micro-batches per step over %d rank%s\n", accum,
-                dist->size, dist->size > 1 ? "s" : "");
+        fprintf(stderr, "attn train: %d micro-batches per step over %d rank%s\n", accum, dist->size,
+                dist->size > 1 ? "s" : "");
     if (lead)
         fprintf(stderr,
-            "attn train: %s, %zu parameters (vocab %d, ctx %d, emb %d, %d heads, %d layers); "
-            "%zu train / %zu val tokens; batch %d, %" PRId64 " steps\n",
-            preset ? preset : "saved config", attn_gpt_num_params(&tr.model), tr.mcfg.vocab_size,
-            tr.mcfg.context_length, tr.mcfg.emb_dim, tr.mcfg.n_heads, tr.mcfg.n_layers,
-            tr.train.n_ids, tr.val.n_ids, c->batch_size, c->max_steps);
-    if (resume && lead) fprintf(stderr, "attn train: resuming %s at step %" PRId64 "\n", out, tr.step);
+                "attn train: %s, %zu parameters (vocab %d, ctx %d, emb %d, %d heads, %d layers); "
+                "%zu train / %zu val tokens; batch %d, %" PRId64 " steps\n",
+                preset ? preset : "saved config", attn_gpt_num_params(&tr.model),
+                tr.mcfg.vocab_size, tr.mcfg.context_length, tr.mcfg.emb_dim, tr.mcfg.n_heads,
+                tr.mcfg.n_layers, tr.train.n_ids, tr.val.n_ids, c->batch_size, c->max_steps);
+    if (resume && lead)
+        fprintf(stderr, "attn train: resuming %s at step %" PRId64 "\n", out, tr.step);
 
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -389,7 +390,7 @@ static int train_run(int argc, char **argv, attn_dist *dist, int *collective) {
         if ((s = attn_trainer_evaluate(&tr, &ev, &err))) goto fail;
         if (lead)
             printf("step 0: train loss %.4f, val loss %.4f\n", (double)ev.train_loss,
-               (double)ev.val_loss);
+                   (double)ev.val_loss);
         fflush(stdout);
     }
     const double tokens_per_step = (double)c->batch_size * tr.mcfg.context_length * accum;
@@ -432,7 +433,7 @@ static int train_run(int argc, char **argv, attn_dist *dist, int *collective) {
             bar_shown = 0;
             if (lead)
                 printf("step %" PRId64 ": train loss %.4f, val loss %.4f\n", tr.step,
-                   (double)ev.train_loss, (double)ev.val_loss);
+                       (double)ev.train_loss, (double)ev.val_loss);
             fflush(stdout);
         }
         if (did_eval || (c->checkpoint_interval > 0 && tr.step % c->checkpoint_interval == 0)) {
@@ -451,9 +452,9 @@ static int train_run(int argc, char **argv, attn_dist *dist, int *collective) {
             goto fail;
         if (lead)
             fprintf(stderr,
-                "attn train: interrupted after step %" PRId64 "; checkpoint saved in %s "
-                "(continue with: attn train --out %s --resume)\n",
-                tr.step, out, out);
+                    "attn train: interrupted after step %" PRId64 "; checkpoint saved in %s "
+                    "(continue with: attn train --out %s --resume)\n",
+                    tr.step, out, out);
         rc = 130;
     } else {
         if (lead && !saved_now &&
@@ -464,10 +465,10 @@ static int train_run(int argc, char **argv, attn_dist *dist, int *collective) {
         double tok_s = t_train > 0 ? (double)(tr.step - start_step) * tokens_per_step / t_train : 0;
         if (lead)
             fprintf(stderr,
-                "attn train: %" PRId64 " steps in %.1f s (%.0f tokens/s); final val loss %.4f; "
-                "checkpoint in %s\n",
-                tr.step - start_step, wall, tok_s,
-                tr.n_evals ? (double)tr.evals[tr.n_evals - 1].val_loss : NAN, out);
+                    "attn train: %" PRId64 " steps in %.1f s (%.0f tokens/s); final val loss %.4f; "
+                    "checkpoint in %s\n",
+                    tr.step - start_step, wall, tok_s,
+                    tr.n_evals ? (double)tr.evals[tr.n_evals - 1].val_loss : NAN, out);
         if (lead && dist->size > 1 && tr.step > start_step) {
             const double k = (double)(tr.step - start_step);
             fprintf(stderr,

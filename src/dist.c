@@ -24,8 +24,7 @@ int attn_dist_compiled(void) {
 }
 
 static int launched_by_mpirun(void) {
-    static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK",
-                                       "PMI_RANK"};
+    static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "PMI_RANK"};
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
         if (getenv(vars[i])) return 1;
     return 0;

@@ -55,8 +55,8 @@ attn_status attn_train_accum_setup(attn_trainer *tr, attn_error *err) {
     return ATTN_OK;
 nomem:
     attn_train_accum_free(tr);
-    return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for %d gradient buffers of %zu floats",
-                     k, tr->opt.total);
+    return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for %d gradient buffers of %zu floats", k,
+                     tr->opt.total);
 }
 
 attn_status attn_trainer_set_dist(attn_trainer *tr, attn_dist *dist, attn_error *err) {
@@ -116,8 +116,8 @@ attn_status attn_train_accum_grads(attn_trainer *tr, float *loss_out, attn_error
         attn_sampler_next_batch(&tr->sampler, &tr->train, B, tr->xb, tr->yb);
         if (j < lo || j >= lo + per) continue;
         attn_rng rng;
-        attn_rng_seed(&rng, splitmix64(c->seed ^ splitmix64((uint64_t)tr->step * 0x10000ull +
-                                                             (uint64_t)j)));
+        attn_rng_seed(
+            &rng, splitmix64(c->seed ^ splitmix64((uint64_t)tr->step * 0x10000ull + (uint64_t)j)));
         attn_gpt_zero_grad(&tr->model);
         attn_forward_mode mode = {1, &rng, c->dropout_stream};
         st = attn_gpt_forward(&tr->model, tr->xb, tr->yb, B, T, &mode, &tr->acts, &tr->mb_loss[j],

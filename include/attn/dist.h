@@ -35,11 +35,11 @@ extern "C" {
 
 typedef struct attn_dist {
     int rank, size;
-    int mpi;            /* 1 when MPI was initialised by attn_dist_init */
-    double comm_s;      /* seconds spent inside MPI calls, cumulative */
-    uint64_t sent_bytes; /* bytes this rank sent, cumulative */
-    uint64_t recv_bytes; /* bytes this rank received, cumulative */
-    float *bucket;       /* one bucket of the chain (internal) */
+    int mpi;              /* 1 when MPI was initialised by attn_dist_init */
+    double comm_s;        /* seconds spent inside MPI calls, cumulative */
+    uint64_t sent_bytes;  /* bytes this rank sent, cumulative */
+    uint64_t recv_bytes;  /* bytes this rank received, cumulative */
+    float *bucket;        /* one bucket of the chain (internal) */
     int *counts, *displs; /* size entries each (internal) */
 } attn_dist;
 
