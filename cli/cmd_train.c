@@ -422,8 +422,10 @@ static int train_run(int argc, char **argv, attn_dist *dist, int *collective) {
                 bar_shown = 1;
             }
         } else if (lead && (rec.step - 1) % c->log_interval == 0) {
-            printf("iter %" PRId64 ": loss %.4f, time %.2fms\n", rec.step - 1, (double)rec.loss,
+            printf("iter %" PRId64 ": loss %.4f, time %.2fms", rec.step - 1, (double)rec.loss,
                    dt * 1000);
+            if (dist->size > 1) printf(", mpi %.2fms", (dist->comm_s - c0) * 1000);
+            printf("\n");
             fflush(stdout);
         }
         int did_eval = tr.step % c->eval_interval == 0 || tr.step == c->max_steps;
