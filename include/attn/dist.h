@@ -13,8 +13,10 @@
  * for bit the same. The fold is a pipelined chain (attn_dist_fold): rank 0
  * sends its partial to rank 1 in buckets, rank r adds its gradients to each
  * bucket as it arrives and passes it on, and the last rank broadcasts S.
- * Each rank sends and receives about 2 n floats per step (an allreduce ring
- * moves 2 n (N-1)/N); its order is fixed, unlike MPI_Allreduce's.
+ * Per step a rank passes n floats along the chain and gets n from the
+ * broadcast, about what an allreduce ring moves (2 n (N-1)/N), but the chain
+ * adds N-1 bucket latencies and its order is fixed, unlike MPI_Allreduce's
+ * (whose algorithm, and so rounding, depends on N, sizes and tuning).
  *
  * Without MPI (a build without it, or a program not started by mpirun) the
  * same calls work for one rank: rank 0 of 1, no communication.

@@ -24,7 +24,7 @@
  * double). Micro-batch j of step s draws its dropout masks from its own
  * generator, seeded from (seed, s, j), so any rank can draw it without
  * replaying the others' (M = 1 keeps the single model generator).
- * With a attn_dist of N ranks (dist.h) the M micro-batches are split over
+ * With an attn_dist of N ranks (dist.h) the M micro-batches are split over
  * the ranks and the result is bit for bit that of one process, as is the
  * evaluation, whose batches are split over the ranks too.
  *
