@@ -67,7 +67,9 @@ attn_status attn_viz_heatmap_svg(const attn_viz_heatmap *h, char **out, attn_err
     const int top = title_h + 22 + (rotate ? (int)(col_w * font * 0.62 * 0.75) + 8 : font + 8);
     const int gw = C * cell, gh = R * cell;
     const int bar_x = left + gw + 24, width = bar_x + 80;
-    const int min_w = 40 + (h->subtitle ? (int)(strlen(h->subtitle) * 7.2) : 0);
+    const int sub_w = h->subtitle ? (int)(label_len(h->subtitle) * 7.3) : 0;
+    const int title_w = h->title ? (int)(label_len(h->title) * 9.8) : 0;
+    const int min_w = 30 + (sub_w > title_w ? sub_w : title_w);
     const int W = width > min_w ? width : min_w, H = top + gh + 40;
 
     attn_vbuf b = {0};
@@ -98,9 +100,8 @@ attn_status attn_viz_heatmap_svg(const attn_viz_heatmap *h, char **out, attn_err
                      "&#8594;</text>\n",
                      left, title_h + 12);
     attn_vbuf_printf(&b,
-                     "<text x=\"14\" y=\"%d\" font-size=\"11\" fill=\"#666666\" "
-                     "transform=\"rotate(-90 14 %d)\" text-anchor=\"end\">queries (attending) "
-                     "&#8594;</text>\n",
+                     "<text x=\"12\" y=\"%d\" font-size=\"11\" fill=\"#666666\" "
+                     "transform=\"rotate(90 12 %d)\">queries (attending) &#8594;</text>\n",
                      top, top);
     /* Column labels. */
     attn_vbuf_printf(&b, "<g font-size=\"%d\">\n", font);
