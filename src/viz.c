@@ -94,13 +94,13 @@ attn_status attn_viz_compute(attn_gpt *m, const attn_tokenizer *tok, const char 
     if (opt) o = *opt;
     const attn_gpt_config *c = &m->cfg;
     if (o.generate < 0)
-        return attn_fail(err, ATTN_ERR_INVALID_ARG, "viz: generate must be >= 0, got %d",
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "generate must be >= 0, got %d",
                          o.generate);
     if (!(o.temperature >= 0) || o.temperature > 1e6)
-        return attn_fail(err, ATTN_ERR_INVALID_ARG, "viz: temperature must be >= 0, got %g",
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "temperature must be >= 0, got %g",
                          o.temperature);
     if (o.top_k < 0)
-        return attn_fail(err, ATTN_ERR_INVALID_ARG, "viz: top_k must be >= 0, got %d", o.top_k);
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "top_k must be >= 0, got %d", o.top_k);
     if (tok->vocab_size != c->vocab_size)
         return attn_fail(err, ATTN_ERR_SHAPE,
                          "viz: the tokenizer has %d characters, the model's vocab_size is %d",
@@ -108,13 +108,18 @@ attn_status attn_viz_compute(attn_gpt *m, const attn_tokenizer *tok, const char 
     size_t count = 0;
     attn_status s = attn_utf8_count(prompt, n, &count, err);
     if (s != ATTN_OK) return s;
-    if (count == 0) return attn_fail(err, ATTN_ERR_INVALID_ARG, "viz: the prompt is empty");
-    if (count + (size_t)o.generate > (size_t)c->context_length)
+    if (count == 0) return attn_fail(err, ATTN_ERR_INVALID_ARG, "the prompt is empty");
+    if (count + (size_t)o.generate > (size_t)c->context_length) {
+        if (o.generate == 0)
+            return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                             "the prompt has %zu characters; the model sees at most "
+                             "context_length = %d",
+                             count, c->context_length);
         return attn_fail(err, ATTN_ERR_INVALID_ARG,
-                         "viz: the prompt has %zu characters%s%d; the model sees at most "
-                         "context_length = %d",
-                         count, o.generate ? " and generate asks for " : ", more than ",
-                         o.generate ? o.generate : c->context_length, c->context_length);
+                         "the prompt has %zu characters and generate asks for %d more; the model "
+                         "sees at most context_length = %d",
+                         count, o.generate, c->context_length);
+    }
     const int T = (int)count + o.generate;
     d->n_layers = c->n_layers;
     d->n_heads = c->n_heads;
@@ -153,10 +158,10 @@ attn_status attn_viz_compute(attn_gpt *m, const attn_tokenizer *tok, const char 
 
 static attn_status check_head(const attn_viz_data *d, int layer, int head, attn_error *err) {
     if (layer < 0 || layer >= d->n_layers)
-        return attn_fail(err, ATTN_ERR_INVALID_ARG, "viz: layer %d is outside 0..%d", layer,
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "layer %d is outside 0..%d", layer,
                          d->n_layers - 1);
     if (head < 0 || head >= d->n_heads)
-        return attn_fail(err, ATTN_ERR_INVALID_ARG, "viz: head %d is outside 0..%d", head,
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "head %d is outside 0..%d", head,
                          d->n_heads - 1);
     return ATTN_OK;
 }
