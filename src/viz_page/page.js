@@ -202,7 +202,10 @@
   var mq = /query=(\d+)/.exec(location.hash), md = /detail=(\d+),(\d+)/.exec(location.hash);
   var ml = /layer=(\d+)/.exec(location.hash);
   if (ml && +ml[1] < L) { layerSel.value = ml[1]; repaint(); }
-  if (mq && +mq[1] < T) { pinned = +mq[1]; toks[pinned].classList.add("pinned"); paint(pinned); }
+  if (mq && +mq[1] < T) {
+    pinned = +mq[1]; toks[pinned].classList.add("pinned"); paint(pinned);
+    seq.scrollTop = Math.max(0, toks[pinned].offsetTop - seq.clientHeight / 2);
+  }
   if (md && +md[1] < L && +md[2] < H) openDetail(+md[1], +md[2]);
   document.body.dataset.ready = "1";
 })();
