@@ -54,7 +54,7 @@ typedef struct walk {
     FILE *out;
     attn_dropout_stream stream;
     attn_error err;
-    int failed; /* a library call failed; err says why */
+    int failed;         /* a library call failed; err says why */
     const char *figdir; /* --figures DIR: SVG heatmaps of the matrices, or NULL */
     int n_figures;
 } walk;
@@ -584,8 +584,8 @@ static void mha_weight_splits(walk *w, const float *batch) {
     SHOW(w, "First head:\n ", res, NULL, 3, 3);
     SHOW(w, "\nSecond head:\n ", res + 9, NULL, 3, 3);
     figure(w, "batched-head0", "3.6.2 Multi-head split: the first head's products",
-           "a[0, 0] @ a[0, 0].T  (a: (b, num_heads, num_tokens, head_dim) = (1, 2, 3, 4))", res,
-           3, 3, NULL);
+           "a[0, 0] @ a[0, 0].T  (a: (b, num_heads, num_tokens, head_dim) = (1, 2, 3, 4))", res, 3,
+           3, NULL);
     figure(w, "batched-head1", "3.6.2 Multi-head split: the second head's products",
            "a[0, 1] @ a[0, 1].T", res + 9, 3, 3, NULL);
 

@@ -30,9 +30,9 @@ attn_status attn_mha_attention_weights(const attn_mha *m, const attn_attention_c
                          "attention weights: no fused forward has run on this cache");
     /* The problem the forward solved: Q | K | V interleaved in the packed qkv. */
     const size_t d = (size_t)m->d_out, d3 = 3 * d;
-    attn_flash_problem pb = {cache->B, T,      m->num_heads, m->head_dim, st->qkv,
-                             st->qkv + d, st->qkv + 2 * d, d3, d3, d3,
-                             cache->context, d, st->lse, NULL};
+    attn_flash_problem pb = {
+        cache->B, T,  m->num_heads, m->head_dim,    st->qkv, st->qkv + d, st->qkv + 2 * d,
+        d3,       d3, d3,           cache->context, d,       st->lse,     NULL};
     for (int h = 0; h < m->num_heads; h++) {
         attn_status s =
             attn_flash_weights(&pb, &m->flash, b, h, weights + (size_t)h * TT, (size_t)T, err);
@@ -48,8 +48,7 @@ attn_status attn_gpt_attention_weights(const attn_gpt *m, const attn_gpt_acts *a
                          "attention weights: no activations of this model's forward");
     if (layer < 0 || layer >= m->cfg.n_layers)
         return attn_fail(err, ATTN_ERR_INVALID_ARG,
-                         "attention weights: layer %d is outside [0, %d)", layer,
-                         m->cfg.n_layers);
+                         "attention weights: layer %d is outside [0, %d)", layer, m->cfg.n_layers);
     return attn_mha_attention_weights(&m->blocks[layer].att, &acts->blocks[layer].att, b, weights,
                                       err);
 }

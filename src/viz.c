@@ -59,8 +59,8 @@ static attn_status sample_more(const attn_gpt *m, const attn_tokenizer *tok, att
     for (int k = 0; k < N && s == ATTN_OK; k++) {
         attn_viz_step *st = &d->steps[k];
         attn_sample_probs(cache.logits, V, d->opt.temperature, probs);
-        const int id = attn_sample_next(cache.logits, V, d->opt.temperature, d->opt.top_k, 1.0,
-                                        &rng, buf);
+        const int id =
+            attn_sample_next(cache.logits, V, d->opt.temperature, d->opt.top_k, 1.0, &rng, buf);
         st->id = id;
         st->ch = tok->chars[id];
         st->p = probs[id];
@@ -94,8 +94,7 @@ attn_status attn_viz_compute(attn_gpt *m, const attn_tokenizer *tok, const char 
     if (opt) o = *opt;
     const attn_gpt_config *c = &m->cfg;
     if (o.generate < 0)
-        return attn_fail(err, ATTN_ERR_INVALID_ARG, "generate must be >= 0, got %d",
-                         o.generate);
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "generate must be >= 0, got %d", o.generate);
     if (!(o.temperature >= 0) || o.temperature > 1e6)
         return attn_fail(err, ATTN_ERR_INVALID_ARG, "temperature must be >= 0, got %g",
                          o.temperature);
@@ -186,10 +185,13 @@ attn_status attn_viz_head_svg(const attn_viz_data *d, int layer, int head, char 
     char title[160], sub[200];
     snprintf(title, sizeof title, "Attention weights, layer %d, head %d (%d characters%s)", layer,
              head, T, d->n_generated ? ", generated ones included" : "");
-    snprintf(sub, sizeof sub, "softmax(Q K^T / sqrt(%d)), causal, eval mode; row = query", 
+    snprintf(sub, sizeof sub, "softmax(Q K^T / sqrt(%d)), causal, eval mode; row = query",
              d->cfg.emb_dim / d->cfg.n_heads);
-    attn_viz_heatmap h = {T,      T,   d->attention + ((size_t)layer * d->n_heads + head) * T * T,
-                          labels, labels, title, sub, T <= 12, 2, 0};
+    attn_viz_heatmap h = {
+        T,      T,       d->attention + ((size_t)layer * d->n_heads + head) * T * T,
+        labels, labels,  title,
+        sub,    T <= 12, 2,
+        0};
     s = attn_viz_heatmap_svg(&h, out, err);
     free(store);
     free(labels);

@@ -89,8 +89,10 @@ attn_status attn_viz_heatmap_svg(const attn_viz_heatmap *h, char **out, attn_err
     }
     if (h->subtitle) {
         y += 14;
-        attn_vbuf_printf(&b, "<text x=\"10\" y=\"%d\" font-size=\"12\" font-family=\"monospace\" "
-                             "fill=\"#444444\">", y);
+        attn_vbuf_printf(&b,
+                         "<text x=\"10\" y=\"%d\" font-size=\"12\" font-family=\"monospace\" "
+                         "fill=\"#444444\">",
+                         y);
         attn_vbuf_xml(&b, h->subtitle);
         attn_vbuf_puts(&b, "</text>\n");
     }
@@ -108,8 +110,7 @@ attn_status attn_viz_heatmap_svg(const attn_viz_heatmap *h, char **out, attn_err
     for (int j = 0; j < C; j++) {
         const double cx = left + j * cell + cell / 2.0;
         if (rotate)
-            attn_vbuf_printf(&b,
-                             "<text x=\"%.1f\" y=\"%d\" transform=\"rotate(-45 %.1f %d)\">", cx,
+            attn_vbuf_printf(&b, "<text x=\"%.1f\" y=\"%d\" transform=\"rotate(-45 %.1f %d)\">", cx,
                              top - 6, cx, top - 6);
         else
             attn_vbuf_printf(&b, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">", cx, top - 6);
@@ -117,8 +118,9 @@ attn_status attn_viz_heatmap_svg(const attn_viz_heatmap *h, char **out, attn_err
         attn_vbuf_puts(&b, "</text>\n");
     }
     for (int i = 0; i < R; i++) {
-        attn_vbuf_printf(&b, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\" "
-                             "dominant-baseline=\"central\">",
+        attn_vbuf_printf(&b,
+                         "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\" "
+                         "dominant-baseline=\"central\">",
                          left - 6, top + i * cell + cell / 2.0);
         label_or_index(&b, h->row_labels, i);
         attn_vbuf_puts(&b, "</text>\n");
@@ -135,14 +137,15 @@ attn_status attn_viz_heatmap_svg(const attn_viz_heatmap *h, char **out, attn_err
             else if (isfinite(v))
                 colour_of((v - lo) / (hi - lo), rgb);
             const int x = left + j * cell, yy = top + i * cell;
-            attn_vbuf_printf(&b, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" ", x, yy,
-                             cell, cell);
+            attn_vbuf_printf(&b, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" ", x, yy, cell,
+                             cell);
             if (fill)
                 attn_vbuf_printf(&b, "fill=\"%s\" ", fill);
             else
                 attn_vbuf_printf(&b, "fill=\"#%02x%02x%02x\" ", rgb[0], rgb[1], rgb[2]);
-            attn_vbuf_printf(&b, "stroke=\"#ffffff\" stroke-width=\"%s\" data-row=\"%d\" "
-                                 "data-col=\"%d\" data-value=\"",
+            attn_vbuf_printf(&b,
+                             "stroke=\"#ffffff\" stroke-width=\"%s\" data-row=\"%d\" "
+                             "data-col=\"%d\" data-value=\"",
                              cell >= 12 ? "1" : "0.25", i, j);
             if (isinf(v))
                 attn_vbuf_puts(&b, v < 0 ? "-inf" : "inf");
@@ -161,9 +164,10 @@ attn_status attn_viz_heatmap_svg(const attn_viz_heatmap *h, char **out, attn_err
             attn_vbuf_puts(&b, "</title></rect>\n");
             if (h->show_values && !isnan(v)) {
                 double t = isfinite(v) ? (v - lo) / (hi - lo) : 0;
-                attn_vbuf_printf(&b, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" "
-                                     "text-anchor=\"middle\" dominant-baseline=\"central\" "
-                                     "font-family=\"monospace\" fill=\"%s\">",
+                attn_vbuf_printf(&b,
+                                 "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" "
+                                 "text-anchor=\"middle\" dominant-baseline=\"central\" "
+                                 "font-family=\"monospace\" fill=\"%s\">",
                                  x + cell / 2.0, yy + cell / 2.0, t > 0.55 ? "#ffffff" : "#000000");
                 if (isinf(v))
                     attn_vbuf_puts(&b, v < 0 ? "-inf" : "inf");
@@ -178,19 +182,23 @@ attn_status attn_viz_heatmap_svg(const attn_viz_heatmap *h, char **out, attn_err
     for (int s = 0; s < steps; s++) {
         int rgb[3];
         colour_of(1.0 - (s + 0.5) / steps, rgb);
-        attn_vbuf_printf(&b, "<rect x=\"%d\" y=\"%.2f\" width=\"14\" height=\"%.2f\" "
-                             "fill=\"#%02x%02x%02x\"/>\n",
+        attn_vbuf_printf(&b,
+                         "<rect x=\"%d\" y=\"%.2f\" width=\"14\" height=\"%.2f\" "
+                         "fill=\"#%02x%02x%02x\"/>\n",
                          bar_x, top + s * bar_h / (double)steps, bar_h / (double)steps + 0.3,
                          rgb[0], rgb[1], rgb[2]);
     }
-    attn_vbuf_printf(&b, "<rect x=\"%d\" y=\"%d\" width=\"14\" height=\"%d\" fill=\"none\" "
-                         "stroke=\"#888888\"/>\n",
+    attn_vbuf_printf(&b,
+                     "<rect x=\"%d\" y=\"%d\" width=\"14\" height=\"%d\" fill=\"none\" "
+                     "stroke=\"#888888\"/>\n",
                      bar_x, top, bar_h);
-    attn_vbuf_printf(&b, "<text x=\"%d\" y=\"%d\" font-size=\"11\" dominant-baseline=\"central\">"
-                         "%.4g</text>\n",
+    attn_vbuf_printf(&b,
+                     "<text x=\"%d\" y=\"%d\" font-size=\"11\" dominant-baseline=\"central\">"
+                     "%.4g</text>\n",
                      bar_x + 18, top + 4, hi);
-    attn_vbuf_printf(&b, "<text x=\"%d\" y=\"%d\" font-size=\"11\" dominant-baseline=\"central\">"
-                         "%.4g</text>\n",
+    attn_vbuf_printf(&b,
+                     "<text x=\"%d\" y=\"%d\" font-size=\"11\" dominant-baseline=\"central\">"
+                     "%.4g</text>\n",
                      bar_x + 18, top + bar_h - 4, lo);
     attn_vbuf_puts(&b, "</svg>\n");
     if (b.oom) {

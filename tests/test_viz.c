@@ -33,8 +33,7 @@ static void mha_paths_agree(int training) {
     attn_rng_seed(&rng, 5);
     attn_mha m;
     attn_error err;
-    cr_assert_eq(attn_mha_init(&m, d_in, d_out, T, 0.25, H, 1, &rng, &err), ATTN_OK, "%s",
-                 err.msg);
+    cr_assert_eq(attn_mha_init(&m, d_in, d_out, T, 0.25, H, 1, &rng, &err), ATTN_OK, "%s", err.msg);
     float *x = malloc(sizeof(float) * B * T * d_in), *out = malloc(sizeof(float) * B * T * d_out);
     fill(x, (size_t)B * T * d_in, 9);
     const size_t TT = (size_t)T * T;
@@ -61,7 +60,8 @@ static void mha_paths_agree(int training) {
                 double sum = 0;
                 for (int j = 0; j < T; j++) {
                     const size_t k = (size_t)h * TT + (size_t)i * T + j;
-                    if (j > i) cr_assert_eq(wf[k], 0.0f, "(%d,%d,%d,%d) above the diagonal", b, h, i, j);
+                    if (j > i)
+                        cr_assert_eq(wf[k], 0.0f, "(%d,%d,%d,%d) above the diagonal", b, h, i, j);
                     cr_assert(fabsf(wf[k] - wr[k]) <= 2e-6f, "(%d,%d,%d,%d): fused %.9g ref %.9g",
                               b, h, i, j, wf[k], wr[k]);
                     sum += wf[k];
@@ -181,8 +181,8 @@ Test(viz, data_matches_forward_and_sampler) {
     const char *prompt = "abc, dab!\nea";
     attn_viz_data d;
     attn_error err;
-    cr_assert_eq(attn_viz_compute(&m, &tok, prompt, strlen(prompt), &o, "model", &d, &err),
-                 ATTN_OK, "%s", err.msg);
+    cr_assert_eq(attn_viz_compute(&m, &tok, prompt, strlen(prompt), &o, "model", &d, &err), ATTN_OK,
+                 "%s", err.msg);
     cr_assert_eq(d.T, 18);
     cr_assert_eq(d.n_prompt, 12);
     /* Same text as sampling by hand from the KV cache with the same seed. */

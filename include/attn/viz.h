@@ -85,9 +85,9 @@ typedef struct attn_viz_step {
 typedef struct attn_viz_data {
     int n_layers, n_heads, T, n_prompt, n_generated;
     attn_gpt_config cfg;
-    int32_t *ids;        /* (T) */
-    uint32_t *chars;     /* (T) the code point of each token */
-    float *attention;    /* (n_layers, n_heads, T, T) */
+    int32_t *ids;         /* (T) */
+    uint32_t *chars;      /* (T) the code point of each token */
+    float *attention;     /* (n_layers, n_heads, T, T) */
     attn_viz_step *steps; /* (n_generated) */
     attn_viz_options opt;
     char *source; /* what the page names as the model (e.g. the checkpoint path) */

@@ -106,6 +106,14 @@
     paint(+p);
   });
   function repaint() { paint(pinned >= 0 ? pinned : current); }
+  /* Left / right arrows move the pinned character (long prompts). */
+  document.addEventListener("keydown", function (e) {
+    if (pinned < 0 || (e.key !== "ArrowLeft" && e.key !== "ArrowRight")) return;
+    var q = Math.max(0, Math.min(T - 1, pinned + (e.key === "ArrowLeft" ? -1 : 1)));
+    toks[pinned].classList.remove("pinned");
+    pinned = q; toks[q].classList.add("pinned"); paint(q);
+    e.preventDefault();
+  });
   layerSel.addEventListener("change", repaint);
   headChecks.forEach(function (c) { c.addEventListener("change", repaint); });
   $("all-heads").addEventListener("click", function () { headChecks.forEach(function (c) { c.checked = true; }); repaint(); });
