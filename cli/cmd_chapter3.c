@@ -73,7 +73,15 @@ static void figure(walk *w, const char *name, const char *title, const char *cod
         w->failed = 1;
         return;
     }
-    attn_viz_heatmap h = {rows, cols, data, labels, labels, title, code, 1, 4, 0};
+    attn_viz_heatmap h = {.rows = rows,
+                          .cols = cols,
+                          .values = data,
+                          .row_labels = labels,
+                          .col_labels = labels,
+                          .title = title,
+                          .subtitle = code,
+                          .show_values = 1,
+                          .decimals = 4};
     if (attn_viz_write_heatmap_svg(&h, path, &w->err) != ATTN_OK) w->failed = 1;
 }
 

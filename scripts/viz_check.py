@@ -13,8 +13,9 @@
       in-page error collector is empty, N_CELLS model-view cells.
   viz_check.py png SHOT.png
       The screenshot is not blank: many colours, a fair share of non-white.
-  viz_check.py svg FILE.svg ROWS COLS
-      The SVG parses as XML and has ROWS x COLS cells with data-value.
+  viz_check.py svg FILE.svg ROWS COLS [PAGE.html LAYER HEAD]
+      The SVG parses as XML and spans ROWS x COLS cells with data-value; with
+      a page, it draws the lower triangle of that head's weights (<= 1e-6).
   viz_check.py figures CHAPTER3_STDOUT FIGDIR
       Every figure parses as XML and, in order, equals a tensor the chapter
       printed (to the printed 4 decimals); the multi-head figures (not printed
@@ -188,14 +189,24 @@ def svg_cells(path):
             cells[int(r.attrib["data-row"]), int(r.attrib["data-col"])] = float(r.attrib["data-value"])
     rows = 1 + max(i for i, _ in cells) if cells else 0
     cols = 1 + max(j for _, j in cells) if cells else 0
-    return rows, cols, [[cells[i, j] for j in range(cols)] for i in range(rows)]
+    # Cells not drawn (above the diagonal of a causal heatmap) are masked: 0.
+    return rows, cols, [[cells.get((i, j), 0.0) for j in range(cols)] for i in range(rows)], len(cells)
 
 
-def check_svg(path, rows, cols):
-    r, c, _ = svg_cells(path)
+def check_svg(path, rows, cols, page=None, layer=None, head=None):
+    r, c, m, n = svg_cells(path)
     if (r, c) != (rows, cols):
         fail(f"{path}: {r}x{c} cells, expected {rows}x{cols}")
-    print(f"{os.path.basename(path)}: parses, {r}x{c} cells")
+    what = f"{n} cells"
+    if page:
+        d = page_data(page)
+        rows_ref = d["attention"][int(layer)][int(head)]
+        worst = max(abs(m[i][j] - (rows_ref[i][j] if j <= i else 0.0))
+                    for i in range(r) for j in range(c))
+        if n != r * (r + 1) // 2 or worst > 1e-6:
+            fail(f"{path}: {n} cells (want the lower triangle), max |svg - page| {worst:.2e}")
+        what += f" (lower triangle), == the page's layer {layer} head {head} (max diff {worst:.1e})"
+    print(f"{os.path.basename(path)}: parses, {r}x{c}, {what}")
 
 
 NUM = re.compile(r"-?inf|nan|-?\d+\.?\d*(?:e[+-]?\d+)?")
@@ -216,7 +227,7 @@ def check_figures(stdout, figdir):
         fail(f"only {len(figs)} figures")
     k, checked = 0, 0
     for f in figs:
-        _, _, m = svg_cells(os.path.join(figdir, f))
+        _, _, m, _ = svg_cells(os.path.join(figdir, f))
         flat = [v for row in m for v in row]
         if "mha-head" in f:
             continue  # not printed by the chapter: against PyTorch below
@@ -245,7 +256,7 @@ def check_figures(stdout, figdir):
     for h in range(2):
         f = [x for x in figs if f"mha-head{h}" in x]
         assert len(f) == 1, f
-        _, _, m = svg_cells(os.path.join(figdir, f[0]))
+        _, _, m, _ = svg_cells(os.path.join(figdir, f[0]))
         for i in range(6):
             for j in range(6):
                 worst = max(worst, abs(m[i][j] - float(w[0, h, i, j])))
@@ -265,7 +276,7 @@ def main():
     elif cmd == "png":
         check_png(*args)
     elif cmd == "svg":
-        check_svg(args[0], int(args[1]), int(args[2]))
+        check_svg(args[0], int(args[1]), int(args[2]), *args[3:])
     elif cmd == "figures":
         check_figures(*args)
     else:

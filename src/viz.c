@@ -185,13 +185,19 @@ attn_status attn_viz_head_svg(const attn_viz_data *d, int layer, int head, char 
     char title[160], sub[200];
     snprintf(title, sizeof title, "Attention weights, layer %d, head %d (%d characters%s)", layer,
              head, T, d->n_generated ? ", generated ones included" : "");
-    snprintf(sub, sizeof sub, "softmax(Q K^T / sqrt(%d)), causal, eval mode; row = query",
+    snprintf(sub, sizeof sub,
+             "softmax(Q K^T / sqrt(%d)), eval mode; blank above the diagonal: masked",
              d->cfg.emb_dim / d->cfg.n_heads);
-    attn_viz_heatmap h = {
-        T,      T,       d->attention + ((size_t)layer * d->n_heads + head) * T * T,
-        labels, labels,  title,
-        sub,    T <= 12, 2,
-        0};
+    attn_viz_heatmap h = {.rows = T,
+                          .cols = T,
+                          .values = d->attention + ((size_t)layer * d->n_heads + head) * T * T,
+                          .row_labels = labels,
+                          .col_labels = labels,
+                          .title = title,
+                          .subtitle = sub,
+                          .show_values = T <= 12,
+                          .decimals = 2,
+                          .causal = 1};
     s = attn_viz_heatmap_svg(&h, out, err);
     free(store);
     free(labels);

@@ -125,10 +125,13 @@ attn_status attn_viz_heatmap_svg(const attn_viz_heatmap *h, char **out, attn_err
         label_or_index(&b, h->row_labels, i);
         attn_vbuf_puts(&b, "</text>\n");
     }
-    attn_vbuf_puts(&b, "</g>\n<g>\n");
-    /* Cells. */
+    /* Cells (white lines between them come from the group's stroke). */
+    attn_vbuf_printf(&b,
+                     "</g>\n<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" "
+                     "stroke=\"#cccccc\"/>\n<g stroke=\"#ffffff\" stroke-width=\"%s\">\n",
+                     left, top, gw, gh, cell >= 12 ? "1" : "0.25");
     for (int i = 0; i < R; i++)
-        for (int j = 0; j < C; j++) {
+        for (int j = 0; j < (h->causal && i + 1 < C ? i + 1 : C); j++) {
             const float v = h->values[(size_t)i * C + j];
             int rgb[3] = {255, 255, 255};
             const char *fill = NULL;
@@ -143,10 +146,7 @@ attn_status attn_viz_heatmap_svg(const attn_viz_heatmap *h, char **out, attn_err
                 attn_vbuf_printf(&b, "fill=\"%s\" ", fill);
             else
                 attn_vbuf_printf(&b, "fill=\"#%02x%02x%02x\" ", rgb[0], rgb[1], rgb[2]);
-            attn_vbuf_printf(&b,
-                             "stroke=\"#ffffff\" stroke-width=\"%s\" data-row=\"%d\" "
-                             "data-col=\"%d\" data-value=\"",
-                             cell >= 12 ? "1" : "0.25", i, j);
+            attn_vbuf_printf(&b, "data-row=\"%d\" data-col=\"%d\" data-value=\"", i, j);
             if (isinf(v))
                 attn_vbuf_puts(&b, v < 0 ? "-inf" : "inf");
             else if (isnan(v))
@@ -160,7 +160,7 @@ attn_status attn_viz_heatmap_svg(const attn_viz_heatmap *h, char **out, attn_err
             if (isinf(v))
                 attn_vbuf_puts(&b, v < 0 ? ": -inf (masked)" : ": inf");
             else
-                attn_vbuf_printf(&b, ": %.6f", (double)v);
+                attn_vbuf_printf(&b, ": %.4f", (double)v);
             attn_vbuf_puts(&b, "</title></rect>\n");
             if (h->show_values && !isnan(v)) {
                 double t = isfinite(v) ? (v - lo) / (hi - lo) : 0;

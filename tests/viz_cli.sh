@@ -85,8 +85,9 @@ else
 fi
 
 # 4. One head as SVG; the chapter-3 figures.
-"$ATTN" viz --checkpoint "$CK" --prompt "$PROMPT" --layer 1 --head 2 --svg "$tmp/head.svg" 2> /dev/null &&
-  "$PY" "$CHECK" svg "$tmp/head.svg" 59 59 && ok "head SVG parses, 59 x 59 cells" || bad "head SVG"
+"$ATTN" viz --checkpoint "$CK" --prompt "$PROMPT" --generate 11 --seed 7 --layer 1 --head 2 \
+  --svg "$tmp/head.svg" 2> /dev/null && "$PY" "$CHECK" svg "$tmp/head.svg" 70 70 "$tmp/page.html" 1 2 &&
+  ok "head SVG parses, its cells == the page's layer 1 head 2" || bad "head SVG"
 "$ATTN" chapter3 --figures "$tmp/figs" > "$tmp/ch3.txt" 2> "$tmp/ch3.err" || bad "chapter3 --figures: $(cat "$tmp/ch3.err")"
 "$ATTN" chapter3 | cmp -s - "$tmp/ch3.txt" && ok "chapter3 prints the same with --figures" ||
   bad "--figures changes the printed walk"

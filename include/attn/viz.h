@@ -48,11 +48,13 @@ typedef struct attn_viz_heatmap {
     int show_values;               /* write each value in its cell */
     int decimals;                  /* digits after the point in the cells (4: PyTorch's) */
     int cell;                      /* cell size in px; <= 0: from the size */
+    int causal;                    /* 1: cells above the diagonal are not drawn (masked) */
 } attn_viz_heatmap;
 
 /* The SVG document (UTF-8, NUL-terminated, malloc'd into *out; caller
- * frees). Every cell is a <rect> with data-row, data-col and data-value (the
- * float with 9 significant digits, or "-inf") and a <title> tooltip. */
+ * frees). Every cell drawn is a <rect> with data-row, data-col and
+ * data-value (the float with 9 significant digits, or "-inf") and a <title>
+ * tooltip. */
 attn_status attn_viz_heatmap_svg(const attn_viz_heatmap *h, char **out, attn_error *err);
 attn_status attn_viz_write_heatmap_svg(const attn_viz_heatmap *h, const char *path,
                                        attn_error *err);
