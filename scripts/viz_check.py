@@ -8,9 +8,11 @@
       book's MultiHeadAttention makes them (torch.softmax). Fails above 1e-5.
   viz_check.py page PAGE.html
       The JSON parses and holds the documented keys with consistent shapes.
-  viz_check.py dom DOM.html N_CELLS
+  viz_check.py dom DOM.html N_CELLS [LAYER QUERY]
       Chromium's --dump-dom of a page: the script finished (data-ready), the
-      in-page error collector is empty, N_CELLS model-view cells.
+      in-page error collector is empty, N_CELLS model-view cells; with LAYER
+      and QUERY (page opened with #layer=..&query=..&detail=..) the head view
+      shows that query's weights and the large heatmap is open.
   viz_check.py png SHOT.png
       The screenshot is not blank: many colours, a fair share of non-white.
   viz_check.py svg FILE.svg ROWS COLS [PAGE.html LAYER HEAD]
@@ -114,7 +116,7 @@ def check_torch(page, ckpt):
         fail("attention differs from PyTorch by more than 1e-5")
 
 
-def check_dom(path, n_cells):
+def check_dom(path, n_cells, layer=None, query=None):
     text = open(path, encoding="utf-8").read()
     if 'data-ready="1"' not in text:
         fail("the page's script did not finish (no data-ready)")
@@ -125,7 +127,18 @@ def check_dom(path, n_cells):
     canvases = len(re.findall(r'<div class="cell"[^>]*><canvas', text))
     if cells != n_cells or canvases != n_cells:
         fail(f"{cells} model-view cells ({canvases} with a canvas), expected {n_cells}")
-    print(f"dom: script ran, no errors, {cells} layer x head cells")
+    what = ""
+    if query is not None:  # the page was opened with #layer=L&query=N&detail=L,H
+        r = re.search(r'<div id="readout">(.*?)</div>', text, re.S)
+        if not r or f"query {query} " not in r.group(1) or f"layer {layer}," not in r.group(1):
+            fail(f"the head view does not show query {query} of layer {layer}: {r and r.group(1)}")
+        shaded = len(re.findall(r'<span class="tok[^"]*" data-pos="\d+"[^>]*style="background', text))
+        if shaded != int(query) + 1:
+            fail(f"{shaded} characters shaded, expected {int(query) + 1}")
+        if re.search(r'<div id="detail" hidden', text):
+            fail("the large heatmap did not open")
+        what = f"; query {query} pins and shades {shaded} characters, the large view opens"
+    print(f"dom: script ran, no errors, {cells} layer x head cells{what}")
 
 
 def png_pixels(path):
@@ -272,7 +285,7 @@ def main():
     elif cmd == "page":
         check_page(*args)
     elif cmd == "dom":
-        check_dom(args[0], int(args[1]))
+        check_dom(args[0], int(args[1]), *args[2:])
     elif cmd == "png":
         check_png(*args)
     elif cmd == "svg":

@@ -64,8 +64,10 @@ chrome() {
     --no-first-run --user-data-dir="$tmp/profile" "$@"
 }
 if command -v chromium > /dev/null; then
-  chrome --enable-logging=stderr --v=0 --dump-dom "file://$tmp/page.html" > "$tmp/dom.html" 2> "$tmp/chrome.err"
-  "$PY" "$CHECK" dom "$tmp/dom.html" 6 && ok "browser: script ran, 2 x 3 model-view cells, no page errors" ||
+  chrome --enable-logging=stderr --v=0 --dump-dom "file://$tmp/page.html#layer=1&query=45&detail=1,2" \
+    > "$tmp/dom.html" 2> "$tmp/chrome.err"
+  "$PY" "$CHECK" dom "$tmp/dom.html" 6 1 45 &&
+    ok "browser: script ran, 2 x 3 model-view cells, head view and large view drawn, no page errors" ||
     bad "browser DOM"
   if grep -E 'CONSOLE' "$tmp/chrome.err" > "$tmp/console.txt"; then
     bad "console messages: $(head -3 "$tmp/console.txt")"
