@@ -167,7 +167,7 @@ attn_status attn_viz_heatmap_svg(const attn_viz_heatmap *h, char **out, attn_err
                 attn_vbuf_printf(&b,
                                  "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" "
                                  "text-anchor=\"middle\" dominant-baseline=\"central\" "
-                                 "font-family=\"monospace\" fill=\"%s\">",
+                                 "font-family=\"monospace\" stroke=\"none\" fill=\"%s\">",
                                  x + cell / 2.0, yy + cell / 2.0, t > 0.55 ? "#ffffff" : "#000000");
                 if (isinf(v))
                     attn_vbuf_puts(&b, v < 0 ? "-inf" : "inf");
