@@ -94,9 +94,7 @@ int cmd_viz(int argc, char **argv) {
         }
         if (bad) {
             fprintf(stderr, "attn viz: bad value '%s' for %s (%s)\n", v, a,
-                    strcmp(a, "--temperature") == 0 ? "a number >= 0"
-                    : strcmp(a, "--seed") == 0      ? "an integer >= 0"
-                                                    : "an integer >= 0");
+                    strcmp(a, "--temperature") == 0 ? "a number >= 0" : "an integer >= 0");
             return 2;
         }
     }
