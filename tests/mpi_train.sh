@@ -114,6 +114,14 @@ rc=$?
   [ ! -e "$tmp/mm/model.safetensors" ] &&
   ok "ranks with different configs are refused at start-up (exit $rc)" ||
   bad "config mismatch: rc=$rc $(cat "$tmp/mm.err")"
+# A different executable on rank 1 (one extra byte at the end still runs).
+cp "$ATTN" "$tmp/attn-other" && printf 'x' >> "$tmp/attn-other"
+mpi -np 1 "$ATTN" "${args[@]}" --out "$tmp/bx" : -np 1 "$tmp/attn-other" "${args[@]}" --out "$tmp/bx" \
+  > /dev/null 2> "$tmp/bx.err"
+rc=$?
+[ $rc -ne 0 ] && grep -q "refusing to start: rank 1's attn executable differs" "$tmp/bx.err" &&
+  ok "ranks running different attn binaries are refused at start-up" ||
+  bad "binary mismatch: rc=$rc $(cat "$tmp/bx.err")"
 mpi -np 1 "$ATTN" "${args[@]}" --out "$tmp/bd" : \
   -np 1 "$ATTN" "${args[@]}" --out "$tmp/bd" --data "$tmp/missing.txt" > /dev/null 2> "$tmp/bd.err"
 rc=$?
