@@ -23,7 +23,8 @@
  * recorded loss is the mean of the M micro-batch losses (summed in order in
  * double). Micro-batch j of step s draws its dropout masks from its own
  * generator, seeded from (seed, s, j), so any rank can draw it without
- * replaying the others' (M = 1 keeps the single model generator).
+ * replaying the others' (M = 1 keeps the single model generator). It costs
+ * one gradient-sized buffer (a rank > 0 keeps one per micro-batch it runs).
  * With an attn_dist of N ranks (dist.h) the M micro-batches are split over
  * the ranks and the result is bit for bit that of one process, as is the
  * evaluation, whose batches are split over the ranks too.
