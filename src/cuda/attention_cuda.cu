@@ -19,30 +19,51 @@
 #define ROWS_PER_WARP 4
 #define WARPS 8
 
+/* Rows r0.. of one head (hd columns at col) into a TILE x ld_dst tile,
+ * zero past T and in the padding columns [hd, hd4): zeros add nothing to
+ * the dot products, so every loop can run over hd4 in float4 steps. */
 static __device__ __forceinline__ void load_tile(float *dst, int ld_dst, const float *src, int ld,
-                                                 int col, int r0, int T, int b, int hd) {
-    for (int e = threadIdx.x; e < TILE * hd; e += blockDim.x) {
-        const int r = e / hd, d = e % hd;
+                                                 int col, int r0, int T, int b, int hd, int hd4) {
+    for (int e = threadIdx.x; e < TILE * hd4; e += blockDim.x) {
+        const int r = e / hd4, d = e % hd4;
         const int t = r0 + r;
-        dst[r * ld_dst + d] = t < T ? src[((size_t)b * T + t) * ld + col + d] : 0.0f;
+        dst[r * ld_dst + d] = t < T && d < hd ? src[((size_t)b * T + t) * ld + col + d] : 0.0f;
     }
 }
+
+static __device__ __forceinline__ float dot4(float4 a, float4 b, float acc) {
+    acc = fmaf(a.x, b.x, acc);
+    acc = fmaf(a.y, b.y, acc);
+    acc = fmaf(a.z, b.z, acc);
+    return fmaf(a.w, b.w, acc);
+}
+
+static __device__ __forceinline__ float at4(float4 v, int u) {
+    return u == 0 ? v.x : u == 1 ? v.y : u == 2 ? v.z : v.w;
+}
+
+/* Shared-memory layout (floats): tiles read by one lane per row use a row
+ * stride of hd4 + 4 (16-byte rows that land in distinct banks per quarter
+ * warp); tiles read as a broadcast row use hd4. */
+#define HD4(hd) (((hd) + 3) & ~3)
 
 template <int NK>
 __global__ void __launch_bounds__(256) flash_fwd(const float *__restrict__ qkv, int ld, float *out,
                                                   int ld_out, float *lse, int T, int H, int hd,
                                                   float sm_scale, drop_site drop) {
-    extern __shared__ float sh[];
-    const int ldp = hd + 1;
-    float *Qs = sh;              /* TILE x ldp */
-    float *Ks = Qs + TILE * ldp; /* TILE x ldp */
-    float *Vs = Ks + TILE * ldp; /* TILE x ldp */
+    extern __shared__ float4 sh4[];
+    const int hd4 = HD4(hd), ldk = hd4 + 4;
+    float *Qs = (float *)sh4;     /* TILE x hd4, broadcast rows */
+    float *Ks = Qs + TILE * hd4;  /* TILE x ldk, lane rows */
+    float *Vs = Ks + TILE * ldk;  /* TILE x hd4, read along d */
+    float *Ps = Vs + TILE * hd4;  /* WARPS x 4 x TILE */
     const int bh = blockIdx.y, b = bh / H, h = bh % H;
     const int i0 = blockIdx.x * TILE;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int C = H * hd;
     const bool dropping = drop.keep_prob < 1.0;
-    load_tile(Qs, ldp, qkv, ld, h * hd, i0, T, b, hd);
+    float *Pw = Ps + warp * ROWS_PER_WARP * TILE;
+    load_tile(Qs, hd4, qkv, ld, h * hd, i0, T, b, hd, hd4);
 
     float m[ROWS_PER_WARP], l[ROWS_PER_WARP], o[ROWS_PER_WARP][NK];
 #pragma unroll
@@ -54,50 +75,67 @@ __global__ void __launch_bounds__(256) flash_fwd(const float *__restrict__ qkv, 
             o[r][k] = 0.0f;
     }
     const int last_row = min(i0 + TILE, T) - 1;
+    const int warp_last = min(i0 + warp * ROWS_PER_WARP + ROWS_PER_WARP, T) - 1;
     for (int j0 = 0; j0 <= last_row; j0 += TILE) {
         __syncthreads();
-        load_tile(Ks, ldp, qkv, ld, C + h * hd, j0, T, b, hd);
-        load_tile(Vs, ldp, qkv, ld, 2 * C + h * hd, j0, T, b, hd);
+        load_tile(Ks, ldk, qkv, ld, C + h * hd, j0, T, b, hd, hd4);
+        load_tile(Vs, hd4, qkv, ld, 2 * C + h * hd, j0, T, b, hd, hd4);
         __syncthreads();
         const int j = j0 + lane;
         float s[ROWS_PER_WARP];
 #pragma unroll
         for (int r = 0; r < ROWS_PER_WARP; r++)
             s[r] = 0.0f;
-        const float *qrow = Qs + (warp * ROWS_PER_WARP) * ldp;
-        for (int d = 0; d < hd; d++) {
-            const float kv = Ks[lane * ldp + d];
+        const float4 *k4 = (const float4 *)(Ks + lane * ldk);
+        const float4 *q4 = (const float4 *)(Qs + warp * ROWS_PER_WARP * hd4);
+        for (int d = 0; d < hd4 / 4; d++) {
+            const float4 kv = k4[d];
 #pragma unroll
             for (int r = 0; r < ROWS_PER_WARP; r++)
-                s[r] = fmaf(qrow[r * ldp + d], kv, s[r]);
+                s[r] = dot4(q4[r * (hd4 / 4) + d], kv, s[r]);
         }
 #pragma unroll
         for (int r = 0; r < ROWS_PER_WARP; r++) {
             const int i = i0 + warp * ROWS_PER_WARP + r;
-            if (i >= T) continue; /* uniform across the warp */
-            const bool valid = j <= i && j < T;
-            const float sc = valid ? s[r] * sm_scale : -INFINITY;
-            const float m_new = fmaxf(m[r], warp_max(sc));
-            const float p = valid ? expf(sc - m_new) : 0.0f;
-            const float alpha = expf(m[r] - m_new); /* m[r] = -inf -> 0 */
-            l[r] = l[r] * alpha + warp_sum(p);
-            m[r] = m_new;
-            float pd = p;
-            if (dropping && valid)
-                pd = drop_keep(drop, (((size_t)bh * T + i) * T + j)) ? p * drop.scale : 0.0f;
+            float pd = 0.0f;
+            if (i < T) { /* uniform across the warp */
+                const bool valid = j <= i && j < T;
+                const float sc = valid ? s[r] * sm_scale : -INFINITY;
+                const float m_new = fmaxf(m[r], warp_max(sc));
+                const float p = valid ? expf(sc - m_new) : 0.0f;
+                const float alpha = expf(m[r] - m_new); /* m[r] = -inf -> 0 */
+                l[r] = l[r] * alpha + warp_sum(p);
+                m[r] = m_new;
+                pd = p;
+                if (dropping && valid)
+                    pd = drop_keep(drop, (((size_t)bh * T + i) * T + j)) ? p * drop.scale : 0.0f;
 #pragma unroll
-            for (int k = 0; k < NK; k++)
-                o[r][k] *= alpha;
-            const int jn = min(TILE, i - j0 + 1);
-            for (int jj = 0; jj < jn; jj++) {
-                const float pj = __shfl_sync(0xffffffffu, pd, jj);
+                for (int k = 0; k < NK; k++)
+                    o[r][k] *= alpha;
+            }
+            Pw[r * TILE + lane] = pd;
+        }
+        __syncwarp();
+        if (warp_last >= j0) {
+            const int jn = (min(TILE, warp_last - j0 + 1) + 3) & ~3;
+            for (int jj = 0; jj < jn; jj += 4) {
+                float4 p4[ROWS_PER_WARP];
 #pragma unroll
-                for (int k = 0; k < NK; k++) {
-                    const int d = lane + 32 * k;
-                    if (d < hd) o[r][k] = fmaf(pj, Vs[jj * ldp + d], o[r][k]);
-                }
+                for (int r = 0; r < ROWS_PER_WARP; r++)
+                    p4[r] = *(const float4 *)(Pw + r * TILE + jj);
+#pragma unroll
+                for (int u = 0; u < 4; u++)
+#pragma unroll
+                    for (int k = 0; k < NK; k++) {
+                        const int d = lane + 32 * k;
+                        const float v = d < hd4 ? Vs[(jj + u) * hd4 + d] : 0.0f;
+#pragma unroll
+                        for (int r = 0; r < ROWS_PER_WARP; r++)
+                            o[r][k] = fmaf(at4(p4[r], u), v, o[r][k]);
+                    }
             }
         }
+        __syncwarp();
     }
 #pragma unroll
     for (int r = 0; r < ROWS_PER_WARP; r++) {
@@ -135,16 +173,19 @@ __global__ void __launch_bounds__(256) flash_bwd_dq(const float *__restrict__ qk
                                                      const float *lse, const float *D, float *dqkv,
                                                      int T, int H, int hd, float sm_scale,
                                                      drop_site drop) {
-    extern __shared__ float sh[];
-    const int ldp = hd + 1;
-    float *Qs = sh, *dOs = Qs + TILE * ldp, *Ks = dOs + TILE * ldp, *Vs = Ks + TILE * ldp;
+    extern __shared__ float4 sh4[];
+    const int hd4 = HD4(hd), ldk = hd4 + 4;
+    float *Qs = (float *)sh4, *dOs = Qs + TILE * hd4; /* broadcast rows */
+    float *Ks = dOs + TILE * hd4, *Vs = Ks + TILE * ldk; /* lane rows */
+    float *DSs = Vs + TILE * ldk;                         /* WARPS x 4 x TILE */
     const int bh = blockIdx.y, b = bh / H, h = bh % H;
     const int i0 = blockIdx.x * TILE;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int C = H * hd;
     const bool dropping = drop.keep_prob < 1.0;
-    load_tile(Qs, ldp, qkv, ld, h * hd, i0, T, b, hd);
-    load_tile(dOs, ldp, d_out, ld_out, h * hd, i0, T, b, hd);
+    float *DSw = DSs + warp * ROWS_PER_WARP * TILE;
+    load_tile(Qs, hd4, qkv, ld, h * hd, i0, T, b, hd, hd4);
+    load_tile(dOs, hd4, d_out, ld_out, h * hd, i0, T, b, hd, hd4);
     float lse_r[ROWS_PER_WARP], D_r[ROWS_PER_WARP], dq[ROWS_PER_WARP][NK];
 #pragma unroll
     for (int r = 0; r < ROWS_PER_WARP; r++) {
@@ -156,46 +197,59 @@ __global__ void __launch_bounds__(256) flash_bwd_dq(const float *__restrict__ qk
             dq[r][k] = 0.0f;
     }
     const int last_row = min(i0 + TILE, T) - 1;
+    const int warp_last = min(i0 + warp * ROWS_PER_WARP + ROWS_PER_WARP, T) - 1;
     for (int j0 = 0; j0 <= last_row; j0 += TILE) {
         __syncthreads();
-        load_tile(Ks, ldp, qkv, ld, C + h * hd, j0, T, b, hd);
-        load_tile(Vs, ldp, qkv, ld, 2 * C + h * hd, j0, T, b, hd);
+        load_tile(Ks, ldk, qkv, ld, C + h * hd, j0, T, b, hd, hd4);
+        load_tile(Vs, ldk, qkv, ld, 2 * C + h * hd, j0, T, b, hd, hd4);
         __syncthreads();
         const int j = j0 + lane;
         float s[ROWS_PER_WARP], dp[ROWS_PER_WARP];
 #pragma unroll
         for (int r = 0; r < ROWS_PER_WARP; r++)
             s[r] = dp[r] = 0.0f;
-        const float *qrow = Qs + (warp * ROWS_PER_WARP) * ldp;
-        const float *orow = dOs + (warp * ROWS_PER_WARP) * ldp;
-        for (int d = 0; d < hd; d++) {
-            const float kv = Ks[lane * ldp + d], vv = Vs[lane * ldp + d];
+        const float4 *k4 = (const float4 *)(Ks + lane * ldk), *v4 = (const float4 *)(Vs + lane * ldk);
+        const float4 *q4 = (const float4 *)(Qs + warp * ROWS_PER_WARP * hd4);
+        const float4 *o4 = (const float4 *)(dOs + warp * ROWS_PER_WARP * hd4);
+        for (int d = 0; d < hd4 / 4; d++) {
+            const float4 kv = k4[d], vv = v4[d];
 #pragma unroll
             for (int r = 0; r < ROWS_PER_WARP; r++) {
-                s[r] = fmaf(qrow[r * ldp + d], kv, s[r]);
-                dp[r] = fmaf(orow[r * ldp + d], vv, dp[r]);
+                s[r] = dot4(q4[r * (hd4 / 4) + d], kv, s[r]);
+                dp[r] = dot4(o4[r * (hd4 / 4) + d], vv, dp[r]);
             }
         }
 #pragma unroll
         for (int r = 0; r < ROWS_PER_WARP; r++) {
             const int i = i0 + warp * ROWS_PER_WARP + r;
-            if (i >= T) continue;
-            const bool valid = j <= i && j < T;
+            const bool valid = i < T && j <= i && j < T;
             const float p = valid ? expf(s[r] * sm_scale - lse_r[r]) : 0.0f;
             float z = 1.0f;
             if (dropping && valid)
                 z = drop_keep(drop, (((size_t)bh * T + i) * T + j)) ? drop.scale : 0.0f;
-            const float ds = p * (dp[r] * z - D_r[r]);
-            const int jn = min(TILE, i - j0 + 1);
-            for (int jj = 0; jj < jn; jj++) {
-                const float dsj = __shfl_sync(0xffffffffu, ds, jj);
+            DSw[r * TILE + lane] = p * (dp[r] * z - D_r[r]);
+        }
+        __syncwarp();
+        if (warp_last >= j0) {
+            const int jn = (min(TILE, warp_last - j0 + 1) + 3) & ~3;
+            for (int jj = 0; jj < jn; jj += 4) {
+                float4 d4[ROWS_PER_WARP];
 #pragma unroll
-                for (int k = 0; k < NK; k++) {
-                    const int d = lane + 32 * k;
-                    if (d < hd) dq[r][k] = fmaf(dsj, Ks[jj * ldp + d], dq[r][k]);
-                }
+                for (int r = 0; r < ROWS_PER_WARP; r++)
+                    d4[r] = *(const float4 *)(DSw + r * TILE + jj);
+#pragma unroll
+                for (int u = 0; u < 4; u++)
+#pragma unroll
+                    for (int k = 0; k < NK; k++) {
+                        const int d = lane + 32 * k;
+                        const float kv = d < hd4 ? Ks[(jj + u) * ldk + d] : 0.0f;
+#pragma unroll
+                        for (int r = 0; r < ROWS_PER_WARP; r++)
+                            dq[r][k] = fmaf(at4(d4[r], u), kv, dq[r][k]);
+                    }
             }
         }
+        __syncwarp();
     }
 #pragma unroll
     for (int r = 0; r < ROWS_PER_WARP; r++) {
@@ -216,27 +270,31 @@ __global__ void __launch_bounds__(256) flash_bwd_dkv(const float *__restrict__ q
                                                       const float *lse, const float *D,
                                                       float *dqkv, int T, int H, int hd,
                                                       float sm_scale, drop_site drop) {
-    extern __shared__ float sh[];
-    const int ldp = hd + 1;
-    float *Ks = sh, *Vs = Ks + TILE * ldp, *Qs = Vs + TILE * ldp, *dOs = Qs + TILE * ldp;
-    float *lse_s = dOs + TILE * ldp, *D_s = lse_s + TILE;
+    extern __shared__ float4 sh4[];
+    const int hd4 = HD4(hd), ldk = hd4 + 4;
+    float *Ks = (float *)sh4, *Vs = Ks + TILE * hd4;     /* broadcast rows */
+    float *Qs = Vs + TILE * hd4, *dOs = Qs + TILE * ldk; /* lane rows */
+    float *PZs = dOs + TILE * ldk, *DSs = PZs + WARPS * ROWS_PER_WARP * TILE;
+    float *lse_s = DSs + WARPS * ROWS_PER_WARP * TILE, *D_s = lse_s + TILE;
     const int bh = blockIdx.y, b = bh / H, h = bh % H;
     const int j0 = blockIdx.x * TILE;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int C = H * hd;
     const bool dropping = drop.keep_prob < 1.0;
-    load_tile(Ks, ldp, qkv, ld, C + h * hd, j0, T, b, hd);
-    load_tile(Vs, ldp, qkv, ld, 2 * C + h * hd, j0, T, b, hd);
+    float *PZw = PZs + warp * ROWS_PER_WARP * TILE, *DSw = DSs + warp * ROWS_PER_WARP * TILE;
+    load_tile(Ks, hd4, qkv, ld, C + h * hd, j0, T, b, hd, hd4);
+    load_tile(Vs, hd4, qkv, ld, 2 * C + h * hd, j0, T, b, hd, hd4);
     float dk[ROWS_PER_WARP][NK], dv[ROWS_PER_WARP][NK];
 #pragma unroll
     for (int r = 0; r < ROWS_PER_WARP; r++)
 #pragma unroll
         for (int k = 0; k < NK; k++)
             dk[r][k] = dv[r][k] = 0.0f;
+    const int warp_first = j0 + warp * ROWS_PER_WARP; /* the warp's first key */
     for (int q0 = j0; q0 < T; q0 += TILE) {
         __syncthreads();
-        load_tile(Qs, ldp, qkv, ld, h * hd, q0, T, b, hd);
-        load_tile(dOs, ldp, d_out, ld_out, h * hd, q0, T, b, hd);
+        load_tile(Qs, ldk, qkv, ld, h * hd, q0, T, b, hd, hd4);
+        load_tile(dOs, ldk, d_out, ld_out, h * hd, q0, T, b, hd, hd4);
         if (threadIdx.x < TILE) {
             const int i = q0 + threadIdx.x;
             lse_s[threadIdx.x] = i < T ? lse[(size_t)bh * T + i] : 0.0f;
@@ -248,43 +306,54 @@ __global__ void __launch_bounds__(256) flash_bwd_dkv(const float *__restrict__ q
 #pragma unroll
         for (int r = 0; r < ROWS_PER_WARP; r++)
             s[r] = dp[r] = 0.0f;
-        const float *krow = Ks + (warp * ROWS_PER_WARP) * ldp;
-        const float *vrow = Vs + (warp * ROWS_PER_WARP) * ldp;
-        for (int d = 0; d < hd; d++) {
-            const float qv = Qs[lane * ldp + d], ov = dOs[lane * ldp + d];
+        const float4 *q4 = (const float4 *)(Qs + lane * ldk), *o4 = (const float4 *)(dOs + lane * ldk);
+        const float4 *k4 = (const float4 *)(Ks + warp * ROWS_PER_WARP * hd4);
+        const float4 *v4 = (const float4 *)(Vs + warp * ROWS_PER_WARP * hd4);
+        for (int d = 0; d < hd4 / 4; d++) {
+            const float4 qv = q4[d], ov = o4[d];
 #pragma unroll
             for (int r = 0; r < ROWS_PER_WARP; r++) {
-                s[r] = fmaf(krow[r * ldp + d], qv, s[r]);
-                dp[r] = fmaf(vrow[r * ldp + d], ov, dp[r]);
+                s[r] = dot4(k4[r * (hd4 / 4) + d], qv, s[r]);
+                dp[r] = dot4(v4[r * (hd4 / 4) + d], ov, dp[r]);
             }
         }
 #pragma unroll
         for (int r = 0; r < ROWS_PER_WARP; r++) {
-            const int j = j0 + warp * ROWS_PER_WARP + r;
-            if (j >= T) continue; /* uniform across the warp */
-            const bool valid = i >= j && i < T;
+            const int j = warp_first + r;
+            const bool valid = j < T && i >= j && i < T;
             const float p = valid ? expf(s[r] * sm_scale - lse_s[lane]) : 0.0f;
             float z = 1.0f;
             if (dropping && valid)
                 z = drop_keep(drop, (((size_t)bh * T + i) * T + j)) ? drop.scale : 0.0f;
-            const float pz = p * z;
-            const float ds = p * (dp[r] * z - D_s[lane]);
-            /* rows i < j contribute nothing: start at the first i >= j */
-            const int first = max(0, j - q0);
-            const int last = min(TILE, T - q0);
-            for (int ii = first; ii < last; ii++) {
-                const float pzi = __shfl_sync(0xffffffffu, pz, ii);
-                const float dsi = __shfl_sync(0xffffffffu, ds, ii);
+            PZw[r * TILE + lane] = p * z;
+            DSw[r * TILE + lane] = p * (dp[r] * z - D_s[lane]);
+        }
+        __syncwarp();
+        /* rows i < the warp's first key contribute nothing */
+        const int first = max(0, warp_first - q0) & ~3;
+        const int last = (min(TILE, T - q0) + 3) & ~3;
+        for (int ii = first; ii < last; ii += 4) {
+            float4 pz4[ROWS_PER_WARP], ds4[ROWS_PER_WARP];
+#pragma unroll
+            for (int r = 0; r < ROWS_PER_WARP; r++) {
+                pz4[r] = *(const float4 *)(PZw + r * TILE + ii);
+                ds4[r] = *(const float4 *)(DSw + r * TILE + ii);
+            }
+#pragma unroll
+            for (int u = 0; u < 4; u++)
 #pragma unroll
                 for (int k = 0; k < NK; k++) {
                     const int d = lane + 32 * k;
-                    if (d < hd) {
-                        dv[r][k] = fmaf(pzi, dOs[ii * ldp + d], dv[r][k]);
-                        dk[r][k] = fmaf(dsi, Qs[ii * ldp + d], dk[r][k]);
+                    const float ov = d < hd4 ? dOs[(ii + u) * ldk + d] : 0.0f;
+                    const float qv = d < hd4 ? Qs[(ii + u) * ldk + d] : 0.0f;
+#pragma unroll
+                    for (int r = 0; r < ROWS_PER_WARP; r++) {
+                        dv[r][k] = fmaf(at4(pz4[r], u), ov, dv[r][k]);
+                        dk[r][k] = fmaf(at4(ds4[r], u), qv, dk[r][k]);
                     }
                 }
-            }
         }
+        __syncwarp();
     }
 #pragma unroll
     for (int r = 0; r < ROWS_PER_WARP; r++) {
@@ -305,7 +374,8 @@ __global__ void __launch_bounds__(256) flash_bwd_dkv(const float *__restrict__ q
 template <int NK>
 static cudaError_t launch_fwd(const float *qkv, int ld, float *out, int ld_out, float *lse, int B,
                               int T, int H, int hd, drop_site drop, cudaStream_t s) {
-    const size_t smem = 3 * TILE * (size_t)(hd + 1) * sizeof(float);
+    const size_t hd4 = HD4(hd);
+    const size_t smem = (TILE * (3 * hd4 + 4) + WARPS * ROWS_PER_WARP * TILE) * sizeof(float);
     cudaError_t e = cudaFuncSetAttribute(flash_fwd<NK>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          (int)smem);
     if (e != cudaSuccess) return e;
@@ -319,7 +389,9 @@ template <int NK>
 static cudaError_t launch_bwd(const float *qkv, int ld, const float *d_out, int ld_out,
                               const float *lse, const float *D, float *dqkv, int B, int T, int H,
                               int hd, drop_site drop, cudaStream_t s) {
-    const size_t smem = (4 * TILE * (size_t)(hd + 1) + 2 * TILE) * sizeof(float);
+    const size_t hd4 = HD4(hd);
+    const size_t smem =
+        (TILE * (4 * hd4 + 8) + 2 * WARPS * ROWS_PER_WARP * TILE + 2 * TILE) * sizeof(float);
     cudaError_t e = cudaFuncSetAttribute(flash_bwd_dq<NK>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e == cudaSuccess)
