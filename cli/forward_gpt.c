@@ -5,14 +5,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attn/cuda.h"
 #include "attn/npy.h"
 #include "attn/train.h"
 #include "commands.h"
 
 static void forward_gpt_usage(FILE *out) {
     fprintf(out, "usage: attn forward gpt --checkpoint DIR --input IDS.npy --output LOGITS.npy\n"
-                 "                        [--targets Y.npy] [--device cpu|cuda]\n"
+                 "                        [--targets Y.npy]\n"
                  "  IDS and Y are int64 or int32 (B, T) token ids, T <= context_length; writes\n"
                  "  float32 logits (B, T, vocab_size) and, with targets, prints\n"
                  "  \"loss: X\" (mean cross-entropy over B*T). Eval mode (no dropout).\n");
@@ -20,8 +19,6 @@ static void forward_gpt_usage(FILE *out) {
 
 int cmd_forward_gpt(int argc, char **argv) {
     const char *ckpt = NULL, *in = NULL, *outp = NULL, *tg = NULL;
-    attn_device device = ATTN_DEVICE_CPU;
-    attn_error err;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -41,12 +38,6 @@ int cmd_forward_gpt(int argc, char **argv) {
             outp = v;
         else if (strcmp(a, "--targets") == 0)
             tg = v;
-        else if (strcmp(a, "--device") == 0) {
-            if (attn_device_parse(v, &device, &err)) {
-                fprintf(stderr, "attn forward gpt: --device: %s\n", err.msg);
-                return 2;
-            }
-        }
         else {
             fprintf(stderr, "attn forward gpt: unknown option '%s'\n", a);
             forward_gpt_usage(stderr);
@@ -58,10 +49,9 @@ int cmd_forward_gpt(int argc, char **argv) {
         forward_gpt_usage(stderr);
         return 2;
     }
+    attn_error err;
     attn_error_clear(&err);
     attn_gpt model;
-    attn_cuda_gpt *gpu = NULL;
-    int32_t *ids32 = NULL;
     attn_tokenizer tok;
     attn_npy x, y;
     attn_gpt_acts acts;
@@ -91,27 +81,9 @@ int cmd_forward_gpt(int argc, char **argv) {
         goto fail;
     }
     float loss = 0;
-    if (attn_gpt_acts_init(&acts, &model, (int)B, (int)T, &err)) goto fail;
-    if (device == ATTN_DEVICE_CUDA) {
-        /* ids as int32 (the engine checks their range), logits back into acts */
-        const size_t n = (size_t)B * (size_t)T;
-        ids32 = malloc(2 * n * sizeof *ids32);
-        if (!ids32) {
-            attn_fail(&err, ATTN_ERR_NOMEM, "out of memory for the token ids");
-            goto fail;
-        }
-        const int64_t *xs = x.data, *ys = tg ? y.data : NULL;
-        for (size_t i = 0; i < n; i++) {
-            ids32[i] = xs[i] < 0 || xs[i] > INT32_MAX ? -1 : (int32_t)xs[i];
-            if (ys) ids32[n + i] = ys[i] < 0 || ys[i] > INT32_MAX ? -1 : (int32_t)ys[i];
-        }
-        if (attn_cuda_gpt_create(&gpu, &model, (int)B, (int)T, ATTN_PRECISION_FP32, &err) ||
-            attn_cuda_gpt_forward(gpu, ids32, ys ? ids32 + n : NULL, (int)B, (int)T, NULL, &loss,
-                                  &err) ||
-            attn_cuda_gpt_logits(gpu, 0, n, acts.logits, &err))
-            goto fail;
-    } else if (attn_gpt_forward_i64(&model, x.data, tg ? y.data : NULL, (int)B, (int)T, NULL,
-                                    &acts, &loss, &err))
+    if (attn_gpt_acts_init(&acts, &model, (int)B, (int)T, &err) ||
+        attn_gpt_forward_i64(&model, x.data, tg ? y.data : NULL, (int)B, (int)T, NULL, &acts, &loss,
+                             &err))
         goto fail;
     const int64_t shape[3] = {B, T, model.cfg.vocab_size};
     if (attn_npy_save_f32(outp, acts.logits, 3, shape, &err)) goto fail;
@@ -121,8 +93,6 @@ int cmd_forward_gpt(int argc, char **argv) {
 fail:
     fprintf(stderr, "attn forward gpt: %s\n", err.msg);
 done:
-    attn_cuda_gpt_free(gpu);
-    free(ids32);
     attn_gpt_acts_free(&acts);
     attn_npy_free(&x);
     attn_npy_free(&y);
