@@ -27,10 +27,8 @@
  * Dropout on the GPU is counter-based: Philox4x32-10 keyed by the run's seed,
  * with the counter (element index, site, step), site 0 = drop_emb, per layer
  * l: 1 + 3l attention weights, 2 + 3l / 3 + 3l the two drop_shortcut. An
- * element is kept when its first 32-bit output / 2^32 < 1 - p. The
- * residual/embedding masks are recomputed in backward; the attention-weight
- * mask is drawn once in the fused forward and kept as bits (B*H*T*T/8 bytes
- * per layer) for the backward. This is NOT PyTorch's CUDA stream
+ * element is kept when its first 32-bit output / 2^32 < 1 - p. Masks are
+ * recomputed in backward, never stored. This is NOT PyTorch's CUDA stream
  * (nor the CPU path's MT19937 masks): a GPU run with dropout is reproducible
  * for a seed but differs from a CPU or PyTorch run with the same seed.
  *

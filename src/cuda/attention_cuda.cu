@@ -7,9 +7,7 @@
  * load. Partial products over the tile are then summed by broadcasting each
  * lane's weight with a shuffle, lane d owning output dims d, d+32, ...
  * Online softmax in the forward; the backward recomputes the probabilities
- * from the saved log-sum-exp. Dropout: the forward draws each kept bit from
- * Philox once and stores it (one 32-bit word per row and key tile, from a
- * warp ballot); the backward reads the bits back instead of redrawing. dQ and dK/dV come from two kernels that each
+ * from the saved log-sum-exp. dQ and dK/dV come from two kernels that each
  * own their outputs, so there are no atomics and the results do not depend
  * on scheduling. Shared rows are padded to hd + 1 floats: lane-per-row reads
  * then hit distinct banks. */
@@ -52,7 +50,7 @@ static __device__ __forceinline__ float at4(float4 v, int u) {
 template <int NK>
 __global__ void __launch_bounds__(256) flash_fwd(const float *__restrict__ qkv, int ld, float *out,
                                                   int ld_out, float *lse, int T, int H, int hd,
-                                                  float sm_scale, drop_site drop, uint32_t *mask) {
+                                                  float sm_scale, drop_site drop) {
     extern __shared__ float4 sh4[];
     const int hd4 = HD4(hd), ldk = hd4 + 4;
     float *Qs = (float *)sh4;     /* TILE x hd4, broadcast rows */
@@ -109,12 +107,8 @@ __global__ void __launch_bounds__(256) flash_fwd(const float *__restrict__ qkv, 
                 l[r] = l[r] * alpha + warp_sum(p);
                 m[r] = m_new;
                 pd = p;
-                if (dropping) {
-                    const bool keep = valid && drop_keep(drop, (((size_t)bh * T + i) * T + j));
-                    const uint32_t bits = __ballot_sync(0xffffffffu, keep);
-                    if (lane == 0) mask[((size_t)bh * T + i) * gridDim.x + j0 / TILE] = bits;
-                    pd = keep ? p * drop.scale : 0.0f;
-                }
+                if (dropping && valid)
+                    pd = drop_keep(drop, (((size_t)bh * T + i) * T + j)) ? p * drop.scale : 0.0f;
 #pragma unroll
                 for (int k = 0; k < NK; k++)
                     o[r][k] *= alpha;
@@ -178,7 +172,7 @@ __global__ void __launch_bounds__(256) flash_bwd_dq(const float *__restrict__ qk
                                                      const float *d_out, int ld_out,
                                                      const float *lse, const float *D, float *dqkv,
                                                      int T, int H, int hd, float sm_scale,
-                                                     drop_site drop, const uint32_t *mask) {
+                                                     drop_site drop) {
     extern __shared__ float4 sh4[];
     const int hd4 = HD4(hd), ldk = hd4 + 4;
     float *Qs = (float *)sh4, *dOs = Qs + TILE * hd4; /* broadcast rows */
@@ -232,8 +226,7 @@ __global__ void __launch_bounds__(256) flash_bwd_dq(const float *__restrict__ qk
             const float p = valid ? expf(s[r] * sm_scale - lse_r[r]) : 0.0f;
             float z = 1.0f;
             if (dropping && valid)
-                z = (mask[((size_t)bh * T + i) * gridDim.x + j0 / TILE] >> lane) & 1u ? drop.scale
-                                                                                      : 0.0f;
+                z = drop_keep(drop, (((size_t)bh * T + i) * T + j)) ? drop.scale : 0.0f;
             DSw[r * TILE + lane] = p * (dp[r] * z - D_r[r]);
         }
         __syncwarp();
@@ -276,8 +269,7 @@ __global__ void __launch_bounds__(256) flash_bwd_dkv(const float *__restrict__ q
                                                       const float *d_out, int ld_out,
                                                       const float *lse, const float *D,
                                                       float *dqkv, int T, int H, int hd,
-                                                      float sm_scale, drop_site drop,
-                                                      const uint32_t *mask) {
+                                                      float sm_scale, drop_site drop) {
     extern __shared__ float4 sh4[];
     const int hd4 = HD4(hd), ldk = hd4 + 4;
     float *Ks = (float *)sh4, *Vs = Ks + TILE * hd4;     /* broadcast rows */
@@ -310,8 +302,6 @@ __global__ void __launch_bounds__(256) flash_bwd_dkv(const float *__restrict__ q
         }
         __syncthreads();
         const int i = q0 + lane;
-        const uint32_t bits =
-            dropping && i < T ? mask[((size_t)bh * T + i) * gridDim.x + blockIdx.x] : 0u;
         float s[ROWS_PER_WARP], dp[ROWS_PER_WARP];
 #pragma unroll
         for (int r = 0; r < ROWS_PER_WARP; r++)
@@ -333,7 +323,8 @@ __global__ void __launch_bounds__(256) flash_bwd_dkv(const float *__restrict__ q
             const bool valid = j < T && i >= j && i < T;
             const float p = valid ? expf(s[r] * sm_scale - lse_s[lane]) : 0.0f;
             float z = 1.0f;
-            if (dropping && valid) z = (bits >> (j - j0)) & 1u ? drop.scale : 0.0f;
+            if (dropping && valid)
+                z = drop_keep(drop, (((size_t)bh * T + i) * T + j)) ? drop.scale : 0.0f;
             PZw[r * TILE + lane] = p * z;
             DSw[r * TILE + lane] = p * (dp[r] * z - D_s[lane]);
         }
@@ -382,8 +373,7 @@ __global__ void __launch_bounds__(256) flash_bwd_dkv(const float *__restrict__ q
 
 template <int NK>
 static cudaError_t launch_fwd(const float *qkv, int ld, float *out, int ld_out, float *lse, int B,
-                              int T, int H, int hd, drop_site drop, uint32_t *mask,
-                              cudaStream_t s) {
+                              int T, int H, int hd, drop_site drop, cudaStream_t s) {
     const size_t hd4 = HD4(hd);
     const size_t smem = (TILE * (3 * hd4 + 4) + WARPS * ROWS_PER_WARP * TILE) * sizeof(float);
     cudaError_t e = cudaFuncSetAttribute(flash_fwd<NK>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -391,14 +381,14 @@ static cudaError_t launch_fwd(const float *qkv, int ld, float *out, int ld_out, 
     if (e != cudaSuccess) return e;
     dim3 grid((T + TILE - 1) / TILE, B * H);
     flash_fwd<NK><<<grid, WARPS * 32, smem, s>>>(qkv, ld, out, ld_out, lse, T, H, hd,
-                                                  1.0f / sqrtf((float)hd), drop, mask);
+                                                  1.0f / sqrtf((float)hd), drop);
     return cudaGetLastError();
 }
 
 template <int NK>
 static cudaError_t launch_bwd(const float *qkv, int ld, const float *d_out, int ld_out,
                               const float *lse, const float *D, float *dqkv, int B, int T, int H,
-                              int hd, drop_site drop, const uint32_t *mask, cudaStream_t s) {
+                              int hd, drop_site drop, cudaStream_t s) {
     const size_t hd4 = HD4(hd);
     const size_t smem =
         (TILE * (4 * hd4 + 8) + 2 * WARPS * ROWS_PER_WARP * TILE + 2 * TILE) * sizeof(float);
@@ -411,22 +401,20 @@ static cudaError_t launch_bwd(const float *qkv, int ld, const float *d_out, int 
     dim3 grid((T + TILE - 1) / TILE, B * H);
     const float sc = 1.0f / sqrtf((float)hd);
     flash_bwd_dq<NK><<<grid, WARPS * 32, smem, s>>>(qkv, ld, d_out, ld_out, lse, D, dqkv, T, H, hd,
-                                                     sc, drop, mask);
+                                                     sc, drop);
     if ((e = cudaGetLastError()) != cudaSuccess) return e;
     flash_bwd_dkv<NK><<<grid, WARPS * 32, smem, s>>>(qkv, ld, d_out, ld_out, lse, D, dqkv, T, H,
-                                                      hd, sc, drop, mask);
+                                                      hd, sc, drop);
     return cudaGetLastError();
 }
 
 cudaError_t attn_cu_flash_forward(const float *qkv, int ld_qkv, float *out, int ld_out, float *lse,
-                                  int B, int T, int H, int hd, drop_site drop, uint32_t *mask,
-                                  cudaStream_t s) {
-    if (drop.keep_prob < 1.0 && !mask) return cudaErrorInvalidValue;
+                                  int B, int T, int H, int hd, drop_site drop, cudaStream_t s) {
     switch ((hd + 31) / 32) {
-    case 1: return launch_fwd<1>(qkv, ld_qkv, out, ld_out, lse, B, T, H, hd, drop, mask, s);
-    case 2: return launch_fwd<2>(qkv, ld_qkv, out, ld_out, lse, B, T, H, hd, drop, mask, s);
-    case 3: return launch_fwd<3>(qkv, ld_qkv, out, ld_out, lse, B, T, H, hd, drop, mask, s);
-    case 4: return launch_fwd<4>(qkv, ld_qkv, out, ld_out, lse, B, T, H, hd, drop, mask, s);
+    case 1: return launch_fwd<1>(qkv, ld_qkv, out, ld_out, lse, B, T, H, hd, drop, s);
+    case 2: return launch_fwd<2>(qkv, ld_qkv, out, ld_out, lse, B, T, H, hd, drop, s);
+    case 3: return launch_fwd<3>(qkv, ld_qkv, out, ld_out, lse, B, T, H, hd, drop, s);
+    case 4: return launch_fwd<4>(qkv, ld_qkv, out, ld_out, lse, B, T, H, hd, drop, s);
     default: return cudaErrorInvalidValue;
     }
 }
@@ -434,21 +422,16 @@ cudaError_t attn_cu_flash_forward(const float *qkv, int ld_qkv, float *out, int 
 cudaError_t attn_cu_flash_backward(const float *qkv, int ld_qkv, const float *out,
                                    const float *d_out, int ld_out, const float *lse, float *D,
                                    float *dqkv, int B, int T, int H, int hd, drop_site drop,
-                                   const uint32_t *mask, cudaStream_t s) {
-    if (drop.keep_prob < 1.0 && !mask) return cudaErrorInvalidValue;
+                                   cudaStream_t s) {
     const size_t rows = (size_t)B * H * T;
     flash_bwd_d<<<(unsigned)((rows + 7) / 8), 256, 0, s>>>(out, d_out, ld_out, D, B, T, H, hd);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return e;
     switch ((hd + 31) / 32) {
-    case 1:
-        return launch_bwd<1>(qkv, ld_qkv, d_out, ld_out, lse, D, dqkv, B, T, H, hd, drop, mask, s);
-    case 2:
-        return launch_bwd<2>(qkv, ld_qkv, d_out, ld_out, lse, D, dqkv, B, T, H, hd, drop, mask, s);
-    case 3:
-        return launch_bwd<3>(qkv, ld_qkv, d_out, ld_out, lse, D, dqkv, B, T, H, hd, drop, mask, s);
-    case 4:
-        return launch_bwd<4>(qkv, ld_qkv, d_out, ld_out, lse, D, dqkv, B, T, H, hd, drop, mask, s);
+    case 1: return launch_bwd<1>(qkv, ld_qkv, d_out, ld_out, lse, D, dqkv, B, T, H, hd, drop, s);
+    case 2: return launch_bwd<2>(qkv, ld_qkv, d_out, ld_out, lse, D, dqkv, B, T, H, hd, drop, s);
+    case 3: return launch_bwd<3>(qkv, ld_qkv, d_out, ld_out, lse, D, dqkv, B, T, H, hd, drop, s);
+    case 4: return launch_bwd<4>(qkv, ld_qkv, d_out, ld_out, lse, D, dqkv, B, T, H, hd, drop, s);
     default: return cudaErrorInvalidValue;
     }
 }

@@ -55,19 +55,12 @@ __device__ __forceinline__ float warp_max(float v) {
 
 /* Launch the fused attention forward / backward (attention_cuda.cu).
  * qkv rows of ld_qkv floats, Q/K/V at column offsets 0, H*hd, 2*H*hd. */
-/* mask: the kept bits of the attention dropout, (B, H, T, ceil(T/32))
- * words, written by the forward and read by the backward (only used, and
- * then required, when drop.keep_prob < 1). */
 cudaError_t attn_cu_flash_forward(const float *qkv, int ld_qkv, float *out, int ld_out, float *lse,
-                                  int B, int T, int H, int hd, drop_site drop, uint32_t *mask,
-                                  cudaStream_t s);
+                                  int B, int T, int H, int hd, drop_site drop, cudaStream_t s);
 /* D (B, H, T) scratch; dqkv gets dQ, dK, dV at the same column offsets. */
 cudaError_t attn_cu_flash_backward(const float *qkv, int ld_qkv, const float *out,
                                    const float *d_out, int ld_out, const float *lse, float *D,
                                    float *dqkv, int B, int T, int H, int hd, drop_site drop,
-                                   const uint32_t *mask, cudaStream_t s);
-static inline size_t attn_cu_mask_words(int B, int T, int H) {
-    return (size_t)B * H * T * (size_t)((T + 31) / 32);
-}
+                                   cudaStream_t s);
 
 #endif

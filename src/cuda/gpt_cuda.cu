@@ -298,7 +298,6 @@ struct layer_off { /* offsets into the flat parameter buffer */
 struct layer_acts {
     float *x_in, *ln1, *ln1_mean, *ln1_rstd, *qkv, *atto, *lse, *x_mid, *ln2, *ln2_mean, *ln2_rstd,
         *h_pre, *h_post;
-    uint32_t *att_mask; /* attention dropout bits (drop_rate > 0 only) */
 };
 
 struct attn_cuda_gpt {
@@ -463,7 +462,6 @@ extern "C" void attn_cuda_gpt_free(attn_cuda_gpt *g) {
                            a->x_mid, a->ln2, a->ln2_mean, a->ln2_rstd, a->h_pre, a->h_post};
             for (size_t i = 0; i < sizeof lb / sizeof lb[0]; i++)
                 if (lb[i]) cudaFree(lb[i]);
-            if (a->att_mask) cudaFree(a->att_mask);
         }
     if (g->blas) cublasDestroy(g->blas);
     if (g->stream) cudaStreamDestroy(g->stream);
@@ -592,9 +590,6 @@ extern "C" attn_status attn_cuda_gpt_create(attn_cuda_gpt **out, const attn_gpt 
         a->ln2_rstd = (float *)dev_alloc(N * F, &fail);
         a->h_pre = (float *)dev_alloc(N * 4 * C * F, &fail);
         a->h_post = (float *)dev_alloc(N * 4 * C * F, &fail);
-        if (c->drop_rate > 0)
-            a->att_mask = (uint32_t *)dev_alloc(
-                attn_cu_mask_words(max_B, max_T, c->n_heads) * sizeof(uint32_t), &fail);
     }
     g->x_final = (float *)dev_alloc(N * C * F, &fail);
     g->lnf = (float *)dev_alloc(N * C * F, &fail);
@@ -749,7 +744,7 @@ extern "C" attn_status attn_cuda_gpt_forward(attn_cuda_gpt *g, const int32_t *id
                     return st;
         }
         CU(attn_cu_flash_forward(a->qkv, 3 * C, a->atto, C, a->lse, B, T, H, hd, site(g, 1 + 3 * l),
-                                 a->att_mask, g->stream));
+                                 g->stream));
         if ((st = linear_fwd(g, a->atto, C, o->wo, o->bo, 1, g->scratch_c, C, Ni, C, C, err)))
             return st;
         k_residual<<<blocks(N * C, 256), 256, 0, g->stream>>>(a->x_in, g->scratch_c, a->x_mid,
@@ -857,7 +852,7 @@ extern "C" attn_status attn_cuda_gpt_backward(attn_cuda_gpt *g, attn_error *err)
                              err)))
             return st;
         CU(attn_cu_flash_backward(a->qkv, 3 * C, a->atto, g->d_atto, C, a->lse, g->att_D, g->d_qkv,
-                                  B, T, H, hd, site(g, 1 + 3 * l), a->att_mask, g->stream));
+                                  B, T, H, hd, site(g, 1 + 3 * l), g->stream));
         if (g->qkv_packed) {
             if ((st = linear_bwd(g, a->ln1, C, g->d_qkv, 3 * C, o->wq, 0, 0, g->d_ln, C, 0.0f, Ni,
                                  C, 3 * C, err)))
@@ -946,7 +941,6 @@ extern "C" attn_status attn_cuda_attention(const float *qkv, int B, int T, int H
     const size_t N = (size_t)B * T, C = (size_t)H * hd, F = sizeof(float);
     float *dq = NULL, *dout_d = NULL, *dlse = NULL, *ddo = NULL, *ddqkv = NULL, *dD = NULL;
     int fail = 0;
-    uint32_t *dmask = (uint32_t *)dev_alloc(attn_cu_mask_words(B, T, H) * sizeof(uint32_t), &fail);
     dq = (float *)dev_alloc(N * 3 * C * F, &fail);
     dout_d = (float *)dev_alloc(N * C * F, &fail);
     dlse = (float *)dev_alloc(N * H * F, &fail);
@@ -967,17 +961,15 @@ extern "C" attn_status attn_cuda_attention(const float *qkv, int B, int T, int H
     ds.site = 1;
     cudaError_t e = fail ? cudaErrorMemoryAllocation : cudaSuccess;
     if (!e) e = cudaMemcpy(dq, qkv, N * 3 * C * F, cudaMemcpyHostToDevice);
-    if (!e)
-        e = attn_cu_flash_forward(dq, (int)(3 * C), dout_d, (int)C, dlse, B, T, H, hd, ds, dmask, 0);
+    if (!e) e = attn_cu_flash_forward(dq, (int)(3 * C), dout_d, (int)C, dlse, B, T, H, hd, ds, 0);
     if (!e && d_out) e = cudaMemcpy(ddo, d_out, N * C * F, cudaMemcpyHostToDevice);
     if (!e && d_out)
         e = attn_cu_flash_backward(dq, (int)(3 * C), dout_d, ddo, (int)C, dlse, dD, ddqkv, B, T, H,
-                                   hd, ds, dmask, 0);
+                                   hd, ds, 0);
     if (!e) e = cudaDeviceSynchronize();
     if (!e) e = cudaMemcpy(out, dout_d, N * C * F, cudaMemcpyDeviceToHost);
     if (!e && lse) e = cudaMemcpy(lse, dlse, N * H * F, cudaMemcpyDeviceToHost);
     if (!e && d_out) e = cudaMemcpy(d_qkv, ddqkv, N * 3 * C * F, cudaMemcpyDeviceToHost);
-    if (dmask) cudaFree(dmask);
     float *all[] = {dq, dout_d, dlse, ddo, ddqkv, dD};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (all[i]) cudaFree(all[i]);
