@@ -15,9 +15,10 @@
  * (FlashAttention-style: online softmax, one log-sum-exp per row, no T x T
  * buffer), tanh-GELU, softmax + cross-entropy, global-norm clipping, AdamW.
  *   precision FP32: cuBLAS with CUBLAS_COMPUTE_32F (TF32 off);
- *   precision BF16: the GEMMs run on bf16 tensor cores with fp32 accumulate
- *     (CUBLAS_COMPUTE_32F_FAST_16BF: operands rounded to bf16 inside
- *     cuBLAS; activations, attention and master weights stay fp32).
+ *   precision BF16: the GEMMs ask cuBLAS for CUBLAS_COMPUTE_32F_FAST_16BF
+ *     (tensor cores, operands rounded inside cuBLAS, fp32 accumulate; on
+ *     the H100 with cuBLAS 13.1 it picked its TF32 kernels for these
+ *     shapes); activations, attention and master weights stay fp32.
  *
  * Determinism: no atomics anywhere; every reduction (bias and LayerNorm
  * gradients, embedding gradients, loss, gradient norm, attention dK/dV/dQ)
