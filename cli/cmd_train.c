@@ -36,6 +36,7 @@ static void train_usage(FILE *out) {
             "                  [--batch-size N] [--lr X] [--eval-interval N] [--eval-iters N]\n"
             "                  [--seed N] [--threads N] [--out DIR] [--checkpoint-interval N]\n"
             "                  [--log-interval N] [--grad-accum N] [--resume]\n"
+            "                  [--device cpu|cuda] [--precision fp32|bf16]\n"
             "  Trains the char-level GPT (the book's GPTModel) on FILE (default\n"
             "  data/tinyshakespeare.txt): vocabulary = its sorted characters, first 90%%\n"
             "  trains, last 10%% validates. Presets: tiny (default), nanogpt-cpu,\n"
@@ -48,6 +49,9 @@ static void train_usage(FILE *out) {
             "  DIR/loss.svg (DIR defaults to runs/<preset>); checkpoints at every eval,\n"
             "  every --checkpoint-interval steps, at the end and on Ctrl-C. --resume\n"
             "  continues the run in DIR exactly where it stopped.\n"
+            "  --device cuda trains on the GPU (same checkpoint files; GPU dropout uses\n"
+            "  Philox, so with dropout it differs from a CPU run of the same seed);\n"
+            "  --precision bf16 (GPU only) runs the matrix products on bf16 tensor cores.\n"
             "  --grad-accum N: N micro-batches of --batch-size per step, gradients averaged\n"
             "  (summed in a fixed order). Under `mpirun -np R` the N micro-batches (default\n"
             "  R; N a multiple of R) are split over the R ranks, bit for bit the same run\n"
@@ -165,6 +169,8 @@ static int train_run(int argc, char **argv, attn_dist *dist, int *collective) {
     const int lead = dist->rank == 0;
     double lr = -1;
     int resume = 0;
+    attn_device device = ATTN_DEVICE_CPU;
+    attn_precision precision = ATTN_PRECISION_FP32;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -214,7 +220,15 @@ static int train_run(int argc, char **argv, attn_dist *dist, int *collective) {
             bad = parse_i64(v, 0, &kill_rank);
         else if (strcmp(a, "--kill-after") == 0)
             bad = parse_i64(v, 1, &kill_after);
-        else if (strcmp(a, "--lr") == 0) {
+        else if (strcmp(a, "--device") == 0 || strcmp(a, "--precision") == 0) {
+            attn_error perr;
+            attn_status ps = a[2] == 'd' ? attn_device_parse(v, &device, &perr)
+                                         : attn_precision_parse(v, &precision, &perr);
+            if (ps) {
+                fprintf(stderr, "attn train: %s: %s\n", a, perr.msg);
+                return 2;
+            }
+        } else if (strcmp(a, "--lr") == 0) {
             char *end;
             lr = strtod(v, &end);
             bad = *end || end == v || !(lr > 0) || !isfinite(lr);
@@ -350,6 +364,25 @@ static int train_run(int argc, char **argv, attn_dist *dist, int *collective) {
         fprintf(stderr, "attn train: %s\n", err.msg);
         attn_trainer_free(&tr);
         return 1;
+    }
+    if (device != ATTN_DEVICE_CPU && (tr.tcfg.grad_accum > 1 || dist->size > 1)) {
+        if (lead)
+            fprintf(stderr,
+                    "attn train: --device %s does not combine with --grad-accum or "
+                    "mpirun yet (they run on --device cpu)\n",
+                    attn_device_name(device));
+        attn_trainer_free(&tr);
+        *collective = 1;
+        return 2;
+    }
+    if (device != ATTN_DEVICE_CPU || precision != ATTN_PRECISION_FP32) {
+        if (attn_trainer_set_device(&tr, device, precision, &err)) {
+            fprintf(stderr, "attn train: --device %s: %s\n", attn_device_name(device), err.msg);
+            attn_trainer_free(&tr);
+            return device != ATTN_DEVICE_CPU ? 1 : 2;
+        }
+        fprintf(stderr, "attn train: on %s, %s\n", attn_device_name(device),
+                attn_precision_name(precision));
     }
     tr.corpus_path = data;
     if (dist->size > 1 && check_ranks(dist, &tr, &err)) {

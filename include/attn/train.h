@@ -49,6 +49,7 @@
 
 #include "attn/dataset.h"
 #include "attn/dist.h"
+#include "attn/engine.h"
 #include "attn/gpt.h"
 #include "attn/optim.h"
 #include "attn/rng.h"
@@ -142,9 +143,10 @@ typedef struct attn_trainer {
     size_t n_hist, cap_hist;
     attn_eval_record *evals;
     size_t n_evals, cap_evals;
-    const char *corpus_path; /* borrowed; recorded in the training state when set */
-    attn_dist *dist;         /* borrowed; NULL = one process (attn_trainer_set_dist) */
-    float **gflat;           /* n_gflat flat gradients (grad_accum > 1; train_accum.c) */
+    const char *corpus_path;   /* borrowed; recorded in the training state when set */
+    struct attn_cuda_gpt *gpu; /* non-NULL: steps and evaluations run on the GPU */
+    attn_dist *dist;           /* borrowed; NULL = one process (attn_trainer_set_dist) */
+    float **gflat;             /* n_gflat flat gradients (grad_accum > 1; train_accum.c) */
     int n_gflat;
     float *mb_loss;   /* grad_accum micro-batch losses */
     float *eval_loss; /* eval_iters batch losses */
@@ -172,6 +174,15 @@ attn_status attn_trainer_read_config(const char *dir, attn_gpt_config *mcfg,
  * position and history. */
 attn_status attn_trainer_resume(attn_trainer *tr, const char *dir, attn_error *err);
 
+/* Run the steps and evaluations on device (attn/engine.h): CUDA copies the
+ * weights and AdamW moments to the GPU (attn/cuda.h) and keeps them there;
+ * attn_trainer_save copies them back first, so checkpoints are the same
+ * files whatever the device. Call after init (and resume). CPU supports
+ * only FP32 here. GPU dropout draws from Philox (attn/cuda.h), not from the
+ * model generator, so a GPU run differs from a CPU run with the same seed
+ * when drop_rate > 0 (it is reproducible for its seed). */
+attn_status attn_trainer_set_device(attn_trainer *tr, attn_device device, attn_precision precision,
+                                    attn_error *err);
 /* Train as one of dist's ranks (dist.h): grad_accum must be a multiple of
  * the rank count (each rank takes grad_accum / size micro-batches). */
 attn_status attn_trainer_set_dist(attn_trainer *tr, attn_dist *dist, attn_error *err);
