@@ -17,7 +17,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "attn/checkpoint.h"
 #include "attn/fileio.h"
+#include "attn/runlock.h"
 #include "attn/train.h"
 #include "commands.h"
 
@@ -33,7 +35,7 @@ static void train_usage(FILE *out) {
             "usage: attn train [--data FILE] [--preset NAME] [--config FILE] [--steps N]\n"
             "                  [--batch-size N] [--lr X] [--eval-interval N] [--eval-iters N]\n"
             "                  [--seed N] [--threads N] [--out DIR] [--checkpoint-interval N]\n"
-            "                  [--log-interval N] [--resume]\n"
+            "                  [--log-interval N] [--resume | --force]\n"
             "  Trains the char-level GPT (the book's GPTModel) on FILE (default\n"
             "  data/tinyshakespeare.txt): vocabulary = its sorted characters, first 90%%\n"
             "  trains, last 10%% validates. Presets: tiny (default), nanogpt-cpu,\n"
@@ -44,8 +46,11 @@ static void train_usage(FILE *out) {
             "  seed). --lr X sets the peak rate and min_lr = X/10.\n"
             "  Writes DIR/model.safetensors, DIR/train_state.safetensors, DIR/loss.csv and\n"
             "  DIR/loss.svg (DIR defaults to runs/<preset>); checkpoints at every eval,\n"
-            "  every --checkpoint-interval steps, at the end and on Ctrl-C. --resume\n"
-            "  continues the run in DIR exactly where it stopped.\n"
+            "  every --checkpoint-interval steps, at the end and on Ctrl-C, SIGTERM or\n"
+            "  SIGHUP; each checkpoint is committed whole (DIR/ckpt-<step>, DIR/latest).\n"
+            "  --resume continues the run in DIR exactly where it stopped; a DIR that\n"
+            "  already holds a checkpoint needs --resume or --force (start over, replacing\n"
+            "  it at the first save). One run per DIR at a time (DIR/.lock).\n"
             "  (testing) --interrupt-after N behaves as if Ctrl-C came after step N.\n");
 }
 
@@ -105,12 +110,21 @@ static void progress(int64_t step, int64_t max, float loss, double tok_s, double
     fflush(stdout);
 }
 
+static int run_train(int argc, char **argv, attn_run_lock *lock);
+
 int cmd_train(int argc, char **argv) {
+    attn_run_lock lock = {.fd = -1};
+    int rc = run_train(argc, argv, &lock);
+    attn_run_lock_release(&lock);
+    return rc;
+}
+
+static int run_train(int argc, char **argv, attn_run_lock *lock) {
     const char *data = NULL, *preset = NULL, *config = NULL, *out = NULL;
     int64_t steps = -1, batch = -1, eval_interval = -1, eval_iters = -1, seed = -1, threads = -1,
             ckpt_interval = -1, log_interval = -1, interrupt_after = -1;
     double lr = -1;
-    int resume = 0;
+    int resume = 0, force = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -119,6 +133,10 @@ int cmd_train(int argc, char **argv) {
         }
         if (strcmp(a, "--resume") == 0) {
             resume = 1;
+            continue;
+        }
+        if (strcmp(a, "--force") == 0) {
+            force = 1;
             continue;
         }
         if (i + 1 >= argc) {
@@ -192,6 +210,11 @@ int cmd_train(int argc, char **argv) {
     char outbuf[4096];
     char saved_data[4096] = ""; /* the corpus a resumed run recorded */
     char *recorded = NULL;
+    if (resume && force) {
+        fprintf(stderr, "attn train: --resume continues a run and --force replaces it: "
+                        "give one of them\n");
+        return 2;
+    }
     if (resume && !out) {
         fprintf(stderr, "attn train: --resume needs --out DIR (the run to continue)\n");
         return 2;
@@ -263,18 +286,49 @@ int cmd_train(int argc, char **argv) {
         free(text);
         return 1;
     }
+    /* Output directory: create, lock and check it before spending time. */
+    if (make_dirs(out) != 0 || access(out, W_OK | X_OK) != 0) {
+        fprintf(stderr, "attn train: cannot write to the output directory %s: %s\n", out,
+                strerror(errno));
+        free(text);
+        return 1;
+    }
+    char who[4200];
+    snprintf(who, sizeof who, "attn train --out %s", out);
+    if (attn_run_lock_acquire(lock, out, who, &err)) {
+        fprintf(stderr, "attn train: %s; wait for it to finish or choose another --out\n",
+                err.msg);
+        free(text);
+        return 1;
+    }
+    int64_t old_step;
+    if (!resume && attn_ckpt_exists(out, &old_step)) {
+        char at[64] = "";
+        if (old_step >= 0) snprintf(at, sizeof at, " (step %" PRId64 ")", old_step);
+        if (!force) {
+            fprintf(stderr,
+                    "attn train: %s already holds a checkpoint%s; continue it with --resume or "
+                    "start over with --force\n",
+                    out, at);
+            free(text);
+            return 2;
+        }
+        fprintf(stderr,
+                "attn train: --force: starting over in %s; its checkpoint%s, loss.csv and "
+                "loss.svg are replaced at the first save\n",
+                out, at);
+    }
+    int removed = 0;
+    if (attn_ckpt_clean_stale(out, &removed, &err))
+        fprintf(stderr, "attn train: warning: %s\n", err.msg);
+    else if (removed)
+        fprintf(stderr, "attn train: removed %d stale temporary file(s) from an earlier run in %s\n",
+                removed, out);
     attn_trainer tr;
     attn_status s = attn_trainer_init(&tr, &mcfg, &tcfg, vocab_given, text, n, &err);
     free(text);
     if (s) {
         fprintf(stderr, "attn train: %s: %s\n", data, err.msg);
-        return 1;
-    }
-    /* Output directory: create and probe it before spending time training. */
-    if (make_dirs(out) != 0 || access(out, W_OK | X_OK) != 0) {
-        fprintf(stderr, "attn train: cannot write to the output directory %s: %s\n", out,
-                strerror(errno));
-        attn_trainer_free(&tr);
         return 1;
     }
     if (resume && attn_trainer_resume(&tr, out, &err)) {
@@ -300,6 +354,7 @@ int cmd_train(int argc, char **argv) {
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL); /* the terminal closed: save like Ctrl-C */
 
     int rc = 0, bar_shown = 0;
     attn_eval_record ev;
@@ -312,7 +367,7 @@ int cmd_train(int argc, char **argv) {
     const double tokens_per_step = (double)c->batch_size * tr.mcfg.context_length;
     const int64_t start_step = tr.step;
     double t_start = now_s(), t_train = 0, last_bar = 0;
-    int saved_now = 0;
+    int saved_now = resume; /* a resumed run's state is already on disk */
     while (tr.step < c->max_steps) {
         if (g_interrupted) break;
         double t0 = now_s();

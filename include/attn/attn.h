@@ -3,6 +3,7 @@
 #define ATTN_ATTN_H
 
 #include "attn/causal_attention.h"
+#include "attn/checkpoint.h"
 #include "attn/cross_entropy.h"
 #include "attn/dataset.h"
 #include "attn/dropout.h"
@@ -25,6 +26,7 @@
 #include "attn/print.h"
 #include "attn/residual.h"
 #include "attn/rng.h"
+#include "attn/runlock.h"
 #include "attn/safetensors.h"
 #include "attn/seed004_attention.h"
 #include "attn/self_attention.h"

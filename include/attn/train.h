@@ -15,7 +15,10 @@
  * training mode, backward, clip to grad_clip, AdamW. An evaluation averages
  * the eval-mode loss of eval_iters random batches of each split.
  *
- * Checkpoint directory (attn_trainer_save; every file written atomically):
+ * Checkpoint directory (attn_trainer_save): the two files below are committed
+ * together as one unit (attn/checkpoint.h: DIR/ckpt-<step>/ made live by one
+ * atomic pointer swap, DIR/<file> links to the live one), so a kill or a
+ * failed write at any instant leaves the previous or the new checkpoint:
  *   model.safetensors   the parameters under the book's state_dict names,
  *                       metadata: format "attn-gpt", config (the book's keys,
  *                       JSON), vocabulary (the characters in id order), step;
@@ -144,7 +147,7 @@ void attn_trainer_free(attn_trainer *tr);
 attn_status attn_trainer_read_config(const char *dir, attn_gpt_config *mcfg,
                                      attn_train_config *tcfg, char **corpus_path, attn_error *err);
 
-/* Continue the run saved in dir: tr must have been initialised with the same
+/* Continue the run saved in dir (its live checkpoint): tr must have been initialised with the same
  * configs and corpus (checked: a different config or corpus is an error
  * naming what differs); restores weights, optimizer, generators, sampler
  * position and history. */
@@ -156,7 +159,8 @@ attn_status attn_trainer_step(attn_trainer *tr, attn_train_record *rec, attn_err
 /* Loss estimate on both splits at the current step (recorded in history). */
 attn_status attn_trainer_evaluate(attn_trainer *tr, attn_eval_record *rec, attn_error *err);
 
-/* Write the checkpoint (both files, atomically) into dir, which must exist. */
+/* Write the checkpoint (both files, as one atomic unit) into dir, which must
+ * exist; the caller holds dir's run lock (attn/runlock.h). */
 attn_status attn_trainer_save(const attn_trainer *tr, const char *dir, attn_error *err);
 
 /* dir/loss.csv (step,loss,lr,grad_norm,train_loss,val_loss; eval columns
