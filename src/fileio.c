@@ -405,3 +405,23 @@ attn_status attn_file_write_atomic(const char *path, const void *data, size_t n,
     if ((s = attn_atomic_write(&f, data, n, err))) return s;
     return attn_atomic_commit(&f, err);
 }
+
+attn_status attn_file_check_writable(const char *path, attn_error *err) {
+    if (!path || !*path) return attn_fail(err, ATTN_ERR_INVALID_ARG, "empty output path");
+    if (strcmp(path, "-") == 0) return ATTN_OK;
+    char *resolved = NULL;
+    int magic = 0, re = resolve_links(path, &resolved, &magic);
+    if (re) return attn_fail(err, ATTN_ERR_IO, "cannot write '%s': %s", path, strerror(re));
+    struct stat st;
+    if (stat(resolved, &st) == 0 && (magic || !S_ISREG(st.st_mode))) {
+        /* Written in place later: opening a FIFO now would signal its reader. */
+        int e = S_ISDIR(st.st_mode) ? EISDIR : access(resolved, W_OK) != 0 ? errno : 0;
+        free(resolved);
+        return e ? attn_fail(err, ATTN_ERR_IO, "cannot write '%s': %s", path, strerror(e)) : ATTN_OK;
+    }
+    free(resolved);
+    attn_atomic_file f;
+    attn_status s = attn_atomic_open(&f, path, err);
+    if (s == ATTN_OK) attn_atomic_abort(&f);
+    return s;
+}

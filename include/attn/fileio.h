@@ -75,6 +75,11 @@ attn_status attn_atomic_write(attn_atomic_file *f, const void *data, size_t n, a
 attn_status attn_atomic_commit(attn_atomic_file *f, attn_error *err);
 void attn_atomic_abort(attn_atomic_file *f);
 
+/* Would attn_atomic_open(path) succeed? Checked without touching the target
+ * (a temp file is made and removed beside a regular target; a device or FIFO
+ * is only checked for write permission, never opened). */
+attn_status attn_file_check_writable(const char *path, attn_error *err);
+
 /* One-shot form: atomically replace path with the n bytes at data. */
 attn_status attn_file_write_atomic(const char *path, const void *data, size_t n, attn_error *err);
 
