@@ -4,6 +4,7 @@
 
 #include <cblas.h>
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,7 +19,8 @@ static void generate_usage(FILE *out) {
             "usage: attn generate --checkpoint DIR [--prompt TEXT] [--max-new-tokens 500]\n"
             "                     [--temperature 0.8] [--top-k 200] [--top-p P] [--seed 1337]\n"
             "  Prints the prompt (default: a newline) followed by max-new-tokens sampled\n"
-            "  characters. Temperature 0 is greedy; top-k 0 and top-p 1 disable those\n"
+            "  characters. Temperature 0 is greedy, and so is one too small to scale by\n"
+            "  (below 1.2e-38, the smallest normal float); top-k 0 and top-p 1 disable those\n"
             "  filters. Once the context is full the window slides: the model re-reads\n"
             "  the last context_length/2 characters and continues (O(T) per token).\n"
             "  Tokens per second go to stderr at the end.\n");
@@ -40,17 +42,23 @@ static int cand_desc(const void *a, const void *b) {
  * mass >= top_p, draw. */
 static int sample(const float *logits, int V, double temperature, int top_k, double top_p,
                   attn_rng *rng, cand *buf) {
-    if (temperature <= 0) {
+    /* Below the smallest normal float (subnormal, 0) the scaled logits
+     * overflow: the limit of the distribution is the argmax, so be greedy. */
+    int greedy = !(temperature >= FLT_MIN);
+    if (!greedy) {
+        for (int i = 0; i < V; i++) {
+            buf[i].p = (float)(logits[i] / temperature);
+            buf[i].id = i;
+        }
+        qsort(buf, (size_t)V, sizeof *buf, cand_desc);
+        greedy = isinf(buf[0].p) && buf[0].p > 0; /* a tiny normal T overflowed too */
+    }
+    if (greedy) {
         int best = 0;
         for (int i = 1; i < V; i++)
             if (logits[i] > logits[best]) best = i;
         return best;
     }
-    for (int i = 0; i < V; i++) {
-        buf[i].p = (float)(logits[i] / temperature);
-        buf[i].id = i;
-    }
-    qsort(buf, (size_t)V, sizeof *buf, cand_desc);
     int n = (top_k > 0 && top_k < V) ? top_k : V;
     double maxv = buf[0].p, sum = 0;
     for (int i = 0; i < n; i++)
