@@ -331,7 +331,10 @@ static int run_train(int argc, char **argv, attn_run_lock *lock) {
         fprintf(stderr, "attn train: %s: %s\n", data, err.msg);
         return 1;
     }
-    if (resume && attn_trainer_resume(&tr, out, &err)) {
+    /* loss.csv/svg are written after each checkpoint: a run stopped in
+     * between left them a step behind, so redo them from the checkpoint. */
+    if (resume && (attn_trainer_resume(&tr, out, &err) ||
+                   attn_trainer_write_loss_files(&tr, out, &err))) {
         fprintf(stderr, "attn train: %s\n", err.msg);
         attn_trainer_free(&tr);
         return 1;
