@@ -390,7 +390,7 @@ static attn_status data_size(const unsigned char *hdr, size_t n, const char *nam
     cJSON_ArrayForEach(item, root) {
         const cJSON *off = cJSON_GetObjectItemCaseSensitive(item, "data_offsets");
         uint64_t e;
-        if (cJSON_GetArraySize(off) == 2 && !json_size(cJSON_GetArrayItem(off, 1), &e) && e > end)
+        if (cJSON_GetArraySize(off) == 2 && json_size(cJSON_GetArrayItem(off, 1), &e) && e > end)
             end = e;
     }
     cJSON_Delete(root);
