@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install what attn needs on Debian 12. Usage: install-deps.sh [--print] build|test
 #   build: compiler, CMake, OpenBLAS, cJSON, pkg-config (what `make run` needs)
-#   test:  the above plus Criterion and PyTorch/NumPy for the parity tests
+#   test:  the above plus Criterion, PyTorch/NumPy for the parity tests and
+#          Chromium (headless) for the attn viz page test
 # As root it runs apt-get; otherwise it prints the exact line to run and fails.
 # --print only lists the packages (scripts/check-deps.sh checks the lists).
 set -euo pipefail
@@ -11,7 +12,7 @@ what=${1:-build}
 case $what in build | test) ;; *) echo "usage: install-deps.sh [--print] build|test" >&2; exit 2 ;; esac
 pkgs=(gcc make cmake pkg-config libopenblas-dev libcjson-dev)
 if [ "$what" = test ]; then
-  pkgs+=(libcriterion-dev python3-torch python3-numpy)
+  pkgs+=(libcriterion-dev python3-torch python3-numpy chromium)
 fi
 if [ $print -eq 1 ]; then
   printf '%s\n' "${pkgs[@]}"

@@ -2,6 +2,7 @@
 #ifndef ATTN_ATTN_H
 #define ATTN_ATTN_H
 
+#include "attn/attention_weights.h"
 #include "attn/causal_attention.h"
 #include "attn/checkpoint.h"
 #include "attn/cross_entropy.h"
@@ -27,6 +28,7 @@
 #include "attn/residual.h"
 #include "attn/rng.h"
 #include "attn/runlock.h"
+#include "attn/sample.h"
 #include "attn/safetensors.h"
 #include "attn/seed004_attention.h"
 #include "attn/self_attention.h"
@@ -34,5 +36,6 @@
 #include "attn/status.h"
 #include "attn/tokenizer.h"
 #include "attn/train.h"
+#include "attn/viz.h"
 
 #endif
