@@ -573,11 +573,11 @@ int cmd_forward(int argc, char **argv) {
     shape_str(ys, sizeof ys, yrank, yshape);
     stats(y, ny, &sum, &maxabs);
     fprintf(so, "%s: x %s -> y %s, seed %" PRIu64 ", %s", mod->name, xs, ys, o.seed,
-           o.train ? "train" : "eval");
+            o.train ? "train" : "eval");
     if (o.train && o.dropout > 0)
         fprintf(so, " (dropout %g, %s)", o.dropout, attn_dropout_stream_name(o.stream));
     fprintf(so, "\n  y %s: sum %.9g, max|.| %.9g%s%s\n", ys, sum, maxabs, o.output ? " -> " : "",
-           o.output ? o.output : "");
+            o.output ? o.output : "");
     if (o.grad_output) {
         stats(dx, x.numel, &sum, &maxabs);
         fprintf(so, "  grad input %s: sum %.9g, max|.| %.9g\n", xs, sum, maxabs);

@@ -296,8 +296,7 @@ static int run_train(int argc, char **argv, attn_run_lock *lock) {
     char who[4200];
     snprintf(who, sizeof who, "attn train --out %s", out);
     if (attn_run_lock_acquire(lock, out, who, &err)) {
-        fprintf(stderr, "attn train: %s; wait for it to finish or choose another --out\n",
-                err.msg);
+        fprintf(stderr, "attn train: %s; wait for it to finish or choose another --out\n", err.msg);
         free(text);
         return 1;
     }
@@ -322,7 +321,8 @@ static int run_train(int argc, char **argv, attn_run_lock *lock) {
     if (attn_ckpt_clean_stale(out, &removed, &err))
         fprintf(stderr, "attn train: warning: %s\n", err.msg);
     else if (removed)
-        fprintf(stderr, "attn train: removed %d stale temporary file(s) from an earlier run in %s\n",
+        fprintf(stderr,
+                "attn train: removed %d stale temporary file(s) from an earlier run in %s\n",
                 removed, out);
     attn_trainer tr;
     attn_status s = attn_trainer_init(&tr, &mcfg, &tcfg, vocab_given, text, n, &err);
@@ -333,8 +333,8 @@ static int run_train(int argc, char **argv, attn_run_lock *lock) {
     }
     /* loss.csv/svg are written after each checkpoint: a run stopped in
      * between left them a step behind, so redo them from the checkpoint. */
-    if (resume && (attn_trainer_resume(&tr, out, &err) ||
-                   attn_trainer_write_loss_files(&tr, out, &err))) {
+    if (resume &&
+        (attn_trainer_resume(&tr, out, &err) || attn_trainer_write_loss_files(&tr, out, &err))) {
         fprintf(stderr, "attn train: %s\n", err.msg);
         attn_trainer_free(&tr);
         return 1;

@@ -70,8 +70,8 @@ attn_status attn_ckpt_begin(attn_ckpt_txn *t, const char *dir, int64_t step, att
     memset(t, 0, sizeof *t);
     t->step = step;
     int k1 = snprintf(t->dir, sizeof t->dir, "%s", dir);
-    int k2 = snprintf(t->tmp, sizeof t->tmp, "%s/.ckpt-%" PRId64 ".tmp-%ld", dir, step,
-                      (long)getpid());
+    int k2 =
+        snprintf(t->tmp, sizeof t->tmp, "%s/.ckpt-%" PRId64 ".tmp-%ld", dir, step, (long)getpid());
     if (k1 < 0 || k2 < 0 || (size_t)k2 + 64 >= sizeof t->tmp) {
         t->tmp[0] = '\0';
         return attn_fail(err, ATTN_ERR_IO, "checkpoint folder path is too long");
@@ -89,7 +89,8 @@ attn_status attn_ckpt_begin(attn_ckpt_txn *t, const char *dir, int64_t step, att
 }
 
 attn_status attn_ckpt_file(const attn_ckpt_txn *t, const char *name, char *out, attn_error *err) {
-    if (!t->tmp[0]) return attn_fail(err, ATTN_ERR_STATE, "checkpoint already committed or aborted");
+    if (!t->tmp[0])
+        return attn_fail(err, ATTN_ERR_STATE, "checkpoint already committed or aborted");
     if (join(out, t->tmp, name)) return attn_fail(err, ATTN_ERR_IO, "checkpoint path is too long");
     return ATTN_OK;
 }
@@ -124,7 +125,8 @@ static int top_link(const char *dir, const char *name, int *changed) {
 }
 
 attn_status attn_ckpt_commit(attn_ckpt_txn *t, attn_error *err) {
-    if (!t->tmp[0]) return attn_fail(err, ATTN_ERR_STATE, "checkpoint already committed or aborted");
+    if (!t->tmp[0])
+        return attn_fail(err, ATTN_ERR_STATE, "checkpoint already committed or aborted");
     const char *dir = t->dir;
     char cur[256], name[256], final_path[ATTN_CKPT_PATH_MAX], link_tmp[ATTN_CKPT_PATH_MAX],
         link_path[ATTN_CKPT_PATH_MAX];
@@ -183,8 +185,9 @@ attn_status attn_ckpt_commit(attn_ckpt_txn *t, attn_error *err) {
     closedir(d);
     if (!e && links_changed) e = sync_dir(dir);
     if (e)
-        return attn_fail(err, ATTN_ERR_IO, "saved checkpoint %s but cannot link its files in '%s': %s",
-                         name, dir, strerror(e));
+        return attn_fail(err, ATTN_ERR_IO,
+                         "saved checkpoint %s but cannot link its files in '%s': %s", name, dir,
+                         strerror(e));
     d = opendir(dir);
     if (d) {
         while ((de = readdir(d))) {

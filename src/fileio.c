@@ -52,11 +52,12 @@ attn_status attn_file_in_open(attn_file_in *in, const char *path, attn_error *er
     return ATTN_OK;
 }
 
-attn_status attn_file_in_read(attn_file_in *in, const char *path, void *buf, size_t n,
-                              size_t *got, attn_error *err) {
+attn_status attn_file_in_read(attn_file_in *in, const char *path, void *buf, size_t n, size_t *got,
+                              attn_error *err) {
     size_t k = 0;
     while (k < n) {
-        ssize_t r = read(in->fd, (char *)buf + k, n - k > ((size_t)1 << 30) ? (size_t)1 << 30 : n - k);
+        ssize_t r =
+            read(in->fd, (char *)buf + k, n - k > ((size_t)1 << 30) ? (size_t)1 << 30 : n - k);
         if (r == 0) break;
         if (r < 0) {
             if (errno == EINTR) continue;
@@ -260,7 +261,8 @@ attn_status attn_atomic_open(attn_atomic_file *f, const char *path_in, attn_erro
             free(resolved);
             return attn_fail(err, ATTN_ERR_IO, "cannot write '%s': %s", path_in, strerror(EISDIR));
         }
-        int fd = open(resolved, O_WRONLY | O_NOCTTY | O_CLOEXEC | (S_ISREG(tst.st_mode) ? O_TRUNC : 0));
+        int fd =
+            open(resolved, O_WRONLY | O_NOCTTY | O_CLOEXEC | (S_ISREG(tst.st_mode) ? O_TRUNC : 0));
         free(resolved);
         if (fd < 0)
             return attn_fail(err, ATTN_ERR_IO, "cannot write '%s': %s", path_in, strerror(errno));
@@ -286,8 +288,8 @@ attn_status attn_atomic_open(attn_atomic_file *f, const char *path_in, attn_erro
     if (fd < 0) {
         int e = errno;
         free_names(f);
-        attn_status s = attn_fail(err, ATTN_ERR_IO, "cannot create a file next to '%s': %s", path_in,
-                                  strerror(e));
+        attn_status s = attn_fail(err, ATTN_ERR_IO, "cannot create a file next to '%s': %s",
+                                  path_in, strerror(e));
         free(resolved);
         return s;
     }
@@ -371,14 +373,17 @@ attn_status attn_atomic_commit(attn_atomic_file *f, attn_error *err) {
                          f->path ? f->path : "?");
     if (f->direct) {
         /* Pipes and most devices cannot sync (EINVAL): nothing to wait for. */
-        int e = fsync(f->fd) != 0 && errno != EINVAL && errno != ENOTSUP && errno != EROFS ? errno
-                                                                                          : 0;
+        int e =
+            fsync(f->fd) != 0 && errno != EINVAL && errno != ENOTSUP && errno != EROFS ? errno : 0;
         int fd = f->fd;
         f->fd = -1;
-        if (!e && close(fd) != 0) e = errno;
-        else if (e) close(fd);
-        attn_status s = e ? attn_fail(err, ATTN_ERR_IO, "cannot write '%s': %s", f->path, strerror(e))
-                          : ATTN_OK;
+        if (!e && close(fd) != 0)
+            e = errno;
+        else if (e)
+            close(fd);
+        attn_status s =
+            e ? attn_fail(err, ATTN_ERR_IO, "cannot write '%s': %s", f->path, strerror(e))
+              : ATTN_OK;
         free_names(f);
         return s;
     }
@@ -417,7 +422,8 @@ attn_status attn_file_check_writable(const char *path, attn_error *err) {
         /* Written in place later: opening a FIFO now would signal its reader. */
         int e = S_ISDIR(st.st_mode) ? EISDIR : access(resolved, W_OK) != 0 ? errno : 0;
         free(resolved);
-        return e ? attn_fail(err, ATTN_ERR_IO, "cannot write '%s': %s", path, strerror(e)) : ATTN_OK;
+        return e ? attn_fail(err, ATTN_ERR_IO, "cannot write '%s': %s", path, strerror(e))
+                 : ATTN_OK;
     }
     free(resolved);
     attn_atomic_file f;

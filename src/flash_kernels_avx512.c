@@ -152,7 +152,8 @@ static void exp_row_avx512(const float *s, float *p, int n, float scale, float s
     for (int j = 0; j < n; j += 16) {
         const __mmask16 k = tail_mask(n - j);
         /* Unfused, rounded as the generic s * scale - shift. */
-        const __m512 x = _mm512_sub_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(k, s + j), vscale), vshift);
+        const __m512 x =
+            _mm512_sub_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(k, s + j), vscale), vshift);
         _mm512_mask_storeu_ps(p + j, k, exp16(x));
     }
 }

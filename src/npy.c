@@ -350,8 +350,8 @@ attn_status attn_npy_load(const char *path, unsigned accept, attn_npy *out, attn
         /* The body: a regular file's rest (its size is known), a stream's
          * expected bytes plus one to notice trailing data. */
         size_t want = len < pre + hlen ? len
-                      : in.regular ? (in.size > need ? (size_t)in.size : need)
-                                   : need + 1;
+                      : in.regular     ? (in.size > need ? (size_t)in.size : need)
+                                       : need + 1;
         if (want > ATTN_FILE_READ_DEFAULT_MAX) want = ATTN_FILE_READ_DEFAULT_MAX;
         if (want > cap) {
             unsigned char *nb = realloc(buf, want);

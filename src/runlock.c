@@ -15,7 +15,8 @@ attn_status attn_run_lock_acquire(attn_run_lock *l, const char *dir, const char 
     char path[4096];
     l->fd = -1;
     int k = snprintf(path, sizeof path, "%s/%s", dir, ATTN_RUN_LOCK_FILE);
-    if (k < 0 || k >= (int)sizeof path) return attn_fail(err, ATTN_ERR_IO, "run folder path is too long");
+    if (k < 0 || k >= (int)sizeof path)
+        return attn_fail(err, ATTN_ERR_IO, "run folder path is too long");
     int fd;
 retry:
     fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666);
@@ -54,8 +55,7 @@ retry:
     int n = snprintf(text, sizeof text, "pid %ld: %s\n", (long)getpid(), who ? who : "attn");
     if (n >= (int)sizeof text) n = (int)sizeof text - 1;
     /* Best effort: the lock itself is what protects the folder. */
-    if (ftruncate(fd, 0) == 0 && pwrite(fd, text, (size_t)n, 0) < 0) {
-    }
+    if (ftruncate(fd, 0) == 0 && pwrite(fd, text, (size_t)n, 0) < 0) {}
     l->fd = fd;
     snprintf(l->path, sizeof l->path, "%s", path);
     return ATTN_OK;

@@ -277,7 +277,7 @@ static void expect_same_pattern(const float *got, const float *want, size_t n, c
     size_t bad = 0, first = n;
     for (size_t i = 0; i < n; i++) {
         const float a = got[i], b = want[i];
-        int same = isnan(a) ? isnan(b)
+        int same = isnan(a)   ? isnan(b)
                    : isinf(a) ? a == b
                               : isfinite(b) && fabs((double)a - b) <= 1e-5 * fmax(1.0, fabs(b));
         if (!same && !bad++) first = i;
@@ -297,7 +297,7 @@ Test(flash, special_values_agree_on_every_simd_path) {
     problem pb;
     problem_init(&pb, B, T, H, hd, 1.0f, 2024);
     float *q = pb.qkv, *k = pb.qkv + row, *v = pb.qkv + 2 * row;
-#define AT(p, b, t, c) (p)[((size_t)(b) * T + (t)) * ld + (c)]
+#define AT(p, b, t, c) (p)[((size_t)(b)*T + (t)) * ld + (c)]
     for (size_t c = 0; c < row; c++) {
         AT(q, 0, 3, c) = 1e30f;  /* row of +-Inf scores */
         AT(q, 0, 20, c) = 1e18f; /* huge finite scores with the key below */

@@ -41,8 +41,8 @@ typedef struct attn_file_in {
 
 attn_status attn_file_in_open(attn_file_in *in, const char *path, attn_error *err);
 /* Read n bytes into buf, fewer only at end of input; *got = how many. */
-attn_status attn_file_in_read(attn_file_in *in, const char *path, void *buf, size_t n,
-                              size_t *got, attn_error *err);
+attn_status attn_file_in_read(attn_file_in *in, const char *path, void *buf, size_t n, size_t *got,
+                              attn_error *err);
 void attn_file_in_close(attn_file_in *in);
 
 /* Streaming atomic write:

@@ -47,7 +47,8 @@ static int hit(const char *op, const char *path, int fd, int fail_errno) {
     long n = ++counter;
     const char *log = getenv("ATTN_FAULT_LOG");
     if (log) {
-        int (*real_open)(const char *, int, ...) = (int (*)(const char *, int, ...))dlsym(RTLD_NEXT, "open");
+        int (*real_open)(const char *, int, ...) =
+            (int (*)(const char *, int, ...))dlsym(RTLD_NEXT, "open");
         ssize_t (*real_write)(int, const void *, size_t) =
             (ssize_t(*)(int, const void *, size_t))dlsym(RTLD_NEXT, "write");
         int (*real_close)(int) = (int (*)(int))dlsym(RTLD_NEXT, "close");
@@ -55,8 +56,7 @@ static int hit(const char *op, const char *path, int fd, int fail_errno) {
         if (lfd >= 0) {
             char line[4200];
             int k = snprintf(line, sizeof line, "%ld %s %s\n", n, op, path ? path : "(fd)");
-            if (k > 0 && real_write(lfd, line, (size_t)k) < 0) {
-            }
+            if (k > 0 && real_write(lfd, line, (size_t)k) < 0) {}
             real_close(lfd);
         }
     }
