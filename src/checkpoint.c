@@ -28,28 +28,48 @@ static int sync_dir(const char *dir) {
     return rc;
 }
 
-/* Remove a folder of files (and, one level down, folders of files): ours
- * only ever hold that. Returns 0 or an errno. */
-static int remove_tree(const char *path, int depth) {
+/* Remove a folder that holds only files (ours never hold more). One that
+ * holds a folder is not ours: it is left untouched (ENOTEMPTY). Returns 0 or
+ * an errno. */
+static int remove_tree(const char *path) {
     DIR *d = opendir(path);
     if (!d) return errno == ENOENT ? 0 : errno;
     int rc = 0, dfd = dirfd(d);
     struct dirent *e;
-    while ((e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        struct stat sb;
-        if (fstatat(dfd, e->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0) continue;
-        if (S_ISDIR(sb.st_mode)) {
-            char sub[ATTN_CKPT_PATH_MAX];
-            if (depth <= 0 || join(sub, path, e->d_name) || remove_tree(sub, depth - 1))
-                rc = rc ? rc : ENOTEMPTY;
-        } else if (unlinkat(dfd, e->d_name, 0) != 0 && errno != ENOENT) {
-            rc = rc ? rc : errno;
+    for (int pass = 0; pass < 2 && !rc; pass++) { /* look, then delete */
+        rewinddir(d);
+        while ((e = readdir(d))) {
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+            struct stat sb;
+            if (fstatat(dfd, e->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0) continue;
+            if (S_ISDIR(sb.st_mode)) {
+                rc = ENOTEMPTY;
+                break;
+            }
+            if (pass == 1 && unlinkat(dfd, e->d_name, 0) != 0 && errno != ENOENT) rc = errno;
         }
     }
     closedir(d);
     if (!rc && rmdir(path) != 0 && errno != ENOENT) rc = errno;
     return rc;
+}
+
+/* "ckpt-<step>" or "ckpt-<step>.<k>": only such folders are ours to remove. */
+static int is_ckpt_name(const char *nm) {
+    if (strncmp(nm, "ckpt-", 5) != 0) return 0;
+    const char *p = nm + 5;
+    int digits = 0, dot = 0;
+    for (; *p; p++) {
+        if (*p >= '0' && *p <= '9') {
+            digits++;
+        } else if (*p == '.' && digits && !dot) {
+            dot = 1;
+            digits = 0;
+        } else {
+            return 0;
+        }
+    }
+    return digits > 0;
 }
 
 /* Name DIR/latest points at (a plain name in DIR), or "" if none. */
@@ -78,7 +98,7 @@ attn_status attn_ckpt_begin(attn_ckpt_txn *t, const char *dir, int64_t step, att
     }
     /* One writer per folder (the run lock): the pid makes the name unique;
      * mkdir, not mkdtemp, so the folder gets the usual umask'ed mode. */
-    remove_tree(t->tmp, 1);
+    remove_tree(t->tmp);
     if (mkdir(t->tmp, 0777) != 0) {
         int e = errno;
         t->tmp[0] = '\0';
@@ -97,7 +117,7 @@ attn_status attn_ckpt_file(const attn_ckpt_txn *t, const char *name, char *out, 
 
 void attn_ckpt_abort(attn_ckpt_txn *t) {
     if (!t || !t->tmp[0]) return;
-    remove_tree(t->tmp, 1);
+    remove_tree(t->tmp);
     t->tmp[0] = '\0';
 }
 
@@ -142,7 +162,7 @@ attn_status attn_ckpt_commit(attn_ckpt_txn *t, attn_error *err) {
         e = ENAMETOOLONG;
         goto fail_tmp;
     }
-    remove_tree(final_path, 1); /* debris of a killed save of this step */
+    remove_tree(final_path); /* debris of a killed save of this step */
     if (rename(t->tmp, final_path) != 0) {
         e = errno;
         goto fail_tmp;
@@ -191,9 +211,9 @@ attn_status attn_ckpt_commit(attn_ckpt_txn *t, attn_error *err) {
     d = opendir(dir);
     if (d) {
         while ((de = readdir(d))) {
-            if (strncmp(de->d_name, "ckpt-", 5) != 0 || !strcmp(de->d_name, name)) continue;
+            if (!is_ckpt_name(de->d_name) || !strcmp(de->d_name, name)) continue;
             char p[ATTN_CKPT_PATH_MAX];
-            if (!join(p, dir, de->d_name)) remove_tree(p, 1); /* left: cleaned next time */
+            if (!join(p, dir, de->d_name)) remove_tree(p); /* left: cleaned next time */
         }
         closedir(d);
     }
@@ -202,7 +222,7 @@ fail_tmp:
     attn_ckpt_abort(t);
     return attn_fail(err, ATTN_ERR_IO, "cannot save the checkpoint in '%s': %s", dir, strerror(e));
 fail_final:
-    remove_tree(final_path, 1);
+    remove_tree(final_path);
     return attn_fail(err, ATTN_ERR_IO, "cannot save the checkpoint in '%s': %s", dir, strerror(e));
 }
 
@@ -259,12 +279,12 @@ attn_status attn_ckpt_clean_stale(const char *dir, int *removed, attn_error *err
     while ((de = readdir(d))) {
         const char *nm = de->d_name;
         int temp = nm[0] == '.' && strstr(nm, ".tmp-") != NULL;
-        int orphan = !strncmp(nm, "ckpt-", 5) && strcmp(nm, live) != 0;
+        int orphan = is_ckpt_name(nm) && strcmp(nm, live) != 0;
         if (!temp && !orphan) continue;
         char p[ATTN_CKPT_PATH_MAX];
         struct stat sb;
         if (join(p, dir, nm) || lstat(p, &sb) != 0) continue;
-        int e = S_ISDIR(sb.st_mode) ? remove_tree(p, 1) : (unlink(p) != 0 ? errno : 0);
+        int e = S_ISDIR(sb.st_mode) ? remove_tree(p) : (unlink(p) != 0 ? errno : 0);
         if (e && !first_err) first_err = e;
         if (!e) count++;
     }

@@ -98,10 +98,22 @@ Test(checkpoint, abort_and_debris_leave_the_previous_one) {
     cr_assert_eq(mkdir(q, 0777), 0);
     snprintf(q, sizeof q, "%s/.loss.csv.tmp-abcdef", dir);
     cr_assert_eq(attn_file_write_atomic(q, "x", 1, NULL), ATTN_OK);
+    /* Not ours: other names, and folders holding folders. */
+    snprintf(q, sizeof q, "%s/ckpt-notes", dir);
+    cr_assert_eq(mkdir(q, 0777), 0);
+    snprintf(q, sizeof q, "%s/.mine.tmp-1", dir);
+    cr_assert_eq(mkdir(q, 0777), 0);
+    snprintf(q, sizeof q, "%s/.mine.tmp-1/keep.txt", dir);
+    cr_assert_eq(attn_file_write_atomic(q, "k", 1, NULL), ATTN_OK);
+    snprintf(q, sizeof q, "%s/.mine.tmp-1/sub", dir);
+    cr_assert_eq(mkdir(q, 0777), 0);
     int removed = -1;
-    cr_assert_eq(attn_ckpt_clean_stale(dir, &removed, NULL), ATTN_OK);
+    attn_error err;
+    cr_expect_eq(attn_ckpt_clean_stale(dir, &removed, &err), ATTN_ERR_IO);
+    cr_expect(strstr(err.msg, "cannot remove stale files"), "%s", err.msg);
     cr_expect_eq(removed, 3);
     cr_expect(exists("ckpt-5") && !exists("ckpt-9"));
+    cr_expect(exists("ckpt-notes") && exists(".mine.tmp-1/keep.txt"));
     expect_file("b.txt", "b5");
 }
 

@@ -70,7 +70,8 @@ attn_status attn_ckpt_resolve(const char *dir, char *out, attn_error *err);
 int attn_ckpt_exists(const char *dir, int64_t *step);
 
 /* Remove what a killed writer left in dir: temp files and folders
- * (".<name>.tmp-*") and ckpt-* folders that DIR/latest does not name.
+ * (".<name>.tmp-*") and ckpt-<step> folders that DIR/latest does not name
+ * (a folder holding folders is not ours and stays).
  * *removed (may be NULL) counts the entries removed. Only call it while
  * holding the folder's run lock. */
 attn_status attn_ckpt_clean_stale(const char *dir, int *removed, attn_error *err);
