@@ -32,10 +32,10 @@ RUN_DIR ?= runs/tiny
 # instead of replacing it; `rm -r $(RUN_DIR)` starts over.
 run: build
 	@scripts/get-data.sh
-	./$(BUILD)/attn train --preset tiny --data data/tinyshakespeare.txt --out $(RUN_DIR) \
+	$(BUILD)/attn train --preset tiny --data data/tinyshakespeare.txt --out $(RUN_DIR) \
 	  $$([ -e $(RUN_DIR)/train_state.safetensors ] && echo --resume)
 	@echo "--- sample from $(RUN_DIR) ---"
-	./$(BUILD)/attn generate --checkpoint $(RUN_DIR) --max-new-tokens 500 --seed 1337
+	$(BUILD)/attn generate --checkpoint $(RUN_DIR) --max-new-tokens 500 --seed 1337
 
 test: deps-test
 	@$(call configure,$(BUILD),-DCMAKE_BUILD_TYPE=Release -DATTN_BUILD_TESTS=ON)
