@@ -35,7 +35,8 @@ static void train_usage(FILE *out) {
             "usage: attn train [--data FILE] [--preset NAME] [--config FILE] [--steps N]\n"
             "                  [--batch-size N] [--lr X] [--eval-interval N] [--eval-iters N]\n"
             "                  [--seed N] [--threads N] [--out DIR] [--checkpoint-interval N]\n"
-            "                  [--log-interval N] [--resume | --force]\n"
+            "                  [--log-interval N] [--resume | --force] [--device cpu|cuda]\n"
+            "                  [--precision fp32|bf16]\n"
             "  Trains the char-level GPT (the book's GPTModel) on FILE (default\n"
             "  data/tinyshakespeare.txt): vocabulary = its sorted characters, first 90%%\n"
             "  trains, last 10%% validates. Presets: tiny (default), nanogpt-cpu,\n"
@@ -51,6 +52,9 @@ static void train_usage(FILE *out) {
             "  --resume continues the run in DIR exactly where it stopped; a DIR that\n"
             "  already holds a checkpoint needs --resume or --force (start over, replacing\n"
             "  it at the first save). One run per DIR at a time (DIR/.lock).\n"
+            "  --device cuda trains on the GPU (same checkpoint files; GPU dropout uses\n"
+            "  Philox, so with dropout it differs from a CPU run of the same seed);\n"
+            "  --precision bf16 (GPU only) runs the matrix products on bf16 tensor cores.\n"
             "  (testing) --interrupt-after N behaves as if Ctrl-C came after step N.\n");
 }
 
@@ -125,6 +129,8 @@ static int run_train(int argc, char **argv, attn_run_lock *lock) {
             ckpt_interval = -1, log_interval = -1, interrupt_after = -1;
     double lr = -1;
     int resume = 0, force = 0;
+    attn_device device = ATTN_DEVICE_CPU;
+    attn_precision precision = ATTN_PRECISION_FP32;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -172,7 +178,15 @@ static int run_train(int argc, char **argv, attn_run_lock *lock) {
             bad = parse_i64(v, 1, &log_interval);
         else if (strcmp(a, "--interrupt-after") == 0)
             bad = parse_i64(v, 1, &interrupt_after);
-        else if (strcmp(a, "--lr") == 0) {
+        else if (strcmp(a, "--device") == 0 || strcmp(a, "--precision") == 0) {
+            attn_error perr;
+            attn_status ps = a[2] == 'd' ? attn_device_parse(v, &device, &perr)
+                                         : attn_precision_parse(v, &precision, &perr);
+            if (ps) {
+                fprintf(stderr, "attn train: %s: %s\n", a, perr.msg);
+                return 2;
+            }
+        } else if (strcmp(a, "--lr") == 0) {
             char *end;
             lr = strtod(v, &end);
             bad = *end || end == v || !(lr > 0) || !isfinite(lr);
@@ -338,6 +352,15 @@ static int run_train(int argc, char **argv, attn_run_lock *lock) {
         fprintf(stderr, "attn train: %s\n", err.msg);
         attn_trainer_free(&tr);
         return 1;
+    }
+    if (device != ATTN_DEVICE_CPU || precision != ATTN_PRECISION_FP32) {
+        if (attn_trainer_set_device(&tr, device, precision, &err)) {
+            fprintf(stderr, "attn train: --device %s: %s\n", attn_device_name(device), err.msg);
+            attn_trainer_free(&tr);
+            return device != ATTN_DEVICE_CPU ? 1 : 2;
+        }
+        fprintf(stderr, "attn train: on %s, %s\n", attn_device_name(device),
+                attn_precision_name(precision));
     }
     tr.corpus_path = data;
     const attn_train_config *c = &tr.tcfg;
