@@ -303,6 +303,9 @@ Test(flash, special_values_agree_on_every_simd_path) {
         AT(q, 0, 20, c) = 1e18f; /* huge finite scores with the key below */
         AT(k, 0, 20, c) = 1e18f;
         AT(k, 1, 15, c) = 1e-40f; /* subnormal */
+        /* Products beyond FLT_MAX of both signs in one dot product: +Inf
+         * then -Inf must not become NaN on one path only. */
+        AT(k, 0, 3, c) = c % 3 ? 1e30f : -1e30f;
     }
     AT(k, 0, 9, 2) = -1e30f;
     AT(q, 0, 30, 5) = 3e18f;
