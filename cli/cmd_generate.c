@@ -21,7 +21,8 @@ static void generate_usage(FILE *out) {
             "                     [--temperature 0.8] [--top-k 200] [--top-p P] [--seed 1337]\n"
             "                     [--device cpu|cuda]\n"
             "  Prints the prompt (default: a newline) followed by max-new-tokens sampled\n"
-            "  characters. Temperature 0 is greedy; top-k 0 and top-p 1 disable those\n"
+            "  characters. Temperature 0 is greedy, and so is one too small to scale by\n"
+            "  (below 1.2e-38, the smallest normal float); top-k 0 and top-p 1 disable those\n"
             "  filters. Once the context is full the window slides: the model re-reads\n"
             "  the last context_length/2 characters and continues (O(T) per token).\n"
             "  Tokens per second go to stderr at the end.\n");

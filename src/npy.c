@@ -159,8 +159,10 @@ static attn_status bad_header(attn_error *err, const char *name, const char *why
     return attn_fail(err, ATTN_ERR_FORMAT, "%s: malformed .npy header: %s", name, why);
 }
 
-attn_status attn_npy_parse(const void *buf, size_t len, const char *name, unsigned accept,
-                           attn_npy *out, attn_error *err) {
+/* need == NULL: parse the whole file image. Else buf holds at least the
+ * header: check it and set *need to the file's full size. */
+static attn_status parse_impl(const void *buf, size_t len, const char *name, unsigned accept,
+                              attn_npy *out, size_t *need, attn_error *err) {
     memset(out, 0, sizeof *out);
     const unsigned char *b = buf;
     if (len < 8 || memcmp(b, NPY_MAGIC, 6) != 0)
@@ -274,6 +276,12 @@ attn_status attn_npy_parse(const void *buf, size_t len, const char *name, unsign
         numel *= (size_t)shape[i];
     }
     size_t nbytes = numel * esz;
+    if (need) {
+        if (nbytes > SIZE_MAX - pre - hlen - 1)
+            return attn_fail(err, ATTN_ERR_FORMAT, "%s: shape is too large", name);
+        *need = pre + hlen + nbytes;
+        return ATTN_OK;
+    }
     size_t have = len - pre - hlen;
     if (have < nbytes)
         return attn_fail(err, ATTN_ERR_FORMAT,
@@ -295,14 +303,74 @@ attn_status attn_npy_parse(const void *buf, size_t len, const char *name, unsign
     return ATTN_OK;
 }
 
+attn_status attn_npy_parse(const void *buf, size_t len, const char *name, unsigned accept,
+                           attn_npy *out, attn_error *err) {
+    return parse_impl(buf, len, name, accept, out, NULL, err);
+}
+
+/* Header first: a wrong file (or a stream of zeros) is refused after a few
+ * bytes, not after reading gigabytes. */
 attn_status attn_npy_load(const char *path, unsigned accept, attn_npy *out, attn_error *err) {
     memset(out, 0, sizeof *out);
-    void *buf;
-    size_t len;
-    attn_status s = attn_file_read_all(path, 0, &buf, &len, err);
+    attn_file_in in;
+    attn_status s = attn_file_in_open(&in, path, err);
     if (s) return s;
+    size_t cap = 4096, len = 0, got = 0, need = 0;
+    unsigned char *buf = malloc(cap);
+    if (!buf) {
+        s = attn_fail(err, ATTN_ERR_NOMEM, "%s: out of memory", path);
+        goto out;
+    }
+    if ((s = attn_file_in_read(&in, path, buf, 12, &len, err))) goto out;
+    if (len >= 10 && !memcmp(buf, NPY_MAGIC, 6)) {
+        const size_t pre = buf[6] == 1 ? 10 : 12;
+        size_t hlen = (size_t)buf[8] | (size_t)buf[9] << 8;
+        if (pre == 12 && len == 12) hlen |= (size_t)buf[10] << 16 | (size_t)buf[11] << 24;
+        if (hlen > ((size_t)1 << 24)) { /* numpy writes a few hundred bytes */
+            s = attn_fail(err, ATTN_ERR_FORMAT, "%s: .npy header length %zu is implausible", path,
+                          hlen);
+            goto out;
+        }
+        if (pre + hlen > cap) {
+            unsigned char *nb = realloc(buf, pre + hlen);
+            if (!nb) {
+                s = attn_fail(err, ATTN_ERR_NOMEM, "%s: out of memory", path);
+                goto out;
+            }
+            buf = nb;
+            cap = pre + hlen;
+        }
+        if (len < pre + hlen) {
+            if ((s = attn_file_in_read(&in, path, buf + len, pre + hlen - len, &got, err)))
+                goto out;
+            len += got;
+        }
+        if (len == pre + hlen && (s = parse_impl(buf, len, path, accept, out, &need, err)))
+            goto out;
+        /* The body: a regular file's rest (its size is known), a stream's
+         * expected bytes plus one to notice trailing data. */
+        size_t want = len < pre + hlen ? len
+                      : in.regular     ? (in.size > need ? (size_t)in.size : need)
+                                       : need + 1;
+        if (want > ATTN_FILE_READ_DEFAULT_MAX) want = ATTN_FILE_READ_DEFAULT_MAX;
+        if (want > cap) {
+            unsigned char *nb = realloc(buf, want);
+            if (!nb) {
+                s = attn_fail(err, ATTN_ERR_NOMEM, "%s: out of memory (%zu bytes)", path, want);
+                goto out;
+            }
+            buf = nb;
+            cap = want;
+        }
+        if (want > len) {
+            if ((s = attn_file_in_read(&in, path, buf + len, want - len, &got, err))) goto out;
+            len += got;
+        }
+    }
     s = attn_npy_parse(buf, len, path, accept, out, err);
+out:
     free(buf);
+    attn_file_in_close(&in);
     return s;
 }
 

@@ -4,6 +4,7 @@
 
 #include "attn/attention_weights.h"
 #include "attn/causal_attention.h"
+#include "attn/checkpoint.h"
 #include "attn/cross_entropy.h"
 #include "attn/cuda.h"
 #include "attn/dataset.h"
@@ -28,6 +29,7 @@
 #include "attn/print.h"
 #include "attn/residual.h"
 #include "attn/rng.h"
+#include "attn/runlock.h"
 #include "attn/sample.h"
 #include "attn/safetensors.h"
 #include "attn/seed004_attention.h"
