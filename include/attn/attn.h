@@ -4,6 +4,7 @@
 
 #include "attn/attention_weights.h"
 #include "attn/causal_attention.h"
+#include "attn/checkpoint_info.h"
 #include "attn/cross_entropy.h"
 #include "attn/dataset.h"
 #include "attn/dropout.h"
