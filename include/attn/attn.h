@@ -15,6 +15,7 @@
 #include "attn/flash_attention.h"
 #include "attn/gelu.h"
 #include "attn/gemm.h"
+#include "attn/generate.h"
 #include "attn/gpt.h"
 #include "attn/layernorm.h"
 #include "attn/linear.h"
