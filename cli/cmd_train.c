@@ -217,7 +217,7 @@ int cmd_train(int argc, char **argv) {
             size_t n = 0;
             if (attn_file_read_all(config, 1 << 20, (void **)&text, &n, &err)) {
                 fprintf(stderr, "attn train: %s\n", err.msg);
-                return 2;
+                return 1; /* a file that cannot be read: runtime, as everywhere */
             }
             attn_status s =
                 attn_train_config_apply_json(&mcfg, &tcfg, text, config, &vocab_given, &err);

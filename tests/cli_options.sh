@@ -76,6 +76,18 @@ expect 2 "^attn: unknown command 'nope'" "unknown command" -- nope
 expect 1 "nothere" "info on a missing folder" -- info "$tmp/nothere"
 expect 1 "nothere" "viz on a missing checkpoint" -- viz --checkpoint "$tmp/nothere" --prompt x --out "$tmp/x.html"
 
+# One exit-code rule in every command: a missing file is a runtime failure
+# (1), an unknown option a usage error (2).
+printf 'hello\n' > "$tmp/corpus.txt"
+expect 1 "$tmp/nope.json" "train: missing --config file" -- train --data "$tmp/corpus.txt" --config "$tmp/nope.json" --out "$tmp/r"
+expect 1 "$tmp/nope.txt" "train: missing --data file" -- train --data "$tmp/nope.txt" --out "$tmp/r"
+expect 1 "$tmp/nope.npy" "forward: missing --input" -- forward mha --d-out 2 --input "$tmp/nope.npy" --output "$tmp/y.npy"
+expect 1 "$tmp/nope" "generate: missing checkpoint" -- generate --checkpoint "$tmp/nope"
+expect 1 "$tmp/nope" "forward gpt: missing checkpoint" -- forward gpt --checkpoint "$tmp/nope" --input "$tmp/x.npy" --output "$tmp/y.npy"
+for cmd in chapter3 rng viz info train generate forward bench; do
+  expect 2 "unknown (or incomplete )?option|unknown benchmark|which module" "$cmd: unknown option" -- $cmd --no-such-option
+done
+
 # 5. --help comes from the table: every option with its range and default; exit 0.
 for cmd in chapter3 rng viz info; do
   if "$ATTN" $cmd --help > "$tmp/help" 2>&1 && grep -q "^usage: attn $cmd" "$tmp/help"; then
