@@ -105,13 +105,30 @@ static attn_status feed(attn_generator *g, int32_t id, attn_error *err) {
     return attn_gpt_kv_step(g->model, &g->cache, id, NULL, err);
 }
 
-attn_status attn_generator_next(attn_generator *g, int32_t *id, char *utf8, int *len,
-                                attn_error *err) {
+/* Bring the cache up to date (feed the pending token) before a draw. */
+static attn_status ready(attn_generator *g, attn_error *err) {
     if (!g->primed) return attn_fail(err, ATTN_ERR_STATE, "generator: no prompt given");
     if (g->stopped)
         return attn_fail(err, ATTN_ERR_STATE, "generator: the stop string was generated");
-    attn_status s;
-    if (g->pending >= 0 && (s = feed(g, g->pending, err))) return s;
+    if (g->pending >= 0) {
+        attn_status s = feed(g, g->pending, err);
+        if (s) return s;
+        g->pending = -1;
+    }
+    return ATTN_OK;
+}
+
+attn_status attn_generator_logits(attn_generator *g, const float **logits, attn_error *err) {
+    attn_status s = ready(g, err);
+    if (s) return s;
+    *logits = g->cache.logits;
+    return ATTN_OK;
+}
+
+attn_status attn_generator_next(attn_generator *g, int32_t *id, char *utf8, int *len,
+                                attn_error *err) {
+    attn_status s = ready(g, err);
+    if (s) return s;
     const int V = g->model->cfg.vocab_size;
     const int t = attn_sample_next(g->cache.logits, V, g->opt.temperature, g->opt.top_k,
                                    g->opt.top_p, &g->rng, g->cand);

@@ -199,6 +199,31 @@ Test(generate, options_and_order_are_checked) {
         cr_assert_eq(attn_generator_next(&g, &b[i], NULL, NULL, &err), ATTN_OK);
     cr_assert_eq(memcmp(a, b, sizeof a), 0);
     cr_assert_eq(g.produced, 40);
+    /* Peeking at the logits (twice) draws nothing: the same ids again, and
+     * each draw is the arg-max of what was peeked at temperature 0. */
+    cr_assert_eq(attn_generator_prompt(&g, "AB", 2, &err), ATTN_OK);
+    for (int i = 0; i < 40; i++) {
+        const float *l1, *l2;
+        cr_assert_eq(attn_generator_logits(&g, &l1, &err), ATTN_OK);
+        cr_assert_eq(attn_generator_logits(&g, &l2, &err), ATTN_OK);
+        cr_assert_eq(l1, l2);
+        cr_assert_eq(attn_generator_next(&g, &b[i], NULL, NULL, &err), ATTN_OK);
+    }
+    cr_assert_eq(memcmp(a, b, sizeof a), 0);
+    attn_generator_free(&g);
+    o.temperature = 0;
+    cr_assert_eq(attn_generator_init(&g, &f.model, &f.tok, &o, &err), ATTN_OK);
+    cr_assert_eq(attn_generator_prompt(&g, "AB", 2, &err), ATTN_OK);
+    for (int i = 0; i < 40; i++) { /* past the 16-token window: re-primes too */
+        const float *l;
+        int32_t id;
+        cr_assert_eq(attn_generator_logits(&g, &l, &err), ATTN_OK);
+        int best = 0;
+        for (int v = 1; v < f.model.cfg.vocab_size; v++)
+            if (l[v] > l[best]) best = v;
+        cr_assert_eq(attn_generator_next(&g, &id, NULL, NULL, &err), ATTN_OK);
+        cr_assert_eq(id, best);
+    }
     attn_generator_free(&g);
     free_model(&f);
 }

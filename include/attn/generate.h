@@ -86,6 +86,11 @@ attn_status attn_generator_prompt(attn_generator *g, const char *text, size_t n,
 attn_status attn_generator_next(attn_generator *g, int32_t *id, char *utf8, int *len,
                                 attn_error *err);
 
+/* The logits (V, borrowed until the next call) the next attn_generator_next
+ * draws from, e.g. to show its distribution (attn_sample_probs). Same errors
+ * as attn_generator_next; draws nothing. */
+attn_status attn_generator_logits(attn_generator *g, const float **logits, attn_error *err);
+
 void attn_generator_free(attn_generator *g);
 
 #ifdef __cplusplus
