@@ -33,7 +33,8 @@ static void train_usage(FILE *out) {
             "usage: attn train [--data FILE] [--preset NAME] [--config FILE] [--steps N]\n"
             "                  [--batch-size N] [--lr X] [--eval-interval N] [--eval-iters N]\n"
             "                  [--seed N] [--threads N] [--out DIR] [--checkpoint-interval N]\n"
-            "                  [--log-interval N] [--resume]\n"
+            "                  [--log-interval N] [--resume] [--device cpu|cuda]\n"
+            "                  [--precision fp32|bf16]\n"
             "  Trains the char-level GPT (the book's GPTModel) on FILE (default\n"
             "  data/tinyshakespeare.txt): vocabulary = its sorted characters, first 90%%\n"
             "  trains, last 10%% validates. Presets: tiny (default), nanogpt-cpu,\n"
@@ -46,6 +47,9 @@ static void train_usage(FILE *out) {
             "  DIR/loss.svg (DIR defaults to runs/<preset>); checkpoints at every eval,\n"
             "  every --checkpoint-interval steps, at the end and on Ctrl-C. --resume\n"
             "  continues the run in DIR exactly where it stopped.\n"
+            "  --device cuda trains on the GPU (same checkpoint files; GPU dropout uses\n"
+            "  Philox, so with dropout it differs from a CPU run of the same seed);\n"
+            "  --precision bf16 (GPU only) runs the matrix products on bf16 tensor cores.\n"
             "  (testing) --interrupt-after N behaves as if Ctrl-C came after step N.\n");
 }
 
@@ -111,6 +115,8 @@ int cmd_train(int argc, char **argv) {
             ckpt_interval = -1, log_interval = -1, interrupt_after = -1;
     double lr = -1;
     int resume = 0;
+    attn_device device = ATTN_DEVICE_CPU;
+    attn_precision precision = ATTN_PRECISION_FP32;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -154,7 +160,15 @@ int cmd_train(int argc, char **argv) {
             bad = parse_i64(v, 1, &log_interval);
         else if (strcmp(a, "--interrupt-after") == 0)
             bad = parse_i64(v, 1, &interrupt_after);
-        else if (strcmp(a, "--lr") == 0) {
+        else if (strcmp(a, "--device") == 0 || strcmp(a, "--precision") == 0) {
+            attn_error perr;
+            attn_status ps = a[2] == 'd' ? attn_device_parse(v, &device, &perr)
+                                         : attn_precision_parse(v, &precision, &perr);
+            if (ps) {
+                fprintf(stderr, "attn train: %s: %s\n", a, perr.msg);
+                return 2;
+            }
+        } else if (strcmp(a, "--lr") == 0) {
             char *end;
             lr = strtod(v, &end);
             bad = *end || end == v || !(lr > 0) || !isfinite(lr);
@@ -281,6 +295,15 @@ int cmd_train(int argc, char **argv) {
         fprintf(stderr, "attn train: %s\n", err.msg);
         attn_trainer_free(&tr);
         return 1;
+    }
+    if (device != ATTN_DEVICE_CPU || precision != ATTN_PRECISION_FP32) {
+        if (attn_trainer_set_device(&tr, device, precision, &err)) {
+            fprintf(stderr, "attn train: --device %s: %s\n", attn_device_name(device), err.msg);
+            attn_trainer_free(&tr);
+            return device != ATTN_DEVICE_CPU ? 1 : 2;
+        }
+        fprintf(stderr, "attn train: on %s, %s\n", attn_device_name(device),
+                attn_precision_name(precision));
     }
     tr.corpus_path = data;
     const attn_train_config *c = &tr.tcfg;

@@ -6,6 +6,7 @@
 #include "attn/causal_attention.h"
 #include "attn/checkpoint_info.h"
 #include "attn/cross_entropy.h"
+#include "attn/cuda.h"
 #include "attn/dataset.h"
 #include "attn/dropout.h"
 #include "attn/embedding.h"
