@@ -72,3 +72,14 @@ install: build
 
 clean:
 	rm -rf $(BUILD) $(BUILD_ASAN)
+
+# Only sample from the model the last `make run` trained (no training, no
+# data); fails with a clear message when there is none. SAMPLE_ARGS adds
+# `attn generate` options, e.g. make sample SAMPLE_ARGS='--seed 7 --prompt ROMEO:'.
+SAMPLE_ARGS ?= --max-new-tokens 500 --seed 1337
+.PHONY: sample
+sample: build
+	@test -f $(RUN_DIR)/model.safetensors || { \
+	  echo "make sample: no trained model in $(RUN_DIR)/ (model.safetensors); run 'make run' first" >&2; \
+	  exit 1; }
+	$(BUILD)/attn generate --checkpoint $(RUN_DIR) $(SAMPLE_ARGS)

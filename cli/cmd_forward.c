@@ -187,7 +187,8 @@ static void forward_usage(FILE *out) {
     fprintf(out,
             "\n"
             "options:\n"
-            "  --input X.npy          input, float32 (required)\n"
+            "  --input X.npy          input, float32 (required; float64, int32 and int64\n"
+            "                         arrays are converted to float32 as numpy's astype)\n"
             "  --output Y.npy         write the output here (atomically)\n"
             "  --d-in N               input size; defaults to X's last dim, checked if given\n"
             "  --d-out N              output size per module (per head for mha-wrapper)\n"
@@ -474,7 +475,7 @@ int cmd_forward(int argc, char **argv) {
     rc = 1;
 
     /* Input: float32, rank and d_in as the module expects, nothing empty. */
-    if (attn_npy_load_f32(o.input, &x, &err)) goto fail;
+    if (attn_npy_load_as_f32(o.input, &x, NULL, &err)) goto fail;
     int64_t want[3] = {-1, -1, o.d_in};
     if (mod->input_rank == 2) want[1] = o.d_in;
     const char *dims_name = mod->input_rank == 2 ? "(T, d_in)" : "(B, T, d_in)";
@@ -523,7 +524,7 @@ int cmd_forward(int argc, char **argv) {
     }
     size_t ny = (size_t)B * (size_t)T * (size_t)out_dim;
     if (o.grad_output) {
-        if (attn_npy_load_f32(o.grad_output, &dy, &err)) goto fail;
+        if (attn_npy_load_as_f32(o.grad_output, &dy, NULL, &err)) goto fail;
         if (attn_npy_expect_shape(&dy, o.grad_output, yrank, yshape,
                                   yrank == 2 ? "(T, d_out)" : "(B, T, out)", &err))
             goto fail;

@@ -306,7 +306,7 @@ static int train_run(int argc, char **argv, attn_dist *dist, attn_run_lock *lock
             size_t n = 0;
             if (attn_file_read_all(config, 1 << 20, (void **)&text, &n, &err)) {
                 fprintf(stderr, "attn train: %s\n", err.msg);
-                return 2;
+                return 1; /* a file that cannot be read: runtime, as everywhere */
             }
             attn_status s =
                 attn_train_config_apply_json(&mcfg, &tcfg, text, config, &vocab_given, &err);

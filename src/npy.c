@@ -7,6 +7,8 @@
 #include "attn/npy.h"
 
 #include <ctype.h>
+#include <float.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +26,7 @@ size_t attn_npy_dtype_size(attn_npy_dtype t) {
     case ATTN_NPY_F32: return 4;
     case ATTN_NPY_I32: return 4;
     case ATTN_NPY_I64: return 8;
+    case ATTN_NPY_F64: return 8;
     }
     return 0;
 }
@@ -33,6 +36,7 @@ const char *attn_npy_dtype_descr(attn_npy_dtype t) {
     case ATTN_NPY_F32: return "<f4";
     case ATTN_NPY_I32: return "<i4";
     case ATTN_NPY_I64: return "<i8";
+    case ATTN_NPY_F64: return "<f8";
     }
     return "?";
 }
@@ -42,6 +46,7 @@ const char *attn_npy_dtype_name(attn_npy_dtype t) {
     case ATTN_NPY_F32: return "float32";
     case ATTN_NPY_I32: return "int32";
     case ATTN_NPY_I64: return "int64";
+    case ATTN_NPY_F64: return "float64";
     }
     return "?";
 }
@@ -80,7 +85,7 @@ static void expected_list(unsigned accept, char *out, size_t cap) {
     out[0] = '\0';
     size_t used = 0;
     int first = 1;
-    for (int t = ATTN_NPY_F32; t <= ATTN_NPY_I64; t++) {
+    for (int t = ATTN_NPY_F32; t <= ATTN_NPY_F64; t++) {
         if (!(accept & (1u << t))) continue;
         int w = snprintf(out + used, cap - used, "%s'%s' (%s)", first ? "" : " or ",
                          attn_npy_dtype_descr((attn_npy_dtype)t),
@@ -253,7 +258,7 @@ static attn_status parse_impl(const void *buf, size_t len, const char *name, uns
                                           : "missing key 'shape'");
 
     attn_npy_dtype dt = 0;
-    for (int t = ATTN_NPY_F32; t <= ATTN_NPY_I64; t++)
+    for (int t = ATTN_NPY_F32; t <= ATTN_NPY_F64; t++)
         if (strcmp(descr, attn_npy_dtype_descr((attn_npy_dtype)t)) == 0) dt = (attn_npy_dtype)t;
     if (!dt || !(accept & (1u << dt))) {
         char exp[160];
@@ -535,4 +540,47 @@ attn_status attn_npy_save_f32(const char *path, const float *data, int ndim, con
 attn_status attn_npy_save_i64(const char *path, const int64_t *data, int ndim, const int64_t *shape,
                               attn_error *err) {
     return attn_npy_save(path, ATTN_NPY_I64, data, ndim, shape, err);
+}
+
+attn_status attn_npy_to_f32(attn_npy *a, const char *name, attn_error *err) {
+    if (!name) name = "array";
+    if (a->dtype == ATTN_NPY_F32) return ATTN_OK;
+    const size_t n = a->numel;
+    /* Check every value first, so a failure leaves a as it was. */
+    for (size_t i = 0; i < n; i++) {
+        double v;
+        if (a->dtype == ATTN_NPY_F64)
+            v = ((const double *)a->data)[i];
+        else if (a->dtype == ATTN_NPY_I64)
+            v = (double)((const int64_t *)a->data)[i];
+        else
+            v = (double)((const int32_t *)a->data)[i];
+        if (isfinite(v) && fabs(v) > (double)FLT_MAX)
+            return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                             "%s: value %g at flat index %zu is outside float32's range", name, v,
+                             i);
+    }
+    float *d = malloc(n ? n * sizeof *d : 1);
+    if (!d) return attn_fail(err, ATTN_ERR_NOMEM, "%s: out of memory", name);
+    for (size_t i = 0; i < n; i++) {
+        if (a->dtype == ATTN_NPY_F64)
+            d[i] = (float)((const double *)a->data)[i];
+        else if (a->dtype == ATTN_NPY_I64)
+            d[i] = (float)((const int64_t *)a->data)[i];
+        else
+            d[i] = (float)((const int32_t *)a->data)[i];
+    }
+    free(a->data);
+    a->data = d;
+    a->dtype = ATTN_NPY_F32;
+    return ATTN_OK;
+}
+
+attn_status attn_npy_load_as_f32(const char *path, attn_npy *out, attn_npy_dtype *from,
+                                 attn_error *err) {
+    attn_status s = attn_npy_load(path, ATTN_NPY_ACCEPT_NUMERIC, out, err);
+    if (s) return s;
+    if (from) *from = out->dtype;
+    if ((s = attn_npy_to_f32(out, path, err))) attn_npy_free(out);
+    return s;
 }
