@@ -143,6 +143,81 @@ static attn_status check_ranks(attn_dist *dist, const attn_trainer *tr, attn_err
     return attn_dist_check_same(dist, state, "initial weights or training state", err);
 }
 
+/* What the command draws while the library trains (attn_trainer_events).
+ * mpirun hands ranks a pseudo-terminal even when its output is a file: log
+ * lines there (tty only for one process). */
+typedef struct {
+    int tty, lead, bar_shown;
+    double last_bar;
+    int64_t interrupt_after, kill_rank, kill_after;
+} train_view;
+
+static int should_stop(void *user, const attn_trainer *tr) {
+    (void)user;
+    (void)tr;
+    return g_interrupted;
+}
+
+static void on_step(void *user, const attn_trainer *tr, const attn_train_progress *p) {
+    train_view *v = user;
+    const attn_dist *dist = tr->dist;
+    const int64_t max = tr->tcfg.max_steps;
+    if (v->kill_after > 0 && tr->step == v->kill_after && dist && dist->rank == v->kill_rank)
+        raise(SIGKILL);
+    if (v->interrupt_after > 0 && tr->step == v->interrupt_after) g_interrupted = 1;
+    if (v->tty) {
+        double t = now_s();
+        if (t - v->last_bar > 0.1 || tr->step == max) {
+            progress(tr->step, max, p->rec.loss, p->tokens_per_s, p->eta_s);
+            v->last_bar = t;
+            v->bar_shown = 1;
+        }
+    } else if (v->lead && (p->rec.step - 1) % tr->tcfg.log_interval == 0) {
+        printf("iter %" PRId64 ": loss %.4f, time %.2fms", p->rec.step - 1, (double)p->rec.loss,
+               p->step_s * 1000);
+        if (dist && dist->size > 1) printf(", mpi %.2fms", p->step_comm_s * 1000);
+        printf("\n");
+        fflush(stdout);
+    }
+}
+
+static void on_eval(void *user, const attn_trainer *tr, const attn_eval_record *ev) {
+    train_view *v = user;
+    (void)tr;
+    if (v->bar_shown) printf("\r\033[K");
+    v->bar_shown = 0;
+    if (v->lead)
+        printf("step %" PRId64 ": train loss %.4f, val loss %.4f\n", ev->step,
+               (double)ev->train_loss, (double)ev->val_loss);
+    fflush(stdout);
+}
+
+/* The closing lines (rank 0). */
+static void report_end(const attn_trainer *tr, const attn_train_result *res, const char *out) {
+    const attn_dist *dist = tr->dist;
+    if (res->stopped) {
+        fprintf(stderr,
+                "attn train: interrupted after step %" PRId64 "; checkpoint saved in %s "
+                "(continue with: attn train --out %s --resume)\n",
+                tr->step, out, out);
+        return;
+    }
+    fprintf(stderr,
+            "attn train: %" PRId64 " steps in %.1f s (%.0f tokens/s); final val loss %.4f; "
+            "checkpoint in %s\n",
+            tr->step - res->start_step, res->wall_s, res->tokens_per_s,
+            tr->n_evals ? (double)tr->evals[tr->n_evals - 1].val_loss : NAN, out);
+    if (dist && dist->size > 1 && tr->step > res->start_step) {
+        const double k = (double)(tr->step - res->start_step);
+        fprintf(stderr,
+                "attn train: MPI: %d ranks; rank 0 spent %.2f ms per step in MPI (%.1f%% of "
+                "the step) and moved %.3f MB per step\n",
+                dist->size, res->comm_s / k * 1e3,
+                res->train_s > 0 ? 100 * res->comm_s / res->train_s : 0,
+                (double)res->comm_bytes / k / 1e6);
+    }
+}
+
 static int train_run(int argc, char **argv, attn_dist *dist, attn_run_lock *lock, int *collective);
 
 int cmd_train(int argc, char **argv) {
@@ -446,9 +521,6 @@ static int train_run(int argc, char **argv, attn_dist *dist, attn_run_lock *lock
         return 1;
     }
     const attn_train_config *c = &tr.tcfg;
-    /* mpirun hands ranks a pseudo-terminal even when its output is a file:
-     * log lines there. */
-    const int tty = lead && dist->size == 1 && isatty(STDOUT_FILENO);
     const int accum = c->grad_accum > 1 ? c->grad_accum : 1;
     if (lead && accum > 1)
         fprintf(stderr, "attn train: %d micro-batches per step over %d rank%s\n", accum, dist->size,
@@ -472,107 +544,22 @@ static int train_run(int argc, char **argv, attn_dist *dist, attn_run_lock *lock
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL); /* the terminal closed: save like Ctrl-C */
 
-    int rc = 0, bar_shown = 0;
-    attn_eval_record ev;
-    if (!resume && tr.step == 0) {
-        if ((s = attn_trainer_evaluate(&tr, &ev, &err))) goto fail;
-        if (lead)
-            printf("step 0: train loss %.4f, val loss %.4f\n", (double)ev.train_loss,
-                   (double)ev.val_loss);
-        fflush(stdout);
+    train_view view = {.tty = lead && dist->size == 1 && isatty(STDOUT_FILENO),
+                       .lead = lead,
+                       .interrupt_after = interrupt_after,
+                       .kill_rank = kill_rank,
+                       .kill_after = kill_after};
+    attn_trainer_events events = {
+        .user = &view, .should_stop = should_stop, .on_step = on_step, .on_eval = on_eval};
+    attn_train_result res;
+    s = attn_trainer_run(&tr, out, resume, &events, &res, &err);
+    if (view.bar_shown) printf("\n");
+    if (s) {
+        fprintf(stderr, "attn train: %s\n", err.msg);
+        attn_trainer_free(&tr);
+        return 1;
     }
-    const double tokens_per_step = (double)c->batch_size * tr.mcfg.context_length * accum;
-    double t_comm = 0; /* seconds in MPI during training steps */
-    uint64_t comm_bytes = 0;
-    const int64_t start_step = tr.step;
-    double t_start = now_s(), t_train = 0, last_bar = 0;
-    int saved_now = resume; /* a resumed run's state is already on disk */
-    while (tr.step < c->max_steps) {
-        if (attn_dist_any(dist, g_interrupted)) break; /* all ranks stop together */
-        double t0 = now_s(), c0 = dist->comm_s;
-        uint64_t b0 = dist->sent_bytes + dist->recv_bytes;
-        attn_train_record rec;
-        if ((s = attn_trainer_step(&tr, &rec, &err))) goto fail;
-        double dt = now_s() - t0;
-        t_comm += dist->comm_s - c0;
-        comm_bytes += dist->sent_bytes + dist->recv_bytes - b0;
-        if (kill_after > 0 && tr.step == kill_after && dist->rank == kill_rank) raise(SIGKILL);
-        t_train += dt;
-        saved_now = 0;
-        const double tok_s = (double)(tr.step - start_step) * tokens_per_step / t_train;
-        if (tty) {
-            double t = now_s();
-            if (t - last_bar > 0.1 || tr.step == c->max_steps) {
-                double eta =
-                    (double)(c->max_steps - tr.step) * t_train / (double)(tr.step - start_step);
-                progress(tr.step, c->max_steps, rec.loss, tok_s, eta);
-                last_bar = t;
-                bar_shown = 1;
-            }
-        } else if (lead && (rec.step - 1) % c->log_interval == 0) {
-            printf("iter %" PRId64 ": loss %.4f, time %.2fms", rec.step - 1, (double)rec.loss,
-                   dt * 1000);
-            if (dist->size > 1) printf(", mpi %.2fms", (dist->comm_s - c0) * 1000);
-            printf("\n");
-            fflush(stdout);
-        }
-        int did_eval = tr.step % c->eval_interval == 0 || tr.step == c->max_steps;
-        if (did_eval) {
-            if ((s = attn_trainer_evaluate(&tr, &ev, &err))) goto fail;
-            if (bar_shown) printf("\r\033[K");
-            bar_shown = 0;
-            if (lead)
-                printf("step %" PRId64 ": train loss %.4f, val loss %.4f\n", tr.step,
-                       (double)ev.train_loss, (double)ev.val_loss);
-            fflush(stdout);
-        }
-        if (did_eval || (c->checkpoint_interval > 0 && tr.step % c->checkpoint_interval == 0)) {
-            if (lead && ((s = attn_trainer_save(&tr, out, &err)) ||
-                         (s = attn_trainer_write_loss_files(&tr, out, &err))))
-                goto fail;
-            saved_now = 1;
-        }
-        if (interrupt_after > 0 && tr.step == interrupt_after) g_interrupted = 1;
-    }
-    if (bar_shown) printf("\n");
-    if (tr.step < c->max_steps) {
-        if (lead && !saved_now &&
-            ((s = attn_trainer_save(&tr, out, &err)) ||
-             (s = attn_trainer_write_loss_files(&tr, out, &err))))
-            goto fail;
-        if (lead)
-            fprintf(stderr,
-                    "attn train: interrupted after step %" PRId64 "; checkpoint saved in %s "
-                    "(continue with: attn train --out %s --resume)\n",
-                    tr.step, out, out);
-        rc = 130;
-    } else {
-        if (lead && !saved_now &&
-            ((s = attn_trainer_save(&tr, out, &err)) ||
-             (s = attn_trainer_write_loss_files(&tr, out, &err))))
-            goto fail;
-        double wall = now_s() - t_start;
-        double tok_s = t_train > 0 ? (double)(tr.step - start_step) * tokens_per_step / t_train : 0;
-        if (lead)
-            fprintf(stderr,
-                    "attn train: %" PRId64 " steps in %.1f s (%.0f tokens/s); final val loss %.4f; "
-                    "checkpoint in %s\n",
-                    tr.step - start_step, wall, tok_s,
-                    tr.n_evals ? (double)tr.evals[tr.n_evals - 1].val_loss : NAN, out);
-        if (lead && dist->size > 1 && tr.step > start_step) {
-            const double k = (double)(tr.step - start_step);
-            fprintf(stderr,
-                    "attn train: MPI: %d ranks; rank 0 spent %.2f ms per step in MPI (%.1f%% of "
-                    "the step) and moved %.3f MB per step\n",
-                    dist->size, t_comm / k * 1e3, t_train > 0 ? 100 * t_comm / t_train : 0,
-                    (double)comm_bytes / k / 1e6);
-        }
-    }
+    if (lead) report_end(&tr, &res, out);
     attn_trainer_free(&tr);
-    return rc;
-fail:
-    if (bar_shown) printf("\n");
-    fprintf(stderr, "attn train: %s\n", err.msg);
-    attn_trainer_free(&tr);
-    return 1;
+    return res.stopped ? 130 : 0;
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "attn/checkpoint.h"
 #include "attn/train.h"
 
 Test(train, config_json_mixes_model_and_training_keys) {
@@ -161,4 +162,82 @@ Test(train, save_and_resume_continue_bit_for_bit) {
         unlink(p);
     }
     rmdir(dir);
+}
+
+/* attn_trainer_run owns the rhythm: a stop request after step 7 saves and
+ * returns; a resumed run finishes the schedule; both end bit for bit where
+ * one uninterrupted run does, with evaluations at 0, 5, 10 and 12. */
+typedef struct {
+    int64_t stop_at;
+    int n_steps, n_evals;
+    int64_t eval_steps[8];
+} run_probe;
+
+static int probe_stop(void *u, const attn_trainer *tr) {
+    const run_probe *p = u;
+    return p->stop_at > 0 && tr->step >= p->stop_at;
+}
+static void probe_step(void *u, const attn_trainer *tr, const attn_train_progress *pr) {
+    run_probe *p = u;
+    p->n_steps++;
+    cr_expect_eq(pr->rec.step, tr->step);
+    cr_expect(pr->train_s >= 0 && pr->eta_s >= 0);
+}
+static void probe_eval(void *u, const attn_trainer *tr, const attn_eval_record *ev) {
+    run_probe *p = u;
+    (void)tr;
+    if (p->n_evals < 8) p->eval_steps[p->n_evals] = ev->step;
+    p->n_evals++;
+}
+
+Test(train, run_stops_on_request_saves_and_resumes_bit_for_bit) {
+    size_t n;
+    char *text = corpus(&n);
+    attn_gpt_config m;
+    attn_train_config t;
+    small_cfg(&m, &t);
+    t.eval_interval = 5;
+    char dir[] = "/tmp/attn-test-run-XXXXXX";
+    cr_assert(mkdtemp(dir) != NULL);
+    attn_error err;
+    attn_trainer a, b, whole;
+    run_probe pa = {.stop_at = 7}, pb = {0}, pw = {0};
+    attn_trainer_events ea = {&pa, probe_stop, probe_step, probe_eval};
+    attn_trainer_events eb = {&pb, probe_stop, probe_step, probe_eval};
+    attn_trainer_events ew = {&pw, probe_stop, probe_step, probe_eval};
+    attn_train_result res;
+    cr_assert_eq(attn_trainer_init(&a, &m, &t, 0, text, n, &err), ATTN_OK, "%s", err.msg);
+    cr_assert_eq(attn_trainer_run(&a, dir, 0, &ea, &res, &err), ATTN_OK, "%s", err.msg);
+    cr_expect_eq(res.stopped, 1);
+    cr_expect_eq(a.step, 7);
+    cr_expect_eq(pa.n_steps, 7);
+    cr_expect_eq(pa.n_evals, 2);
+    cr_expect(pa.eval_steps[0] == 0 && pa.eval_steps[1] == 5);
+    int64_t saved = -1;
+    cr_assert(attn_ckpt_exists(dir, &saved));
+    cr_expect_eq(saved, 7, "the stop saved step %lld", (long long)saved);
+    cr_assert_eq(attn_trainer_init(&b, &m, &t, 0, text, n, &err), ATTN_OK);
+    cr_assert_eq(attn_trainer_resume(&b, dir, &err), ATTN_OK, "%s", err.msg);
+    cr_assert_eq(attn_trainer_run(&b, dir, 1, &eb, &res, &err), ATTN_OK, "%s", err.msg);
+    cr_expect_eq(res.stopped, 0);
+    cr_expect_eq(res.start_step, 7);
+    cr_expect_eq(b.step, 12);
+    cr_expect_eq(pb.n_steps, 5);
+    cr_expect(pb.n_evals == 2 && pb.eval_steps[0] == 10 && pb.eval_steps[1] == 12);
+    cr_expect(attn_ckpt_exists(dir, &saved) && saved == 12);
+    cr_assert_eq(attn_trainer_init(&whole, &m, &t, 0, text, n, &err), ATTN_OK);
+    cr_assert_eq(attn_trainer_run(&whole, NULL, 0, &ew, &res, &err), ATTN_OK, "%s", err.msg);
+    cr_expect(pw.n_steps == 12 && pw.n_evals == 4);
+    const attn_param_list *pb_ = attn_gpt_params(&b.model), *pw_ = attn_gpt_params(&whole.model);
+    for (int i = 0; i < pb_->count; i++)
+        cr_expect(memcmp(pb_->items[i].data, pw_->items[i].data,
+                         pb_->items[i].numel * sizeof(float)) == 0,
+                  "%s differs", pb_->items[i].name);
+    attn_trainer_free(&a);
+    attn_trainer_free(&b);
+    attn_trainer_free(&whole);
+    free(text);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    cr_expect_eq(system(cmd), 0);
 }

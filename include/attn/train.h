@@ -210,6 +210,53 @@ attn_status attn_trainer_save(const attn_trainer *tr, const char *dir, attn_erro
  * batch loss with the evaluations on top), both atomically. */
 attn_status attn_trainer_write_loss_files(const attn_trainer *tr, const char *dir, attn_error *err);
 
+/* ------------------------------------------------------ the training loop */
+
+/* What a step's progress report holds (attn_trainer_events.on_step). */
+typedef struct attn_train_progress {
+    attn_train_record rec; /* the step just taken */
+    int64_t start_step;    /* tr->step when attn_trainer_run began */
+    double step_s;         /* seconds of this step */
+    double step_comm_s;    /* seconds of it inside MPI */
+    double train_s;        /* seconds in steps since the run began */
+    double tokens_per_s;   /* over the steps since the run began */
+    double eta_s;          /* to max_steps at that rate */
+} attn_train_progress;
+
+/* Callbacks of attn_trainer_run, each may be NULL; called on every rank
+ * (attn_dist): a program prints on rank 0 only. */
+typedef struct attn_trainer_events {
+    void *user;
+    /* Polled before each step: nonzero asks the run to save and stop. The
+     * ranks agree (attn_dist_any), so all stop after the same step. */
+    int (*should_stop)(void *user, const attn_trainer *tr);
+    void (*on_step)(void *user, const attn_trainer *tr, const attn_train_progress *p);
+    void (*on_eval)(void *user, const attn_trainer *tr, const attn_eval_record *ev);
+} attn_trainer_events;
+
+/* How a run ended (attn_trainer_run's *result). */
+typedef struct attn_train_result {
+    int stopped;         /* 1: a stop request ended it before max_steps */
+    int64_t start_step;  /* tr->step when the run began */
+    double wall_s;       /* the whole run, evaluations and saves included */
+    double train_s;      /* in steps */
+    double comm_s;       /* in MPI during steps (rank's own) */
+    uint64_t comm_bytes; /* sent + received during steps */
+    double tokens_per_s; /* over train_s */
+} attn_train_result;
+
+/* The loop's rhythm, from tr->step to tcfg.max_steps: an evaluation first
+ * when the run is fresh (step 0, !resumed); then steps; an evaluation every
+ * eval_interval steps and at max_steps; a checkpoint (attn_trainer_save,
+ * then attn_trainer_write_loss_files) into out after every evaluation,
+ * every checkpoint_interval steps, and when the run ends or is stopped
+ * unless the state on disk is already current (resumed = the checkpoint in
+ * out is tr's state). Under attn_dist only rank 0 writes; out NULL = no
+ * files. A stop request leaves ATTN_OK with result->stopped = 1. */
+attn_status attn_trainer_run(attn_trainer *tr, const char *out, int resumed,
+                             const attn_trainer_events *events, attn_train_result *result,
+                             attn_error *err);
+
 /* ------------------------------------------------------ loading a model */
 
 /* Load dir/model.safetensors (or a .safetensors path) into a freshly

@@ -1,0 +1,184 @@
+/* The loss report of a run: DIR/loss.csv and DIR/loss.svg (see attn/train.h). */
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn/fileio.h"
+#include "attn/train.h"
+
+#define PATH_BUF 4096
+
+static int join(char *out, const char *dir, const char *file) {
+    int k = snprintf(out, PATH_BUF, "%s/%s", dir, file);
+    return k < 0 || k >= PATH_BUF ? -1 : 0;
+}
+
+/* ------------------------------------------------------ loss.csv / svg */
+
+static attn_status buf_printf(char **buf, size_t *len, size_t *cap, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+
+static attn_status buf_printf(char **buf, size_t *len, size_t *cap, const char *fmt, ...) {
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int k = vsnprintf(*buf ? *buf + *len : NULL, *buf ? *cap - *len : 0, fmt, ap);
+        va_end(ap);
+        if (k < 0) return ATTN_ERR_IO;
+        if (*buf && *len + (size_t)k < *cap) {
+            *len += (size_t)k;
+            return ATTN_OK;
+        }
+        size_t ncap = (*cap ? *cap * 2 : 4096) + (size_t)k;
+        char *nb = realloc(*buf, ncap);
+        if (!nb) return ATTN_ERR_NOMEM;
+        *buf = nb;
+        *cap = ncap;
+    }
+}
+
+static attn_status write_csv(const attn_trainer *tr, const char *path, attn_error *err) {
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    attn_status s = buf_printf(&buf, &len, &cap, "step,loss,lr,grad_norm,train_loss,val_loss\n");
+    size_t e = 0;
+    for (size_t i = 0; !s && (i < tr->n_hist || e < tr->n_evals);) {
+        int64_t hstep = i < tr->n_hist ? tr->hist[i].step : INT64_MAX;
+        int64_t estep = e < tr->n_evals ? tr->evals[e].step : INT64_MAX;
+        int64_t step = hstep < estep ? hstep : estep;
+        s = buf_printf(&buf, &len, &cap, "%" PRId64 ",", step);
+        if (!s && hstep == step) {
+            const attn_train_record *r = &tr->hist[i++];
+            s = buf_printf(&buf, &len, &cap, "%.9g,%.9g,%.9g,", (double)r->loss, (double)r->lr,
+                           (double)r->grad_norm);
+        } else if (!s) {
+            s = buf_printf(&buf, &len, &cap, ",,,");
+        }
+        if (!s && estep == step) {
+            const attn_eval_record *r = &tr->evals[e++];
+            s = buf_printf(&buf, &len, &cap, "%.9g,%.9g\n", (double)r->train_loss,
+                           (double)r->val_loss);
+        } else if (!s) {
+            s = buf_printf(&buf, &len, &cap, ",\n");
+        }
+    }
+    if (s)
+        s = attn_fail(err, s, "out of memory formatting %s", path);
+    else
+        s = attn_file_write_atomic(path, buf, len, err);
+    free(buf);
+    return s;
+}
+
+/* A self-contained SVG line chart: batch loss (thin), eval train/val (bold). */
+static attn_status write_svg(const attn_trainer *tr, const char *path, attn_error *err) {
+    const double W = 800, H = 450, L = 70, R = 20, TOP = 40, BOT = 50;
+    double x_max = (double)tr->tcfg.max_steps, y_min = INFINITY, y_max = -INFINITY;
+    for (size_t i = 0; i < tr->n_hist; i++) {
+        double v = tr->hist[i].loss;
+        if (isfinite(v)) y_min = fmin(y_min, v), y_max = fmax(y_max, v);
+    }
+    for (size_t i = 0; i < tr->n_evals; i++) {
+        double a = tr->evals[i].train_loss, b = tr->evals[i].val_loss;
+        if (isfinite(a)) y_min = fmin(y_min, a), y_max = fmax(y_max, a);
+        if (isfinite(b)) y_min = fmin(y_min, b), y_max = fmax(y_max, b);
+    }
+    if (!isfinite(y_min)) y_min = 0, y_max = 1;
+    y_min = floor(y_min * 2) / 2;
+    y_max = ceil(y_max * 2) / 2;
+    if (y_max <= y_min) y_max = y_min + 0.5;
+    if (x_max < 1) x_max = 1;
+#define SX(x) (L + (W - L - R) * (double)(x) / x_max)
+#define SY(y) (TOP + (H - TOP - BOT) * (1.0 - ((double)(y)-y_min) / (y_max - y_min)))
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    attn_status s =
+        buf_printf(&buf, &len, &cap,
+                   "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%g\" height=\"%g\" "
+                   "viewBox=\"0 0 %g %g\" font-family=\"sans-serif\" font-size=\"12\">\n"
+                   "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n"
+                   "<text x=\"%g\" y=\"24\" text-anchor=\"middle\" font-size=\"15\">attn train: "
+                   "cross-entropy loss</text>\n",
+                   W, H, W, H, W / 2);
+    /* Grid and ticks: 5 on each axis. */
+    for (int i = 0; i <= 5 && !s; i++) {
+        double yv = y_min + (y_max - y_min) * i / 5, xv = x_max * i / 5;
+        s = buf_printf(&buf, &len, &cap,
+                       "<line x1=\"%g\" y1=\"%.1f\" x2=\"%g\" y2=\"%.1f\" stroke=\"#ddd\"/>\n"
+                       "<text x=\"%g\" y=\"%.1f\" text-anchor=\"end\">%.2f</text>\n"
+                       "<line x1=\"%.1f\" y1=\"%g\" x2=\"%.1f\" y2=\"%g\" stroke=\"#ddd\"/>\n"
+                       "<text x=\"%.1f\" y=\"%g\" text-anchor=\"middle\">%.0f</text>\n",
+                       L, SY(yv), W - R, SY(yv), L - 6, SY(yv) + 4, yv, SX(xv), TOP, SX(xv),
+                       H - BOT, SX(xv), H - BOT + 18, xv);
+    }
+    if (!s)
+        s = buf_printf(&buf, &len, &cap,
+                       "<rect x=\"%g\" y=\"%g\" width=\"%g\" height=\"%g\" fill=\"none\" "
+                       "stroke=\"#333\"/>\n"
+                       "<text x=\"%g\" y=\"%g\" text-anchor=\"middle\">step</text>\n"
+                       "<text x=\"16\" y=\"%g\" text-anchor=\"middle\" "
+                       "transform=\"rotate(-90 16 %g)\">loss</text>\n",
+                       L, TOP, W - L - R, H - TOP - BOT, (L + W - R) / 2, H - 10,
+                       (TOP + H - BOT) / 2, (TOP + H - BOT) / 2);
+    if (!s && tr->n_hist) {
+        s = buf_printf(&buf, &len, &cap,
+                       "<polyline fill=\"none\" stroke=\"#9ecae1\" stroke-width=\"1\" points=\"");
+        for (size_t i = 0; i < tr->n_hist && !s; i++)
+            if (isfinite(tr->hist[i].loss))
+                s = buf_printf(&buf, &len, &cap, "%.1f,%.1f ", SX(tr->hist[i].step),
+                               SY(tr->hist[i].loss));
+        if (!s) s = buf_printf(&buf, &len, &cap, "\"/>\n");
+    }
+    const char *colors[2] = {"#08519c", "#e6550d"};
+    for (int which = 0; which < 2 && !s && tr->n_evals; which++) {
+        s = buf_printf(&buf, &len, &cap,
+                       "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" points=\"",
+                       colors[which]);
+        for (size_t i = 0; i < tr->n_evals && !s; i++) {
+            float v = which ? tr->evals[i].val_loss : tr->evals[i].train_loss;
+            s = buf_printf(&buf, &len, &cap, "%.1f,%.1f ", SX(tr->evals[i].step), SY(v));
+        }
+        if (!s) s = buf_printf(&buf, &len, &cap, "\"/>\n");
+        for (size_t i = 0; i < tr->n_evals && !s; i++) {
+            float v = which ? tr->evals[i].val_loss : tr->evals[i].train_loss;
+            s = buf_printf(&buf, &len, &cap,
+                           "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>\n",
+                           SX(tr->evals[i].step), SY(v), colors[which]);
+        }
+    }
+    /* Legend. */
+    const char *labels[3] = {"batch loss", "train loss (eval)", "val loss (eval)"};
+    const char *lc[3] = {"#9ecae1", "#08519c", "#e6550d"};
+    for (int i = 0; i < 3 && !s; i++)
+        s = buf_printf(&buf, &len, &cap,
+                       "<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"%s\" "
+                       "stroke-width=\"3\"/><text x=\"%g\" y=\"%g\">%s</text>\n",
+                       W - R - 170, TOP + 16 + 18.0 * i, W - R - 145, TOP + 16 + 18.0 * i, lc[i],
+                       W - R - 138, TOP + 20 + 18.0 * i, labels[i]);
+    if (!s) s = buf_printf(&buf, &len, &cap, "</svg>\n");
+#undef SX
+#undef SY
+    if (s)
+        s = attn_fail(err, s, "out of memory formatting %s", path);
+    else
+        s = attn_file_write_atomic(path, buf, len, err);
+    free(buf);
+    return s;
+}
+
+attn_status attn_trainer_write_loss_files(const attn_trainer *tr, const char *dir,
+                                          attn_error *err) {
+    char path[PATH_BUF];
+    if (join(path, dir, "loss.csv"))
+        return attn_fail(err, ATTN_ERR_IO, "output directory path is too long");
+    attn_status s = write_csv(tr, path, err);
+    if (s) return s;
+    join(path, dir, "loss.svg");
+    return write_svg(tr, path, err);
+}
