@@ -76,9 +76,15 @@ static attn_status write_csv(const attn_trainer *tr, const char *path, attn_erro
     return s;
 }
 
-/* A self-contained SVG line chart: batch loss (thin), eval train/val (bold). */
+/* A self-contained SVG chart: batch loss (thin line), evaluations of the
+ * train and val loss as points (they are sparse: no lines between them),
+ * and the learning rate (dashed) against a right-hand axis. */
 static attn_status write_svg(const attn_trainer *tr, const char *path, attn_error *err) {
-    const double W = 800, H = 450, L = 70, R = 20, TOP = 40, BOT = 50;
+    const double W = 800, H = 450, L = 70, R = 70, TOP = 40, BOT = 50;
+    double lr_max = 0;
+    for (size_t i = 0; i < tr->n_hist; i++)
+        if (isfinite(tr->hist[i].lr)) lr_max = fmax(lr_max, tr->hist[i].lr);
+    if (!(lr_max > 0)) lr_max = tr->tcfg.learning_rate > 0 ? tr->tcfg.learning_rate : 1;
     double x_max = (double)tr->tcfg.max_steps, y_min = INFINITY, y_max = -INFINITY;
     for (size_t i = 0; i < tr->n_hist; i++) {
         double v = tr->hist[i].loss;
@@ -96,6 +102,7 @@ static attn_status write_svg(const attn_trainer *tr, const char *path, attn_erro
     if (x_max < 1) x_max = 1;
 #define SX(x) (L + (W - L - R) * (double)(x) / x_max)
 #define SY(y) (TOP + (H - TOP - BOT) * (1.0 - ((double)(y)-y_min) / (y_max - y_min)))
+#define SLR(v) (TOP + (H - TOP - BOT) * (1.0 - (double)(v) / lr_max))
     char *buf = NULL;
     size_t len = 0, cap = 0;
     attn_status s =
@@ -116,6 +123,10 @@ static attn_status write_svg(const attn_trainer *tr, const char *path, attn_erro
                        "<text x=\"%.1f\" y=\"%g\" text-anchor=\"middle\">%.0f</text>\n",
                        L, SY(yv), W - R, SY(yv), L - 6, SY(yv) + 4, yv, SX(xv), TOP, SX(xv),
                        H - BOT, SX(xv), H - BOT + 18, xv);
+        if (!s)
+            s = buf_printf(&buf, &len, &cap,
+                           "<text x=\"%g\" y=\"%.1f\" fill=\"#31a354\">%.2g</text>\n", W - R + 6,
+                           SLR(lr_max * i / 5) + 4, lr_max * i / 5);
     }
     if (!s)
         s = buf_printf(&buf, &len, &cap,
@@ -123,9 +134,12 @@ static attn_status write_svg(const attn_trainer *tr, const char *path, attn_erro
                        "stroke=\"#333\"/>\n"
                        "<text x=\"%g\" y=\"%g\" text-anchor=\"middle\">step</text>\n"
                        "<text x=\"16\" y=\"%g\" text-anchor=\"middle\" "
-                       "transform=\"rotate(-90 16 %g)\">loss</text>\n",
+                       "transform=\"rotate(-90 16 %g)\">loss</text>\n"
+                       "<text x=\"%g\" y=\"%g\" text-anchor=\"middle\" fill=\"#31a354\" "
+                       "transform=\"rotate(90 %g %g)\">learning rate</text>\n",
                        L, TOP, W - L - R, H - TOP - BOT, (L + W - R) / 2, H - 10,
-                       (TOP + H - BOT) / 2, (TOP + H - BOT) / 2);
+                       (TOP + H - BOT) / 2, (TOP + H - BOT) / 2, W - 12, (TOP + H - BOT) / 2,
+                       W - 12, (TOP + H - BOT) / 2);
     if (!s && tr->n_hist) {
         s = buf_printf(&buf, &len, &cap,
                        "<polyline fill=\"none\" stroke=\"#9ecae1\" stroke-width=\"1\" points=\"");
@@ -135,27 +149,30 @@ static attn_status write_svg(const attn_trainer *tr, const char *path, attn_erro
                                SY(tr->hist[i].loss));
         if (!s) s = buf_printf(&buf, &len, &cap, "\"/>\n");
     }
-    const char *colors[2] = {"#08519c", "#e6550d"};
-    for (int which = 0; which < 2 && !s && tr->n_evals; which++) {
+    if (!s && tr->n_hist) {
         s = buf_printf(&buf, &len, &cap,
-                       "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" points=\"",
-                       colors[which]);
-        for (size_t i = 0; i < tr->n_evals && !s; i++) {
-            float v = which ? tr->evals[i].val_loss : tr->evals[i].train_loss;
-            s = buf_printf(&buf, &len, &cap, "%.1f,%.1f ", SX(tr->evals[i].step), SY(v));
-        }
+                       "<polyline class=\"lr\" fill=\"none\" stroke=\"#31a354\" "
+                       "stroke-width=\"1.5\" stroke-dasharray=\"5,3\" points=\"");
+        for (size_t i = 0; i < tr->n_hist && !s; i++)
+            if (isfinite(tr->hist[i].lr))
+                s = buf_printf(&buf, &len, &cap, "%.1f,%.1f ", SX(tr->hist[i].step),
+                               SLR(tr->hist[i].lr));
         if (!s) s = buf_printf(&buf, &len, &cap, "\"/>\n");
+    }
+    const char *colors[2] = {"#08519c", "#e6550d"};
+    for (int which = 0; which < 2 && !s && tr->n_evals; which++)
         for (size_t i = 0; i < tr->n_evals && !s; i++) {
             float v = which ? tr->evals[i].val_loss : tr->evals[i].train_loss;
-            s = buf_printf(&buf, &len, &cap,
-                           "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>\n",
-                           SX(tr->evals[i].step), SY(v), colors[which]);
+            if (isfinite(v))
+                s = buf_printf(&buf, &len, &cap,
+                               "<circle class=\"eval\" cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" "
+                               "fill=\"%s\"/>\n",
+                               SX(tr->evals[i].step), SY(v), colors[which]);
         }
-    }
     /* Legend. */
-    const char *labels[3] = {"batch loss", "train loss (eval)", "val loss (eval)"};
-    const char *lc[3] = {"#9ecae1", "#08519c", "#e6550d"};
-    for (int i = 0; i < 3 && !s; i++)
+    const char *labels[4] = {"batch loss", "train loss (eval)", "val loss (eval)", "learning rate"};
+    const char *lc[4] = {"#9ecae1", "#08519c", "#e6550d", "#31a354"};
+    for (int i = 0; i < 4 && !s; i++)
         s = buf_printf(&buf, &len, &cap,
                        "<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"%s\" "
                        "stroke-width=\"3\"/><text x=\"%g\" y=\"%g\">%s</text>\n",
@@ -164,6 +181,7 @@ static attn_status write_svg(const attn_trainer *tr, const char *path, attn_erro
     if (!s) s = buf_printf(&buf, &len, &cap, "</svg>\n");
 #undef SX
 #undef SY
+#undef SLR
     if (s)
         s = attn_fail(err, s, "out of memory formatting %s", path);
     else

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "attn/checkpoint.h"
+#include "attn/fileio.h"
 #include "attn/train.h"
 
 Test(train, config_json_mixes_model_and_training_keys) {
@@ -233,6 +234,22 @@ Test(train, run_stops_on_request_saves_and_resumes_bit_for_bit) {
         cr_expect(memcmp(pb_->items[i].data, pw_->items[i].data,
                          pb_->items[i].numel * sizeof(float)) == 0,
                   "%s differs", pb_->items[i].name);
+    /* loss.svg: the 4 evaluations as 8 points (train, val), no line
+     * joining them, and the lr curve. */
+    cr_assert_eq(attn_trainer_write_loss_files(&whole, dir, &err), ATTN_OK, "%s", err.msg);
+    char svgp[512], *svg = NULL;
+    size_t svgn = 0;
+    snprintf(svgp, sizeof svgp, "%s/loss.svg", dir);
+    cr_assert_eq(attn_file_read_all(svgp, 0, (void **)&svg, &svgn, &err), ATTN_OK);
+    int points = 0, lr_lines = 0;
+    for (const char *q = svg; (q = strstr(q, "<circle class=\"eval\"")); q++)
+        points++;
+    for (const char *q = svg; (q = strstr(q, "<polyline class=\"lr\"")); q++)
+        lr_lines++;
+    cr_expect_eq(points, 8);
+    cr_expect_eq(lr_lines, 1);
+    cr_expect(strstr(svg, "stroke-width=\"2\" points") == NULL, "eval points joined by a line");
+    free(svg);
     attn_trainer_free(&a);
     attn_trainer_free(&b);
     attn_trainer_free(&whole);

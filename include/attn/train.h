@@ -206,8 +206,8 @@ attn_status attn_trainer_evaluate(attn_trainer *tr, attn_eval_record *rec, attn_
 attn_status attn_trainer_save(const attn_trainer *tr, const char *dir, attn_error *err);
 
 /* dir/loss.csv (step,loss,lr,grad_norm,train_loss,val_loss; eval columns
- * empty where no evaluation happened) and dir/loss.svg (a line plot of the
- * batch loss with the evaluations on top), both atomically. */
+ * empty where no evaluation happened) and dir/loss.svg (the batch loss as a
+ * line, the evaluations as points, the learning rate on a right-hand axis), both atomically. */
 attn_status attn_trainer_write_loss_files(const attn_trainer *tr, const char *dir, attn_error *err);
 
 /* ------------------------------------------------------ the training loop */
