@@ -3,7 +3,7 @@
  * loss.svg in the output directory, Ctrl-C saves and exits, --resume
  * continues bit for bit. Under mpirun every rank runs this; rank 0 alone
  * prints and writes (attn/dist.h). */
-#define _POSIX_C_SOURCE 200809L /* sigaction, clock_gettime, mkdtemp */
+#define _DEFAULT_SOURCE /* TIOCGWINSZ, with sigaction, clock_gettime */
 
 #include <cblas.h>
 #include <errno.h>
@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -108,16 +109,58 @@ static void fmt_eta(double s, char *out, size_t n) {
         snprintf(out, n, "%ld:%02ld", t / 60, t % 60);
 }
 
-static void progress(int64_t step, int64_t max, float loss, double tok_s, double eta) {
-    const int width = 30;
-    int fill = (int)((double)step / (double)max * width);
-    char bar[64], e[32];
-    for (int i = 0; i < width; i++)
-        bar[i] = i < fill ? '#' : '.';
-    bar[width] = '\0';
+/* Terminal width: the tty's (TIOCGWINSZ), else $COLUMNS, else 80. */
+static int term_columns(void) {
+    struct winsize ws;
+    if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) return ws.ws_col;
+    const char *c = getenv("COLUMNS");
+    int n = c ? atoi(c) : 0;
+    return n > 0 ? n : 80;
+}
+
+/* One progress line that never reaches the last column (no wrapping):
+ * "[#####.....] step 40/2000 | loss 2.3456 | lr 2.0e-03 | 12345 tok/s |
+ * 0:12<1:23" (elapsed<ETA), squeezed on narrow terminals: shorter
+ * separators, then no bar, then fewer fields, then cut. */
+static void progress(int cols, int64_t step, int64_t max, float loss, double lr, double tok_s,
+                     double elapsed, double eta) {
+    char f[5][64], el[24], e[24];
+    fmt_eta(elapsed, el, sizeof el);
     fmt_eta(eta, e, sizeof e);
-    printf("\r[%s] step %" PRId64 "/%" PRId64 " | loss %.4f | %.0f tok/s | ETA %s \033[K", bar,
-           step, max, (double)loss, tok_s, e);
+    snprintf(f[0], sizeof f[0], "step %" PRId64 "/%" PRId64, step, max);
+    snprintf(f[1], sizeof f[1], "loss %.4f", (double)loss);
+    snprintf(f[2], sizeof f[2], "%s<%s", el, e);
+    snprintf(f[3], sizeof f[3], "%.0f tok/s", tok_s);
+    snprintf(f[4], sizeof f[4], "lr %.1e", lr);
+    const int order[5] = {0, 1, 4, 3, 2}; /* printed order; dropped from the end */
+    const int room = cols - 1;
+    char text[256];
+    int nf = 5, len = 0;
+    const char *sep = " | ";
+    for (;;) {
+        len = 0;
+        text[0] = '\0';
+        for (int i = 0; i < nf; i++)
+            len +=
+                snprintf(text + len, sizeof text - (size_t)len, "%s%s", i ? sep : "", f[order[i]]);
+        if (len <= room || nf == 1) break;
+        if (sep[1] == '|')
+            sep = " ";
+        else
+            nf--;
+    }
+    char bar[160];
+    int width = room - len - 3; /* "[" bar "] " */
+    if (width > 40) width = 40;
+    if (width >= 8) {
+        int fill = (int)((double)step / (double)max * width);
+        for (int i = 0; i < width; i++)
+            bar[i] = i < fill ? '#' : '.';
+        bar[width] = '\0';
+        printf("\r[%s] %s\033[K", bar, text);
+    } else {
+        printf("\r%.*s\033[K", room > 0 ? room : 0, text);
+    }
     fflush(stdout);
 }
 
@@ -147,8 +190,8 @@ static attn_status check_ranks(attn_dist *dist, const attn_trainer *tr, attn_err
  * mpirun hands ranks a pseudo-terminal even when its output is a file: log
  * lines there (tty only for one process). */
 typedef struct {
-    int tty, lead, bar_shown;
-    double last_bar;
+    int tty, lead, bar_shown, cols;
+    double last_bar, t_start;
     int64_t interrupt_after, kill_rank, kill_after;
 } train_view;
 
@@ -168,7 +211,8 @@ static void on_step(void *user, const attn_trainer *tr, const attn_train_progres
     if (v->tty) {
         double t = now_s();
         if (t - v->last_bar > 0.1 || tr->step == max) {
-            progress(tr->step, max, p->rec.loss, p->tokens_per_s, p->eta_s);
+            progress(v->cols, tr->step, max, p->rec.loss, p->rec.lr, p->tokens_per_s,
+                     t - v->t_start, p->eta_s);
             v->last_bar = t;
             v->bar_shown = 1;
         }
@@ -546,6 +590,8 @@ static int train_run(int argc, char **argv, attn_dist *dist, attn_run_lock *lock
 
     train_view view = {.tty = lead && dist->size == 1 && isatty(STDOUT_FILENO),
                        .lead = lead,
+                       .cols = term_columns(),
+                       .t_start = now_s(),
                        .interrupt_after = interrupt_after,
                        .kill_rank = kill_rank,
                        .kill_after = kill_after};
