@@ -49,7 +49,9 @@ static void train_usage(FILE *out) {
             "  grad_clip, eval_interval, eval_iters, log_interval, checkpoint_interval,\n"
             "  seed). --lr X sets the peak rate and min_lr = X/10.\n"
             "  Writes DIR/model.safetensors, DIR/train_state.safetensors, DIR/loss.csv and\n"
-            "  DIR/loss.svg (DIR defaults to runs/<preset>); checkpoints at every eval,\n"
+            "  DIR/loss.svg (DIR defaults to runs/<preset>), and in DIR/best/ the\n"
+            "  checkpoint of the lowest val loss so far (attn generate --checkpoint\n"
+            "  DIR/best samples from it); checkpoints at every eval,\n"
             "  every --checkpoint-interval steps, at the end and on Ctrl-C, SIGTERM or\n"
             "  SIGHUP; each checkpoint is committed whole (DIR/ckpt-<step>, DIR/latest).\n"
             "  --resume continues the run in DIR exactly where it stopped; a DIR that\n"
@@ -509,13 +511,20 @@ static int train_run(int argc, char **argv, attn_dist *dist, attn_run_lock *lock
                     "loss.svg are replaced at the first save\n",
                     out, at);
         }
-        int removed = 0;
-        if (attn_ckpt_clean_stale(out, &removed, &err))
-            fprintf(stderr, "attn train: warning: %s\n", err.msg);
-        else if (removed)
-            fprintf(stderr,
-                    "attn train: removed %d stale temporary file(s) from an earlier run in %s\n",
-                    removed, out);
+        char best[4200];
+        snprintf(best, sizeof best, "%s/%s", out, ATTN_CKPT_BEST);
+        const char *dirs[2] = {out, best};
+        for (int d = 0; d < 2; d++) {
+            int removed = 0;
+            if (d == 1 && access(best, F_OK) != 0) break;
+            if (attn_ckpt_clean_stale(dirs[d], &removed, &err))
+                fprintf(stderr, "attn train: warning: %s\n", err.msg);
+            else if (removed)
+                fprintf(stderr,
+                        "attn train: removed %d stale temporary file(s) from an earlier run in "
+                        "%s\n",
+                        removed, dirs[d]);
+        }
     }
     attn_trainer tr;
     attn_status s = attn_trainer_init(&tr, &mcfg, &tcfg, vocab_given, text, n, &err);

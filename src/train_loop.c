@@ -2,8 +2,12 @@
  * requests (see attn_trainer_run in attn/train.h). */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 
+#include <errno.h>
 #include <math.h>
 #include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "attn/train.h"
@@ -19,6 +23,23 @@ static attn_status save(const attn_trainer *tr, const char *out, attn_error *err
     if (!out || (tr->dist && tr->dist->rank != 0)) return ATTN_OK;
     attn_status s = attn_trainer_save(tr, out, err);
     return s ? s : attn_trainer_write_loss_files(tr, out, err);
+}
+
+/* After an evaluation at step > 0 that beats every earlier one on val
+ * loss: its checkpoint into out/best (rank 0). */
+static attn_status save_best(const attn_trainer *tr, const char *out, attn_error *err) {
+    if (!out || (tr->dist && tr->dist->rank != 0) || tr->n_evals == 0) return ATTN_OK;
+    const attn_eval_record *now = &tr->evals[tr->n_evals - 1];
+    if (now->step == 0 || !isfinite(now->val_loss)) return ATTN_OK;
+    for (size_t i = 0; i + 1 < tr->n_evals; i++)
+        if (tr->evals[i].step > 0 && !(now->val_loss < tr->evals[i].val_loss)) return ATTN_OK;
+    char best[4096];
+    int k = snprintf(best, sizeof best, "%s/" ATTN_CKPT_BEST, out);
+    if (k < 0 || k >= (int)sizeof best)
+        return attn_fail(err, ATTN_ERR_IO, "output directory path is too long");
+    if (mkdir(best, 0777) != 0 && errno != EEXIST)
+        return attn_fail(err, ATTN_ERR_IO, "cannot create %s: %s", best, strerror(errno));
+    return attn_trainer_save(tr, best, err);
 }
 
 attn_status attn_trainer_run(attn_trainer *tr, const char *out, int resumed,
@@ -63,6 +84,7 @@ attn_status attn_trainer_run(attn_trainer *tr, const char *out, int resumed,
         if (did_eval) {
             if ((s = attn_trainer_evaluate(tr, &er, err))) return s;
             if (ev->on_eval) ev->on_eval(ev->user, tr, &er);
+            if ((s = save_best(tr, out, err))) return s;
         }
         if (did_eval || (c->checkpoint_interval > 0 && tr->step % c->checkpoint_interval == 0)) {
             if ((s = save(tr, out, err))) return s;

@@ -67,6 +67,7 @@ struct cJSON;
 
 #define ATTN_CKPT_MODEL "model.safetensors"
 #define ATTN_CKPT_STATE "train_state.safetensors"
+#define ATTN_CKPT_BEST "best" /* attn_trainer_run: the best-val checkpoint, out/best */
 
 typedef struct attn_train_config {
     int batch_size;
@@ -251,8 +252,11 @@ typedef struct attn_train_result {
  * then attn_trainer_write_loss_files) into out after every evaluation,
  * every checkpoint_interval steps, and when the run ends or is stopped
  * unless the state on disk is already current (resumed = the checkpoint in
- * out is tr's state). Under attn_dist only rank 0 writes; out NULL = no
- * files. A stop request leaves ATTN_OK with result->stopped = 1. */
+ * out is tr's state). An evaluation after step 0 whose val loss is below
+ * every earlier one's also saves its checkpoint into out/best (ATTN_CKPT_BEST,
+ * the same crash-safe layout; attn_gpt_load_checkpoint reads it). Under
+ * attn_dist only rank 0 writes; out NULL = no files. A stop request leaves ATTN_OK with
+ * result->stopped = 1. */
 attn_status attn_trainer_run(attn_trainer *tr, const char *out, int resumed,
                              const attn_trainer_events *events, attn_train_result *result,
                              attn_error *err);
