@@ -54,7 +54,9 @@ static void train_usage(FILE *out) {
             "  DIR/best samples from it); checkpoints at every eval,\n"
             "  every --checkpoint-interval steps, at the end and on Ctrl-C, SIGTERM or\n"
             "  SIGHUP; each checkpoint is committed whole (DIR/ckpt-<step>, DIR/latest).\n"
-            "  --resume continues the run in DIR exactly where it stopped; a DIR that\n"
+            "  --resume continues the run in DIR exactly where it stopped; with --steps N\n"
+            "  it trains to step N instead (a finished run goes on): the LR schedule keeps\n"
+            "  its old horizon, so steps past the old max_steps run at min_lr. A DIR that\n"
             "  already holds a checkpoint needs --resume or --force (start over, replacing\n"
             "  it at the first save). One run per DIR at a time (DIR/.lock).\n"
             "  --device cuda trains on the GPU (same checkpoint files; GPU dropout uses\n"
@@ -438,7 +440,18 @@ static int train_run(int argc, char **argv, attn_dist *dist, attn_run_lock *lock
             }
         }
     }
-    if (steps > 0) tcfg.max_steps = steps;
+    if (steps > 0 && resume) {
+        /* Longer or shorter than the saved run: its LR horizon stays. */
+        attn_gpt_config smc;
+        attn_train_config sv = tcfg;
+        if (fresh_base && attn_trainer_read_config(out, &smc, &sv, NULL, &err)) {
+            fprintf(stderr, "attn train: cannot resume: %s\n", err.msg);
+            return 1;
+        }
+        attn_train_config_extend(&tcfg, &sv, steps);
+    } else if (steps > 0) {
+        tcfg.max_steps = steps;
+    }
     if (batch > 0) tcfg.batch_size = (int)batch;
     if (lr > 0) {
         tcfg.learning_rate = lr;

@@ -505,11 +505,18 @@ attn_status attn_trainer_resume(attn_trainer *tr, const char *dir, attn_error *e
         attn_trainer tmp = *tr;
         tmp.mcfg = mc;
         tmp.tcfg = tc;
-        /* Only how often to print and save may change on resume. */
+        /* Only how often to print and save, and how long to train, may
+         * change on resume; the LR schedule must stay the same, so
+         * lr_decay_steps is compared as the horizon it stands for
+         * (attn_train_config_extend pins it). */
         tmp.tcfg.log_interval = tr->tcfg.log_interval;
         tmp.tcfg.checkpoint_interval = tr->tcfg.checkpoint_interval;
+        if (!tmp.tcfg.lr_decay_steps) tmp.tcfg.lr_decay_steps = tmp.tcfg.max_steps;
+        tmp.tcfg.max_steps = tr->tcfg.max_steps;
+        attn_trainer cur = *tr;
+        if (!cur.tcfg.lr_decay_steps) cur.tcfg.lr_decay_steps = cur.tcfg.max_steps;
         then = full_config_json(&tmp, err);
-        now = full_config_json(tr, err);
+        now = full_config_json(&cur, err);
         if (!then || !now) {
             s = attn_fail(err, ATTN_ERR_NOMEM, "out of memory comparing configs");
             goto out;
@@ -531,6 +538,12 @@ attn_status attn_trainer_resume(attn_trainer *tr, const char *dir, attn_error *e
         parse_u64(attn_safetensors_meta(&st, "corpus_bytes"), &bytes) || !hash) {
         s = attn_fail(err, ATTN_ERR_FORMAT, "%s: step/sampler/corpus metadata missing or bad",
                       path);
+        goto out;
+    }
+    if ((int64_t)step > tr->tcfg.max_steps) {
+        s = attn_fail(err, ATTN_ERR_INVALID_ARG,
+                      "cannot resume %s: it is at step %" PRIu64 ", beyond max_steps %" PRId64, dir,
+                      step, tr->tcfg.max_steps);
         goto out;
     }
     char hash_now[32];

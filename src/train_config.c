@@ -222,3 +222,10 @@ char *attn_train_config_to_json(const attn_train_config *c) {
     cJSON_Delete(o);
     return s;
 }
+
+void attn_train_config_extend(attn_train_config *c, const attn_train_config *saved,
+                              int64_t max_steps) {
+    if (max_steps != saved->max_steps && c->lr_decay_steps == 0)
+        c->lr_decay_steps = saved->lr_decay_steps ? saved->lr_decay_steps : saved->max_steps;
+    c->max_steps = max_steps;
+}

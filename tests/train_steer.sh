@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Steering a run (issue 9 item 5): the progress bar fits the terminal (no
 # wrapping at 40, 60 or 80 columns) and shows elapsed<ETA, tokens/s and lr;
-# the best-validation checkpoint is kept in DIR/best.
+# the best-validation checkpoint is kept in DIR/best; --resume --steps N
+# extends a run, the LR keeping its old horizon.
 # Usage: bash train_steer.sh <path-to-attn> <source-dir>
 set -u
 ATTN=$1
@@ -50,6 +51,32 @@ got=$("$ATTN" info "$tmp/best/best" 2>&1 | awk '$1 == "step" { print $2 }')
   bad "DIR/best step '$got', lowest val loss at '$want'"
 "$ATTN" generate --checkpoint "$tmp/best/best" --max-new-tokens 5 --seed 1 > /dev/null 2>&1 &&
   ok "generate reads DIR/best" || bad "generate --checkpoint DIR/best failed"
+
+# 3. --resume --steps N: a finished 40-step run goes on to 60; the LR keeps
+#    its 40-step horizon (steps past it at min_lr, 2e-4 from the tiny preset).
+#    A run stopped at step 17 and resumed with --steps 60 is the same run,
+#    bit for bit (loss.csv identical).
+train --out "$tmp/ext" > /dev/null 2>&1 || bad "40-step run failed"
+train --out "$tmp/ext" --resume --steps 60 > "$tmp/ext.log" 2> "$tmp/ext.err"; rc=$?
+last=$(tail -1 "$tmp/ext/loss.csv" | cut -d, -f1)
+lrs=$(awk -F, 'NR > 1 && $1 > 40 && $3 != "" { print $3 }' "$tmp/ext/loss.csv" | sort -u)
+[ $rc -eq 0 ] && [ "$last" = 60 ] && grep -q "^step 60: train loss" "$tmp/ext.log" &&
+  ok "--resume --steps 60 extends a finished 40-step run" ||
+  bad "extend: rc=$rc last=$last $(cat "$tmp/ext.err")"
+[ "$lrs" = "0.000199999995" ] && ok "steps past the old horizon run at min_lr" ||
+  bad "lr after step 40: $lrs"
+train --out "$tmp/ext2" --interrupt-after 17 > /dev/null 2>&1
+train --out "$tmp/ext2" --resume --steps 60 > /dev/null 2> "$tmp/ext2.err" ||
+  bad "resume --steps from a stopped run: $(cat "$tmp/ext2.err")"
+cmp -s "$tmp/ext/loss.csv" "$tmp/ext2/loss.csv" &&
+  ok "stopped at 17 then --steps 60 == finished at 40 then --steps 60 (bit for bit)" ||
+  bad "loss.csv differs: $(diff "$tmp/ext/loss.csv" "$tmp/ext2/loss.csv" | head -3)"
+"$ATTN" train --out "$tmp/ext" --resume --threads 1 > /dev/null 2> "$tmp/ext3.err" &&
+  ok "the extended run resumes again from its saved config" || bad "re-resume: $(cat "$tmp/ext3.err")"
+"$ATTN" train --out "$tmp/ext" --resume --steps 30 --threads 1 > /dev/null 2> "$tmp/ext4.err"
+rc=$?
+[ $rc -ne 0 ] && grep -q "at step 60, beyond max_steps 30" "$tmp/ext4.err" &&
+  ok "--steps below the current step is refused" || bad "rc=$rc $(cat "$tmp/ext4.err")"
 
 [ $fails -eq 0 ] && echo "all ok" || echo "$fails failed"
 exit $((fails > 0))

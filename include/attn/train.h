@@ -112,6 +112,15 @@ attn_status attn_train_config_apply_json(attn_gpt_config *model, attn_train_conf
 /* Range checks (batch_size >= 1, max_steps >= 1, lr > 0, ...). */
 attn_status attn_train_config_validate(const attn_train_config *cfg, attn_error *err);
 
+/* A resumed run trained to a new max_steps (longer or shorter): *c, the
+ * config to resume with, gets max_steps, and the LR schedule keeps the
+ * horizon of the run as *saved had it — lr_decay_steps 0 (= max_steps) is
+ * pinned to saved's max_steps — so the steps already taken keep their rates
+ * and steps past the old horizon run at min_lr (attn_lr_cosine is flat
+ * there). attn_trainer_resume accepts a config that differs only so. */
+void attn_train_config_extend(attn_train_config *c, const attn_train_config *saved,
+                              int64_t max_steps);
+
 /* The training config as compact JSON (malloc'd). */
 char *attn_train_config_to_json(const attn_train_config *cfg);
 
