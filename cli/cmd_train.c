@@ -39,7 +39,7 @@ static void train_usage(FILE *out) {
             "                  [--batch-size N] [--lr X] [--eval-interval N] [--eval-iters N]\n"
             "                  [--seed N] [--threads N] [--out DIR] [--checkpoint-interval N]\n"
             "                  [--log-interval N] [--grad-accum N] [--resume | --force]\n"
-            "                  [--device cpu|cuda] [--precision fp32|bf16]\n"
+            "                  [--device cpu|cuda] [--precision fp32|bf16] [--dry-run]\n"
             "  Trains the char-level GPT (the book's GPTModel) on FILE (default\n"
             "  data/tinyshakespeare.txt): vocabulary = its sorted characters, first 90%%\n"
             "  trains, last 10%% validates. Presets: tiny (default), nanogpt-cpu,\n"
@@ -66,6 +66,9 @@ static void train_usage(FILE *out) {
             "  (summed in a fixed order). Under `mpirun -np R` the N micro-batches (default\n"
             "  R; N a multiple of R) are split over the R ranks, bit for bit the same run\n"
             "  as one process with --grad-accum N; rank 0 prints and writes.\n"
+            "  --dry-run prints the resolved config, parameter count, memory, checkpoint\n"
+            "  size and a time estimate (matrix-product speed measured here), and exits.\n"
+            "  Runs above 10^15 operations (seed004: hours) print that estimate first.\n"
             "  (testing) --interrupt-after N behaves as if Ctrl-C came after step N;\n"
             "  --kill-rank R --kill-after N: rank R kills itself (SIGKILL) after step N.\n");
 }
@@ -166,6 +169,68 @@ static void progress(int cols, int64_t step, int64_t max, float loss, double lr,
         printf("\r%.*s\033[K", room > 0 ? room : 0, text);
     }
     fflush(stdout);
+}
+
+/* Seconds for the run's steps if it ran at the GEMM speed measured now on
+ * ranks processes (0 when unknown): a rough figure, slower on a busy
+ * machine. */
+static double plan_seconds(const attn_train_plan *p, int64_t steps, int threads, int ranks,
+                           double *gflops) {
+    *gflops = attn_train_probe_gflops(threads > 0 ? threads : 0) * (ranks > 0 ? ranks : 1);
+    return *gflops > 0 ? p->flops_per_step * (double)steps / (*gflops * 1e9) : 0;
+}
+
+static int print_plan(const attn_gpt_config *m, const attn_train_config *t, const char *preset,
+                      const char *data, size_t n, const char *out, int threads, int ranks) {
+    attn_train_plan p;
+    attn_train_plan_of(m, t, &p);
+    char *mj = NULL, *tj = attn_train_config_to_json(t);
+    attn_error err;
+    if (attn_gpt_config_to_json(m, &mj, &err) || !tj) {
+        fprintf(stderr, "attn train: out of memory\n");
+        free(tj);
+        return 1;
+    }
+    double gflops, sec = plan_seconds(&p, t->max_steps, threads, ranks, &gflops);
+    char eta[32];
+    fmt_eta(sec, eta, sizeof eta);
+    printf("attn train --dry-run: nothing is trained or written\n"
+           "preset      %s\n"
+           "model       %s\n"
+           "training    %s\n"
+           "corpus      %s (%zu bytes, vocabulary %d)\n"
+           "output      %s\n"
+           "parameters  %zu (%.2f M)\n"
+           "memory      ~%.1f MiB: weights, gradients, AdamW moments %.1f MiB + activations "
+           "~%.1f MiB\n"
+           "checkpoint  %.1f MiB per save\n"
+           "time        ~%s for %" PRId64 " steps (%.3g TFLOP at %.1f GFLOP/s, the speed of "
+           "matrix products measured now)\n",
+           preset ? preset : "saved config", mj, tj, data, n, m->vocab_size, out, p.n_params,
+           (double)p.n_params / 1e6, (p.state_bytes + p.act_bytes) / 1048576.0,
+           p.state_bytes / 1048576.0, p.act_bytes / 1048576.0, p.ckpt_bytes / 1048576.0, eta,
+           t->max_steps, p.flops_per_step * (double)t->max_steps / 1e12, gflops);
+    free(mj);
+    free(tj);
+    return 0;
+}
+
+/* Runs of seed004's size (over 10^15 floating-point operations, hours on
+ * a laptop) say what they will cost before they start. */
+static void warn_cost(const attn_gpt_config *m, const attn_train_config *t, int threads,
+                      int ranks) {
+    attn_train_plan p;
+    attn_train_plan_of(m, t, &p);
+    if (p.flops_per_step * (double)t->max_steps < 1e15) return;
+    double gflops, sec = plan_seconds(&p, t->max_steps, threads, ranks, &gflops);
+    char eta[32];
+    fmt_eta(sec, eta, sizeof eta);
+    fprintf(stderr,
+            "attn train: warning: a large run: %.1f M parameters, ~%.2f GB of memory, %.0f MB per "
+            "checkpoint, ~%s for %" PRId64 " steps here (%.1f GFLOP/s); Ctrl-C saves "
+            "and stops, --resume continues, --dry-run shows the plan\n",
+            (double)p.n_params / 1e6, (p.state_bytes + p.act_bytes) / 1e9, p.ckpt_bytes / 1e6, eta,
+            t->max_steps, gflops);
 }
 
 /* FNV-1a of this executable: ranks running different binaries are refused. */
@@ -298,7 +363,7 @@ static int train_run(int argc, char **argv, attn_dist *dist, attn_run_lock *lock
             kill_rank = -1, kill_after = -1;
     const int lead = dist->rank == 0;
     double lr = -1;
-    int resume = 0, force = 0;
+    int resume = 0, force = 0, dry_run = 0;
     attn_device device = ATTN_DEVICE_CPU;
     attn_precision precision = ATTN_PRECISION_FP32;
     for (int i = 1; i < argc; i++) {
@@ -313,6 +378,10 @@ static int train_run(int argc, char **argv, attn_dist *dist, attn_run_lock *lock
         }
         if (strcmp(a, "--force") == 0) {
             force = 1;
+            continue;
+        }
+        if (strcmp(a, "--dry-run") == 0) {
+            dry_run = 1;
             continue;
         }
         if (i + 1 >= argc) {
@@ -489,6 +558,22 @@ static int train_run(int argc, char **argv, attn_dist *dist, attn_run_lock *lock
         fprintf(stderr, "attn train: the corpus %s is empty\n", data);
         free(text);
         return 1;
+    }
+    if (dry_run || lead) {
+        attn_tokenizer tok;
+        attn_gpt_config pm = mcfg;
+        if (!vocab_given && attn_tokenizer_train(&tok, text, n, &err) == ATTN_OK) {
+            pm.vocab_size = tok.vocab_size;
+            attn_tokenizer_free(&tok);
+        }
+        if (dry_run) {
+            int rc =
+                !lead ? 0 : print_plan(&pm, &tcfg, preset, data, n, out, (int)threads, dist->size);
+            free(text);
+            *collective = 1;
+            return rc;
+        }
+        warn_cost(&pm, &tcfg, (int)threads, dist->size);
     }
     /* Output directory: create, lock and check it before spending time. Rank
      * 0 alone writes, so it alone locks and cleans. */

@@ -258,3 +258,25 @@ Test(train, run_stops_on_request_saves_and_resumes_bit_for_bit) {
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     cr_expect_eq(system(cmd), 0);
 }
+
+/* The plan's parameter count is the model's own, from the config alone. */
+Test(train, plan_counts_the_parameters_of_the_model) {
+    size_t n;
+    char *text = corpus(&n);
+    attn_gpt_config m;
+    attn_train_config t;
+    small_cfg(&m, &t);
+    for (int bias = 0; bias < 2; bias++) {
+        m.qkv_bias = bias;
+        attn_trainer a;
+        attn_error err;
+        cr_assert_eq(attn_trainer_init(&a, &m, &t, 0, text, n, &err), ATTN_OK, "%s", err.msg);
+        attn_train_plan p;
+        attn_train_plan_of(&a.mcfg, &a.tcfg, &p);
+        cr_expect_eq(p.n_params, attn_gpt_num_params(&a.model), "qkv_bias %d", bias);
+        cr_expect(p.ckpt_bytes == 12.0 * (double)p.n_params);
+        cr_expect(p.tokens_per_step == 3.0 * 8 && p.flops_per_step > 6.0 * 24 * (double)p.n_params);
+        attn_trainer_free(&a);
+    }
+    free(text);
+}

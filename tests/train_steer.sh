@@ -2,7 +2,8 @@
 # Steering a run (issue 9 item 5): the progress bar fits the terminal (no
 # wrapping at 40, 60 or 80 columns) and shows elapsed<ETA, tokens/s and lr;
 # the best-validation checkpoint is kept in DIR/best; --resume --steps N
-# extends a run, the LR keeping its old horizon.
+# extends a run, the LR keeping its old horizon; --dry-run prints the plan;
+# seed004-sized runs warn of their cost.
 # Usage: bash train_steer.sh <path-to-attn> <source-dir>
 set -u
 ATTN=$1
@@ -77,6 +78,25 @@ cmp -s "$tmp/ext/loss.csv" "$tmp/ext2/loss.csv" &&
 rc=$?
 [ $rc -ne 0 ] && grep -q "at step 60, beyond max_steps 30" "$tmp/ext4.err" &&
   ok "--steps below the current step is refused" || bad "rc=$rc $(cat "$tmp/ext4.err")"
+
+# 4. --dry-run: the resolved config, the parameter count the run itself
+#    reports, memory, checkpoint size and time; nothing written.
+train --out "$tmp/dry" --dry-run > "$tmp/dry.log" 2> "$tmp/dry.err"; rc=$?
+real=$(grep -o '[0-9]* parameters' "$tmp/ext.err" | head -1 | cut -d' ' -f1)
+planned=$(awk '$1 == "parameters" { print $2 }' "$tmp/dry.log")
+[ $rc -eq 0 ] && [ ! -e "$tmp/dry" ] && [ -n "$real" ] && [ "$planned" = "$real" ] &&
+  grep -q '^training *{"batch_size":2,"max_steps":40' "$tmp/dry.log" &&
+  grep -q '^memory *~[0-9.]* MiB' "$tmp/dry.log" && grep -q '^checkpoint *[0-9.]* MiB' "$tmp/dry.log" &&
+  grep -q '^time *~[0-9:]* for 40 steps' "$tmp/dry.log" &&
+  ok "--dry-run prints config, $planned parameters, memory, checkpoint, time; writes nothing" ||
+  bad "dry-run rc=$rc planned=$planned real=$real: $(cat "$tmp/dry.log" "$tmp/dry.err")"
+
+# 5. A seed004-sized run warns of its cost before anything else (here it then
+#    stops at once: the folder already holds a checkpoint).
+"$ATTN" train --preset seed004 --data "$tmp/corpus.txt" --out "$tmp/ext" --threads 1 > /dev/null 2> "$tmp/big.err"
+rc=$?
+[ $rc -eq 2 ] && grep -q "warning: a large run: 71.1 M parameters, .* for 5000 steps" "$tmp/big.err" &&
+  ok "seed004 warns of its cost before starting" || bad "rc=$rc $(cat "$tmp/big.err")"
 
 [ $fails -eq 0 ] && echo "all ok" || echo "$fails failed"
 exit $((fails > 0))

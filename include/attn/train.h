@@ -270,6 +270,28 @@ attn_status attn_trainer_run(attn_trainer *tr, const char *out, int resumed,
                              const attn_trainer_events *events, attn_train_result *result,
                              attn_error *err);
 
+/* ------------------------------------------------------ planning a run */
+
+/* What a run costs, from its configs alone (nothing allocated). */
+typedef struct attn_train_plan {
+    size_t n_params;        /* exact: the book's GPTModel for this config */
+    double state_bytes;     /* weights, gradients, AdamW moments (fp32) */
+    double act_bytes;       /* activations kept for backward, one micro-batch
+                               (an estimate, within ~20% of the measured RSS) */
+    double ckpt_bytes;      /* one checkpoint on disk (weights + moments) */
+    double tokens_per_step; /* batch_size * context_length * grad_accum */
+    double flops_per_step;  /* forward + backward: 6 per parameter per token
+                               + 12 n_layers T C per token for attention */
+} attn_train_plan;
+
+void attn_train_plan_of(const attn_gpt_config *m, const attn_train_config *t, attn_train_plan *p);
+
+/* GFLOP/s of attn_sgemm (384^3, threads as attn_sgemm takes them) measured
+ * for ~0.2 s: flops_per_step / this estimates a step's seconds (roughly:
+ * the rest of a step is not matrix products, and a busy machine measures
+ * slower). 0 when out of memory. */
+double attn_train_probe_gflops(int threads);
+
 /* ------------------------------------------------------ loading a model */
 
 /* Load dir/model.safetensors (or a .safetensors path) into a freshly
