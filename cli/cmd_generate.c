@@ -5,12 +5,14 @@
 #include <cblas.h>
 #include <errno.h>
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "attn/cuda.h"
+#include "attn/generate.h"
 #include "attn/sample.h"
 #include "attn/train.h"
 #include "commands.h"
@@ -19,12 +21,16 @@ static void generate_usage(FILE *out) {
     fprintf(out,
             "usage: attn generate --checkpoint DIR [--prompt TEXT] [--max-new-tokens 500]\n"
             "                     [--temperature 0.8] [--top-k 200] [--top-p P] [--seed 1337]\n"
-            "                     [--device cpu|cuda]\n"
+            "                     [--stop TEXT] [--window N] [--threads N] [--device cpu|cuda]\n"
             "  Prints the prompt (default: a newline) followed by max-new-tokens sampled\n"
             "  characters. Temperature 0 is greedy, and so is one too small to scale by\n"
             "  (below 1.2e-38, the smallest normal float); top-k 0 and top-p 1 disable those\n"
             "  filters. Once the context is full the window slides: the model re-reads\n"
-            "  the last context_length/2 characters and continues (O(T) per token).\n"
+            "  the last context_length/2 characters (--window N: the last N, 1 <= N <\n"
+            "  context_length) and continues (O(T) per token). --stop TEXT ends the\n"
+            "  output once it ends with TEXT (included). --threads N: OpenMP threads.\n"
+            "  Sampling runs on the library's attn_generator (attn/generate.h); --stop\n"
+            "  and --window are CPU only.\n"
             "  Tokens per second go to stderr at the end.\n");
 }
 
@@ -44,6 +50,44 @@ static attn_status gpu_prefill(gpu_window *w, const int32_t *ids, int n, attn_er
     return s;
 }
 
+/* The CPU path: the library's generator (attn/generate.h). */
+static int generate_cpu(const attn_gpt *model, const attn_tokenizer *tok, const char *prompt,
+                        long max_new, const attn_generate_options *o) {
+    attn_generator g;
+    attn_error err;
+    if (attn_generator_init(&g, model, tok, o, &err)) {
+        fprintf(stderr, "attn generate: %s\n", err.msg);
+        return 2; /* the options */
+    }
+    int rc = 1;
+    if (attn_generator_prompt(&g, prompt, strlen(prompt), &err)) {
+        fprintf(stderr, "attn generate: prompt: %s\n", err.msg);
+        goto out;
+    }
+    fputs(prompt, stdout);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (long i = 0; i < max_new && !g.stopped; i++) {
+        char u8[8];
+        int k;
+        if (attn_generator_next(&g, NULL, u8, &k, &err)) {
+            fprintf(stderr, "\nattn generate: %s\n", err.msg);
+            goto out;
+        }
+        fwrite(u8, 1, (size_t)k, stdout);
+    }
+    fputc('\n', stdout);
+    fflush(stdout);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double dt = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    fprintf(stderr, "attn generate: %lld tokens in %.2f s (%.0f tokens/s)\n", (long long)g.produced,
+            dt, dt > 0 ? (double)g.produced / dt : 0.0);
+    rc = 0;
+out:
+    attn_generator_free(&g);
+    return rc;
+}
+
 int cmd_generate(int argc, char **argv) {
     const char *ckpt = NULL, *prompt = "\n";
     attn_error err;
@@ -51,6 +95,8 @@ int cmd_generate(int argc, char **argv) {
     double temperature = 0.8, top_p = 1.0;
     unsigned long long seed = 1337;
     attn_device device = ATTN_DEVICE_CPU;
+    const char *stop = NULL;
+    long window_keep = 0, threads = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -73,10 +119,17 @@ int cmd_generate(int argc, char **argv) {
                 fprintf(stderr, "attn generate: --device: %s\n", err.msg);
                 return 2;
             }
-        }
-        else if (strcmp(a, "--prompt") == 0)
+        } else if (strcmp(a, "--prompt") == 0)
             prompt = v;
-        else if (strcmp(a, "--max-new-tokens") == 0) {
+        else if (strcmp(a, "--stop") == 0)
+            stop = v;
+        else if (strcmp(a, "--window") == 0) {
+            window_keep = strtol(v, &end, 10);
+            bad = window_keep < 1;
+        } else if (strcmp(a, "--threads") == 0) {
+            threads = strtol(v, &end, 10);
+            bad = threads < 1;
+        } else if (strcmp(a, "--max-new-tokens") == 0) {
             max_new = strtol(v, &end, 10);
             bad = max_new < 0;
         } else if (strcmp(a, "--temperature") == 0) {
@@ -106,6 +159,11 @@ int cmd_generate(int argc, char **argv) {
         generate_usage(stderr);
         return 2;
     }
+    if (device != ATTN_DEVICE_CPU && (stop || window_keep)) {
+        fprintf(stderr, "attn generate: --stop and --window run on --device cpu only\n");
+        return 2;
+    }
+    if (threads > 0) omp_set_num_threads((int)threads);
     openblas_set_num_threads(1); /* one token at a time: tiny products */
     attn_error_clear(&err);
     attn_gpt model;
@@ -116,6 +174,27 @@ int cmd_generate(int argc, char **argv) {
     }
     int rc = 1;
     const int V = model.cfg.vocab_size, ctx = model.cfg.context_length;
+    if (device == ATTN_DEVICE_CPU) {
+        if (window_keep >= ctx) {
+            fprintf(stderr,
+                    "attn generate: --window must be in 1..%d (context_length - 1), not %ld\n",
+                    ctx - 1, window_keep);
+            rc = 2;
+        } else {
+            attn_generate_options o;
+            attn_generate_options_default(&o);
+            o.temperature = temperature;
+            o.top_k = (int)top_k;
+            o.top_p = top_p;
+            o.seed = seed;
+            o.window_keep = (int)window_keep;
+            o.stop = stop;
+            rc = generate_cpu(&model, &tok, prompt, max_new, &o);
+        }
+        attn_gpt_free(&model);
+        attn_tokenizer_free(&tok);
+        return rc;
+    }
     size_t plen = strlen(prompt), n_prompt = 0;
     int32_t *hist = NULL;
     attn_sample_candidate *buf = malloc((size_t)V * sizeof *buf);
