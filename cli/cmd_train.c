@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "attn/checkpoint.h"
+#include "attn/checkpoint_info.h"
 #include "attn/dist.h"
 #include "attn/fileio.h"
 #include "attn/runlock.h"
@@ -40,6 +41,7 @@ static void train_usage(FILE *out) {
             "                  [--seed N] [--threads N] [--out DIR] [--checkpoint-interval N]\n"
             "                  [--log-interval N] [--grad-accum N] [--resume | --force]\n"
             "                  [--device cpu|cuda] [--precision fp32|bf16] [--dry-run]\n"
+            "                  [--init-from CKPT]\n"
             "  Trains the char-level GPT (the book's GPTModel) on FILE (default\n"
             "  data/tinyshakespeare.txt): vocabulary = its sorted characters, first 90%%\n"
             "  trains, last 10%% validates. Presets: tiny (default), nanogpt-cpu,\n"
@@ -66,6 +68,10 @@ static void train_usage(FILE *out) {
             "  (summed in a fixed order). Under `mpirun -np R` the N micro-batches (default\n"
             "  R; N a multiple of R) are split over the R ranks, bit for bit the same run\n"
             "  as one process with --grad-accum N; rank 0 prints and writes.\n"
+            "  --init-from CKPT starts a new run (step 0, fresh AdamW) from the weights of\n"
+            "  checkpoint CKPT (fine-tuning): the model's shape is CKPT's, the corpus must\n"
+            "  have its vocabulary; the training recipe comes from the preset, --config\n"
+            "  and the flags.\n"
             "  --dry-run prints the resolved config, parameter count, memory, checkpoint\n"
             "  size and a time estimate (matrix-product speed measured here), and exits.\n"
             "  Runs above 10^15 operations (seed004: hours) print that estimate first.\n"
@@ -357,7 +363,7 @@ int cmd_train(int argc, char **argv) {
 }
 
 static int train_run(int argc, char **argv, attn_dist *dist, attn_run_lock *lock, int *collective) {
-    const char *data = NULL, *preset = NULL, *config = NULL, *out = NULL;
+    const char *data = NULL, *preset = NULL, *config = NULL, *out = NULL, *init_from = NULL;
     int64_t steps = -1, batch = -1, eval_interval = -1, eval_iters = -1, seed = -1, threads = -1,
             ckpt_interval = -1, log_interval = -1, interrupt_after = -1, grad_accum = -1,
             kill_rank = -1, kill_after = -1;
@@ -395,6 +401,8 @@ static int train_run(int argc, char **argv, attn_dist *dist, attn_run_lock *lock
             data = v;
         else if (strcmp(a, "--preset") == 0)
             preset = v;
+        else if (strcmp(a, "--init-from") == 0)
+            init_from = v;
         else if (strcmp(a, "--config") == 0)
             config = v;
         else if (strcmp(a, "--out") == 0)
@@ -468,6 +476,11 @@ static int train_run(int argc, char **argv, attn_dist *dist, attn_run_lock *lock
     char outbuf[4096];
     char saved_data[4096] = ""; /* the corpus a resumed run recorded */
     char *recorded = NULL;
+    if (resume && init_from) {
+        fprintf(stderr, "attn train: --init-from starts a new run from trained weights and "
+                        "--resume continues one: give one of them\n");
+        return 2;
+    }
     if (resume && force) {
         fprintf(stderr, "attn train: --resume continues a run and --force replaces it: "
                         "give one of them\n");
@@ -492,6 +505,17 @@ static int train_run(int argc, char **argv, attn_dist *dist, attn_run_lock *lock
         if (attn_train_preset(preset, &mcfg, &tcfg, &err)) {
             fprintf(stderr, "attn train: %s\n", err.msg);
             return 2;
+        }
+        if (init_from) {
+            /* The model's shape comes from the checkpoint; the recipe from
+             * the preset, the config file and the flags. */
+            attn_checkpoint_info info;
+            if (attn_checkpoint_info_read(init_from, &info, &err)) {
+                fprintf(stderr, "attn train: --init-from: %s\n", err.msg);
+                return 1;
+            }
+            mcfg = info.model;
+            attn_checkpoint_info_free(&info);
         }
         if (config) {
             char *text = NULL;
@@ -645,6 +669,13 @@ static int train_run(int argc, char **argv, attn_dist *dist, attn_run_lock *lock
         attn_trainer_free(&tr);
         return 1;
     }
+    if (init_from && attn_trainer_init_from(&tr, init_from, &err)) {
+        fprintf(stderr, "attn train: --init-from %s\n", err.msg);
+        attn_trainer_free(&tr);
+        return 1;
+    }
+    if (init_from && lead)
+        fprintf(stderr, "attn train: starting from the weights of %s (fine-tuning)\n", init_from);
     if (device != ATTN_DEVICE_CPU && (tr.tcfg.grad_accum > 1 || dist->size > 1)) {
         if (lead)
             fprintf(stderr,

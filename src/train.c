@@ -632,6 +632,40 @@ out:
     return s;
 }
 
+attn_status attn_trainer_init_from(attn_trainer *tr, const char *dir, attn_error *err) {
+    if (tr->step != 0 || tr->gpu)
+        return attn_fail(err, ATTN_ERR_STATE,
+                         "--init-from: weights load into a fresh CPU trainer only");
+    attn_gpt src;
+    attn_tokenizer tok;
+    attn_status s = attn_gpt_load_checkpoint(dir, &src, &tok, NULL, err);
+    if (s) return s;
+    const attn_gpt_config *a = &src.cfg, *b = &tr->mcfg;
+    if (a->vocab_size != b->vocab_size || a->context_length != b->context_length ||
+        a->emb_dim != b->emb_dim || a->n_heads != b->n_heads || a->n_layers != b->n_layers ||
+        a->qkv_bias != b->qkv_bias) {
+        s = attn_fail(err, ATTN_ERR_INVALID_ARG,
+                      "%s: its model (vocab %d, ctx %d, emb %d, %d heads, %d layers, qkv_bias %d) "
+                      "differs from this run's (vocab %d, ctx %d, emb %d, %d heads, %d layers, "
+                      "qkv_bias %d)",
+                      dir, a->vocab_size, a->context_length, a->emb_dim, a->n_heads, a->n_layers,
+                      a->qkv_bias, b->vocab_size, b->context_length, b->emb_dim, b->n_heads,
+                      b->n_layers, b->qkv_bias);
+    } else if (memcmp(tok.chars, tr->tok.chars, (size_t)tok.vocab_size * sizeof *tok.chars)) {
+        s = attn_fail(err, ATTN_ERR_INVALID_ARG,
+                      "%s: its vocabulary differs from this corpus's (same size, other "
+                      "characters): the token ids would not match",
+                      dir);
+    } else {
+        const attn_param_list *from = attn_gpt_params(&src), *to = attn_gpt_params(&tr->model);
+        for (int i = 0; i < to->count; i++)
+            memcpy(to->items[i].data, from->items[i].data, to->items[i].numel * sizeof(float));
+    }
+    attn_gpt_free(&src);
+    attn_tokenizer_free(&tok);
+    return s;
+}
+
 /* ------------------------------------------------------ loading a model */
 
 attn_status attn_gpt_load_checkpoint(const char *path, attn_gpt *m, attn_tokenizer *tok,

@@ -280,3 +280,41 @@ Test(train, plan_counts_the_parameters_of_the_model) {
     }
     free(text);
 }
+
+/* Fine-tuning: a fresh trainer takes a saved model's weights exactly; a
+ * model of another shape is refused, naming both. */
+Test(train, init_from_copies_the_weights_and_checks_the_shape) {
+    size_t n;
+    char *text = corpus(&n);
+    attn_gpt_config m;
+    attn_train_config t;
+    small_cfg(&m, &t);
+    char dir[] = "/tmp/attn-test-initfrom-XXXXXX";
+    cr_assert(mkdtemp(dir) != NULL);
+    attn_error err;
+    attn_trainer a, b, c;
+    cr_assert_eq(attn_trainer_init(&a, &m, &t, 0, text, n, &err), ATTN_OK, "%s", err.msg);
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(attn_trainer_step(&a, NULL, &err), ATTN_OK, "%s", err.msg);
+    cr_assert_eq(attn_trainer_save(&a, dir, &err), ATTN_OK, "%s", err.msg);
+    t.seed = 99; /* other initial weights, same shape */
+    cr_assert_eq(attn_trainer_init(&b, &m, &t, 0, text, n, &err), ATTN_OK);
+    cr_assert_eq(attn_trainer_init_from(&b, dir, &err), ATTN_OK, "%s", err.msg);
+    cr_expect_eq(b.step, 0);
+    const attn_param_list *pa = attn_gpt_params(&a.model), *pb = attn_gpt_params(&b.model);
+    for (int i = 0; i < pa->count; i++)
+        cr_expect(
+            memcmp(pa->items[i].data, pb->items[i].data, pa->items[i].numel * sizeof(float)) == 0,
+            "%s not copied", pa->items[i].name);
+    m.n_layers = 2;
+    cr_assert_eq(attn_trainer_init(&c, &m, &t, 0, text, n, &err), ATTN_OK);
+    cr_expect_eq(attn_trainer_init_from(&c, dir, &err), ATTN_ERR_INVALID_ARG);
+    cr_expect(strstr(err.msg, "1 layers") && strstr(err.msg, "2 layers"), "%s", err.msg);
+    attn_trainer_free(&a);
+    attn_trainer_free(&b);
+    attn_trainer_free(&c);
+    free(text);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    cr_expect_eq(system(cmd), 0);
+}

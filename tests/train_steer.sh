@@ -3,7 +3,7 @@
 # wrapping at 40, 60 or 80 columns) and shows elapsed<ETA, tokens/s and lr;
 # the best-validation checkpoint is kept in DIR/best; --resume --steps N
 # extends a run, the LR keeping its old horizon; --dry-run prints the plan;
-# seed004-sized runs warn of their cost.
+# seed004-sized runs warn of their cost; --init-from DIR fine-tunes.
 # Usage: bash train_steer.sh <path-to-attn> <source-dir>
 set -u
 ATTN=$1
@@ -97,6 +97,23 @@ planned=$(awk '$1 == "parameters" { print $2 }' "$tmp/dry.log")
 rc=$?
 [ $rc -eq 2 ] && grep -q "warning: a large run: 71.1 M parameters, .* for 5000 steps" "$tmp/big.err" &&
   ok "seed004 warns of its cost before starting" || bad "rc=$rc $(cat "$tmp/big.err")"
+
+# 6. --init-from: a new run from trained weights starts at their loss (step 0
+#    well below a fresh model's), refuses another vocabulary and --resume.
+train --out "$tmp/fresh" --steps 1 > "$tmp/fresh.log" 2> /dev/null
+train --out "$tmp/ft" --init-from "$tmp/best/best" --steps 5 > "$tmp/ft.log" 2> "$tmp/ft.err"; rc=$?
+v0() { awk '/^step 0:/ { print $NF }' "$1"; }
+[ $rc -eq 0 ] && grep -q "starting from the weights of $tmp/best/best" "$tmp/ft.err" &&
+  awk -v a="$(v0 "$tmp/ft.log")" -v b="$(v0 "$tmp/fresh.log")" 'BEGIN { exit !(a + 0.5 < b) }' &&
+  ok "--init-from starts at the trained loss ($(v0 "$tmp/ft.log") vs fresh $(v0 "$tmp/fresh.log"))" ||
+  bad "--init-from: rc=$rc $(cat "$tmp/ft.err") $(v0 "$tmp/ft.log") vs $(v0 "$tmp/fresh.log")"
+tr 'a-z' 'A-Z' < "$tmp/corpus.txt" > "$tmp/upper.txt"
+"$ATTN" train --data "$tmp/upper.txt" --config "$tmp/cfg.json" --threads 1 --out "$tmp/ft2" \
+  --init-from "$tmp/ext" > /dev/null 2> "$tmp/ft2.err"; rc=$?
+[ $rc -eq 1 ] && grep -q "vocab" "$tmp/ft2.err" && ok "--init-from refuses another vocabulary" ||
+  bad "rc=$rc $(cat "$tmp/ft2.err")"
+train --out "$tmp/ext" --resume --init-from "$tmp/ext" > /dev/null 2>&1
+[ $? -eq 2 ] && ok "--init-from with --resume: usage error" || bad "--init-from with --resume accepted"
 
 [ $fails -eq 0 ] && echo "all ok" || echo "$fails failed"
 exit $((fails > 0))

@@ -187,6 +187,15 @@ attn_status attn_trainer_read_config(const char *dir, attn_gpt_config *mcfg,
  * position and history. */
 attn_status attn_trainer_resume(attn_trainer *tr, const char *dir, attn_error *err);
 
+/* Fine-tuning: replace a fresh trainer's initial weights (step 0, before
+ * attn_trainer_set_device) with those of the model checkpoint in dir
+ * (attn_gpt_load_checkpoint). Its model must have this run's shape
+ * (vocab_size, context_length, emb_dim, n_heads, n_layers, qkv_bias;
+ * drop_rate may differ) and its vocabulary must be the corpus's, character
+ * for character; otherwise an error naming the difference. AdamW, the
+ * generators and the step start fresh. */
+attn_status attn_trainer_init_from(attn_trainer *tr, const char *dir, attn_error *err);
+
 /* Run the steps and evaluations on device (attn/engine.h): CUDA copies the
  * weights and AdamW moments to the GPU (attn/cuda.h) and keeps them there;
  * attn_trainer_save copies them back first, so checkpoints are the same
