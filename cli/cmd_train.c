@@ -239,6 +239,49 @@ static void warn_cost(const attn_gpt_config *m, const attn_train_config *t, int 
             t->max_steps, gflops);
 }
 
+/* Rank 0 alone writes, so it alone locks, checks and cleans DIR: 0 to go
+ * on, else the exit code. */
+static int claim_out_dir(const char *out, attn_run_lock *lock, int resume, int force) {
+    attn_error err;
+    char who[4200];
+    snprintf(who, sizeof who, "attn train --out %s", out);
+    if (attn_run_lock_acquire(lock, out, who, &err)) {
+        fprintf(stderr, "attn train: %s; wait for it to finish or choose another --out\n", err.msg);
+        return 1;
+    }
+    int64_t old_step;
+    if (!resume && attn_ckpt_exists(out, &old_step)) {
+        char at[64] = "";
+        if (old_step >= 0) snprintf(at, sizeof at, " (step %" PRId64 ")", old_step);
+        if (!force) {
+            fprintf(stderr,
+                    "attn train: %s already holds a checkpoint%s; continue it with --resume "
+                    "or start over with --force\n",
+                    out, at);
+            return 2;
+        }
+        fprintf(stderr,
+                "attn train: --force: starting over in %s; its checkpoint%s, loss.csv and "
+                "loss.svg are replaced at the first save\n",
+                out, at);
+    }
+    char best[4200];
+    snprintf(best, sizeof best, "%s/%s", out, ATTN_CKPT_BEST);
+    const char *dirs[2] = {out, best};
+    for (int d = 0; d < 2; d++) {
+        int removed = 0;
+        if (d == 1 && access(best, F_OK) != 0) break;
+        if (attn_ckpt_clean_stale(dirs[d], &removed, &err))
+            fprintf(stderr, "attn train: warning: %s\n", err.msg);
+        else if (removed)
+            fprintf(stderr,
+                    "attn train: removed %d stale temporary file(s) from an earlier run in "
+                    "%s\n",
+                    removed, dirs[d]);
+    }
+    return 0;
+}
+
 /* FNV-1a of this executable: ranks running different binaries are refused. */
 static uint64_t exe_hash(void) {
     void *buf = NULL;
@@ -362,12 +405,23 @@ int cmd_train(int argc, char **argv) {
     return rc;
 }
 
-static int train_run(int argc, char **argv, attn_dist *dist, attn_run_lock *lock, int *collective) {
+/* The command line of attn train (-1: not given). */
+typedef struct {
+    const char *data, *preset, *config, *out, *init_from;
+    int64_t steps, batch, eval_interval, eval_iters, seed, threads, ckpt_interval, log_interval,
+        interrupt_after, grad_accum, kill_rank, kill_after;
+    double lr;
+    int resume, force, dry_run;
+    attn_device device;
+    attn_precision precision;
+} train_args;
+
+/* -1 when the run should go on, else the exit code (0 after --help). */
+static int parse_args(int argc, char **argv, train_args *o) {
     const char *data = NULL, *preset = NULL, *config = NULL, *out = NULL, *init_from = NULL;
     int64_t steps = -1, batch = -1, eval_interval = -1, eval_iters = -1, seed = -1, threads = -1,
             ckpt_interval = -1, log_interval = -1, interrupt_after = -1, grad_accum = -1,
             kill_rank = -1, kill_after = -1;
-    const int lead = dist->rank == 0;
     double lr = -1;
     int resume = 0, force = 0, dry_run = 0;
     attn_device device = ATTN_DEVICE_CPU;
@@ -456,6 +510,29 @@ static int train_run(int argc, char **argv, attn_dist *dist, attn_run_lock *lock
             return 2;
         }
     }
+    *o = (train_args){
+        data,         preset,          config,     out,       init_from,  steps,
+        batch,        eval_interval,   eval_iters, seed,      threads,    ckpt_interval,
+        log_interval, interrupt_after, grad_accum, kill_rank, kill_after, lr,
+        resume,       force,           dry_run,    device,    precision};
+    return -1;
+}
+
+static int train_run(int argc, char **argv, attn_dist *dist, attn_run_lock *lock, int *collective) {
+    train_args A;
+    int prc = parse_args(argc, argv, &A);
+    if (prc >= 0) return prc;
+    const char *data = A.data, *preset = A.preset, *config = A.config, *out = A.out,
+               *init_from = A.init_from;
+    const int64_t steps = A.steps, batch = A.batch, eval_interval = A.eval_interval,
+                  eval_iters = A.eval_iters, seed = A.seed, threads = A.threads,
+                  ckpt_interval = A.ckpt_interval, log_interval = A.log_interval,
+                  interrupt_after = A.interrupt_after, grad_accum = A.grad_accum,
+                  kill_rank = A.kill_rank, kill_after = A.kill_after;
+    const int lead = dist->rank == 0, resume = A.resume, force = A.force, dry_run = A.dry_run;
+    const double lr = A.lr;
+    const attn_device device = A.device;
+    const attn_precision precision = A.precision;
     /* One thread pool (attn/gemm.h): OpenMP threads, each calling a
      * single-threaded OpenBLAS. --threads N sets the OpenMP count, also
      * through OMP_NUM_THREADS, which attn_default_threads() reads. */
@@ -607,46 +684,10 @@ static int train_run(int argc, char **argv, attn_dist *dist, attn_run_lock *lock
         free(text);
         return 1;
     }
-    if (lead) {
-        char who[4200];
-        snprintf(who, sizeof who, "attn train --out %s", out);
-        if (attn_run_lock_acquire(lock, out, who, &err)) {
-            fprintf(stderr, "attn train: %s; wait for it to finish or choose another --out\n",
-                    err.msg);
-            free(text);
-            return 1;
-        }
-        int64_t old_step;
-        if (!resume && attn_ckpt_exists(out, &old_step)) {
-            char at[64] = "";
-            if (old_step >= 0) snprintf(at, sizeof at, " (step %" PRId64 ")", old_step);
-            if (!force) {
-                fprintf(stderr,
-                        "attn train: %s already holds a checkpoint%s; continue it with --resume "
-                        "or start over with --force\n",
-                        out, at);
-                free(text);
-                return 2;
-            }
-            fprintf(stderr,
-                    "attn train: --force: starting over in %s; its checkpoint%s, loss.csv and "
-                    "loss.svg are replaced at the first save\n",
-                    out, at);
-        }
-        char best[4200];
-        snprintf(best, sizeof best, "%s/%s", out, ATTN_CKPT_BEST);
-        const char *dirs[2] = {out, best};
-        for (int d = 0; d < 2; d++) {
-            int removed = 0;
-            if (d == 1 && access(best, F_OK) != 0) break;
-            if (attn_ckpt_clean_stale(dirs[d], &removed, &err))
-                fprintf(stderr, "attn train: warning: %s\n", err.msg);
-            else if (removed)
-                fprintf(stderr,
-                        "attn train: removed %d stale temporary file(s) from an earlier run in "
-                        "%s\n",
-                        removed, dirs[d]);
-        }
+    int claim = lead ? claim_out_dir(out, lock, resume, force) : 0;
+    if (claim != 0) {
+        free(text);
+        return claim;
     }
     attn_trainer tr;
     attn_status s = attn_trainer_init(&tr, &mcfg, &tcfg, vocab_given, text, n, &err);
