@@ -24,6 +24,7 @@ static void bench_usage(FILE *out) {
             "                      [--mha-only] [--simd PATH] [--block-q N --block-k N]\n"
             "                      [--dropout P [--rng torch-cpu|torch-mkl]]\n"
             "       attn bench sgemm [--m M] [--n N] [--k K] [--repeat N] [--threads N]\n"
+            "       attn bench train|generate ... (whole model; attn bench train --help)\n"
             "  mha: times MultiHeadAttention forward (and backward with --backward) on the\n"
             "  fused path, or the step-by-step path with --reference, then the fused attention\n"
             "  kernel alone (case=core) and an sgemm of the QKV projection's size (case=sgemm;\n"
@@ -307,6 +308,8 @@ int cmd_bench(int argc, char **argv) {
         bench_usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
+    if (strcmp(argv[1], "train") == 0 || strcmp(argv[1], "generate") == 0)
+        return cmd_bench_model(argc - 1, argv + 1);
     bench_args a = {0};
     a.B = 8;
     a.T = 1024;
@@ -333,7 +336,7 @@ int cmd_bench(int argc, char **argv) {
         return bench_sgemm(&a, "sgemm", M, N, K);
     }
     if (strcmp(argv[1], "mha") != 0) {
-        fprintf(stderr, "attn bench: unknown benchmark '%s' (mha or sgemm)\n", argv[1]);
+        fprintf(stderr, "attn bench: unknown benchmark '%s' (mha, sgemm, train or generate)\n", argv[1]);
         bench_usage(stderr);
         return 2;
     }

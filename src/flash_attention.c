@@ -285,6 +285,10 @@ static attn_status ws_reserve(attn_flash_workspace *ws, size_t bytes, attn_error
     if (!mem)
         return attn_fail(err, ATTN_ERR_NOMEM,
                          "flash attention: cannot allocate %zu bytes of workspace", bytes);
+    /* Touch every page now: parts of it (the per-thread dQ slabs) are first
+     * written by whichever thread a dynamic schedule hands a task to, so
+     * untouched pages would otherwise fault in over many later steps. */
+    memset(mem, 0, bytes);
     free(ws->mem);
     ws->mem = mem;
     ws->bytes = bytes;
