@@ -200,7 +200,7 @@ static int bench_generate(const model_args *a) {
         return 1;
     }
     attn_gpt_kv_cache c;
-    if (attn_gpt_kv_init(&c, &m, &err)) {
+    if (attn_gpt_kv_init(&c, &m, &err) || attn_gpt_kv_set_precision(&c, &m, a->precision, &err)) {
         fprintf(stderr, "attn bench generate: %s\n", err.msg);
         attn_gpt_free(&m);
         return 1;
