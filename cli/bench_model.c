@@ -139,6 +139,7 @@ static int bench_train(const model_args *a) {
     attn_trainer tr;
     attn_status s = attn_trainer_init(&tr, &mcfg, &tcfg, 0, text, n, &err);
     free(text);
+    if (s == ATTN_OK) s = attn_gpt_set_precision(&tr.model, a->precision, &err);
     if (s) {
         fprintf(stderr, "attn bench train: %s\n", err.msg);
         return 1;

@@ -17,11 +17,13 @@ static void generate_usage(FILE *out) {
     fprintf(out,
             "usage: attn generate --checkpoint DIR [--prompt TEXT] [--max-new-tokens 500]\n"
             "                     [--temperature 0.8] [--top-k 200] [--top-p P] [--seed 1337]\n"
+            "                     [--precision fp32|bf16]\n"
             "  Prints the prompt (default: a newline) followed by max-new-tokens sampled\n"
             "  characters. Temperature 0 is greedy; top-k 0 and top-p 1 disable those\n"
             "  filters. Once the context is full the window slides: the model re-reads\n"
             "  the last context_length/2 characters and continues (O(T) per token).\n"
-            "  Tokens per second go to stderr at the end.\n");
+            "  Tokens per second go to stderr at the end. --precision bf16 streams bf16\n"
+            "  copies of the weights (half the bytes per token; sums stay fp32).\n");
 }
 
 typedef struct {
@@ -81,6 +83,7 @@ int cmd_generate(int argc, char **argv) {
     long max_new = 500, top_k = 200;
     double temperature = 0.8, top_p = 1.0;
     unsigned long long seed = 1337;
+    attn_precision precision = ATTN_PRECISION_FP32;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -100,6 +103,13 @@ int cmd_generate(int argc, char **argv) {
             ckpt = v;
         else if (strcmp(a, "--prompt") == 0)
             prompt = v;
+        else if (strcmp(a, "--precision") == 0) {
+            attn_error perr;
+            if (attn_precision_parse(v, &precision, &perr)) {
+                fprintf(stderr, "attn generate: %s\n", perr.msg);
+                return 2;
+            }
+        }
         else if (strcmp(a, "--max-new-tokens") == 0) {
             max_new = strtol(v, &end, 10);
             bad = max_new < 0;
@@ -165,7 +175,8 @@ int cmd_generate(int argc, char **argv) {
         fprintf(stderr, "attn generate: prompt: %s\n", err.msg);
         goto out;
     }
-    if (attn_gpt_kv_init(&cache, &model, &err)) {
+    if (attn_gpt_kv_init(&cache, &model, &err) ||
+        attn_gpt_kv_set_precision(&cache, &model, precision, &err)) {
         fprintf(stderr, "attn generate: %s\n", err.msg);
         goto out;
     }

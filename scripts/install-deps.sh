@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Install what attn needs on Debian 12. Usage: install-deps.sh build|test
-#   build: compiler, CMake, OpenBLAS, cJSON, pkg-config (what `make run` needs)
+#   build: compiler, CMake, OpenBLAS, cJSON, oneDNN, pkg-config (what `make run` needs)
 #   test:  the above plus Criterion and PyTorch/NumPy for the parity tests
 # As root it runs apt-get; otherwise it prints the exact line to run and fails.
 set -euo pipefail
 what=${1:-build}
-pkgs=(gcc make cmake pkg-config libopenblas-dev libcjson-dev)
+pkgs=(gcc make cmake pkg-config libopenblas-dev libcjson-dev libdnnl-dev)
 if [ "$what" = test ]; then
   pkgs+=(libcriterion-dev python3-torch python3-numpy)
 fi

@@ -17,6 +17,13 @@ int attn_cpu_avx512(void) {
 }
 
 void attn_f32_to_bf16(const float *x, uint16_t *y, size_t n) {
+    if (attn_cpu_avx512())
+        attn_f32_to_bf16_avx512(x, y, n);
+    else
+        attn_f32_to_bf16_scalar(x, y, n);
+}
+
+void attn_f32_to_bf16_scalar(const float *x, uint16_t *y, size_t n) {
     for (size_t i = 0; i < n; i++) {
         uint32_t u;
         memcpy(&u, &x[i], sizeof u);

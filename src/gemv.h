@@ -20,6 +20,8 @@ void attn_gemv_bf16(const uint16_t *W, const float *b, const float *x, float *y,
 
 /* Round fp32 to bf16 (nearest even; NaN stays NaN) and back (exact). */
 void attn_f32_to_bf16(const float *x, uint16_t *y, size_t n);
+void attn_f32_to_bf16_scalar(const float *x, uint16_t *y, size_t n);
+void attn_f32_to_bf16_avx512(const float *x, uint16_t *y, size_t n);
 static inline float attn_bf16_to_f32(uint16_t h) {
     union {
         uint32_t u;

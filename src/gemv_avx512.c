@@ -52,7 +52,27 @@ void attn_gemv_bf16_avx512(const uint16_t *W, const float *b, const float *x, fl
     GEMV_BODY(uint16_t, load_w16)
 }
 
+void attn_f32_to_bf16_avx512(const float *x, uint16_t *y, size_t n) {
+    const __m512i one = _mm512_set1_epi32(1), half = _mm512_set1_epi32(0x7fff);
+    const __m512i abs = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
+    const __m512i quiet = _mm512_set1_epi32(0x40);
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512i u = _mm512_loadu_si512((const void *)(x + i));
+        const __m512i hi = _mm512_srli_epi32(u, 16);
+        __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(half, _mm512_and_si512(hi, one)));
+        r = _mm512_srli_epi32(r, 16);
+        const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, abs), inf);
+        r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(hi, quiet));
+        _mm256_storeu_si256((__m256i *)(y + i), _mm512_cvtepi32_epi16(r));
+    }
+    if (i < n) attn_f32_to_bf16_scalar(x + i, y + i, n - i);
+}
+
 #else
+void attn_f32_to_bf16_avx512(const float *x, uint16_t *y, size_t n) {
+    attn_f32_to_bf16_scalar(x, y, n);
+}
 void attn_gemv_f32_avx512(const float *W, const float *b, const float *x, float *y, int in, int r0,
                           int r1) {
     attn_gemv_f32(W, b, x, y, in, r0, r1);

@@ -132,6 +132,8 @@ typedef struct attn_gpt {
     attn_layernorm final_norm;
     attn_linear out_head;   /* Linear(C, V, bias=False) */
     attn_param_list params; /* state_dict names, book's order */
+    attn_precision precision;    /* of the products (attn_gpt_set_precision); FP32 at init */
+    struct attn_bf16_gemm *bf16; /* owned: the engine every Linear / MHA uses under BF16 */
 } attn_gpt;
 
 /* Validates cfg, allocates, initialises (rng != NULL: as torch.manual_seed +
@@ -139,6 +141,14 @@ typedef struct attn_gpt {
  * for loading a checkpoint). On failure m is left freed. */
 attn_status attn_gpt_init(attn_gpt *m, const attn_gpt_config *cfg, attn_rng *rng, attn_error *err);
 void attn_gpt_free(attn_gpt *m);
+
+/* FP32 (the default, the exact reference) or BF16: every Linear and the
+ * attention projections multiply bf16-rounded operands with fp32
+ * accumulation (attn/gemm.h), as PyTorch's CPU autocast does; weights,
+ * gradients, optimizer state, embeddings, LayerNorm, softmax, the attention
+ * kernel and the loss stay fp32, so checkpoints are the same either way.
+ * BF16 fails with a clear message on a CPU without AVX512-BF16. */
+attn_status attn_gpt_set_precision(attn_gpt *m, attn_precision precision, attn_error *err);
 
 /* The parameter list (borrowed; valid until attn_gpt_free). */
 const attn_param_list *attn_gpt_params(const attn_gpt *m);
