@@ -33,7 +33,7 @@ static void train_usage(FILE *out) {
             "usage: attn train [--data FILE] [--preset NAME] [--config FILE] [--steps N]\n"
             "                  [--batch-size N] [--lr X] [--eval-interval N] [--eval-iters N]\n"
             "                  [--seed N] [--threads N] [--out DIR] [--checkpoint-interval N]\n"
-            "                  [--log-interval N] [--resume]\n"
+            "                  [--log-interval N] [--resume] [--precision fp32|bf16]\n"
             "  Trains the char-level GPT (the book's GPTModel) on FILE (default\n"
             "  data/tinyshakespeare.txt): vocabulary = its sorted characters, first 90%%\n"
             "  trains, last 10%% validates. Presets: tiny (default), nanogpt-cpu,\n"
@@ -46,6 +46,8 @@ static void train_usage(FILE *out) {
             "  DIR/loss.svg (DIR defaults to runs/<preset>); checkpoints at every eval,\n"
             "  every --checkpoint-interval steps, at the end and on Ctrl-C. --resume\n"
             "  continues the run in DIR exactly where it stopped.\n"
+            "  --precision bf16 multiplies in bf16 with fp32 sums (AVX512-BF16 CPUs);\n"
+            "  weights, optimizer and checkpoints stay fp32 (default fp32).\n"
             "  (testing) --interrupt-after N behaves as if Ctrl-C came after step N.\n");
 }
 
@@ -111,6 +113,7 @@ int cmd_train(int argc, char **argv) {
             ckpt_interval = -1, log_interval = -1, interrupt_after = -1;
     double lr = -1;
     int resume = 0;
+    attn_precision precision = ATTN_PRECISION_FP32;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -136,6 +139,14 @@ int cmd_train(int argc, char **argv) {
             config = v;
         else if (strcmp(a, "--out") == 0)
             out = v;
+        else if (strcmp(a, "--precision") == 0) {
+            attn_error perr;
+            if (attn_precision_parse(v, &precision, &perr) ||
+                attn_precision_check(precision, &perr)) {
+                fprintf(stderr, "attn train: %s\n", perr.msg);
+                return 2;
+            }
+        }
         else if (strcmp(a, "--steps") == 0)
             bad = parse_i64(v, 1, &steps);
         else if (strcmp(a, "--batch-size") == 0)
@@ -268,6 +279,11 @@ int cmd_train(int argc, char **argv) {
     free(text);
     if (s) {
         fprintf(stderr, "attn train: %s: %s\n", data, err.msg);
+        return 1;
+    }
+    if (attn_gpt_set_precision(&tr.model, precision, &err)) {
+        fprintf(stderr, "attn train: %s\n", err.msg);
+        attn_trainer_free(&tr);
         return 1;
     }
     /* Output directory: create and probe it before spending time training. */
