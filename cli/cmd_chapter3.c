@@ -5,11 +5,17 @@
  * tables; --rng torch-cpu gives what Debian's non-MKL PyTorch prints (seed
  * 003's notebook), including that notebook's own SelfAttention_v2 variant,
  * whose weights feed its causal and dropout tables. */
+#define _POSIX_C_SOURCE 200809L /* mkdir */
+
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/stat.h>
+
+#include "attn/attention_weights.h"
 #include "attn/causal_attention.h"
 #include "attn/dropout.h"
 #include "attn/linear.h"
@@ -19,6 +25,7 @@
 #include "attn/rng.h"
 #include "attn/self_attention.h"
 #include "attn/softmax.h"
+#include "attn/viz.h"
 #include "commands.h"
 
 #define T_TOK 6 /* tokens in "Your journey starts with one step" */
@@ -47,8 +54,36 @@ typedef struct walk {
     FILE *out;
     attn_dropout_stream stream;
     attn_error err;
-    int failed; /* a library call failed; err says why */
+    int failed;         /* a library call failed; err says why */
+    const char *figdir; /* --figures DIR: SVG heatmaps of the matrices, or NULL */
+    int n_figures;
 } walk;
+
+/* The sentence's words, the figures' axis labels. */
+static const char *const words[T_TOK] = {"Your", "journey", "starts", "with", "one", "step"};
+
+/* --figures: the matrix just printed as DIR/NN-name.svg (the same floats). */
+static void figure(walk *w, const char *name, const char *title, const char *code,
+                   const float *data, int rows, int cols, const char *const *labels) {
+    if (w->failed || !w->figdir) return;
+    char path[4096];
+    int n = snprintf(path, sizeof path, "%s/%02d-%s.svg", w->figdir, ++w->n_figures, name);
+    if (n < 0 || (size_t)n >= sizeof path) {
+        attn_fail(&w->err, ATTN_ERR_INVALID_ARG, "--figures path '%s' is too long", w->figdir);
+        w->failed = 1;
+        return;
+    }
+    attn_viz_heatmap h = {.rows = rows,
+                          .cols = cols,
+                          .values = data,
+                          .row_labels = labels,
+                          .col_labels = labels,
+                          .title = title,
+                          .subtitle = code,
+                          .show_values = 1,
+                          .decimals = 4};
+    if (attn_viz_write_heatmap_svg(&h, path, &w->err) != ATTN_OK) w->failed = 1;
+}
 
 static void section(walk *w, const char *title) {
     fprintf(w->out, "\n== %s ==\n", title);
@@ -167,10 +202,14 @@ static void simple_attention(walk *w) {
     caption(w, "the same by matrix multiplication: inputs @ inputs.T");
     attn_matmul_bt(inputs, inputs, scores, T_TOK, D_IN, T_TOK);
     SHOW(w, NULL, scores, NULL, T_TOK, T_TOK);
+    figure(w, "attn-scores", "3.3.2 Attention scores (dot products of the embeddings)",
+           "attn_scores = inputs @ inputs.T", scores, T_TOK, T_TOK, words);
 
     caption(w, "attention weights: torch.softmax(attn_scores, dim=-1)");
     attn_softmax_forward(scores, weights, T_TOK, T_TOK);
     SHOW(w, NULL, weights, NULL, T_TOK, T_TOK);
+    figure(w, "attn-weights", "3.3.2 Attention weights (each row sums to 1)",
+           "attn_weights = torch.softmax(attn_scores, dim=-1)", weights, T_TOK, T_TOK, words);
     for (int i = 0; i < T_TOK; i++)
         sums[i] = torch_sum(weights + i * T_TOK, T_TOK);
     SHOW(w, "All row sums: ", sums, NULL, T_TOK);
@@ -357,15 +396,21 @@ static void causal_tables(walk *w, const attn_sa_v2 *sa, const char *which, cons
     scale_by_sqrt(scores, scaled, T_TOK * T_TOK, D_OUT);
     attn_softmax_forward(scaled, weights, T_TOK, T_TOK);
     SHOW(w, NULL, weights, "grad_fn=<SoftmaxBackward0>", T_TOK, T_TOK);
+    figure(w, "trainable-weights", "3.5.1 Attention weights with trainable W_query, W_key",
+           "torch.softmax(queries @ keys.T / d_k**0.5, dim=-1)", weights, T_TOK, T_TOK, words);
 
     caption(w, "mask_simple = torch.tril(torch.ones(6, 6))");
     attn_tril_ones(mask, T_TOK);
     SHOW(w, NULL, mask, NULL, T_TOK, T_TOK);
+    figure(w, "causal-mask", "3.5.1 The causal mask: a word sees itself and earlier words",
+           "mask_simple = torch.tril(torch.ones(6, 6))", mask, T_TOK, T_TOK, words);
 
     caption(w, "masked_simple = attn_weights * mask_simple");
     for (int i = 0; i < T_TOK * T_TOK; i++)
         masked[i] = weights[i] * mask[i];
     SHOW(w, NULL, masked, "grad_fn=<MulBackward0>", T_TOK, T_TOK);
+    figure(w, "masked-weights", "3.5.1 Weights above the diagonal zeroed",
+           "masked_simple = attn_weights * mask_simple", masked, T_TOK, T_TOK, words);
 
     caption(w, "renormalised: masked_simple / masked_simple.sum(dim=-1, keepdim=True)");
     for (int i = 0; i < T_TOK; i++) {
@@ -374,16 +419,23 @@ static void causal_tables(walk *w, const attn_sa_v2 *sa, const char *which, cons
             norm[i * T_TOK + j] = masked[i * T_TOK + j] / rs;
     }
     SHOW(w, NULL, norm, "grad_fn=<DivBackward0>", T_TOK, T_TOK);
+    figure(w, "renormalised-weights", "3.5.1 Masked weights renormalised (rows sum to 1 again)",
+           "masked_simple / masked_simple.sum(dim=-1, keepdim=True)", norm, T_TOK, T_TOK, words);
 
     caption(w, "scores masked with -inf above the diagonal: attn_scores.masked_fill(torch.triu("
                "ones, diagonal=1).bool(), -torch.inf)");
     attn_causal_fill(scores, masked, 1, T_TOK, -INFINITY);
     SHOW(w, NULL, masked, "grad_fn=<MaskedFillBackward0>", T_TOK, T_TOK);
+    figure(w, "masked-scores", "3.5.1 Scores masked with -inf above the diagonal",
+           "attn_scores.masked_fill(torch.triu(ones, diagonal=1).bool(), -torch.inf)", masked,
+           T_TOK, T_TOK, words);
 
     caption(w, "causal attention weights: torch.softmax(masked / d_k**0.5, dim=1)");
     scale_by_sqrt(masked, scaled, T_TOK * T_TOK, D_OUT);
     attn_softmax_forward(scaled, causal_weights, T_TOK, T_TOK);
     SHOW(w, NULL, causal_weights, "grad_fn=<SoftmaxBackward0>", T_TOK, T_TOK);
+    figure(w, "causal-weights", "3.5.1 Causal attention weights (softmax of the -inf scores)",
+           "torch.softmax(masked / d_k**0.5, dim=1)", causal_weights, T_TOK, T_TOK, words);
 
     caption(w, "their context vectors with 3.4.1's values (inputs @ W_value, seed 123): "
                "attn_weights @ values");
@@ -407,12 +459,17 @@ static void dropout_tables(walk *w, const float *causal_weights) {
     attn_dropout_mask(&rng, w->stream, 0.5, keep, T_TOK * T_TOK);
     attn_dropout_apply(ones, keep, 0.5, y, T_TOK * T_TOK);
     SHOW(w, NULL, y, NULL, T_TOK, T_TOK);
+    figure(w, "dropout-mask", "3.5.2 Dropout mask: half the entries zeroed, the rest scaled by 2",
+           "torch.manual_seed(123); torch.nn.Dropout(0.5)(torch.ones(6, 6))", y, T_TOK, T_TOK,
+           words);
 
     caption(w, "torch.manual_seed(123); dropout(attn_weights) on the causal weights above");
     attn_rng_seed(&rng, 123);
     attn_dropout_mask(&rng, w->stream, 0.5, keep, T_TOK * T_TOK);
     attn_dropout_apply(causal_weights, keep, 0.5, y, T_TOK * T_TOK);
     SHOW(w, NULL, y, "grad_fn=<MulBackward0>", T_TOK, T_TOK);
+    figure(w, "dropout-weights", "3.5.2 Dropout on the causal attention weights",
+           "torch.manual_seed(123); dropout(attn_weights)", y, T_TOK, T_TOK, words);
 }
 
 static void causal_class(walk *w, const float *batch) {
@@ -475,6 +532,22 @@ static void mha_wrapper(walk *w, const float *batch) {
     show_shape(w, "context_vecs.shape: ", 3, SHAPE(2, T_TOK, 2 * D_OUT));
 }
 
+/* --figures: the weights each head of MultiHeadAttention(3, 2, 6, 0.0,
+ * num_heads=2) computed for the sentence (batch row 0), from its cache. */
+static void heads_figures(walk *w, const attn_mha *m, const attn_attention_cache *cache) {
+    float hw[2 * T_TOK * T_TOK];
+    if (attn_mha_attention_weights(m, cache, 0, hw, &w->err) != ATTN_OK) {
+        w->failed = 1;
+        return;
+    }
+    figure(w, "mha-head0-weights", "3.6.2 MultiHeadAttention, head 0 of 2 (head_dim 1)",
+           "torch.manual_seed(123); MultiHeadAttention(3, 2, 6, 0.0, num_heads=2)", hw, T_TOK,
+           T_TOK, words);
+    figure(w, "mha-head1-weights", "3.6.2 MultiHeadAttention, head 1 of 2 (head_dim 1)",
+           "torch.manual_seed(123); MultiHeadAttention(3, 2, 6, 0.0, num_heads=2)",
+           hw + T_TOK * T_TOK, T_TOK, T_TOK, words);
+}
+
 static void run_mha(walk *w, const float *batch, int d_out, int num_heads) {
     attn_rng rng;
     attn_rng_seed(&rng, 123);
@@ -498,6 +571,7 @@ static void run_mha(walk *w, const float *batch, int d_out, int num_heads) {
     } else {
         if (attn_mha_forward(&m, batch, 2, T_TOK, out, &eval, &cache, &w->err) != ATTN_OK)
             w->failed = 1;
+        if (!w->failed && w->figdir && num_heads == 2) heads_figures(w, &m, &cache);
         attn_attention_cache_free(&cache);
     }
     attn_mha_free(&m);
@@ -517,6 +591,11 @@ static void mha_weight_splits(walk *w, const float *batch) {
     caption(w, "each head on its own: a[0, h] @ a[0, h].T");
     SHOW(w, "First head:\n ", res, NULL, 3, 3);
     SHOW(w, "\nSecond head:\n ", res + 9, NULL, 3, 3);
+    figure(w, "batched-head0", "3.6.2 Multi-head split: the first head's products",
+           "a[0, 0] @ a[0, 0].T  (a: (b, num_heads, num_tokens, head_dim) = (1, 2, 3, 4))", res, 3,
+           3, NULL);
+    figure(w, "batched-head1", "3.6.2 Multi-head split: the second head's products",
+           "a[0, 1] @ a[0, 1].T", res + 9, 3, 3, NULL);
 
     caption(w, "torch.manual_seed(123); MultiHeadAttention(3, d_out=2, 6, 0.0, num_heads=2)"
                "(batch)");
@@ -528,13 +607,16 @@ static void mha_weight_splits(walk *w, const float *batch) {
 }
 
 static void usage(FILE *out) {
-    fprintf(out, "usage: attn chapter3 [--rng torch-mkl|torch-cpu]\n"
+    fprintf(out, "usage: attn chapter3 [--rng torch-mkl|torch-cpu] [--figures DIR]\n"
                  "  Walks chapter 3 of \"Build a Large Language Model (From Scratch)\" and prints\n"
                  "  each step's tensor as PyTorch 1.13 prints it, under a one-line caption.\n"
                  "  --rng torch-mkl  dropout masks of MKL builds: the book's tables (default)\n"
                  "  --rng torch-cpu  dropout masks of non-MKL builds (Debian's python3-torch);\n"
                  "                   the causal and dropout tables then follow seed 003's\n"
-                 "                   notebook and its SelfAttention_v2 variant\n");
+                 "                   notebook and its SelfAttention_v2 variant\n"
+                 "  --figures DIR    also write the chapter's matrices as SVG heatmaps, in\n"
+                 "                   the book's order (DIR/01-attn-scores.svg ...), labelled\n"
+                 "                   with the words, the printed values in the cells\n");
 }
 
 int cmd_chapter3(int argc, char **argv) {
@@ -556,6 +638,13 @@ int cmd_chapter3(int argc, char **argv) {
             v = argv[++i];
         } else if (strncmp(a, "--rng=", 6) == 0) {
             v = a + 6;
+        } else if (strcmp(a, "--figures") == 0) {
+            if (i + 1 >= argc || argv[i + 1][0] == '\0') {
+                fprintf(stderr, "attn chapter3: --figures needs a directory\n");
+                return 2;
+            }
+            w.figdir = argv[++i];
+            continue;
         } else {
             fprintf(stderr, "attn chapter3: unknown option '%s'\n", a);
             usage(stderr);
@@ -567,6 +656,11 @@ int cmd_chapter3(int argc, char **argv) {
         }
     }
 
+    if (w.figdir && mkdir(w.figdir, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, "attn chapter3: cannot create --figures directory '%s': %s\n", w.figdir,
+                strerror(errno));
+        return 1;
+    }
     fprintf(w.out,
             "Chapter 3, \"Coding attention mechanisms\", step by step (dropout stream: %s%s)\n",
             attn_dropout_stream_name(w.stream),

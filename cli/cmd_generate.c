@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "attn/sample.h"
 #include "attn/train.h"
 #include "commands.h"
 
@@ -24,58 +25,6 @@ static void generate_usage(FILE *out) {
             "  the last context_length/2 characters and continues (O(T) per token).\n"
             "  Tokens per second go to stderr at the end. --precision bf16 streams bf16\n"
             "  copies of the weights (half the bytes per token; sums stay fp32).\n");
-}
-
-typedef struct {
-    float p;
-    int id;
-} cand;
-
-static int cand_desc(const void *a, const void *b) {
-    const cand *x = a, *y = b;
-    if (x->p != y->p) return x->p < y->p ? 1 : -1;
-    return x->id - y->id;
-}
-
-/* Pick the next token from logits (V) as nanoGPT's sample: scale by
- * 1/temperature, keep the top k, softmax, keep the smallest prefix with
- * mass >= top_p, draw. */
-static int sample(const float *logits, int V, double temperature, int top_k, double top_p,
-                  attn_rng *rng, cand *buf) {
-    if (temperature <= 0) {
-        int best = 0;
-        for (int i = 1; i < V; i++)
-            if (logits[i] > logits[best]) best = i;
-        return best;
-    }
-    for (int i = 0; i < V; i++) {
-        buf[i].p = (float)(logits[i] / temperature);
-        buf[i].id = i;
-    }
-    qsort(buf, (size_t)V, sizeof *buf, cand_desc);
-    int n = (top_k > 0 && top_k < V) ? top_k : V;
-    double maxv = buf[0].p, sum = 0;
-    for (int i = 0; i < n; i++)
-        sum += exp((double)buf[i].p - maxv);
-    double cum = 0;
-    int keep = n;
-    for (int i = 0; i < n; i++) {
-        double pi = exp((double)buf[i].p - maxv) / sum;
-        buf[i].p = (float)pi;
-        cum += pi;
-        if (top_p < 1.0 && cum >= top_p && keep == n) keep = i + 1;
-    }
-    double mass = 0;
-    for (int i = 0; i < keep; i++)
-        mass += buf[i].p;
-    /* One 53-bit uniform draw. */
-    double u = (double)(attn_rng_u64(rng) >> 11) * (1.0 / 9007199254740992.0) * mass;
-    double acc = 0;
-    for (int i = 0; i < keep; i++) {
-        acc += buf[i].p;
-        if (u < acc) return buf[i].id;
-    }
-    return buf[keep - 1].id;
 }
 
 int cmd_generate(int argc, char **argv) {
@@ -153,7 +102,7 @@ int cmd_generate(int argc, char **argv) {
     const int V = model.cfg.vocab_size, ctx = model.cfg.context_length;
     size_t plen = strlen(prompt), n_prompt = 0;
     int32_t *hist = NULL;
-    cand *buf = malloc((size_t)V * sizeof *buf);
+    attn_sample_candidate *buf = malloc((size_t)V * sizeof *buf);
     attn_gpt_kv_cache cache;
     memset(&cache, 0, sizeof cache);
     if (attn_utf8_count(prompt, plen, &n_prompt, &err)) {
@@ -201,7 +150,7 @@ int cmd_generate(int argc, char **argv) {
     }
     char u8[8];
     for (long i = 0; i < max_new; i++) {
-        int id = sample(cache.logits, V, temperature, (int)top_k, top_p, &rng, buf);
+        int id = attn_sample_next(cache.logits, V, temperature, (int)top_k, top_p, &rng, buf);
         int k = attn_utf8_put(tok.chars[id], u8);
         fwrite(u8, 1, (size_t)k, stdout);
         if (i + 1 == max_new) break;

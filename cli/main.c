@@ -21,6 +21,7 @@ static const command commands[] = {
     {"forward", cmd_forward, "run one attention module (and backward) on a .npy input"},
     {"train", cmd_train, "train the char-level GPT on a text corpus (checkpoints, resume)"},
     {"generate", cmd_generate, "sample text from a trained GPT checkpoint"},
+    {"viz", cmd_viz, "a checkpoint's attention on a prompt as an HTML page or SVG heatmap"},
 };
 
 static void usage(FILE *out) {

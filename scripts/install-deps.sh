@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Install what attn needs on Debian 12. Usage: install-deps.sh build|test
 #   build: compiler, CMake, OpenBLAS, cJSON, oneDNN, pkg-config (what `make run` needs)
-#   test:  the above plus Criterion and PyTorch/NumPy for the parity tests
+#   test:  the above plus Criterion, PyTorch/NumPy for the parity tests and
+#          Chromium (headless) for the attn viz page test
 # As root it runs apt-get; otherwise it prints the exact line to run and fails.
 set -euo pipefail
 what=${1:-build}
 pkgs=(gcc make cmake pkg-config libopenblas-dev libcjson-dev libdnnl-dev)
 if [ "$what" = test ]; then
-  pkgs+=(libcriterion-dev python3-torch python3-numpy)
+  pkgs+=(libcriterion-dev python3-torch python3-numpy chromium)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

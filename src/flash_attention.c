@@ -821,3 +821,51 @@ attn_status attn_flash_backward(const attn_flash_problem *pb, const attn_flash_g
     }
     return ATTN_OK;
 }
+
+/* ---- weights read-out (attn viz) ----------------------------------------- */
+
+/* P recomputed as the backward recomputes it: the same score gemm and
+ * exp_row kernels against the saved LSE. */
+attn_status attn_flash_weights(const attn_flash_problem *pb, const attn_flash_options *opt, int b,
+                               int h, float *p, size_t ld_p, attn_error *err) {
+    run_ctx c;
+    attn_status st = setup(&c, pb, opt, err);
+    if (st != ATTN_OK) return st;
+    if (b < 0 || b >= c.B || h < 0 || h >= c.H)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "flash attention: (batch %d, head %d) is outside (%d, %d)", b, h, c.B,
+                         c.H);
+    if (!p || ld_p < (size_t)c.T)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "flash attention: weights need a (T, T) buffer with row stride >= %d",
+                         c.T);
+    const int T = c.T, hd = c.hd;
+    const size_t Tp = pad_to((size_t)T, ATTN_FLASH_PAD), hdp = c.hdp;
+    float *Kt = aligned_alloc(64, pad_to((size_t)hd * Tp * sizeof(float), 64));
+    float *Qp = aligned_alloc(64, pad_to((size_t)T * hdp * sizeof(float), 64));
+    float *S = aligned_alloc(64, pad_to((size_t)T * Tp * sizeof(float), 64));
+    if (!Kt || !Qp || !S) {
+        free(Kt);
+        free(Qp);
+        free(S);
+        return attn_fail(err, ATTN_ERR_NOMEM, "flash attention: out of memory for the weights");
+    }
+    const float *qb = pb->q + (size_t)b * T * pb->ld_q + (size_t)h * hd;
+    const float *kb = pb->k + (size_t)b * T * pb->ld_k + (size_t)h * hd;
+    c.K->pack_t(kb, (ptrdiff_t)pb->ld_k, T, hd, Kt, (ptrdiff_t)Tp);
+    for (int i = 0; i < T; i++)
+        memcpy(Qp + (size_t)i * hdp, qb + (size_t)i * pb->ld_q, (size_t)hd * sizeof(float));
+    c.K->gemm(T, T, hd, Qp, (ptrdiff_t)hdp, 1, Kt, (ptrdiff_t)Tp, S, (ptrdiff_t)Tp, 0, NULL);
+    const float *lse = pb->lse + ((size_t)b * c.H + (size_t)h) * (size_t)T;
+    for (int i = 0; i < T; i++) {
+        float *srow = S + (size_t)i * Tp, *prow = p + (size_t)i * ld_p;
+        c.K->exp_row(srow, srow, i + 1, c.scale, lse[i]);
+        memcpy(prow, srow, (size_t)(i + 1) * sizeof(float));
+        for (int j = i + 1; j < T; j++)
+            prow[j] = 0.0f;
+    }
+    free(Kt);
+    free(Qp);
+    free(S);
+    return ATTN_OK;
+}

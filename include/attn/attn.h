@@ -2,6 +2,7 @@
 #ifndef ATTN_ATTN_H
 #define ATTN_ATTN_H
 
+#include "attn/attention_weights.h"
 #include "attn/causal_attention.h"
 #include "attn/cross_entropy.h"
 #include "attn/dataset.h"
@@ -25,6 +26,7 @@
 #include "attn/print.h"
 #include "attn/residual.h"
 #include "attn/rng.h"
+#include "attn/sample.h"
 #include "attn/safetensors.h"
 #include "attn/seed004_attention.h"
 #include "attn/self_attention.h"
@@ -32,5 +34,6 @@
 #include "attn/status.h"
 #include "attn/tokenizer.h"
 #include "attn/train.h"
+#include "attn/viz.h"
 
 #endif

@@ -131,6 +131,15 @@ attn_status attn_flash_backward(const attn_flash_problem *pb, const attn_flash_g
                                 const attn_flash_options *opt, attn_flash_workspace *ws,
                                 attn_error *err);
 
+/* The softmax weights of (batch b, head h) after attn_flash_forward on pb,
+ * before dropout: p (T, T), row stride ld_p >= T, gets
+ *   p[i][j] = exp(q_i . k_j / sqrt(head_dim) - lse_i) for j <= i, 0 above,
+ * recomputed from pb's Q, K and saved LSE with the kernels the backward uses
+ * to recompute them. Reads pb only (a forward's results are unchanged);
+ * allocates O(T^2) scratch: for inspection (attn viz), not for hot loops. */
+attn_status attn_flash_weights(const attn_flash_problem *pb, const attn_flash_options *opt, int b,
+                               int h, float *p, size_t ld_p, attn_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,54 @@
+/* Read-out of the attention weights of the last forward (see
+ * attn/attention_weights.h). */
+#include "attn/attention_weights.h"
+
+#include <string.h>
+
+#include "mha_fused.h"
+
+attn_status attn_mha_attention_weights(const attn_mha *m, const attn_attention_cache *cache, int b,
+                                       float *weights, attn_error *err) {
+    if (!cache || cache->heads != m->num_heads || cache->d_out != m->d_out)
+        return attn_fail(err, ATTN_ERR_STATE,
+                         "attention weights: the cache was not made for this MultiHeadAttention");
+    const int T = cache->T;
+    if (b < 0 || b >= cache->B)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "attention weights: batch row %d is outside [0, %d)", b, cache->B);
+    const size_t TT = (size_t)T * (size_t)T, H = (size_t)m->num_heads;
+    if (m->path == ATTN_MHA_REFERENCE) {
+        if (!cache->attn_weights)
+            return attn_fail(err, ATTN_ERR_STATE,
+                             "attention weights: the cache keeps no weights (a fused-path cache)");
+        memcpy(weights, cache->attn_weights + (size_t)b * H * TT, H * TT * sizeof(float));
+        return ATTN_OK;
+    }
+    const attn_mha_fused_state *st = cache->fused;
+    if (!st || st->B != cache->B || st->T != T || st->heads != m->num_heads ||
+        st->d_out != m->d_out)
+        return attn_fail(err, ATTN_ERR_STATE,
+                         "attention weights: no fused forward has run on this cache");
+    /* The problem the forward solved: Q | K | V interleaved in the packed qkv. */
+    const size_t d = (size_t)m->d_out, d3 = 3 * d;
+    attn_flash_problem pb = {
+        cache->B, T,  m->num_heads, m->head_dim,    st->qkv, st->qkv + d, st->qkv + 2 * d,
+        d3,       d3, d3,           cache->context, d,       st->lse,     NULL};
+    for (int h = 0; h < m->num_heads; h++) {
+        attn_status s =
+            attn_flash_weights(&pb, &m->flash, b, h, weights + (size_t)h * TT, (size_t)T, err);
+        if (s != ATTN_OK) return s;
+    }
+    return ATTN_OK;
+}
+
+attn_status attn_gpt_attention_weights(const attn_gpt *m, const attn_gpt_acts *acts, int layer,
+                                       int b, float *weights, attn_error *err) {
+    if (!acts || !acts->blocks || acts->n_layers != m->cfg.n_layers)
+        return attn_fail(err, ATTN_ERR_STATE,
+                         "attention weights: no activations of this model's forward");
+    if (layer < 0 || layer >= m->cfg.n_layers)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "attention weights: layer %d is outside [0, %d)", layer, m->cfg.n_layers);
+    return attn_mha_attention_weights(&m->blocks[layer].att, &acts->blocks[layer].att, b, weights,
+                                      err);
+}

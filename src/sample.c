@@ -1,0 +1,60 @@
+/* Next-token sampling (see attn/sample.h). */
+#include "attn/sample.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+static int cand_desc(const void *a, const void *b) {
+    const attn_sample_candidate *x = a, *y = b;
+    if (x->p != y->p) return x->p < y->p ? 1 : -1;
+    return x->id - y->id;
+}
+
+int attn_sample_next(const float *logits, int V, double temperature, int top_k, double top_p,
+                     attn_rng *rng, attn_sample_candidate *buf) {
+    if (temperature <= 0) {
+        int best = 0;
+        for (int i = 1; i < V; i++)
+            if (logits[i] > logits[best]) best = i;
+        return best;
+    }
+    for (int i = 0; i < V; i++) {
+        buf[i].p = (float)(logits[i] / temperature);
+        buf[i].id = i;
+    }
+    qsort(buf, (size_t)V, sizeof *buf, cand_desc);
+    int n = (top_k > 0 && top_k < V) ? top_k : V;
+    double maxv = buf[0].p, sum = 0;
+    for (int i = 0; i < n; i++)
+        sum += exp((double)buf[i].p - maxv);
+    double cum = 0;
+    int keep = n;
+    for (int i = 0; i < n; i++) {
+        double pi = exp((double)buf[i].p - maxv) / sum;
+        buf[i].p = (float)pi;
+        cum += pi;
+        if (top_p < 1.0 && cum >= top_p && keep == n) keep = i + 1;
+    }
+    double mass = 0;
+    for (int i = 0; i < keep; i++)
+        mass += buf[i].p;
+    /* One 53-bit uniform draw. */
+    double u = (double)(attn_rng_u64(rng) >> 11) * (1.0 / 9007199254740992.0) * mass;
+    double acc = 0;
+    for (int i = 0; i < keep; i++) {
+        acc += buf[i].p;
+        if (u < acc) return buf[i].id;
+    }
+    return buf[keep - 1].id;
+}
+
+void attn_sample_probs(const float *logits, int V, double temperature, float *probs) {
+    const double t = temperature > 0 ? temperature : 1.0;
+    double maxv = -INFINITY, sum = 0;
+    for (int i = 0; i < V; i++)
+        if ((double)(float)(logits[i] / t) > maxv) maxv = (double)(float)(logits[i] / t);
+    for (int i = 0; i < V; i++)
+        sum += exp((double)(float)(logits[i] / t) - maxv);
+    for (int i = 0; i < V; i++)
+        probs[i] = (float)(exp((double)(float)(logits[i] / t) - maxv) / sum);
+}

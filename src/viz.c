@@ -1,0 +1,214 @@
+/* attn viz's data: a prompt (plus sampled characters) through the GPT's own
+ * forward, every layer's attention weights read back (see attn/viz.h). */
+#define _POSIX_C_SOURCE 200809L /* strdup */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn/attention_weights.h"
+#include "attn/fileio.h"
+#include "attn/sample.h"
+#include "attn/viz.h"
+
+void attn_viz_options_default(attn_viz_options *o) {
+    o->generate = 0;
+    o->temperature = 0.8;
+    o->top_k = 200;
+    o->seed = 1337;
+}
+
+int attn_viz_char_label(uint32_t c, char *out) {
+    uint32_t shown = c;
+    if (c == ' ')
+        shown = 0x2423;
+    else if (c == '\n')
+        shown = 0x21B5;
+    else if (c == '\t')
+        shown = 0x21E5;
+    else if (c < 0x20 || c == 0x7F)
+        shown = 0xFFFD;
+    int k = attn_utf8_put(shown, out);
+    out[k] = '\0';
+    return k;
+}
+
+void attn_viz_data_free(attn_viz_data *d) {
+    free(d->ids);
+    free(d->chars);
+    free(d->attention);
+    free(d->steps);
+    free(d->source);
+    memset(d, 0, sizeof *d);
+}
+
+/* Sample n characters after ids[0..P-1] as `attn generate` does (prefill,
+ * then draw-and-step), recording each draw's probability and top five. */
+static attn_status sample_more(const attn_gpt *m, const attn_tokenizer *tok, attn_viz_data *d,
+                               attn_error *err) {
+    const int V = m->cfg.vocab_size, P = d->n_prompt, N = d->n_generated;
+    attn_gpt_kv_cache cache;
+    attn_sample_candidate *buf = malloc((size_t)V * sizeof *buf);
+    float *probs = malloc((size_t)V * sizeof *probs);
+    attn_status s = ATTN_OK;
+    memset(&cache, 0, sizeof cache);
+    if (!buf || !probs) s = attn_fail(err, ATTN_ERR_NOMEM, "viz: out of memory for sampling");
+    if (s == ATTN_OK) s = attn_gpt_kv_init(&cache, m, err);
+    if (s == ATTN_OK) s = attn_gpt_kv_prefill(m, &cache, d->ids, P, NULL, err);
+    attn_rng rng;
+    attn_rng_seed(&rng, d->opt.seed);
+    for (int k = 0; k < N && s == ATTN_OK; k++) {
+        attn_viz_step *st = &d->steps[k];
+        attn_sample_probs(cache.logits, V, d->opt.temperature, probs);
+        const int id =
+            attn_sample_next(cache.logits, V, d->opt.temperature, d->opt.top_k, 1.0, &rng, buf);
+        st->id = id;
+        st->ch = tok->chars[id];
+        st->p = probs[id];
+        for (int t = 0; t < ATTN_VIZ_TOP; t++) { /* the top five, ties by lower id */
+            int best = -1;
+            for (int v = 0; v < V; v++) {
+                int used = 0;
+                for (int u = 0; u < t; u++)
+                    used |= st->top_id[u] == v;
+                if (!used && (best < 0 || probs[v] > probs[best])) best = v;
+            }
+            st->top_id[t] = best;
+            st->top_p[t] = best >= 0 ? probs[best] : 0.0f;
+            st->top_ch[t] = best >= 0 ? tok->chars[best] : 0;
+        }
+        d->ids[P + k] = id;
+        if (k + 1 < N) s = attn_gpt_kv_step(m, &cache, id, NULL, err);
+    }
+    attn_gpt_kv_free(&cache);
+    free(buf);
+    free(probs);
+    return s;
+}
+
+attn_status attn_viz_compute(attn_gpt *m, const attn_tokenizer *tok, const char *prompt, size_t n,
+                             const attn_viz_options *opt, const char *source, attn_viz_data *d,
+                             attn_error *err) {
+    memset(d, 0, sizeof *d);
+    attn_viz_options o;
+    attn_viz_options_default(&o);
+    if (opt) o = *opt;
+    const attn_gpt_config *c = &m->cfg;
+    if (o.generate < 0)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "generate must be >= 0, got %d", o.generate);
+    if (!(o.temperature >= 0) || o.temperature > 1e6)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "temperature must be >= 0, got %g",
+                         o.temperature);
+    if (o.top_k < 0)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "top_k must be >= 0, got %d", o.top_k);
+    if (tok->vocab_size != c->vocab_size)
+        return attn_fail(err, ATTN_ERR_SHAPE,
+                         "viz: the tokenizer has %d characters, the model's vocab_size is %d",
+                         tok->vocab_size, c->vocab_size);
+    size_t count = 0;
+    attn_status s = attn_utf8_count(prompt, n, &count, err);
+    if (s != ATTN_OK) return s;
+    if (count == 0) return attn_fail(err, ATTN_ERR_INVALID_ARG, "the prompt is empty");
+    if (count + (size_t)o.generate > (size_t)c->context_length) {
+        if (o.generate == 0)
+            return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                             "the prompt has %zu characters; the model sees at most "
+                             "context_length = %d",
+                             count, c->context_length);
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "the prompt has %zu characters and generate asks for %d more; the model "
+                         "sees at most context_length = %d",
+                         count, o.generate, c->context_length);
+    }
+    const int T = (int)count + o.generate;
+    d->n_layers = c->n_layers;
+    d->n_heads = c->n_heads;
+    d->T = T;
+    d->n_prompt = (int)count;
+    d->n_generated = o.generate;
+    d->cfg = *c;
+    d->opt = o;
+    const size_t TT = (size_t)T * (size_t)T, LH = (size_t)c->n_layers * (size_t)c->n_heads;
+    d->ids = malloc((size_t)T * sizeof *d->ids);
+    d->chars = malloc((size_t)T * sizeof *d->chars);
+    d->attention = malloc(LH * TT * sizeof *d->attention);
+    d->steps = calloc(o.generate ? (size_t)o.generate : 1, sizeof *d->steps);
+    if (source) d->source = strdup(source);
+    if (!d->ids || !d->chars || !d->attention || !d->steps || (source && !d->source)) {
+        attn_viz_data_free(d);
+        return attn_fail(err, ATTN_ERR_NOMEM, "viz: out of memory for %d tokens", T);
+    }
+    size_t got = 0;
+    s = attn_tokenizer_encode(tok, prompt, n, d->ids, &got, err);
+    if (s == ATTN_OK && o.generate > 0) s = sample_more(m, tok, d, err);
+    /* The whole sequence through the training forward (eval mode). */
+    attn_gpt_acts acts;
+    memset(&acts, 0, sizeof acts);
+    if (s == ATTN_OK) s = attn_gpt_acts_init(&acts, m, 1, T, err);
+    if (s == ATTN_OK) s = attn_gpt_forward(m, d->ids, NULL, 1, T, NULL, &acts, NULL, err);
+    for (int l = 0; l < c->n_layers && s == ATTN_OK; l++)
+        s = attn_gpt_attention_weights(m, &acts, l, 0, d->attention + (size_t)l * c->n_heads * TT,
+                                       err);
+    attn_gpt_acts_free(&acts);
+    for (int t = 0; t < T && s == ATTN_OK; t++)
+        d->chars[t] = tok->chars[d->ids[t]];
+    if (s != ATTN_OK) attn_viz_data_free(d);
+    return s;
+}
+
+static attn_status check_head(const attn_viz_data *d, int layer, int head, attn_error *err) {
+    if (layer < 0 || layer >= d->n_layers)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "layer %d is outside 0..%d", layer,
+                         d->n_layers - 1);
+    if (head < 0 || head >= d->n_heads)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "head %d is outside 0..%d", head,
+                         d->n_heads - 1);
+    return ATTN_OK;
+}
+
+attn_status attn_viz_head_svg(const attn_viz_data *d, int layer, int head, char **out,
+                              attn_error *err) {
+    *out = NULL;
+    attn_status s = check_head(d, layer, head, err);
+    if (s != ATTN_OK) return s;
+    const int T = d->T;
+    char *store = malloc((size_t)T * 8);
+    const char **labels = malloc((size_t)T * sizeof *labels);
+    if (!store || !labels) {
+        free(store);
+        free(labels);
+        return attn_fail(err, ATTN_ERR_NOMEM, "viz: out of memory");
+    }
+    for (int t = 0; t < T; t++) {
+        attn_viz_char_label(d->chars[t], store + (size_t)t * 8);
+        labels[t] = store + (size_t)t * 8;
+    }
+    char title[160], sub[200];
+    snprintf(title, sizeof title, "Attention weights, layer %d, head %d (%d characters%s)", layer,
+             head, T, d->n_generated ? ", generated ones included" : "");
+    snprintf(sub, sizeof sub,
+             "softmax(Q K^T / sqrt(%d)), eval mode; blank above the diagonal: masked",
+             d->cfg.emb_dim / d->cfg.n_heads);
+    attn_viz_heatmap h = {.rows = T,
+                          .cols = T,
+                          .values = d->attention + ((size_t)layer * d->n_heads + head) * T * T,
+                          .row_labels = labels,
+                          .col_labels = labels,
+                          .title = title,
+                          .subtitle = sub,
+                          .show_values = T <= 12,
+                          .decimals = 2,
+                          .causal = 1};
+    s = attn_viz_heatmap_svg(&h, out, err);
+    free(store);
+    free(labels);
+    return s;
+}
+
+attn_status attn_viz_write_head_svg(const attn_viz_data *d, int layer, int head, const char *path,
+                                    attn_error *err) {
+    char *svg = NULL;
+    attn_status s = attn_viz_head_svg(d, layer, head, &svg, err);
+    if (s == ATTN_OK) s = attn_file_write_atomic(path, svg, strlen(svg), err);
+    free(svg);
+    return s;
+}
