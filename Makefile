@@ -5,7 +5,7 @@ BUILD_ASAN ?= build-asan
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_ARGS ?=
 
-.PHONY: all build run test test-sanitize deps deps-test install clean bench
+.PHONY: all build run test test-cuda test-sanitize deps deps-test install clean bench
 
 all: build
 
@@ -33,6 +33,12 @@ run: build
 test: deps-test $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
 	ctest --test-dir $(BUILD) --output-on-failure -j 1
+
+# Only the GPU tests (tests/cuda/), on a machine with a CUDA device; they
+# report "Skipped" elsewhere.
+test-cuda: deps-test $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS)
+	ctest --test-dir $(BUILD) --output-on-failure -j 1 -L cuda
 
 # The suite again under AddressSanitizer + UndefinedBehaviorSanitizer.
 test-sanitize: deps-test

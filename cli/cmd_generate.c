@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "attn/cuda.h"
 #include "attn/sample.h"
 #include "attn/train.h"
 #include "commands.h"
@@ -18,7 +19,7 @@ static void generate_usage(FILE *out) {
     fprintf(out,
             "usage: attn generate --checkpoint DIR [--prompt TEXT] [--max-new-tokens 500]\n"
             "                     [--temperature 0.8] [--top-k 200] [--top-p P] [--seed 1337]\n"
-            "                     [--precision fp32|bf16]\n"
+            "                     [--device cpu|cuda] [--precision fp32|bf16]\n"
             "  Prints the prompt (default: a newline) followed by max-new-tokens sampled\n"
             "  characters. Temperature 0 is greedy; top-k 0 and top-p 1 disable those\n"
             "  filters. Once the context is full the window slides: the model re-reads\n"
@@ -27,12 +28,30 @@ static void generate_usage(FILE *out) {
             "  copies of the weights (half the bytes per token; sums stay fp32).\n");
 }
 
+/* --device cuda: the GPU has no KV cache; it runs the whole window the
+ * CPU's cache would hold (same positions, same logits up to rounding). */
+typedef struct {
+    attn_cuda_gpt *g;
+    float *logits; /* V: last token's logits */
+    int len;       /* tokens in the window */
+    int V;
+} gpu_window;
+
+static attn_status gpu_prefill(gpu_window *w, const int32_t *ids, int n, attn_error *err) {
+    attn_status s = attn_cuda_gpt_forward(w->g, ids, NULL, 1, n, NULL, NULL, err);
+    if (!s) s = attn_cuda_gpt_logits(w->g, (size_t)n - 1, 1, w->logits, err);
+    w->len = n;
+    return s;
+}
+
 int cmd_generate(int argc, char **argv) {
     const char *ckpt = NULL, *prompt = "\n";
+    attn_error err;
     long max_new = 500, top_k = 200;
     double temperature = 0.8, top_p = 1.0;
     unsigned long long seed = 1337;
     attn_precision precision = ATTN_PRECISION_FP32;
+    attn_device device = ATTN_DEVICE_CPU;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -50,6 +69,12 @@ int cmd_generate(int argc, char **argv) {
         errno = 0;
         if (strcmp(a, "--checkpoint") == 0)
             ckpt = v;
+        else if (strcmp(a, "--device") == 0) {
+            if (attn_device_parse(v, &device, &err)) {
+                fprintf(stderr, "attn generate: --device: %s\n", err.msg);
+                return 2;
+            }
+        }
         else if (strcmp(a, "--prompt") == 0)
             prompt = v;
         else if (strcmp(a, "--precision") == 0) {
@@ -90,7 +115,6 @@ int cmd_generate(int argc, char **argv) {
         return 2;
     }
     openblas_set_num_threads(1); /* one token at a time: tiny products */
-    attn_error err;
     attn_error_clear(&err);
     attn_gpt model;
     attn_tokenizer tok;
@@ -105,6 +129,7 @@ int cmd_generate(int argc, char **argv) {
     attn_sample_candidate *buf = malloc((size_t)V * sizeof *buf);
     attn_gpt_kv_cache cache;
     memset(&cache, 0, sizeof cache);
+    gpu_window gw = {NULL, NULL, 0, V};
     if (attn_utf8_count(prompt, plen, &n_prompt, &err)) {
         fprintf(stderr, "attn generate: prompt: %s\n", err.msg);
         goto out;
@@ -124,8 +149,15 @@ int cmd_generate(int argc, char **argv) {
         fprintf(stderr, "attn generate: prompt: %s\n", err.msg);
         goto out;
     }
-    if (attn_gpt_kv_init(&cache, &model, &err) ||
-        attn_gpt_kv_set_precision(&cache, &model, precision, &err)) {
+    if (device == ATTN_DEVICE_CUDA) {
+        gw.logits = malloc((size_t)V * sizeof *gw.logits);
+        if (!gw.logits || attn_cuda_gpt_create(&gw.g, &model, 1, ctx, precision, &err)) {
+            fprintf(stderr, "attn generate: --device cuda: %s\n",
+                    gw.logits ? err.msg : "out of memory");
+            goto out;
+        }
+    } else if (attn_gpt_kv_init(&cache, &model, &err) ||
+               attn_gpt_kv_set_precision(&cache, &model, precision, &err)) {
         fprintf(stderr, "attn generate: %s\n", err.msg);
         goto out;
     }
@@ -139,7 +171,8 @@ int cmd_generate(int argc, char **argv) {
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     if (max_new > 0 &&
-        attn_gpt_kv_prefill(&model, &cache, hist + n_hist - window, window, NULL, &err)) {
+        (gw.g ? gpu_prefill(&gw, hist + n_hist - window, window, &err)
+              : attn_gpt_kv_prefill(&model, &cache, hist + n_hist - window, window, NULL, &err))) {
         fprintf(stderr, "\nattn generate: %s\n", err.msg);
         goto out;
     }
@@ -150,7 +183,7 @@ int cmd_generate(int argc, char **argv) {
     }
     char u8[8];
     for (long i = 0; i < max_new; i++) {
-        int id = attn_sample_next(cache.logits, V, temperature, (int)top_k, top_p, &rng, buf);
+        int id = attn_sample_next(gw.g ? gw.logits : cache.logits, V, temperature, (int)top_k, top_p, &rng, buf);
         int k = attn_utf8_put(tok.chars[id], u8);
         fwrite(u8, 1, (size_t)k, stdout);
         if (i + 1 == max_new) break;
@@ -160,7 +193,11 @@ int cmd_generate(int argc, char **argv) {
         }
         hist[n_hist++] = id;
         attn_status s;
-        if (cache.len == cache.capacity) {
+        if (gw.g) {
+            /* The GPU reruns the window the CPU's cache would hold. */
+            int len = gw.len == ctx ? (ctx / 2 > 0 ? ctx / 2 : 1) : gw.len + 1;
+            s = gpu_prefill(&gw, hist + n_hist - len, len, &err);
+        } else if (cache.len == cache.capacity) {
             int keep = ctx / 2 > 0 ? ctx / 2 : 1;
             s = attn_gpt_kv_prefill(&model, &cache, hist + n_hist - keep, keep, NULL, &err);
         } else {
@@ -179,6 +216,8 @@ int cmd_generate(int argc, char **argv) {
             dt > 0 ? (double)max_new / dt : 0.0);
     rc = 0;
 out:
+    attn_cuda_gpt_free(gw.g);
+    free(gw.logits);
     attn_gpt_kv_free(&cache);
     free(hist);
     free(buf);

@@ -33,7 +33,8 @@ static void train_usage(FILE *out) {
             "usage: attn train [--data FILE] [--preset NAME] [--config FILE] [--steps N]\n"
             "                  [--batch-size N] [--lr X] [--eval-interval N] [--eval-iters N]\n"
             "                  [--seed N] [--threads N] [--out DIR] [--checkpoint-interval N]\n"
-            "                  [--log-interval N] [--resume] [--precision fp32|bf16]\n"
+            "                  [--log-interval N] [--resume] [--device cpu|cuda]\n"
+            "                  [--precision fp32|bf16]\n"
             "  Trains the char-level GPT (the book's GPTModel) on FILE (default\n"
             "  data/tinyshakespeare.txt): vocabulary = its sorted characters, first 90%%\n"
             "  trains, last 10%% validates. Presets: tiny (default), nanogpt-cpu,\n"
@@ -46,7 +47,10 @@ static void train_usage(FILE *out) {
             "  DIR/loss.svg (DIR defaults to runs/<preset>); checkpoints at every eval,\n"
             "  every --checkpoint-interval steps, at the end and on Ctrl-C. --resume\n"
             "  continues the run in DIR exactly where it stopped.\n"
-            "  --precision bf16 multiplies in bf16 with fp32 sums (AVX512-BF16 CPUs);\n"
+            "  --device cuda trains on the GPU (same checkpoint files; GPU dropout uses\n"
+            "  Philox, so with dropout it differs from a CPU run of the same seed);\n"
+            "  --precision bf16 runs the matrix products with bf16 operands and fp32\n"
+            "  sums: on the GPU's tensor cores, or on the CPU with AVX512-BF16 (oneDNN);\n"
             "  weights, optimizer and checkpoints stay fp32 (default fp32).\n"
             "  (testing) --interrupt-after N behaves as if Ctrl-C came after step N.\n");
 }
@@ -113,6 +117,7 @@ int cmd_train(int argc, char **argv) {
             ckpt_interval = -1, log_interval = -1, interrupt_after = -1;
     double lr = -1;
     int resume = 0;
+    attn_device device = ATTN_DEVICE_CPU;
     attn_precision precision = ATTN_PRECISION_FP32;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -139,14 +144,6 @@ int cmd_train(int argc, char **argv) {
             config = v;
         else if (strcmp(a, "--out") == 0)
             out = v;
-        else if (strcmp(a, "--precision") == 0) {
-            attn_error perr;
-            if (attn_precision_parse(v, &precision, &perr) ||
-                attn_precision_check(precision, &perr)) {
-                fprintf(stderr, "attn train: %s\n", perr.msg);
-                return 2;
-            }
-        }
         else if (strcmp(a, "--steps") == 0)
             bad = parse_i64(v, 1, &steps);
         else if (strcmp(a, "--batch-size") == 0)
@@ -165,7 +162,15 @@ int cmd_train(int argc, char **argv) {
             bad = parse_i64(v, 1, &log_interval);
         else if (strcmp(a, "--interrupt-after") == 0)
             bad = parse_i64(v, 1, &interrupt_after);
-        else if (strcmp(a, "--lr") == 0) {
+        else if (strcmp(a, "--device") == 0 || strcmp(a, "--precision") == 0) {
+            attn_error perr;
+            attn_status ps = a[2] == 'd' ? attn_device_parse(v, &device, &perr)
+                                         : attn_precision_parse(v, &precision, &perr);
+            if (ps) {
+                fprintf(stderr, "attn train: %s: %s\n", a, perr.msg);
+                return 2;
+            }
+        } else if (strcmp(a, "--lr") == 0) {
             char *end;
             lr = strtod(v, &end);
             bad = *end || end == v || !(lr > 0) || !isfinite(lr);
@@ -281,11 +286,6 @@ int cmd_train(int argc, char **argv) {
         fprintf(stderr, "attn train: %s: %s\n", data, err.msg);
         return 1;
     }
-    if (attn_gpt_set_precision(&tr.model, precision, &err)) {
-        fprintf(stderr, "attn train: %s\n", err.msg);
-        attn_trainer_free(&tr);
-        return 1;
-    }
     /* Output directory: create and probe it before spending time training. */
     if (make_dirs(out) != 0 || access(out, W_OK | X_OK) != 0) {
         fprintf(stderr, "attn train: cannot write to the output directory %s: %s\n", out,
@@ -297,6 +297,15 @@ int cmd_train(int argc, char **argv) {
         fprintf(stderr, "attn train: %s\n", err.msg);
         attn_trainer_free(&tr);
         return 1;
+    }
+    if (device != ATTN_DEVICE_CPU || precision != ATTN_PRECISION_FP32) {
+        if (attn_trainer_set_device(&tr, device, precision, &err)) {
+            fprintf(stderr, "attn train: --device %s: %s\n", attn_device_name(device), err.msg);
+            attn_trainer_free(&tr);
+            return device != ATTN_DEVICE_CPU ? 1 : 2;
+        }
+        fprintf(stderr, "attn train: on %s, %s\n", attn_device_name(device),
+                attn_precision_name(precision));
     }
     tr.corpus_path = data;
     const attn_train_config *c = &tr.tcfg;

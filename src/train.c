@@ -15,6 +15,7 @@
 
 #include "attn/fileio.h"
 #include "attn/safetensors.h"
+#include "train_device.h"
 
 #define PATH_BUF 4096
 
@@ -236,6 +237,7 @@ static uint64_t fnv1a(const char *s, size_t n) {
 }
 
 void attn_trainer_free(attn_trainer *tr) {
+    attn_cuda_gpt_free(tr->gpu);
     attn_tokenizer_free(&tr->tok);
     free(tr->ids);
     attn_sampler_free(&tr->sampler);
@@ -343,6 +345,7 @@ attn_status attn_trainer_step(attn_trainer *tr, attn_train_record *rec, attn_err
     int64_t decay = c->lr_decay_steps ? c->lr_decay_steps : c->max_steps;
     double lr = attn_lr_cosine(tr->step, c->warmup_steps, decay, c->learning_rate, c->min_lr);
     attn_sampler_next_batch(&tr->sampler, &tr->train, B, tr->xb, tr->yb);
+    if (tr->gpu) return attn_trainer_device_step(tr, lr, rec, err); /* train_device.c */
     attn_gpt_zero_grad(&tr->model);
     attn_forward_mode mode = {1, &tr->model_rng, c->dropout_stream};
     float loss = 0;
@@ -356,9 +359,15 @@ attn_status attn_trainer_step(attn_trainer *tr, attn_train_record *rec, attn_err
     const attn_param_list *params = attn_gpt_params(&tr->model);
     double norm = attn_clip_grad_norm(params, c->grad_clip);
     if ((st = attn_adamw_step(&tr->opt, params, lr, err))) return st;
+    return attn_trainer_record_step(tr, loss, lr, norm, rec, err);
+}
+
+attn_status attn_trainer_record_step(attn_trainer *tr, float loss, double lr, double norm,
+                                     attn_train_record *rec, attn_error *err) {
     tr->step++;
     attn_train_record r = {tr->step, loss, (float)lr, (float)norm};
-    if ((st = push_hist(tr, &r, err))) return st;
+    attn_status st = push_hist(tr, &r, err);
+    if (st) return st;
     if (rec) *rec = r;
     return ATTN_OK;
 }
@@ -373,7 +382,9 @@ attn_status attn_trainer_evaluate(attn_trainer *tr, attn_eval_record *rec, attn_
             attn_dataset_random_batch(splits[s], &tr->eval_rng, B, tr->xb, tr->yb);
             float loss = 0;
             attn_status st =
-                attn_gpt_forward(&tr->model, tr->xb, tr->yb, B, T, NULL, &tr->acts, &loss, err);
+                tr->gpu ? attn_trainer_device_eval(tr, &loss, err)
+                        : attn_gpt_forward(&tr->model, tr->xb, tr->yb, B, T, NULL, &tr->acts,
+                                           &loss, err);
             if (st) return st;
             sum += loss;
         }
@@ -448,6 +459,7 @@ attn_status attn_trainer_save(const attn_trainer *tr, const char *dir, attn_erro
     int64_t *esteps = malloc((tr->n_evals + 1) * sizeof *esteps);
     float *evals = malloc((tr->n_evals + 1) * 2 * sizeof *evals);
     uint32_t rngw[2][RNG_WORDS];
+    if (tr->gpu && (st = attn_trainer_device_sync(tr, err))) goto done; /* GPU -> host */
     if (!e || !names || !shapes || !hsteps || !hvals || !esteps || !evals) {
         st = attn_fail(err, ATTN_ERR_NOMEM, "out of memory writing a checkpoint");
         goto done;

@@ -5,6 +5,7 @@
 #include "attn/attention_weights.h"
 #include "attn/causal_attention.h"
 #include "attn/cross_entropy.h"
+#include "attn/cuda.h"
 #include "attn/dataset.h"
 #include "attn/dropout.h"
 #include "attn/embedding.h"

@@ -34,6 +34,7 @@
 #include <stdint.h>
 
 #include "attn/dataset.h"
+#include "attn/engine.h"
 #include "attn/gpt.h"
 #include "attn/optim.h"
 #include "attn/rng.h"
@@ -126,6 +127,7 @@ typedef struct attn_trainer {
     attn_eval_record *evals;
     size_t n_evals, cap_evals;
     const char *corpus_path; /* borrowed; recorded in the training state when set */
+    struct attn_cuda_gpt *gpu; /* non-NULL: steps and evaluations run on the GPU */
 } attn_trainer;
 
 /* Fresh run on text (n bytes of UTF-8). mcfg->vocab_size is replaced by
@@ -149,6 +151,17 @@ attn_status attn_trainer_read_config(const char *dir, attn_gpt_config *mcfg,
  * naming what differs); restores weights, optimizer, generators, sampler
  * position and history. */
 attn_status attn_trainer_resume(attn_trainer *tr, const char *dir, attn_error *err);
+
+/* Run the steps and evaluations on device (attn/engine.h): CUDA copies the
+ * weights and AdamW moments to the GPU (attn/cuda.h) and keeps them there;
+ * attn_trainer_save copies them back first, so checkpoints are the same
+ * files whatever the device. Call after init (and resume). On the CPU,
+ * BF16 is attn_gpt_set_precision (bf16 products with fp32 sums; fails on a
+ * CPU without AVX512-BF16). GPU dropout draws from Philox (attn/cuda.h), not from the
+ * model generator, so a GPU run differs from a CPU run with the same seed
+ * when drop_rate > 0 (it is reproducible for its seed). */
+attn_status attn_trainer_set_device(attn_trainer *tr, attn_device device, attn_precision precision,
+                                    attn_error *err);
 
 /* One optimisation step; *rec (may be NULL) gets its record. */
 attn_status attn_trainer_step(attn_trainer *tr, attn_train_record *rec, attn_error *err);
