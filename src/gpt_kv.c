@@ -109,35 +109,16 @@ static void gemv(const float *W, const uint16_t *Wb, const float *b, const float
     }
 }
 
-attn_status attn_gpt_kv_step(const attn_gpt *m, attn_gpt_kv_cache *c, int32_t token, float *logits,
-                             attn_error *err) {
+/* Every block for the token at c->len: called by each thread of a team (the
+ * worksharing below splits the rows and heads) or alone, serially. */
+static void layers(const attn_gpt *m, attn_gpt_kv_cache *c, const uint16_t *wb) {
     const attn_gpt_config *cfg = &m->cfg;
-    if (c->capacity != cfg->context_length || c->C != cfg->emb_dim || c->H != cfg->n_heads ||
-        c->n_layers != cfg->n_layers)
-        return attn_fail(err, ATTN_ERR_SHAPE, "KV cache was made for another model config");
-    if (c->len >= c->capacity)
-        return attn_fail(err, ATTN_ERR_STATE,
-                         "KV cache is full (context_length %d): slide the window by re-priming "
-                         "with attn_gpt_kv_prefill",
-                         c->capacity);
-    if (token < 0 || token >= cfg->vocab_size)
-        return attn_fail(err, ATTN_ERR_INVALID_ARG, "token id %ld is outside [0, vocab_size %d)",
-                         (long)token, cfg->vocab_size);
     const size_t C = (size_t)cfg->emb_dim, H = (size_t)cfg->n_heads, hd = C / H;
     const size_t pos = (size_t)c->len, cap = (size_t)c->capacity;
     const int Ci = (int)C, C4 = 4 * Ci, nh = (int)H;
     /* Same float32 divisor as the batched attention: sqrt(head_dim). */
     const float scale = (float)sqrt((double)hd);
-    const uint16_t *wb = c->precision == ATTN_PRECISION_BF16 ? c->w_bf16 : NULL;
     const size_t per = layer_bf16(C);
-
-    const float *te = m->tok_emb.weight + (size_t)token * C, *pe = m->pos_emb.weight + pos * C;
-    for (size_t i = 0; i < C; i++)
-        c->x[i] = te[i] + pe[i];
-
-    /* One team for the whole token: a region per product would cost more
-     * than the small products themselves. */
-#pragma omp parallel num_threads(c->threads > 0 ? c->threads : 1)
     for (int l = 0; l < cfg->n_layers; l++) {
         const attn_gpt_block *blk = &m->blocks[l];
         float *K = c->k + (size_t)l * cap * C, *V = c->v + (size_t)l * cap * C;
@@ -210,6 +191,40 @@ attn_status attn_gpt_kv_step(const attn_gpt *m, attn_gpt_kv_cache *c, int32_t to
 #pragma omp single
         for (size_t i = 0; i < C; i++)
             c->x[i] += c->proj[i];
+    }
+}
+
+attn_status attn_gpt_kv_step(const attn_gpt *m, attn_gpt_kv_cache *c, int32_t token, float *logits,
+                             attn_error *err) {
+    const attn_gpt_config *cfg = &m->cfg;
+    if (c->capacity != cfg->context_length || c->C != cfg->emb_dim || c->H != cfg->n_heads ||
+        c->n_layers != cfg->n_layers)
+        return attn_fail(err, ATTN_ERR_SHAPE, "KV cache was made for another model config");
+    if (c->len >= c->capacity)
+        return attn_fail(err, ATTN_ERR_STATE,
+                         "KV cache is full (context_length %d): slide the window by re-priming "
+                         "with attn_gpt_kv_prefill",
+                         c->capacity);
+    if (token < 0 || token >= cfg->vocab_size)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "token id %ld is outside [0, vocab_size %d)",
+                         (long)token, cfg->vocab_size);
+    const size_t C = (size_t)cfg->emb_dim, pos = (size_t)c->len;
+    const int Ci = (int)C;
+    const uint16_t *wb = c->precision == ATTN_PRECISION_BF16 ? c->w_bf16 : NULL;
+    const size_t per = layer_bf16(C);
+
+    const float *te = m->tok_emb.weight + (size_t)token * C, *pe = m->pos_emb.weight + pos * C;
+    for (size_t i = 0; i < C; i++)
+        c->x[i] = te[i] + pe[i];
+
+    /* One team for the whole token (a region per product would cost more
+     * than the small products themselves); none at all on one thread. */
+    const int nt = c->threads > 0 ? c->threads : 1;
+    if (nt > 1) {
+#pragma omp parallel num_threads(nt)
+        layers(m, c, wb);
+    } else {
+        layers(m, c, wb);
     }
     attn_layernorm_forward(&m->final_norm, c->x, c->ln, NULL, NULL, 1);
     const uint16_t *wo = wb ? wb + per * (size_t)cfg->n_layers : NULL;
