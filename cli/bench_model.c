@@ -170,7 +170,8 @@ static int bench_train(const model_args *a) {
         return 1;
     }
     qsort(t, (size_t)a->steps, sizeof *t, cmp_double);
-    const double med = a->steps % 2 ? t[a->steps / 2] : 0.5 * (t[a->steps / 2 - 1] + t[a->steps / 2]);
+    const double med =
+        a->steps % 2 ? t[a->steps / 2] : 0.5 * (t[a->steps / 2 - 1] + t[a->steps / 2]);
     const int B = tcfg.batch_size, T = tr.mcfg.context_length;
     const double flops = step_flops(&tr.mcfg, B, T);
     printf("case=train preset=%s B=%d T=%d precision=%s threads=%d steps=%d median_s=%.4f "

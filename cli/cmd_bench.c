@@ -23,7 +23,8 @@ static void bench_usage(FILE *out) {
             "usage: attn bench mha --batch B --tokens T --d-model D --heads H [--backward]\n"
             "                      [--repeat N] [--warmup N] [--threads N] [--reference]\n"
             "                      [--mha-only] [--simd PATH] [--block-q N --block-k N]\n"
-            "                      [--dropout P [--rng torch-cpu|torch-mkl]] [--precision fp32|bf16]\n"
+            "                      [--dropout P [--rng torch-cpu|torch-mkl]]\n"
+            "                      [--precision fp32|bf16]\n"
             "       attn bench sgemm [--m M] [--n N] [--k K] [--repeat N] [--threads N]\n"
             "       attn bench train|generate ... (whole model; attn bench train --help)\n"
             "  mha: times MultiHeadAttention forward (and backward with --backward) on the\n"
@@ -275,8 +276,9 @@ static int bench_mha(const bench_args *a) {
     const double N = (double)a->B * a->T, D = a->D;
     const double proj = 8.0 * N * D * D, core = 2.0 * a->B * D * a->T * (a->T + 1.0);
     const double flops = a->backward ? 3.0 * proj + 3.5 * core : proj + core;
-    const char *mode_name = a->backward ? (a->precision ? "forward+backward,bf16" : "forward+backward")
-                                        : (a->precision ? "forward,bf16" : "forward");
+    const char *mode_name = a->backward
+                                ? (a->precision ? "forward+backward,bf16" : "forward+backward")
+                                : (a->precision ? "forward,bf16" : "forward");
     print_case(a->reference ? "mha_reference" : "mha", a->B, a->T, a->D, a->H, mode_name,
                a->threads, summarize(t, a->repeat), flops);
     attn_attention_cache_free(&cache);
@@ -356,7 +358,8 @@ int cmd_bench(int argc, char **argv) {
         return bench_sgemm(&a, "sgemm", M, N, K);
     }
     if (strcmp(argv[1], "mha") != 0) {
-        fprintf(stderr, "attn bench: unknown benchmark '%s' (mha, sgemm, train or generate)\n", argv[1]);
+        fprintf(stderr, "attn bench: unknown benchmark '%s' (mha, sgemm, train or generate)\n",
+                argv[1]);
         bench_usage(stderr);
         return 2;
     }

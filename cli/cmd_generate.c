@@ -74,8 +74,7 @@ int cmd_generate(int argc, char **argv) {
                 fprintf(stderr, "attn generate: --device: %s\n", err.msg);
                 return 2;
             }
-        }
-        else if (strcmp(a, "--prompt") == 0)
+        } else if (strcmp(a, "--prompt") == 0)
             prompt = v;
         else if (strcmp(a, "--precision") == 0) {
             attn_error perr;
@@ -83,8 +82,7 @@ int cmd_generate(int argc, char **argv) {
                 fprintf(stderr, "attn generate: %s\n", perr.msg);
                 return 2;
             }
-        }
-        else if (strcmp(a, "--max-new-tokens") == 0) {
+        } else if (strcmp(a, "--max-new-tokens") == 0) {
             max_new = strtol(v, &end, 10);
             bad = max_new < 0;
         } else if (strcmp(a, "--temperature") == 0) {
@@ -183,7 +181,8 @@ int cmd_generate(int argc, char **argv) {
     }
     char u8[8];
     for (long i = 0; i < max_new; i++) {
-        int id = attn_sample_next(gw.g ? gw.logits : cache.logits, V, temperature, (int)top_k, top_p, &rng, buf);
+        int id = attn_sample_next(gw.g ? gw.logits : cache.logits, V, temperature, (int)top_k,
+                                  top_p, &rng, buf);
         int k = attn_utf8_put(tok.chars[id], u8);
         fwrite(u8, 1, (size_t)k, stdout);
         if (i + 1 == max_new) break;

@@ -47,8 +47,7 @@ int cmd_forward_gpt(int argc, char **argv) {
                 fprintf(stderr, "attn forward gpt: %s\n", perr.msg);
                 return 2;
             }
-        }
-        else {
+        } else {
             fprintf(stderr, "attn forward gpt: unknown option '%s'\n", a);
             forward_gpt_usage(stderr);
             return 2;

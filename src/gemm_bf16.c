@@ -152,7 +152,8 @@ void attn_gemm(attn_bf16_gemm *g, int threads, int trans_a, int trans_b, int M, 
     dnnl_memory_set_data_handle(q->a, g->a16);
     dnnl_memory_set_data_handle(q->b, g->b16);
     dnnl_memory_set_data_handle(q->c, C);
-    dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, q->a}, {DNNL_ARG_WEIGHTS, q->b}, {DNNL_ARG_DST, q->c}};
+    dnnl_exec_arg_t args[3] = {
+        {DNNL_ARG_SRC, q->a}, {DNNL_ARG_WEIGHTS, q->b}, {DNNL_ARG_DST, q->c}};
     if (dnnl_primitive_execute(q->p, g->stream, 3, args) != dnnl_success ||
         dnnl_stream_wait(g->stream) != dnnl_success)
         attn_sgemm(threads, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);

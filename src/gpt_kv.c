@@ -3,8 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attn/gelu.h"
 #include "attn/flash_attention.h"
+#include "attn/gelu.h"
 #include "attn/gpt.h"
 #include "gemv.h"
 
@@ -186,8 +186,8 @@ static void layers(const attn_gpt *m, attn_gpt_kv_cache *c, const uint16_t *wb) 
                 attn_gemv_f32(blk->ff.fc1.weight, blk->ff.fc1.bias, c->ln, c->hidden, Ci, r, r1);
             attn_gelu_forward(c->hidden + r, c->hidden + r, (size_t)(r1 - r));
         }
-        gemv(blk->ff.fc2.weight, w ? w + 8 * C * C : NULL, blk->ff.fc2.bias, c->hidden, c->proj,
-             Ci, C4);
+        gemv(blk->ff.fc2.weight, w ? w + 8 * C * C : NULL, blk->ff.fc2.bias, c->hidden, c->proj, Ci,
+             C4);
 #pragma omp single
         for (size_t i = 0; i < C; i++)
             c->x[i] += c->proj[i];

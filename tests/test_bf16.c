@@ -103,8 +103,8 @@ Test(bf16, gemm_engine_matches_rounded_operands_in_every_layout) {
                         worst_fp32 = fmax(worst_fp32, fabs(C[i] - F[i]));
                     }
                     /* fp32 sums of exact products: a few ulps of |C| <~ 20. */
-                    cr_expect(worst < 1e-4, "ta %d tb %d beta %g: %g from the rounded operands",
-                              ta, tb, (double)beta, worst);
+                    cr_expect(worst < 1e-4, "ta %d tb %d beta %g: %g from the rounded operands", ta,
+                              tb, (double)beta, worst);
                     /* vs fp32 operands: K terms of |ab| <= 1 with <= 2^-8 error each,
                      * random signs: sqrt(K) 2^-8 ~ 0.05. */
                     cr_expect(worst_fp32 < 0.1, "ta %d tb %d: %g from fp32", ta, tb, worst_fp32);
@@ -223,8 +223,8 @@ Test(bf16, short_loss_curve_within_one_percent_of_fp32) {
         last32 = ra.loss, last16 = rb.loss;
     }
     cr_expect(last32 < 0.6 * first, "fp32 must learn (%g -> %g)", first, last32);
-    cr_expect(worst < 0.01, "bf16 loss off fp32's by %.3g%% at worst (last %g vs %g)",
-              100 * worst, last16, last32);
+    cr_expect(worst < 0.01, "bf16 loss off fp32's by %.3g%% at worst (last %g vs %g)", 100 * worst,
+              last16, last32);
     attn_trainer_free(&a);
     attn_trainer_free(&b);
     free(text);

@@ -6,8 +6,8 @@
 #include <cblas.h>
 #include <criterion/criterion.h>
 #include <omp.h>
-#include <stdlib.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -108,15 +108,15 @@ static long train_dropout(void) {
 Test(step_faults, few_page_faults_after_the_first_step) {
     SKIP_UNDER_ASAN();
     const long f = in_child(train_no_dropout);
-    cr_expect(f >= 0 && f <= MAX_FAULTS, "%ld minor page faults in 8 training steps after the first",
-              f);
+    cr_expect(f >= 0 && f <= MAX_FAULTS,
+              "%ld minor page faults in 8 training steps after the first", f);
 }
 
 Test(step_faults, few_page_faults_after_the_first_step_with_dropout) {
     SKIP_UNDER_ASAN();
     const long f = in_child(train_dropout);
-    cr_expect(f >= 0 && f <= MAX_FAULTS, "%ld minor page faults in 8 training steps after the first",
-              f);
+    cr_expect(f >= 0 && f <= MAX_FAULTS,
+              "%ld minor page faults in 8 training steps after the first", f);
 }
 
 /* Forward + backward of the attention kernel alone, 2 threads, in a child:
@@ -133,8 +133,8 @@ static long flash_faults(void) {
     attn_rng_seed(&rng, 5);
     attn_rng_uniform(&rng, qkv, 3 * n, -1.0f, 1.0f);
     attn_rng_uniform(&rng, d_o, n, -1.0f, 1.0f);
-    attn_flash_problem pb = {B, T, H, hd, qkv, qkv + n, qkv + 2 * n, row, row, row,
-                             o, row, lse, NULL};
+    attn_flash_problem pb = {B,   T,   H,   hd, qkv, qkv + n, qkv + 2 * n,
+                             row, row, row, o,  row, lse,     NULL};
     attn_flash_grads g = {d_o, row, dqkv, dqkv + n, dqkv + 2 * n, row, row, row};
     attn_flash_options opt = {2, ATTN_SIMD_AUTO, 0, 0};
     attn_flash_workspace ws = {0};
@@ -142,7 +142,8 @@ static long flash_faults(void) {
     long f0 = 0;
     for (int i = 0; i < 9; i++) {
         if (i == 1) f0 = minor_faults();
-        if (attn_flash_forward(&pb, &opt, &ws, &err) || attn_flash_backward(&pb, &g, &opt, &ws, &err))
+        if (attn_flash_forward(&pb, &opt, &ws, &err) ||
+            attn_flash_backward(&pb, &g, &opt, &ws, &err))
             return -1;
     }
     const long f = minor_faults() - f0;

@@ -130,8 +130,8 @@ typedef struct attn_gpt {
     attn_embedding pos_emb; /* (context_length, C) */
     attn_gpt_block *blocks; /* n_layers */
     attn_layernorm final_norm;
-    attn_linear out_head;   /* Linear(C, V, bias=False) */
-    attn_param_list params; /* state_dict names, book's order */
+    attn_linear out_head;        /* Linear(C, V, bias=False) */
+    attn_param_list params;      /* state_dict names, book's order */
     attn_precision precision;    /* of the products (attn_gpt_set_precision); FP32 at init */
     struct attn_bf16_gemm *bf16; /* owned: the engine every Linear / MHA uses under BF16 */
 } attn_gpt;
@@ -233,7 +233,7 @@ typedef struct attn_gpt_kv_cache {
     int capacity; /* context_length */
     int len;      /* tokens cached */
     int C, H, n_layers;
-    int threads; /* OpenMP threads a step uses; attn_default_threads() at init */
+    int threads;  /* OpenMP threads a step uses; attn_default_threads() at init */
     float *k, *v; /* (n_layers, capacity, C) each */
     /* one-token scratch */
     float *x, *ln, *q, *att, *proj, *hidden; /* C, C, C, C, C, 4C */

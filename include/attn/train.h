@@ -126,7 +126,7 @@ typedef struct attn_trainer {
     size_t n_hist, cap_hist;
     attn_eval_record *evals;
     size_t n_evals, cap_evals;
-    const char *corpus_path; /* borrowed; recorded in the training state when set */
+    const char *corpus_path;   /* borrowed; recorded in the training state when set */
     struct attn_cuda_gpt *gpu; /* non-NULL: steps and evaluations run on the GPU */
 } attn_trainer;
 
