@@ -5,7 +5,7 @@ BUILD_ASAN ?= build-asan
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_ARGS ?=
 
-.PHONY: all build run test test-cuda test-sanitize deps deps-test install clean bench
+.PHONY: all build run test test-cuda test-sanitize deps deps-test install clean bench bench-mpi
 
 all: build
 
@@ -30,7 +30,9 @@ run: build
 	@echo "--- sample from $(RUN_DIR) ---"
 	./$(BUILD)/attn generate --checkpoint $(RUN_DIR) --max-new-tokens 500 --seed 1337
 
+# Re-configure so a build dir made before deps-test installed MPI picks it up.
 test: deps-test $(BUILD)/CMakeCache.txt
+	cmake -S . -B $(BUILD) > /dev/null
 	cmake --build $(BUILD) -j $(JOBS)
 	ctest --test-dir $(BUILD) --output-on-failure -j 1
 
@@ -52,6 +54,11 @@ test-sanitize: deps-test
 bench: deps-test build
 	bench/run.sh
 	bench/train_nanogpt.sh $(BUILD)
+
+# Data-parallel training: 1 process x 2 threads, --grad-accum 2 and
+# mpirun -np 2 x 1 thread on nanogpt-cpu and seed004 (batch 8). Minutes.
+bench-mpi: deps-test build
+	bench/train_mpi.sh $(BUILD)
 
 install: build
 	cmake --install $(BUILD)

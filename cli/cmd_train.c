@@ -1,7 +1,8 @@
 /* attn train — train the char-level GPT on a text corpus (attn/train.h):
  * progress bar on a terminal, log lines otherwise, checkpoints, loss.csv and
  * loss.svg in the output directory, Ctrl-C saves and exits, --resume
- * continues bit for bit. */
+ * continues bit for bit. Under mpirun every rank runs this; rank 0 alone
+ * prints and writes (attn/dist.h). */
 #define _POSIX_C_SOURCE 200809L /* sigaction, clock_gettime, mkdtemp */
 
 #include <cblas.h>
@@ -17,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "attn/dist.h"
 #include "attn/fileio.h"
 #include "attn/train.h"
 #include "commands.h"
@@ -33,8 +35,8 @@ static void train_usage(FILE *out) {
             "usage: attn train [--data FILE] [--preset NAME] [--config FILE] [--steps N]\n"
             "                  [--batch-size N] [--lr X] [--eval-interval N] [--eval-iters N]\n"
             "                  [--seed N] [--threads N] [--out DIR] [--checkpoint-interval N]\n"
-            "                  [--log-interval N] [--resume] [--device cpu|cuda]\n"
-            "                  [--precision fp32|bf16]\n"
+            "                  [--log-interval N] [--grad-accum N] [--resume]\n"
+            "                  [--device cpu|cuda] [--precision fp32|bf16]\n"
             "  Trains the char-level GPT (the book's GPTModel) on FILE (default\n"
             "  data/tinyshakespeare.txt): vocabulary = its sorted characters, first 90%%\n"
             "  trains, last 10%% validates. Presets: tiny (default), nanogpt-cpu,\n"
@@ -52,7 +54,12 @@ static void train_usage(FILE *out) {
             "  --precision bf16 runs the matrix products with bf16 operands and fp32\n"
             "  sums: on the GPU's tensor cores, or on the CPU with AVX512-BF16 (oneDNN);\n"
             "  weights, optimizer and checkpoints stay fp32 (default fp32).\n"
-            "  (testing) --interrupt-after N behaves as if Ctrl-C came after step N.\n");
+            "  --grad-accum N: N micro-batches of --batch-size per step, gradients averaged\n"
+            "  (summed in a fixed order). Under `mpirun -np R` the N micro-batches (default\n"
+            "  R; N a multiple of R) are split over the R ranks, bit for bit the same run\n"
+            "  as one process with --grad-accum N; rank 0 prints and writes.\n"
+            "  (testing) --interrupt-after N behaves as if Ctrl-C came after step N;\n"
+            "  --kill-rank R --kill-after N: rank R kills itself (SIGKILL) after step N.\n");
 }
 
 static double now_s(void) {
@@ -111,10 +118,57 @@ static void progress(int64_t step, int64_t max, float loss, double tok_s, double
     fflush(stdout);
 }
 
+/* FNV-1a of this executable: ranks running different binaries are refused. */
+static uint64_t exe_hash(void) {
+    void *buf = NULL;
+    size_t n = 0;
+    uint64_t h = 0xcbf29ce484222325ull;
+    if (attn_file_read_all("/proc/self/exe", 0, &buf, &n, NULL) == ATTN_OK)
+        for (size_t i = 0; i < n; i++)
+            h = (h ^ ((unsigned char *)buf)[i]) * 0x100000001b3ull;
+    free(buf);
+    return h;
+}
+
+/* Start-up check that all ranks agree (collective). */
+static attn_status check_ranks(attn_dist *dist, const attn_trainer *tr, attn_error *err) {
+    uint64_t cfg = 0, state = 0;
+    attn_status s = attn_dist_check_same(dist, exe_hash(), "attn executable", err);
+    if (s) return s;
+    attn_trainer_fingerprint(tr, &cfg, &state);
+    if ((s = attn_dist_check_same(dist, cfg, "configuration or corpus", err))) return s;
+    return attn_dist_check_same(dist, state, "initial weights or training state", err);
+}
+
+static int train_run(int argc, char **argv, attn_dist *dist, int *collective);
+
 int cmd_train(int argc, char **argv) {
+    attn_dist dist;
+    attn_error err;
+    attn_error_clear(&err);
+    if (attn_dist_init(&dist, NULL, NULL, &err)) {
+        fprintf(stderr, "attn train: %s\n", err.msg);
+        return 1;
+    }
+    int collective = 0;
+    int rc = train_run(argc, argv, &dist, &collective);
+    if (rc != 0 && rc != 130 && dist.size > 1 && !collective) {
+        /* The other ranks would wait for this one forever: end the job. */
+        fprintf(stderr, "attn train: rank %d of %d failed (exit code %d); ending the job\n",
+                dist.rank, dist.size, rc);
+        fflush(stderr);
+        attn_dist_abort(&dist, rc);
+    }
+    attn_dist_finalize(&dist);
+    return rc;
+}
+
+static int train_run(int argc, char **argv, attn_dist *dist, int *collective) {
     const char *data = NULL, *preset = NULL, *config = NULL, *out = NULL;
     int64_t steps = -1, batch = -1, eval_interval = -1, eval_iters = -1, seed = -1, threads = -1,
-            ckpt_interval = -1, log_interval = -1, interrupt_after = -1;
+            ckpt_interval = -1, log_interval = -1, interrupt_after = -1, grad_accum = -1,
+            kill_rank = -1, kill_after = -1;
+    const int lead = dist->rank == 0;
     double lr = -1;
     int resume = 0;
     attn_device device = ATTN_DEVICE_CPU;
@@ -162,6 +216,12 @@ int cmd_train(int argc, char **argv) {
             bad = parse_i64(v, 1, &log_interval);
         else if (strcmp(a, "--interrupt-after") == 0)
             bad = parse_i64(v, 1, &interrupt_after);
+        else if (strcmp(a, "--grad-accum") == 0)
+            bad = parse_i64(v, 1, &grad_accum);
+        else if (strcmp(a, "--kill-rank") == 0)
+            bad = parse_i64(v, 0, &kill_rank);
+        else if (strcmp(a, "--kill-after") == 0)
+            bad = parse_i64(v, 1, &kill_after);
         else if (strcmp(a, "--device") == 0 || strcmp(a, "--precision") == 0) {
             attn_error perr;
             attn_status ps = a[2] == 'd' ? attn_device_parse(v, &device, &perr)
@@ -180,9 +240,8 @@ int cmd_train(int argc, char **argv) {
             return 2;
         }
         if (bad) {
-            if (strcmp(a, "--batch-size") == 0)
-                fprintf(stderr, "attn train: --batch-size must be a positive integer, not '%s'\n",
-                        v);
+            if (strcmp(a, "--batch-size") == 0 || strcmp(a, "--grad-accum") == 0)
+                fprintf(stderr, "attn train: %s must be a positive integer, not '%s'\n", a, v);
             else
                 fprintf(stderr, "attn train: bad value '%s' for %s\n", v, a);
             return 2;
@@ -255,6 +314,10 @@ int cmd_train(int argc, char **argv) {
     if (seed >= 0) tcfg.seed = (uint64_t)seed;
     if (ckpt_interval >= 0) tcfg.checkpoint_interval = ckpt_interval;
     if (log_interval > 0) tcfg.log_interval = log_interval;
+    if (grad_accum > 0)
+        tcfg.grad_accum = (int)grad_accum;
+    else if (fresh_base && dist->size > 1)
+        tcfg.grad_accum = dist->size; /* one micro-batch per rank */
     /* The corpus decides vocab_size unless a config file set it. */
     if (!vocab_given) mcfg.vocab_size = 1;
     if (attn_gpt_config_validate(&mcfg, &err) || attn_train_config_validate(&tcfg, &err)) {
@@ -286,6 +349,12 @@ int cmd_train(int argc, char **argv) {
         fprintf(stderr, "attn train: %s: %s\n", data, err.msg);
         return 1;
     }
+    if (attn_trainer_set_dist(&tr, dist, &err)) {
+        if (lead) fprintf(stderr, "attn train: %s\n", err.msg);
+        attn_trainer_free(&tr);
+        *collective = 1; /* every rank sees the same config */
+        return 2;
+    }
     /* Output directory: create and probe it before spending time training. */
     if (make_dirs(out) != 0 || access(out, W_OK | X_OK) != 0) {
         fprintf(stderr, "attn train: cannot write to the output directory %s: %s\n", out,
@@ -298,6 +367,16 @@ int cmd_train(int argc, char **argv) {
         attn_trainer_free(&tr);
         return 1;
     }
+    if (device != ATTN_DEVICE_CPU && (tr.tcfg.grad_accum > 1 || dist->size > 1)) {
+        if (lead)
+            fprintf(stderr,
+                    "attn train: --device %s does not combine with --grad-accum or "
+                    "mpirun yet (they run on --device cpu)\n",
+                    attn_device_name(device));
+        attn_trainer_free(&tr);
+        *collective = 1;
+        return 2;
+    }
     if (device != ATTN_DEVICE_CPU || precision != ATTN_PRECISION_FP32) {
         if (attn_trainer_set_device(&tr, device, precision, &err)) {
             fprintf(stderr, "attn train: --device %s: %s\n", attn_device_name(device), err.msg);
@@ -308,15 +387,29 @@ int cmd_train(int argc, char **argv) {
                 attn_precision_name(precision));
     }
     tr.corpus_path = data;
+    if (dist->size > 1 && check_ranks(dist, &tr, &err)) {
+        if (lead) fprintf(stderr, "attn train: refusing to start: %s\n", err.msg);
+        attn_trainer_free(&tr);
+        *collective = 1;
+        return 1;
+    }
     const attn_train_config *c = &tr.tcfg;
-    const int tty = isatty(STDOUT_FILENO);
-    fprintf(stderr,
-            "attn train: %s, %zu parameters (vocab %d, ctx %d, emb %d, %d heads, %d layers); "
-            "%zu train / %zu val tokens; batch %d, %" PRId64 " steps\n",
-            preset ? preset : "saved config", attn_gpt_num_params(&tr.model), tr.mcfg.vocab_size,
-            tr.mcfg.context_length, tr.mcfg.emb_dim, tr.mcfg.n_heads, tr.mcfg.n_layers,
-            tr.train.n_ids, tr.val.n_ids, c->batch_size, c->max_steps);
-    if (resume) fprintf(stderr, "attn train: resuming %s at step %" PRId64 "\n", out, tr.step);
+    /* mpirun hands ranks a pseudo-terminal even when its output is a file:
+     * log lines there. */
+    const int tty = lead && dist->size == 1 && isatty(STDOUT_FILENO);
+    const int accum = c->grad_accum > 1 ? c->grad_accum : 1;
+    if (lead && accum > 1)
+        fprintf(stderr, "attn train: %d micro-batches per step over %d rank%s\n", accum, dist->size,
+                dist->size > 1 ? "s" : "");
+    if (lead)
+        fprintf(stderr,
+                "attn train: %s, %zu parameters (vocab %d, ctx %d, emb %d, %d heads, %d layers); "
+                "%zu train / %zu val tokens; batch %d, %" PRId64 " steps\n",
+                preset ? preset : "saved config", attn_gpt_num_params(&tr.model),
+                tr.mcfg.vocab_size, tr.mcfg.context_length, tr.mcfg.emb_dim, tr.mcfg.n_heads,
+                tr.mcfg.n_layers, tr.train.n_ids, tr.val.n_ids, c->batch_size, c->max_steps);
+    if (resume && lead)
+        fprintf(stderr, "attn train: resuming %s at step %" PRId64 "\n", out, tr.step);
 
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -330,20 +423,27 @@ int cmd_train(int argc, char **argv) {
     attn_eval_record ev;
     if (!resume && tr.step == 0) {
         if ((s = attn_trainer_evaluate(&tr, &ev, &err))) goto fail;
-        printf("step 0: train loss %.4f, val loss %.4f\n", (double)ev.train_loss,
-               (double)ev.val_loss);
+        if (lead)
+            printf("step 0: train loss %.4f, val loss %.4f\n", (double)ev.train_loss,
+                   (double)ev.val_loss);
         fflush(stdout);
     }
-    const double tokens_per_step = (double)c->batch_size * tr.mcfg.context_length;
+    const double tokens_per_step = (double)c->batch_size * tr.mcfg.context_length * accum;
+    double t_comm = 0; /* seconds in MPI during training steps */
+    uint64_t comm_bytes = 0;
     const int64_t start_step = tr.step;
     double t_start = now_s(), t_train = 0, last_bar = 0;
     int saved_now = 0;
     while (tr.step < c->max_steps) {
-        if (g_interrupted) break;
-        double t0 = now_s();
+        if (attn_dist_any(dist, g_interrupted)) break; /* all ranks stop together */
+        double t0 = now_s(), c0 = dist->comm_s;
+        uint64_t b0 = dist->sent_bytes + dist->recv_bytes;
         attn_train_record rec;
         if ((s = attn_trainer_step(&tr, &rec, &err))) goto fail;
         double dt = now_s() - t0;
+        t_comm += dist->comm_s - c0;
+        comm_bytes += dist->sent_bytes + dist->recv_bytes - b0;
+        if (kill_after > 0 && tr.step == kill_after && dist->rank == kill_rank) raise(SIGKILL);
         t_train += dt;
         saved_now = 0;
         const double tok_s = (double)(tr.step - start_step) * tokens_per_step / t_train;
@@ -356,9 +456,11 @@ int cmd_train(int argc, char **argv) {
                 last_bar = t;
                 bar_shown = 1;
             }
-        } else if ((rec.step - 1) % c->log_interval == 0) {
-            printf("iter %" PRId64 ": loss %.4f, time %.2fms\n", rec.step - 1, (double)rec.loss,
+        } else if (lead && (rec.step - 1) % c->log_interval == 0) {
+            printf("iter %" PRId64 ": loss %.4f, time %.2fms", rec.step - 1, (double)rec.loss,
                    dt * 1000);
+            if (dist->size > 1) printf(", mpi %.2fms", (dist->comm_s - c0) * 1000);
+            printf("\n");
             fflush(stdout);
         }
         int did_eval = tr.step % c->eval_interval == 0 || tr.step == c->max_steps;
@@ -366,13 +468,14 @@ int cmd_train(int argc, char **argv) {
             if ((s = attn_trainer_evaluate(&tr, &ev, &err))) goto fail;
             if (bar_shown) printf("\r\033[K");
             bar_shown = 0;
-            printf("step %" PRId64 ": train loss %.4f, val loss %.4f\n", tr.step,
-                   (double)ev.train_loss, (double)ev.val_loss);
+            if (lead)
+                printf("step %" PRId64 ": train loss %.4f, val loss %.4f\n", tr.step,
+                       (double)ev.train_loss, (double)ev.val_loss);
             fflush(stdout);
         }
         if (did_eval || (c->checkpoint_interval > 0 && tr.step % c->checkpoint_interval == 0)) {
-            if ((s = attn_trainer_save(&tr, out, &err)) ||
-                (s = attn_trainer_write_loss_files(&tr, out, &err)))
+            if (lead && ((s = attn_trainer_save(&tr, out, &err)) ||
+                         (s = attn_trainer_write_loss_files(&tr, out, &err))))
                 goto fail;
             saved_now = 1;
         }
@@ -380,25 +483,37 @@ int cmd_train(int argc, char **argv) {
     }
     if (bar_shown) printf("\n");
     if (tr.step < c->max_steps) {
-        if (!saved_now && ((s = attn_trainer_save(&tr, out, &err)) ||
-                           (s = attn_trainer_write_loss_files(&tr, out, &err))))
+        if (lead && !saved_now &&
+            ((s = attn_trainer_save(&tr, out, &err)) ||
+             (s = attn_trainer_write_loss_files(&tr, out, &err))))
             goto fail;
-        fprintf(stderr,
-                "attn train: interrupted after step %" PRId64 "; checkpoint saved in %s "
-                "(continue with: attn train --out %s --resume)\n",
-                tr.step, out, out);
+        if (lead)
+            fprintf(stderr,
+                    "attn train: interrupted after step %" PRId64 "; checkpoint saved in %s "
+                    "(continue with: attn train --out %s --resume)\n",
+                    tr.step, out, out);
         rc = 130;
     } else {
-        if (!saved_now && ((s = attn_trainer_save(&tr, out, &err)) ||
-                           (s = attn_trainer_write_loss_files(&tr, out, &err))))
+        if (lead && !saved_now &&
+            ((s = attn_trainer_save(&tr, out, &err)) ||
+             (s = attn_trainer_write_loss_files(&tr, out, &err))))
             goto fail;
         double wall = now_s() - t_start;
         double tok_s = t_train > 0 ? (double)(tr.step - start_step) * tokens_per_step / t_train : 0;
-        fprintf(stderr,
-                "attn train: %" PRId64 " steps in %.1f s (%.0f tokens/s); final val loss %.4f; "
-                "checkpoint in %s\n",
-                tr.step - start_step, wall, tok_s,
-                tr.n_evals ? (double)tr.evals[tr.n_evals - 1].val_loss : NAN, out);
+        if (lead)
+            fprintf(stderr,
+                    "attn train: %" PRId64 " steps in %.1f s (%.0f tokens/s); final val loss %.4f; "
+                    "checkpoint in %s\n",
+                    tr.step - start_step, wall, tok_s,
+                    tr.n_evals ? (double)tr.evals[tr.n_evals - 1].val_loss : NAN, out);
+        if (lead && dist->size > 1 && tr.step > start_step) {
+            const double k = (double)(tr.step - start_step);
+            fprintf(stderr,
+                    "attn train: MPI: %d ranks; rank 0 spent %.2f ms per step in MPI (%.1f%% of "
+                    "the step) and moved %.3f MB per step\n",
+                    dist->size, t_comm / k * 1e3, t_train > 0 ? 100 * t_comm / t_train : 0,
+                    (double)comm_bytes / k / 1e6);
+        }
     }
     attn_trainer_free(&tr);
     return rc;

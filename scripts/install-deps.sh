@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Install what attn needs on Debian 12. Usage: install-deps.sh build|test
 #   build: compiler, CMake, OpenBLAS, cJSON, oneDNN, pkg-config (what `make run` needs)
-#   test:  the above plus Criterion, PyTorch/NumPy for the parity tests and
-#          Chromium (headless) for the attn viz page test
+#   test:  the above plus Criterion, PyTorch/NumPy for the parity tests,
+#          Chromium (headless) for the attn viz page test, and Open MPI for the
+#          data-parallel training tests (the build uses it when present)
 # As root it runs apt-get; otherwise it prints the exact line to run and fails.
 set -euo pipefail
 what=${1:-build}
 pkgs=(gcc make cmake pkg-config libopenblas-dev libcjson-dev libdnnl-dev)
 if [ "$what" = test ]; then
-  pkgs+=(libcriterion-dev python3-torch python3-numpy chromium)
+  pkgs+=(libcriterion-dev python3-torch python3-numpy chromium libopenmpi-dev openmpi-bin)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

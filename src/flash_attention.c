@@ -6,10 +6,11 @@
  * vectorises over queries), masked on the diagonal tile only, exponentiated
  * against the running max, and P V is added into the rescaled accumulator.
  *
- * Backward task (b, h, key tile): K^T and V^T of the tile are packed once;
- * for every query tile from the diagonal down, P is recomputed from the LSE,
- * then dV += P^T dO, dP = dO V^T, dS = P (dP - D) / sqrt(hd), dK += dS^T Q
- * (all owned by this task) and dQ += dS K (into a per-thread buffer). */
+ * Backward, per (b, h) and its key tiles in order: K^T and V^T of the tile
+ * are packed once; for every query tile from the diagonal down, P is
+ * recomputed from the LSE, then dV += P^T dO, dP = dO V^T,
+ * dS = P (dP - D) / sqrt(hd), dK += dS^T Q and dQ += dS K (all rows of this
+ * (b, h), so no thread shares them and the sums run in one fixed order). */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include "attn/flash_attention.h"
 
@@ -548,13 +549,11 @@ static size_t bwd_thread_bytes(const run_ctx *c) {
 }
 
 typedef struct bwd_shared {
-    const float *D;      /* (B*H, T) rowsum(dO * O) */
-    float *dq_slabs;     /* per thread (B*H, T, hd); NULL: add into dq directly */
-    unsigned char *used; /* per thread (B*H) flags: slab zeroed and written */
+    const float *D; /* (B*H, T) rowsum(dO * O) */
 } bwd_shared;
 
 static void bwd_task(const run_ctx *c, const attn_flash_problem *pb, const attn_flash_grads *g,
-                     const bwd_shared *sh, int tid, int b, int h, int kt, char *scratch) {
+                     const bwd_shared *sh, int b, int h, int kt, char *scratch) {
     const int T = c->T, hd = c->hd;
     const int j0 = kt * c->bk, nk = imin(c->bk, T - j0);
     const size_t bkp = c->bkp, hdp = c->hdp;
@@ -583,22 +582,9 @@ static void bwd_task(const run_ctx *c, const attn_flash_problem *pb, const attn_
     memset(dKa, 0, (size_t)nk * hdp * sizeof(float));
     memset(dVa, 0, (size_t)nk * hdp * sizeof(float));
 
-    /* Where this task's dQ rows go: the shared dq (one thread) or this
-     * thread's slab for (b, h), zeroed on first use. */
-    float *dq_base;
-    ptrdiff_t ld_dq;
-    if (sh->dq_slabs) {
-        const size_t slot = (size_t)tid * (size_t)c->B * c->H + bh;
-        dq_base = sh->dq_slabs + slot * (size_t)T * hd;
-        if (!sh->used[slot]) {
-            memset(dq_base, 0, (size_t)T * hd * sizeof(float));
-            sh->used[slot] = 1;
-        }
-        ld_dq = hd;
-    } else {
-        dq_base = g->dq + (size_t)b * T * g->ld_dq + (size_t)h * hd;
-        ld_dq = (ptrdiff_t)g->ld_dq;
-    }
+    /* dQ rows go straight into dq: only this (b, h)'s task writes them. */
+    float *dq_base = g->dq + (size_t)b * T * g->ld_dq + (size_t)h * hd;
+    const ptrdiff_t ld_dq = (ptrdiff_t)g->ld_dq;
 
     const uint64_t bh_base = (uint64_t)bh * (uint64_t)T * (uint64_t)T;
     uint32_t xs = 0; /* MCG31 state at (i, j0) for the next row i */
@@ -743,29 +729,25 @@ attn_status attn_flash_backward(const attn_flash_problem *pb, const attn_flash_g
                          "flash attention: a gradient row stride is smaller than heads * head_dim "
                          "= %zu",
                          row);
+    /* One task per (b, h), its key tiles in order: the dQ rows of a (b, h)
+     * get their tile contributions in the same order whatever the thread
+     * count or schedule, so gradients are bit-identical run to run and
+     * across --threads (a per-thread dQ slab summed afterwards is not). */
     const int nkt = (c.T + c.bk - 1) / c.bk;
-    const long ntasks = (long)c.B * c.H * nkt;
-    const int nt = (int)(ntasks < c.threads ? ntasks : c.threads);
     const size_t BH = (size_t)c.B * (size_t)c.H;
+    const int nt = (int)((long)BH < c.threads ? (long)BH : c.threads);
     const size_t per = pad_to(bwd_thread_bytes(&c), 64);
     const size_t d_bytes = pad_to(BH * (size_t)c.T * sizeof(float), 64);
-    const size_t slab_bytes =
-        nt > 1 ? (size_t)nt * BH * (size_t)c.T * (size_t)c.hd * sizeof(float) : 0;
-    const size_t used_bytes = pad_to((size_t)nt * BH, 64);
-    st = ws_reserve(ws, per * (size_t)nt + d_bytes + slab_bytes + used_bytes, err);
+    st = ws_reserve(ws, per * (size_t)nt + d_bytes, err);
     if (st != ATTN_OK) return st;
     char *base = ws->mem;
     bwd_shared sh;
     float *D = (float *)(base + per * (size_t)nt);
     sh.D = D;
-    sh.dq_slabs = nt > 1 ? (float *)(base + per * (size_t)nt + d_bytes) : NULL;
-    sh.used = (unsigned char *)(base + per * (size_t)nt + d_bytes + slab_bytes);
-    memset(sh.used, 0, (size_t)nt * BH);
 
     const int T = c.T, H = c.H, hd = c.hd;
 #pragma omp parallel num_threads(nt)
     {
-        const int tid = omp_get_thread_num();
         /* D = rowsum(dO * O) for every (b, h, t). */
 #pragma omp for schedule(static)
         for (long r = 0; r < (long)BH * T; r++) {
@@ -778,46 +760,25 @@ attn_status attn_flash_backward(const attn_flash_problem *pb, const attn_flash_g
                 s += o[d] * dO[d];
             D[r] = s;
         }
-        char *scratch = base + per * (size_t)tid;
-        /* (b, h) by (b, h) so its Q and dO rows stay in cache across its key
-         * tiles; within one, early key tiles (the most queries) first. */
+        char *scratch = base + per * (size_t)omp_get_thread_num();
+        /* Its Q and dO rows stay in cache across its key tiles; early key
+         * tiles (the most queries) first. */
 #pragma omp for schedule(dynamic, 1)
-        for (long t = 0; t < ntasks; t++) {
-            const int kt = (int)(t % nkt);
-            const long bh = t / nkt;
-            /* Warm the shared cache with the K / V / Q / dO rows a task some
-             * thread takes soon starts with. */
-            const long t2 = t + nt;
-            if (t2 < ntasks) {
-                const long bh2 = t2 / nkt, b2 = bh2 / H, h2 = bh2 % H;
-                const int j2 = (int)(t2 % nkt) * c.bk, n2 = imin(c.bk, T - j2);
-                const size_t r0 = (size_t)b2 * T + (size_t)j2, col = (size_t)h2 * hd;
-                for (int jj = 0; jj < n2; jj++)
-                    for (int d = 0; d < hd; d += 16) {
-                        __builtin_prefetch(pb->k + (r0 + jj) * pb->ld_k + col + d, 0, 1);
-                        __builtin_prefetch(pb->v + (r0 + jj) * pb->ld_v + col + d, 0, 1);
-                        __builtin_prefetch(pb->q + (r0 + jj) * pb->ld_q + col + d, 0, 1);
-                        __builtin_prefetch(g->d_o + (r0 + jj) * g->ld_do + col + d, 0, 1);
-                    }
-            }
-            bwd_task(&c, pb, g, &sh, tid, (int)(bh / H), (int)(bh % H), kt, scratch);
-        }
-        if (sh.dq_slabs) {
-            /* dq += the per-thread slabs that were written. */
-#pragma omp for schedule(static)
-            for (long r = 0; r < (long)BH * T; r++) {
-                const long bh = r / T, t = r % T;
-                const long b = bh / H, h = bh % H;
-                float *dst = g->dq + ((size_t)b * T + (size_t)t) * g->ld_dq + (size_t)h * hd;
-                for (int th = 0; th < nt; th++) {
-                    const size_t slot = (size_t)th * BH + (size_t)bh;
-                    if (!sh.used[slot]) continue;
-                    const float *src = sh.dq_slabs + (slot * (size_t)T + (size_t)t) * hd;
-                    for (int d = 0; d < hd; d++)
-                        dst[d] += src[d];
+        for (long bh = 0; bh < (long)BH; bh++)
+            for (int kt = 0; kt < nkt; kt++) {
+                /* Warm the cache with the K / V rows of the next key tile. */
+                if (kt + 1 < nkt) {
+                    const int j2 = (kt + 1) * c.bk, n2 = imin(c.bk, T - j2);
+                    const size_t r0 = (size_t)(bh / H) * T + (size_t)j2,
+                                 col = (size_t)(bh % H) * hd;
+                    for (int jj = 0; jj < n2; jj++)
+                        for (int d = 0; d < hd; d += 16) {
+                            __builtin_prefetch(pb->k + (r0 + jj) * pb->ld_k + col + d, 0, 1);
+                            __builtin_prefetch(pb->v + (r0 + jj) * pb->ld_v + col + d, 0, 1);
+                        }
                 }
+                bwd_task(&c, pb, g, &sh, (int)(bh / H), (int)(bh % H), kt, scratch);
             }
-        }
     }
     return ATTN_OK;
 }

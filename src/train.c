@@ -15,6 +15,7 @@
 
 #include "attn/fileio.h"
 #include "attn/safetensors.h"
+#include "train_accum.h"
 #include "train_device.h"
 
 #define PATH_BUF 4096
@@ -62,6 +63,7 @@ attn_status attn_train_preset(const char *name, attn_gpt_config *model, attn_tra
     t->grad_clip = 1.0;
     t->seed = 1337;
     t->dropout_stream = ATTN_STREAM_TORCH_CPU;
+    t->grad_accum = 1;
     t->batch_size = r->batch_size;
     t->max_steps = r->max_steps;
     t->learning_rate = r->learning_rate;
@@ -125,6 +127,8 @@ attn_status attn_train_config_set_key(attn_train_config *c, const char *key, con
     INT_KEY("log_interval", log_interval, 1, int64_t)
     INT_KEY("checkpoint_interval", checkpoint_interval, 0, int64_t)
     INT_KEY("seed", seed, 0, uint64_t)
+    INT_KEY("grad_accum", grad_accum, 1, int)
+    INT_KEY("gradient_accumulation_steps", grad_accum, 1, int)
 #undef INT_KEY
 #undef NUM_KEY
     if (strcmp(key, "dropout_stream") == 0) {
@@ -197,6 +201,9 @@ attn_status attn_train_config_validate(const attn_train_config *c, attn_error *e
         return attn_fail(err, ATTN_ERR_INVALID_ARG,
                          "eval_interval, eval_iters and log_interval must be >= 1, "
                          "checkpoint_interval >= 0");
+    if (c->grad_accum < 0)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "grad_accum must be >= 1 (got %d)",
+                         c->grad_accum);
     return ATTN_OK;
 }
 
@@ -220,6 +227,8 @@ char *attn_train_config_to_json(const attn_train_config *c) {
     cJSON_AddNumberToObject(o, "checkpoint_interval", (double)c->checkpoint_interval);
     cJSON_AddNumberToObject(o, "seed", (double)c->seed);
     cJSON_AddStringToObject(o, "dropout_stream", attn_dropout_stream_name(c->dropout_stream));
+    /* Only when used, so that earlier checkpoints keep their config text. */
+    if (c->grad_accum > 1) cJSON_AddNumberToObject(o, "grad_accum", c->grad_accum);
     char *s = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     return s;
@@ -248,6 +257,7 @@ void attn_trainer_free(attn_trainer *tr) {
     free(tr->yb);
     free(tr->hist);
     free(tr->evals);
+    attn_train_accum_free(tr);
     memset(tr, 0, sizeof *tr);
 }
 
@@ -305,6 +315,7 @@ attn_status attn_trainer_init(attn_trainer *tr, const attn_gpt_config *mcfg,
         st = attn_fail(err, ATTN_ERR_NOMEM, "out of memory for batches");
         goto fail;
     }
+    if ((st = attn_train_accum_setup(tr, err))) goto fail;
     return ATTN_OK;
 fail:
     attn_trainer_free(tr);
@@ -344,18 +355,27 @@ attn_status attn_trainer_step(attn_trainer *tr, attn_train_record *rec, attn_err
     const int B = c->batch_size, T = tr->mcfg.context_length;
     int64_t decay = c->lr_decay_steps ? c->lr_decay_steps : c->max_steps;
     double lr = attn_lr_cosine(tr->step, c->warmup_steps, decay, c->learning_rate, c->min_lr);
-    attn_sampler_next_batch(&tr->sampler, &tr->train, B, tr->xb, tr->yb);
-    if (tr->gpu) return attn_trainer_device_step(tr, lr, rec, err); /* train_device.c */
-    attn_gpt_zero_grad(&tr->model);
-    attn_forward_mode mode = {1, &tr->model_rng, c->dropout_stream};
     float loss = 0;
-    attn_status st =
-        attn_gpt_forward(&tr->model, tr->xb, tr->yb, B, T, &mode, &tr->acts, &loss, err);
-    if (st) return st;
-    if (!isfinite(loss))
-        return attn_fail(err, ATTN_ERR_STATE, "training loss is %g at step %" PRId64 " (diverged)",
-                         (double)loss, tr->step + 1);
-    if ((st = attn_gpt_backward(&tr->model, &tr->acts, 1.0f, err))) return st;
+    attn_status st;
+    if (attn_train_accum_active(tr)) {
+        if (tr->gpu)
+            return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                             "gradient accumulation and MPI ranks run on the CPU engine only");
+        /* Several micro-batches (and/or ranks): train_accum.c. */
+        if ((st = attn_train_accum_grads(tr, &loss, err))) return st;
+    } else {
+        attn_sampler_next_batch(&tr->sampler, &tr->train, B, tr->xb, tr->yb);
+        if (tr->gpu) return attn_trainer_device_step(tr, lr, rec, err); /* train_device.c */
+        attn_gpt_zero_grad(&tr->model);
+        attn_forward_mode mode = {1, &tr->model_rng, c->dropout_stream};
+        st = attn_gpt_forward(&tr->model, tr->xb, tr->yb, B, T, &mode, &tr->acts, &loss, err);
+        if (st) return st;
+        if (!isfinite(loss))
+            return attn_fail(err, ATTN_ERR_STATE,
+                             "training loss is %g at step %" PRId64 " (diverged)", (double)loss,
+                             tr->step + 1);
+        if ((st = attn_gpt_backward(&tr->model, &tr->acts, 1.0f, err))) return st;
+    }
     const attn_param_list *params = attn_gpt_params(&tr->model);
     double norm = attn_clip_grad_norm(params, c->grad_clip);
     if ((st = attn_adamw_step(&tr->opt, params, lr, err))) return st;
@@ -376,18 +396,23 @@ attn_status attn_trainer_evaluate(attn_trainer *tr, attn_eval_record *rec, attn_
     const int B = tr->tcfg.batch_size, T = tr->mcfg.context_length;
     float means[2];
     const attn_token_dataset *splits[2] = {&tr->train, &tr->val};
+    const size_t n_it = (size_t)tr->tcfg.eval_iters;
+    size_t lo, hi; /* this rank's share of the batches (all of them alone) */
+    attn_dist_block(tr->dist, n_it, &lo, &hi);
     for (int s = 0; s < 2; s++) {
         double sum = 0;
-        for (int i = 0; i < tr->tcfg.eval_iters; i++) {
+        for (size_t i = 0; i < n_it; i++) {
             attn_dataset_random_batch(splits[s], &tr->eval_rng, B, tr->xb, tr->yb);
-            float loss = 0;
-            attn_status st =
-                tr->gpu ? attn_trainer_device_eval(tr, &loss, err)
-                        : attn_gpt_forward(&tr->model, tr->xb, tr->yb, B, T, NULL, &tr->acts,
-                                           &loss, err);
+            if (i < lo || i >= hi) continue;
+            attn_status st = tr->gpu ? attn_trainer_device_eval(tr, &tr->eval_loss[i], err)
+                                     : attn_gpt_forward(&tr->model, tr->xb, tr->yb, B, T, NULL,
+                                                        &tr->acts, &tr->eval_loss[i], err);
             if (st) return st;
-            sum += loss;
         }
+        attn_status st = attn_dist_allgather(tr->dist, tr->eval_loss, n_it, err);
+        if (st) return st;
+        for (size_t i = 0; i < n_it; i++)
+            sum += tr->eval_loss[i];
         means[s] = (float)(sum / tr->tcfg.eval_iters);
     }
     attn_eval_record r = {tr->step, means[0], means[1]};
@@ -590,6 +615,7 @@ static attn_status read_state_config(const attn_safetensors *st, const char *pat
     }
     memset(mcfg, 0, sizeof *mcfg);
     memset(tcfg, 0, sizeof *tcfg);
+    tcfg->grad_accum = 1; /* absent in checkpoints that never accumulated */
     for (const cJSON *it = m->child; it && !s; it = it->next)
         s = attn_gpt_config_set_key(mcfg, it->string, it, err);
     for (const cJSON *it = t->child; it && !s; it = it->next)

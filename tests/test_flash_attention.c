@@ -314,8 +314,9 @@ Test(flash, dropout_torch_cpu) {
     dropout_case(ATTN_STREAM_TORCH_CPU, 0.5, 1, 33, 1, 4, 9);
 }
 
-/* The forward output and dK/dV are bit-identical whatever the thread count
- * (each row / key tile is computed by one task), dropout included. */
+/* The forward output and dQ/dK/dV are bit-identical whatever the thread
+ * count and from run to run (each (b, h) of the backward is one task that
+ * adds its key tiles in order), dropout included; 7 tiles of 16 keys each. */
 Test(flash, thread_count_does_not_change_results) {
     problem pb;
     problem_init(&pb, 2, 100, 3, 16, 1.0f, 31);
@@ -326,8 +327,10 @@ Test(flash, thread_count_does_not_change_results) {
                  ATTN_OK);
     const size_t row = 3 * 16, n = 2 * 100 * row;
     float *o1 = malloc(n * sizeof(float)), *dk1 = malloc(n * sizeof(float));
-    float *dv1 = malloc(n * sizeof(float));
-    for (int threads = 1; threads <= 4; threads++) {
+    float *dv1 = malloc(n * sizeof(float)), *dq1 = malloc(n * sizeof(float));
+    static const int counts[] = {1, 2, 3, 4, 2, 2, 3};
+    for (size_t run = 0; run < sizeof counts / sizeof counts[0]; run++) {
+        const int threads = counts[run];
         attn_flash_options opt = {threads, ATTN_SIMD_AUTO, 16, 16};
         attn_flash_problem v = view(&pb, &drop);
         attn_flash_workspace ws = {0};
@@ -338,11 +341,14 @@ Test(flash, thread_count_does_not_change_results) {
         attn_flash_grads g = {pb.d_o, row, pb.dq, pb.dk, pb.dv, row, row, row};
         cr_assert_eq(attn_flash_backward(&v, &g, &opt, &ws, NULL), ATTN_OK);
         attn_flash_workspace_free(&ws);
-        if (threads == 1) {
+        if (run == 0) {
             memcpy(o1, pb.o, n * sizeof(float));
             memcpy(dk1, pb.dk, n * sizeof(float));
             memcpy(dv1, pb.dv, n * sizeof(float));
+            memcpy(dq1, pb.dq, n * sizeof(float));
         } else {
+            cr_expect(memcmp(dq1, pb.dq, n * sizeof(float)) == 0, "dQ differs at %d threads",
+                      threads);
             cr_expect(memcmp(o1, pb.o, n * sizeof(float)) == 0, "output differs at %d threads",
                       threads);
             cr_expect(memcmp(dk1, pb.dk, n * sizeof(float)) == 0, "dK differs at %d threads",
@@ -354,6 +360,7 @@ Test(flash, thread_count_does_not_change_results) {
     free(o1);
     free(dk1);
     free(dv1);
+    free(dq1);
     attn_flash_dropout_free(&drop);
     problem_free(&pb);
 }

@@ -7,6 +7,7 @@
 #include "attn/cross_entropy.h"
 #include "attn/cuda.h"
 #include "attn/dataset.h"
+#include "attn/dist.h"
 #include "attn/dropout.h"
 #include "attn/embedding.h"
 #include "attn/engine.h"

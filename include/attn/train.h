@@ -15,6 +15,20 @@
  * training mode, backward, clip to grad_clip, AdamW. An evaluation averages
  * the eval-mode loss of eval_iters random batches of each split.
  *
+ * Gradient accumulation (grad_accum = M > 1): a step takes the next M
+ * batches of batch_size windows (micro-batches j = 0..M-1), runs forward +
+ * backward on each with loss scale 1/M, and sums those gradients in the
+ * fixed order (((g_0 + g_1) + g_2) + ...) — so the gradient is the mean over
+ * the M micro-batches, AdamW and clipping see it once per step, and the
+ * recorded loss is the mean of the M micro-batch losses (summed in order in
+ * double). Micro-batch j of step s draws its dropout masks from its own
+ * generator, seeded from (seed, s, j), so any rank can draw it without
+ * replaying the others' (M = 1 keeps the single model generator). It costs
+ * one gradient-sized buffer (a rank > 0 keeps one per micro-batch it runs).
+ * With an attn_dist of N ranks (dist.h) the M micro-batches are split over
+ * the ranks and the result is bit for bit that of one process, as is the
+ * evaluation, whose batches are split over the ranks too.
+ *
  * Checkpoint directory (attn_trainer_save; every file written atomically):
  *   model.safetensors   the parameters under the book's state_dict names,
  *                       metadata: format "attn-gpt", config (the book's keys,
@@ -34,6 +48,7 @@
 #include <stdint.h>
 
 #include "attn/dataset.h"
+#include "attn/dist.h"
 #include "attn/engine.h"
 #include "attn/gpt.h"
 #include "attn/optim.h"
@@ -64,6 +79,7 @@ typedef struct attn_train_config {
     int64_t checkpoint_interval; /* 0 = at evals and the end only */
     uint64_t seed;
     attn_dropout_stream dropout_stream;
+    int grad_accum; /* micro-batches per step over all ranks; 0 or 1 = none */
 } attn_train_config;
 
 /* Model + training hyper-parameters of a preset (attn_gpt_config_preset's
@@ -77,7 +93,8 @@ attn_status attn_train_preset(const char *name, attn_gpt_config *model, attn_tra
  * learning_rate|lr, min_lr, warmup_steps|warmup_iters,
  * lr_decay_steps|lr_decay_iters, beta1, beta2, eps, weight_decay, grad_clip,
  * eval_interval, eval_iters, log_interval, checkpoint_interval, seed,
- * dropout_stream). Unknown key -> ATTN_ERR_NOT_FOUND. */
+ * dropout_stream, grad_accum|gradient_accumulation_steps). Unknown key ->
+ * ATTN_ERR_NOT_FOUND. */
 attn_status attn_train_config_set_key(attn_train_config *cfg, const char *key,
                                       const struct cJSON *value, attn_error *err);
 
@@ -128,6 +145,11 @@ typedef struct attn_trainer {
     size_t n_evals, cap_evals;
     const char *corpus_path;   /* borrowed; recorded in the training state when set */
     struct attn_cuda_gpt *gpu; /* non-NULL: steps and evaluations run on the GPU */
+    attn_dist *dist;           /* borrowed; NULL = one process (attn_trainer_set_dist) */
+    float **gflat;             /* n_gflat flat gradients (grad_accum > 1; train_accum.c) */
+    int n_gflat;
+    float *mb_loss;   /* grad_accum micro-batch losses */
+    float *eval_loss; /* eval_iters batch losses */
 } attn_trainer;
 
 /* Fresh run on text (n bytes of UTF-8). mcfg->vocab_size is replaced by
@@ -162,6 +184,14 @@ attn_status attn_trainer_resume(attn_trainer *tr, const char *dir, attn_error *e
  * when drop_rate > 0 (it is reproducible for its seed). */
 attn_status attn_trainer_set_device(attn_trainer *tr, attn_device device, attn_precision precision,
                                     attn_error *err);
+/* Train as one of dist's ranks (dist.h): grad_accum must be a multiple of
+ * the rank count (each rank takes grad_accum / size micro-batches). */
+attn_status attn_trainer_set_dist(attn_trainer *tr, attn_dist *dist, attn_error *err);
+
+/* Fingerprints for the ranks' start-up check: *config of the model and
+ * training configs and the corpus, *state of the weights, optimizer
+ * moments, generators and step. */
+void attn_trainer_fingerprint(const attn_trainer *tr, uint64_t *config, uint64_t *state);
 
 /* One optimisation step; *rec (may be NULL) gets its record. */
 attn_status attn_trainer_step(attn_trainer *tr, attn_train_record *rec, attn_error *err);
