@@ -15,36 +15,43 @@ deps:
 deps-test:
 	@scripts/install-deps.sh test
 
-$(BUILD)/CMakeCache.txt:
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_ARGS)
+# Configure $(1) with tests $(2), every time (cheap when nothing changed):
+# each target states what it needs, `make run` never needs the test packages.
+# A failed configure removes its cache, so no later target mistakes the
+# half-made folder for a good one.
+configure = cmake -S . -B $(1) $(2) $(CMAKE_ARGS) || { rm -f $(1)/CMakeCache.txt; exit 1; }
 
-build: deps $(BUILD)/CMakeCache.txt
+build: deps
+	@$(call configure,$(BUILD),-DCMAKE_BUILD_TYPE=Release -DATTN_BUILD_TESTS=OFF)
 	cmake --build $(BUILD) -j $(JOBS)
 
 # The main job: train the tiny char-level GPT on Tiny Shakespeare (fetched
 # by scripts/get-data.sh if missing), then print a sample from it.
 RUN_DIR ?= runs/tiny
+# A second `make run` continues (or, finished, just samples) the saved run
+# instead of replacing it; `rm -r $(RUN_DIR)` starts over.
 run: build
 	@scripts/get-data.sh
-	./$(BUILD)/attn train --preset tiny --data data/tinyshakespeare.txt --out $(RUN_DIR)
+	$(BUILD)/attn train --preset tiny --data data/tinyshakespeare.txt --out $(RUN_DIR) \
+	  $$([ -e $(RUN_DIR)/train_state.safetensors ] && echo --resume)
 	@echo "--- sample from $(RUN_DIR) ---"
-	./$(BUILD)/attn generate --checkpoint $(RUN_DIR) --max-new-tokens 500 --seed 1337
+	$(BUILD)/attn generate --checkpoint $(RUN_DIR) --max-new-tokens 500 --seed 1337
 
-# Re-configure so a build dir made before deps-test installed MPI picks it up.
-test: deps-test $(BUILD)/CMakeCache.txt
-	cmake -S . -B $(BUILD) > /dev/null
+test: deps-test
+	@$(call configure,$(BUILD),-DCMAKE_BUILD_TYPE=Release -DATTN_BUILD_TESTS=ON)
 	cmake --build $(BUILD) -j $(JOBS)
 	ctest --test-dir $(BUILD) --output-on-failure -j 1
 
 # Only the GPU tests (tests/cuda/), on a machine with a CUDA device; they
 # report "Skipped" elsewhere.
-test-cuda: deps-test $(BUILD)/CMakeCache.txt
+test-cuda: deps-test
+	@$(call configure,$(BUILD),-DCMAKE_BUILD_TYPE=Release -DATTN_BUILD_TESTS=ON)
 	cmake --build $(BUILD) -j $(JOBS)
 	ctest --test-dir $(BUILD) --output-on-failure -j 1 -L cuda
 
 # The suite again under AddressSanitizer + UndefinedBehaviorSanitizer.
 test-sanitize: deps-test
-	cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DATTN_SANITIZE=ON
+	@$(call configure,$(BUILD_ASAN),-DCMAKE_BUILD_TYPE=Debug -DATTN_SANITIZE=ON -DATTN_BUILD_TESTS=ON)
 	cmake --build $(BUILD_ASAN) -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --test-dir $(BUILD_ASAN) --output-on-failure -j 1 -E 'parity_live|install_consumer'
@@ -65,3 +72,14 @@ install: build
 
 clean:
 	rm -rf $(BUILD) $(BUILD_ASAN)
+
+# Only sample from the model the last `make run` trained (no training, no
+# data); fails with a clear message when there is none. SAMPLE_ARGS adds
+# `attn generate` options, e.g. make sample SAMPLE_ARGS='--seed 7 --prompt ROMEO:'.
+SAMPLE_ARGS ?= --max-new-tokens 500 --seed 1337
+.PHONY: sample
+sample: build
+	@test -f $(RUN_DIR)/model.safetensors || { \
+	  echo "make sample: no trained model in $(RUN_DIR)/ (model.safetensors); run 'make run' first" >&2; \
+	  exit 1; }
+	$(BUILD)/attn generate --checkpoint $(RUN_DIR) $(SAMPLE_ARGS)

@@ -35,7 +35,9 @@ static void bench_usage(FILE *out) {
             "  FLOPs count the causal half only: projections 8 B T D^2 (x3 with backward),\n"
             "  attention 2 B D T (T+1) (x3.5 with backward).\n"
             "  --threads defaults to OMP_NUM_THREADS, else the CPUs this process may use;\n"
-            "  --simd is auto|generic|avx2|avx512 (or the ATTN_SIMD variable).\n");
+            "  --simd is auto|generic|avx2|avx512 (or the ATTN_SIMD variable).\n"
+            "  --rng is the dropout stream: torch-mkl by default, as in `attn chapter3`\n"
+            "  and `attn rng` (`attn forward` defaults to torch-cpu, Debian's PyTorch).\n");
 }
 
 static double now_s(void) {

@@ -8,6 +8,7 @@
 #define _POSIX_C_SOURCE 200809L /* mkdir */
 
 #include <errno.h>
+#include <stddef.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +28,7 @@
 #include "attn/softmax.h"
 #include "attn/viz.h"
 #include "commands.h"
+#include "options.h"
 
 #define T_TOK 6 /* tokens in "Your journey starts with one step" */
 #define D_IN 3
@@ -606,55 +608,45 @@ static void mha_weight_splits(walk *w, const float *batch) {
     run_mha(w, batch, 768, 12);
 }
 
-static void usage(FILE *out) {
-    fprintf(out, "usage: attn chapter3 [--rng torch-mkl|torch-cpu] [--figures DIR]\n"
-                 "  Walks chapter 3 of \"Build a Large Language Model (From Scratch)\" and prints\n"
-                 "  each step's tensor as PyTorch 1.13 prints it, under a one-line caption.\n"
-                 "  --rng torch-mkl  dropout masks of MKL builds: the book's tables (default)\n"
-                 "  --rng torch-cpu  dropout masks of non-MKL builds (Debian's python3-torch);\n"
-                 "                   the causal and dropout tables then follow seed 003's\n"
-                 "                   notebook and its SelfAttention_v2 variant\n"
-                 "  --figures DIR    also write the chapter's matrices as SVG heatmaps, in\n"
-                 "                   the book's order (DIR/01-attn-scores.svg ...), labelled\n"
-                 "                   with the words, the printed values in the cells\n");
-}
+typedef struct ch3_opts {
+    const char *rng, *figures;
+} ch3_opts;
+
+enum { CH3_RNG, CH3_FIGURES, CH3_OPT_COUNT };
+
+static const char *const streams[] = {"torch-mkl", "torch-cpu", NULL};
+
+static const cli_option ch3_opts_table[] = {
+    [CH3_RNG] = {"rng", CLI_CHOICE, NULL, offsetof(ch3_opts, rng), .choices = streams,
+                 .def = "torch-mkl",
+                 .help = "dropout masks: torch-mkl = MKL builds, the book's tables\n"
+                         "(the default: this command reproduces the book);\n"
+                         "torch-cpu = non-MKL builds (Debian's python3-torch): the\n"
+                         "causal and dropout tables then follow seed 003's\n"
+                         "notebook and its SelfAttention_v2 variant"},
+    [CH3_FIGURES] = {"figures", CLI_STRING, "DIR", offsetof(ch3_opts, figures),
+                     .help = "also write the chapter's matrices as SVG heatmaps, in\n"
+                             "the book's order (DIR/01-attn-scores.svg ...), labelled\n"
+                             "with the words, the printed values in the cells"},
+};
+CLI_TABLE_CHECK(ch3_opts_table, CH3_OPT_COUNT);
+
+const cli_command chapter3_cli = {
+    "chapter3", "attn chapter3 [--rng torch-mkl|torch-cpu] [--figures DIR]",
+    "  Walks chapter 3 of \"Build a Large Language Model (From Scratch)\" and prints\n"
+    "  each step's tensor as PyTorch 1.13 prints it, under a one-line caption.\n",
+    ch3_opts_table, CH3_OPT_COUNT, 0};
 
 int cmd_chapter3(int argc, char **argv) {
     walk w;
     memset(&w, 0, sizeof w);
     w.out = stdout;
-    w.stream = ATTN_STREAM_TORCH_MKL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = NULL;
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            usage(stdout);
-            return 0;
-        } else if (strcmp(a, "--rng") == 0) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "attn chapter3: --rng needs a value (torch-mkl or torch-cpu)\n");
-                return 2;
-            }
-            v = argv[++i];
-        } else if (strncmp(a, "--rng=", 6) == 0) {
-            v = a + 6;
-        } else if (strcmp(a, "--figures") == 0) {
-            if (i + 1 >= argc || argv[i + 1][0] == '\0') {
-                fprintf(stderr, "attn chapter3: --figures needs a directory\n");
-                return 2;
-            }
-            w.figdir = argv[++i];
-            continue;
-        } else {
-            fprintf(stderr, "attn chapter3: unknown option '%s'\n", a);
-            usage(stderr);
-            return 2;
-        }
-        if (attn_dropout_stream_parse(v, &w.stream) != 0) {
-            fprintf(stderr, "attn chapter3: --rng must be torch-mkl or torch-cpu, not '%s'\n", v);
-            return 2;
-        }
-    }
+    ch3_opts o;
+    cli_parsed parsed;
+    int rc = cli_parse(&chapter3_cli, argc, argv, &o, &parsed);
+    if (rc) return rc == CLI_HELP ? 0 : rc;
+    attn_dropout_stream_parse(o.rng, &w.stream); /* the table allows only valid names */
+    w.figdir = o.figures;
 
     if (w.figdir && mkdir(w.figdir, 0777) != 0 && errno != EEXIST) {
         fprintf(stderr, "attn chapter3: cannot create --figures directory '%s': %s\n", w.figdir,

@@ -23,6 +23,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 #include "attn/dropout.h"
 #include "attn/fileio.h"
@@ -186,7 +187,8 @@ static void forward_usage(FILE *out) {
     fprintf(out,
             "\n"
             "options:\n"
-            "  --input X.npy          input, float32 (required)\n"
+            "  --input X.npy          input, float32 (required; float64, int32 and int64\n"
+            "                         arrays are converted to float32 as numpy's astype)\n"
             "  --output Y.npy         write the output here (atomically)\n"
             "  --d-in N               input size; defaults to X's last dim, checked if given\n"
             "  --d-out N              output size per module (per head for mha-wrapper)\n"
@@ -378,13 +380,18 @@ static int report(const attn_error *err) {
     return 1;
 }
 
-/* Fail before any work when a destination cannot be written: open a temp
- * file beside it and throw it away (the target is never touched). */
+/* Fail before any work when a destination cannot be written (the target is
+ * never touched, a FIFO never opened). */
 static attn_status probe_writable(const char *path, attn_error *err) {
-    attn_atomic_file f;
-    attn_status s = attn_atomic_open(&f, path, err);
-    if (s == ATTN_OK) attn_atomic_abort(&f);
-    return s;
+    return attn_file_check_writable(path, err);
+}
+
+/* "-", /dev/stdout, /proc/self/fd/1 or any other name of what stdout is. */
+static int is_stdout(const char *path) {
+    struct stat a, b;
+    if (strcmp(path, "-") == 0) return 1;
+    return stat(path, &a) == 0 && fstat(STDOUT_FILENO, &b) == 0 && a.st_dev == b.st_dev &&
+           a.st_ino == b.st_ino;
 }
 
 static attn_status ensure_dir(const char *dir, attn_error *err) {
@@ -468,7 +475,7 @@ int cmd_forward(int argc, char **argv) {
     rc = 1;
 
     /* Input: float32, rank and d_in as the module expects, nothing empty. */
-    if (attn_npy_load_f32(o.input, &x, &err)) goto fail;
+    if (attn_npy_load_as_f32(o.input, &x, NULL, &err)) goto fail;
     int64_t want[3] = {-1, -1, o.d_in};
     if (mod->input_rank == 2) want[1] = o.d_in;
     const char *dims_name = mod->input_rank == 2 ? "(T, d_in)" : "(B, T, d_in)";
@@ -517,7 +524,7 @@ int cmd_forward(int argc, char **argv) {
     }
     size_t ny = (size_t)B * (size_t)T * (size_t)out_dim;
     if (o.grad_output) {
-        if (attn_npy_load_f32(o.grad_output, &dy, &err)) goto fail;
+        if (attn_npy_load_as_f32(o.grad_output, &dy, NULL, &err)) goto fail;
         if (attn_npy_expect_shape(&dy, o.grad_output, yrank, yshape,
                                   yrank == 2 ? "(T, d_out)" : "(B, T, out)", &err))
             goto fail;
@@ -559,29 +566,30 @@ int cmd_forward(int argc, char **argv) {
         if (attn_safetensors_write_params(o.save_weights, params, meta, 2, &err)) goto fail;
     }
 
-    /* Summary on stdout. */
+    /* Summary on stdout, or stderr when stdout carries Y (--output -). */
+    FILE *so = o.output && is_stdout(o.output) ? stderr : stdout;
     char xs[96], ys[96];
     double sum, maxabs;
     shape_str(xs, sizeof xs, x.ndim, x.shape);
     shape_str(ys, sizeof ys, yrank, yshape);
     stats(y, ny, &sum, &maxabs);
-    printf("%s: x %s -> y %s, seed %" PRIu64 ", %s", mod->name, xs, ys, o.seed,
-           o.train ? "train" : "eval");
+    fprintf(so, "%s: x %s -> y %s, seed %" PRIu64 ", %s", mod->name, xs, ys, o.seed,
+            o.train ? "train" : "eval");
     if (o.train && o.dropout > 0)
-        printf(" (dropout %g, %s)", o.dropout, attn_dropout_stream_name(o.stream));
-    printf("\n  y %s: sum %.9g, max|.| %.9g%s%s\n", ys, sum, maxabs, o.output ? " -> " : "",
-           o.output ? o.output : "");
+        fprintf(so, " (dropout %g, %s)", o.dropout, attn_dropout_stream_name(o.stream));
+    fprintf(so, "\n  y %s: sum %.9g, max|.| %.9g%s%s\n", ys, sum, maxabs, o.output ? " -> " : "",
+            o.output ? o.output : "");
     if (o.grad_output) {
         stats(dx, x.numel, &sum, &maxabs);
-        printf("  grad input %s: sum %.9g, max|.| %.9g\n", xs, sum, maxabs);
+        fprintf(so, "  grad input %s: sum %.9g, max|.| %.9g\n", xs, sum, maxabs);
         for (int i = 0; i < params->count; i++) {
             const attn_param *p = &params->items[i];
             char ps[96];
             shape_str(ps, sizeof ps, p->ndim, p->shape);
             stats(p->grad, p->numel, &sum, &maxabs);
-            printf("  grad %s %s: sum %.9g, max|.| %.9g\n", p->name, ps, sum, maxabs);
+            fprintf(so, "  grad %s %s: sum %.9g, max|.| %.9g\n", p->name, ps, sum, maxabs);
         }
-        printf("  gradients -> %s/\n", o.grad_dir);
+        fprintf(so, "  gradients -> %s/\n", o.grad_dir);
     }
     rc = 0;
     goto done;

@@ -18,8 +18,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "attn/checkpoint.h"
 #include "attn/dist.h"
 #include "attn/fileio.h"
+#include "attn/runlock.h"
 #include "attn/train.h"
 #include "commands.h"
 
@@ -35,7 +37,7 @@ static void train_usage(FILE *out) {
             "usage: attn train [--data FILE] [--preset NAME] [--config FILE] [--steps N]\n"
             "                  [--batch-size N] [--lr X] [--eval-interval N] [--eval-iters N]\n"
             "                  [--seed N] [--threads N] [--out DIR] [--checkpoint-interval N]\n"
-            "                  [--log-interval N] [--grad-accum N] [--resume]\n"
+            "                  [--log-interval N] [--grad-accum N] [--resume | --force]\n"
             "                  [--device cpu|cuda] [--precision fp32|bf16]\n"
             "  Trains the char-level GPT (the book's GPTModel) on FILE (default\n"
             "  data/tinyshakespeare.txt): vocabulary = its sorted characters, first 90%%\n"
@@ -47,8 +49,11 @@ static void train_usage(FILE *out) {
             "  seed). --lr X sets the peak rate and min_lr = X/10.\n"
             "  Writes DIR/model.safetensors, DIR/train_state.safetensors, DIR/loss.csv and\n"
             "  DIR/loss.svg (DIR defaults to runs/<preset>); checkpoints at every eval,\n"
-            "  every --checkpoint-interval steps, at the end and on Ctrl-C. --resume\n"
-            "  continues the run in DIR exactly where it stopped.\n"
+            "  every --checkpoint-interval steps, at the end and on Ctrl-C, SIGTERM or\n"
+            "  SIGHUP; each checkpoint is committed whole (DIR/ckpt-<step>, DIR/latest).\n"
+            "  --resume continues the run in DIR exactly where it stopped; a DIR that\n"
+            "  already holds a checkpoint needs --resume or --force (start over, replacing\n"
+            "  it at the first save). One run per DIR at a time (DIR/.lock).\n"
             "  --device cuda trains on the GPU (same checkpoint files; GPU dropout uses\n"
             "  Philox, so with dropout it differs from a CPU run of the same seed);\n"
             "  --precision bf16 runs the matrix products with bf16 operands and fp32\n"
@@ -140,7 +145,7 @@ static attn_status check_ranks(attn_dist *dist, const attn_trainer *tr, attn_err
     return attn_dist_check_same(dist, state, "initial weights or training state", err);
 }
 
-static int train_run(int argc, char **argv, attn_dist *dist, int *collective);
+static int train_run(int argc, char **argv, attn_dist *dist, attn_run_lock *lock, int *collective);
 
 int cmd_train(int argc, char **argv) {
     attn_dist dist;
@@ -151,7 +156,9 @@ int cmd_train(int argc, char **argv) {
         return 1;
     }
     int collective = 0;
-    int rc = train_run(argc, argv, &dist, &collective);
+    attn_run_lock lock = {.fd = -1};
+    int rc = train_run(argc, argv, &dist, &lock, &collective);
+    attn_run_lock_release(&lock);
     if (rc != 0 && rc != 130 && dist.size > 1 && !collective) {
         /* The other ranks would wait for this one forever: end the job. */
         fprintf(stderr, "attn train: rank %d of %d failed (exit code %d); ending the job\n",
@@ -163,14 +170,14 @@ int cmd_train(int argc, char **argv) {
     return rc;
 }
 
-static int train_run(int argc, char **argv, attn_dist *dist, int *collective) {
+static int train_run(int argc, char **argv, attn_dist *dist, attn_run_lock *lock, int *collective) {
     const char *data = NULL, *preset = NULL, *config = NULL, *out = NULL;
     int64_t steps = -1, batch = -1, eval_interval = -1, eval_iters = -1, seed = -1, threads = -1,
             ckpt_interval = -1, log_interval = -1, interrupt_after = -1, grad_accum = -1,
             kill_rank = -1, kill_after = -1;
     const int lead = dist->rank == 0;
     double lr = -1;
-    int resume = 0;
+    int resume = 0, force = 0;
     attn_device device = ATTN_DEVICE_CPU;
     attn_precision precision = ATTN_PRECISION_FP32;
     for (int i = 1; i < argc; i++) {
@@ -181,6 +188,10 @@ static int train_run(int argc, char **argv, attn_dist *dist, int *collective) {
         }
         if (strcmp(a, "--resume") == 0) {
             resume = 1;
+            continue;
+        }
+        if (strcmp(a, "--force") == 0) {
+            force = 1;
             continue;
         }
         if (i + 1 >= argc) {
@@ -267,6 +278,11 @@ static int train_run(int argc, char **argv, attn_dist *dist, int *collective) {
     char outbuf[4096];
     char saved_data[4096] = ""; /* the corpus a resumed run recorded */
     char *recorded = NULL;
+    if (resume && force) {
+        fprintf(stderr, "attn train: --resume continues a run and --force replaces it: "
+                        "give one of them\n");
+        return 2;
+    }
     if (resume && !out) {
         fprintf(stderr, "attn train: --resume needs --out DIR (the run to continue)\n");
         return 2;
@@ -292,7 +308,7 @@ static int train_run(int argc, char **argv, attn_dist *dist, int *collective) {
             size_t n = 0;
             if (attn_file_read_all(config, 1 << 20, (void **)&text, &n, &err)) {
                 fprintf(stderr, "attn train: %s\n", err.msg);
-                return 2;
+                return 1; /* a file that cannot be read: runtime, as everywhere */
             }
             attn_status s =
                 attn_train_config_apply_json(&mcfg, &tcfg, text, config, &vocab_given, &err);
@@ -342,6 +358,48 @@ static int train_run(int argc, char **argv, attn_dist *dist, int *collective) {
         free(text);
         return 1;
     }
+    /* Output directory: create, lock and check it before spending time. Rank
+     * 0 alone writes, so it alone locks and cleans. */
+    if (make_dirs(out) != 0 || access(out, W_OK | X_OK) != 0) {
+        fprintf(stderr, "attn train: cannot write to the output directory %s: %s\n", out,
+                strerror(errno));
+        free(text);
+        return 1;
+    }
+    if (lead) {
+        char who[4200];
+        snprintf(who, sizeof who, "attn train --out %s", out);
+        if (attn_run_lock_acquire(lock, out, who, &err)) {
+            fprintf(stderr, "attn train: %s; wait for it to finish or choose another --out\n",
+                    err.msg);
+            free(text);
+            return 1;
+        }
+        int64_t old_step;
+        if (!resume && attn_ckpt_exists(out, &old_step)) {
+            char at[64] = "";
+            if (old_step >= 0) snprintf(at, sizeof at, " (step %" PRId64 ")", old_step);
+            if (!force) {
+                fprintf(stderr,
+                        "attn train: %s already holds a checkpoint%s; continue it with --resume "
+                        "or start over with --force\n",
+                        out, at);
+                free(text);
+                return 2;
+            }
+            fprintf(stderr,
+                    "attn train: --force: starting over in %s; its checkpoint%s, loss.csv and "
+                    "loss.svg are replaced at the first save\n",
+                    out, at);
+        }
+        int removed = 0;
+        if (attn_ckpt_clean_stale(out, &removed, &err))
+            fprintf(stderr, "attn train: warning: %s\n", err.msg);
+        else if (removed)
+            fprintf(stderr,
+                    "attn train: removed %d stale temporary file(s) from an earlier run in %s\n",
+                    removed, out);
+    }
     attn_trainer tr;
     attn_status s = attn_trainer_init(&tr, &mcfg, &tcfg, vocab_given, text, n, &err);
     free(text);
@@ -355,14 +413,10 @@ static int train_run(int argc, char **argv, attn_dist *dist, int *collective) {
         *collective = 1; /* every rank sees the same config */
         return 2;
     }
-    /* Output directory: create and probe it before spending time training. */
-    if (make_dirs(out) != 0 || access(out, W_OK | X_OK) != 0) {
-        fprintf(stderr, "attn train: cannot write to the output directory %s: %s\n", out,
-                strerror(errno));
-        attn_trainer_free(&tr);
-        return 1;
-    }
-    if (resume && attn_trainer_resume(&tr, out, &err)) {
+    /* loss.csv/svg are written after each checkpoint: a run stopped in
+     * between left them a step behind, so redo them from the checkpoint. */
+    if (resume && (attn_trainer_resume(&tr, out, &err) ||
+                   (lead && attn_trainer_write_loss_files(&tr, out, &err)))) {
         fprintf(stderr, "attn train: %s\n", err.msg);
         attn_trainer_free(&tr);
         return 1;
@@ -418,6 +472,7 @@ static int train_run(int argc, char **argv, attn_dist *dist, int *collective) {
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL); /* the terminal closed: save like Ctrl-C */
 
     int rc = 0, bar_shown = 0;
     attn_eval_record ev;
@@ -433,7 +488,7 @@ static int train_run(int argc, char **argv, attn_dist *dist, int *collective) {
     uint64_t comm_bytes = 0;
     const int64_t start_step = tr.step;
     double t_start = now_s(), t_train = 0, last_bar = 0;
-    int saved_now = 0;
+    int saved_now = resume; /* a resumed run's state is already on disk */
     while (tr.step < c->max_steps) {
         if (attn_dist_any(dist, g_interrupted)) break; /* all ranks stop together */
         double t0 = now_s(), c0 = dist->comm_s;

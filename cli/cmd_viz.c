@@ -6,6 +6,7 @@
 
 #include <cblas.h>
 #include <errno.h>
+#include <stddef.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,93 +17,78 @@
 #include "attn/train.h"
 #include "attn/viz.h"
 #include "commands.h"
+#include "options.h"
 
-static void viz_usage(FILE *out) {
-    fprintf(out,
-            "usage: attn viz --checkpoint DIR --prompt TEXT [--generate N] [--seed 1337]\n"
-            "                [--temperature 0.8] [--top-k 200] --out FILE.html\n"
-            "       attn viz --checkpoint DIR --prompt TEXT --layer L --head H --svg FILE.svg\n"
-            "  --out   one self-contained HTML page (no network): the prompt's characters\n"
-            "          shaded by the attention of the one under the mouse (choose layer and\n"
-            "          heads), every layer x head as a small heatmap (click: large, with the\n"
-            "          characters on the axes) and, with --generate, each sampled character\n"
-            "          with its probability and the five most likely ones. The weights are\n"
-            "          also in the page as JSON (<script id=\"attn-data\">, see README).\n"
-            "  --svg   the heatmap of layer L, head H (0-based) as a standalone SVG.\n"
-            "  --generate N samples N characters after the prompt exactly as `attn\n"
-            "  generate` does with the same seed/temperature/top-k; prompt + N must fit in\n"
-            "  the model's context_length. Both outputs may be asked for at once.\n");
-}
+typedef struct viz_opts {
+    const char *checkpoint, *prompt, *out, *svg;
+    long long layer, head, generate, top_k;
+    double temperature;
+    unsigned long long seed;
+} viz_opts;
 
-static int parse_int(const char *v, long lo, long hi, long *out) {
-    char *end = NULL;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (errno || end == v || *end || x < lo || x > hi) return -1;
-    *out = x;
-    return 0;
-}
+enum {
+    VIZ_CHECKPOINT,
+    VIZ_PROMPT,
+    VIZ_OUT,
+    VIZ_SVG,
+    VIZ_LAYER,
+    VIZ_HEAD,
+    VIZ_GENERATE,
+    VIZ_SEED,
+    VIZ_TEMPERATURE,
+    VIZ_TOP_K,
+    VIZ_OPT_COUNT
+};
+
+#define OFF(f) offsetof(viz_opts, f)
+static const cli_option viz_opts_table[] = {
+    [VIZ_CHECKPOINT] = {"checkpoint", CLI_STRING, "DIR", OFF(checkpoint), .required = 1,
+                        .help = "a run folder of `attn train` (or its model.safetensors)"},
+    [VIZ_PROMPT] = {"prompt", CLI_STRING, "TEXT", OFF(prompt), .required = 1,
+                    .help = "the characters whose attention is drawn"},
+    [VIZ_OUT] = {"out", CLI_STRING, "FILE.html", OFF(out),
+                 .help = "one self-contained HTML page (no network): the prompt's\n"
+                         "characters shaded by the attention of the one under the\n"
+                         "mouse (choose layer and heads), every layer x head as a\n"
+                         "small heatmap (click: large, with the characters on the\n"
+                         "axes) and, with --generate, each sampled character with\n"
+                         "its probability and the five most likely ones. The weights\n"
+                         "are also in the page as JSON (<script id=\"attn-data\">)"},
+    [VIZ_SVG] = {"svg", CLI_STRING, "FILE.svg", OFF(svg),
+                 .help = "the heatmap of --layer L, --head H as a standalone SVG"},
+    [VIZ_LAYER] = {"layer", CLI_INT, "L", OFF(layer), 0, 1000000,
+                   .help = "layer of --svg (0-based; below the model's n_layers)"},
+    [VIZ_HEAD] = {"head", CLI_INT, "H", OFF(head), 0, 1000000,
+                  .help = "head of --svg (0-based; below the model's n_heads)"},
+    [VIZ_GENERATE] = {"generate", CLI_INT, "N", OFF(generate), 0, 1000000, .def = "0",
+                      .help = "sample N characters after the prompt exactly as `attn\n"
+                              "generate` does with the same seed/temperature/top-k;\n"
+                              "prompt + N must fit in the model's context_length"},
+    [VIZ_SEED] = {"seed", CLI_U64, "N", OFF(seed), .def = "1337",
+                  .help = "the sampler's seed (as `attn generate --seed`)"},
+    [VIZ_TEMPERATURE] = {"temperature", CLI_FLOAT, "T", OFF(temperature), 0, HUGE_VAL,
+                         .def = "0.8", .help = "divide the logits by T; 0 = greedy"},
+    [VIZ_TOP_K] = {"top-k", CLI_INT, "K", OFF(top_k), 0, 1000000, .def = "200",
+                   .help = "sample among the K most likely (0 = all)"},
+};
+CLI_TABLE_CHECK(viz_opts_table, VIZ_OPT_COUNT);
+
+const cli_command viz_cli = {
+    "viz",
+    "attn viz --checkpoint DIR --prompt TEXT [--generate N] [--seed N]\n"
+    "                [--temperature T] [--top-k K] --out FILE.html\n"
+    "       attn viz --checkpoint DIR --prompt TEXT --layer L --head H --svg FILE.svg",
+    "  A checkpoint's attention on a prompt. Both outputs may be asked for at once.\n",
+    viz_opts_table, VIZ_OPT_COUNT, 0};
 
 int cmd_viz(int argc, char **argv) {
-    const char *ckpt = NULL, *prompt = NULL, *html = NULL, *svg = NULL;
-    long layer = -1, head = -1, generate = 0, top_k = 200;
-    double temperature = 0.8;
-    unsigned long long seed = 1337;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            viz_usage(stdout);
-            return 0;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "attn viz: unknown or incomplete option '%s'\n", a);
-            viz_usage(stderr);
-            return 2;
-        }
-        const char *v = argv[++i];
-        int bad = 0;
-        if (strcmp(a, "--checkpoint") == 0)
-            ckpt = v;
-        else if (strcmp(a, "--prompt") == 0)
-            prompt = v;
-        else if (strcmp(a, "--out") == 0)
-            html = v;
-        else if (strcmp(a, "--svg") == 0)
-            svg = v;
-        else if (strcmp(a, "--layer") == 0)
-            bad = parse_int(v, 0, 1000000, &layer);
-        else if (strcmp(a, "--head") == 0)
-            bad = parse_int(v, 0, 1000000, &head);
-        else if (strcmp(a, "--generate") == 0)
-            bad = parse_int(v, 0, 1000000, &generate);
-        else if (strcmp(a, "--top-k") == 0)
-            bad = parse_int(v, 0, 1000000, &top_k);
-        else if (strcmp(a, "--temperature") == 0) {
-            char *end = NULL;
-            errno = 0;
-            temperature = strtod(v, &end);
-            bad = errno || end == v || *end || !(temperature >= 0) || !isfinite(temperature);
-        } else if (strcmp(a, "--seed") == 0) {
-            char *end = NULL;
-            errno = 0;
-            seed = strtoull(v, &end, 10);
-            bad = errno || end == v || *end || v[0] == '-';
-        } else {
-            fprintf(stderr, "attn viz: unknown option '%s'\n", a);
-            viz_usage(stderr);
-            return 2;
-        }
-        if (bad) {
-            fprintf(stderr, "attn viz: bad value '%s' for %s (%s)\n", v, a,
-                    strcmp(a, "--temperature") == 0 ? "a number >= 0" : "an integer >= 0");
-            return 2;
-        }
-    }
-    if (!ckpt || !prompt) {
-        fprintf(stderr, "attn viz: --checkpoint DIR and --prompt TEXT are required\n");
-        viz_usage(stderr);
-        return 2;
-    }
+    viz_opts o;
+    cli_parsed parsed;
+    int prc = cli_parse(&viz_cli, argc, argv, &o, &parsed);
+    if (prc) return prc == CLI_HELP ? 0 : prc;
+    const char *ckpt = o.checkpoint, *prompt = o.prompt, *html = o.out, *svg = o.svg;
+    const long layer = parsed.given[VIZ_LAYER] ? (long)o.layer : -1;
+    const long head = parsed.given[VIZ_HEAD] ? (long)o.head : -1;
     if (!html && !svg) {
         fprintf(stderr, "attn viz: nothing to write: give --out FILE.html and/or --svg FILE.svg\n");
         return 2;
@@ -139,10 +125,10 @@ int cmd_viz(int argc, char **argv) {
     }
     attn_viz_options opt;
     attn_viz_options_default(&opt);
-    opt.generate = (int)generate;
-    opt.temperature = temperature;
-    opt.top_k = (int)top_k;
-    opt.seed = seed;
+    opt.generate = (int)o.generate;
+    opt.temperature = o.temperature;
+    opt.top_k = (int)o.top_k;
+    opt.seed = o.seed;
     if (attn_viz_compute(&model, &tok, prompt, strlen(prompt), &opt, ckpt, &d, &err) ||
         (svg && attn_viz_head_svg(&d, (int)layer, (int)head, &svg_text, &err)) ||
         (html && attn_viz_html(&d, &page, &page_len, &err))) {

@@ -1,8 +1,16 @@
 /* The attn program's subcommands: one file each in cli/, one line each in
  * the table in main.c. Each returns the process exit status and prints its
- * own errors ("attn <cmd>: <message>") to stderr. */
+ * own errors ("attn <cmd>: <message>") to stderr. Exit status: 0 done,
+ * 1 a runtime failure (a missing or bad file, a failed write), 2 a usage
+ * error (an unknown option, a value outside its range). */
 #ifndef ATTN_CLI_COMMANDS_H
 #define ATTN_CLI_COMMANDS_H
+
+#include "options.h"
+
+/* Option tables (options.h) of the commands that have one. */
+extern const cli_command chapter3_cli, rng_cli, viz_cli, info_cli;
+int cmd_info(int argc, char **argv);
 
 int cmd_bench(int argc, char **argv);
 int cmd_chapter3(int argc, char **argv);

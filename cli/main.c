@@ -22,13 +22,18 @@ static const command commands[] = {
     {"train", cmd_train, "train the char-level GPT on a text corpus (checkpoints, resume)"},
     {"generate", cmd_generate, "sample text from a trained GPT checkpoint"},
     {"viz", cmd_viz, "a checkpoint's attention on a prompt as an HTML page or SVG heatmap"},
+    {"info", cmd_info, "a checkpoint's config, step, losses, vocabulary and size"},
 };
+
+/* The commands whose options come from a table (options.h). */
+static const cli_command *const tables[] = {&chapter3_cli, &rng_cli, &viz_cli, &info_cli};
 
 static void usage(FILE *out) {
     fprintf(out, "usage: attn <command> [options]\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
-    fprintf(out, "\n'attn <command> --help' describes one command.\n");
+    fprintf(out, "\n'attn <command> --help' describes one command; 'attn --version' prints\n"
+                 "the version. Exit status: 0 done, 1 failed (a file, a write), 2 bad usage.\n");
 }
 
 /* OpenMP threads that wait by spinning collapse on a busy machine: with one
@@ -56,6 +61,16 @@ int main(int argc, char **argv) {
         strcmp(argv[1], "help") == 0) {
         usage(stdout);
         return 0;
+    }
+    if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0) {
+        printf("attn %s\n", ATTN_VERSION);
+        return 0;
+    }
+    if (strcmp(argv[1], "--check-options") == 0) { /* maintainers: every table is sound */
+        int bad = 0;
+        for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++)
+            bad |= cli_check_table(tables[i]);
+        return bad;
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (strcmp(argv[1], commands[i].name) == 0) return commands[i].run(argc - 1, argv + 1);

@@ -1,15 +1,23 @@
 #!/usr/bin/env bash
-# Install what attn needs on Debian 12. Usage: install-deps.sh build|test
+# Install what attn needs on Debian 12. Usage: install-deps.sh [--print] build|test
 #   build: compiler, CMake, OpenBLAS, cJSON, oneDNN, pkg-config (what `make run` needs)
 #   test:  the above plus Criterion, PyTorch/NumPy for the parity tests,
 #          Chromium (headless) for the attn viz page test, and Open MPI for the
 #          data-parallel training tests (the build uses it when present)
 # As root it runs apt-get; otherwise it prints the exact line to run and fails.
+# --print only lists the packages (scripts/check-deps.sh checks the lists).
 set -euo pipefail
+print=0
+if [ "${1:-}" = --print ]; then print=1; shift; fi
 what=${1:-build}
+case $what in build | test) ;; *) echo "usage: install-deps.sh [--print] build|test" >&2; exit 2 ;; esac
 pkgs=(gcc make cmake pkg-config libopenblas-dev libcjson-dev libdnnl-dev)
 if [ "$what" = test ]; then
   pkgs+=(libcriterion-dev python3-torch python3-numpy chromium libopenmpi-dev openmpi-bin)
+fi
+if [ $print -eq 1 ]; then
+  printf '%s\n' "${pkgs[@]}"
+  exit 0
 fi
 missing=()
 for p in "${pkgs[@]}"; do

@@ -88,12 +88,16 @@ static void gemm_avx2(int M, int N, int K, const float *A, ptrdiff_t rsa, ptrdif
     }
 }
 
-/* exp(x) for x <= 0 (Cody-Waite reduction + Cephes' expf polynomial, ~1 ulp);
- * x < -87 (and -inf) gives exactly 0. */
+/* exp(x) (Cody-Waite reduction + Cephes' expf polynomial, ~1 ulp); x < -87
+ * (and -inf) gives exactly 0, x above ln(FLT_MAX) (and +inf) gives +inf and
+ * NaN stays NaN, as expf does: every SIMD path agrees with the generic one. */
 static inline __m256 exp8(__m256 x) {
-    const __m256 lo = _mm256_set1_ps(-87.0f);
+    const __m256 lo = _mm256_set1_ps(-87.0f), hi = _mm256_set1_ps(88.7228317f);
     const __m256 ok = _mm256_cmp_ps(x, lo, _CMP_GE_OQ);
-    x = _mm256_max_ps(x, lo);
+    const __m256 big = _mm256_cmp_ps(x, hi, _CMP_GT_OQ);
+    const __m256 nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
+    const __m256 x0 = x;
+    x = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
     const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
@@ -106,9 +110,16 @@ static inline __m256 exp8(__m256 x) {
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
     const __m256 r2 = _mm256_mul_ps(r, r);
     p = _mm256_fmadd_ps(p, r2, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-    const __m256i e =
-        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_and_ps(ok, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
+    /* p * 2^n as p * 2^a * 2^b, a + b = n: n reaches 128 near ln(FLT_MAX),
+     * one factor 2^128 is not a float. */
+    const __m256i ni = _mm256_cvtps_epi32(n);
+    const __m256i na = _mm256_srai_epi32(ni, 1), nb = _mm256_sub_epi32(ni, na);
+    const __m256i bias = _mm256_set1_epi32(127);
+    const __m256 ea = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(na, bias), 23));
+    const __m256 eb = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(nb, bias), 23));
+    __m256 y = _mm256_and_ps(ok, _mm256_mul_ps(_mm256_mul_ps(p, ea), eb));
+    y = _mm256_blendv_ps(y, _mm256_set1_ps(__builtin_inff()), big);
+    return _mm256_blendv_ps(y, _mm256_add_ps(x0, x0), nan); /* NaN in, NaN out */
 }
 
 static void softmax_cols_avx2(float *st, int nk, int ncols, ptrdiff_t ld, float *m, float *l,
@@ -117,10 +128,12 @@ static void softmax_cols_avx2(float *st, int nk, int ncols, ptrdiff_t ld, float 
     const __m256 ninf = _mm256_set1_ps(-__builtin_inff());
     for (int c = 0; c < ncols; c += 8) {
         __m256 mt = ninf;
+        /* max_ps returns its second operand when one is NaN: as fmaxf, a NaN
+         * score does not become the maximum (it turns its column NaN below). */
         for (int r = 0; r < nk; r++)
-            mt = _mm256_max_ps(mt, _mm256_loadu_ps(st + r * ld + c));
+            mt = _mm256_max_ps(_mm256_loadu_ps(st + r * ld + c), mt);
         const __m256 mo = _mm256_loadu_ps(m + c);
-        const __m256 mn = _mm256_max_ps(mo, mt);
+        const __m256 mn = _mm256_max_ps(mt, mo);
         /* Columns still fully masked shift by 0 so everything stays 0. */
         const __m256 shift = _mm256_andnot_ps(_mm256_cmp_ps(mn, ninf, _CMP_EQ_OQ), mn);
         const __m256 al = exp8(_mm256_mul_ps(_mm256_sub_ps(mo, shift), vscale));
@@ -141,7 +154,8 @@ static void exp_row_avx2(const float *s, float *p, int n, float scale, float shi
     const __m256 vscale = _mm256_set1_ps(scale), vshift = _mm256_set1_ps(shift);
     for (int j = 0; j < n; j += 8) {
         const __m256i k = tail_mask(n - j);
-        const __m256 x = _mm256_fmsub_ps(_mm256_maskload_ps(s + j, k), vscale, vshift);
+        /* Unfused, rounded as the generic s * scale - shift. */
+        const __m256 x = _mm256_sub_ps(_mm256_mul_ps(_mm256_maskload_ps(s + j, k), vscale), vshift);
         _mm256_maskstore_ps(p + j, k, exp8(x));
     }
 }

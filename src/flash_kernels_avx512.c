@@ -88,12 +88,16 @@ static void gemm_avx512(int M, int N, int K, const float *A, ptrdiff_t rsa, ptrd
     }
 }
 
-/* exp(x) for x <= 0 (Cody-Waite reduction + Cephes' expf polynomial, ~1 ulp);
- * x < -87 (and -inf) gives exactly 0. */
+/* exp(x) (Cody-Waite reduction + Cephes' expf polynomial, ~1 ulp); x < -87
+ * (and -inf) gives exactly 0, x above ln(FLT_MAX) (and +inf) gives +inf and
+ * NaN stays NaN, as expf does: every SIMD path agrees with the generic one. */
 static inline __m512 exp16(__m512 x) {
-    const __m512 lo = _mm512_set1_ps(-87.0f);
+    const __m512 lo = _mm512_set1_ps(-87.0f), hi = _mm512_set1_ps(88.7228317f);
     const __mmask16 ok = _mm512_cmp_ps_mask(x, lo, _CMP_GE_OQ);
-    x = _mm512_max_ps(x, lo);
+    const __mmask16 big = _mm512_cmp_ps_mask(x, hi, _CMP_GT_OQ);
+    const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+    const __m512 x0 = x;
+    x = _mm512_min_ps(_mm512_max_ps(x, lo), hi);
     const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
                                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
@@ -106,7 +110,9 @@ static inline __m512 exp16(__m512 x) {
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
     const __m512 r2 = _mm512_mul_ps(r, r);
     p = _mm512_fmadd_ps(p, r2, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-    return _mm512_maskz_scalef_ps(ok, p, n); /* p * 2^n */
+    __m512 y = _mm512_maskz_scalef_ps(ok, p, n); /* p * 2^n */
+    y = _mm512_mask_mov_ps(y, big, _mm512_set1_ps(__builtin_inff()));
+    return _mm512_mask_add_ps(y, nan, x0, x0); /* NaN in, (quiet) NaN out */
 }
 
 static void softmax_cols_avx512(float *st, int nk, int ncols, ptrdiff_t ld, float *m, float *l,
@@ -115,20 +121,23 @@ static void softmax_cols_avx512(float *st, int nk, int ncols, ptrdiff_t ld, floa
     const __m512 ninf = _mm512_set1_ps(-__builtin_inff());
     for (int c = 0; c < ncols; c += 16) {
         __m512 mt = ninf;
+        /* max_ps returns its second operand when one is NaN: as fmaxf, a NaN
+         * score does not become the maximum (it turns its column NaN below). */
         for (int r = 0; r < nk; r++)
-            mt = _mm512_max_ps(mt, _mm512_loadu_ps(st + r * ld + c));
+            mt = _mm512_max_ps(_mm512_loadu_ps(st + r * ld + c), mt);
         const __m512 mo = _mm512_loadu_ps(m + c);
-        const __m512 mn = _mm512_max_ps(mo, mt);
+        const __m512 mn = _mm512_max_ps(mt, mo);
         /* Columns still fully masked shift by 0 so everything stays 0. */
         const __m512 shift =
             _mm512_mask_blend_ps(_mm512_cmp_ps_mask(mn, ninf, _CMP_EQ_OQ), mn, _mm512_setzero_ps());
         const __m512 al = exp16(_mm512_mul_ps(_mm512_sub_ps(mo, shift), vscale));
-        const __m512 sshift = _mm512_mul_ps(shift, vscale);
         __m512 sum = _mm512_setzero_ps();
         for (int r = 0; r < nk; r++) {
             float *s = st + r * ld + c;
-            /* (s - shift) * scale as one fused s * scale - shift * scale */
-            const __m512 p = exp16(_mm512_fmsub_ps(_mm512_loadu_ps(s), vscale, sshift));
+            /* (s - shift) * scale, not a fused s * scale - shift * scale: for
+             * huge scores the fused form is far from 0 at the maximum (its
+             * rounding differs from shift * scale's), exp overflows, NaN. */
+            const __m512 p = exp16(_mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(s), shift), vscale));
             _mm512_storeu_ps(s, p);
             sum = _mm512_add_ps(sum, p);
         }
@@ -142,7 +151,9 @@ static void exp_row_avx512(const float *s, float *p, int n, float scale, float s
     const __m512 vscale = _mm512_set1_ps(scale), vshift = _mm512_set1_ps(shift);
     for (int j = 0; j < n; j += 16) {
         const __mmask16 k = tail_mask(n - j);
-        const __m512 x = _mm512_fmsub_ps(_mm512_maskz_loadu_ps(k, s + j), vscale, vshift);
+        /* Unfused, rounded as the generic s * scale - shift. */
+        const __m512 x =
+            _mm512_sub_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(k, s + j), vscale), vshift);
         _mm512_mask_storeu_ps(p + j, k, exp16(x));
     }
 }

@@ -15,11 +15,15 @@ static void gemm_generic(int M, int N, int K, const float *A, ptrdiff_t rsa, ptr
         else if (row_scale)
             for (int n = 0; n < N; n++)
                 c[n] *= row_scale[i];
+        /* a * b + c with one rounding, as the SIMD paths' fused multiply-add
+         * (the float product is exact in double): a product beyond FLT_MAX
+         * then overflows as it does there, to the sign of the sum so far,
+         * instead of becoming +inf + -inf = NaN. */
         for (int k = 0; k < K; k++) {
-            const float a = A[i * rsa + k * csa];
+            const double a = A[i * rsa + k * csa];
             const float *b = B + k * ldb;
             for (int n = 0; n < N; n++)
-                c[n] += a * b[n];
+                c[n] = (float)(a * (double)b[n] + (double)c[n]);
         }
     }
 }

@@ -25,6 +25,8 @@ static const preset PRESETS[] = {
 
 static const char *const PRESET_NAMES[] = {"seed004", "shakespeare-char", "nanogpt-cpu", "tiny",
                                            NULL};
+_Static_assert(sizeof PRESET_NAMES / sizeof PRESET_NAMES[0] == N_PRESETS + 1,
+               "PRESET_NAMES lists every preset (then NULL)");
 
 const char *const *attn_gpt_preset_names(void) {
     return PRESET_NAMES;

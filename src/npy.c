@@ -7,6 +7,8 @@
 #include "attn/npy.h"
 
 #include <ctype.h>
+#include <float.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +26,7 @@ size_t attn_npy_dtype_size(attn_npy_dtype t) {
     case ATTN_NPY_F32: return 4;
     case ATTN_NPY_I32: return 4;
     case ATTN_NPY_I64: return 8;
+    case ATTN_NPY_F64: return 8;
     }
     return 0;
 }
@@ -33,6 +36,7 @@ const char *attn_npy_dtype_descr(attn_npy_dtype t) {
     case ATTN_NPY_F32: return "<f4";
     case ATTN_NPY_I32: return "<i4";
     case ATTN_NPY_I64: return "<i8";
+    case ATTN_NPY_F64: return "<f8";
     }
     return "?";
 }
@@ -42,6 +46,7 @@ const char *attn_npy_dtype_name(attn_npy_dtype t) {
     case ATTN_NPY_F32: return "float32";
     case ATTN_NPY_I32: return "int32";
     case ATTN_NPY_I64: return "int64";
+    case ATTN_NPY_F64: return "float64";
     }
     return "?";
 }
@@ -80,7 +85,7 @@ static void expected_list(unsigned accept, char *out, size_t cap) {
     out[0] = '\0';
     size_t used = 0;
     int first = 1;
-    for (int t = ATTN_NPY_F32; t <= ATTN_NPY_I64; t++) {
+    for (int t = ATTN_NPY_F32; t <= ATTN_NPY_F64; t++) {
         if (!(accept & (1u << t))) continue;
         int w = snprintf(out + used, cap - used, "%s'%s' (%s)", first ? "" : " or ",
                          attn_npy_dtype_descr((attn_npy_dtype)t),
@@ -159,8 +164,10 @@ static attn_status bad_header(attn_error *err, const char *name, const char *why
     return attn_fail(err, ATTN_ERR_FORMAT, "%s: malformed .npy header: %s", name, why);
 }
 
-attn_status attn_npy_parse(const void *buf, size_t len, const char *name, unsigned accept,
-                           attn_npy *out, attn_error *err) {
+/* need == NULL: parse the whole file image. Else buf holds at least the
+ * header: check it and set *need to the file's full size. */
+static attn_status parse_impl(const void *buf, size_t len, const char *name, unsigned accept,
+                              attn_npy *out, size_t *need, attn_error *err) {
     memset(out, 0, sizeof *out);
     const unsigned char *b = buf;
     if (len < 8 || memcmp(b, NPY_MAGIC, 6) != 0)
@@ -251,7 +258,7 @@ attn_status attn_npy_parse(const void *buf, size_t len, const char *name, unsign
                                           : "missing key 'shape'");
 
     attn_npy_dtype dt = 0;
-    for (int t = ATTN_NPY_F32; t <= ATTN_NPY_I64; t++)
+    for (int t = ATTN_NPY_F32; t <= ATTN_NPY_F64; t++)
         if (strcmp(descr, attn_npy_dtype_descr((attn_npy_dtype)t)) == 0) dt = (attn_npy_dtype)t;
     if (!dt || !(accept & (1u << dt))) {
         char exp[160];
@@ -274,6 +281,12 @@ attn_status attn_npy_parse(const void *buf, size_t len, const char *name, unsign
         numel *= (size_t)shape[i];
     }
     size_t nbytes = numel * esz;
+    if (need) {
+        if (nbytes > SIZE_MAX - pre - hlen - 1)
+            return attn_fail(err, ATTN_ERR_FORMAT, "%s: shape is too large", name);
+        *need = pre + hlen + nbytes;
+        return ATTN_OK;
+    }
     size_t have = len - pre - hlen;
     if (have < nbytes)
         return attn_fail(err, ATTN_ERR_FORMAT,
@@ -295,14 +308,74 @@ attn_status attn_npy_parse(const void *buf, size_t len, const char *name, unsign
     return ATTN_OK;
 }
 
+attn_status attn_npy_parse(const void *buf, size_t len, const char *name, unsigned accept,
+                           attn_npy *out, attn_error *err) {
+    return parse_impl(buf, len, name, accept, out, NULL, err);
+}
+
+/* Header first: a wrong file (or a stream of zeros) is refused after a few
+ * bytes, not after reading gigabytes. */
 attn_status attn_npy_load(const char *path, unsigned accept, attn_npy *out, attn_error *err) {
     memset(out, 0, sizeof *out);
-    void *buf;
-    size_t len;
-    attn_status s = attn_file_read_all(path, 0, &buf, &len, err);
+    attn_file_in in;
+    attn_status s = attn_file_in_open(&in, path, err);
     if (s) return s;
+    size_t cap = 4096, len = 0, got = 0, need = 0;
+    unsigned char *buf = malloc(cap);
+    if (!buf) {
+        s = attn_fail(err, ATTN_ERR_NOMEM, "%s: out of memory", path);
+        goto out;
+    }
+    if ((s = attn_file_in_read(&in, path, buf, 12, &len, err))) goto out;
+    if (len >= 10 && !memcmp(buf, NPY_MAGIC, 6)) {
+        const size_t pre = buf[6] == 1 ? 10 : 12;
+        size_t hlen = (size_t)buf[8] | (size_t)buf[9] << 8;
+        if (pre == 12 && len == 12) hlen |= (size_t)buf[10] << 16 | (size_t)buf[11] << 24;
+        if (hlen > ((size_t)1 << 24)) { /* numpy writes a few hundred bytes */
+            s = attn_fail(err, ATTN_ERR_FORMAT, "%s: .npy header length %zu is implausible", path,
+                          hlen);
+            goto out;
+        }
+        if (pre + hlen > cap) {
+            unsigned char *nb = realloc(buf, pre + hlen);
+            if (!nb) {
+                s = attn_fail(err, ATTN_ERR_NOMEM, "%s: out of memory", path);
+                goto out;
+            }
+            buf = nb;
+            cap = pre + hlen;
+        }
+        if (len < pre + hlen) {
+            if ((s = attn_file_in_read(&in, path, buf + len, pre + hlen - len, &got, err)))
+                goto out;
+            len += got;
+        }
+        if (len == pre + hlen && (s = parse_impl(buf, len, path, accept, out, &need, err)))
+            goto out;
+        /* The body: a regular file's rest (its size is known), a stream's
+         * expected bytes plus one to notice trailing data. */
+        size_t want = len < pre + hlen ? len
+                      : in.regular     ? (in.size > need ? (size_t)in.size : need)
+                                       : need + 1;
+        if (want > ATTN_FILE_READ_DEFAULT_MAX) want = ATTN_FILE_READ_DEFAULT_MAX;
+        if (want > cap) {
+            unsigned char *nb = realloc(buf, want);
+            if (!nb) {
+                s = attn_fail(err, ATTN_ERR_NOMEM, "%s: out of memory (%zu bytes)", path, want);
+                goto out;
+            }
+            buf = nb;
+            cap = want;
+        }
+        if (want > len) {
+            if ((s = attn_file_in_read(&in, path, buf + len, want - len, &got, err))) goto out;
+            len += got;
+        }
+    }
     s = attn_npy_parse(buf, len, path, accept, out, err);
+out:
     free(buf);
+    attn_file_in_close(&in);
     return s;
 }
 
@@ -467,4 +540,47 @@ attn_status attn_npy_save_f32(const char *path, const float *data, int ndim, con
 attn_status attn_npy_save_i64(const char *path, const int64_t *data, int ndim, const int64_t *shape,
                               attn_error *err) {
     return attn_npy_save(path, ATTN_NPY_I64, data, ndim, shape, err);
+}
+
+attn_status attn_npy_to_f32(attn_npy *a, const char *name, attn_error *err) {
+    if (!name) name = "array";
+    if (a->dtype == ATTN_NPY_F32) return ATTN_OK;
+    const size_t n = a->numel;
+    /* Check every value first, so a failure leaves a as it was. */
+    for (size_t i = 0; i < n; i++) {
+        double v;
+        if (a->dtype == ATTN_NPY_F64)
+            v = ((const double *)a->data)[i];
+        else if (a->dtype == ATTN_NPY_I64)
+            v = (double)((const int64_t *)a->data)[i];
+        else
+            v = (double)((const int32_t *)a->data)[i];
+        if (isfinite(v) && fabs(v) > (double)FLT_MAX)
+            return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                             "%s: value %g at flat index %zu is outside float32's range", name, v,
+                             i);
+    }
+    float *d = malloc(n ? n * sizeof *d : 1);
+    if (!d) return attn_fail(err, ATTN_ERR_NOMEM, "%s: out of memory", name);
+    for (size_t i = 0; i < n; i++) {
+        if (a->dtype == ATTN_NPY_F64)
+            d[i] = (float)((const double *)a->data)[i];
+        else if (a->dtype == ATTN_NPY_I64)
+            d[i] = (float)((const int64_t *)a->data)[i];
+        else
+            d[i] = (float)((const int32_t *)a->data)[i];
+    }
+    free(a->data);
+    a->data = d;
+    a->dtype = ATTN_NPY_F32;
+    return ATTN_OK;
+}
+
+attn_status attn_npy_load_as_f32(const char *path, attn_npy *out, attn_npy_dtype *from,
+                                 attn_error *err) {
+    attn_status s = attn_npy_load(path, ATTN_NPY_ACCEPT_NUMERIC, out, err);
+    if (s) return s;
+    if (from) *from = out->dtype;
+    if ((s = attn_npy_to_f32(out, path, err))) attn_npy_free(out);
+    return s;
 }

@@ -376,12 +376,84 @@ attn_status attn_safetensors_parse(const void *buf, size_t len, const char *name
     return s;
 }
 
+/* Bytes of tensor data a header promises: the largest data_offsets end
+ * (parse_owned checks the rest once the data is there). */
+static attn_status data_size(const unsigned char *hdr, size_t n, const char *name, uint64_t *out,
+                             attn_error *err) {
+    cJSON *root = cJSON_ParseWithLength((const char *)hdr, n);
+    if (!root || !cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        return attn_fail(err, ATTN_ERR_FORMAT, "%s: invalid JSON in safetensors header", name);
+    }
+    uint64_t end = 0;
+    const cJSON *item;
+    cJSON_ArrayForEach(item, root) {
+        const cJSON *off = cJSON_GetObjectItemCaseSensitive(item, "data_offsets");
+        uint64_t e;
+        if (cJSON_GetArraySize(off) == 2 && json_size(cJSON_GetArrayItem(off, 1), &e) && e > end)
+            end = e;
+    }
+    cJSON_Delete(root);
+    *out = end;
+    return ATTN_OK;
+}
+
+/* Header first: a file that is not safetensors (or a stream of zeros) is
+ * refused after its first bytes, not after reading it all. */
 attn_status attn_safetensors_read(const char *path, attn_safetensors *st, attn_error *err) {
     memset(st, 0, sizeof *st);
-    attn_status s = attn_file_read_all(path, 0, &st->buf_, &st->size_, err);
+    attn_file_in in;
+    attn_status s = attn_file_in_open(&in, path, err);
     if (s) return s;
+    unsigned char *buf = malloc(8);
+    size_t len = 0, got = 0;
+    if (!buf) {
+        s = attn_fail(err, ATTN_ERR_NOMEM, "%s: out of memory", path);
+        goto out;
+    }
+    if ((s = attn_file_in_read(&in, path, buf, 8, &len, err))) goto out;
+    if (len == 8) {
+        uint64_t n = 0, body = 0;
+        for (int i = 7; i >= 0; i--)
+            n = n << 8 | buf[i];
+        size_t want = 8;
+        if (n <= ATTN_ST_MAX_HEADER && (!in.regular || n <= in.size - 8)) {
+            unsigned char *nb = realloc(buf, 8 + (size_t)n);
+            if (!nb) {
+                s = attn_fail(err, ATTN_ERR_NOMEM, "%s: out of memory", path);
+                goto out;
+            }
+            buf = nb;
+            if ((s = attn_file_in_read(&in, path, buf + 8, (size_t)n, &got, err))) goto out;
+            len += got;
+            /* A bad header: parse_owned names the fault without the body. */
+            int header_ok = got == n && n >= 2 && buf[8] == '{' &&
+                            data_size(buf + 8, (size_t)n, path, &body, NULL) == ATTN_OK;
+            /* A regular file's rest (size known); a stream's promised bytes
+             * plus one to notice trailing data. */
+            uint64_t w = in.regular ? in.size : 8 + n + body + 1;
+            if (w > ATTN_FILE_READ_DEFAULT_MAX) w = ATTN_FILE_READ_DEFAULT_MAX;
+            want = header_ok ? (size_t)w : len;
+        }
+        if (want > len) {
+            unsigned char *nb = realloc(buf, want);
+            if (!nb) {
+                s = attn_fail(err, ATTN_ERR_NOMEM, "%s: out of memory (%zu bytes)", path, want);
+                goto out;
+            }
+            buf = nb;
+            if ((s = attn_file_in_read(&in, path, buf + len, want - len, &got, err))) goto out;
+            len += got;
+        }
+    }
+    st->buf_ = buf;
+    st->size_ = len;
+    buf = NULL;
     s = parse_owned(st, path, err);
     if (s) attn_safetensors_free(st);
+out:
+    free(buf);
+    attn_file_in_close(&in);
     return s;
 }
 

@@ -1,6 +1,7 @@
 /* Next-token sampling (see attn/sample.h). */
 #include "attn/sample.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 
@@ -12,17 +13,23 @@ static int cand_desc(const void *a, const void *b) {
 
 int attn_sample_next(const float *logits, int V, double temperature, int top_k, double top_p,
                      attn_rng *rng, attn_sample_candidate *buf) {
-    if (temperature <= 0) {
+    /* Below the smallest normal float (subnormal, 0) the scaled logits
+     * overflow: the limit of the distribution is the argmax, so be greedy. */
+    int greedy = !(temperature >= FLT_MIN);
+    if (!greedy) {
+        for (int i = 0; i < V; i++) {
+            buf[i].p = (float)(logits[i] / temperature);
+            buf[i].id = i;
+        }
+        qsort(buf, (size_t)V, sizeof *buf, cand_desc);
+        greedy = isinf(buf[0].p) && buf[0].p > 0; /* a tiny normal T overflowed too */
+    }
+    if (greedy) {
         int best = 0;
         for (int i = 1; i < V; i++)
             if (logits[i] > logits[best]) best = i;
         return best;
     }
-    for (int i = 0; i < V; i++) {
-        buf[i].p = (float)(logits[i] / temperature);
-        buf[i].id = i;
-    }
-    qsort(buf, (size_t)V, sizeof *buf, cand_desc);
     int n = (top_k > 0 && top_k < V) ? top_k : V;
     double maxv = buf[0].p, sum = 0;
     for (int i = 0; i < n; i++)
@@ -53,6 +60,15 @@ void attn_sample_probs(const float *logits, int V, double temperature, float *pr
     double maxv = -INFINITY, sum = 0;
     for (int i = 0; i < V; i++)
         if ((double)(float)(logits[i] / t) > maxv) maxv = (double)(float)(logits[i] / t);
+    if (!(t >= FLT_MIN) || isinf(maxv)) { /* as attn_sample_next: the greedy limit */
+        int best = 0;
+        for (int i = 0; i < V; i++) {
+            probs[i] = 0.0f;
+            if (logits[i] > logits[best]) best = i;
+        }
+        probs[best] = 1.0f;
+        return;
+    }
     for (int i = 0; i < V; i++)
         sum += exp((double)(float)(logits[i] / t) - maxv);
     for (int i = 0; i < V; i++)

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "attn/checkpoint.h"
 #include "attn/fileio.h"
 #include "attn/safetensors.h"
 #include "train_accum.h"
@@ -471,7 +472,9 @@ static char *full_config_json(const attn_trainer *tr, attn_error *err) {
 }
 
 attn_status attn_trainer_save(const attn_trainer *tr, const char *dir, attn_error *err) {
-    char path[PATH_BUF];
+    char path[ATTN_CKPT_PATH_MAX];
+    attn_ckpt_txn txn; /* both files commit together (attn/checkpoint.h) */
+    txn.tmp[0] = '\0';
     const attn_param_list *params = attn_gpt_params(&tr->model);
     const int np = params->count;
     attn_status st = ATTN_OK;
@@ -557,10 +560,9 @@ attn_status attn_trainer_save(const attn_trainer *tr, const char *dir, attn_erro
                           {"corpus_bytes", bytes_s},
                           {"corpus_fnv1a", hash_s},
                           {"corpus_path", tr->corpus_path ? tr->corpus_path : ""}};
-    if (join(path, dir, ATTN_CKPT_STATE)) {
-        st = attn_fail(err, ATTN_ERR_IO, "checkpoint directory path is too long");
+    if ((st = attn_ckpt_begin(&txn, dir, tr->step, err)) ||
+        (st = attn_ckpt_file(&txn, ATTN_CKPT_STATE, path, err)))
         goto done;
-    }
     if ((st =
              attn_safetensors_write(path, e, k, smeta, (int)(sizeof smeta / sizeof smeta[0]), err)))
         goto done;
@@ -572,9 +574,12 @@ attn_status attn_trainer_save(const attn_trainer *tr, const char *dir, attn_erro
     }
     attn_st_kv mmeta[] = {
         {"format", "attn-gpt"}, {"config", mjson}, {"vocabulary", vocab}, {"step", step_s}};
-    join(path, dir, ATTN_CKPT_MODEL);
-    st = attn_safetensors_write_params(path, params, mmeta, 4, err);
+    if ((st = attn_ckpt_file(&txn, ATTN_CKPT_MODEL, path, err)) ||
+        (st = attn_safetensors_write_params(path, params, mmeta, 4, err)))
+        goto done;
+    st = attn_ckpt_commit(&txn, err);
 done:
+    attn_ckpt_abort(&txn); /* no-op once committed */
     free(e);
     free(names);
     free(shapes);
@@ -634,8 +639,10 @@ out:
 
 attn_status attn_trainer_read_config(const char *dir, attn_gpt_config *mcfg,
                                      attn_train_config *tcfg, char **corpus_path, attn_error *err) {
-    char path[PATH_BUF];
-    if (join(path, dir, ATTN_CKPT_STATE))
+    char path[PATH_BUF], live[ATTN_CKPT_PATH_MAX];
+    attn_status rs = attn_ckpt_resolve(dir, live, err);
+    if (rs) return rs;
+    if (join(path, live, ATTN_CKPT_STATE))
         return attn_fail(err, ATTN_ERR_IO, "checkpoint directory path is too long");
     attn_safetensors st;
     attn_status s = attn_safetensors_read(path, &st, err);
@@ -691,8 +698,11 @@ static attn_status load_f32(const attn_safetensors *st, const char *path, const 
 }
 
 attn_status attn_trainer_resume(attn_trainer *tr, const char *dir, attn_error *err) {
-    char path[PATH_BUF], mpath[PATH_BUF];
-    if (join(path, dir, ATTN_CKPT_STATE) || join(mpath, dir, ATTN_CKPT_MODEL))
+    char path[PATH_BUF], mpath[PATH_BUF], live[ATTN_CKPT_PATH_MAX];
+    /* Both files from the one live checkpoint, whatever a writer does next. */
+    attn_status rs = attn_ckpt_resolve(dir, live, err);
+    if (rs) return rs;
+    if (join(path, live, ATTN_CKPT_STATE) || join(mpath, live, ATTN_CKPT_MODEL))
         return attn_fail(err, ATTN_ERR_IO, "checkpoint directory path is too long");
     attn_safetensors st, ms;
     memset(&ms, 0, sizeof ms);

@@ -7,6 +7,7 @@
 
 #include "attn/attention_weights.h"
 #include "attn/fileio.h"
+#include "attn/generate.h"
 #include "attn/sample.h"
 #include "attn/viz.h"
 
@@ -41,26 +42,33 @@ void attn_viz_data_free(attn_viz_data *d) {
     memset(d, 0, sizeof *d);
 }
 
-/* Sample n characters after ids[0..P-1] as `attn generate` does (prefill,
- * then draw-and-step), recording each draw's probability and top five. */
-static attn_status sample_more(const attn_gpt *m, const attn_tokenizer *tok, attn_viz_data *d,
-                               attn_error *err) {
+/* Sample n characters after the prompt with attn generate's generator
+ * (attn/generate.h: same draws for the same seed/temperature/top-k),
+ * recording each draw's probability and top five. */
+static attn_status sample_more(const attn_gpt *m, const attn_tokenizer *tok, const char *prompt,
+                               size_t n, attn_viz_data *d, attn_error *err) {
     const int V = m->cfg.vocab_size, P = d->n_prompt, N = d->n_generated;
-    attn_gpt_kv_cache cache;
-    attn_sample_candidate *buf = malloc((size_t)V * sizeof *buf);
     float *probs = malloc((size_t)V * sizeof *probs);
-    attn_status s = ATTN_OK;
-    memset(&cache, 0, sizeof cache);
-    if (!buf || !probs) s = attn_fail(err, ATTN_ERR_NOMEM, "viz: out of memory for sampling");
-    if (s == ATTN_OK) s = attn_gpt_kv_init(&cache, m, err);
-    if (s == ATTN_OK) s = attn_gpt_kv_prefill(m, &cache, d->ids, P, NULL, err);
-    attn_rng rng;
-    attn_rng_seed(&rng, d->opt.seed);
+    if (!probs) return attn_fail(err, ATTN_ERR_NOMEM, "viz: out of memory for sampling");
+    attn_generate_options go;
+    attn_generate_options_default(&go);
+    go.temperature = d->opt.temperature;
+    go.top_k = d->opt.top_k;
+    go.seed = d->opt.seed;
+    attn_generator g;
+    attn_status s = attn_generator_init(&g, m, tok, &go, err);
+    if (s) {
+        free(probs);
+        return s;
+    }
+    s = attn_generator_prompt(&g, prompt, n, err);
     for (int k = 0; k < N && s == ATTN_OK; k++) {
         attn_viz_step *st = &d->steps[k];
-        attn_sample_probs(cache.logits, V, d->opt.temperature, probs);
-        const int id =
-            attn_sample_next(cache.logits, V, d->opt.temperature, d->opt.top_k, 1.0, &rng, buf);
+        const float *logits;
+        int32_t id;
+        if ((s = attn_generator_logits(&g, &logits, err))) break;
+        attn_sample_probs(logits, V, d->opt.temperature, probs);
+        if ((s = attn_generator_next(&g, &id, NULL, NULL, err))) break;
         st->id = id;
         st->ch = tok->chars[id];
         st->p = probs[id];
@@ -77,10 +85,8 @@ static attn_status sample_more(const attn_gpt *m, const attn_tokenizer *tok, att
             st->top_ch[t] = best >= 0 ? tok->chars[best] : 0;
         }
         d->ids[P + k] = id;
-        if (k + 1 < N) s = attn_gpt_kv_step(m, &cache, id, NULL, err);
     }
-    attn_gpt_kv_free(&cache);
-    free(buf);
+    attn_generator_free(&g);
     free(probs);
     return s;
 }
@@ -139,7 +145,7 @@ attn_status attn_viz_compute(attn_gpt *m, const attn_tokenizer *tok, const char 
     }
     size_t got = 0;
     s = attn_tokenizer_encode(tok, prompt, n, d->ids, &got, err);
-    if (s == ATTN_OK && o.generate > 0) s = sample_more(m, tok, d, err);
+    if (s == ATTN_OK && o.generate > 0) s = sample_more(m, tok, prompt, n, d, err);
     /* The whole sequence through the training forward (eval mode). */
     attn_gpt_acts acts;
     memset(&acts, 0, sizeof acts);

@@ -54,8 +54,7 @@ mkst() {
 # Inputs: x3 (2, 6, 3) for batched modules, x2 (6, 3) for v1/v2.
 mknpy "$tmp/x3.npy" '<f4' '(2, 6, 3)' 144
 mknpy "$tmp/x2.npy" '<f4' '(6, 3)' 72
-mknpy "$tmp/f64.npy" '<f8' '(2, 6, 3)' 288
-mknpy "$tmp/i64.npy" '<i8' '(2, 6, 3)' 288
+mknpy "$tmp/f16.npy" '<f2' '(2, 6, 3)' 72
 mknpy "$tmp/trunc.npy" '<f4' '(2, 6, 3)' 100
 mknpy "$tmp/empty.npy" '<f4' '(2, 0, 3)' 0
 mknpy "$tmp/dy_bad.npy" '<f4' '(2, 6, 5)' 240
@@ -133,10 +132,10 @@ expect_fail "dropout < 0" "--dropout must be a rate in [0, 1)" "${F[@]}" --dropo
 expect_fail "dropout nan" "--dropout must be a rate in [0, 1)" "${F[@]}" --dropout nan
 
 # Input files.
-expect_fail "npy float64" "dtype '<f8'" forward causal-attention --d-out 2 \
-    --input "$tmp/f64.npy" --output "$out"
-expect_fail "npy int64" "expected '<f4'" forward causal-attention --d-out 2 \
-    --input "$tmp/i64.npy" --output "$out"
+# float64 / int64 are converted (issue 9; tests/npy_convert.sh checks the
+# numbers); float16 is refused with the accepted list.
+expect_fail "npy float16" "dtype '<f2' (float16); expected '<f4' (float32)" forward \
+    causal-attention --d-out 2 --input "$tmp/f16.npy" --output "$out"
 expect_fail "npy wrong rank (2 for mha)" "expected rank 3" forward mha --d-out 2 \
     --input "$tmp/x2.npy" --output "$out"
 expect_fail "npy wrong rank (3 for v1)" "expected rank 2" forward self-attention-v1 --d-out 2 \

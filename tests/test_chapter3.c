@@ -640,8 +640,8 @@ Test(chapter3, help_and_bad_options) {
     const char *bad[] = {"chapter3 --bogus 2>&1", "chapter3 --rng 2>&1",
                          "chapter3 --rng torch-gpu 2>&1", "chapter3 extra 2>&1"};
     const char *why[] = {"unknown option '--bogus'", "--rng needs a value",
-                         "--rng must be torch-mkl or torch-cpu, not 'torch-gpu'",
-                         "unknown option 'extra'"};
+                         "--rng must be one of torch-mkl, torch-cpu, not 'torch-gpu'",
+                         "unexpected argument 'extra'"};
     for (size_t i = 0; i < N_OF(bad); i++) {
         run_result r = run_attn(bad[i]);
         cr_expect_eq(r.status, 2, "attn %s exited %d", bad[i], r.status);

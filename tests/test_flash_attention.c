@@ -270,6 +270,91 @@ Test(flash, large_logits_no_nan) {
     problem_free(&pb);
 }
 
+/* Same NaN and +-Inf pattern, finite values within float rounding (relative
+ * 1e-5, the SIMD exp is ~1 ulp from expf). */
+static void expect_same_pattern(const float *got, const float *want, size_t n, const char *what,
+                                const char *name) {
+    size_t bad = 0, first = n;
+    for (size_t i = 0; i < n; i++) {
+        const float a = got[i], b = want[i];
+        int same = isnan(a)   ? isnan(b)
+                   : isinf(a) ? a == b
+                              : isfinite(b) && fabs((double)a - b) <= 1e-5 * fmax(1.0, fabs(b));
+        if (!same && !bad++) first = i;
+    }
+    cr_expect_eq(bad, 0, "%s %s: %zu values differ from the generic path, first [%zu] %g vs %g",
+                 name, what, bad, first, first < n ? (double)got[first] : 0.0,
+                 first < n ? (double)want[first] : 0.0);
+}
+
+/* Huge (+-1e30: scores overflow to +-Inf; 1e18: huge finite scores), tiny
+ * (subnormal), +-Inf and NaN inputs: every SIMD path gives what the generic
+ * path gives (which the CLI test checks against PyTorch), forward and
+ * backward. Found: the AVX-512 forward turned huge finite scores into NaN. */
+Test(flash, special_values_agree_on_every_simd_path) {
+    const int B = 2, T = 37, H = 2, hd = 16;
+    const size_t row = (size_t)H * hd, n = (size_t)B * T * row, ld = 3 * row;
+    problem pb;
+    problem_init(&pb, B, T, H, hd, 1.0f, 2024);
+    float *q = pb.qkv, *k = pb.qkv + row, *v = pb.qkv + 2 * row;
+#define AT(p, b, t, c) (p)[((size_t)(b)*T + (t)) * ld + (c)]
+    for (size_t c = 0; c < row; c++) {
+        AT(q, 0, 3, c) = 1e30f;  /* row of +-Inf scores */
+        AT(q, 0, 20, c) = 1e18f; /* huge finite scores with the key below */
+        AT(k, 0, 20, c) = 1e18f;
+        AT(k, 1, 15, c) = 1e-40f; /* subnormal */
+        /* Products beyond FLT_MAX of both signs in one dot product: +Inf
+         * then -Inf must not become NaN on one path only. */
+        AT(k, 0, 3, c) = c % 3 ? 1e30f : -1e30f;
+    }
+    AT(k, 0, 9, 2) = -1e30f;
+    AT(q, 0, 30, 5) = 3e18f;
+    AT(v, 1, 5, 1) = NAN;
+    AT(q, 1, 11, 0) = INFINITY;
+    AT(q, 1, 25, 3) = -INFINITY;
+    AT(k, 1, 30, 7) = INFINITY;
+#undef AT
+    float *o_ref = malloc(n * sizeof(float)), *lse_ref = malloc((size_t)B * H * T * sizeof(float));
+    float *g_ref = malloc(3 * n * sizeof(float));
+    for (size_t s = 0; s < 3; s++) {
+        if (!attn_simd_supported(ALL_SIMD[s])) continue;
+        attn_flash_options opt = {2, ALL_SIMD[s], 16, 16};
+        memset(pb.o, 0, n * sizeof(float));
+        memset(pb.dq, 0, n * sizeof(float));
+        memset(pb.dk, 0, n * sizeof(float));
+        memset(pb.dv, 0, n * sizeof(float));
+        attn_flash_problem vw = view(&pb, NULL);
+        attn_flash_workspace ws = {0};
+        cr_assert_eq(attn_flash_forward(&vw, &opt, &ws, NULL), ATTN_OK);
+        attn_flash_grads g = {pb.d_o, row, pb.dq, pb.dk, pb.dv, row, row, row};
+        cr_assert_eq(attn_flash_backward(&vw, &g, &opt, &ws, NULL), ATTN_OK);
+        attn_flash_workspace_free(&ws);
+        if (ALL_SIMD[s] == ATTN_SIMD_GENERIC) {
+            size_t nan = 0;
+            for (size_t i = 0; i < n; i++)
+                nan += isnan(pb.o[i]) != 0;
+            cr_expect(nan > 0 && nan < n / 2, "the case should mix NaN and finite rows (%zu NaN)",
+                      nan);
+            memcpy(o_ref, pb.o, n * sizeof(float));
+            memcpy(lse_ref, pb.lse, (size_t)B * H * T * sizeof(float));
+            memcpy(g_ref, pb.dq, n * sizeof(float));
+            memcpy(g_ref + n, pb.dk, n * sizeof(float));
+            memcpy(g_ref + 2 * n, pb.dv, n * sizeof(float));
+            continue;
+        }
+        const char *name = attn_simd_name(ALL_SIMD[s]);
+        expect_same_pattern(pb.o, o_ref, n, "output", name);
+        expect_same_pattern(pb.lse, lse_ref, (size_t)B * H * T, "lse", name);
+        expect_same_pattern(pb.dq, g_ref, n, "dQ", name);
+        expect_same_pattern(pb.dk, g_ref + n, n, "dK", name);
+        expect_same_pattern(pb.dv, g_ref + 2 * n, n, "dV", name);
+    }
+    free(o_ref);
+    free(lse_ref);
+    free(g_ref);
+    problem_free(&pb);
+}
+
 static void dropout_case(attn_dropout_stream stream, double p, int B, int T, int H, int hd,
                          uint64_t seed) {
     problem pb;

@@ -7,7 +7,10 @@
 #include "io_util.h"
 
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "attn/npy.h"
 
@@ -480,4 +483,62 @@ Test(npy, corrupted_files_never_crash) {
         }
     free(buf);
     free(img);
+}
+
+/* Float inputs in other dtypes (issue 9): the fixtures are numpy's
+ * astype(np.float64 / np.int32 / np.int64) of known values
+ * (scripts/gen_io_fixtures.py), so the float32 result is exact. */
+Test(npy, float64_and_integers_convert_to_float32) {
+    attn_npy a;
+    attn_error err;
+    attn_npy_dtype from = 0;
+    cr_assert_eq(attn_npy_load_as_f32(IO_FIXTURES "f64_2x3.npy", &a, &from, &err), ATTN_OK, "%s",
+                 err.msg);
+    cr_assert_eq(from, ATTN_NPY_F64);
+    cr_assert_eq(a.dtype, ATTN_NPY_F32);
+    cr_assert_eq(a.ndim, 2);
+    cr_assert_eq(a.shape[0], 2);
+    cr_assert_eq(a.shape[1], 3);
+    for (int i = 0; i < 6; i++) /* np.arange(6) - 2.5 */
+        cr_assert_eq(((float *)a.data)[i], (float)i - 2.5f);
+    attn_npy_free(&a);
+
+    const int64_t ids[10] = {0, 1, 2, 63, 64, 5, 4, 3, 2, 1};
+    const char *files[2] = {IO_FIXTURES "i32_ids_2x5.npy", IO_FIXTURES "i64_ids_2x5.npy"};
+    for (int f = 0; f < 2; f++) {
+        cr_assert_eq(attn_npy_load_as_f32(files[f], &a, &from, &err), ATTN_OK, "%s", err.msg);
+        cr_assert_eq(from, f ? ATTN_NPY_I64 : ATTN_NPY_I32);
+        cr_assert_eq(a.dtype, ATTN_NPY_F32);
+        cr_assert_eq(a.numel, 10);
+        for (int i = 0; i < 10; i++)
+            cr_assert_eq(((float *)a.data)[i], (float)ids[i]);
+        attn_npy_free(&a);
+    }
+    cr_assert_eq(attn_npy_load_as_f32(IO_FIXTURES "i64_big.npy", &a, NULL, &err), ATTN_OK);
+    cr_assert_eq(((float *)a.data)[1], 1099511627776.0f); /* 2^40: exact in float32 */
+    attn_npy_free(&a);
+    /* float32 stays as stored; the strict loader still refuses float64. */
+    cr_assert_eq(attn_npy_load_as_f32(IO_FIXTURES "f32_2x3.npy", &a, &from, &err), ATTN_OK);
+    cr_assert_eq(from, ATTN_NPY_F32);
+    attn_npy_free(&a);
+    cr_assert_eq(attn_npy_load_f32(IO_FIXTURES "f64_2x3.npy", &a, &err), ATTN_ERR_FORMAT);
+}
+
+Test(npy, float64_out_of_float32_range_is_refused) {
+    const double v[4] = {1.0, -2.5, 1e300, NAN};
+    attn_npy a = {.dtype = ATTN_NPY_F64, .ndim = 1, .shape = {4}, .numel = 4};
+    a.data = malloc(sizeof v);
+    memcpy(a.data, v, sizeof v);
+    attn_error err;
+    cr_assert_eq(attn_npy_to_f32(&a, "big.npy", &err), ATTN_ERR_INVALID_ARG);
+    cr_assert_str_eq(err.msg, "big.npy: value 1e+300 at flat index 2 is outside float32's range");
+    cr_assert_eq(a.dtype, ATTN_NPY_F64, "a failed conversion leaves the array as it was");
+    ((double *)a.data)[2] = 3.0;
+    cr_assert_eq(attn_npy_to_f32(&a, "ok.npy", &err), ATTN_OK);
+    const float *f = a.data;
+    cr_assert(f[0] == 1.0f && f[1] == -2.5f && f[2] == 3.0f && isnan(f[3]));
+    attn_npy_free(&a);
+    /* Refused dtypes name what is accepted. */
+    cr_assert_eq(attn_npy_load_as_f32(IO_FIXTURES "u8_4.npy", &a, NULL, &err), ATTN_ERR_FORMAT);
+    cr_assert(strstr(err.msg, "'<f8' (float64)") != NULL, "%s", err.msg);
 }

@@ -116,7 +116,7 @@ expect_fail() { # rc-wanted message-regex description -- args...
 long=$(head -c 81 /dev/zero | tr '\0' 'a')
 expect_fail 1 "'Z'.*position 3|position 3.*'Z'" "character outside the vocabulary" -- \
   --checkpoint "$CK" --prompt "FirZt" --out "$tmp/out.html"
-expect_fail 1 "prompt is empty" "empty prompt" -- --checkpoint "$CK" --prompt "" --out "$tmp/out.html"
+expect_fail 2 "--prompt must be a non-empty TEXT" "empty prompt" -- --checkpoint "$CK" --prompt "" --out "$tmp/out.html"
 expect_fail 1 "81 characters.*context_length = 80" "prompt longer than the context" -- \
   --checkpoint "$CK" --prompt "$long" --out "$tmp/out.html"
 expect_fail 1 "generate asks for 30.*context_length = 80" "prompt + generate longer than the context" -- \
@@ -125,7 +125,7 @@ expect_fail 1 "--layer 2 is outside 0..1" "unknown layer" -- \
   --checkpoint "$CK" --prompt "First" --layer 2 --head 0 --svg "$tmp/out.svg" --out "$tmp/out.html"
 expect_fail 1 "--head 3 is outside 0..2" "unknown head" -- \
   --checkpoint "$CK" --prompt "First" --layer 0 --head 3 --svg "$tmp/out.svg"
-expect_fail 2 "bad value '-1' for --layer" "negative layer" -- \
+expect_fail 2 "--layer must be an integer in \[0, [0-9]+\], not '-1'" "negative layer" -- \
   --checkpoint "$CK" --prompt "First" --layer -1 --head 0 --svg "$tmp/out.svg"
 expect_fail 2 "--svg needs --layer L and --head H" "--svg without a head" -- \
   --checkpoint "$CK" --prompt "First" --svg "$tmp/out.svg"

@@ -9,6 +9,7 @@
 #define ATTN_FILEIO_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "attn/status.h"
 
@@ -22,10 +23,27 @@ extern "C" {
 /* Read the whole file at path into a new malloc'd buffer (*out_data, free()
  * it) of *out_size bytes; one extra '\0' byte follows the data so text can be
  * used as a C string. Fails (ATTN_ERR_IO) if the file cannot be opened/read,
- * is a directory, or is larger than max_bytes (0 = ATTN_FILE_READ_DEFAULT_MAX).
+ * is a directory or a device (see attn_file_in_open; "-" is stdin), or is
+ * larger than max_bytes (0 = ATTN_FILE_READ_DEFAULT_MAX).
  * On failure *out_data = NULL, *out_size = 0. */
 attn_status attn_file_read_all(const char *path, size_t max_bytes, void **out_data,
                                size_t *out_size, attn_error *err);
+
+/* Input that is checked as it is read (loaders read a header, check it, then
+ * the body). Opens path ("-" = stdin); refuses a directory and any
+ * non-regular file that is not a pipe/FIFO or stdin (a device such as
+ * /dev/zero would stream forever). regular/size describe a regular file. */
+typedef struct attn_file_in {
+    int fd;
+    int regular;
+    uint64_t size;
+} attn_file_in;
+
+attn_status attn_file_in_open(attn_file_in *in, const char *path, attn_error *err);
+/* Read n bytes into buf, fewer only at end of input; *got = how many. */
+attn_status attn_file_in_read(attn_file_in *in, const char *path, void *buf, size_t n, size_t *got,
+                              attn_error *err);
+void attn_file_in_close(attn_file_in *in);
 
 /* Streaming atomic write:
  *
@@ -39,17 +57,28 @@ attn_status attn_file_read_all(const char *path, size_t max_bytes, void **out_da
  * gives up for its own reasons calls attn_atomic_abort. abort is idempotent and
  * safe on a committed/aborted/zeroed handle. Until commit returns ATTN_OK the
  * target is untouched. The new file gets the target's old permission bits if it
- * existed, else 0666 & ~umask. */
+ * existed, else 0666 & ~umask.
+ *
+ * What is never replaced: a symlink is followed (its final target is replaced
+ * atomically, the link stays); an existing device, FIFO or socket, a link
+ * through /proc (/dev/stdout, /proc/self/fd/N) and the path "-" (stdout) are
+ * written directly, in place ("direct": no temp file, no rename). */
 typedef struct attn_atomic_file {
     int fd;         /* temp file descriptor, -1 when closed */
     char *path;     /* target path (owned copy) */
     char *tmp_path; /* temp path in the same directory (owned), NULL when gone */
+    int direct;     /* writing in place into a non-regular target */
 } attn_atomic_file;
 
 attn_status attn_atomic_open(attn_atomic_file *f, const char *path, attn_error *err);
 attn_status attn_atomic_write(attn_atomic_file *f, const void *data, size_t n, attn_error *err);
 attn_status attn_atomic_commit(attn_atomic_file *f, attn_error *err);
 void attn_atomic_abort(attn_atomic_file *f);
+
+/* Would attn_atomic_open(path) succeed? Checked without touching the target
+ * (a temp file is made and removed beside a regular target; a device or FIFO
+ * is only checked for write permission, never opened). */
+attn_status attn_file_check_writable(const char *path, attn_error *err);
 
 /* One-shot form: atomically replace path with the n bytes at data. */
 attn_status attn_file_write_atomic(const char *path, const void *data, size_t n, attn_error *err);

@@ -28,6 +28,9 @@ typedef enum attn_module_kind {
     ATTN_MODULE_SEED004_MHA     /* MultiHeadAttention: d_in = d_out = embedding_dim,
                                    num_heads = heads_num, qkv_bias = use_bias */
 } attn_module_kind;
+/* The number of kinds (the last one + 1): name tables are checked against it
+ * at compile time; switches stay exhaustive through -Wswitch. */
+#define ATTN_MODULE_KIND_COUNT ((int)ATTN_MODULE_SEED004_MHA + 1)
 
 typedef struct attn_module_config {
     attn_module_kind kind;

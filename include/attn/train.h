@@ -29,7 +29,10 @@
  * the ranks and the result is bit for bit that of one process, as is the
  * evaluation, whose batches are split over the ranks too.
  *
- * Checkpoint directory (attn_trainer_save; every file written atomically):
+ * Checkpoint directory (attn_trainer_save): the two files below are committed
+ * together as one unit (attn/checkpoint.h: DIR/ckpt-<step>/ made live by one
+ * atomic pointer swap, DIR/<file> links to the live one), so a kill or a
+ * failed write at any instant leaves the previous or the new checkpoint:
  *   model.safetensors   the parameters under the book's state_dict names,
  *                       metadata: format "attn-gpt", config (the book's keys,
  *                       JSON), vocabulary (the characters in id order), step;
@@ -40,7 +43,7 @@
  *                       JSON), sampler epoch/cursor, corpus path, size and
  *                       hash (a resume without --data reads that path again).
  * Resuming restores all of it, so the run continues exactly as if it had
- * never stopped (given the same thread count). */
+ * never stopped (whatever the thread count). */
 #ifndef ATTN_TRAIN_H
 #define ATTN_TRAIN_H
 
@@ -168,7 +171,7 @@ void attn_trainer_free(attn_trainer *tr);
 attn_status attn_trainer_read_config(const char *dir, attn_gpt_config *mcfg,
                                      attn_train_config *tcfg, char **corpus_path, attn_error *err);
 
-/* Continue the run saved in dir: tr must have been initialised with the same
+/* Continue the run saved in dir (its live checkpoint): tr must have been initialised with the same
  * configs and corpus (checked: a different config or corpus is an error
  * naming what differs); restores weights, optimizer, generators, sampler
  * position and history. */
@@ -199,7 +202,8 @@ attn_status attn_trainer_step(attn_trainer *tr, attn_train_record *rec, attn_err
 /* Loss estimate on both splits at the current step (recorded in history). */
 attn_status attn_trainer_evaluate(attn_trainer *tr, attn_eval_record *rec, attn_error *err);
 
-/* Write the checkpoint (both files, atomically) into dir, which must exist. */
+/* Write the checkpoint (both files, as one atomic unit) into dir, which must
+ * exist; the caller holds dir's run lock (attn/runlock.h). */
 attn_status attn_trainer_save(const attn_trainer *tr, const char *dir, attn_error *err);
 
 /* dir/loss.csv (step,loss,lr,grad_norm,train_loss,val_loss; eval columns

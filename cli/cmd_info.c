@@ -1,0 +1,185 @@
+/* attn info DIR — what a checkpoint holds: configs, step, losses, vocabulary,
+ * parameter count and size on disk. The reading is the library's
+ * (attn/checkpoint_info.h); this file only draws. */
+#include <cjson/cJSON.h>
+#include <inttypes.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn/checkpoint_info.h"
+#include "commands.h"
+
+typedef struct info_opts {
+    int json;
+} info_opts;
+
+enum { INFO_JSON, INFO_OPT_COUNT };
+
+static const cli_option info_opts_table[] = {
+    [INFO_JSON] = {"json", CLI_FLAG, .offset = offsetof(info_opts, json),
+                   .help = "print one JSON object instead of text"},
+};
+CLI_TABLE_CHECK(info_opts_table, INFO_OPT_COUNT);
+
+const cli_command info_cli = {
+    "info",
+    "attn info [--json] DIR",
+    "  Describes the checkpoint in DIR (a run folder of `attn train`, or a model\n"
+    "  .safetensors file): model and training config, step, the last training loss\n"
+    "  and evaluations, the vocabulary, the parameter count and the size on disk.\n",
+    info_opts_table,
+    INFO_OPT_COUNT,
+    1};
+
+/* The vocabulary as a C-like string: control characters escaped. */
+static void put_escaped(const char *s) {
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '\n')
+            fputs("\\n", stdout);
+        else if (c == '\t')
+            fputs("\\t", stdout);
+        else if (c == '\\' || c == '"')
+            printf("\\%c", c);
+        else if (c < 0x20 || c == 0x7f)
+            printf("\\x%02x", c);
+        else
+            putchar(c);
+    }
+}
+
+static void mib(char *buf, size_t cap, uint64_t bytes) {
+    snprintf(buf, cap, "%" PRIu64 " bytes (%.2f MiB)", bytes, (double)bytes / 1048576.0);
+}
+
+static void print_text(const char *dir, const attn_checkpoint_info *in) {
+    const attn_gpt_config *m = &in->model;
+    char size[64];
+    printf("checkpoint     %s\n", dir);
+    printf("step           %" PRId64 "\n", in->step);
+    printf("model          vocab_size %d, context_length %d, emb_dim %d, n_heads %d, n_layers %d, "
+           "drop_rate %g, qkv_bias %s\n",
+           m->vocab_size, m->context_length, m->emb_dim, m->n_heads, m->n_layers, m->drop_rate,
+           m->qkv_bias ? "true" : "false");
+    printf("parameters     %zu (%.2f M, %.1f MiB as float32)\n", in->n_params,
+           (double)in->n_params / 1e6, (double)in->n_params * 4.0 / 1048576.0);
+    printf("vocabulary     %d characters: \"", in->vocab_size);
+    put_escaped(in->vocabulary);
+    printf("\"\n");
+    mib(size, sizeof size, in->model_bytes);
+    printf("model file     %s\n", size);
+    if (!in->has_train_state) {
+        printf("training state none (weights only: cannot be resumed)\n");
+        return;
+    }
+    const attn_train_config *t = &in->train;
+    mib(size, sizeof size, in->state_bytes);
+    printf("training state %s, step %" PRId64 "%s\n", size, in->state_step,
+           in->state_step == in->step ? "" : " (differs from the model's step!)");
+    mib(size, sizeof size, in->model_bytes + in->state_bytes);
+    printf("on disk        %s\n", size);
+    printf("training       batch_size %d, max_steps %" PRId64 ", lr %g -> %g (warmup %" PRId64
+           "), weight_decay %g, grad_clip %g, seed %" PRIu64 "\n",
+           t->batch_size, t->max_steps, t->learning_rate, t->min_lr, t->warmup_steps,
+           t->weight_decay, t->grad_clip, t->seed);
+    printf("corpus         %s\n", in->corpus_path && in->corpus_path[0] ? in->corpus_path : "-");
+    if (in->n_history)
+        printf("last step      %" PRId64 ": loss %.4f, lr %.3g, grad_norm %.3f\n", in->last.step,
+               (double)in->last.loss, (double)in->last.lr, (double)in->last.grad_norm);
+    if (in->n_evals) {
+        printf("last eval      step %" PRId64 ": train %.4f, val %.4f (%zu evaluations)\n",
+               in->last_eval.step, (double)in->last_eval.train_loss, (double)in->last_eval.val_loss,
+               in->n_evals);
+        printf("best val       step %" PRId64 ": val %.4f\n", in->best_eval.step,
+               (double)in->best_eval.val_loss);
+    }
+}
+
+static cJSON *eval_json(const attn_eval_record *r) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "step", (double)r->step);
+    cJSON_AddNumberToObject(o, "train_loss", (double)r->train_loss);
+    cJSON_AddNumberToObject(o, "val_loss", (double)r->val_loss);
+    return o;
+}
+
+static int print_json(const char *dir, const attn_checkpoint_info *in) {
+    const attn_gpt_config *m = &in->model;
+    cJSON *o = cJSON_CreateObject(), *c = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "checkpoint", dir);
+    cJSON_AddNumberToObject(o, "step", (double)in->step);
+    cJSON_AddNumberToObject(c, "vocab_size", m->vocab_size);
+    cJSON_AddNumberToObject(c, "context_length", m->context_length);
+    cJSON_AddNumberToObject(c, "emb_dim", m->emb_dim);
+    cJSON_AddNumberToObject(c, "n_heads", m->n_heads);
+    cJSON_AddNumberToObject(c, "n_layers", m->n_layers);
+    cJSON_AddNumberToObject(c, "drop_rate", m->drop_rate);
+    cJSON_AddBoolToObject(c, "qkv_bias", m->qkv_bias);
+    cJSON_AddItemToObject(o, "model", c);
+    cJSON_AddNumberToObject(o, "parameters", (double)in->n_params);
+    cJSON_AddStringToObject(o, "vocabulary", in->vocabulary);
+    cJSON_AddNumberToObject(o, "model_bytes", (double)in->model_bytes);
+    if (in->has_train_state) {
+        char *tj = attn_train_config_to_json(&in->train);
+        cJSON *t = tj ? cJSON_Parse(tj) : NULL;
+        free(tj);
+        if (t) cJSON_AddItemToObject(o, "training", t);
+        cJSON_AddNumberToObject(o, "state_step", (double)in->state_step);
+        cJSON_AddNumberToObject(o, "state_bytes", (double)in->state_bytes);
+        if (in->corpus_path) cJSON_AddStringToObject(o, "corpus", in->corpus_path);
+        cJSON_AddNumberToObject(o, "steps_recorded", (double)in->n_history);
+        if (in->n_history) {
+            cJSON *l = cJSON_CreateObject();
+            cJSON_AddNumberToObject(l, "step", (double)in->last.step);
+            cJSON_AddNumberToObject(l, "loss", (double)in->last.loss);
+            cJSON_AddNumberToObject(l, "lr", (double)in->last.lr);
+            cJSON_AddNumberToObject(l, "grad_norm", (double)in->last.grad_norm);
+            cJSON_AddItemToObject(o, "last_step", l);
+        }
+        cJSON_AddNumberToObject(o, "evaluations", (double)in->n_evals);
+        if (in->n_evals) {
+            cJSON_AddItemToObject(o, "last_eval", eval_json(&in->last_eval));
+            cJSON_AddItemToObject(o, "best_eval", eval_json(&in->best_eval));
+        }
+    }
+    char *text = cJSON_Print(o);
+    cJSON_Delete(o);
+    if (!text) {
+        fprintf(stderr, "attn info: out of memory\n");
+        return 1;
+    }
+    printf("%s\n", text);
+    free(text);
+    return 0;
+}
+
+int cmd_info(int argc, char **argv) {
+    info_opts o;
+    cli_parsed parsed;
+    int rc = cli_parse(&info_cli, argc, argv, &o, &parsed);
+    if (rc) return rc == CLI_HELP ? 0 : rc;
+    if (parsed.n_positional != 1) {
+        fprintf(stderr, "attn info: which checkpoint? usage: %s\n", info_cli.synopsis);
+        return 2;
+    }
+    const char *dir = parsed.positional[0];
+    attn_checkpoint_info in;
+    attn_error err;
+    attn_error_clear(&err);
+    if (attn_checkpoint_info_read(dir, &in, &err)) {
+        fprintf(stderr, "attn info: %s\n", err.msg);
+        return 1;
+    }
+    if (o.json)
+        rc = print_json(dir, &in);
+    else
+        print_text(dir, &in);
+    attn_checkpoint_info_free(&in);
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "attn info: could not write the output\n");
+        return 1;
+    }
+    return rc;
+}

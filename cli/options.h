@@ -1,0 +1,93 @@
+/* One table of options per command: each row names a flag, its type, its
+ * valid range or choices, its default and its help, and where the parsed
+ * value goes (an offset into the command's options struct). The same rows
+ * drive parsing (`--flag value` and `--flag=value`), the errors (one wording:
+ * "attn CMD: --flag must be <what the row allows>, not 'x'"), and `--help`.
+ *
+ *     enum { RNG_SEED, RNG_COUNT, RNG_OPT_COUNT };
+ *     static const cli_option rng_opts[] = {
+ *         [RNG_SEED] = {"seed", CLI_U64, "N", OFF(seed), .def = "123", .help = "..."},
+ *         ...};
+ *     CLI_TABLE_CHECK(rng_opts, RNG_OPT_COUNT);
+ *
+ * Field types: CLI_FLAG int, CLI_INT long long, CLI_U64 unsigned long long,
+ * CLI_FLOAT double, CLI_STRING / CLI_CHOICE const char *. Every field is
+ * zeroed (NULL) and then set from .def before parsing, so the help text and
+ * the behaviour cannot disagree; cli_parsed.given says what the user set. Exit codes: 2 for any
+ * usage error, 0 for --help. */
+#ifndef ATTN_CLI_OPTIONS_H
+#define ATTN_CLI_OPTIONS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+typedef enum cli_type {
+    CLI_FLAG,   /* no value; sets an int to 1 */
+    CLI_INT,    /* long long in [lo, hi] */
+    CLI_U64,    /* unsigned long long (a seed): any 64-bit value, no sign */
+    CLI_FLOAT,  /* double in [lo, hi] or [lo, hi) with hi_open; never NaN */
+    CLI_STRING, /* const char * (borrowed from argv); non-empty */
+    CLI_CHOICE  /* const char *, one of .choices */
+} cli_type;
+
+#define CLI_MAX_CHOICES 8
+#define CLI_MAX_OPTIONS 32
+
+typedef struct cli_option {
+    const char *name; /* without the leading "--" */
+    cli_type type;
+    const char *metavar;        /* "N", "DIR", ... (NULL for flags and choices) */
+    size_t offset;              /* where the value goes in the command's struct */
+    double lo, hi;              /* CLI_INT / CLI_FLOAT range */
+    int hi_open;                /* CLI_FLOAT: hi itself is not allowed */
+    const char *const *choices; /* CLI_CHOICE: NULL-terminated */
+    const char *def;            /* default as typed on the command line; NULL = none */
+    int required;
+    const char *help;
+} cli_option;
+
+typedef struct cli_command {
+    const char *name;     /* "rng": messages read "attn rng: ..." */
+    const char *synopsis; /* the usage line(s) after "usage: " */
+    const char *about;    /* paragraph(s) printed before the options */
+    const cli_option *opts;
+    int n_opts;
+    int max_positional; /* positional arguments allowed (0 = none) */
+} cli_command;
+
+/* Parsing outcome: CLI_OK, CLI_HELP (help printed: exit 0) or CLI_USAGE
+ * (message printed: exit 2). */
+enum { CLI_OK = 0, CLI_HELP = -1, CLI_USAGE = 2 };
+
+typedef struct cli_parsed {
+    unsigned char given[CLI_MAX_OPTIONS]; /* row i was on the command line */
+    const char *positional[4];
+    int n_positional;
+} cli_parsed;
+
+/* A table's row count must equal its enum's count (and fit the parser). */
+#define CLI_TABLE_CHECK(table, count)                                                              \
+    _Static_assert(sizeof(table) / sizeof((table)[0]) == (count),                                  \
+                   #table " has a row for every option");                                          \
+    _Static_assert((count) <= CLI_MAX_OPTIONS, #table " fits CLI_MAX_OPTIONS")
+
+/* Apply the defaults to opts, then parse argv[1..argc-1] into it. */
+int cli_parse(const cli_command *cmd, int argc, char **argv, void *opts, cli_parsed *parsed);
+
+/* The generated help: usage, about, one line per option with its range and
+ * default. */
+void cli_help(const cli_command *cmd, FILE *out);
+
+/* "an integer in [0, 1000000]", "one of torch-mkl, torch-cpu", ... */
+void cli_describe(const cli_option *o, char *buf, size_t cap);
+
+/* Print "attn CMD: --name must be <describe>, not 'value'" to stderr; returns
+ * CLI_USAGE. For checks a command makes after parsing (e.g. against a model). */
+int cli_bad_value(const cli_command *cmd, const cli_option *o, const char *value);
+
+/* Check a table's rows (names set, unique, sane ranges and defaults that parse);
+ * 0 when fine, else prints what is wrong. Run by `attn --check-options`. */
+int cli_check_table(const cli_command *cmd);
+
+#endif

@@ -1,0 +1,99 @@
+/* attn/generate.h — text generation from a GPT (gpt.h) as a library object:
+ * the KV cache, the sampler (attn/sample.h: temperature, top-k, top-p), its
+ * seeded generator, the sliding context window and a stop string, so any
+ * program that links libattn generates what `attn generate` prints.
+ *
+ *     attn_generate_options o;
+ *     attn_generate_options_default(&o);          // 0.8, top-k 200, seed 1337
+ *     attn_generator g;
+ *     attn_generator_init(&g, &model, &tok, &o, &err);
+ *     attn_generator_prompt(&g, "ROMEO:", 6, &err);
+ *     while (!g.stopped && n++ < 500) {
+ *         char text[8]; int len;
+ *         attn_generator_next(&g, NULL, text, &len, &err);   // one character
+ *         fwrite(text, 1, len, stdout);
+ *     }
+ *     attn_generator_free(&g);
+ *
+ * Sliding window: the cache holds at most context_length tokens. When it is
+ * full, the next token re-primes it with the last window_keep tokens
+ * (default context_length / 2: O(T) per token amortised; context_length - 1
+ * re-reads the whole window each token, as the book's generate() crops
+ * idx[:, -context_length:], at O(T^2) per token). A prompt longer than the
+ * context keeps its last context_length tokens. */
+#ifndef ATTN_GENERATE_H
+#define ATTN_GENERATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "attn/gpt.h"
+#include "attn/rng.h"
+#include "attn/sample.h"
+#include "attn/status.h"
+#include "attn/tokenizer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct attn_generate_options {
+    double temperature; /* 0.8; 0 = greedy (arg-max, no draw) */
+    int top_k;          /* 200; 0 = all */
+    double top_p;       /* 1 = off; else in (0, 1] */
+    uint64_t seed;      /* 1337: attn_rng_seed, as torch.manual_seed */
+    int window_keep;    /* tokens kept when the window slides; 0 = context_length / 2 */
+    const char *stop;   /* NULL or "": none; else generation stops once the
+                           generated text ends with it (it is included) */
+} attn_generate_options;
+
+void attn_generate_options_default(attn_generate_options *o);
+
+typedef struct attn_generator {
+    const attn_gpt *model;     /* borrowed */
+    const attn_tokenizer *tok; /* borrowed */
+    attn_generate_options opt; /* opt.stop points at the generator's own copy */
+    attn_gpt_kv_cache cache;
+    attn_rng rng;
+    attn_sample_candidate *cand; /* V */
+    int32_t *hist;               /* the last context_length tokens */
+    int n_hist, cap_hist;
+    int32_t pending; /* sampled, not yet fed to the cache; -1 none */
+    int primed;      /* a prompt was given */
+    char *stop;      /* owned copy of opt.stop */
+    size_t stop_len;
+    char *tail; /* the last stop_len bytes generated */
+    size_t tail_len;
+    int stopped;      /* the stop string was generated */
+    int64_t produced; /* tokens generated */
+} attn_generator;
+
+/* Check the options (temperature >= 0 and finite, top_k >= 0, top_p in
+ * (0, 1], 0 <= window_keep < context_length) and allocate. model and tok
+ * must outlive the generator. */
+attn_status attn_generator_init(attn_generator *g, const attn_gpt *model, const attn_tokenizer *tok,
+                                const attn_generate_options *o, attn_error *err);
+
+/* Start (or restart) from text (n bytes of UTF-8, at least one character,
+ * every one in the vocabulary): resets the cache, the stop state and the
+ * count, and reseeds the generator. */
+attn_status attn_generator_prompt(attn_generator *g, const char *text, size_t n, attn_error *err);
+
+/* Sample the next token: *id (may be NULL) gets it, utf8 (8 bytes) its
+ * character (NUL-terminated), *len (may be NULL) the byte count. Sets
+ * g->stopped when the generated text now ends with the stop string; a call
+ * after that is ATTN_ERR_STATE, as is one before a prompt. */
+attn_status attn_generator_next(attn_generator *g, int32_t *id, char *utf8, int *len,
+                                attn_error *err);
+
+/* The logits (V, borrowed until the next call) the next attn_generator_next
+ * draws from, e.g. to show its distribution (attn_sample_probs). Same errors
+ * as attn_generator_next; draws nothing. */
+attn_status attn_generator_logits(attn_generator *g, const float **logits, attn_error *err);
+
+void attn_generator_free(attn_generator *g);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,103 @@
+/* A checkpoint's summary (see attn/checkpoint_info.h). */
+#define _POSIX_C_SOURCE 200809L /* stat */
+#include "attn/checkpoint_info.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "attn/safetensors.h"
+#include "attn/tokenizer.h"
+
+/* The loss history of a training state (the tensors attn_trainer_save writes). */
+static void read_history(const attn_safetensors *st, attn_checkpoint_info *info) {
+    const attn_st_tensor *hs = attn_safetensors_find(st, "history.step");
+    const attn_st_tensor *hv = attn_safetensors_find(st, "history.loss_lr_norm");
+    if (hs && hv && hs->numel > 0 && hs->numel * 3 == hv->numel && !strcmp(hs->dtype, "I64") &&
+        !strcmp(hv->dtype, "F32")) {
+        const size_t i = hs->numel - 1;
+        float v[3];
+        memcpy(&info->last.step, (const char *)hs->data + 8 * i, 8);
+        memcpy(v, (const char *)hv->data + 12 * i, 12);
+        info->last.loss = v[0];
+        info->last.lr = v[1];
+        info->last.grad_norm = v[2];
+        info->n_history = hs->numel;
+    }
+    const attn_st_tensor *es = attn_safetensors_find(st, "evals.step");
+    const attn_st_tensor *ev = attn_safetensors_find(st, "evals.train_val");
+    if (es && ev && es->numel > 0 && es->numel * 2 == ev->numel && !strcmp(es->dtype, "I64") &&
+        !strcmp(ev->dtype, "F32")) {
+        for (size_t i = 0; i < es->numel; i++) {
+            attn_eval_record r;
+            float v[2];
+            memcpy(&r.step, (const char *)es->data + 8 * i, 8);
+            memcpy(v, (const char *)ev->data + 8 * i, 8);
+            r.train_loss = v[0];
+            r.val_loss = v[1];
+            if (i == 0 || r.val_loss < info->best_eval.val_loss) info->best_eval = r;
+            info->last_eval = r;
+        }
+        info->n_evals = es->numel;
+    }
+}
+
+static uint64_t file_size(const char *path) {
+    struct stat sb;
+    return stat(path, &sb) == 0 ? (uint64_t)sb.st_size : 0;
+}
+
+attn_status attn_checkpoint_info_read(const char *path, attn_checkpoint_info *info,
+                                      attn_error *err) {
+    memset(info, 0, sizeof *info);
+    struct stat sb;
+    if (stat(path, &sb) != 0)
+        return attn_fail(err, ATTN_ERR_IO, "checkpoint %s: %s", path, strerror(errno));
+    const int is_dir = S_ISDIR(sb.st_mode);
+    char file[4096];
+    if (snprintf(file, sizeof file, "%s%s%s", path, is_dir ? "/" : "",
+                 is_dir ? ATTN_CKPT_MODEL : "") >= (int)sizeof file)
+        return attn_fail(err, ATTN_ERR_IO, "checkpoint path is too long");
+
+    attn_gpt m;
+    attn_tokenizer tok;
+    attn_status s = attn_gpt_load_checkpoint(path, &m, &tok, &info->step, err);
+    if (s) return s;
+    info->model = m.cfg;
+    info->n_params = attn_gpt_num_params(&m);
+    info->vocab_size = tok.vocab_size;
+    info->vocabulary = attn_tokenizer_vocab_string(&tok);
+    attn_gpt_free(&m);
+    attn_tokenizer_free(&tok);
+    if (!info->vocabulary) return attn_fail(err, ATTN_ERR_NOMEM, "out of memory");
+    info->model_bytes = file_size(file);
+    if (!is_dir) return ATTN_OK;
+
+    snprintf(file, sizeof file, "%s/%s", path, ATTN_CKPT_STATE);
+    if (stat(file, &sb) != 0) return ATTN_OK; /* weights only (e.g. exported) */
+    attn_gpt_config mcfg;
+    if ((s = attn_trainer_read_config(path, &mcfg, &info->train, &info->corpus_path, err)))
+        goto fail;
+    attn_safetensors st;
+    if ((s = attn_safetensors_read(file, &st, err))) goto fail;
+    const char *stp = attn_safetensors_meta(&st, "step");
+    char *end = NULL;
+    info->state_step = stp ? strtoll(stp, &end, 10) : -1;
+    if (!stp || end == stp || *end) info->state_step = -1;
+    read_history(&st, info);
+    attn_safetensors_free(&st);
+    info->state_bytes = file_size(file);
+    info->has_train_state = 1;
+    return ATTN_OK;
+fail:
+    attn_checkpoint_info_free(info);
+    return s;
+}
+
+void attn_checkpoint_info_free(attn_checkpoint_info *info) {
+    free(info->vocabulary);
+    free(info->corpus_path);
+    memset(info, 0, sizeof *info);
+}

@@ -1,0 +1,164 @@
+/* Text generation: KV cache + sampler + sliding window + stop string (see
+ * attn/generate.h). The order of work matches `attn generate` exactly: a
+ * sampled token is fed to the cache only when the next one is asked for. */
+#include "attn/generate.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void attn_generate_options_default(attn_generate_options *o) {
+    memset(o, 0, sizeof *o);
+    o->temperature = 0.8;
+    o->top_k = 200;
+    o->top_p = 1.0;
+    o->seed = 1337;
+}
+
+attn_status attn_generator_init(attn_generator *g, const attn_gpt *model, const attn_tokenizer *tok,
+                                const attn_generate_options *o, attn_error *err) {
+    memset(g, 0, sizeof *g);
+    const int ctx = model->cfg.context_length, V = model->cfg.vocab_size;
+    if (!(o->temperature >= 0) || !isfinite(o->temperature))
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "temperature must be >= 0 and finite, not %g",
+                         o->temperature);
+    if (o->top_k < 0)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "top_k must be >= 0, not %d", o->top_k);
+    if (!(o->top_p > 0 && o->top_p <= 1))
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "top_p must be in (0, 1], not %g", o->top_p);
+    if (o->window_keep < 0 || o->window_keep >= ctx)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "window_keep must be in [0, %d) (0 = context_length / 2), not %d", ctx,
+                         o->window_keep);
+    if (tok->vocab_size != V)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "the tokenizer has %d characters but the model's vocab_size is %d",
+                         tok->vocab_size, V);
+    g->model = model;
+    g->tok = tok;
+    g->opt = *o;
+    g->pending = -1;
+    g->stop_len = o->stop ? strlen(o->stop) : 0;
+    g->cand = malloc((size_t)V * sizeof *g->cand);
+    g->stop = malloc(g->stop_len + 1);
+    g->tail = malloc(g->stop_len + 1);
+    if (!g->cand || !g->stop || !g->tail) {
+        attn_generator_free(g);
+        return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for the generator");
+    }
+    if (g->stop_len) memcpy(g->stop, o->stop, g->stop_len);
+    g->stop[g->stop_len] = '\0';
+    g->opt.stop = g->stop;
+    attn_status s = attn_gpt_kv_init(&g->cache, model, err);
+    if (s) attn_generator_free(g);
+    return s;
+}
+
+attn_status attn_generator_prompt(attn_generator *g, const char *text, size_t n, attn_error *err) {
+    const int ctx = g->model->cfg.context_length;
+    size_t chars = 0;
+    attn_status s = attn_utf8_count(text, n, &chars, err);
+    if (s) return s;
+    if (chars == 0) return attn_fail(err, ATTN_ERR_INVALID_ARG, "the prompt is empty");
+    if (chars > (size_t)(INT32_MAX - ctx - 1))
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "the prompt is too long");
+    int need = (int)chars > ctx ? (int)chars : ctx;
+    if (need + 1 > g->cap_hist) {
+        int32_t *h = realloc(g->hist, (size_t)(need + 1) * sizeof *h);
+        if (!h) return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for the prompt");
+        g->hist = h;
+        g->cap_hist = need + 1;
+    }
+    size_t got = 0;
+    g->primed = 0;
+    if ((s = attn_tokenizer_encode(g->tok, text, n, g->hist, &got, err))) return s;
+    /* Only the last ctx prompt tokens are read. */
+    int n_hist = (int)got, window = n_hist < ctx ? n_hist : ctx;
+    if ((s = attn_gpt_kv_prefill(g->model, &g->cache, g->hist + n_hist - window, window, NULL,
+                                 err)))
+        return s;
+    if (window < n_hist) memmove(g->hist, g->hist + n_hist - window, (size_t)window * 4);
+    g->n_hist = window;
+    g->pending = -1;
+    g->stopped = 0;
+    g->tail_len = 0;
+    g->produced = 0;
+    attn_rng_seed(&g->rng, g->opt.seed);
+    g->primed = 1;
+    return ATTN_OK;
+}
+
+/* Feed the token sampled last: one cache step, or re-prime when full. */
+static attn_status feed(attn_generator *g, int32_t id, attn_error *err) {
+    const int ctx = g->model->cfg.context_length;
+    if (g->n_hist == ctx) {
+        memmove(g->hist, g->hist + 1, (size_t)(ctx - 1) * sizeof *g->hist);
+        g->n_hist--;
+    }
+    g->hist[g->n_hist++] = id;
+    if (g->cache.len == g->cache.capacity) {
+        int keep = g->opt.window_keep ? g->opt.window_keep : (ctx / 2 > 0 ? ctx / 2 : 1);
+        if (keep > g->n_hist) keep = g->n_hist;
+        return attn_gpt_kv_prefill(g->model, &g->cache, g->hist + g->n_hist - keep, keep, NULL,
+                                   err);
+    }
+    return attn_gpt_kv_step(g->model, &g->cache, id, NULL, err);
+}
+
+/* Bring the cache up to date (feed the pending token) before a draw. */
+static attn_status ready(attn_generator *g, attn_error *err) {
+    if (!g->primed) return attn_fail(err, ATTN_ERR_STATE, "generator: no prompt given");
+    if (g->stopped)
+        return attn_fail(err, ATTN_ERR_STATE, "generator: the stop string was generated");
+    if (g->pending >= 0) {
+        attn_status s = feed(g, g->pending, err);
+        if (s) return s;
+        g->pending = -1;
+    }
+    return ATTN_OK;
+}
+
+attn_status attn_generator_logits(attn_generator *g, const float **logits, attn_error *err) {
+    attn_status s = ready(g, err);
+    if (s) return s;
+    *logits = g->cache.logits;
+    return ATTN_OK;
+}
+
+attn_status attn_generator_next(attn_generator *g, int32_t *id, char *utf8, int *len,
+                                attn_error *err) {
+    attn_status s = ready(g, err);
+    if (s) return s;
+    const int V = g->model->cfg.vocab_size;
+    const int t = attn_sample_next(g->cache.logits, V, g->opt.temperature, g->opt.top_k,
+                                   g->opt.top_p, &g->rng, g->cand);
+    g->pending = t;
+    g->produced++;
+    char u8[8];
+    const int k = attn_utf8_put(g->tok->chars[t], u8);
+    u8[k] = '\0';
+    if (g->stop_len) { /* keep the last stop_len bytes; compare */
+        for (int i = 0; i < k; i++) {
+            if (g->tail_len == g->stop_len) {
+                memmove(g->tail, g->tail + 1, g->stop_len - 1);
+                g->tail_len--;
+            }
+            g->tail[g->tail_len++] = u8[i];
+        }
+        if (g->tail_len == g->stop_len && memcmp(g->tail, g->stop, g->stop_len) == 0)
+            g->stopped = 1;
+    }
+    if (id) *id = t;
+    if (utf8) memcpy(utf8, u8, (size_t)k + 1);
+    if (len) *len = k;
+    return ATTN_OK;
+}
+
+void attn_generator_free(attn_generator *g) {
+    attn_gpt_kv_free(&g->cache);
+    free(g->cand);
+    free(g->hist);
+    free(g->stop);
+    free(g->tail);
+    memset(g, 0, sizeof *g);
+}

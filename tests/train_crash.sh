@@ -1,0 +1,180 @@
+#!/usr/bin/env bash
+# Crash-safe checkpoints (attn/checkpoint.h), proven two ways on a tiny model:
+#  1. fault injection (tests/shim/fault_inject.c via LD_PRELOAD): a 2-step
+#     run that checkpoints every step is killed (SIGKILL) or sees an I/O error
+#     at each file-system operation in its run folder, one at a time. After
+#     each: the live checkpoint is exactly the last one whose pointer swap
+#     happened (never a mix, never none once one was committed), `--resume`
+#     succeeds and ends with the uninterrupted run's weights and loss.csv, and
+#     no temp files or orphan checkpoint folders are left.
+#  2. kill -9 at 24 random instants of a 24-step run: resume
+#     succeeds whenever a checkpoint had completed and its loss lines, final
+#     weights and loss.csv equal the uninterrupted run's.
+# The fault loop hits every operation except the middle ones of a run of
+# writes to one temp file (they all precede the same fsync and rename, so
+# they prove the same thing as its first and last); ATTN_CRASH_ALL=1 hits
+# every single one (424 runs, about a minute).
+# Usage: bash train_crash.sh <path-to-attn> <source-dir>
+set -u
+ATTN=$1
+SHIM=$(dirname "$ATTN")/libattn_fault.so
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+ok() { echo "ok   - $1"; }
+bad() { echo "FAIL - $1"; fails=$((fails + 1)); }
+[ -f "$SHIM" ] || { echo "FAIL - fault shim $SHIM not built"; exit 1; }
+# The shim is preloaded ahead of the sanitizer runtime.
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
+
+for i in $(seq 1 120); do
+  echo "First Citizen: before we proceed any further, hear me speak $((i % 7))."
+  echo "All: speak, speak! you are all resolved rather to die than to famish?"
+done > "$tmp/corpus.txt"
+cat > "$tmp/c2.json" <<'JSON'
+{"context_length": 16, "emb_dim": 16, "n_heads": 2, "n_layers": 1, "drop_rate": 0.1,
+ "batch_size": 2, "max_steps": 2, "eval_interval": 2, "eval_iters": 1,
+ "log_interval": 1, "warmup_steps": 1, "checkpoint_interval": 1}
+JSON
+losses() { sed 's/, time .*//' "$@"; }
+train() { "$ATTN" train --data "$tmp/corpus.txt" --threads 1 "$@"; }
+# Debris a finished run must not leave: temp files, orphan checkpoints.
+debris() {
+  local live
+  live=$(readlink "$1/latest" 2>/dev/null)
+  ls -A "$1" | grep -E '^\..*\.tmp-|^\.lock$' | head -3
+  ls -A "$1" | grep '^ckpt-' | grep -vx "$live" | head -3
+}
+
+# ---- 1. fault injection at every operation ------------------------------
+train --config "$tmp/c2.json" --out "$tmp/ref" > "$tmp/ref.log" 2> "$tmp/ref.err" ||
+  bad "reference run failed: $(cat "$tmp/ref.err")"
+rm -rf "$tmp/count"
+ATTN_FAULT_DIR="$tmp/count/" ATTN_FAULT_LOG="$tmp/ops.log" LD_PRELOAD=$SHIM \
+  train --config "$tmp/c2.json" --out "$tmp/count" > /dev/null 2>&1 || bad "counting run failed"
+cmp -s "$tmp/ref/model.safetensors" "$tmp/count/model.safetensors" ||
+  bad "the shim changes the run's result"
+nops=$(wc -l < "$tmp/ops.log")
+# The commit points: the renames of DIR/latest (step 1, then step 2).
+mapfile -t commits < <(grep " rename $tmp/count/latest\$" "$tmp/ops.log" | cut -d' ' -f1)
+if [ "$nops" -lt 50 ] || [ ${#commits[@]} -ne 2 ]; then
+  bad "operation log: $nops operations, commits at ${commits[*]:-none}"
+  commits=(0 0)
+fi
+# Which operations to hit.
+awk -v all="${ATTN_CRASH_ALL:-0}" '
+  { op[NR] = $2 }
+  END { for (i = 1; i <= NR; i++)
+          if (all || op[i] != "write" || op[i-1] != "write" || op[i+1] != "write") print i }' \
+  "$tmp/ops.log" > "$tmp/hits"
+tried=0 consistent=0 resumed=0
+for mode in kill fail; do
+  while read -r k; do
+    d="$tmp/f-$mode-$k"
+    tried=$((tried + 1))
+    ATTN_FAULT_DIR="$d/" ATTN_FAULT_AT=$k ATTN_FAULT_MODE=$mode LD_PRELOAD=$SHIM \
+      train --config "$tmp/c2.json" --out "$d" > /dev/null 2> "$tmp/f.err"
+    rc=$?
+    # The live checkpoint must be the last one committed before the fault
+    # (a failure that does not stop the run, rc 0, ends at the last step).
+    if [ $rc -eq 0 ]; then want=ckpt-2
+    elif [ "$k" -gt "${commits[1]}" ]; then want=ckpt-2
+    elif [ "$k" -gt "${commits[0]}" ]; then want=ckpt-1
+    else want=""; fi
+    live=$(readlink "$d/latest" 2>/dev/null)
+    why=""
+    if [ "$mode" = kill ] && [ $rc -ne 137 ] && [ $rc -ne 0 ]; then why="killed run exited $rc"; fi
+    if [ "$mode" = fail ] && [ $rc -ne 0 ] && ! grep -q "attn train: .*: " "$tmp/f.err"; then
+      why="failed run gave no clear message: $(cat "$tmp/f.err")"
+    fi
+    [ "$live" = "$want" ] || why="$why; live checkpoint '${live}', expected '${want}'"
+    if [ -z "$why" ] && [ -n "$want" ]; then
+      consistent=$((consistent + 1))
+      if "$ATTN" train --out "$d" --resume --threads 1 > /dev/null 2> "$tmp/r.err" &&
+         cmp -s "$tmp/ref/model.safetensors" "$d/model.safetensors" &&
+         cmp -s "$tmp/ref/train_state.safetensors" "$d/train_state.safetensors" &&
+         cmp -s "$tmp/ref/loss.csv" "$d/loss.csv" && [ -z "$(debris "$d")" ]; then
+        resumed=$((resumed + 1))
+      else
+        why="resume after $mode at op $k ($(sed -n "${k}p" "$tmp/ops.log" | cut -d' ' -f2)): $(cat "$tmp/r.err" | tail -1) $(debris "$d")"
+      fi
+    elif [ -z "$why" ]; then
+      consistent=$((consistent + 1))
+      # Nothing committed yet: resume says so, a fresh run starts cleanly.
+      if "$ATTN" train --out "$d" --resume > /dev/null 2> "$tmp/r.err" ||
+         ! grep -q "holds no checkpoint" "$tmp/r.err"; then
+        why="resume without a checkpoint: $(cat "$tmp/r.err")"
+      fi
+    fi
+    if [ -n "$why" ]; then
+      bad "$mode at operation $k ($(sed -n "${k}p" "$tmp/ops.log" | cut -d' ' -f2,3)): $why"
+    fi
+    rm -rf "$d"
+  done < "$tmp/hits"
+done
+nhits=$(wc -l < "$tmp/hits")
+echo "fault injection: $nops operations per run, $nhits hit in each mode (kill, fail): $tried runs," \
+  "$consistent left the previous or the new checkpoint, $resumed resumed to the reference result"
+[ "$consistent" -eq "$tried" ] && ok "every injected kill/failure left one whole checkpoint (or none before the first)" ||
+  bad "inconsistent folders after faults"
+
+# ---- 2. kill -9 at random instants ---------------------------------------
+sed 's/"max_steps": 2/"max_steps": 24/; s/"eval_interval": 2/"eval_interval": 8/' "$tmp/c2.json" > "$tmp/c24.json"
+t0=$(date +%s%N)
+train --config "$tmp/c24.json" --out "$tmp/ref24" > "$tmp/ref24.log" 2> /dev/null || bad "24-step reference failed"
+dur_ms=$((($(date +%s%N) - t0) / 1000000))
+[ "$dur_ms" -lt 1 ] && dur_ms=1
+# Kills until 24 landed while the run was still going (a run that finished
+# first does not count; the machine's load moves the instants around).
+tries=0 kills=0 clean=0 none=0 finished=0
+RANDOM=8 # reproducible instants
+while [ $kills -lt 24 ] && [ $tries -lt 60 ]; do
+  tries=$((tries + 1))
+  i=$tries
+  d="$tmp/k$i"
+  delay_ms=$((RANDOM % (dur_ms + 1)))
+  "$ATTN" train --data "$tmp/corpus.txt" --threads 1 --config "$tmp/c24.json" --out "$d" \
+    > "$tmp/k.log" 2> /dev/null & # no function: $! must be attn itself
+  pid=$!
+  sleep "$(printf '%d.%03d' $((delay_ms / 1000)) $((delay_ms % 1000)))"
+  kill -9 $pid 2> /dev/null
+  wait $pid 2> /dev/null
+  rc=$?
+  if [ $rc -eq 0 ]; then
+    finished=$((finished + 1))
+    rm -rf "$d"
+    continue
+  fi
+  kills=$((kills + 1))
+  if [ ! -e "$d/latest" ]; then
+    if "$ATTN" train --out "$d" --resume > /dev/null 2> "$tmp/r.err" || ! grep -q "holds no checkpoint" "$tmp/r.err"; then
+      bad "kill -9 at ${delay_ms} ms: no checkpoint, yet resume said: $(cat "$tmp/r.err")"
+    else
+      none=$((none + 1))
+    fi
+    continue
+  fi
+  "$ATTN" train --out "$d" --resume --threads 1 > "$tmp/k2.log" 2> "$tmp/k2.err"
+  rc2=$?
+  s=$(sed -n 's/.*resuming .* at step \([0-9]*\)$/\1/p' "$tmp/k2.err")
+  # The resumed run's lines = the reference's from iteration s on.
+  awk -v s="${s:-x}" '$0 ~ "^iter " s ":" { on = 1 } on' "$tmp/ref24.log" | losses > "$tmp/want"
+  if [ $rc2 -eq 0 ] && [ -n "$s" ] && diff -q "$tmp/want" <(losses "$tmp/k2.log") > /dev/null &&
+     cmp -s "$tmp/ref24/model.safetensors" "$d/model.safetensors" &&
+     cmp -s "$tmp/ref24/loss.csv" "$d/loss.csv" && [ -z "$(debris "$d")" ]; then
+    clean=$((clean + 1))
+  else
+    bad "kill -9 at ${delay_ms} ms (step ${s:-?}): resume rc=$rc2 $(tail -1 "$tmp/k2.err") $(debris "$d")"
+  fi
+  rm -rf "$d"
+done
+echo "kill -9: $kills kills at random instants of a ${dur_ms} ms run ($tries tries, $finished finished" \
+  "first): $clean clean resumes equal to the uninterrupted run, $none before the first checkpoint" \
+  "(resume refused, as it must)"
+[ $kills -ge 24 ] && [ $((clean + none)) -eq $kills ] && [ "$clean" -ge 10 ] &&
+  ok "kill -9 at $kills random instants: every resume matches the uninterrupted run" ||
+  bad "kill -9: $clean clean of $kills ($none without a checkpoint)"
+
+[ $fails -eq 0 ] && echo "all crash-safety checks passed" && exit 0
+echo "$fails check(s) failed"
+exit 1
