@@ -12,6 +12,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "attn/engine.h"
 #include "attn/flash_attention.h"
 #include "attn/gemm.h"
 #include "attn/multi_head_attention.h"
@@ -23,7 +24,9 @@ static void bench_usage(FILE *out) {
             "                      [--repeat N] [--warmup N] [--threads N] [--reference]\n"
             "                      [--mha-only] [--simd PATH] [--block-q N --block-k N]\n"
             "                      [--dropout P [--rng torch-cpu|torch-mkl]]\n"
+            "                      [--precision fp32|bf16]\n"
             "       attn bench sgemm [--m M] [--n N] [--k K] [--repeat N] [--threads N]\n"
+            "       attn bench train|generate ... (whole model; attn bench train --help)\n"
             "  mha: times MultiHeadAttention forward (and backward with --backward) on the\n"
             "  fused path, or the step-by-step path with --reference, then the fused attention\n"
             "  kernel alone (case=core) and an sgemm of the QKV projection's size (case=sgemm;\n"
@@ -79,6 +82,7 @@ typedef struct bench_args {
     attn_simd simd;
     double dropout;
     attn_dropout_stream stream;
+    attn_precision precision;
 } bench_args;
 
 static int parse_int(const char *v, int *out, int min) {
@@ -156,6 +160,13 @@ static int parse_args(int argc, char **argv, bench_args *a) {
                 fprintf(stderr, "attn bench: --dropout must be in [0, 1), not '%s'\n", v);
                 return -1;
             }
+        } else if (strcmp(o, "--precision") == 0) {
+            attn_error perr;
+            if (attn_precision_parse(v, &a->precision, &perr) ||
+                attn_precision_check(a->precision, &perr)) {
+                fprintf(stderr, "attn bench: %s\n", perr.msg);
+                return -1;
+            }
         } else if (strcmp(o, "--rng") == 0) {
             if (attn_dropout_stream_parse(v, &a->stream) != 0) {
                 fprintf(stderr, "attn bench: --rng must be torch-cpu or torch-mkl, not '%s'\n", v);
@@ -222,6 +233,15 @@ static int bench_mha(const bench_args *a) {
         return 2;
     }
     m.path = a->reference ? ATTN_MHA_REFERENCE : ATTN_MHA_FUSED;
+    attn_bf16_gemm *bf16 = NULL; /* --precision bf16: the projections in bf16 */
+    if (a->precision == ATTN_PRECISION_BF16) {
+        if (attn_bf16_gemm_create(&bf16, &err) != ATTN_OK) {
+            fprintf(stderr, "attn bench: %s\n", err.msg);
+            attn_mha_free(&m);
+            return 1;
+        }
+        m.bf16 = m.out_proj.bf16 = m.W_query.bf16 = m.W_key.bf16 = m.W_value.bf16 = bf16;
+    }
     m.flash.threads = a->threads;
     m.flash.simd = a->simd;
     m.flash.block_q = a->block_q;
@@ -258,7 +278,9 @@ static int bench_mha(const bench_args *a) {
     const double N = (double)a->B * a->T, D = a->D;
     const double proj = 8.0 * N * D * D, core = 2.0 * a->B * D * a->T * (a->T + 1.0);
     const double flops = a->backward ? 3.0 * proj + 3.5 * core : proj + core;
-    const char *mode_name = a->backward ? "forward+backward" : "forward";
+    const char *mode_name = a->backward
+                                ? (a->precision ? "forward+backward,bf16" : "forward+backward")
+                                : (a->precision ? "forward,bf16" : "forward");
     print_case(a->reference ? "mha_reference" : "mha", a->B, a->T, a->D, a->H, mode_name,
                a->threads, summarize(t, a->repeat), flops);
     attn_attention_cache_free(&cache);
@@ -300,6 +322,7 @@ static int bench_mha(const bench_args *a) {
     }
 done:
     attn_mha_free(&m);
+    attn_bf16_gemm_free(bf16);
     free(x), free(dy), free(y), free(dx), free(t);
     return rc;
 }
@@ -309,6 +332,8 @@ int cmd_bench(int argc, char **argv) {
         bench_usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
+    if (strcmp(argv[1], "train") == 0 || strcmp(argv[1], "generate") == 0)
+        return cmd_bench_model(argc - 1, argv + 1);
     bench_args a = {0};
     a.B = 8;
     a.T = 1024;
@@ -335,7 +360,8 @@ int cmd_bench(int argc, char **argv) {
         return bench_sgemm(&a, "sgemm", M, N, K);
     }
     if (strcmp(argv[1], "mha") != 0) {
-        fprintf(stderr, "attn bench: unknown benchmark '%s' (mha or sgemm)\n", argv[1]);
+        fprintf(stderr, "attn bench: unknown benchmark '%s' (mha, sgemm, train or generate)\n",
+                argv[1]);
         bench_usage(stderr);
         return 2;
     }

@@ -21,7 +21,8 @@ static void generate_usage(FILE *out) {
     fprintf(out,
             "usage: attn generate --checkpoint DIR [--prompt TEXT] [--max-new-tokens 500]\n"
             "                     [--temperature 0.8] [--top-k 200] [--top-p P] [--seed 1337]\n"
-            "                     [--stop TEXT] [--window N] [--threads N] [--device cpu|cuda]\n"
+            "                     [--stop TEXT] [--window N] [--threads N]\n"
+            "                     [--device cpu|cuda] [--precision fp32|bf16]\n"
             "  Prints the prompt (default: a newline) followed by max-new-tokens sampled\n"
             "  characters. Temperature 0 is greedy, and so is one too small to scale by\n"
             "  (below 1.2e-38, the smallest normal float); top-k 0 and top-p 1 disable those\n"
@@ -31,7 +32,8 @@ static void generate_usage(FILE *out) {
             "  output once it ends with TEXT (included). --threads N: OpenMP threads.\n"
             "  Sampling runs on the library's attn_generator (attn/generate.h); --stop\n"
             "  and --window are CPU only.\n"
-            "  Tokens per second go to stderr at the end.\n");
+            "  Tokens per second go to stderr at the end. --precision bf16 streams bf16\n"
+            "  copies of the weights (half the bytes per token; sums stay fp32).\n");
 }
 
 /* --device cuda: the GPU has no KV cache; it runs the whole window the
@@ -94,6 +96,7 @@ int cmd_generate(int argc, char **argv) {
     long max_new = 500, top_k = 200;
     double temperature = 0.8, top_p = 1.0;
     unsigned long long seed = 1337;
+    attn_precision precision = ATTN_PRECISION_FP32;
     attn_device device = ATTN_DEVICE_CPU;
     const char *stop = NULL;
     long window_keep = 0, threads = 0;
@@ -129,6 +132,12 @@ int cmd_generate(int argc, char **argv) {
         } else if (strcmp(a, "--threads") == 0) {
             threads = strtol(v, &end, 10);
             bad = threads < 1;
+        } else if (strcmp(a, "--precision") == 0) {
+            attn_error perr;
+            if (attn_precision_parse(v, &precision, &perr)) {
+                fprintf(stderr, "attn generate: %s\n", perr.msg);
+                return 2;
+            }
         } else if (strcmp(a, "--max-new-tokens") == 0) {
             max_new = strtol(v, &end, 10);
             bad = max_new < 0;
@@ -189,6 +198,7 @@ int cmd_generate(int argc, char **argv) {
             o.seed = seed;
             o.window_keep = (int)window_keep;
             o.stop = stop;
+            o.precision = precision;
             rc = generate_cpu(&model, &tok, prompt, max_new, &o);
         }
         attn_gpt_free(&model);
@@ -222,12 +232,13 @@ int cmd_generate(int argc, char **argv) {
     }
     if (device == ATTN_DEVICE_CUDA) {
         gw.logits = malloc((size_t)V * sizeof *gw.logits);
-        if (!gw.logits || attn_cuda_gpt_create(&gw.g, &model, 1, ctx, ATTN_PRECISION_FP32, &err)) {
+        if (!gw.logits || attn_cuda_gpt_create(&gw.g, &model, 1, ctx, precision, &err)) {
             fprintf(stderr, "attn generate: --device cuda: %s\n",
                     gw.logits ? err.msg : "out of memory");
             goto out;
         }
-    } else if (attn_gpt_kv_init(&cache, &model, &err)) {
+    } else if (attn_gpt_kv_init(&cache, &model, &err) ||
+               attn_gpt_kv_set_precision(&cache, &model, precision, &err)) {
         fprintf(stderr, "attn generate: %s\n", err.msg);
         goto out;
     }
@@ -253,7 +264,8 @@ int cmd_generate(int argc, char **argv) {
     }
     char u8[8];
     for (long i = 0; i < max_new; i++) {
-        int id = attn_sample_next(gw.g ? gw.logits : cache.logits, V, temperature, (int)top_k, top_p, &rng, buf);
+        int id = attn_sample_next(gw.g ? gw.logits : cache.logits, V, temperature, (int)top_k,
+                                  top_p, &rng, buf);
         int k = attn_utf8_put(tok.chars[id], u8);
         fwrite(u8, 1, (size_t)k, stdout);
         if (i + 1 == max_new) break;

@@ -21,5 +21,7 @@ int cmd_generate(int argc, char **argv);
 int cmd_viz(int argc, char **argv);
 /* `attn forward gpt ...` (cli/forward_gpt.c); argv[0] is "gpt". */
 int cmd_forward_gpt(int argc, char **argv);
+/* `attn bench train|generate ...` (cli/bench_model.c); argv[0] is the case. */
+int cmd_bench_model(int argc, char **argv);
 
 #endif

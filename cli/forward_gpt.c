@@ -11,14 +11,16 @@
 
 static void forward_gpt_usage(FILE *out) {
     fprintf(out, "usage: attn forward gpt --checkpoint DIR --input IDS.npy --output LOGITS.npy\n"
-                 "                        [--targets Y.npy]\n"
+                 "                        [--targets Y.npy] [--precision fp32|bf16]\n"
                  "  IDS and Y are int64 or int32 (B, T) token ids, T <= context_length; writes\n"
                  "  float32 logits (B, T, vocab_size) and, with targets, prints\n"
-                 "  \"loss: X\" (mean cross-entropy over B*T). Eval mode (no dropout).\n");
+                 "  \"loss: X\" (mean cross-entropy over B*T). Eval mode (no dropout).\n"
+                 "  --precision bf16: bf16 products with fp32 sums (AVX512-BF16 CPUs).\n");
 }
 
 int cmd_forward_gpt(int argc, char **argv) {
     const char *ckpt = NULL, *in = NULL, *outp = NULL, *tg = NULL;
+    attn_precision precision = ATTN_PRECISION_FP32;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -38,7 +40,14 @@ int cmd_forward_gpt(int argc, char **argv) {
             outp = v;
         else if (strcmp(a, "--targets") == 0)
             tg = v;
-        else {
+        else if (strcmp(a, "--precision") == 0) {
+            attn_error perr;
+            if (attn_precision_parse(v, &precision, &perr) ||
+                attn_precision_check(precision, &perr)) {
+                fprintf(stderr, "attn forward gpt: %s\n", perr.msg);
+                return 2;
+            }
+        } else {
             fprintf(stderr, "attn forward gpt: unknown option '%s'\n", a);
             forward_gpt_usage(stderr);
             return 2;
@@ -64,6 +73,7 @@ int cmd_forward_gpt(int argc, char **argv) {
     }
     int rc = 1;
     const int64_t any2[2] = {-1, -1};
+    if (attn_gpt_set_precision(&model, precision, &err)) goto fail;
     if (attn_npy_load_ids(in, &x, &err) || attn_npy_expect_shape(&x, in, 2, any2, "(B, T)", &err) ||
         attn_npy_convert_ids(&x, ATTN_NPY_I64, in, &err))
         goto fail;

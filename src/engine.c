@@ -37,3 +37,15 @@ attn_status attn_precision_parse(const char *name, attn_precision *out, attn_err
 const char *attn_precision_name(attn_precision p) {
     return (unsigned)p <= ATTN_PRECISION_BF16 ? PRECISION_NAMES[p] : "?";
 }
+
+attn_status attn_precision_check(attn_precision p, attn_error *err) {
+    if (p == ATTN_PRECISION_FP32) return ATTN_OK;
+    if (p != ATTN_PRECISION_BF16)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "unknown precision %d (fp32 or bf16)", (int)p);
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16")) return ATTN_OK;
+#endif
+    return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                     "bf16 needs a CPU with AVX512-BF16 (vdpbf16ps); this one has none: use "
+                     "--precision fp32");
+}

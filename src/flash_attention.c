@@ -286,6 +286,10 @@ static attn_status ws_reserve(attn_flash_workspace *ws, size_t bytes, attn_error
     if (!mem)
         return attn_fail(err, ATTN_ERR_NOMEM,
                          "flash attention: cannot allocate %zu bytes of workspace", bytes);
+    /* Touch every page now, not while stepping: a part first written only
+     * by some tasks (per-thread dQ slabs, before they went) faulted in over
+     * many later training steps. */
+    memset(mem, 0, bytes);
     free(ws->mem);
     ws->mem = mem;
     ws->bytes = bytes;

@@ -105,19 +105,28 @@ ATTN_VEC_CLONES static void gelu_backward_inplace_chunk(const float *x, float *d
 typedef enum { GELU_FORWARD, GELU_BACKWARD, GELU_BACKWARD_INPLACE } gelu_op;
 
 /* FORWARD: out = gelu(x). BACKWARD: out += gelu'(x) * b. INPLACE: out *= gelu'(x). */
+static void gelu_chunk(gelu_op op, const float *x, const float *b, float *out, size_t n, long c) {
+    const size_t o = (size_t)c * ATTN_PAR_CHUNK;
+    const size_t len = n - o < ATTN_PAR_CHUNK ? n - o : ATTN_PAR_CHUNK;
+    if (op == GELU_FORWARD)
+        gelu_forward_chunk(x + o, out + o, len);
+    else if (op == GELU_BACKWARD)
+        gelu_backward_chunk(x + o, b + o, out + o, len);
+    else
+        gelu_backward_inplace_chunk(x + o, out + o, len);
+}
+
 static void gelu_split(gelu_op op, const float *x, const float *b, float *out, size_t n) {
     const long chunks = (long)((n + ATTN_PAR_CHUNK - 1) / ATTN_PAR_CHUNK);
-#pragma omp parallel for schedule(static) if (n >= ATTN_PAR_MIN)
-    for (long c = 0; c < chunks; c++) {
-        const size_t o = (size_t)c * ATTN_PAR_CHUNK;
-        const size_t len = n - o < ATTN_PAR_CHUNK ? n - o : ATTN_PAR_CHUNK;
-        if (op == GELU_FORWARD)
-            gelu_forward_chunk(x + o, out + o, len);
-        else if (op == GELU_BACKWARD)
-            gelu_backward_chunk(x + o, b + o, out + o, len);
-        else
-            gelu_backward_inplace_chunk(x + o, out + o, len);
+    /* Small inputs (one token while generating) skip the OpenMP runtime. */
+    if (n < ATTN_PAR_MIN) {
+        for (long c = 0; c < chunks; c++)
+            gelu_chunk(op, x, b, out, n, c);
+        return;
     }
+#pragma omp parallel for schedule(static)
+    for (long c = 0; c < chunks; c++)
+        gelu_chunk(op, x, b, out, n, c);
 }
 
 void attn_gelu_forward(const float *x, float *y, size_t n) {

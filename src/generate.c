@@ -50,6 +50,8 @@ attn_status attn_generator_init(attn_generator *g, const attn_gpt *model, const 
     g->stop[g->stop_len] = '\0';
     g->opt.stop = g->stop;
     attn_status s = attn_gpt_kv_init(&g->cache, model, err);
+    if (!s && o->precision != ATTN_PRECISION_FP32)
+        s = attn_gpt_kv_set_precision(&g->cache, model, o->precision, err);
     if (s) attn_generator_free(g);
     return s;
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "attn/cross_entropy.h"
+#include "attn/gemm.h"
 #include "attn/residual.h"
 #include "parallel.h"
 
@@ -77,7 +78,33 @@ void attn_gpt_free(attn_gpt *m) {
     attn_layernorm_free(&m->final_norm);
     attn_linear_free(&m->out_head);
     attn_param_list_free(&m->params);
+    attn_bf16_gemm_free(m->bf16);
     memset(m, 0, sizeof *m);
+}
+
+static void use_engine(attn_gpt *m, attn_bf16_gemm *g) {
+    for (int i = 0; i < m->cfg.n_layers; i++) {
+        attn_gpt_block *b = &m->blocks[i];
+        b->att.bf16 = g;
+        b->att.W_query.bf16 = b->att.W_key.bf16 = b->att.W_value.bf16 = g;
+        b->att.out_proj.bf16 = g;
+        b->ff.fc1.bf16 = b->ff.fc2.bf16 = g;
+    }
+    m->out_head.bf16 = g;
+}
+
+attn_status attn_gpt_set_precision(attn_gpt *m, attn_precision precision, attn_error *err) {
+    attn_status s = attn_precision_check(precision, err);
+    if (s != ATTN_OK) return s;
+    if (precision == m->precision) return ATTN_OK;
+    attn_bf16_gemm *g = NULL;
+    if (precision == ATTN_PRECISION_BF16 && (s = attn_bf16_gemm_create(&g, err)) != ATTN_OK)
+        return s;
+    use_engine(m, g);
+    attn_bf16_gemm_free(m->bf16);
+    m->bf16 = g;
+    m->precision = precision;
+    return ATTN_OK;
 }
 
 const attn_param_list *attn_gpt_params(const attn_gpt *m) {

@@ -39,34 +39,43 @@ attn_status attn_layernorm_params(attn_layernorm *ln, const char *prefix, attn_p
     return attn_param_list_add(list, prefix, "shift", ln->shift, ln->grad_shift, 1, shape, err);
 }
 
+static void forward_row(const attn_layernorm *ln, const float *x, float *y, float *mean,
+                        float *rstd, size_t n) {
+    const size_t C = (size_t)ln->C;
+    const float *xr = x + n * C;
+    float *yr = y + n * C;
+    /* Double accumulation: the mean and variance are then within an ulp of
+     * PyTorch's float reductions whatever their summation order. */
+    double s = 0.0;
+#pragma omp simd reduction(+ : s)
+    for (size_t c = 0; c < C; c++)
+        s += xr[c];
+    const float m = (float)(s / (double)C);
+    double v = 0.0;
+#pragma omp simd reduction(+ : v)
+    for (size_t c = 0; c < C; c++) {
+        const double d = (double)xr[c] - (double)m;
+        v += d * d;
+    }
+    const float r = (float)(1.0 / sqrt(v / (double)C + (double)ln->eps));
+    for (size_t c = 0; c < C; c++)
+        yr[c] = (xr[c] - m) * r * ln->scale[c] + ln->shift[c];
+    if (mean) mean[n] = m;
+    if (rstd) rstd[n] = r;
+}
+
 void attn_layernorm_forward(const attn_layernorm *ln, const float *x, float *y, float *mean,
                             float *rstd, size_t N) {
-    const size_t C = (size_t)ln->C;
     const long rows = (long)N;
-#pragma omp parallel for schedule(static) if (N * C >= ATTN_PAR_MIN)
-    for (long row = 0; row < rows; row++) {
-        const size_t n = (size_t)row;
-        const float *xr = x + n * C;
-        float *yr = y + n * C;
-        /* Double accumulation: the mean and variance are then within an ulp of
-         * PyTorch's float reductions whatever their summation order. */
-        double s = 0.0;
-#pragma omp simd reduction(+ : s)
-        for (size_t c = 0; c < C; c++)
-            s += xr[c];
-        const float m = (float)(s / (double)C);
-        double v = 0.0;
-#pragma omp simd reduction(+ : v)
-        for (size_t c = 0; c < C; c++) {
-            const double d = (double)xr[c] - (double)m;
-            v += d * d;
-        }
-        const float r = (float)(1.0 / sqrt(v / (double)C + (double)ln->eps));
-        for (size_t c = 0; c < C; c++)
-            yr[c] = (xr[c] - m) * r * ln->scale[c] + ln->shift[c];
-        if (mean) mean[n] = m;
-        if (rstd) rstd[n] = r;
+    /* Small inputs (one token while generating) skip the OpenMP runtime. */
+    if (N * (size_t)ln->C < ATTN_PAR_MIN) {
+        for (size_t n = 0; n < N; n++)
+            forward_row(ln, x, y, mean, rstd, n);
+        return;
     }
+#pragma omp parallel for schedule(static)
+    for (long row = 0; row < rows; row++)
+        forward_row(ln, x, y, mean, rstd, (size_t)row);
 }
 
 void attn_layernorm_backward(attn_layernorm *ln, const float *x, const float *mean,

@@ -76,7 +76,7 @@ void attn_linear_forward(const attn_linear *layer, const float *x, float *y, siz
         else
             memset(row, 0, (size_t)out * sizeof(float));
     }
-    attn_sgemm(0, 0, 1, (int)N, out, in, 1.0f, x, in, layer->weight, in, 1.0f, y, out);
+    attn_gemm(layer->bf16, 0, 0, 1, (int)N, out, in, 1.0f, x, in, layer->weight, in, 1.0f, y, out);
 }
 
 void attn_linear_backward(attn_linear *layer, const float *x, const float *dy, float *dx,
@@ -84,7 +84,8 @@ void attn_linear_backward(attn_linear *layer, const float *x, const float *dy, f
     const int in = layer->in_features, out = layer->out_features;
     if (N == 0) return;
     /* grad_weight (out, in) += dy^T (out, N) x (N, in) */
-    attn_sgemm(0, 1, 0, out, in, (int)N, 1.0f, dy, out, x, in, 1.0f, layer->grad_weight, in);
+    attn_gemm(layer->bf16, 0, 1, 0, out, in, (int)N, 1.0f, dy, out, x, in, 1.0f, layer->grad_weight,
+              in);
     if (layer->has_bias) {
         for (size_t n = 0; n < N; n++) {
             const float *row = dy + n * (size_t)out;
@@ -93,5 +94,6 @@ void attn_linear_backward(attn_linear *layer, const float *x, const float *dy, f
         }
     }
     if (dx) /* dx (N, in) += dy (N, out) W (out, in) */
-        attn_sgemm(0, 0, 0, (int)N, in, out, 1.0f, dy, out, layer->weight, in, 1.0f, dx, in);
+        attn_gemm(layer->bf16, 0, 0, 0, (int)N, in, out, 1.0f, dy, out, layer->weight, in, 1.0f, dx,
+                  in);
 }

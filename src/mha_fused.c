@@ -83,8 +83,8 @@ attn_status attn_mha_fused_forward(const attn_mha *m, const float *x, int B, int
     if (st->b_qkv)
         for (size_t n = 0; n < N; n++)
             memcpy(st->qkv + n * d3, st->b_qkv, d3 * sizeof(float));
-    attn_sgemm(m->flash.threads, 0, 1, (int)N, (int)d3, (int)din, 1.0f, x, (int)din, st->w_qkv,
-               (int)din, st->b_qkv ? 1.0f : 0.0f, st->qkv, (int)d3);
+    attn_gemm(m->bf16, m->flash.threads, 0, 1, (int)N, (int)d3, (int)din, 1.0f, x, (int)din,
+              st->w_qkv, (int)din, st->b_qkv ? 1.0f : 0.0f, st->qkv, (int)d3);
     /* Dropout only in training with p > 0, drawn as PyTorch draws it. */
     const double p = mode && mode->training ? m->dropout : 0.0;
     s = attn_flash_dropout_draw(&st->drop, mode ? mode->rng : NULL,
@@ -117,9 +117,9 @@ attn_status attn_mha_fused_backward(attn_mha *m, const float *x, int B, int T, c
     /* W.grad (d_out, d_in) += dQKV_block^T x, straight into each public grad. */
     attn_linear *lin[3] = {&m->W_query, &m->W_key, &m->W_value};
     for (int i = 0; i < 3; i++) {
-        attn_sgemm(m->flash.threads, 1, 0, (int)d, (int)din, (int)N, 1.0f,
-                   st->d_qkv + (size_t)i * d, (int)d3, x, (int)din, 1.0f, lin[i]->grad_weight,
-                   (int)din);
+        attn_gemm(m->bf16, m->flash.threads, 1, 0, (int)d, (int)din, (int)N, 1.0f,
+                  st->d_qkv + (size_t)i * d, (int)d3, x, (int)din, 1.0f, lin[i]->grad_weight,
+                  (int)din);
         if (m->qkv_bias)
             for (size_t n = 0; n < N; n++) {
                 const float *row = st->d_qkv + n * d3 + (size_t)i * d;
@@ -129,7 +129,7 @@ attn_status attn_mha_fused_backward(attn_mha *m, const float *x, int B, int T, c
     }
     /* dx (N, d_in) += dQKV (N, 3 d_out) W_qkv (3 d_out, d_in) in one sgemm */
     if (dx)
-        attn_sgemm(m->flash.threads, 0, 0, (int)N, (int)din, (int)d3, 1.0f, st->d_qkv, (int)d3,
-                   st->w_qkv, (int)din, 1.0f, dx, (int)din);
+        attn_gemm(m->bf16, m->flash.threads, 0, 0, (int)N, (int)din, (int)d3, 1.0f, st->d_qkv,
+                  (int)d3, st->w_qkv, (int)din, 1.0f, dx, (int)din);
     return ATTN_OK;
 }

@@ -8,17 +8,15 @@
 attn_status attn_trainer_set_device(attn_trainer *tr, attn_device device, attn_precision precision,
                                     attn_error *err) {
     if (device == ATTN_DEVICE_CPU) {
-        if (precision != ATTN_PRECISION_FP32)
-            return attn_fail(err, ATTN_ERR_INVALID_ARG,
-                             "the trainer runs %s only on the GPU (use --device cuda)",
-                             attn_precision_name(precision));
+        /* BF16 on the CPU: the model's products through the bf16 engine. */
+        attn_status s = attn_precision_check(precision, err);
+        if (s) return s;
         if (tr->gpu) {
-            attn_status s = attn_trainer_device_sync(tr, err);
-            if (s) return s;
+            if ((s = attn_trainer_device_sync(tr, err))) return s;
             attn_cuda_gpt_free(tr->gpu);
             tr->gpu = NULL;
         }
-        return ATTN_OK;
+        return attn_gpt_set_precision(&tr->model, precision, err);
     }
     if (tr->gpu) return attn_fail(err, ATTN_ERR_STATE, "the trainer is already on the GPU");
     struct attn_cuda_gpt *g = NULL;

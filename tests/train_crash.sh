@@ -7,7 +7,8 @@
 #     happened (never a mix, never none once one was committed), `--resume`
 #     succeeds and ends with the uninterrupted run's weights and loss.csv, and
 #     no temp files or orphan checkpoint folders are left.
-#  2. kill -9 at 24 random instants of a 24-step run: resume
+#  2. kill -9 at 24 random instants of a 24-step run (every other one after
+#     the first checkpoint appeared): resume
 #     succeeds whenever a checkpoint had completed and its loss lines, final
 #     weights and loss.csv equal the uninterrupted run's.
 # The fault loop hits every operation except the middle ones of a run of
@@ -136,6 +137,15 @@ while [ $kills -lt 24 ] && [ $tries -lt 60 ]; do
   "$ATTN" train --data "$tmp/corpus.txt" --threads 1 --config "$tmp/c24.json" --out "$d" \
     > "$tmp/k.log" 2> /dev/null & # no function: $! must be attn itself
   pid=$!
+  if [ $((tries % 2)) -eq 0 ]; then
+    # Every other instant falls after the first checkpoint appeared, so on a
+    # loaded machine (slow start-up) there are still resumes to check.
+    for _ in $(seq 1000); do
+      if [ -e "$d/latest" ] || ! kill -0 $pid 2> /dev/null; then break; fi
+      sleep 0.01
+    done
+    delay_ms=$((RANDOM % (dur_ms / 2 + 1)))
+  fi
   sleep "$(printf '%d.%03d' $((delay_ms / 1000)) $((delay_ms % 1000)))"
   kill -9 $pid 2> /dev/null
   wait $pid 2> /dev/null

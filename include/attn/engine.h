@@ -31,6 +31,10 @@ const char *attn_device_name(attn_device d);
 attn_status attn_precision_parse(const char *name, attn_precision *out, attn_error *err);
 const char *attn_precision_name(attn_precision p);
 
+/* ATTN_OK when this CPU runs p; for BF16 that needs AVX512-BF16 (vdpbf16ps),
+ * else ATTN_ERR_INVALID_ARG "bf16 needs a CPU with AVX512-BF16 ...". */
+attn_status attn_precision_check(attn_precision p, attn_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -10,6 +10,8 @@
 #ifndef ATTN_GEMM_H
 #define ATTN_GEMM_H
 
+#include "attn/status.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -19,6 +21,28 @@ extern "C" {
  * attn_default_threads() (attn/flash_attention.h). */
 void attn_sgemm(int threads, int trans_a, int trans_b, int M, int N, int K, float alpha,
                 const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
+
+/* ---- bf16 engine (--precision bf16) ----------------------------------------
+ * The same products with A and B rounded to bf16 (nearest even) and fp32
+ * accumulation into fp32 C, as PyTorch's CPU autocast runs its matmuls:
+ * oneDNN's matmul (brgemm kernels using AVX512-BF16 vdpbf16ps), chosen by
+ * measurement over OpenBLAS sgemm (1.5-2.5x on the GPT's shapes here).
+ * An engine owns its oneDNN primitives (one per shape, made on first use)
+ * and the bf16 copies of the operands (grown to the largest product, then
+ * reused), so a training step allocates nothing after its first.
+ * Not thread-safe: one engine per model. */
+typedef struct attn_bf16_gemm attn_bf16_gemm;
+
+/* Fails (ATTN_ERR_INVALID_ARG, attn_precision_check's message) on a CPU
+ * without AVX512-BF16. */
+attn_status attn_bf16_gemm_create(attn_bf16_gemm **out, attn_error *err);
+void attn_bf16_gemm_free(attn_bf16_gemm *g);
+
+/* attn_sgemm when g is NULL; else the bf16 product (alpha must be 1 and beta
+ * 0 or 1, else, or if oneDNN fails, the fp32 attn_sgemm runs instead). */
+void attn_gemm(attn_bf16_gemm *g, int threads, int trans_a, int trans_b, int M, int N, int K,
+               float alpha, const float *A, int lda, const float *B, int ldb, float beta, float *C,
+               int ldc);
 
 #ifdef __cplusplus
 }

@@ -27,6 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "attn/engine.h"
 #include "attn/gpt.h"
 #include "attn/rng.h"
 #include "attn/sample.h"
@@ -38,13 +39,15 @@ extern "C" {
 #endif
 
 typedef struct attn_generate_options {
-    double temperature; /* 0.8; 0 = greedy (arg-max, no draw) */
-    int top_k;          /* 200; 0 = all */
-    double top_p;       /* 1 = off; else in (0, 1] */
-    uint64_t seed;      /* 1337: attn_rng_seed, as torch.manual_seed */
-    int window_keep;    /* tokens kept when the window slides; 0 = context_length / 2 */
-    const char *stop;   /* NULL or "": none; else generation stops once the
-                           generated text ends with it (it is included) */
+    double temperature;       /* 0.8; 0 = greedy (arg-max, no draw) */
+    int top_k;                /* 200; 0 = all */
+    double top_p;             /* 1 = off; else in (0, 1] */
+    uint64_t seed;            /* 1337: attn_rng_seed, as torch.manual_seed */
+    int window_keep;          /* tokens kept when the window slides; 0 = context_length / 2 */
+    const char *stop;         /* NULL or "": none; else generation stops once the
+                                 generated text ends with it (it is included) */
+    attn_precision precision; /* FP32 (default); BF16: the steps stream bf16
+                                 copies of the weights (attn_gpt_kv_set_precision) */
 } attn_generate_options;
 
 void attn_generate_options_default(attn_generate_options *o);

@@ -45,6 +45,7 @@
 #include "attn/causal_attention.h"
 #include "attn/dropout.h"
 #include "attn/embedding.h"
+#include "attn/engine.h"
 #include "attn/feedforward.h"
 #include "attn/layernorm.h"
 #include "attn/linear.h"
@@ -129,8 +130,10 @@ typedef struct attn_gpt {
     attn_embedding pos_emb; /* (context_length, C) */
     attn_gpt_block *blocks; /* n_layers */
     attn_layernorm final_norm;
-    attn_linear out_head;   /* Linear(C, V, bias=False) */
-    attn_param_list params; /* state_dict names, book's order */
+    attn_linear out_head;        /* Linear(C, V, bias=False) */
+    attn_param_list params;      /* state_dict names, book's order */
+    attn_precision precision;    /* of the products (attn_gpt_set_precision); FP32 at init */
+    struct attn_bf16_gemm *bf16; /* owned: the engine every Linear / MHA uses under BF16 */
 } attn_gpt;
 
 /* Validates cfg, allocates, initialises (rng != NULL: as torch.manual_seed +
@@ -138,6 +141,14 @@ typedef struct attn_gpt {
  * for loading a checkpoint). On failure m is left freed. */
 attn_status attn_gpt_init(attn_gpt *m, const attn_gpt_config *cfg, attn_rng *rng, attn_error *err);
 void attn_gpt_free(attn_gpt *m);
+
+/* FP32 (the default, the exact reference) or BF16: every Linear and the
+ * attention projections multiply bf16-rounded operands with fp32
+ * accumulation (attn/gemm.h), as PyTorch's CPU autocast does; weights,
+ * gradients, optimizer state, embeddings, LayerNorm, softmax, the attention
+ * kernel and the loss stay fp32, so checkpoints are the same either way.
+ * BF16 fails with a clear message on a CPU without AVX512-BF16. */
+attn_status attn_gpt_set_precision(attn_gpt *m, attn_precision precision, attn_error *err);
 
 /* The parameter list (borrowed; valid until attn_gpt_free). */
 const attn_param_list *attn_gpt_params(const attn_gpt *m);
@@ -222,19 +233,33 @@ typedef struct attn_gpt_kv_cache {
     int capacity; /* context_length */
     int len;      /* tokens cached */
     int C, H, n_layers;
+    int threads;  /* OpenMP threads a step uses; attn_default_threads() at init */
     float *k, *v; /* (n_layers, capacity, C) each */
     /* one-token scratch */
-    float *x, *ln, *q, *att, *proj, *hidden, *scores; /* C, C, C, C, C, 4C, capacity */
-    float *logits;                                    /* V — last step's logits */
+    float *x, *ln, *q, *att, *proj, *hidden; /* C, C, C, C, C, 4C */
+    float *scores;                           /* (H, capacity) */
+    float *logits;                           /* V — last step's logits */
+    attn_precision precision; /* weights a step reads: FP32 (the model's) or BF16 copies */
+    uint16_t *w_bf16;         /* BF16: every Linear weight rounded to bf16 */
 } attn_gpt_kv_cache;
 
 attn_status attn_gpt_kv_init(attn_gpt_kv_cache *cache, const attn_gpt *m, attn_error *err);
 void attn_gpt_kv_free(attn_gpt_kv_cache *cache);
 void attn_gpt_kv_reset(attn_gpt_kv_cache *cache);
 
+/* Which weights the steps read. ATTN_PRECISION_BF16 rounds a copy of every
+ * Linear weight of m to bf16 (half the bytes a token streams; products
+ * still sum in fp32, embeddings, LayerNorm, softmax and the KV cache stay
+ * fp32); call it again after m's weights change. FP32 (the default) drops
+ * the copy. Runs on any CPU (AVX-512 when present). */
+attn_status attn_gpt_kv_set_precision(attn_gpt_kv_cache *cache, const attn_gpt *m,
+                                      attn_precision precision, attn_error *err);
+
 /* Feed one token at position cache->len (eval mode, no dropout); its logits
  * (V) land in cache->logits and, when logits != NULL, are copied there.
- * Equals row len of the full forward's logits on the same prefix. */
+ * Equals row len of the full forward's logits on the same prefix (to a few
+ * ulps in fp32: the matrix-vector products sum in their own order). One
+ * OpenMP team per step splits the weight rows and the heads. */
 attn_status attn_gpt_kv_step(const attn_gpt *m, attn_gpt_kv_cache *cache, int32_t token,
                              float *logits, attn_error *err);
 

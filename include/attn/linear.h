@@ -27,6 +27,8 @@ typedef struct attn_linear {
     float *bias;        /* (out_features) or NULL      */
     float *grad_weight; /* same shapes as the above    */
     float *grad_bias;
+    struct attn_bf16_gemm *bf16; /* NULL: fp32 products (default); else bf16 products through
+                                    this engine (attn/gemm.h; borrowed, set by the model) */
 } attn_linear;
 
 /* Allocate parameters and zeroed gradients. With rng != NULL the weights are

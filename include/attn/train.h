@@ -199,8 +199,9 @@ attn_status attn_trainer_init_from(attn_trainer *tr, const char *dir, attn_error
 /* Run the steps and evaluations on device (attn/engine.h): CUDA copies the
  * weights and AdamW moments to the GPU (attn/cuda.h) and keeps them there;
  * attn_trainer_save copies them back first, so checkpoints are the same
- * files whatever the device. Call after init (and resume). CPU supports
- * only FP32 here. GPU dropout draws from Philox (attn/cuda.h), not from the
+ * files whatever the device. Call after init (and resume). On the CPU,
+ * BF16 is attn_gpt_set_precision (bf16 products with fp32 sums; fails on a
+ * CPU without AVX512-BF16). GPU dropout draws from Philox (attn/cuda.h), not from the
  * model generator, so a GPU run differs from a CPU run with the same seed
  * when drop_rate > 0 (it is reproducible for its seed). */
 attn_status attn_trainer_set_device(attn_trainer *tr, attn_device device, attn_precision precision,

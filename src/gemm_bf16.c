@@ -1,0 +1,160 @@
+/* The bf16 GEMM engine: operands rounded to bf16 in the engine's scratch,
+ * then oneDNN's matmul with fp32 accumulation (see attn/gemm.h). */
+#include <dnnl.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn/engine.h"
+#include "attn/gemm.h"
+#include "gemv.h"
+
+/* One primitive per product shape; memory objects are re-pointed per call. */
+typedef struct prim {
+    int M, N, K, ta, tb, accumulate;
+    dnnl_primitive_t p;
+    dnnl_memory_t a, b, c;
+} prim;
+
+#define MAX_PRIMS 128
+
+struct attn_bf16_gemm {
+    dnnl_engine_t eng;
+    dnnl_stream_t stream;
+    prim prims[MAX_PRIMS];
+    int n_prims;
+    uint16_t *a16, *b16; /* bf16 copies of A and B (compact) */
+    size_t a_cap, b_cap;
+};
+
+attn_status attn_bf16_gemm_create(attn_bf16_gemm **out, attn_error *err) {
+    *out = NULL;
+    attn_status s = attn_precision_check(ATTN_PRECISION_BF16, err);
+    if (s != ATTN_OK) return s;
+    attn_bf16_gemm *g = calloc(1, sizeof *g);
+    if (!g) return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for the bf16 engine");
+    if (dnnl_engine_create(&g->eng, dnnl_cpu, 0) != dnnl_success ||
+        dnnl_stream_create(&g->stream, g->eng, dnnl_stream_default_flags) != dnnl_success) {
+        attn_bf16_gemm_free(g);
+        return attn_fail(err, ATTN_ERR_STATE, "oneDNN: cannot create a CPU engine");
+    }
+    *out = g;
+    return ATTN_OK;
+}
+
+void attn_bf16_gemm_free(attn_bf16_gemm *g) {
+    if (!g) return;
+    for (int i = 0; i < g->n_prims; i++) {
+        dnnl_primitive_destroy(g->prims[i].p);
+        dnnl_memory_destroy(g->prims[i].a);
+        dnnl_memory_destroy(g->prims[i].b);
+        dnnl_memory_destroy(g->prims[i].c);
+    }
+    if (g->stream) dnnl_stream_destroy(g->stream);
+    if (g->eng) dnnl_engine_destroy(g->eng);
+    free(g->a16);
+    free(g->b16);
+    free(g);
+}
+
+/* The cached primitive for a shape, made on first use (NULL on failure).
+ * A is compact (M, K), or (K, M) when ta; B compact (K, N), or (N, K) when
+ * tb; C (M, N) with row stride ldc. */
+static prim *get_prim(attn_bf16_gemm *g, int M, int N, int K, int ta, int tb, int acc, int ldc) {
+    for (int i = 0; i < g->n_prims; i++) {
+        prim *q = &g->prims[i];
+        if (q->M == M && q->N == N && q->K == K && q->ta == ta && q->tb == tb &&
+            q->accumulate == acc)
+            return q->p ? q : NULL;
+    }
+    if (g->n_prims == MAX_PRIMS) return NULL;
+    prim *q = &g->prims[g->n_prims++];
+    memset(q, 0, sizeof *q);
+    q->M = M, q->N = N, q->K = K, q->ta = ta, q->tb = tb, q->accumulate = acc;
+    dnnl_memory_desc_t da, db, dc;
+    dnnl_dims_t ma = {M, K}, mb = {K, N}, mc = {M, N};
+    dnnl_dims_t sa = {K, 1}, sb = {N, 1}, sc = {ldc, 1};
+    if (ta) sa[0] = 1, sa[1] = M;
+    if (tb) sb[0] = 1, sb[1] = K;
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_post_ops_t po = NULL;
+    dnnl_matmul_desc_t md;
+    dnnl_primitive_desc_t pd = NULL;
+    int ok = dnnl_memory_desc_init_by_strides(&da, 2, ma, dnnl_bf16, sa) == dnnl_success &&
+             dnnl_memory_desc_init_by_strides(&db, 2, mb, dnnl_bf16, sb) == dnnl_success &&
+             dnnl_memory_desc_init_by_strides(&dc, 2, mc, dnnl_f32, sc) == dnnl_success &&
+             dnnl_matmul_desc_init(&md, &da, &db, NULL, &dc) == dnnl_success &&
+             dnnl_primitive_attr_create(&attr) == dnnl_success;
+    /* C += A B: the sum post-op reads C before writing it. */
+    if (ok && acc)
+        ok = dnnl_post_ops_create(&po) == dnnl_success &&
+             dnnl_post_ops_append_sum(po, 1.0f) == dnnl_success &&
+             dnnl_primitive_attr_set_post_ops(attr, po) == dnnl_success;
+    ok = ok && dnnl_primitive_desc_create(&pd, &md, attr, g->eng, NULL) == dnnl_success &&
+         dnnl_primitive_create(&q->p, pd) == dnnl_success &&
+         dnnl_memory_create(&q->a, &da, g->eng, DNNL_MEMORY_NONE) == dnnl_success &&
+         dnnl_memory_create(&q->b, &db, g->eng, DNNL_MEMORY_NONE) == dnnl_success &&
+         dnnl_memory_create(&q->c, &dc, g->eng, DNNL_MEMORY_NONE) == dnnl_success;
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    if (po) dnnl_post_ops_destroy(po);
+    if (attr) dnnl_primitive_attr_destroy(attr);
+    if (!ok) {
+        if (q->p) dnnl_primitive_destroy(q->p);
+        q->p = NULL; /* remembered as failing: fp32 from now on for this shape */
+        return NULL;
+    }
+    return q;
+}
+
+/* rows x cols of src (row stride ld) into compact bf16, split over threads. */
+static void to_bf16(const float *src, int rows, int cols, int ld, uint16_t *dst) {
+#pragma omp parallel for schedule(static) if ((size_t)rows * (size_t)cols >= 65536)
+    for (int r = 0; r < rows; r++)
+        attn_f32_to_bf16(src + (size_t)r * (size_t)ld, dst + (size_t)r * (size_t)cols,
+                         (size_t)cols);
+}
+
+static int reserve(uint16_t **buf, size_t *cap, size_t n) {
+    if (*cap >= n) return 0;
+    uint16_t *p = malloc(n * sizeof *p);
+    if (!p) return -1;
+    memset(p, 0, n * sizeof *p); /* touched now, not during a later step */
+    free(*buf);
+    *buf = p;
+    *cap = n;
+    return 0;
+}
+
+void attn_gemm(attn_bf16_gemm *g, int threads, int trans_a, int trans_b, int M, int N, int K,
+               float alpha, const float *A, int lda, const float *B, int ldb, float beta, float *C,
+               int ldc) {
+    if (M <= 0 || N <= 0) return;
+    if (!g || alpha != 1.0f || (beta != 0.0f && beta != 1.0f) || K <= 0) {
+        attn_sgemm(threads, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+    const size_t na = (size_t)M * (size_t)K, nb = (size_t)N * (size_t)K;
+    prim *q = NULL;
+    if (reserve(&g->a16, &g->a_cap, na) == 0 && reserve(&g->b16, &g->b_cap, nb) == 0)
+        q = get_prim(g, M, N, K, trans_a, trans_b, beta != 0.0f, ldc);
+    if (!q) {
+        attn_sgemm(threads, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+    if (trans_a)
+        to_bf16(A, K, M, lda, g->a16);
+    else
+        to_bf16(A, M, K, lda, g->a16);
+    if (trans_b)
+        to_bf16(B, N, K, ldb, g->b16);
+    else
+        to_bf16(B, K, N, ldb, g->b16);
+    dnnl_memory_set_data_handle(q->a, g->a16);
+    dnnl_memory_set_data_handle(q->b, g->b16);
+    dnnl_memory_set_data_handle(q->c, C);
+    dnnl_exec_arg_t args[3] = {
+        {DNNL_ARG_SRC, q->a}, {DNNL_ARG_WEIGHTS, q->b}, {DNNL_ARG_DST, q->c}};
+    if (dnnl_primitive_execute(q->p, g->stream, 3, args) != dnnl_success ||
+        dnnl_stream_wait(g->stream) != dnnl_success)
+        attn_sgemm(threads, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}

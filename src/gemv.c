@@ -1,0 +1,81 @@
+/* Matrix-vector products and bf16 conversion: portable versions and the
+ * run-time choice of the AVX-512 ones (see gemv.h). */
+#include "gemv.h"
+
+#include <string.h>
+
+int attn_cpu_avx512(void) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    static int cached = -1;
+    if (cached < 0)
+        cached = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                 __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("fma");
+    return cached;
+#else
+    return 0;
+#endif
+}
+
+void attn_f32_to_bf16(const float *x, uint16_t *y, size_t n) {
+    if (attn_cpu_avx512())
+        attn_f32_to_bf16_avx512(x, y, n);
+    else
+        attn_f32_to_bf16_scalar(x, y, n);
+}
+
+void attn_f32_to_bf16_scalar(const float *x, uint16_t *y, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &x[i], sizeof u);
+        if ((u & 0x7fffffffu) > 0x7f800000u) /* NaN: keep it quiet, not rounded to inf */
+            y[i] = (uint16_t)((u >> 16) | 0x40u);
+        else
+            y[i] = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+    }
+}
+
+#define LANES 16
+
+void attn_gemv_f32(const float *W, const float *b, const float *x, float *y, int in, int r0,
+                   int r1) {
+    if (attn_cpu_avx512()) {
+        attn_gemv_f32_avx512(W, b, x, y, in, r0, r1);
+        return;
+    }
+    for (int o = r0; o < r1; o++) {
+        const float *w = W + (size_t)o * (size_t)in;
+        float acc[LANES] = {0};
+        int i = 0;
+        for (; i + LANES <= in; i += LANES)
+            for (int l = 0; l < LANES; l++)
+                acc[l] += w[i + l] * x[i + l];
+        for (; i < in; i++)
+            acc[i % LANES] += w[i] * x[i];
+        float s = 0.0f;
+        for (int l = 0; l < LANES; l++)
+            s += acc[l];
+        y[o] = (b ? b[o] : 0.0f) + s;
+    }
+}
+
+void attn_gemv_bf16(const uint16_t *W, const float *b, const float *x, float *y, int in, int r0,
+                    int r1) {
+    if (attn_cpu_avx512()) {
+        attn_gemv_bf16_avx512(W, b, x, y, in, r0, r1);
+        return;
+    }
+    for (int o = r0; o < r1; o++) {
+        const uint16_t *w = W + (size_t)o * (size_t)in;
+        float acc[LANES] = {0};
+        int i = 0;
+        for (; i + LANES <= in; i += LANES)
+            for (int l = 0; l < LANES; l++)
+                acc[l] += attn_bf16_to_f32(w[i + l]) * x[i + l];
+        for (; i < in; i++)
+            acc[i % LANES] += attn_bf16_to_f32(w[i]) * x[i];
+        float s = 0.0f;
+        for (int l = 0; l < LANES; l++)
+            s += acc[l];
+        y[o] = (b ? b[o] : 0.0f) + s;
+    }
+}

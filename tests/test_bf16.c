@@ -1,0 +1,280 @@
+/* --precision bf16: rounding, the bf16 GEMM engine, the GPT's outputs and
+ * gradients, a short loss curve and KV-cached generation, each checked
+ * against the fp32 path (the reference) within bf16's tolerance: a bf16
+ * operand carries 8 significant bits (relative rounding error <= 2^-9), so
+ * a product of two has <= ~2^-8 relative error per term. Tests that need
+ * AVX512-BF16 are skipped on CPUs without it. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn/engine.h"
+#include "attn/gemm.h"
+#include "attn/train.h"
+#include "gemv.h"
+
+static int have_bf16(void) {
+    attn_error err;
+    return attn_precision_check(ATTN_PRECISION_BF16, &err) == ATTN_OK;
+}
+
+static float bits_f(uint32_t u) {
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+Test(bf16, rounding_is_nearest_even_and_keeps_nan_and_inf) {
+    /* 1 + 2^-8 is halfway between bf16 1.0 and 1 + 2^-7: to even (1.0);
+     * 1 + 3 * 2^-8 is halfway up from 1 + 2^-7 (odd): to 1 + 2^-6. */
+    const float x[6] = {1.0f, 1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, -2.5f, INFINITY, NAN};
+    const uint16_t want[5] = {0x3f80, 0x3f80, 0x3f82, 0xc020, 0x7f80};
+    uint16_t y[6], z[6];
+    attn_f32_to_bf16_scalar(x, y, 6);
+    for (int i = 0; i < 5; i++)
+        cr_expect_eq(y[i], want[i], "x %g: got 0x%04x want 0x%04x", (double)x[i], y[i], want[i]);
+    cr_expect(isnan(attn_bf16_to_f32(y[5])), "NaN must stay NaN (got 0x%04x)", y[5]);
+    /* The AVX-512 conversion gives the same bits on random and special values. */
+    enum { N = 1000 };
+    static float r[N];
+    static uint16_t a[N], b[N];
+    attn_rng rng;
+    attn_rng_seed(&rng, 3);
+    attn_rng_uniform(&rng, r, N, -1e3f, 1e3f);
+    r[0] = bits_f(0x7fc00001u), r[1] = -INFINITY, r[2] = bits_f(0x3f808000u); /* a tie */
+    r[3] = bits_f(0x7f7fffffu), r[4] = 1e-40f, r[5] = -0.0f;                  /* max, subnormal */
+    attn_f32_to_bf16_scalar(r, a, N);
+    attn_f32_to_bf16(r, b, N);
+    cr_expect(memcmp(a, b, sizeof a) == 0, "vector and scalar conversions differ");
+    (void)z;
+}
+
+/* C = op(A) op(B) (+ C) in double on the bf16-rounded operands. */
+static void ref_gemm(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B,
+                     int ldb, float beta, const float *C0, double *C, int ldc, int round) {
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double s = beta != 0.0f ? C0[(size_t)i * ldc + j] : 0.0;
+            for (int k = 0; k < K; k++) {
+                float a = ta ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k];
+                float b = tb ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j];
+                if (round) {
+                    uint16_t h;
+                    attn_f32_to_bf16_scalar(&a, &h, 1);
+                    a = attn_bf16_to_f32(h);
+                    attn_f32_to_bf16_scalar(&b, &h, 1);
+                    b = attn_bf16_to_f32(h);
+                }
+                s += (double)a * b;
+            }
+            C[(size_t)i * ldc + j] = s;
+        }
+}
+
+Test(bf16, gemm_engine_matches_rounded_operands_in_every_layout) {
+    if (!have_bf16()) cr_skip_test("no AVX512-BF16 on this CPU");
+    attn_bf16_gemm *g;
+    attn_error err;
+    cr_assert_eq(attn_bf16_gemm_create(&g, &err), ATTN_OK, "%s", err.msg);
+    const int M = 37, N = 70, K = 129;
+    float *A = malloc(sizeof(float) * M * K), *B = malloc(sizeof(float) * N * K);
+    float *C = malloc(sizeof(float) * M * N), *C0 = malloc(sizeof(float) * M * N);
+    double *R = malloc(sizeof(double) * M * N), *F = malloc(sizeof(double) * M * N);
+    attn_rng rng;
+    attn_rng_seed(&rng, 9);
+    attn_rng_uniform(&rng, A, (size_t)M * K, -1.0f, 1.0f);
+    attn_rng_uniform(&rng, B, (size_t)N * K, -1.0f, 1.0f);
+    attn_rng_uniform(&rng, C0, (size_t)M * N, -1.0f, 1.0f);
+    for (int rep = 0; rep < 2; rep++) /* the second round reuses the cached primitives */
+        for (int ta = 0; ta < 2; ta++)
+            for (int tb = 0; tb < 2; tb++)
+                for (int acc = 0; acc < 2; acc++) {
+                    const int lda = ta ? M : K, ldb = tb ? K : N;
+                    const float beta = acc ? 1.0f : 0.0f;
+                    memcpy(C, C0, sizeof(float) * M * N);
+                    attn_gemm(g, 0, ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, N);
+                    ref_gemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C0, R, N, 1);
+                    ref_gemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C0, F, N, 0);
+                    double worst = 0, worst_fp32 = 0;
+                    for (int i = 0; i < M * N; i++) {
+                        worst = fmax(worst, fabs(C[i] - R[i]));
+                        worst_fp32 = fmax(worst_fp32, fabs(C[i] - F[i]));
+                    }
+                    /* fp32 sums of exact products: a few ulps of |C| <~ 20. */
+                    cr_expect(worst < 1e-4, "ta %d tb %d beta %g: %g from the rounded operands", ta,
+                              tb, (double)beta, worst);
+                    /* vs fp32 operands: K terms of |ab| <= 1 with <= 2^-8 error each,
+                     * random signs: sqrt(K) 2^-8 ~ 0.05. */
+                    cr_expect(worst_fp32 < 0.1, "ta %d tb %d: %g from fp32", ta, tb, worst_fp32);
+                    cr_expect(worst_fp32 > 1e-4, "bf16 rounding must be visible (%g)", worst_fp32);
+                }
+    /* NULL engine: the fp32 sgemm, bit for bit. */
+    float *S = malloc(sizeof(float) * M * N);
+    memcpy(C, C0, sizeof(float) * M * N);
+    memcpy(S, C0, sizeof(float) * M * N);
+    attn_gemm(NULL, 1, 0, 1, M, N, K, 1.0f, A, K, B, K, 1.0f, C, N);
+    attn_sgemm(1, 0, 1, M, N, K, 1.0f, A, K, B, K, 1.0f, S, N);
+    cr_expect(memcmp(C, S, sizeof(float) * M * N) == 0);
+    attn_bf16_gemm_free(g);
+    free(A), free(B), free(C), free(C0), free(R), free(F), free(S);
+}
+
+static double rel_err(const float *a, const float *b, size_t n) {
+    double d = 0, s = 0;
+    for (size_t i = 0; i < n; i++) {
+        d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+        s += (double)b[i] * b[i];
+    }
+    return s > 0 ? sqrt(d / s) : sqrt(d);
+}
+
+/* Every output and every parameter gradient of the GPT (fused MHA with qkv
+ * bias, dropout off) in bf16 vs fp32: relative L2 error within bf16's. */
+Test(bf16, gpt_forward_and_gradients_within_bf16_tolerance) {
+    if (!have_bf16()) cr_skip_test("no AVX512-BF16 on this CPU");
+    const attn_gpt_config cfg = {29, 16, 64, 4, 2, 0.0, 1};
+    const int B = 3, T = 16, N = B * T;
+    attn_gpt m32, m16;
+    attn_rng r1, r2;
+    attn_rng_seed(&r1, 5);
+    attn_rng_seed(&r2, 5);
+    attn_error err;
+    cr_assert_eq(attn_gpt_init(&m32, &cfg, &r1, &err), ATTN_OK);
+    cr_assert_eq(attn_gpt_init(&m16, &cfg, &r2, &err), ATTN_OK);
+    cr_assert_eq(attn_gpt_set_precision(&m16, ATTN_PRECISION_BF16, &err), ATTN_OK, "%s", err.msg);
+    cr_expect_eq(m16.precision, ATTN_PRECISION_BF16);
+    int32_t ids[48], tg[48];
+    for (int i = 0; i < N; i++)
+        ids[i] = (i * 7 + 3) % cfg.vocab_size, tg[i] = (i * 5 + 1) % cfg.vocab_size;
+    attn_gpt_acts a32, a16;
+    cr_assert_eq(attn_gpt_acts_init(&a32, &m32, B, T, &err), ATTN_OK);
+    cr_assert_eq(attn_gpt_acts_init(&a16, &m16, B, T, &err), ATTN_OK);
+    float l32, l16;
+    cr_assert_eq(attn_gpt_forward(&m32, ids, tg, B, T, NULL, &a32, &l32, &err), ATTN_OK);
+    cr_assert_eq(attn_gpt_forward(&m16, ids, tg, B, T, NULL, &a16, &l16, &err), ATTN_OK);
+    const double e_logits = rel_err(a16.logits, a32.logits, (size_t)N * cfg.vocab_size);
+    cr_expect(e_logits < 2e-2 && e_logits > 0, "logits: relative error %g", e_logits);
+    cr_expect(fabs(l16 - l32) < 1e-2 * fabs(l32), "loss %g vs %g", (double)l16, (double)l32);
+    cr_assert_eq(attn_gpt_backward(&m32, &a32, 1.0f, &err), ATTN_OK);
+    cr_assert_eq(attn_gpt_backward(&m16, &a16, 1.0f, &err), ATTN_OK);
+    const attn_param_list *p32 = attn_gpt_params(&m32), *p16 = attn_gpt_params(&m16);
+    for (int i = 0; i < p32->count; i++) {
+        const attn_param *q = &p32->items[i];
+        double norm = 0, diff = 0;
+        for (size_t j = 0; j < q->numel; j++) {
+            norm += (double)q->grad[j] * q->grad[j];
+            const double d = (double)p16->items[i].grad[j] - q->grad[j];
+            diff += d * d;
+        }
+        norm = sqrt(norm), diff = sqrt(diff);
+        /* W_key.bias: its exact gradient is 0 (a key bias shifts all of a
+         * query's scores alike); both paths give rounding noise there. */
+        if (norm < 1e-5)
+            cr_expect(diff < 1e-4, "%s grad: %g from fp32's ~0", q->name, diff);
+        else
+            cr_expect(diff < 5e-2 * norm, "%s grad: relative error %g", q->name, diff / norm);
+    }
+    /* Back to fp32: bit for bit the reference again. */
+    cr_assert_eq(attn_gpt_set_precision(&m16, ATTN_PRECISION_FP32, &err), ATTN_OK);
+    cr_assert_eq(attn_gpt_forward(&m16, ids, tg, B, T, NULL, &a16, &l16, &err), ATTN_OK);
+    cr_expect(memcmp(a16.logits, a32.logits, sizeof(float) * N * cfg.vocab_size) == 0);
+    attn_gpt_acts_free(&a32);
+    attn_gpt_acts_free(&a16);
+    attn_gpt_free(&m32);
+    attn_gpt_free(&m16);
+}
+
+static char *corpus(size_t *n) {
+    const char *line = "Now is the winter of our discontent made glorious summer by this sun.\n";
+    const size_t L = strlen(line), reps = 60;
+    char *s = malloc(L * reps + 1);
+    for (size_t i = 0; i < reps; i++)
+        memcpy(s + i * L, line, L);
+    s[L * reps] = '\0';
+    *n = L * reps;
+    return s;
+}
+
+/* A few dozen steps of a tiny model: the bf16 loss curve stays within 1% of
+ * fp32's (the 500-step comparison is bench/bf16_loss.sh). */
+Test(bf16, short_loss_curve_within_one_percent_of_fp32) {
+    if (!have_bf16()) cr_skip_test("no AVX512-BF16 on this CPU");
+    size_t n;
+    char *text = corpus(&n);
+    attn_gpt_config m;
+    attn_train_config t;
+    attn_error err;
+    cr_assert_eq(attn_train_preset("tiny", &m, &t, &err), ATTN_OK);
+    m.context_length = 32, m.emb_dim = 64, m.n_heads = 4, m.n_layers = 2, m.drop_rate = 0.0;
+    t.batch_size = 8, t.max_steps = 40, t.warmup_steps = 5;
+    attn_trainer a, b;
+    cr_assert_eq(attn_trainer_init(&a, &m, &t, 0, text, n, &err), ATTN_OK, "%s", err.msg);
+    cr_assert_eq(attn_trainer_init(&b, &m, &t, 0, text, n, &err), ATTN_OK, "%s", err.msg);
+    cr_assert_eq(attn_gpt_set_precision(&b.model, ATTN_PRECISION_BF16, &err), ATTN_OK);
+    double worst = 0, first = 0, last32 = 0, last16 = 0;
+    for (int s = 0; s < 40; s++) {
+        attn_train_record ra, rb;
+        cr_assert_eq(attn_trainer_step(&a, &ra, &err), ATTN_OK, "%s", err.msg);
+        cr_assert_eq(attn_trainer_step(&b, &rb, &err), ATTN_OK, "%s", err.msg);
+        if (s == 0) first = ra.loss;
+        worst = fmax(worst, fabs((double)rb.loss - ra.loss) / ra.loss);
+        last32 = ra.loss, last16 = rb.loss;
+    }
+    cr_expect(last32 < 0.6 * first, "fp32 must learn (%g -> %g)", first, last32);
+    cr_expect(worst < 0.01, "bf16 loss off fp32's by %.3g%% at worst (last %g vs %g)", 100 * worst,
+              last16, last32);
+    attn_trainer_free(&a);
+    attn_trainer_free(&b);
+    free(text);
+}
+
+/* KV-cached steps with bf16 weight copies stay within bf16 tolerance of the
+ * fp32 steps; the portable and AVX-512 matrix-vector kernels agree. */
+Test(bf16, kv_steps_with_bf16_weights) {
+    const attn_gpt_config cfg = {29, 16, 64, 4, 2, 0.0, 1};
+    attn_gpt m;
+    attn_rng rng;
+    attn_rng_seed(&rng, 8);
+    attn_error err;
+    cr_assert_eq(attn_gpt_init(&m, &cfg, &rng, &err), ATTN_OK);
+    attn_gpt_kv_cache c32, c16;
+    cr_assert_eq(attn_gpt_kv_init(&c32, &m, &err), ATTN_OK);
+    cr_assert_eq(attn_gpt_kv_init(&c16, &m, &err), ATTN_OK);
+    cr_assert_eq(attn_gpt_kv_set_precision(&c16, &m, ATTN_PRECISION_BF16, &err), ATTN_OK);
+    float l32[29], l16[29];
+    for (int t = 0; t < 16; t++) {
+        cr_assert_eq(attn_gpt_kv_step(&m, &c32, (t * 3) % 29, l32, &err), ATTN_OK);
+        cr_assert_eq(attn_gpt_kv_step(&m, &c16, (t * 3) % 29, l16, &err), ATTN_OK);
+        const double e = rel_err(l16, l32, 29);
+        cr_expect(e < 2e-2 && e > 0, "step %d: relative error %g", t, e);
+    }
+    attn_gpt_kv_free(&c32);
+    attn_gpt_kv_free(&c16);
+    attn_gpt_free(&m);
+    /* Kernels: portable vs dispatched, odd sizes (masked tails). */
+    const int out = 21, in = 83;
+    float W[21 * 83], x[83], b[21], y1[21], y2[21];
+    uint16_t Wb[21 * 83];
+    attn_rng_uniform(&rng, W, sizeof W / sizeof *W, -1, 1);
+    attn_rng_uniform(&rng, x, 83, -1, 1);
+    attn_rng_uniform(&rng, b, 21, -1, 1);
+    attn_f32_to_bf16(W, Wb, sizeof W / sizeof *W);
+    for (int o = 0; o < out; o++) {
+        double s = b[o], sb = b[o];
+        for (int i = 0; i < in; i++) {
+            s += (double)W[o * in + i] * x[i];
+            sb += (double)attn_bf16_to_f32(Wb[o * in + i]) * x[i];
+        }
+        y1[o] = (float)s;
+        y2[o] = (float)sb;
+    }
+    float g1[21], g2[21];
+    attn_gemv_f32(W, b, x, g1, in, 0, out);
+    attn_gemv_bf16(Wb, b, x, g2, in, 0, out);
+    for (int o = 0; o < out; o++) {
+        cr_expect(fabsf(g1[o] - y1[o]) < 1e-5f, "f32 row %d: %g vs %g", o, g1[o], y1[o]);
+        cr_expect(fabsf(g2[o] - y2[o]) < 1e-5f, "bf16 row %d: %g vs %g", o, g2[o], y2[o]);
+    }
+}
