@@ -287,7 +287,9 @@ typedef struct attn_train_plan {
     size_t n_params;        /* exact: the book's GPTModel for this config */
     double state_bytes;     /* weights, gradients, AdamW moments (fp32) */
     double act_bytes;       /* activations kept for backward, one micro-batch
-                               (an estimate, within ~20% of the measured RSS) */
+                               (an estimate; the process adds the corpus, the
+                               thread pools' and BLAS buffers: for tiny the
+                               RSS is ~7x this total, for seed004 ~1.1x) */
     double ckpt_bytes;      /* one checkpoint on disk (weights + moments) */
     double tokens_per_step; /* batch_size * context_length * grad_accum */
     double flops_per_step;  /* forward + backward: 6 per parameter per token
