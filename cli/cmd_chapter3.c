@@ -8,8 +8,8 @@
 #define _POSIX_C_SOURCE 200809L /* mkdir */
 
 #include <errno.h>
-#include <stddef.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -632,10 +632,13 @@ static const cli_option ch3_opts_table[] = {
 CLI_TABLE_CHECK(ch3_opts_table, CH3_OPT_COUNT);
 
 const cli_command chapter3_cli = {
-    "chapter3", "attn chapter3 [--rng torch-mkl|torch-cpu] [--figures DIR]",
+    "chapter3",
+    "attn chapter3 [--rng torch-mkl|torch-cpu] [--figures DIR]",
     "  Walks chapter 3 of \"Build a Large Language Model (From Scratch)\" and prints\n"
     "  each step's tensor as PyTorch 1.13 prints it, under a one-line caption.\n",
-    ch3_opts_table, CH3_OPT_COUNT, 0};
+    ch3_opts_table,
+    CH3_OPT_COUNT,
+    0};
 
 int cmd_chapter3(int argc, char **argv) {
     walk w;

@@ -6,8 +6,8 @@
 
 #include <cblas.h>
 #include <errno.h>
-#include <stddef.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,8 +66,8 @@ static const cli_option viz_opts_table[] = {
                               "prompt + N must fit in the model's context_length"},
     [VIZ_SEED] = {"seed", CLI_U64, "N", OFF(seed), .def = "1337",
                   .help = "the sampler's seed (as `attn generate --seed`)"},
-    [VIZ_TEMPERATURE] = {"temperature", CLI_FLOAT, "T", OFF(temperature), 0, HUGE_VAL,
-                         .def = "0.8", .help = "divide the logits by T; 0 = greedy"},
+    [VIZ_TEMPERATURE] = {"temperature", CLI_FLOAT, "T", OFF(temperature), 0, HUGE_VAL, .def = "0.8",
+                         .help = "divide the logits by T; 0 = greedy"},
     [VIZ_TOP_K] = {"top-k", CLI_INT, "K", OFF(top_k), 0, 1000000, .def = "200",
                    .help = "sample among the K most likely (0 = all)"},
 };
@@ -79,7 +79,9 @@ const cli_command viz_cli = {
     "                [--temperature T] [--top-k K] --out FILE.html\n"
     "       attn viz --checkpoint DIR --prompt TEXT --layer L --head H --svg FILE.svg",
     "  A checkpoint's attention on a prompt. Both outputs may be asked for at once.\n",
-    viz_opts_table, VIZ_OPT_COUNT, 0};
+    viz_opts_table,
+    VIZ_OPT_COUNT,
+    0};
 
 int cmd_viz(int argc, char **argv) {
     viz_opts o;

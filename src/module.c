@@ -33,14 +33,13 @@ struct attn_module {
     attn_seed004_mha_cache s4c;
 };
 
-static const char *const kind_names[] = {
-    [ATTN_MODULE_SELF_ATTENTION_V1] = "self-attention-v1",
-    [ATTN_MODULE_SELF_ATTENTION_V2] = "self-attention-v2",
-    [ATTN_MODULE_CAUSAL_ATTENTION] = "causal-attention",
-    [ATTN_MODULE_MHA_WRAPPER] = "mha-wrapper",
-    [ATTN_MODULE_MHA] = "mha",
-    [ATTN_MODULE_ATTENTION_HEAD] = "attention-head",
-    [ATTN_MODULE_SEED004_MHA] = "seed004-mha"};
+static const char *const kind_names[] = {[ATTN_MODULE_SELF_ATTENTION_V1] = "self-attention-v1",
+                                         [ATTN_MODULE_SELF_ATTENTION_V2] = "self-attention-v2",
+                                         [ATTN_MODULE_CAUSAL_ATTENTION] = "causal-attention",
+                                         [ATTN_MODULE_MHA_WRAPPER] = "mha-wrapper",
+                                         [ATTN_MODULE_MHA] = "mha",
+                                         [ATTN_MODULE_ATTENTION_HEAD] = "attention-head",
+                                         [ATTN_MODULE_SEED004_MHA] = "seed004-mha"};
 #define N_KINDS ((int)(sizeof kind_names / sizeof kind_names[0]))
 /* A new kind needs its name here (and a case in each switch: -Wswitch). */
 _Static_assert(N_KINDS == ATTN_MODULE_KIND_COUNT, "kind_names has a name for every module kind");

@@ -9,15 +9,13 @@ set -uo pipefail
 ATTN=$1
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/attn-cli-info.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "${BASH_SOURCE[0]}")/support/lib.sh" # make_corpus; its own ok/bad below count
 fails=0
 n=0
 ok() { n=$((n + 1)); echo "ok   $1"; }
 bad() { n=$((n + 1)); fails=$((fails + 1)); echo "FAIL $1"; }
 
-for i in $(seq 1 60); do
-  echo "First Citizen: before we proceed any further, hear me speak $((i % 7))."
-  echo "All: speak, speak! you are all resolved rather to die than to famish?"
-done > "$tmp/corpus.txt"
+make_corpus "$tmp/corpus.txt" 60
 cat > "$tmp/cfg.json" <<'JSON'
 {"context_length": 16, "emb_dim": 32, "n_heads": 2, "n_layers": 2, "drop_rate": 0.1,
  "batch_size": 4, "max_steps": 12, "eval_interval": 5, "eval_iters": 2,

@@ -27,8 +27,8 @@ static const cli_option t_table[] = {
     [T_P] = {"p", CLI_FLOAT, "P", offsetof(t_opts, p), 0, 1, .hi_open = 1, .help = "rate"},
     [T_T] = {"t", CLI_FLOAT, "T", offsetof(t_opts, t), 0, HUGE_VAL, .def = "0.8", .help = "temp"},
     [T_NAME] = {"name", CLI_STRING, "NAME", offsetof(t_opts, name), .required = 1, .help = "s"},
-    [T_MODE] = {"mode", CLI_CHOICE, NULL, offsetof(t_opts, mode), .choices = modes,
-                .def = "fast", .help = "choice"},
+    [T_MODE] = {"mode", CLI_CHOICE, NULL, offsetof(t_opts, mode), .choices = modes, .def = "fast",
+                .help = "choice"},
     [T_FLAG] = {"flag", CLI_FLAG, .offset = offsetof(t_opts, flag), .help = "flag"},
 };
 CLI_TABLE_CHECK(t_table, T_COUNT);
@@ -65,11 +65,12 @@ Test(cli_options, defaults_then_values_both_forms) {
 Test(cli_options, bad_values_are_usage_errors) {
     t_opts o;
     cli_parsed p;
-    const char *bad[][2] = {{"--n", "0"},       {"--n", "11"},    {"--n", "2.5"},
-                            {"--n", ""},        {"--big", "-6"},  {"--seed", "-1"},
-                            {"--seed", "+1"},   {"--seed", "1e3"}, {"--p", "1"},
-                            {"--p", "-0.1"},    {"--p", "nan"},   {"--t", "-1"},
-                            {"--mode", "Fast"}, {"--name", ""},   {"--seed", "18446744073709551616"}};
+    const char *bad[][2] = {
+        {"--n", "0"},       {"--n", "11"},     {"--n", "2.5"},
+        {"--n", ""},        {"--big", "-6"},   {"--seed", "-1"},
+        {"--seed", "+1"},   {"--seed", "1e3"}, {"--p", "1"},
+        {"--p", "-0.1"},    {"--p", "nan"},    {"--t", "-1"},
+        {"--mode", "Fast"}, {"--name", ""},    {"--seed", "18446744073709551616"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         cr_assert_eq(PARSE(&o, &p, "--name", "x", bad[i][0], bad[i][1]), CLI_USAGE, "%s %s",
                      bad[i][0], bad[i][1]);

@@ -8,15 +8,10 @@ set -u
 ATTN=$1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-fails=0
-ok() { echo "ok   - $1"; }
-bad() { echo "FAIL - $1"; fails=$((fails + 1)); }
+. "$(dirname "${BASH_SOURCE[0]}")/support/lib.sh"
 
 # A corpus of ~12k characters with a fixed vocabulary.
-for i in $(seq 1 120); do
-  echo "First Citizen: before we proceed any further, hear me speak $((i % 7))."
-  echo "All: speak, speak! you are all resolved rather to die than to famish?"
-done > "$tmp/corpus.txt"
+make_corpus "$tmp/corpus.txt"
 cat > "$tmp/cfg.json" <<'JSON'
 {"context_length": 16, "emb_dim": 32, "n_heads": 2, "n_layers": 2, "drop_rate": 0.1,
  "batch_size": 4, "max_steps": 40, "eval_interval": 10, "eval_iters": 2,

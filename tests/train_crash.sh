@@ -21,17 +21,12 @@ ATTN=$1
 SHIM=$(dirname "$ATTN")/libattn_fault.so
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-fails=0
-ok() { echo "ok   - $1"; }
-bad() { echo "FAIL - $1"; fails=$((fails + 1)); }
+. "$(dirname "${BASH_SOURCE[0]}")/support/lib.sh"
 [ -f "$SHIM" ] || { echo "FAIL - fault shim $SHIM not built"; exit 1; }
 # The shim is preloaded ahead of the sanitizer runtime.
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
 
-for i in $(seq 1 120); do
-  echo "First Citizen: before we proceed any further, hear me speak $((i % 7))."
-  echo "All: speak, speak! you are all resolved rather to die than to famish?"
-done > "$tmp/corpus.txt"
+make_corpus "$tmp/corpus.txt"
 cat > "$tmp/c2.json" <<'JSON'
 {"context_length": 16, "emb_dim": 16, "n_heads": 2, "n_layers": 1, "drop_rate": 0.1,
  "batch_size": 2, "max_steps": 2, "eval_interval": 2, "eval_iters": 1,

@@ -11,14 +11,9 @@ ATTN=$1
 tmp=$(mktemp -d)
 pids=()
 trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$tmp"' EXIT
-fails=0
-ok() { echo "ok   - $1"; }
-bad() { echo "FAIL - $1"; fails=$((fails + 1)); }
+. "$(dirname "${BASH_SOURCE[0]}")/support/lib.sh"
 
-for i in $(seq 1 120); do
-  echo "First Citizen: before we proceed any further, hear me speak $((i % 7))."
-  echo "All: speak, speak! you are all resolved rather to die than to famish?"
-done > "$tmp/corpus.txt"
+make_corpus "$tmp/corpus.txt"
 cat > "$tmp/cfg.json" <<'JSON'
 {"context_length": 16, "emb_dim": 16, "n_heads": 2, "n_layers": 1, "drop_rate": 0.1,
  "batch_size": 2, "max_steps": 40, "eval_interval": 10, "eval_iters": 1,

@@ -15,18 +15,13 @@ PY=/usr/bin/python3
 CHECK="$SRC/scripts/viz_check.py"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-fails=0
-ok() { echo "ok   - $1"; }
-bad() { echo "FAIL - $1"; fails=$((fails + 1)); }
+. "$(dirname "${BASH_SOURCE[0]}")/support/lib.sh"
 
 # The embedded page sources are up to date with src/viz_page/.
 "$PY" "$SRC/scripts/gen_viz_page.py" "$tmp/page.inc" && cmp -s "$tmp/page.inc" "$SRC/src/viz_page.inc" &&
   ok "src/viz_page.inc matches src/viz_page/" || bad "src/viz_page.inc is stale: run scripts/gen_viz_page.py"
 
-for i in $(seq 1 150); do
-  echo "First Citizen: before we proceed any further, hear me speak $((i % 7))."
-  echo "All: speak, speak! you are all resolved rather to die than to famish?"
-done > "$tmp/corpus.txt"
+make_corpus "$tmp/corpus.txt" 150
 # 3 heads, context 80 (a 70-character sequence spans two 64-row tiles).
 cat > "$tmp/cfg.json" <<'JSON'
 {"context_length": 80, "emb_dim": 48, "n_heads": 3, "n_layers": 2, "drop_rate": 0.1,

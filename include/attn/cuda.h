@@ -100,8 +100,7 @@ attn_status attn_cuda_gpt_clip_grad_norm(attn_cuda_gpt *g, double max_norm, doub
                                          attn_error *err);
 /* attn_adamw_step on the GPU; opt supplies the config and step count (its
  * step is incremented; its host moments are not touched). */
-attn_status attn_cuda_gpt_adamw_step(attn_cuda_gpt *g, attn_adamw *opt, double lr,
-                                     attn_error *err);
+attn_status attn_cuda_gpt_adamw_step(attn_cuda_gpt *g, attn_adamw *opt, double lr, attn_error *err);
 
 /* The fused attention kernels alone, on host arrays (tests, benchmarks).
  * qkv (B, T, 3*H*hd): Q in columns [0, H hd), K next, V last, head h at

@@ -12,10 +12,7 @@
 extern "C" {
 #endif
 
-typedef enum attn_device {
-    ATTN_DEVICE_CPU = 0,
-    ATTN_DEVICE_CUDA
-} attn_device;
+typedef enum attn_device { ATTN_DEVICE_CPU = 0, ATTN_DEVICE_CUDA } attn_device;
 
 typedef enum attn_precision {
     ATTN_PRECISION_FP32 = 0, /* the reference; default everywhere      */

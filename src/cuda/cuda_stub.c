@@ -2,11 +2,17 @@
  * each one says so, so the CLI can name the reason. */
 #include "attn/cuda.h"
 
-#define NO_CUDA(err) attn_fail((err), ATTN_ERR_STATE, "attn was built without CUDA (no nvcc found at configure time)")
+#define NO_CUDA(err)                                                                               \
+    attn_fail((err), ATTN_ERR_STATE,                                                               \
+              "attn was built without CUDA (no nvcc found at configure time)")
 
-int attn_cuda_compiled(void) { return 0; }
+int attn_cuda_compiled(void) {
+    return 0;
+}
 
-attn_status attn_cuda_check(attn_error *err) { return NO_CUDA(err); }
+attn_status attn_cuda_check(attn_error *err) {
+    return NO_CUDA(err);
+}
 
 attn_status attn_cuda_gpt_create(attn_cuda_gpt **out, const attn_gpt *m, int max_B, int max_T,
                                  attn_precision precision, attn_error *err) {
@@ -15,7 +21,9 @@ attn_status attn_cuda_gpt_create(attn_cuda_gpt **out, const attn_gpt *m, int max
     return NO_CUDA(err);
 }
 
-void attn_cuda_gpt_free(attn_cuda_gpt *g) { (void)g; }
+void attn_cuda_gpt_free(attn_cuda_gpt *g) {
+    (void)g;
+}
 
 attn_status attn_cuda_gpt_upload(attn_cuda_gpt *g, const attn_gpt *m, const attn_adamw *opt,
                                  attn_error *err) {

@@ -152,12 +152,10 @@ static void attention_case(int B, int T, int H, int hd, double p, attn_rng *rng)
             }
         }
     char what[96];
-    snprintf(what, sizeof what, "attention fwd B%d T%d H%d hd%d p%.1f vs float64", B, T, H, hd,
-             p);
+    snprintf(what, sizeof what, "attention fwd B%d T%d H%d hd%d p%.1f vs float64", B, T, H, hd, p);
     double e = rel_err(out, ro, N * C);
     check(e <= 1e-5, what, e, 1e-5);
-    snprintf(what, sizeof what, "attention bwd B%d T%d H%d hd%d p%.1f vs float64", B, T, H, hd,
-             p);
+    snprintf(what, sizeof what, "attention bwd B%d T%d H%d hd%d p%.1f vs float64", B, T, H, hd, p);
     e = rel_err(dqkv, rd, N * 3 * C);
     check(e <= 1e-4, what, e, 1e-4);
 done:
@@ -345,8 +343,7 @@ static void gpt_dropout(void) {
         off += pl->items[i].numel;
     }
     check(memcmp(&l1, &l2, sizeof l1) == 0 && memcmp(g1, g2, total * sizeof *g1) == 0,
-          "dropout: same seed and step -> same loss and gradient bits", fabs((double)l1 - l2),
-          0);
+          "dropout: same seed and step -> same loss and gradient bits", fabs((double)l1 - l2), 0);
     attn_cuda_gpt_forward(g, ids, tg, B, T, &d2, &l3, &err);
     check(l3 != l1 && l1 != l0, "dropout: another step (and eval) -> another loss",
           fabs((double)l3 - l1), 0);
@@ -392,7 +389,7 @@ int main(void) {
     }
     attn_rng rng;
     attn_rng_seed(&rng, 2024);
-    const int shapes[][4] = {{1, 1, 1, 16},  {2, 37, 3, 24}, {1, 100, 2, 64}, {2, 65, 2, 128},
+    const int shapes[][4] = {{1, 1, 1, 16},   {2, 37, 3, 24},  {1, 100, 2, 64}, {2, 65, 2, 128},
                              {1, 33, 1, 100}, {1, 256, 2, 64}, {3, 31, 2, 32}};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
         attention_case(shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3], 0.0, &rng);
