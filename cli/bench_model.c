@@ -15,6 +15,7 @@
 #include "attn/fileio.h"
 #include "attn/flash_attention.h"
 #include "attn/train.h"
+#include "clock.h"
 #include "commands.h"
 
 static void usage(FILE *out) {
@@ -32,12 +33,6 @@ static void usage(FILE *out) {
             "  generate: a randomly initialised model of the preset, greedy, --tokens\n"
             "  (default 200, at most context_length) KV-cached steps from one token;\n"
             "  prints tokens/s.\n");
-}
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
 static long minor_faults(void) {
@@ -152,15 +147,15 @@ static int bench_train(const model_args *a) {
     }
     attn_train_record rec;
     long f0 = minor_faults();
-    double t0 = now_s();
+    double t0 = attn_now_s();
     s = attn_trainer_step(&tr, &rec, &err);
-    const double first_s = now_s() - t0;
+    const double first_s = attn_now_s() - t0;
     const long first_faults = minor_faults() - f0;
     f0 = minor_faults();
     for (int i = 0; i < a->steps && s == ATTN_OK; i++) {
-        t0 = now_s();
+        t0 = attn_now_s();
         s = attn_trainer_step(&tr, &rec, &err);
-        t[i] = now_s() - t0;
+        t[i] = attn_now_s() - t0;
     }
     const long later_faults = minor_faults() - f0;
     if (s) {
@@ -215,7 +210,7 @@ static int bench_generate(const model_args *a) {
         s = attn_gpt_kv_step(&m, &c, tok, NULL, &err);
     attn_gpt_kv_reset(&c);
     const long f0 = minor_faults();
-    const double t0 = now_s();
+    const double t0 = attn_now_s();
     for (int i = 0; i < n && s == ATTN_OK; i++) {
         s = attn_gpt_kv_step(&m, &c, tok, NULL, &err);
         int best = 0;
@@ -223,7 +218,7 @@ static int bench_generate(const model_args *a) {
             if (c.logits[v] > c.logits[best]) best = v;
         tok = best;
     }
-    const double dt = now_s() - t0;
+    const double dt = attn_now_s() - t0;
     const long faults = minor_faults() - f0;
     if (s == ATTN_OK)
         printf("case=generate preset=%s precision=%s threads=%d tokens=%d seconds=%.4f "

@@ -16,6 +16,7 @@
 #include "attn/flash_attention.h"
 #include "attn/gemm.h"
 #include "attn/multi_head_attention.h"
+#include "clock.h"
 #include "commands.h"
 
 static void bench_usage(FILE *out) {
@@ -38,12 +39,6 @@ static void bench_usage(FILE *out) {
             "  --simd is auto|generic|avx2|avx512 (or the ATTN_SIMD variable).\n"
             "  --rng is the dropout stream: torch-mkl by default, as in `attn chapter3`\n"
             "  and `attn rng` (`attn forward` defaults to torch-cpu, Debian's PyTorch).\n");
-}
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
 static double peak_rss_mb(void) {
@@ -211,9 +206,9 @@ static int bench_sgemm(const bench_args *a, const char *label, int M, int N, int
     /* C = A B^T, as a Linear layer runs it (attn_sgemm: the call attn uses) */
     attn_sgemm(a->threads, 0, 1, M, N, K, 1.0f, A, K, Bm, K, 0.0f, C, N);
     for (int r = 0; r < a->repeat; r++) {
-        const double t0 = now_s();
+        const double t0 = attn_now_s();
         attn_sgemm(a->threads, 0, 1, M, N, K, 1.0f, A, K, Bm, K, 0.0f, C, N);
-        t[r] = now_s() - t0;
+        t[r] = attn_now_s() - t0;
     }
     char mode[64];
     snprintf(mode, sizeof mode, "%dx%dx%d", M, N, K);
@@ -265,7 +260,7 @@ static int bench_mha(const bench_args *a) {
     attn_rng_seed(&drop, 1);
     const attn_forward_mode mode = {a->dropout > 0.0, &drop, a->stream};
     for (int r = -a->warmup; r < a->repeat; r++) { /* r < 0 warms up */
-        const double t0 = now_s();
+        const double t0 = attn_now_s();
         if (attn_mha_forward(&m, x, a->B, a->T, y, &mode, &cache, &err) != ATTN_OK ||
             (a->backward &&
              attn_mha_backward(&m, x, a->B, a->T, dy, dx, &cache, &err) != ATTN_OK)) {
@@ -273,7 +268,7 @@ static int bench_mha(const bench_args *a) {
             attn_attention_cache_free(&cache);
             goto done;
         }
-        if (r >= 0) t[r] = now_s() - t0;
+        if (r >= 0) t[r] = attn_now_s() - t0;
     }
     const double N = (double)a->B * a->T, D = a->D;
     const double proj = 8.0 * N * D * D, core = 2.0 * a->B * D * a->T * (a->T + 1.0);
@@ -304,14 +299,14 @@ static int bench_mha(const bench_args *a) {
         } else
             memset(dqkv, 0, nq * ld * sizeof(float));
         for (int r = -a->warmup; rc == 0 && r < a->repeat; r++) {
-            const double t0 = now_s();
+            const double t0 = attn_now_s();
             if (attn_flash_forward(&pb, &opt, &ws, &err) != ATTN_OK ||
                 (a->backward && attn_flash_backward(&pb, &g, &opt, &ws, &err) != ATTN_OK)) {
                 fprintf(stderr, "attn bench: %s\n", err.msg);
                 rc = 1;
                 break;
             }
-            if (r >= 0) t[r] = now_s() - t0;
+            if (r >= 0) t[r] = attn_now_s() - t0;
         }
         if (rc == 0)
             print_case("core", a->B, a->T, a->D, a->H, mode_name, a->threads,

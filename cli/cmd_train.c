@@ -25,6 +25,7 @@
 #include "attn/fileio.h"
 #include "attn/runlock.h"
 #include "attn/train.h"
+#include "clock.h"
 #include "commands.h"
 
 static volatile sig_atomic_t g_interrupted = 0;
@@ -79,12 +80,6 @@ static void train_usage(FILE *out) {
             "  Runs above 10^15 operations (seed004: hours) print that estimate first.\n"
             "  (testing) --interrupt-after N behaves as if Ctrl-C came after step N;\n"
             "  --kill-rank R --kill-after N: rank R kills itself (SIGKILL) after step N.\n");
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 static int parse_i64(const char *v, int64_t min, int64_t *out) {
@@ -329,7 +324,7 @@ static void on_step(void *user, const attn_trainer *tr, const attn_train_progres
         raise(SIGKILL);
     if (v->interrupt_after > 0 && tr->step == v->interrupt_after) g_interrupted = 1;
     if (v->tty) {
-        double t = now_s();
+        double t = attn_now_s();
         if (t - v->last_bar > 0.1 || tr->step == max) {
             progress(v->cols, tr->step, max, p->rec.loss, p->rec.lr, p->tokens_per_s,
                      t - v->t_start, p->eta_s);
@@ -772,7 +767,7 @@ static int train_run(int argc, char **argv, attn_dist *dist, attn_run_lock *lock
     train_view view = {.tty = lead && dist->size == 1 && isatty(STDOUT_FILENO),
                        .lead = lead,
                        .cols = term_columns(),
-                       .t_start = now_s(),
+                       .t_start = attn_now_s(),
                        .interrupt_after = interrupt_after,
                        .kill_rank = kill_rank,
                        .kill_after = kill_after};

@@ -2,6 +2,7 @@
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 
 #include "attn/dist.h"
+#include "clock.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -37,12 +38,6 @@ void attn_dist_block(const attn_dist *d, size_t n, size_t *lo, size_t *hi) {
 }
 
 #ifdef ATTN_HAVE_MPI
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static attn_status mpi_fail(attn_error *err, int rc, const char *what) {
     char msg[MPI_MAX_ERROR_STRING];
     int len = 0;
@@ -104,9 +99,9 @@ attn_status attn_dist_check_same(attn_dist *d, uint64_t value, const char *what,
 #ifdef ATTN_HAVE_MPI
     uint64_t *all = malloc((size_t)d->size * sizeof *all);
     if (!all) return attn_fail(err, ATTN_ERR_NOMEM, "out of memory comparing ranks");
-    double t0 = now_s();
+    double t0 = attn_now_s();
     int rc = MPI_Allgather(&value, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, MPI_COMM_WORLD);
-    d->comm_s += now_s() - t0;
+    d->comm_s += attn_now_s() - t0;
     attn_status st = ATTN_OK;
     if (rc != MPI_SUCCESS) st = mpi_fail(err, rc, "Allgather");
     for (int r = 1; r < d->size && !st; r++)
@@ -129,9 +124,9 @@ int attn_dist_any(attn_dist *d, int flag) {
     if (!d || d->size == 1) return flag != 0;
 #ifdef ATTN_HAVE_MPI
     int in = flag != 0, out = in;
-    double t0 = now_s();
+    double t0 = attn_now_s();
     if (MPI_Allreduce(&in, &out, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD) != MPI_SUCCESS) out = 1;
-    d->comm_s += now_s() - t0;
+    d->comm_s += attn_now_s() - t0;
     return out;
 #else
     return flag != 0;
@@ -146,10 +141,10 @@ attn_status attn_dist_allgather(attn_dist *d, float *v, size_t n, attn_error *er
         d->displs[r] = (int)lo;
         d->counts[r] = (int)(hi - lo);
     }
-    double t0 = now_s();
+    double t0 = attn_now_s();
     int rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, v, d->counts, d->displs, MPI_FLOAT,
                             MPI_COMM_WORLD);
-    d->comm_s += now_s() - t0;
+    d->comm_s += attn_now_s() - t0;
     if (rc != MPI_SUCCESS) return mpi_fail(err, rc, "Allgatherv");
     d->sent_bytes += (uint64_t)d->counts[d->rank] * sizeof(float);
     d->recv_bytes += (uint64_t)(n - (size_t)d->counts[d->rank]) * sizeof(float);
@@ -183,21 +178,21 @@ attn_status attn_dist_fold(attn_dist *d, float *const *locals, int k, size_t n, 
     if (r == 0) fold_into(s, locals + 1, k - 1, 0, n);
     for (size_t off = 0; off < n && rc == MPI_SUCCESS; off += BUCKET_FLOATS) {
         const size_t len = n - off < BUCKET_FLOATS ? n - off : BUCKET_FLOATS;
-        double t0 = now_s();
+        double t0 = attn_now_s();
         if (r > 0) {
             rc = MPI_Recv(d->bucket, (int)len, MPI_FLOAT, r - 1, 0, MPI_COMM_WORLD,
                           MPI_STATUS_IGNORE);
-            d->comm_s += now_s() - t0;
+            d->comm_s += attn_now_s() - t0;
             if (rc != MPI_SUCCESS) break;
             d->recv_bytes += len * sizeof(float);
             /* partial + g_first + ... : the bucket comes first in the fold. */
             fold_into(d->bucket, locals, k, off, len);
             memcpy(s + off, d->bucket, len * sizeof(float));
-            t0 = now_s();
+            t0 = attn_now_s();
         }
         if (r < last) {
             rc = MPI_Send(s + off, (int)len, MPI_FLOAT, r + 1, 0, MPI_COMM_WORLD);
-            d->comm_s += now_s() - t0;
+            d->comm_s += attn_now_s() - t0;
             d->sent_bytes += len * sizeof(float);
         }
     }
@@ -205,9 +200,9 @@ attn_status attn_dist_fold(attn_dist *d, float *const *locals, int k, size_t n, 
     /* The last rank holds S; everyone gets it. */
     for (size_t off = 0; off < n; off += (size_t)1 << 26) {
         const size_t len = n - off < ((size_t)1 << 26) ? n - off : ((size_t)1 << 26);
-        double t0 = now_s();
+        double t0 = attn_now_s();
         rc = MPI_Bcast(s + off, (int)len, MPI_FLOAT, last, MPI_COMM_WORLD);
-        d->comm_s += now_s() - t0;
+        d->comm_s += attn_now_s() - t0;
         if (rc != MPI_SUCCESS) return mpi_fail(err, rc, "Bcast of gradients");
         if (r == last)
             d->sent_bytes += len * sizeof(float);

@@ -11,12 +11,7 @@
 #include <time.h>
 
 #include "attn/train.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+#include "clock.h"
 
 /* The checkpoint, then the loss files that describe it (rank 0 writes). */
 static attn_status save(const attn_trainer *tr, const char *out, attn_error *err) {
@@ -58,16 +53,16 @@ attn_status attn_trainer_run(attn_trainer *tr, const char *out, int resumed,
         if ((s = attn_trainer_evaluate(tr, &er, err))) return s;
         if (ev->on_eval) ev->on_eval(ev->user, tr, &er);
     }
-    const double t_start = now_s();
+    const double t_start = attn_now_s();
     int saved_now = resumed; /* a resumed run's state is already on disk */
     while (tr->step < c->max_steps) {
         int stop = ev->should_stop ? ev->should_stop(ev->user, tr) : 0;
         if (attn_dist_any(dist, stop)) break; /* all ranks stop together */
-        const double t0 = now_s(), c0 = dist ? dist->comm_s : 0;
+        const double t0 = attn_now_s(), c0 = dist ? dist->comm_s : 0;
         const uint64_t b0 = dist ? dist->sent_bytes + dist->recv_bytes : 0;
         attn_train_progress p = {.start_step = res.start_step};
         if ((s = attn_trainer_step(tr, &p.rec, err))) return s;
-        p.step_s = now_s() - t0;
+        p.step_s = attn_now_s() - t0;
         if (dist) {
             p.step_comm_s = dist->comm_s - c0;
             res.comm_bytes += dist->sent_bytes + dist->recv_bytes - b0;
@@ -93,7 +88,7 @@ attn_status attn_trainer_run(attn_trainer *tr, const char *out, int resumed,
     }
     if (!saved_now && (s = save(tr, out, err))) return s;
     res.stopped = tr->step < c->max_steps;
-    res.wall_s = now_s() - t_start;
+    res.wall_s = attn_now_s() - t_start;
     res.tokens_per_s =
         res.train_s > 0 ? (double)(tr->step - res.start_step) * tokens_per_step / res.train_s : 0;
     if (result) *result = res;

@@ -9,6 +9,7 @@
 #include "attn/flash_attention.h"
 #include "attn/gemm.h"
 #include "attn/train.h"
+#include "clock.h"
 
 void attn_train_plan_of(const attn_gpt_config *m, const attn_train_config *t, attn_train_plan *p) {
     const double V = m->vocab_size, T = m->context_length, C = m->emb_dim, H = m->n_heads,
@@ -35,12 +36,6 @@ void attn_train_plan_of(const attn_gpt_config *m, const attn_train_config *t, at
     p->flops_per_step = p->tokens_per_step * (6 * (double)p->n_params + 12 * L * T * C);
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 double attn_train_probe_gflops(int threads) {
     enum { N = 384 };
     float *a = malloc(sizeof(float) * N * N * 3);
@@ -50,12 +45,12 @@ double attn_train_probe_gflops(int threads) {
         a[i] = b[i] = (float)(i % 17) * 0.01f;
     attn_sgemm(threads, 0, 0, N, N, N, 1.0f, a, N, b, N, 0.0f, c, N); /* warm-up */
     int reps = 0;
-    const double t0 = now_s();
+    const double t0 = attn_now_s();
     double dt = 0;
     while (dt < 0.2) {
         attn_sgemm(threads, 0, 0, N, N, N, 1.0f, a, N, b, N, 0.0f, c, N);
         reps++;
-        dt = now_s() - t0;
+        dt = attn_now_s() - t0;
     }
     free(a);
     return 2.0 * N * N * N * reps / dt / 1e9;
