@@ -10,38 +10,23 @@
 
 #include "attn/safetensors.h"
 #include "attn/tokenizer.h"
+#include "train_history.h"
 
-/* The loss history of a training state (the tensors attn_trainer_save writes). */
+/* The last step and the last / best evaluation of a training state. */
 static void read_history(const attn_safetensors *st, attn_checkpoint_info *info) {
-    const attn_st_tensor *hs = attn_safetensors_find(st, "history.step");
-    const attn_st_tensor *hv = attn_safetensors_find(st, "history.loss_lr_norm");
-    if (hs && hv && hs->numel > 0 && hs->numel * 3 == hv->numel && !strcmp(hs->dtype, "I64") &&
-        !strcmp(hv->dtype, "F32")) {
-        const size_t i = hs->numel - 1;
-        float v[3];
-        memcpy(&info->last.step, (const char *)hs->data + 8 * i, 8);
-        memcpy(v, (const char *)hv->data + 12 * i, 12);
-        info->last.loss = v[0];
-        info->last.lr = v[1];
-        info->last.grad_norm = v[2];
-        info->n_history = hs->numel;
+    train_history h;
+    train_history_find(st, &h);
+    if (h.n_steps > 0) {
+        train_history_step(&h, h.n_steps - 1, &info->last);
+        info->n_history = h.n_steps;
     }
-    const attn_st_tensor *es = attn_safetensors_find(st, "evals.step");
-    const attn_st_tensor *ev = attn_safetensors_find(st, "evals.train_val");
-    if (es && ev && es->numel > 0 && es->numel * 2 == ev->numel && !strcmp(es->dtype, "I64") &&
-        !strcmp(ev->dtype, "F32")) {
-        for (size_t i = 0; i < es->numel; i++) {
-            attn_eval_record r;
-            float v[2];
-            memcpy(&r.step, (const char *)es->data + 8 * i, 8);
-            memcpy(v, (const char *)ev->data + 8 * i, 8);
-            r.train_loss = v[0];
-            r.val_loss = v[1];
-            if (i == 0 || r.val_loss < info->best_eval.val_loss) info->best_eval = r;
-            info->last_eval = r;
-        }
-        info->n_evals = es->numel;
+    for (size_t i = 0; i < h.n_evals; i++) {
+        attn_eval_record r;
+        train_history_eval(&h, i, &r);
+        if (i == 0 || r.val_loss < info->best_eval.val_loss) info->best_eval = r;
+        info->last_eval = r;
     }
+    if (h.n_evals > 0) info->n_evals = h.n_evals;
 }
 
 static uint64_t file_size(const char *path) {

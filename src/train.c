@@ -20,6 +20,7 @@
 #include "attn/safetensors.h"
 #include "train_accum.h"
 #include "train_device.h"
+#include "train_history.h"
 
 #define PATH_BUF 4096
 
@@ -589,38 +590,19 @@ attn_status attn_trainer_resume(attn_trainer *tr, const char *dir, attn_error *e
     }
     if ((s = attn_sampler_restore(&tr->sampler, epoch, (size_t)cursor, err))) goto out;
     /* History (absent when the run stopped before its first step). */
-    const attn_st_tensor *hs = attn_safetensors_find(&st, "history.step");
-    const attn_st_tensor *hv = attn_safetensors_find(&st, "history.loss_lr_norm");
+    train_history h;
+    train_history_find(&st, &h);
     tr->n_hist = 0;
-    if (hs && hv && hs->numel * 3 == hv->numel && !strcmp(hs->dtype, "I64") &&
-        !strcmp(hv->dtype, "F32")) {
-        for (size_t i = 0; i < hs->numel; i++) {
-            attn_train_record r;
-            int64_t stp;
-            float v[3];
-            memcpy(&stp, (const char *)hs->data + 8 * i, 8);
-            memcpy(v, (const char *)hv->data + 12 * i, 12);
-            r.step = stp;
-            r.loss = v[0];
-            r.lr = v[1];
-            r.grad_norm = v[2];
-            if ((s = push_hist(tr, &r, err))) goto out;
-        }
+    for (size_t i = 0; i < h.n_steps; i++) {
+        attn_train_record r;
+        train_history_step(&h, i, &r);
+        if ((s = push_hist(tr, &r, err))) goto out;
     }
-    const attn_st_tensor *es = attn_safetensors_find(&st, "evals.step");
-    const attn_st_tensor *ev = attn_safetensors_find(&st, "evals.train_val");
     tr->n_evals = 0;
-    if (es && ev && es->numel * 2 == ev->numel && !strcmp(es->dtype, "I64") &&
-        !strcmp(ev->dtype, "F32")) {
-        for (size_t i = 0; i < es->numel; i++) {
-            attn_eval_record r;
-            float v[2];
-            memcpy(&r.step, (const char *)es->data + 8 * i, 8);
-            memcpy(v, (const char *)ev->data + 8 * i, 8);
-            r.train_loss = v[0];
-            r.val_loss = v[1];
-            if ((s = push_eval(tr, &r, err))) goto out;
-        }
+    for (size_t i = 0; i < h.n_evals; i++) {
+        attn_eval_record r;
+        train_history_eval(&h, i, &r);
+        if ((s = push_eval(tr, &r, err))) goto out;
     }
     tr->opt.step = (int64_t)adam_step;
     tr->step = (int64_t)step;
