@@ -17,6 +17,7 @@
 #include "attn/train.h"
 #include "clock.h"
 #include "commands.h"
+#include "threads.h"
 
 static void usage(FILE *out) {
     fprintf(out,
@@ -238,10 +239,6 @@ int cmd_bench_model(int argc, char **argv) {
         return 2;
     }
     if (a.threads <= 0) a.threads = attn_default_threads();
-    char nthreads[16];
-    snprintf(nthreads, sizeof nthreads, "%d", a.threads);
-    setenv("OMP_NUM_THREADS", nthreads, 1);
-    omp_set_num_threads(a.threads);
-    openblas_set_num_threads(1); /* one pool: attn/gemm.h */
+    cli_use_threads(a.threads, 1);
     return strcmp(argv[0], "train") == 0 ? bench_train(&a) : bench_generate(&a);
 }

@@ -18,6 +18,7 @@
 #include "attn/multi_head_attention.h"
 #include "clock.h"
 #include "commands.h"
+#include "threads.h"
 
 static void bench_usage(FILE *out) {
     fprintf(out,
@@ -345,11 +346,7 @@ int cmd_bench(int argc, char **argv) {
     /* One thread count everywhere. The fused path runs a single pool
      * (OpenMP; OpenBLAS single-threaded inside it, see attn/gemm.h); the
      * reference path lets OpenBLAS thread its own calls, as it was written. */
-    char nthreads[16];
-    snprintf(nthreads, sizeof nthreads, "%d", a.threads);
-    setenv("OMP_NUM_THREADS", nthreads, 1);
-    omp_set_num_threads(a.threads);
-    openblas_set_num_threads(a.reference ? a.threads : 1);
+    cli_use_threads(a.threads, a.reference ? a.threads : 1);
     if (strcmp(argv[1], "sgemm") == 0) {
         const int M = a.m ? a.m : a.B * a.T, N = a.n ? a.n : 3 * a.D, K = a.k ? a.k : a.D;
         return bench_sgemm(&a, "sgemm", M, N, K);

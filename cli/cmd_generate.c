@@ -16,6 +16,7 @@
 #include "attn/sample.h"
 #include "attn/train.h"
 #include "commands.h"
+#include "threads.h"
 
 static void generate_usage(FILE *out) {
     fprintf(out,
@@ -172,8 +173,7 @@ int cmd_generate(int argc, char **argv) {
         fprintf(stderr, "attn generate: --stop and --window run on --device cpu only\n");
         return 2;
     }
-    if (threads > 0) omp_set_num_threads((int)threads);
-    openblas_set_num_threads(1); /* one token at a time: tiny products */
+    cli_use_threads((int)threads, 1); /* one token at a time: tiny products */
     attn_error_clear(&err);
     attn_gpt model;
     attn_tokenizer tok;

@@ -27,6 +27,7 @@
 #include "attn/train.h"
 #include "clock.h"
 #include "commands.h"
+#include "threads.h"
 
 static volatile sig_atomic_t g_interrupted = 0;
 
@@ -533,13 +534,7 @@ static int train_run(int argc, char **argv, attn_dist *dist, attn_run_lock *lock
     /* One thread pool (attn/gemm.h): OpenMP threads, each calling a
      * single-threaded OpenBLAS. --threads N sets the OpenMP count, also
      * through OMP_NUM_THREADS, which attn_default_threads() reads. */
-    if (threads > 0) {
-        char nbuf[32];
-        snprintf(nbuf, sizeof nbuf, "%d", (int)threads);
-        setenv("OMP_NUM_THREADS", nbuf, 1);
-        omp_set_num_threads((int)threads);
-    }
-    openblas_set_num_threads(1);
+    cli_use_threads((int)threads, 1);
 
     /* Configuration: preset, then the config file, then flags. */
     attn_error err;

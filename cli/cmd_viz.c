@@ -18,6 +18,7 @@
 #include "attn/viz.h"
 #include "commands.h"
 #include "options.h"
+#include "threads.h"
 
 typedef struct viz_opts {
     const char *checkpoint, *prompt, *out, *svg;
@@ -103,7 +104,7 @@ int cmd_viz(int argc, char **argv) {
         fprintf(stderr, "attn viz: --layer and --head choose the head of --svg FILE.svg\n");
         return 2;
     }
-    openblas_set_num_threads(1); /* one short sequence: tiny products */
+    cli_use_threads(0, 1); /* one short sequence: tiny products */
     attn_error err;
     attn_error_clear(&err);
     attn_gpt model;

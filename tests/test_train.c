@@ -12,6 +12,7 @@
 #include "attn/checkpoint.h"
 #include "attn/fileio.h"
 #include "attn/train.h"
+#include "support/trainer_check.h"
 
 Test(train, config_json_mixes_model_and_training_keys) {
     attn_gpt_config m;
@@ -123,18 +124,8 @@ Test(train, save_and_resume_continue_bit_for_bit) {
     cr_expect_eq(b.step, 4);
     cr_expect_eq(b.n_hist, 4);
     cr_expect_eq(b.n_evals, 1);
-    for (int i = 0; i < 4; i++) {
-        attn_train_record ra, rb;
-        cr_assert_eq(attn_trainer_step(&a, &ra, &err), ATTN_OK);
-        cr_assert_eq(attn_trainer_step(&b, &rb, &err), ATTN_OK);
-        cr_expect(memcmp(&ra.loss, &rb.loss, sizeof ra.loss) == 0, "step %d: %.9g vs %.9g", i,
-                  (double)ra.loss, (double)rb.loss);
-    }
-    const attn_param_list *pa = attn_gpt_params(&a.model), *pb = attn_gpt_params(&b.model);
-    for (int i = 0; i < pa->count; i++)
-        cr_expect(
-            memcmp(pa->items[i].data, pb->items[i].data, pa->items[i].numel * sizeof(float)) == 0,
-            "%s differs", pa->items[i].name);
+    expect_same_steps(&a, &b, 4);
+    expect_same_params(&a.model, &b.model, "differs");
     /* A different config is refused, naming the key. */
     attn_trainer c;
     t.weight_decay = 0.2;
@@ -301,11 +292,7 @@ Test(train, init_from_copies_the_weights_and_checks_the_shape) {
     cr_assert_eq(attn_trainer_init(&b, &m, &t, 0, text, n, &err), ATTN_OK);
     cr_assert_eq(attn_trainer_init_from(&b, dir, &err), ATTN_OK, "%s", err.msg);
     cr_expect_eq(b.step, 0);
-    const attn_param_list *pa = attn_gpt_params(&a.model), *pb = attn_gpt_params(&b.model);
-    for (int i = 0; i < pa->count; i++)
-        cr_expect(
-            memcmp(pa->items[i].data, pb->items[i].data, pa->items[i].numel * sizeof(float)) == 0,
-            "%s not copied", pa->items[i].name);
+    expect_same_params(&a.model, &b.model, "not copied");
     m.n_layers = 2;
     cr_assert_eq(attn_trainer_init(&c, &m, &t, 0, text, n, &err), ATTN_OK);
     cr_expect_eq(attn_trainer_init_from(&c, dir, &err), ATTN_ERR_INVALID_ARG);

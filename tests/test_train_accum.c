@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "attn/train.h"
+#include "support/trainer_check.h"
 
 static char *corpus(size_t *n) {
     const char *line = "Now is the winter of our discontent, made glorious summer.\n";
@@ -185,18 +186,8 @@ Test(train_accum, accumulating_run_resumes_bit_for_bit) {
     cr_expect_eq(t2.grad_accum, 2, "grad_accum is part of the saved config");
     cr_assert_eq(attn_trainer_init(&b, &m, &t, 0, text, n, &err), ATTN_OK);
     cr_assert_eq(attn_trainer_resume(&b, dir, &err), ATTN_OK, "%s", err.msg);
-    for (int i = 0; i < 3; i++) {
-        attn_train_record ra, rb;
-        cr_assert_eq(attn_trainer_step(&a, &ra, &err), ATTN_OK);
-        cr_assert_eq(attn_trainer_step(&b, &rb, &err), ATTN_OK);
-        cr_expect(memcmp(&ra.loss, &rb.loss, sizeof ra.loss) == 0, "step %d: %.9g vs %.9g", i,
-                  (double)ra.loss, (double)rb.loss);
-    }
-    const attn_param_list *pa = attn_gpt_params(&a.model), *pb = attn_gpt_params(&b.model);
-    for (int i = 0; i < pa->count; i++)
-        cr_expect(
-            memcmp(pa->items[i].data, pb->items[i].data, pa->items[i].numel * sizeof(float)) == 0,
-            "%s differs", pa->items[i].name);
+    expect_same_steps(&a, &b, 3);
+    expect_same_params(&a.model, &b.model, "differs");
     /* A different grad_accum is a different run: refused. */
     attn_trainer c;
     t.grad_accum = 4;
