@@ -290,7 +290,11 @@ static int bench_mha(const bench_args *a) {
         float *lse = malloc((size_t)a->B * a->H * a->T * sizeof(float));
         float *dqkv = alloc_floats(nq * ld);
         attn_flash_workspace ws = {0};
-        attn_flash_options opt = {a->threads, a->simd, a->block_q, a->block_k};
+        attn_flash_options opt = {.threads = a->threads,
+                                  .simd = a->simd,
+                                  .block_q = a->block_q,
+                                  .block_k = a->block_k,
+                                  .precision = a->precision};
         attn_flash_problem pb = {a->B, a->T, a->H, hd, qkv,          qkv + a->D, qkv + 2 * a->D,
                                  ld,   ld,   ld,   o,  (size_t)a->D, lse,        NULL};
         attn_flash_grads g = {dy, (size_t)a->D, dqkv, dqkv + a->D, dqkv + 2 * a->D, ld, ld, ld};

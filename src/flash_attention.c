@@ -310,6 +310,7 @@ typedef struct run_ctx {
     size_t hdp, bqp, bkp;
     float scale;
     const attn_flash_kernels *K;
+    const attn_flash_bf16_kernels *KB; /* non-NULL: the bf16 path */
     drop_ctx drop;
 } run_ctx;
 
@@ -352,6 +353,17 @@ static attn_status setup(run_ctx *c, const attn_flash_problem *pb, const attn_fl
         return attn_fail(err, ATTN_ERR_INVALID_ARG,
                          "flash attention: this CPU cannot run the %s path", attn_simd_name(simd));
     c->K = kernels_for(simd);
+    c->KB = NULL;
+    if (o.precision == ATTN_PRECISION_BF16) {
+        const attn_status ps = attn_precision_check(ATTN_PRECISION_BF16, err);
+        if (ps != ATTN_OK) return ps;
+#ifdef ATTN_FLASH_HAVE_X86
+        c->KB = &attn_flash_kernels_bf16;
+#endif
+    } else if (o.precision != ATTN_PRECISION_FP32) {
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "flash attention: unknown precision %d",
+                         (int)o.precision);
+    }
     c->hdp = pad_to((size_t)c->hd, ATTN_FLASH_PAD);
     c->bqp = pad_to((size_t)c->bq, ATTN_FLASH_PAD);
     c->bkp = pad_to((size_t)c->bk, ATTN_FLASH_PAD);
@@ -498,13 +510,118 @@ static void fwd_task(const run_ctx *c, const attn_flash_problem *pb, int b, int 
     }
 }
 
+/* The bf16 forward: fwd_task's steps with the two products in bf16 pairs.
+ * Q^T is packed as (head_dim / 2, queries) pairs, each K tile as bf16 rows,
+ * P^T and the V tile with pairs of keys interleaved; the masked half of the
+ * diagonal tile is not skipped (its P entries are exact zeros). */
+static size_t fwd_thread_bytes_bf16(const run_ctx *c) {
+    const size_t hd2 = ((size_t)c->hd + 1) / 2, bk2 = ((size_t)c->bk + 1) / 2;
+    const size_t f = hd2 * c->bqp                 /* Q^T pairs */
+                     + (size_t)c->bk * c->bqp     /* S^T / P^T */
+                     + (size_t)c->bq * c->hdp     /* accumulator */
+                     + (size_t)c->bk * c->hdp / 2 /* K tile, bf16 rows */
+                     + bk2 * c->hdp               /* V tile, key pairs */
+                     + bk2 * c->bqp               /* P^T, key pairs */
+                     + 3 * c->bqp + c->bkp + c->bqp;
+    return f * sizeof(float) + 12 * 64;
+}
+
+static void fwd_task_bf16(const run_ctx *c, const attn_flash_problem *pb, int b, int h, int qt,
+                          char *scratch) {
+    const attn_flash_bf16_kernels *KB = c->KB;
+    const int T = c->T, hd = c->hd, hd2 = (hd + 1) / 2;
+    const int i0 = qt * c->bq, nq = imin(c->bq, T - i0);
+    const int nqp = (int)pad_to((size_t)nq, ATTN_FLASH_PAD);
+    const size_t bqp = c->bqp, hdp = c->hdp, bk2 = ((size_t)c->bk + 1) / 2;
+    char *cur = scratch;
+    uint32_t *Qt = (uint32_t *)carve(&cur, (size_t)hd2 * bqp);
+    float *St = carve(&cur, (size_t)c->bk * bqp);
+    float *acc = carve(&cur, (size_t)c->bq * hdp);
+    uint16_t *K16 = (uint16_t *)carve(&cur, (size_t)c->bk * hdp / 2);
+    uint32_t *V2 = (uint32_t *)carve(&cur, bk2 * hdp);
+    uint32_t *P2 = (uint32_t *)carve(&cur, bk2 * bqp);
+    float *m = carve(&cur, bqp), *l = carve(&cur, bqp), *alpha = carve(&cur, bqp);
+    float *mult = carve(&cur, c->bkp);
+    uint32_t *xst = (uint32_t *)carve(&cur, bqp);
+
+    const float *qb = pb->q + ((size_t)b * T + (size_t)i0) * pb->ld_q + (size_t)h * hd;
+    KB->pack_pairs_t(qb, (ptrdiff_t)pb->ld_q, nq, hd, Qt, (ptrdiff_t)bqp);
+    for (int d = 0; d < hd2; d++)
+        for (int ii = nq; ii < nqp; ii++)
+            Qt[(size_t)d * bqp + ii] = 0;
+    for (int ii = 0; ii < nqp; ii++) {
+        m[ii] = -INFINITY;
+        l[ii] = 0.0f;
+    }
+
+    const size_t bh = (size_t)b * c->H + (size_t)h;
+    const uint64_t row0 = ((uint64_t)bh * (uint64_t)T + (uint64_t)i0) * (uint64_t)T;
+    uint32_t a_bk = 1;
+    if (c->drop.on && c->drop.mkl) {
+        uint32_t xs = drop_state_at(&c->drop, row0);
+        for (int ii = 0; ii < nq; ii++) {
+            xst[ii] = xs;
+            xs = mulmod(xs, c->drop.a_T);
+        }
+        a_bk = powmod(MCG_A, (uint64_t)c->bk);
+    }
+
+    const int last = i0 + nq - 1;
+    for (int j0 = 0; j0 <= last; j0 += c->bk) {
+        const int nk = imin(c->bk, last + 1 - j0), nk2 = (nk + 1) / 2;
+        const float *kb = pb->k + ((size_t)b * T + (size_t)j0) * pb->ld_k + (size_t)h * hd;
+        const float *vb = pb->v + ((size_t)b * T + (size_t)j0) * pb->ld_v + (size_t)h * hd;
+        if (j0 + c->bk <= last)
+            for (int jj = 0; jj < c->bk && j0 + c->bk + jj <= last; jj++)
+                for (int d = 0; d < hd; d += 16) {
+                    __builtin_prefetch(kb + ((size_t)c->bk + jj) * pb->ld_k + d, 0, 2);
+                    __builtin_prefetch(vb + ((size_t)c->bk + jj) * pb->ld_v + d, 0, 2);
+                }
+        /* S^T (nk, nq) = K_tile Q_tile^T */
+        KB->cvt_rows(kb, (ptrdiff_t)pb->ld_k, nk, hd, K16, (ptrdiff_t)hdp);
+        KB->gemm(nk, nqp, hd2, (const uint32_t *)K16, (ptrdiff_t)(hdp / 2), 1, Qt, (ptrdiff_t)bqp,
+                 St, (ptrdiff_t)bqp, 0, NULL);
+        if (j0 + nk - 1 > i0) /* diagonal tile */
+            for (int jj = 0; jj < nk; jj++) {
+                const int upto = imin(nq, j0 + jj - i0);
+                for (int ii = 0; ii < upto; ii++)
+                    St[(size_t)jj * bqp + ii] = -INFINITY;
+            }
+        c->K->softmax_cols(St, nk, nqp, (ptrdiff_t)bqp, m, l, alpha, c->scale);
+        if (c->drop.on)
+            for (int ii = 0; ii < nq; ii++) {
+                const uint64_t k0 = row0 + (uint64_t)ii * (uint64_t)T + (uint64_t)j0;
+                drop_row(&c->drop, k0, c->drop.mkl ? xst[ii] : 0, nk, mult);
+                if (c->drop.mkl) xst[ii] = mulmod(xst[ii], a_bk);
+                for (int jj = 0; jj < nk; jj++)
+                    St[(size_t)jj * bqp + ii] *= mult[jj];
+            }
+        /* acc (nq, hd) = alpha * acc + P (nq, nk) V_tile over pairs of keys */
+        KB->pack_rows_interleave(St, (ptrdiff_t)bqp, nk, nqp, P2, (ptrdiff_t)bqp);
+        KB->pack_rows_interleave(vb, (ptrdiff_t)pb->ld_v, nk, hd, V2, (ptrdiff_t)hdp);
+        KB->gemm(nq, hd, nk2, P2, 1, (ptrdiff_t)bqp, V2, (ptrdiff_t)hdp, acc, (ptrdiff_t)hdp,
+                 j0 > 0, alpha);
+    }
+
+    float *ob = pb->o + ((size_t)b * T + (size_t)i0) * pb->ld_o + (size_t)h * hd;
+    float *lse = pb->lse + bh * (size_t)T + (size_t)i0;
+    for (int ii = 0; ii < nq; ii++) {
+        const float inv = 1.0f / l[ii];
+        const float *src = acc + (size_t)ii * hdp;
+        float *dst = ob + (size_t)ii * pb->ld_o;
+        for (int d = 0; d < hd; d++)
+            dst[d] = src[d] * inv;
+        lse[ii] = m[ii] * c->scale + logf(l[ii]);
+    }
+}
+
 attn_status attn_flash_forward(const attn_flash_problem *pb, const attn_flash_options *opt,
                                attn_flash_workspace *ws, attn_error *err) {
     run_ctx c;
     attn_status st = setup(&c, pb, opt, err);
     if (st != ATTN_OK) return st;
     if (!ws) return attn_fail(err, ATTN_ERR_INVALID_ARG, "flash attention: no workspace given");
-    const size_t per = pad_to(fwd_thread_bytes(&c), 64);
+    const size_t per = pad_to(c.KB ? fwd_thread_bytes_bf16(&c) : fwd_thread_bytes(&c), 64);
     const int nqt = (c.T + c.bq - 1) / c.bq;
     const long ntasks = (long)c.B * c.H * nqt;
     const int nt = (int)(ntasks < c.threads ? ntasks : c.threads);
@@ -532,7 +649,10 @@ attn_status attn_flash_forward(const attn_flash_problem *pb, const attn_flash_op
                     for (int d = 0; d < c.hd; d += 16)
                         __builtin_prefetch(q2 + (size_t)ii * pb->ld_q + d, 0, 1);
             }
-            fwd_task(&c, pb, (int)(bh / c.H), (int)(bh % c.H), qt, scratch);
+            if (c.KB)
+                fwd_task_bf16(&c, pb, (int)(bh / c.H), (int)(bh % c.H), qt, scratch);
+            else
+                fwd_task(&c, pb, (int)(bh / c.H), (int)(bh % c.H), qt, scratch);
         }
     }
     return ATTN_OK;
@@ -714,6 +834,137 @@ static void bwd_task(const run_ctx *c, const attn_flash_problem *pb, const attn_
     }
 }
 
+/* The bf16 backward: bwd_task's five products in bf16 pairs (fp32 P, dP,
+ * dS and accumulators; no split of the diagonal tile). */
+static size_t bwd_thread_bytes_bf16(const run_ctx *c) {
+    const size_t hd2 = ((size_t)c->hd + 1) / 2, bk2 = ((size_t)c->bk + 1) / 2,
+                 bq2 = ((size_t)c->bq + 1) / 2;
+    const size_t f = 2 * hd2 * c->bkp             /* K^T, V^T pairs */
+                     + bk2 * c->hdp               /* K, key pairs */
+                     + 4 * (size_t)c->bq * c->bkp /* P, dP/dS, mask, dropped P */
+                     + bq2 * c->bkp               /* P^T / dS^T, query pairs */
+                     + (size_t)c->bq * c->bkp / 2 /* dS, bf16 rows */
+                     + 2 * (size_t)c->bk * c->hdp /* dK, dV accumulators */
+                     + (size_t)c->bq * c->hdp     /* Q, dO bf16 rows */
+                     + 2 * bq2 * c->hdp;          /* Q, dO query pairs */
+    return f * sizeof(float) + 16 * 64;
+}
+
+static void bwd_task_bf16(const run_ctx *c, const attn_flash_problem *pb, const attn_flash_grads *g,
+                          const bwd_shared *sh, int b, int h, int kt, char *scratch) {
+    const attn_flash_bf16_kernels *KB = c->KB;
+    const int T = c->T, hd = c->hd, hd2 = (hd + 1) / 2;
+    const int j0 = kt * c->bk, nk = imin(c->bk, T - j0), nk2 = (nk + 1) / 2;
+    const size_t bkp = c->bkp, hdp = c->hdp;
+    const size_t bk2 = ((size_t)c->bk + 1) / 2, bq2 = ((size_t)c->bq + 1) / 2;
+    char *cur = scratch;
+    uint32_t *Kt = (uint32_t *)carve(&cur, (size_t)hd2 * bkp);
+    uint32_t *Vt = (uint32_t *)carve(&cur, (size_t)hd2 * bkp);
+    uint32_t *K2 = (uint32_t *)carve(&cur, bk2 * hdp);
+    float *P = carve(&cur, (size_t)c->bq * bkp), *dS = carve(&cur, (size_t)c->bq * bkp);
+    float *M = carve(&cur, (size_t)c->bq * bkp), *Pd = carve(&cur, (size_t)c->bq * bkp);
+    uint32_t *A2 = (uint32_t *)carve(&cur, bq2 * bkp);
+    uint16_t *dS16 = (uint16_t *)carve(&cur, (size_t)c->bq * bkp / 2);
+    float *dKa = carve(&cur, (size_t)c->bk * hdp), *dVa = carve(&cur, (size_t)c->bk * hdp);
+    uint16_t *Q16 = (uint16_t *)carve(&cur, (size_t)c->bq * hdp / 2);
+    uint16_t *O16 = (uint16_t *)carve(&cur, (size_t)c->bq * hdp / 2);
+    uint32_t *Q2 = (uint32_t *)carve(&cur, bq2 * hdp), *O2 = (uint32_t *)carve(&cur, bq2 * hdp);
+
+    const size_t bh = (size_t)b * c->H + (size_t)h;
+    const float *kb = pb->k + ((size_t)b * T + (size_t)j0) * pb->ld_k + (size_t)h * hd;
+    const float *vb = pb->v + ((size_t)b * T + (size_t)j0) * pb->ld_v + (size_t)h * hd;
+    float *dkb = g->dk + ((size_t)b * T + (size_t)j0) * g->ld_dk + (size_t)h * hd;
+    float *dvb = g->dv + ((size_t)b * T + (size_t)j0) * g->ld_dv + (size_t)h * hd;
+    KB->pack_pairs_t(kb, (ptrdiff_t)pb->ld_k, nk, hd, Kt, (ptrdiff_t)bkp);
+    KB->pack_pairs_t(vb, (ptrdiff_t)pb->ld_v, nk, hd, Vt, (ptrdiff_t)bkp);
+    KB->pack_rows_interleave(kb, (ptrdiff_t)pb->ld_k, nk, hd, K2, (ptrdiff_t)hdp);
+    memset(dKa, 0, (size_t)nk * hdp * sizeof(float));
+    memset(dVa, 0, (size_t)nk * hdp * sizeof(float));
+
+    float *dq_base = g->dq + (size_t)b * T * g->ld_dq + (size_t)h * hd;
+    const ptrdiff_t ld_dq = (ptrdiff_t)g->ld_dq, hw = (ptrdiff_t)(hdp / 2);
+
+    const uint64_t bh_base = (uint64_t)bh * (uint64_t)T * (uint64_t)T;
+    uint32_t xs = 0;
+    if (c->drop.on && c->drop.mkl)
+        xs = drop_state_at(&c->drop, bh_base + (uint64_t)j0 * (uint64_t)T + (uint64_t)j0);
+
+    const float *lse = pb->lse + bh * (size_t)T;
+    const float *D = sh->D + bh * (size_t)T;
+    for (int i0 = j0; i0 < T; i0 += c->bq) {
+        const int nq = imin(c->bq, T - i0), nq2 = (nq + 1) / 2;
+        const float *qb = pb->q + ((size_t)b * T + (size_t)i0) * pb->ld_q + (size_t)h * hd;
+        const float *dob = g->d_o + ((size_t)b * T + (size_t)i0) * g->ld_do + (size_t)h * hd;
+        for (int ii = 0; ii < c->bq && i0 + c->bq + ii < T; ii++) /* next tile's rows */
+            for (int d = 0; d < hd; d += 16) {
+                __builtin_prefetch(qb + ((size_t)c->bq + ii) * pb->ld_q + d, 0, 2);
+                __builtin_prefetch(dob + ((size_t)c->bq + ii) * g->ld_do + d, 0, 2);
+            }
+        KB->cvt_rows(qb, (ptrdiff_t)pb->ld_q, nq, hd, Q16, (ptrdiff_t)hdp);
+        KB->cvt_rows(dob, (ptrdiff_t)g->ld_do, nq, hd, O16, (ptrdiff_t)hdp);
+        KB->pack_rows_interleave(qb, (ptrdiff_t)pb->ld_q, nq, hd, Q2, (ptrdiff_t)hdp);
+        KB->pack_rows_interleave(dob, (ptrdiff_t)g->ld_do, nq, hd, O2, (ptrdiff_t)hdp);
+        /* S (nq, nk) = Q_tile K_tile^T; P = exp(S / sqrt(hd) - lse) */
+        KB->gemm(nq, nk, hd2, (const uint32_t *)Q16, hw, 1, Kt, (ptrdiff_t)bkp, P, (ptrdiff_t)bkp,
+                 0, NULL);
+        for (int ii = 0; ii < nq; ii++) {
+            const int i = i0 + ii;
+            const int valid = imin(nk, i - j0 + 1);
+            float *prow = P + (size_t)ii * bkp;
+            c->K->exp_row(prow, prow, valid, c->scale, lse[i]);
+            for (int jj = valid; jj < nk; jj++)
+                prow[jj] = 0.0f;
+        }
+        const float *Pused = P;
+        if (c->drop.on) {
+            for (int ii = 0; ii < nq; ii++) {
+                const int i = i0 + ii;
+                float *mrow = M + (size_t)ii * bkp;
+                drop_row(&c->drop, bh_base + (uint64_t)i * (uint64_t)T + (uint64_t)j0, xs, nk,
+                         mrow);
+                if (c->drop.mkl) xs = mulmod(xs, c->drop.a_T);
+                const float *prow = P + (size_t)ii * bkp;
+                float *pdrow = Pd + (size_t)ii * bkp;
+                for (int jj = 0; jj < nk; jj++)
+                    pdrow[jj] = prow[jj] * mrow[jj];
+            }
+            Pused = Pd;
+        }
+        /* dV (nk, hd) += P^T dO over pairs of queries */
+        KB->pack_rows_interleave(Pused, (ptrdiff_t)bkp, nq, nk, A2, (ptrdiff_t)bkp);
+        KB->gemm(nk, hd, nq2, A2, 1, (ptrdiff_t)bkp, O2, (ptrdiff_t)hdp, dVa, (ptrdiff_t)hdp, 1,
+                 NULL);
+        /* dP (nq, nk) = dO V^T */
+        KB->gemm(nq, nk, hd2, (const uint32_t *)O16, hw, 1, Vt, (ptrdiff_t)bkp, dS, (ptrdiff_t)bkp,
+                 0, NULL);
+        for (int ii = 0; ii < nq; ii++) {
+            const int valid = imin(nk, i0 + ii - j0 + 1);
+            float *srow = dS + (size_t)ii * bkp;
+            c->K->ds_row(P + (size_t)ii * bkp, srow, c->drop.on ? M + (size_t)ii * bkp : NULL,
+                         valid, D[i0 + ii], c->scale);
+            for (int jj = valid; jj < nk; jj++)
+                srow[jj] = 0.0f;
+        }
+        /* dK (nk, hd) += dS^T Q over pairs of queries; dQ (nq, hd) += dS K
+         * over pairs of keys */
+        KB->pack_rows_interleave(dS, (ptrdiff_t)bkp, nq, nk, A2, (ptrdiff_t)bkp);
+        KB->gemm(nk, hd, nq2, A2, 1, (ptrdiff_t)bkp, Q2, (ptrdiff_t)hdp, dKa, (ptrdiff_t)hdp, 1,
+                 NULL);
+        KB->cvt_rows(dS, (ptrdiff_t)bkp, nq, nk, dS16, (ptrdiff_t)bkp);
+        KB->gemm(nq, hd, nk2, (const uint32_t *)dS16, (ptrdiff_t)(bkp / 2), 1, K2, (ptrdiff_t)hdp,
+                 dq_base + (size_t)i0 * ld_dq, ld_dq, 1, NULL);
+    }
+
+    for (int jj = 0; jj < nk; jj++) {
+        const float *ka = dKa + (size_t)jj * hdp, *va = dVa + (size_t)jj * hdp;
+        float *kd = dkb + (size_t)jj * g->ld_dk, *vd = dvb + (size_t)jj * g->ld_dv;
+        for (int d = 0; d < hd; d++) {
+            kd[d] += ka[d];
+            vd[d] += va[d];
+        }
+    }
+}
+
 attn_status attn_flash_backward(const attn_flash_problem *pb, const attn_flash_grads *g,
                                 const attn_flash_options *opt, attn_flash_workspace *ws,
                                 attn_error *err) {
@@ -736,7 +987,7 @@ attn_status attn_flash_backward(const attn_flash_problem *pb, const attn_flash_g
     const int nkt = (c.T + c.bk - 1) / c.bk;
     const size_t BH = (size_t)c.B * (size_t)c.H;
     const int nt = (int)((long)BH < c.threads ? (long)BH : c.threads);
-    const size_t per = pad_to(bwd_thread_bytes(&c), 64);
+    const size_t per = pad_to(c.KB ? bwd_thread_bytes_bf16(&c) : bwd_thread_bytes(&c), 64);
     const size_t d_bytes = pad_to(BH * (size_t)c.T * sizeof(float), 64);
     st = ws_reserve(ws, per * (size_t)nt + d_bytes, err);
     if (st != ATTN_OK) return st;
@@ -777,7 +1028,10 @@ attn_status attn_flash_backward(const attn_flash_problem *pb, const attn_flash_g
                             __builtin_prefetch(pb->v + (r0 + jj) * pb->ld_v + col + d, 0, 1);
                         }
                 }
-                bwd_task(&c, pb, g, &sh, (int)(bh / H), (int)(bh % H), kt, scratch);
+                if (c.KB)
+                    bwd_task_bf16(&c, pb, g, &sh, (int)(bh / H), (int)(bh % H), kt, scratch);
+                else
+                    bwd_task(&c, pb, g, &sh, (int)(bh / H), (int)(bh % H), kt, scratch);
             }
     }
     return ATTN_OK;

@@ -6,6 +6,7 @@
 #define ATTN_FLASH_KERNELS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* Buffers handed to kernels are padded to a multiple of this many floats. */
 #define ATTN_FLASH_PAD 16
@@ -38,11 +39,38 @@ typedef struct attn_flash_kernels {
     void (*pack_t)(const float *src, ptrdiff_t ld, int rows, int cols, float *dst, ptrdiff_t ldd);
 } attn_flash_kernels;
 
+/* The bf16 path (AVX512-BF16 only): operands rounded to bf16, products
+ * accumulated in fp32 by vdpbf16ps. A "pair" is a uint32 holding two bf16
+ * along the reduction axis (element 2p in the low half, 2p + 1 in the high
+ * half; an odd length ends in a zero). */
+typedef struct attn_flash_bf16_kernels {
+    const char *name;
+    /* C (M, N) = [C +] sum_p A2(i, p) B2(p, n) over K2 pairs, with A2(i, p) =
+     * A[i * rsa + p * csa], B2(p, n) = B[p * ldb + n]; accumulate and
+     * row_scale as attn_flash_kernels.gemm. */
+    void (*gemm)(int M, int N, int K2, const uint32_t *A, ptrdiff_t rsa, ptrdiff_t csa,
+                 const uint32_t *B, ptrdiff_t ldb, float *C, ptrdiff_t ldc, int accumulate,
+                 const float *row_scale);
+    /* dst[r * ldd + c] = bf16(src[r * ld + c]), c < cols, then one zero when
+     * cols is odd: rows of pairs along c. */
+    void (*cvt_rows)(const float *src, ptrdiff_t ld, int rows, int cols, uint16_t *dst,
+                     ptrdiff_t ldd);
+    /* dst[p * ldd + c] = (src[2p][c], src[2p + 1][c]) for c < cols: pairs
+     * along the rows (an odd last row pairs with zero). */
+    void (*pack_rows_interleave)(const float *src, ptrdiff_t ld, int rows, int cols, uint32_t *dst,
+                                 ptrdiff_t ldd);
+    /* dst[p * ldd + r] = (src[r][2p], src[r][2p + 1]) for r < rows: pairs
+     * along c, transposed. */
+    void (*pack_pairs_t)(const float *src, ptrdiff_t ld, int rows, int cols, uint32_t *dst,
+                         ptrdiff_t ldd);
+} attn_flash_bf16_kernels;
+
 extern const attn_flash_kernels attn_flash_kernels_generic;
 #if defined(__x86_64__) && defined(__GNUC__)
 #define ATTN_FLASH_HAVE_X86 1
 extern const attn_flash_kernels attn_flash_kernels_avx2;
 extern const attn_flash_kernels attn_flash_kernels_avx512;
+extern const attn_flash_bf16_kernels attn_flash_kernels_bf16;
 #endif
 
 #endif

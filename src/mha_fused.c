@@ -57,6 +57,14 @@ static attn_status ensure_state(const attn_mha *m, int B, int T, attn_attention_
     return ATTN_OK;
 }
 
+/* The kernel's options: with the bf16 engine the attention runs in bf16 too
+ * (bf16 operands, fp32 accumulation, fp32 softmax), as autocast does. */
+static attn_flash_options flash_options(const attn_mha *m) {
+    attn_flash_options o = m->flash;
+    if (m->bf16) o.precision = ATTN_PRECISION_BF16;
+    return o;
+}
+
 static attn_flash_problem problem_of(const attn_mha *m, attn_mha_fused_state *st,
                                      attn_attention_cache *cache, int B, int T) {
     const size_t d = (size_t)m->d_out, d3 = 3 * d;
@@ -93,7 +101,8 @@ attn_status attn_mha_fused_forward(const attn_mha *m, const float *x, int B, int
     if (s != ATTN_OK) return s;
     cache->dropout_applied = p > 0.0;
     attn_flash_problem pb = problem_of(m, st, cache, B, T);
-    s = attn_flash_forward(&pb, &m->flash, &st->ws, err);
+    const attn_flash_options fo = flash_options(m);
+    s = attn_flash_forward(&pb, &fo, &st->ws, err);
     if (s != ATTN_OK) return s;
     attn_linear_forward(&m->out_proj, cache->context, out, N);
     return ATTN_OK;
@@ -112,7 +121,8 @@ attn_status attn_mha_fused_backward(attn_mha *m, const float *x, int B, int T, c
     attn_flash_problem pb = problem_of(m, st, (attn_attention_cache *)cache, B, T);
     attn_flash_grads g = {cache->d_context,  d,  st->d_qkv, st->d_qkv + d,
                           st->d_qkv + 2 * d, d3, d3,        d3};
-    attn_status s = attn_flash_backward(&pb, &g, &m->flash, &st->ws, err);
+    const attn_flash_options fo = flash_options(m);
+    attn_status s = attn_flash_backward(&pb, &g, &fo, &st->ws, err);
     if (s != ATTN_OK) return s;
     /* W.grad (d_out, d_in) += dQKV_block^T x, straight into each public grad. */
     attn_linear *lin[3] = {&m->W_query, &m->W_key, &m->W_value};

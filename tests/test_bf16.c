@@ -7,10 +7,12 @@
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "attn/engine.h"
+#include "attn/flash_attention.h"
 #include "attn/gemm.h"
 #include "attn/train.h"
 #include "gemv.h"
@@ -276,5 +278,111 @@ Test(bf16, kv_steps_with_bf16_weights) {
     for (int o = 0; o < out; o++) {
         cr_expect(fabsf(g1[o] - y1[o]) < 1e-5f, "f32 row %d: %g vs %g", o, g1[o], y1[o]);
         cr_expect(fabsf(g2[o] - y2[o]) < 1e-5f, "bf16 row %d: %g vs %g", o, g2[o], y2[o]);
+    }
+}
+
+/* ---- the bf16 attention kernel (attn_flash_* with precision BF16) ------- */
+
+typedef struct flash_case {
+    int B, T, H, hd;
+    float *qkv, *o, *lse, *d_o, *dq, *dk, *dv;
+} flash_case;
+
+static void flash_case_init(flash_case *fc, int B, int T, int H, int hd, uint64_t seed) {
+    fc->B = B, fc->T = T, fc->H = H, fc->hd = hd;
+    const size_t n = (size_t)B * T * H * hd;
+    fc->qkv = malloc(3 * n * sizeof(float));
+    fc->d_o = malloc(n * sizeof(float));
+    fc->o = malloc(n * sizeof(float));
+    fc->lse = malloc((size_t)B * H * T * sizeof(float));
+    fc->dq = malloc(n * sizeof(float));
+    fc->dk = malloc(n * sizeof(float));
+    fc->dv = malloc(n * sizeof(float));
+    attn_rng rng;
+    attn_rng_seed(&rng, seed);
+    attn_rng_uniform(&rng, fc->qkv, 3 * n, -1.5f, 1.5f);
+    attn_rng_uniform(&rng, fc->d_o, n, -1.0f, 1.0f);
+}
+
+static void flash_case_free(flash_case *fc) {
+    free(fc->qkv), free(fc->d_o), free(fc->o), free(fc->lse);
+    free(fc->dq), free(fc->dk), free(fc->dv);
+}
+
+/* Forward then backward on the packed (q | k | v) rows. */
+static attn_status flash_run(flash_case *fc, const attn_flash_dropout *drop,
+                             const attn_flash_options *opt, attn_error *err) {
+    const size_t row = (size_t)fc->H * fc->hd, n = (size_t)fc->B * fc->T * row;
+    attn_flash_problem pb = {
+        fc->B,   fc->T,   fc->H,   fc->hd, fc->qkv, fc->qkv + row, fc->qkv + 2 * row,
+        3 * row, 3 * row, 3 * row, fc->o,  row,     fc->lse,       drop};
+    attn_flash_grads g = {fc->d_o, row, fc->dq, fc->dk, fc->dv, row, row, row};
+    memset(fc->dq, 0, n * sizeof(float));
+    memset(fc->dk, 0, n * sizeof(float));
+    memset(fc->dv, 0, n * sizeof(float));
+    attn_flash_workspace ws = {0};
+    attn_status s = attn_flash_forward(&pb, opt, &ws, err);
+    if (s == ATTN_OK) s = attn_flash_backward(&pb, &g, opt, &ws, err);
+    attn_flash_workspace_free(&ws);
+    return s;
+}
+
+/* Output, LSE and the three gradients in bf16 against fp32 (the reference,
+ * itself checked against a double reference in test_flash_attention.c), on
+ * odd shapes (odd head_dim and T: the zero-padded pairs), tiles that do and
+ * do not divide T, both dropout streams, 1 and 2 threads. The bf16 results
+ * are the same bits for either thread count. */
+Test(bf16, flash_attention_within_bf16_tolerance_of_fp32) {
+    if (!have_bf16()) cr_skip_test("no AVX512-BF16 on this CPU");
+    const struct {
+        int B, T, H, hd, bq, bk;
+        double p;
+        attn_dropout_stream stream;
+    } cases[] = {
+        {2, 37, 3, 7, 16, 16, 0.0, ATTN_STREAM_TORCH_CPU},
+        {1, 70, 2, 13, 0, 0, 0.1, ATTN_STREAM_TORCH_MKL},
+        {2, 129, 2, 64, 64, 32, 0.2, ATTN_STREAM_TORCH_CPU},
+        {1, 96, 4, 16, 32, 64, 0.0, ATTN_STREAM_TORCH_MKL},
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        const int B = cases[ci].B, T = cases[ci].T, H = cases[ci].H, hd = cases[ci].hd;
+        const size_t n = (size_t)B * T * H * hd, nl = (size_t)B * H * T;
+        flash_case f32, f16;
+        flash_case_init(&f32, B, T, H, hd, 40 + ci);
+        flash_case_init(&f16, B, T, H, hd, 40 + ci);
+        attn_flash_dropout drop = {0};
+        attn_rng rng;
+        attn_rng_seed(&rng, 9);
+        attn_error err;
+        cr_assert_eq(
+            attn_flash_dropout_draw(&drop, &rng, cases[ci].stream, cases[ci].p, B, H, T, &err),
+            ATTN_OK, "%s", err.msg);
+        attn_flash_options o32 = {.threads = 2, .block_q = cases[ci].bq, .block_k = cases[ci].bk};
+        attn_flash_options o16 = o32;
+        o16.precision = ATTN_PRECISION_BF16;
+        cr_assert_eq(flash_run(&f32, &drop, &o32, &err), ATTN_OK, "%s", err.msg);
+        cr_assert_eq(flash_run(&f16, &drop, &o16, &err), ATTN_OK, "%s", err.msg);
+        const double eo = rel_err(f16.o, f32.o, n), el = rel_err(f16.lse, f32.lse, nl);
+        const double eq = rel_err(f16.dq, f32.dq, n), ek = rel_err(f16.dk, f32.dk, n),
+                     ev = rel_err(f16.dv, f32.dv, n);
+        /* > 0: the bf16 path really ran; bounds: a few bf16 roundings. */
+        cr_expect(eo > 0 && eo < 8e-3, "case %zu: output relative error %g", ci, eo);
+        cr_expect(el < 2e-3, "case %zu: LSE relative error %g", ci, el);
+        cr_expect(eq > 0 && eq < 1.5e-2, "case %zu: dQ relative error %g", ci, eq);
+        cr_expect(ek > 0 && ek < 1.5e-2, "case %zu: dK relative error %g", ci, ek);
+        cr_expect(ev > 0 && ev < 1.5e-2, "case %zu: dV relative error %g", ci, ev);
+        /* One thread: the same bits (every sum runs in one fixed order). */
+        flash_case f1;
+        flash_case_init(&f1, B, T, H, hd, 40 + ci);
+        o16.threads = 1;
+        cr_assert_eq(flash_run(&f1, &drop, &o16, &err), ATTN_OK, "%s", err.msg);
+        cr_expect(memcmp(f1.o, f16.o, n * sizeof(float)) == 0, "case %zu: O differs", ci);
+        cr_expect(memcmp(f1.dq, f16.dq, n * sizeof(float)) == 0, "case %zu: dQ differs", ci);
+        cr_expect(memcmp(f1.dk, f16.dk, n * sizeof(float)) == 0, "case %zu: dK differs", ci);
+        cr_expect(memcmp(f1.dv, f16.dv, n * sizeof(float)) == 0, "case %zu: dV differs", ci);
+        flash_case_free(&f1);
+        flash_case_free(&f32);
+        flash_case_free(&f16);
+        attn_flash_dropout_free(&drop);
     }
 }

@@ -197,7 +197,10 @@ static void check_all_paths(problem *pb, const attn_flash_dropout *drop, const c
     for (size_t s = 0; s < 3; s++) {
         if (!attn_simd_supported(ALL_SIMD[s])) continue;
         for (size_t t = 0; t < sizeof tiles / sizeof tiles[0]; t++) {
-            attn_flash_options opt = {threads[t % 3], ALL_SIMD[s], tiles[t][0], tiles[t][1]};
+            attn_flash_options opt = {.threads = threads[t % 3],
+                                      .simd = ALL_SIMD[s],
+                                      .block_q = tiles[t][0],
+                                      .block_k = tiles[t][1]};
             char label[160];
             snprintf(label, sizeof label, "%s [%s, tiles %dx%d, %d threads, B%d T%d H%d hd%d]",
                      what, attn_simd_name(ALL_SIMD[s]), tiles[t][0], tiles[t][1], opt.threads,
@@ -244,7 +247,7 @@ Test(flash, large_logits_no_nan) {
     const size_t n = 40 * 2 * 16;
     for (size_t s = 0; s < 3; s++) {
         if (!attn_simd_supported(ALL_SIMD[s])) continue;
-        attn_flash_options opt = {2, ALL_SIMD[s], 16, 16};
+        attn_flash_options opt = {.threads = 2, .simd = ALL_SIMD[s], .block_q = 16, .block_k = 16};
         memset(pb.dq, 0, n * sizeof(float));
         memset(pb.dk, 0, n * sizeof(float));
         memset(pb.dv, 0, n * sizeof(float));
@@ -318,7 +321,7 @@ Test(flash, special_values_agree_on_every_simd_path) {
     float *g_ref = malloc(3 * n * sizeof(float));
     for (size_t s = 0; s < 3; s++) {
         if (!attn_simd_supported(ALL_SIMD[s])) continue;
-        attn_flash_options opt = {2, ALL_SIMD[s], 16, 16};
+        attn_flash_options opt = {.threads = 2, .simd = ALL_SIMD[s], .block_q = 16, .block_k = 16};
         memset(pb.o, 0, n * sizeof(float));
         memset(pb.dq, 0, n * sizeof(float));
         memset(pb.dk, 0, n * sizeof(float));
@@ -416,7 +419,8 @@ Test(flash, thread_count_does_not_change_results) {
     static const int counts[] = {1, 2, 3, 4, 2, 2, 3};
     for (size_t run = 0; run < sizeof counts / sizeof counts[0]; run++) {
         const int threads = counts[run];
-        attn_flash_options opt = {threads, ATTN_SIMD_AUTO, 16, 16};
+        attn_flash_options opt = {
+            .threads = threads, .simd = ATTN_SIMD_AUTO, .block_q = 16, .block_k = 16};
         attn_flash_problem v = view(&pb, &drop);
         attn_flash_workspace ws = {0};
         memset(pb.dk, 0, n * sizeof(float));
@@ -458,7 +462,7 @@ Test(flash, backward_accumulates) {
     const size_t n = 20 * 4;
     attn_flash_problem v = view(&pb, NULL);
     attn_flash_workspace ws = {0};
-    attn_flash_options opt = {2, ATTN_SIMD_AUTO, 8, 8};
+    attn_flash_options opt = {.threads = 2, .simd = ATTN_SIMD_AUTO, .block_q = 8, .block_k = 8};
     cr_assert_eq(attn_flash_forward(&v, &opt, &ws, NULL), ATTN_OK);
     for (size_t i = 0; i < n; i++)
         pb.dq[i] = pb.dk[i] = pb.dv[i] = 1.0f;

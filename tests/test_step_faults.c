@@ -136,7 +136,7 @@ static long flash_faults(void) {
     attn_flash_problem pb = {B,   T,   H,   hd, qkv, qkv + n, qkv + 2 * n,
                              row, row, row, o,  row, lse,     NULL};
     attn_flash_grads g = {d_o, row, dqkv, dqkv + n, dqkv + 2 * n, row, row, row};
-    attn_flash_options opt = {2, ATTN_SIMD_AUTO, 0, 0};
+    attn_flash_options opt = {.threads = 2, .simd = ATTN_SIMD_AUTO};
     attn_flash_workspace ws = {0};
     attn_error err;
     long f0 = 0;

@@ -42,6 +42,7 @@
 #include <stdint.h>
 
 #include "attn/dropout.h"
+#include "attn/engine.h"
 #include "attn/rng.h"
 #include "attn/status.h"
 
@@ -73,6 +74,12 @@ typedef struct attn_flash_options {
     int threads;          /* <= 0: attn_default_threads() */
     attn_simd simd;       /* ATTN_SIMD_AUTO */
     int block_q, block_k; /* tile sizes; <= 0: defaults (64, 64) */
+    /* ATTN_PRECISION_FP32 (0, the exact reference) or _BF16: Q, K, V, dO and
+     * the probabilities rounded to bf16 tile by tile, every product
+     * accumulated in fp32 (AVX512-BF16 vdpbf16ps, whatever simd says);
+     * softmax, LSE, D and all outputs stay fp32. BF16 on a CPU without
+     * AVX512-BF16 fails with attn_precision_check's message. */
+    attn_precision precision;
 } attn_flash_options;
 
 /* The dropout of one forward pass, replayed by its backward. Zero-initialise
