@@ -17,10 +17,7 @@ void attn_dropout_mask(attn_rng *rng, attn_dropout_stream stream, double p, uint
         }
         return;
     }
-    for (size_t i = 0; i < n; i++) {
-        const double u = (double)(attn_rng_u64(rng) & ((UINT64_C(1) << 53) - 1)) * 0x1.0p-53;
-        keep[i] = u < keep_prob;
-    }
+    attn_rng_keep_mask(rng, keep_prob, keep, n, 0);
 }
 
 float attn_dropout_scale(double p) {

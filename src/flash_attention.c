@@ -173,12 +173,7 @@ attn_status attn_flash_dropout_draw(attn_flash_dropout *d, attn_rng *rng,
         d->bits = bits;
         d->bits_cap = bytes;
     }
-    memset(d->bits, 0, bytes);
-    const double keep = 1.0 - p;
-    for (uint64_t k = 0; k < n; k++) {
-        const double u = (double)(attn_rng_u64(rng) & ((UINT64_C(1) << 53) - 1)) * 0x1.0p-53;
-        if (u < keep) d->bits[k >> 3] |= (uint8_t)(1u << (k & 7));
-    }
+    attn_rng_keep_mask(rng, 1.0 - p, d->bits, (size_t)n, 1);
     return ATTN_OK;
 }
 

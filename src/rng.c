@@ -19,23 +19,86 @@ void attn_rng_seed(attn_rng *rng, uint64_t seed) {
     rng->index = ATTN_MT_N;
 }
 
+/* The twist in three runs so that each loop has a fixed dependence distance
+ * (>= 227) and vectorises: the words from 227 on mix in words already
+ * twisted in this pass, as the one-at-a-time recurrence does. */
+static inline uint32_t twist(uint32_t a, uint32_t b, uint32_t m) {
+    const uint32_t y = (a & MT_UPPER) | (b & MT_LOWER);
+    return m ^ (y >> 1) ^ (-(y & 1U) & MT_MATRIX_A);
+}
+
 static void mt_refill(attn_rng *rng) {
     uint32_t *mt = rng->mt;
-    for (int i = 0; i < ATTN_MT_N; i++) {
-        uint32_t y = (mt[i] & MT_UPPER) | (mt[(i + 1) % ATTN_MT_N] & MT_LOWER);
-        mt[i] = mt[(i + MT_M) % ATTN_MT_N] ^ (y >> 1) ^ ((y & 1U) ? MT_MATRIX_A : 0U);
-    }
+    enum { N = ATTN_MT_N, K = ATTN_MT_N - MT_M };
+    for (int i = 0; i < K; i++)
+        mt[i] = twist(mt[i], mt[i + 1], mt[i + MT_M]);
+    for (int i = K; i < N - 1; i++)
+        mt[i] = twist(mt[i], mt[i + 1], mt[i - K]);
+    mt[N - 1] = twist(mt[N - 1], mt[0], mt[MT_M - 1]);
     rng->index = 0;
+}
+
+static inline uint32_t temper(uint32_t y) {
+    y ^= y >> 11;
+    y ^= (y << 7) & 0x9d2c5680U;
+    y ^= (y << 15) & 0xefc60000U;
+    return y ^ (y >> 18);
 }
 
 uint32_t attn_rng_u32(attn_rng *rng) {
     if (rng->index >= ATTN_MT_N) mt_refill(rng);
-    uint32_t y = rng->mt[rng->index++];
-    y ^= y >> 11;
-    y ^= (y << 7) & 0x9d2c5680U;
-    y ^= (y << 15) & 0xefc60000U;
-    y ^= y >> 18;
-    return y;
+    return temper(rng->mt[rng->index++]);
+}
+
+void attn_rng_fill_u32(attn_rng *rng, uint32_t *out, size_t n) {
+    while (n > 0) {
+        if (rng->index >= ATTN_MT_N) mt_refill(rng);
+        size_t k = ATTN_MT_N - rng->index;
+        if (k > n) k = n;
+        const uint32_t *mt = rng->mt + rng->index;
+        for (size_t i = 0; i < k; i++)
+            out[i] = temper(mt[i]);
+        rng->index += (uint32_t)k;
+        out += k;
+        n -= k;
+    }
+}
+
+/* (d & (2^53 - 1)) * 2^-53 < keep exactly when d & (2^53 - 1) < ceil(keep *
+ * 2^53): the scaling by 2^53 is exact, so one integer compare per element. */
+static uint64_t keep_threshold(double keep) {
+    if (!(keep > 0.0)) return 0;
+    if (keep >= 1.0) return UINT64_C(1) << 53;
+    return (uint64_t)ceil(keep * 0x1.0p53);
+}
+
+/* Draws of n 64-bit values in chunks of CHUNK: 2 * CHUNK words at a time. */
+#define KEEP_CHUNK 256
+
+void attn_rng_keep_mask(attn_rng *rng, double keep, uint8_t *out, size_t n, int packed) {
+    const uint64_t thr = keep_threshold(keep);
+    uint32_t w[2 * KEEP_CHUNK];
+    for (size_t k0 = 0; k0 < n; k0 += KEEP_CHUNK) {
+        const size_t m = n - k0 < KEEP_CHUNK ? n - k0 : KEEP_CHUNK;
+        attn_rng_fill_u32(rng, w, 2 * m);
+        if (!packed) {
+            for (size_t j = 0; j < m; j++) {
+                const uint64_t d = ((uint64_t)(w[2 * j] & 0x1FFFFFU) << 32) | w[2 * j + 1];
+                out[k0 + j] = d < thr;
+            }
+            continue;
+        }
+        /* k0 is a multiple of 8: whole bytes, the last one possibly partial. */
+        for (size_t j = 0; j < m; j += 8) {
+            uint8_t byte = 0;
+            for (size_t b = 0; b < 8 && j + b < m; b++) {
+                const size_t e = j + b;
+                const uint64_t d = ((uint64_t)(w[2 * e] & 0x1FFFFFU) << 32) | w[2 * e + 1];
+                byte |= (uint8_t)((d < thr) << b);
+            }
+            out[(k0 + j) >> 3] = byte;
+        }
+    }
 }
 
 uint64_t attn_rng_u64(attn_rng *rng) {

@@ -5,6 +5,7 @@
  * torch-cpu: seed 003 In [232]). */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <string.h>
 
 #include "attn/dropout.h"
 #include "attn/rng.h"
@@ -131,4 +132,41 @@ Test(dropout, stream_names_parse) {
     cr_assert(attn_dropout_stream_parse("torch-cpu", &s) == 0 && s == ATTN_STREAM_TORCH_CPU);
     cr_assert(attn_dropout_stream_parse("torch-mkl", &s) == 0 && s == ATTN_STREAM_TORCH_MKL);
     cr_assert(attn_dropout_stream_parse("mkl", &s) == -1);
+}
+
+/* The bulk draws (vectorised twist and tempering, an integer threshold for
+ * the dropout test) against one-at-a-time draws and the double compare they
+ * replace, from unaligned positions in the state and across refills. */
+Test(rng, bulk_draws_equal_one_at_a_time) {
+    enum { N = 3000 };
+    static uint32_t a[N], b[N];
+    static uint8_t keep[N], want[N], bits[(N + 7) / 8];
+    const double keeps[] = {0.9, 0.5, 1.0 - 1e-9, 0.0, 1.0, 0.1};
+    for (int off = 0; off < 5; off++)
+        for (size_t ki = 0; ki < sizeof keeps / sizeof keeps[0]; ki++) {
+            attn_rng r1, r2;
+            attn_rng_seed(&r1, 77 + off);
+            for (int i = 0; i < 600 * off + off; i++) /* start anywhere in the state */
+                (void)attn_rng_u32(&r1);
+            r2 = r1;
+            attn_rng_fill_u32(&r1, a, N);
+            for (int i = 0; i < N; i++)
+                b[i] = attn_rng_u32(&r2);
+            cr_assert(memcmp(a, b, sizeof a) == 0, "fill_u32 differs (offset %d)", off);
+            const size_t n = N - 7 * (size_t)off; /* also lengths not a multiple of 8 */
+            attn_rng r3 = r1, r4 = r1;
+            attn_rng_keep_mask(&r1, keeps[ki], keep, n, 0);
+            attn_rng_keep_mask(&r3, keeps[ki], bits, n, 1);
+            for (size_t i = 0; i < n; i++) {
+                const double u =
+                    (double)(attn_rng_u64(&r4) & ((UINT64_C(1) << 53) - 1)) * 0x1.0p-53;
+                want[i] = u < keeps[ki];
+            }
+            cr_assert(memcmp(&r1, &r4, sizeof r1) == 0 && memcmp(&r3, &r4, sizeof r3) == 0,
+                      "generator left elsewhere");
+            for (size_t i = 0; i < n; i++) {
+                cr_assert_eq(keep[i], want[i], "keep %g element %zu", keeps[ki], i);
+                cr_assert_eq((bits[i >> 3] >> (i & 7)) & 1, want[i], "bit %zu", i);
+            }
+        }
 }

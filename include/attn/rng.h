@@ -53,6 +53,15 @@ uint32_t attn_rng_u32(attn_rng *rng);
 /* Two draws combined as (uint64)first << 32 | second (generator->random64()). */
 uint64_t attn_rng_u64(attn_rng *rng);
 
+/* n raw draws, as n calls of attn_rng_u32 (vectorised). */
+void attn_rng_fill_u32(attn_rng *rng, uint32_t *out, size_t n);
+
+/* The torch-cpu dropout stream's test for n elements, as n calls of
+ * attn_rng_u64: element k is kept when (draw & (2^53 - 1)) * 2^-53 < keep.
+ * packed == 0: out[k] = 1 or 0; packed != 0: bit k & 7 of out[k >> 3] (LSB
+ * first; the bytes are overwritten, the last one padded with zeros). */
+void attn_rng_keep_mask(attn_rng *rng, double keep, uint8_t *out, size_t n, int packed);
+
 /* torch.rand(n): n float32 values in [0, 1), row-major order. */
 void attn_rng_rand(attn_rng *rng, float *out, size_t n);
 
