@@ -18,6 +18,7 @@ void attn_mha_fused_state_free(attn_mha_fused_state *st) {
     free(st->qkv);
     free(st->d_qkv);
     free(st->lse);
+    free(st->dw_qkv);
     attn_flash_dropout_free(&st->drop);
     attn_flash_workspace_free(&st->ws);
     free(st);
@@ -124,19 +125,34 @@ attn_status attn_mha_fused_backward(attn_mha *m, const float *x, int B, int T, c
     const attn_flash_options fo = flash_options(m);
     attn_status s = attn_flash_backward(&pb, &g, &fo, &st->ws, err);
     if (s != ATTN_OK) return s;
-    /* W.grad (d_out, d_in) += dQKV_block^T x, straight into each public grad. */
     attn_linear *lin[3] = {&m->W_query, &m->W_key, &m->W_value};
-    for (int i = 0; i < 3; i++) {
-        attn_gemm(m->bf16, m->flash.threads, 1, 0, (int)d, (int)din, (int)N, 1.0f,
-                  st->d_qkv + (size_t)i * d, (int)d3, x, (int)din, 1.0f, lin[i]->grad_weight,
-                  (int)din);
-        if (m->qkv_bias)
+    if (m->bf16) {
+        /* bf16: one product for the three weight gradients (x converted once,
+         * one large GEMM), then added into each public grad. */
+        if (!st->dw_qkv && !(st->dw_qkv = malloc(d3 * din * sizeof(float))))
+            return attn_fail(err, ATTN_ERR_NOMEM, "MultiHeadAttention: out of memory");
+        attn_gemm(m->bf16, m->flash.threads, 1, 0, (int)d3, (int)din, (int)N, 1.0f, st->d_qkv,
+                  (int)d3, x, (int)din, 0.0f, st->dw_qkv, (int)din);
+        for (int i = 0; i < 3; i++) {
+            const float *src = st->dw_qkv + (size_t)i * d * din;
+            float *dst = lin[i]->grad_weight;
+            for (size_t k = 0; k < d * din; k++)
+                dst[k] += src[k];
+        }
+    } else {
+        /* W.grad (d_out, d_in) += dQKV_block^T x, straight into each public grad. */
+        for (int i = 0; i < 3; i++)
+            attn_gemm(NULL, m->flash.threads, 1, 0, (int)d, (int)din, (int)N, 1.0f,
+                      st->d_qkv + (size_t)i * d, (int)d3, x, (int)din, 1.0f, lin[i]->grad_weight,
+                      (int)din);
+    }
+    if (m->qkv_bias)
+        for (int i = 0; i < 3; i++)
             for (size_t n = 0; n < N; n++) {
                 const float *row = st->d_qkv + n * d3 + (size_t)i * d;
                 for (size_t o = 0; o < d; o++)
                     lin[i]->grad_bias[o] += row[o];
             }
-    }
     /* dx (N, d_in) += dQKV (N, 3 d_out) W_qkv (3 d_out, d_in) in one sgemm */
     if (dx)
         attn_gemm(m->bf16, m->flash.threads, 0, 0, (int)N, (int)din, (int)d3, 1.0f, st->d_qkv,

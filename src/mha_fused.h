@@ -9,11 +9,12 @@
 /* Lives in attn_attention_cache.fused; sized for one (module, B, T). */
 typedef struct attn_mha_fused_state {
     int B, T, d_in, d_out, heads, qkv_bias;
-    float *w_qkv; /* (3 d_out, d_in): W_query, W_key, W_value rows, refreshed each forward */
-    float *b_qkv; /* (3 d_out) or NULL */
-    float *qkv;   /* (B, T, 3 d_out): queries | keys | values per token */
-    float *d_qkv; /* same, gradients */
-    float *lse;   /* (B, heads, T) */
+    float *w_qkv;  /* (3 d_out, d_in): W_query, W_key, W_value rows, refreshed each forward */
+    float *b_qkv;  /* (3 d_out) or NULL */
+    float *qkv;    /* (B, T, 3 d_out): queries | keys | values per token */
+    float *d_qkv;  /* same, gradients */
+    float *lse;    /* (B, heads, T) */
+    float *dw_qkv; /* (3 d_out, d_in) weight gradients (bf16 engine only; made on first use) */
     attn_flash_dropout drop;
     attn_flash_workspace ws;
 } attn_mha_fused_state;
