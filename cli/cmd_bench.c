@@ -28,6 +28,7 @@ static void bench_usage(FILE *out) {
             "                      [--dropout P [--rng torch-cpu|torch-mkl]]\n"
             "                      [--precision fp32|bf16]\n"
             "       attn bench sgemm [--m M] [--n N] [--k K] [--repeat N] [--threads N]\n"
+            "                        [--precision fp32|bf16]\n"
             "       attn bench train|generate ... (whole model; attn bench train --help)\n"
             "  mha: times MultiHeadAttention forward (and backward with --backward) on the\n"
             "  fused path, or the step-by-step path with --reference, then the fused attention\n"
@@ -38,6 +39,7 @@ static void bench_usage(FILE *out) {
             "  attention 2 B D T (T+1) (x3.5 with backward).\n"
             "  --threads defaults to OMP_NUM_THREADS, else the CPUs this process may use;\n"
             "  --simd is auto|generic|avx2|avx512 (or the ATTN_SIMD variable).\n"
+            "  --precision bf16: the bf16 engine (oneDNN products, the bf16 attention kernel).\n"
             "  --rng is the dropout stream: torch-mkl by default, as in `attn chapter3`\n"
             "  and `attn rng` (`attn forward` defaults to torch-cpu, Debian's PyTorch).\n");
 }
@@ -199,23 +201,32 @@ static int bench_sgemm(const bench_args *a, const char *label, int M, int N, int
     float *A = random_floats((size_t)M * K, 1), *Bm = random_floats((size_t)N * K, 2);
     float *C = calloc((size_t)M * N, sizeof(float));
     double *t = malloc((size_t)a->repeat * sizeof(double));
-    if (!A || !Bm || !C || !t) {
-        fprintf(stderr, "attn bench: out of memory for sgemm %dx%dx%d\n", M, N, K);
+    attn_bf16_gemm *g = NULL; /* --precision bf16: the bf16 engine's product instead */
+    attn_error err;
+    if (a->precision == ATTN_PRECISION_BF16 && attn_bf16_gemm_create(&g, &err) != ATTN_OK) {
+        fprintf(stderr, "attn bench: %s\n", err.msg);
         free(A), free(Bm), free(C), free(t);
         return 1;
     }
-    /* C = A B^T, as a Linear layer runs it (attn_sgemm: the call attn uses) */
-    attn_sgemm(a->threads, 0, 1, M, N, K, 1.0f, A, K, Bm, K, 0.0f, C, N);
+    if (!A || !Bm || !C || !t) {
+        fprintf(stderr, "attn bench: out of memory for sgemm %dx%dx%d\n", M, N, K);
+        free(A), free(Bm), free(C), free(t);
+        attn_bf16_gemm_free(g);
+        return 1;
+    }
+    /* C = A B^T, as a Linear layer runs it (attn_gemm: the call attn uses) */
+    attn_gemm(g, a->threads, 0, 1, M, N, K, 1.0f, A, K, Bm, K, 0.0f, C, N);
     for (int r = 0; r < a->repeat; r++) {
         const double t0 = attn_now_s();
-        attn_sgemm(a->threads, 0, 1, M, N, K, 1.0f, A, K, Bm, K, 0.0f, C, N);
+        attn_gemm(g, a->threads, 0, 1, M, N, K, 1.0f, A, K, Bm, K, 0.0f, C, N);
         t[r] = attn_now_s() - t0;
     }
     char mode[64];
-    snprintf(mode, sizeof mode, "%dx%dx%d", M, N, K);
+    snprintf(mode, sizeof mode, "%dx%dx%d%s", M, N, K, g ? ",bf16" : "");
     print_case(label, a->B, a->T, a->D, a->H, mode, a->threads, summarize(t, a->repeat),
                2.0 * M * N * (double)K);
     free(A), free(Bm), free(C), free(t);
+    attn_bf16_gemm_free(g);
     return 0;
 }
 
