@@ -66,8 +66,10 @@ typedef struct attn_mha {
     attn_linear W_query, W_key, W_value, out_proj;
     attn_mha_path path;          /* ATTN_MHA_FUSED after attn_mha_init */
     attn_flash_options flash;    /* threads / SIMD / tiles of the fused path (zeros: defaults) */
-    struct attn_bf16_gemm *bf16; /* NULL: fp32; else the fused path's projections in bf16
-                                    (attn/gemm.h; borrowed; set out_proj.bf16 alike) */
+    struct attn_bf16_gemm *bf16; /* NULL: fp32; else the fused path's projections and its
+                                    attention kernel in bf16 (attn/gemm.h,
+                                    attn_flash_options.precision; borrowed; set out_proj.bf16
+                                    alike) */
 } attn_mha;
 
 /* Fails with a message when d_out % num_heads != 0, any dim <= 0 or dropout
