@@ -255,9 +255,20 @@ static void drop_row(const drop_ctx *dc, uint64_t k0, uint32_t xs, int n, float 
             }
         return;
     }
-    for (int j = 0; j < n; j++) {
+    /* Up to 57 bits at a time from one little-endian word: no per-element
+     * byte addressing. */
+    for (int j = 0; j < n;) {
         const uint64_t k = k0 + (uint64_t)j;
-        mult[j] = ((dc->bits[k >> 3] >> (k & 7)) & 1) ? dc->scale : 0.0f;
+        const int sh = (int)(k & 7), m = n - j < 64 - sh ? n - j : 64 - sh;
+        const uint8_t *src = dc->bits + (k >> 3);
+        const int nb = (sh + m + 7) / 8;
+        uint64_t w = 0;
+        for (int b = 0; b < nb; b++)
+            w |= (uint64_t)src[b] << (8 * b);
+        w >>= sh;
+        for (int t = 0; t < m; t++)
+            mult[j + t] = ((w >> t) & 1) ? dc->scale : 0.0f;
+        j += m;
     }
 }
 
