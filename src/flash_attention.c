@@ -364,6 +364,10 @@ static attn_status setup(run_ctx *c, const attn_flash_problem *pb, const attn_fl
         const attn_status ps = attn_precision_check(ATTN_PRECISION_BF16, err);
         if (ps != ATTN_OK) return ps;
 #ifdef ATTN_FLASH_HAVE_X86
+        /* Every AVX512-BF16 CPU has these too; checked, not assumed. */
+        if (!__builtin_cpu_supports("avx512bw") || !__builtin_cpu_supports("avx512vl"))
+            return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                             "flash attention: bf16 needs AVX512-BW and -VL; use fp32");
         c->KB = &attn_flash_kernels_bf16;
 #endif
     } else if (o.precision != ATTN_PRECISION_FP32) {
