@@ -174,7 +174,16 @@ static attn_status resolve_resume(const attn_train_request *rq, attn_train_setup
         }
     }
     s->vocab_given = 0; /* the corpus decides, and resume checks it is the same */
-    return apply_keys(rq, &s->train, &saved, s, err);
+    if ((st = apply_keys(rq, &s->train, &saved, s, err))) return st;
+    char what[256];
+    first_conflict(&s->model, &s->train, 0, &s->model, &saved, what, sizeof what);
+    if (what[0])
+        return fail_request(s, attn_fail(err, ATTN_ERR_INVALID_ARG,
+                                         "cannot resume %.400s with a different config: the "
+                                         "options give %s (a resume may change only max_steps, "
+                                         "log_interval and checkpoint_interval)",
+                                         rq->out, what));
+    return ATTN_OK;
 }
 
 attn_status attn_train_resolve(const attn_train_request *rq, attn_train_setup *s, attn_error *err) {
