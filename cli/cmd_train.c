@@ -444,6 +444,14 @@ static int parse(train_cmd *c, int argc, char **argv) {
                 attn_device_parse(c->o.device, &c->device, NULL) ? "device" : "precision", err.msg);
         return 2;
     }
+    const char *clash = !c->o.resume     ? NULL
+                        : c->o.init_from ? "--init-from starts a new run from trained weights"
+                        : c->o.force     ? "--force replaces the run"
+                                         : NULL;
+    if (clash) {
+        fprintf(stderr, "attn train: %s and --resume continues one: give one of them\n", clash);
+        return 2;
+    }
     if (c->o.resume && !c->o.out) {
         fprintf(stderr, "attn train: --resume needs --out DIR (the run to continue)\n");
         return 2;

@@ -1,11 +1,10 @@
 /* From a request to a run's configs and folder (see attn/train_setup.h). */
-#define _DEFAULT_SOURCE /* realpath */
+#define _POSIX_C_SOURCE 200809L /* getcwd */
 
 #include "attn/train_setup.h"
 
 #include <errno.h>
 #include <inttypes.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +15,8 @@
 #include "attn/checkpoint_info.h"
 #include "attn/dist.h"
 #include "attn/fileio.h"
+
+_Static_assert(ATTN_TRAIN_KEY_COUNT <= 32, "attn_train_request.given has a bit per key");
 
 void attn_train_request_init(attn_train_request *rq) {
     memset(rq, 0, sizeof *rq);
@@ -36,6 +37,20 @@ static int given(const attn_train_request *rq, const char *key) {
 static attn_status fail_request(attn_train_setup *s, attn_status st) {
     s->request_error = 1;
     return st;
+}
+
+/* path made absolute against the working folder (symbolic links kept: a
+ * link to "the current corpus" stays that link). */
+static void absolute(const char *path, char *buf, size_t cap) {
+    char cwd[ATTN_TRAIN_PATH_MAX];
+    while (path[0] == '.' && path[1] == '/')
+        path += 2;
+    if (path[0] == '/' || !getcwd(cwd, sizeof cwd))
+        snprintf(buf, cap, "%s", path);
+    else if (strcmp(path, ".") == 0)
+        snprintf(buf, cap, "%s", cwd);
+    else if (snprintf(buf, cap, "%s%s%s", cwd, strcmp(cwd, "/") ? "/" : "", path) >= (int)cap)
+        snprintf(buf, cap, "%s", path); /* too long: as given */
 }
 
 static attn_status read_config_file(const char *path, attn_gpt_config *m, attn_train_config *t,
@@ -156,7 +171,7 @@ static attn_status resolve_resume(const attn_train_request *rq, attn_train_setup
         attn_gpt_config sm;
         attn_train_config stc;
         if ((st = stated_config(rq, &sm, &stc, s, err))) return st;
-        char what[256], from[2 * ATTN_TRAIN_PATH_MAX / 8];
+        char what[256], from[1024];
         first_conflict(&sm, &stc, s->vocab_given, &s->model, &s->train, what, sizeof what);
         if (what[0]) {
             snprintf(from, sizeof from, "%s%s%s%s%s", rq->preset ? "preset '" : "",
@@ -219,8 +234,7 @@ attn_status attn_train_resolve(const attn_train_request *rq, attn_train_setup *s
         const char *data = rq->data                ? rq->data
                            : recorded && *recorded ? recorded
                                                    : ATTN_TRAIN_DEFAULT_DATA;
-        char abs[PATH_MAX];
-        snprintf(s->data, sizeof s->data, "%s", realpath(data, abs) ? abs : data);
+        absolute(data, s->data, sizeof s->data);
     }
     free(recorded);
     return st;
@@ -252,8 +266,7 @@ attn_status attn_train_claim_dir(const char *out, const char *who, int resume, i
     if (make_dirs(out) != 0 || access(out, W_OK | X_OK) != 0)
         return attn_fail(err, ATTN_ERR_IO, "cannot write to the output directory %s: %s", out,
                          strerror(errno));
-    char abs[PATH_MAX];
-    snprintf(c->out_abs, sizeof c->out_abs, "%s", realpath(out, abs) ? abs : out);
+    absolute(out, c->out_abs, sizeof c->out_abs);
     attn_status st = attn_run_lock_acquire(lock, out, who, err);
     if (st) return st;
     int64_t old_step;

@@ -49,6 +49,14 @@ cmd=$(hint "$tmp/res.err" "train on with")
 [ $rc -eq 0 ] && [ "$(tail -1 "$tmp/a/my run/loss.csv" | cut -d, -f1)" = 50 ] &&
   ok "the end-of-run hint (--steps 50) works from /" || bad "end hint: rc=$rc '$cmd' $(cat "$tmp/more.err")"
 
+# A run extended past its config's max_steps resumes with that config
+# repeated (as `make run` repeats --preset after `--resume --steps N`):
+# max_steps is not compared, so the run stays at 50 and just ends.
+(cd "$tmp/a" && "$ATTN" train --data corpus.txt --config cfg.json --out "my run" --resume --threads 1 \
+  > /dev/null 2> "$tmp/again.err"); rc=$?
+[ $rc -eq 0 ] && [ "$(tail -1 "$tmp/a/my run/loss.csv" | cut -d, -f1)" = 50 ] &&
+  ok "an extended run resumes with its first --config repeated" || bad "rc=$rc $(cat "$tmp/again.err")"
+
 # 3. --resume with the --preset and --config the run started with (no
 #    --data, from another folder): accepted, and the same run bit for bit.
 (cd "$tmp/a" && "$ATTN" train --data corpus.txt --preset nanogpt-cpu --config cfg.json --threads 1 \

@@ -138,15 +138,15 @@ attn_train_value attn_train_config_get(const attn_train_config *cfg, int i);
 /* Model + training hyper-parameters of a preset (attn_gpt_config_preset's
  * names): nanogpt-cpu is nanoGPT's shakespeare-char CPU recipe (batch 12,
  * lr 1e-3 -> 1e-4 cosine over 2000 steps, 100 warmup, betas (0.9, 0.99),
- * weight decay 0.1, clip 1.0, eval every 250 steps on 20 batches). */
+ * weight decay 0.1, clip 1.0, eval every 250 steps on 20 batches). Each
+ * preset is one row, model and recipe, in src/presets.c. */
 attn_status attn_train_preset(const char *name, attn_gpt_config *model, attn_train_config *train,
                               attn_error *err);
 
-/* Set one training key from JSON (batch_size, max_steps|max_iters,
- * learning_rate|lr, min_lr, warmup_steps|warmup_iters,
- * lr_decay_steps|lr_decay_iters, beta1, beta2, eps, weight_decay, grad_clip,
- * eval_interval, eval_iters, log_interval, checkpoint_interval, seed,
- * dropout_stream, grad_accum|gradient_accumulation_steps). Unknown key ->
+/* Set one training key from JSON: a key of attn_train_key_at or its alias
+ * (nanoGPT's max_iters, lr, warmup_iters, lr_decay_iters,
+ * gradient_accumulation_steps), range-checked as attn_train_config_set
+ * ("config key 'beta2' must be a number in [0, 1) (got 1)"). Unknown key ->
  * ATTN_ERR_NOT_FOUND. */
 attn_status attn_train_config_set_key(attn_train_config *cfg, const char *key,
                                       const struct cJSON *value, attn_error *err);

@@ -54,7 +54,7 @@ typedef struct attn_train_setup {
     attn_train_config train;
     int vocab_given;                /* the JSON file set vocab_size */
     const char *preset;             /* the preset used, NULL when resuming the saved config */
-    char data[ATTN_TRAIN_PATH_MAX]; /* the corpus, absolute when it exists */
+    char data[ATTN_TRAIN_PATH_MAX]; /* the corpus, made absolute (recorded for resumes) */
     char out[ATTN_TRAIN_PATH_MAX];  /* the run folder as asked (or the default) */
     /* On failure: 1 when the request is at fault (a bad preset, key or
      * combination), 0 when a file is (missing, unreadable). */
