@@ -202,8 +202,8 @@ static cli_option train_rows[TRAIN_OPT_COUNT] = {
     [T_DATA] = {"data", CLI_STRING, "FILE", OFF(data),
                 .help = "the corpus (default " ATTN_TRAIN_DEFAULT_DATA ", or the\n"
                         "resumed run's)"},
-    [T_PRESET] = {"preset", CLI_STRING, "NAME", OFF(preset),
-                  .help = "tiny (default), nanogpt-cpu, shakespeare-char or\nseed004"},
+    [T_PRESET] = {"preset", CLI_STRING, "NAME", OFF(preset), .def = ATTN_TRAIN_DEFAULT_PRESET,
+                  .help = NULL}, /* the presets' names (train_cli_table) */
     [T_CONFIG] = {"config", CLI_STRING, "FILE.json", OFF(config),
                   .help = "model keys (the book's or seed 004's names) and\n"
                           "training keys (as named below)"},
@@ -273,28 +273,49 @@ static const cli_command train_cli = {
     TRAIN_OPT_COUNT,
     0};
 
-/* The training keys' rows, from the library's table (once). */
-const cli_command *train_cli_table(void) {
-    static char help[ATTN_TRAIN_KEY_COUNT][256];
+/* "seed004, shakespeare-char, nanogpt-cpu or tiny ...": the library's names. */
+static const char *preset_help(void) {
+    static char buf[200];
+    const char *const *names = attn_gpt_preset_names();
+    size_t used = 0;
+    for (int i = 0; names[i] && used < sizeof buf / 2; i++)
+        used += (size_t)snprintf(buf + used, sizeof buf - used, "%s%s",
+                                 !i             ? ""
+                                 : names[i + 1] ? ", "
+                                                : " or ",
+                                 names[i]);
+    snprintf(buf + used, sizeof buf - used, "\n(resuming: the saved run's config)");
+    return buf;
+}
+
+/* The option row of training key i (attn_train_key_at): its flag, range and
+ * help are the library's. */
+static cli_option key_row(int i, char *help, size_t cap) {
     static const cli_type types[] = {
         [ATTN_TKEY_INT] = CLI_INT, [ATTN_TKEY_NUMBER] = CLI_FLOAT, [ATTN_TKEY_CHOICE] = CLI_CHOICE};
+    const attn_train_key *k = attn_train_key_at(i);
+    snprintf(help, cap, "%s: %s", k->name, k->help);
+    return (cli_option){.name = k->flag,
+                        .type = types[k->type],
+                        .metavar = k->type == ATTN_TKEY_CHOICE ? NULL
+                                   : k->type == ATTN_TKEY_INT  ? "N"
+                                                               : "X",
+                        .offset = OFF(keys) + (size_t)i * sizeof(key_slot),
+                        .lo = k->lo,
+                        .hi = k->hi,
+                        .hi_open = k->hi_open,
+                        .lo_open = k->lo_open,
+                        .choices = k->choices,
+                        .help = help};
+}
+
+/* The rows made from the library's tables, filled on the first call. */
+const cli_command *train_cli_table(void) {
+    static char help[ATTN_TRAIN_KEY_COUNT][256];
     if (train_rows[T_KEY0].name) return &train_cli;
-    for (int i = 0; i < ATTN_TRAIN_KEY_COUNT; i++) {
-        const attn_train_key *k = attn_train_key_at(i);
-        snprintf(help[i], sizeof help[i], "%s: %s", k->name, k->help);
-        train_rows[T_KEY0 + i] = (cli_option){.name = k->flag,
-                                              .type = types[k->type],
-                                              .metavar = k->type == ATTN_TKEY_INT      ? "N"
-                                                         : k->type == ATTN_TKEY_NUMBER ? "X"
-                                                                                       : NULL,
-                                              .offset = OFF(keys) + (size_t)i * sizeof(key_slot),
-                                              .lo = k->lo,
-                                              .hi = k->hi,
-                                              .hi_open = k->hi_open,
-                                              .lo_open = k->lo_open,
-                                              .choices = k->choices,
-                                              .help = help[i]};
-    }
+    train_rows[T_PRESET].help = preset_help();
+    for (int i = 0; i < ATTN_TRAIN_KEY_COUNT; i++)
+        train_rows[T_KEY0 + i] = key_row(i, help[i], sizeof help[i]);
     return &train_cli;
 }
 
@@ -302,7 +323,7 @@ const cli_command *train_cli_table(void) {
 static void make_request(const train_opts *o, const cli_parsed *p, int ranks,
                          attn_train_request *rq) {
     attn_train_request_init(rq);
-    rq->preset = o->preset;
+    rq->preset = p->given[T_PRESET] ? o->preset : NULL; /* resuming: the saved one */
     rq->config = o->config;
     rq->data = o->data;
     rq->out = o->out;
