@@ -12,10 +12,11 @@
  * init_from the model shape of that checkpoint, then the JSON file's keys
  * (model and training, attn_train_config_apply_json), then the keys set in
  * the request (rq.given). A resumed run starts from the configs saved in
- * rq.out instead; a preset or JSON file named as well must agree with them
+ * rq.out instead (and its recorded corpus unless rq.data is given); a preset
+ * or JSON file named as well, and the keys set, must agree with them
  * (everything but max_steps, log_interval and checkpoint_interval, which a
  * resume may change), else ATTN_ERR_INVALID_ARG naming the first key that
- * differs and where each value came from. */
+ * differs, both values and where the new one came from. */
 #ifndef ATTN_TRAIN_SETUP_H
 #define ATTN_TRAIN_SETUP_H
 
@@ -53,7 +54,7 @@ typedef struct attn_train_setup {
     attn_gpt_config model; /* vocab_size 1 unless vocab_given: the corpus decides */
     attn_train_config train;
     int vocab_given;                /* the JSON file set vocab_size */
-    const char *preset;             /* the preset used, NULL when resuming the saved config */
+    const char *preset;             /* the preset used; resuming: the one named, or NULL */
     char data[ATTN_TRAIN_PATH_MAX]; /* the corpus, made absolute (recorded for resumes) */
     char out[ATTN_TRAIN_PATH_MAX];  /* the run folder as asked (or the default) */
     /* On failure: 1 when the request is at fault (a bad preset, key or
