@@ -10,6 +10,8 @@
 
 /* Option tables (options.h) of the commands that have one. */
 extern const cli_command chapter3_cli, rng_cli, viz_cli, info_cli;
+extern const cli_command generate_cli, forward_cli, forward_gpt_cli, bench_cli, bench_train_cli,
+    bench_generate_cli;
 int cmd_info(int argc, char **argv);
 
 int cmd_bench(int argc, char **argv);

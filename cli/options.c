@@ -6,6 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+const char *const cli_device_choices[] = {"cpu", "cuda", NULL};
+const char *const cli_precision_choices[] = {"fp32", "bf16", NULL};
+const char *const cli_stream_choices[] = {"torch-mkl", "torch-cpu", NULL};
+
 #define FIELD(opts, o, T) ((T *)(void *)((char *)(opts) + (o)->offset))
 
 static int is_huge(double hi) {
@@ -42,7 +46,8 @@ void cli_describe(const cli_option *o, char *buf, size_t cap) {
         if (is_huge(o->hi))
             snprintf(buf, cap, "%s >= %s", what, lo);
         else
-            snprintf(buf, cap, "%s in [%s, %s%s", what, lo, hi, o->hi_open ? ")" : "]");
+            snprintf(buf, cap, "%s in %s%s, %s%s", what, o->lo_open ? "(" : "[", lo, hi,
+                     o->hi_open ? ")" : "]");
         return;
     }
     }
@@ -82,7 +87,7 @@ static int set_value(const cli_option *o, const char *v, void *opts) {
     case CLI_FLOAT: {
         double x = strtod(v, &end);
         if (errno || end == v || *end || isnan(x) || x < o->lo || x > o->hi ||
-            (o->hi_open && x >= o->hi))
+            (o->hi_open && x >= o->hi) || (o->lo_open && x <= o->lo))
             return -1;
         *FIELD(opts, o, double) = x;
         return 0;

@@ -18,6 +18,7 @@
 #ifndef ATTN_CLI_OPTIONS_H
 #define ATTN_CLI_OPTIONS_H
 
+#include <float.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -45,7 +46,12 @@ typedef struct cli_option {
     const char *def;            /* default as typed on the command line; NULL = none */
     int required;
     const char *help;
+    int lo_open; /* CLI_FLOAT: lo itself is not allowed ("(0, 1]") */
 } cli_option;
+
+/* hi of a row with no upper bound: "an integer >= 0", "a number >= 0" (a
+ * CLI_FLOAT row still refuses inf). */
+#define CLI_NO_MAX DBL_MAX
 
 typedef struct cli_command {
     const char *name;     /* "rng": messages read "attn rng: ..." */
@@ -55,6 +61,13 @@ typedef struct cli_command {
     int n_opts;
     int max_positional; /* positional arguments allowed (0 = none) */
 } cli_command;
+
+/* Choices several commands share, as attn/engine.h and attn/dropout.h name
+ * them (NULL-terminated): "cpu", "cuda"; "fp32", "bf16"; "torch-mkl",
+ * "torch-cpu". */
+extern const char *const cli_device_choices[];
+extern const char *const cli_precision_choices[];
+extern const char *const cli_stream_choices[];
 
 /* Parsing outcome: CLI_OK, CLI_HELP (help printed: exit 0) or CLI_USAGE
  * (message printed: exit 2). */
