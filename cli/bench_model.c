@@ -56,15 +56,22 @@ static const char model_about[] =
     "  generate: a randomly initialised model of the preset, greedy, --tokens\n"
     "  KV-cached steps from one token; prints tokens/s.\n";
 
-#define MODEL_SYNOPSIS                                                                             \
-    "attn bench train [--preset NAME] [--steps N] [--batch-size N]\n"                              \
-    "                        [--threads N] [--precision fp32|bf16] [--data FILE]\n"                \
-    "       attn bench generate [--preset NAME] [--tokens N] [--threads N]\n"                      \
-    "                        [--precision fp32|bf16]"
-const cli_command bench_train_cli = {"bench train",    MODEL_SYNOPSIS, model_about,
-                                     model_opts_table, MB_OPT_COUNT,   0};
-const cli_command bench_generate_cli = {"bench generate", MODEL_SYNOPSIS, model_about,
-                                        model_opts_table, MB_OPT_COUNT,   0};
+const cli_command bench_train_cli = {
+    "bench train",
+    "attn bench train [--preset NAME] [--steps N] [--batch-size N] [--data FILE]\n"
+    "                        [--threads N] [--precision fp32|bf16]",
+    model_about,
+    model_opts_table,
+    MB_OPT_COUNT,
+    0};
+const cli_command bench_generate_cli = {
+    "bench generate",
+    "attn bench generate [--preset NAME] [--tokens N] [--threads N]\n"
+    "                           [--precision fp32|bf16]",
+    model_about,
+    model_opts_table,
+    MB_OPT_COUNT,
+    0};
 
 static long minor_faults(void) {
     struct rusage ru;
