@@ -10,8 +10,6 @@
 
 /* Option tables (options.h) of the commands that have one. */
 extern const cli_command chapter3_cli, rng_cli, viz_cli, info_cli;
-extern const cli_command generate_cli, forward_cli, forward_gpt_cli, bench_cli, bench_train_cli,
-    bench_generate_cli;
 int cmd_info(int argc, char **argv);
 
 int cmd_bench(int argc, char **argv);
@@ -25,5 +23,9 @@ int cmd_viz(int argc, char **argv);
 int cmd_forward_gpt(int argc, char **argv);
 /* `attn bench train|generate ...` (cli/bench_model.c); argv[0] is the case. */
 int cmd_bench_model(int argc, char **argv);
+
+/* The option tables of generate, forward, forward gpt and bench. */
+extern const cli_command generate_cli, forward_cli, forward_gpt_cli, bench_cli, bench_train_cli,
+    bench_generate_cli;
 
 #endif

@@ -43,10 +43,11 @@ void cli_describe(const cli_option *o, char *buf, size_t cap) {
         num(lo, sizeof lo, o->lo, integer);
         num(hi, sizeof hi, o->hi, integer);
         const char *what = integer ? "an integer" : "a number";
+        const int lo_open = !integer && o->lo_open;
         if (is_huge(o->hi))
-            snprintf(buf, cap, "%s >= %s", what, lo);
+            snprintf(buf, cap, "%s %s %s", what, lo_open ? ">" : ">=", lo);
         else
-            snprintf(buf, cap, "%s in %s%s, %s%s", what, o->lo_open ? "(" : "[", lo, hi,
+            snprintf(buf, cap, "%s in %s%s, %s%s", what, lo_open ? "(" : "[", lo, hi,
                      o->hi_open ? ")" : "]");
         return;
     }

@@ -27,7 +27,7 @@ typedef enum cli_type {
     CLI_FLAG,   /* no value; sets an int to 1 */
     CLI_INT,    /* long long in [lo, hi] */
     CLI_U64,    /* unsigned long long (a seed): any 64-bit value, no sign */
-    CLI_FLOAT,  /* double in [lo, hi] or [lo, hi) with hi_open; never NaN */
+    CLI_FLOAT,  /* double in [lo, hi], (lo with lo_open, hi) with hi_open; never NaN */
     CLI_STRING, /* const char * (borrowed from argv); non-empty */
     CLI_CHOICE  /* const char *, one of .choices */
 } cli_type;
@@ -46,12 +46,8 @@ typedef struct cli_option {
     const char *def;            /* default as typed on the command line; NULL = none */
     int required;
     const char *help;
-    int lo_open; /* CLI_FLOAT: lo itself is not allowed ("(0, 1]") */
+    int lo_open; /* CLI_FLOAT: lo itself is not allowed (a rate > 0) */
 } cli_option;
-
-/* hi of a row with no upper bound: "an integer >= 0", "a number >= 0" (a
- * CLI_FLOAT row still refuses inf). */
-#define CLI_NO_MAX DBL_MAX
 
 typedef struct cli_command {
     const char *name;     /* "rng": messages read "attn rng: ..." */
@@ -61,13 +57,6 @@ typedef struct cli_command {
     int n_opts;
     int max_positional; /* positional arguments allowed (0 = none) */
 } cli_command;
-
-/* Choices several commands share, as attn/engine.h and attn/dropout.h name
- * them (NULL-terminated): "cpu", "cuda"; "fp32", "bf16"; "torch-mkl",
- * "torch-cpu". */
-extern const char *const cli_device_choices[];
-extern const char *const cli_precision_choices[];
-extern const char *const cli_stream_choices[];
 
 /* Parsing outcome: CLI_OK, CLI_HELP (help printed: exit 0) or CLI_USAGE
  * (message printed: exit 2). */
@@ -102,5 +91,14 @@ int cli_bad_value(const cli_command *cmd, const cli_option *o, const char *value
 /* Check a table's rows (names set, unique, sane ranges and defaults that parse);
  * 0 when fine, else prints what is wrong. Run by `attn --check-options`. */
 int cli_check_table(const cli_command *cmd);
+
+/* Shared by several tables (cli/options.c, cli/threads.h): hi of a row with
+ * no upper bound ("an integer >= 0", "a number >= 0"; a CLI_FLOAT row still
+ * refuses inf), and choices as attn/engine.h and attn/dropout.h name them
+ * (NULL-terminated): "cpu", "cuda"; "fp32", "bf16"; "torch-mkl", "torch-cpu". */
+#define CLI_NO_MAX DBL_MAX
+extern const char *const cli_device_choices[];
+extern const char *const cli_precision_choices[];
+extern const char *const cli_stream_choices[];
 
 #endif
