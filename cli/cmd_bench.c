@@ -103,10 +103,9 @@ const cli_command bench_cli = {
     "bench",
     "attn bench mha [--batch B] [--tokens T] [--d-model D] [--heads H]\n"
     "                      [--backward] [--repeat N] [--warmup N] [--threads N]\n"
-    "                      [--reference]\n"
-    "                      [--mha-only] [--simd PATH] [--block-q N --block-k N]\n"
+    "                      [--reference] [--mha-only] [--simd PATH]\n"
+    "                      [--block-q N --block-k N] [--precision fp32|bf16]\n"
     "                      [--dropout P [--rng torch-cpu|torch-mkl]]\n"
-    "                      [--precision fp32|bf16]\n"
     "       attn bench sgemm [--m M] [--n N] [--k K] [--repeat N] [--threads N]\n"
     "       attn bench train|generate ... (whole model; attn bench train --help)",
     "  mha: times MultiHeadAttention forward (and backward with --backward) on\n"
