@@ -33,7 +33,7 @@ typedef enum cli_type {
 } cli_type;
 
 #define CLI_MAX_CHOICES 8
-#define CLI_MAX_OPTIONS 32
+#define CLI_MAX_OPTIONS 48
 
 typedef struct cli_option {
     const char *name; /* without the leading "--" */
