@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "attn/gelu.h"
+#include "linear_step.h"
 
 attn_status attn_feedforward_init(attn_feedforward *ff, int C, attn_rng *rng, attn_error *err) {
     memset(ff, 0, sizeof *ff);
@@ -69,4 +70,27 @@ void attn_feedforward_backward(attn_feedforward *ff, const float *x, const float
     attn_linear_backward(&ff->fc2, cache->g, dy, d_hidden, N);
     attn_gelu_backward_inplace(cache->h, d_hidden, nh);
     attn_linear_backward(&ff->fc1, x, d_hidden, dx, N);
+}
+
+void attn_feedforward_step(const attn_feedforward *ff, const uint16_t *w_bf16, const float *x,
+                           float *hidden, float *y) {
+    const int H = ff->hidden;
+    const uint16_t *w2 = w_bf16 ? w_bf16 + (size_t)H * (size_t)ff->C : NULL;
+    /* fc1 then GELU on the same rows, while they are in cache. */
+#pragma omp for schedule(static)
+    for (int r = 0; r < H; r += ATTN_STEP_ROWS) {
+        const int r1 = r + ATTN_STEP_ROWS < H ? r + ATTN_STEP_ROWS : H;
+        attn_linear_rows(&ff->fc1, w_bf16, x, hidden, r, r1);
+        attn_gelu_forward(hidden + r, hidden + r, (size_t)(r1 - r));
+    }
+    attn_linear_step(&ff->fc2, w2, hidden, y);
+}
+
+size_t attn_feedforward_bf16_numel(const attn_feedforward *ff) {
+    return 2 * (size_t)ff->hidden * (size_t)ff->C;
+}
+
+void attn_feedforward_bf16_copy(const attn_feedforward *ff, uint16_t *w) {
+    w += attn_linear_bf16_copy(&ff->fc1, w);
+    attn_linear_bf16_copy(&ff->fc2, w);
 }
