@@ -46,7 +46,7 @@ attn_status attn_block_forward(const attn_gpt_block *blk, attn_gpt_block_acts *a
                                const attn_block_shape *s, const attn_forward_mode *mode,
                                float *x_out, int *dropped, attn_error *err);
 
-/* Backward scratch, (N, C) each but d_hidden (N, 4C). */
+/* Backward scratch, (N, C) each but d_hidden (N, ff.hidden). */
 typedef struct attn_block_grads {
     float *d_resid; /* in: d loss / d x_out; out: d loss / d x_in */
     float *d_tmp, *d_ln, *d_hidden;
@@ -60,7 +60,7 @@ attn_status attn_block_backward(attn_gpt_block *blk, const attn_gpt_block_acts *
 /* One token's scratch: x (C) is the residual stream, updated in place. */
 typedef struct attn_block_step_buf {
     float *x, *ln, *proj; /* (C) each */
-    float *hidden;        /* (4C) */
+    float *hidden;        /* (ff.hidden) */
     attn_mha_step_buf att;
 } attn_block_step_buf;
 
