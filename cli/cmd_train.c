@@ -23,6 +23,7 @@
 #include "attn/checkpoint_info.h"
 #include "attn/dist.h"
 #include "attn/fileio.h"
+#include "attn/flash_attention.h"
 #include "attn/runlock.h"
 #include "attn/train.h"
 #include "clock.h"
@@ -309,6 +310,7 @@ typedef struct {
     int tty, lead, bar_shown, cols;
     double last_bar, t_start;
     int64_t interrupt_after, kill_rank, kill_after;
+    cli_thread_tuner *tuner; /* NULL: the thread count is fixed */
 } train_view;
 
 static int should_stop(void *user, const attn_trainer *tr) {
@@ -324,6 +326,7 @@ static void on_step(void *user, const attn_trainer *tr, const attn_train_progres
     if (v->kill_after > 0 && tr->step == v->kill_after && dist && dist->rank == v->kill_rank)
         raise(SIGKILL);
     if (v->interrupt_after > 0 && tr->step == v->interrupt_after) g_interrupted = 1;
+    if (v->tuner) cli_tuner_step(v->tuner, tr->step, p->step_s);
     if (v->tty) {
         double t = attn_now_s();
         if (t - v->last_bar > 0.1 || tr->step == max) {
@@ -766,6 +769,15 @@ static int train_run(int argc, char **argv, attn_dist *dist, attn_run_lock *lock
                        .interrupt_after = interrupt_after,
                        .kill_rank = kill_rank,
                        .kill_after = kill_after};
+    /* No --threads and no OMP_NUM_THREADS: the count adapts (threads.h), on
+     * the fp32 CPU path of one process, whose results do not depend on it. */
+    cli_thread_tuner tuner;
+    if (threads <= 0 && !getenv("OMP_NUM_THREADS") && dist->size == 1 &&
+        device == ATTN_DEVICE_CPU && precision == ATTN_PRECISION_FP32 &&
+        attn_default_threads() >= 2) {
+        cli_tuner_init(&tuner, attn_default_threads());
+        view.tuner = &tuner;
+    }
     attn_trainer_events events = {
         .user = &view, .should_stop = should_stop, .on_step = on_step, .on_eval = on_eval};
     attn_train_result res;
@@ -776,6 +788,9 @@ static int train_run(int argc, char **argv, attn_dist *dist, attn_run_lock *lock
         attn_trainer_free(&tr);
         return 1;
     }
+    if (lead && view.tuner && tuner.steps_one > 0)
+        fprintf(stderr, "attn train: adaptive threads: %" PRId64 " steps on 1 thread, the rest on %d\n",
+                tuner.steps_one, tuner.max);
     if (lead) report_end(&tr, &res, out);
     attn_trainer_free(&tr);
     return res.stopped ? 130 : 0;
