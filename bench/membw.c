@@ -4,13 +4,15 @@
  *   gcc -O2 -fopenmp -mavx512f bench/membw.c -o /tmp/membw && /tmp/membw [MB] [passes] */
 #define _DEFAULT_SOURCE
 #include <immintrin.h>
-#include <sys/mman.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
-static double now(void) { return omp_get_wtime(); }
+static double now(void) {
+    return omp_get_wtime();
+}
 
 static float read_range(const float *p, size_t n) {
     __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
@@ -44,11 +46,14 @@ static float read_streams(const float *p, size_t n, int S) {
     size_t q = n / (size_t)S;
     q -= q % 16;
     __m512 a[16];
-    for (int s = 0; s < S; s++) a[s] = _mm512_setzero_ps();
+    for (int s = 0; s < S; s++)
+        a[s] = _mm512_setzero_ps();
     for (size_t i = 0; i + 16 <= q; i += 16)
-        for (int s = 0; s < S; s++) a[s] = _mm512_add_ps(a[s], _mm512_load_ps(p + (size_t)s * q + i));
+        for (int s = 0; s < S; s++)
+            a[s] = _mm512_add_ps(a[s], _mm512_load_ps(p + (size_t)s * q + i));
     __m512 t = a[0];
-    for (int s = 1; s < S; s++) t = _mm512_add_ps(t, a[s]);
+    for (int s = 1; s < S; s++)
+        t = _mm512_add_ps(t, a[s]);
     return _mm512_reduce_add_ps(t);
 }
 
@@ -65,30 +70,36 @@ int main(int argc, char **argv) {
     const char *huge = getenv("HUGE");
     if (huge && atoi(huge)) madvise(p, (n * sizeof(float) + al - 1) / al * al, MADV_HUGEPAGE);
     printf("# %zu MB, %s pages\n", mb, huge && atoi(huge) ? "2 MiB (THP)" : "4 KiB");
-    for (size_t i = 0; i < n; i++) p[i] = (float)(i & 7);
+    for (size_t i = 0; i < n; i++)
+        p[i] = (float)(i & 7);
     volatile float sink = 0;
-    const char *names[] = {"plain", "prefetch1k", "prefetch4k", "2streams", "4streams", "8streams", "12streams"};
+    const char *names[] = {"plain",    "prefetch1k", "prefetch4k", "2streams",
+                           "4streams", "8streams",   "12streams"};
     for (int v = 0; v < 7; v++)
-    for (int t = 1; t <= 2; t++) {
-        double best = 1e30;
-        for (int r = 0; r < passes; r++) {
-            double t0 = now();
+        for (int t = 1; t <= 2; t++) {
+            double best = 1e30;
+            for (int r = 0; r < passes; r++) {
+                double t0 = now();
 #pragma omp parallel num_threads(t) reduction(+ : sink)
-            {
-                int id = omp_get_thread_num(), nt = omp_get_num_threads();
-                size_t chunk = n / (size_t)nt;
-                const float *q = p + (size_t)id * chunk;
-                sink += v == 0   ? read_range(q, chunk)
-                        : v == 1 ? read_pf(q, chunk, 1024)
-                        : v == 2 ? read_pf(q, chunk, 4096)
-                                 : read_streams(q, chunk, v == 3 ? 2 : v == 4 ? 4 : v == 5 ? 8 : 12);
+                {
+                    int id = omp_get_thread_num(), nt = omp_get_num_threads();
+                    size_t chunk = n / (size_t)nt;
+                    const float *q = p + (size_t)id * chunk;
+                    sink += v == 0   ? read_range(q, chunk)
+                            : v == 1 ? read_pf(q, chunk, 1024)
+                            : v == 2 ? read_pf(q, chunk, 4096)
+                                     : read_streams(q, chunk,
+                                                    v == 3   ? 2
+                                                    : v == 4 ? 4
+                                                    : v == 5 ? 8
+                                                             : 12);
+                }
+                double dt = now() - t0;
+                if (dt < best) best = dt;
             }
-            double dt = now() - t0;
-            if (dt < best) best = dt;
+            printf("%-10s threads=%d bytes=%zu best_s=%.4f GB/s=%.2f\n", names[v], t,
+                   n * sizeof(float), best, (double)n * sizeof(float) / best / 1e9);
         }
-        printf("%-10s threads=%d bytes=%zu best_s=%.4f GB/s=%.2f\n", names[v], t, n * sizeof(float), best,
-               (double)n * sizeof(float) / best / 1e9);
-    }
     free(p);
     return 0;
 }

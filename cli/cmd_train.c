@@ -789,7 +789,8 @@ static int train_run(int argc, char **argv, attn_dist *dist, attn_run_lock *lock
         return 1;
     }
     if (lead && view.tuner && tuner.steps_one > 0)
-        fprintf(stderr, "attn train: adaptive threads: %" PRId64 " steps on 1 thread, the rest on %d\n",
+        fprintf(stderr,
+                "attn train: adaptive threads: %" PRId64 " steps on 1 thread, the rest on %d\n",
                 tuner.steps_one, tuner.max);
     if (lead) report_end(&tr, &res, out);
     attn_trainer_free(&tr);

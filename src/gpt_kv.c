@@ -3,10 +3,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc_huge.h"
 #include "attn/flash_attention.h"
 #include "attn/gelu.h"
 #include "attn/gpt.h"
-#include "alloc_huge.h"
 #include "gemv.h"
 
 void attn_gpt_kv_free(attn_gpt_kv_cache *c) {
