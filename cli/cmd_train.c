@@ -2,32 +2,29 @@
  * progress bar on a terminal, log lines otherwise, checkpoints, loss.csv and
  * loss.svg in the output directory, Ctrl-C saves and exits, --resume
  * continues bit for bit. Under mpirun every rank runs this; rank 0 alone
- * prints and writes (attn/dist.h). */
-#define _DEFAULT_SOURCE /* TIOCGWINSZ, with sigaction, clock_gettime */
+ * prints and writes (attn/dist.h). The decisions before the first step are
+ * the library's (attn/train_setup.h); this file parses and draws. */
+#define _DEFAULT_SOURCE /* TIOCGWINSZ, with sigaction */
 
-#include <cblas.h>
-#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
-#include <omp.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
-#include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "attn/checkpoint.h"
-#include "attn/checkpoint_info.h"
 #include "attn/dist.h"
 #include "attn/fileio.h"
 #include "attn/flash_attention.h"
 #include "attn/runlock.h"
 #include "attn/train.h"
+#include "attn/train_setup.h"
 #include "clock.h"
 #include "commands.h"
+#include "options.h"
 #include "threads.h"
 
 static volatile sig_atomic_t g_interrupted = 0;
@@ -35,81 +32,6 @@ static volatile sig_atomic_t g_interrupted = 0;
 static void on_sigint(int sig) {
     (void)sig;
     g_interrupted = 1;
-}
-
-static void train_usage(FILE *out) {
-    fprintf(out,
-            "usage: attn train [--data FILE] [--preset NAME] [--config FILE] [--steps N]\n"
-            "                  [--batch-size N] [--lr X] [--eval-interval N] [--eval-iters N]\n"
-            "                  [--seed N] [--threads N] [--out DIR] [--checkpoint-interval N]\n"
-            "                  [--log-interval N] [--grad-accum N] [--resume | --force]\n"
-            "                  [--device cpu|cuda] [--precision fp32|bf16] [--dry-run]\n"
-            "                  [--init-from CKPT]\n"
-            "  Trains the char-level GPT (the book's GPTModel) on FILE (default\n"
-            "  data/tinyshakespeare.txt): vocabulary = its sorted characters, first 90%%\n"
-            "  trains, last 10%% validates. Presets: tiny (default), nanogpt-cpu,\n"
-            "  shakespeare-char, seed004. --config FILE.json overrides model keys (book's or\n"
-            "  seed 004's names) and training keys (batch_size, max_steps, learning_rate,\n"
-            "  min_lr, warmup_steps, lr_decay_steps, beta1, beta2, eps, weight_decay,\n"
-            "  grad_clip, eval_interval, eval_iters, log_interval, checkpoint_interval,\n"
-            "  seed). --lr X sets the peak rate and min_lr = X/10.\n"
-            "  Writes DIR/model.safetensors, DIR/train_state.safetensors, DIR/loss.csv and\n"
-            "  DIR/loss.svg (DIR defaults to runs/<preset>), and in DIR/best/ the\n"
-            "  checkpoint of the lowest val loss so far (attn generate --checkpoint\n"
-            "  DIR/best samples from it); checkpoints at every eval,\n"
-            "  every --checkpoint-interval steps, at the end and on Ctrl-C, SIGTERM or\n"
-            "  SIGHUP; each checkpoint is committed whole (DIR/ckpt-<step>, DIR/latest).\n"
-            "  --resume continues the run in DIR exactly where it stopped; with --steps N\n"
-            "  it trains to step N instead (a finished run goes on): the LR schedule keeps\n"
-            "  its old horizon, so steps past the old max_steps run at min_lr. A DIR that\n"
-            "  already holds a checkpoint needs --resume or --force (start over, replacing\n"
-            "  it at the first save). One run per DIR at a time (DIR/.lock).\n"
-            "  --device cuda trains on the GPU (same checkpoint files; GPU dropout uses\n"
-            "  Philox, so with dropout it differs from a CPU run of the same seed);\n"
-            "  --precision bf16 runs the matrix products with bf16 operands and fp32\n"
-            "  sums: on the GPU's tensor cores, or on the CPU with AVX512-BF16 (oneDNN);\n"
-            "  weights, optimizer and checkpoints stay fp32 (default fp32).\n"
-            "  --grad-accum N: N micro-batches of --batch-size per step, gradients averaged\n"
-            "  (summed in a fixed order). Under `mpirun -np R` the N micro-batches (default\n"
-            "  R; N a multiple of R) are split over the R ranks, bit for bit the same run\n"
-            "  as one process with --grad-accum N; rank 0 prints and writes.\n"
-            "  --init-from CKPT starts a new run (step 0, fresh AdamW) from the weights of\n"
-            "  checkpoint CKPT (fine-tuning): the model's shape is CKPT's, the corpus must\n"
-            "  have its vocabulary; the training recipe comes from the preset, --config\n"
-            "  and the flags.\n"
-            "  --dry-run prints the resolved config, parameter count, memory, checkpoint\n"
-            "  size and a time estimate (matrix-product speed measured here), and exits.\n"
-            "  Runs above 10^15 operations (seed004: hours) print that estimate first.\n"
-            "  (testing) --interrupt-after N behaves as if Ctrl-C came after step N;\n"
-            "  --kill-rank R --kill-after N: rank R kills itself (SIGKILL) after step N.\n");
-}
-
-static int parse_i64(const char *v, int64_t min, int64_t *out) {
-    char *end;
-    errno = 0;
-    long long x = strtoll(v, &end, 10);
-    if (errno || end == v || *end || x < min) return -1;
-    *out = x;
-    return 0;
-}
-
-/* mkdir -p */
-static int make_dirs(const char *path) {
-    char buf[4096];
-    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return -1;
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = '\0';
-        if (mkdir(buf, 0777) != 0 && errno != EEXIST) return -1;
-        *p = '/';
-    }
-    if (mkdir(buf, 0777) != 0 && errno != EEXIST) return -1;
-    struct stat sb;
-    if (stat(buf, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
-        errno = ENOTDIR;
-        return -1;
-    }
-    return 0;
 }
 
 static void fmt_eta(double s, char *out, size_t n) {
@@ -238,69 +160,190 @@ static void warn_cost(const attn_gpt_config *m, const attn_train_config *t, int 
             t->max_steps, gflops);
 }
 
-/* Rank 0 alone writes, so it alone locks, checks and cleans DIR: 0 to go
- * on, else the exit code. */
-static int claim_out_dir(const char *out, attn_run_lock *lock, int resume, int force) {
-    attn_error err;
-    char who[4200];
-    snprintf(who, sizeof who, "attn train --out %s", out);
-    if (attn_run_lock_acquire(lock, out, who, &err)) {
-        fprintf(stderr, "attn train: %s; wait for it to finish or choose another --out\n", err.msg);
-        return 1;
-    }
-    int64_t old_step;
-    if (!resume && attn_ckpt_exists(out, &old_step)) {
-        char at[64] = "";
-        if (old_step >= 0) snprintf(at, sizeof at, " (step %" PRId64 ")", old_step);
-        if (!force) {
-            fprintf(stderr,
-                    "attn train: %s already holds a checkpoint%s; continue it with --resume "
-                    "or start over with --force\n",
-                    out, at);
-            return 2;
-        }
-        fprintf(stderr,
-                "attn train: --force: starting over in %s; its checkpoint%s, loss.csv and "
-                "loss.svg are replaced at the first save\n",
-                out, at);
-    }
-    char best[4200];
-    snprintf(best, sizeof best, "%s/%s", out, ATTN_CKPT_BEST);
-    const char *dirs[2] = {out, best};
-    for (int d = 0; d < 2; d++) {
-        int removed = 0;
-        if (d == 1 && access(best, F_OK) != 0) break;
-        if (attn_ckpt_clean_stale(dirs[d], &removed, &err))
-            fprintf(stderr, "attn train: warning: %s\n", err.msg);
-        else if (removed)
-            fprintf(stderr,
-                    "attn train: removed %d stale temporary file(s) from an earlier run in "
-                    "%s\n",
-                    removed, dirs[d]);
-    }
-    return 0;
+/* ------------------------------------------------------------ options */
+
+/* A training key's value as the parser stores it (by the row's type). */
+typedef union key_slot {
+    long long i;
+    double d;
+    const char *s;
+} key_slot;
+
+typedef struct train_opts {
+    const char *data, *preset, *config, *out, *init_from, *device, *precision;
+    long long threads, interrupt_after, kill_rank, kill_after;
+    int resume, force, dry_run;
+    key_slot keys[ATTN_TRAIN_KEY_COUNT]; /* the training keys (attn_train_key_at) */
+} train_opts;
+
+/* The command's own options, then one per training key (rows made from the
+ * library's key table: flag, range and help are the library's), then the
+ * testing hooks. */
+enum {
+    T_DATA,
+    T_PRESET,
+    T_CONFIG,
+    T_OUT,
+    T_RESUME,
+    T_FORCE,
+    T_INIT_FROM,
+    T_DRY_RUN,
+    T_THREADS,
+    T_DEVICE,
+    T_PRECISION,
+    T_KEY0,
+    T_INTERRUPT_AFTER = T_KEY0 + ATTN_TRAIN_KEY_COUNT,
+    T_KILL_RANK,
+    T_KILL_AFTER,
+    TRAIN_OPT_COUNT
+};
+
+#define OFF(f) offsetof(train_opts, f)
+static cli_option train_rows[TRAIN_OPT_COUNT] = {
+    [T_DATA] = {"data", CLI_STRING, "FILE", OFF(data),
+                .help = "the corpus (default " ATTN_TRAIN_DEFAULT_DATA ", or the\n"
+                        "resumed run's)"},
+    [T_PRESET] = {"preset", CLI_STRING, "NAME", OFF(preset), .def = ATTN_TRAIN_DEFAULT_PRESET,
+                  .help = NULL}, /* the presets' names (train_cli_table) */
+    [T_CONFIG] = {"config", CLI_STRING, "FILE.json", OFF(config),
+                  .help = "model keys (the book's or seed 004's names) and\n"
+                          "training keys (as named below)"},
+    [T_OUT] = {"out", CLI_STRING, "DIR", OFF(out),
+               .help = "the run folder (default runs/<preset>)"},
+    [T_RESUME] = {"resume", CLI_FLAG, .offset = OFF(resume),
+                  .help = "continue the run in DIR where it stopped (see above)"},
+    [T_FORCE] = {"force", CLI_FLAG, .offset = OFF(force),
+                 .help = "start over in a DIR that holds a checkpoint"},
+    [T_INIT_FROM] = {"init-from", CLI_STRING, "CKPT", OFF(init_from),
+                     .help = "a new run from CKPT's weights (fine-tuning, see above)"},
+    [T_DRY_RUN] = {"dry-run", CLI_FLAG, .offset = OFF(dry_run),
+                   .help = "print the resolved config and the plan, then exit"},
+    [T_THREADS] = {"threads", CLI_INT, "N", OFF(threads), 1, 4096,
+                   .help = "threads (default: 1 or all cores, chosen by timing steps; fp32 CPU)"},
+    [T_DEVICE] = {"device", CLI_STRING, "NAME", OFF(device), .def = "cpu", .help = "cpu or cuda"},
+    [T_PRECISION] = {"precision", CLI_STRING, "NAME", OFF(precision), .def = "fp32",
+                     .help = "fp32 or bf16 (matrix products; see above)"},
+    [T_INTERRUPT_AFTER] = {"interrupt-after", CLI_INT, "N", OFF(interrupt_after), 1, 1e19,
+                           .help = "(testing) behave as if Ctrl-C came after step N"},
+    [T_KILL_RANK] = {"kill-rank", CLI_INT, "R", OFF(kill_rank), 0, 1e6,
+                     .help = "(testing) with --kill-after: the rank to kill"},
+    [T_KILL_AFTER] = {"kill-after", CLI_INT, "N", OFF(kill_after), 1, 1e19,
+                      .help = "(testing) rank R sends itself SIGKILL after step N"},
+};
+CLI_TABLE_CHECK(train_rows, TRAIN_OPT_COUNT);
+
+static const cli_command train_cli = {
+    "train",
+    "attn train [--data FILE] [--preset NAME] [--config FILE.json]\n"
+    "                  [--out DIR] [--resume | --force | --init-from CKPT]\n"
+    "                  [--dry-run] [--threads N] [--device cpu|cuda]\n"
+    "                  [--precision fp32|bf16] [--steps N] [--lr X] ...",
+    "  Trains the char-level GPT (the book's GPTModel) on FILE: vocabulary = its\n"
+    "  sorted characters, first 90% trains, last 10% validates. The config is the\n"
+    "  preset's, then --config's keys, then the options. --lr X sets the peak rate\n"
+    "  and min_lr = X/10 (unless --min-lr is given).\n"
+    "  Writes DIR/model.safetensors, DIR/train_state.safetensors, DIR/loss.csv and\n"
+    "  DIR/loss.svg, and in DIR/best/ the checkpoint of the lowest val loss so far\n"
+    "  (attn generate --checkpoint DIR/best samples from it); checkpoints at every\n"
+    "  eval, every --checkpoint-interval steps, at the end and on Ctrl-C, SIGTERM or\n"
+    "  SIGHUP; each checkpoint is committed whole (DIR/ckpt-<step>, DIR/latest).\n"
+    "  --resume continues the run in DIR exactly where it stopped, with its saved\n"
+    "  config and corpus (a --preset or --config given too must agree with them);\n"
+    "  with --steps N it trains to step N instead (a finished run goes on): the LR\n"
+    "  schedule keeps its old horizon, so steps past the old max_steps run at\n"
+    "  min_lr. A DIR that already holds a checkpoint needs --resume or --force\n"
+    "  (start over, replacing it at the first save). One run per DIR at a time.\n"
+    "  --device cuda trains on the GPU (same checkpoint files; GPU dropout uses\n"
+    "  Philox, so with dropout it differs from a CPU run of the same seed);\n"
+    "  --precision bf16 runs the matrix products with bf16 operands and fp32\n"
+    "  sums: on the GPU's tensor cores, or on the CPU with AVX512-BF16 (oneDNN);\n"
+    "  weights, optimizer and checkpoints stay fp32.\n"
+    "  --grad-accum N: N micro-batches of --batch-size per step, gradients averaged\n"
+    "  (summed in a fixed order). Under `mpirun -np R` the N micro-batches (default\n"
+    "  R; N a multiple of R) are split over the R ranks, bit for bit the same run\n"
+    "  as one process with --grad-accum N; rank 0 prints and writes.\n"
+    "  --init-from CKPT starts a new run (step 0, fresh AdamW) from the weights of\n"
+    "  checkpoint CKPT (fine-tuning): the model's shape is CKPT's, the corpus must\n"
+    "  have its vocabulary; the training recipe comes from the preset, --config\n"
+    "  and the options.\n"
+    "  --dry-run prints the resolved config, parameter count, memory, checkpoint\n"
+    "  size and a time estimate (matrix-product speed measured here), and exits.\n"
+    "  Runs above 10^15 operations (seed004: hours) print that estimate first.\n"
+    "  Training options without a default take the preset's (or the saved run's).\n",
+    train_rows,
+    TRAIN_OPT_COUNT,
+    0};
+
+/* "seed004, shakespeare-char, nanogpt-cpu or tiny ...": the library's names. */
+static const char *preset_help(void) {
+    static char buf[200];
+    const char *const *names = attn_gpt_preset_names();
+    size_t used = 0;
+    for (int i = 0; names[i] && used < sizeof buf / 2; i++)
+        used += (size_t)snprintf(buf + used, sizeof buf - used, "%s%s",
+                                 !i             ? ""
+                                 : names[i + 1] ? ", "
+                                                : " or ",
+                                 names[i]);
+    snprintf(buf + used, sizeof buf - used, "\n(resuming: the saved run's config)");
+    return buf;
 }
 
-/* FNV-1a of this executable: ranks running different binaries are refused. */
-static uint64_t exe_hash(void) {
-    void *buf = NULL;
-    size_t n = 0;
-    uint64_t h = 0xcbf29ce484222325ull;
-    if (attn_file_read_all("/proc/self/exe", 0, &buf, &n, NULL) == ATTN_OK)
-        for (size_t i = 0; i < n; i++)
-            h = (h ^ ((unsigned char *)buf)[i]) * 0x100000001b3ull;
-    free(buf);
-    return h;
+/* The option row of training key i (attn_train_key_at): its flag, range and
+ * help are the library's. */
+static cli_option key_row(int i, char *help, size_t cap) {
+    static const cli_type types[] = {
+        [ATTN_TKEY_INT] = CLI_INT, [ATTN_TKEY_NUMBER] = CLI_FLOAT, [ATTN_TKEY_CHOICE] = CLI_CHOICE};
+    const attn_train_key *k = attn_train_key_at(i);
+    snprintf(help, cap, "%s: %s", k->name, k->help);
+    return (cli_option){.name = k->flag,
+                        .type = types[k->type],
+                        .metavar = k->type == ATTN_TKEY_CHOICE ? NULL
+                                   : k->type == ATTN_TKEY_INT  ? "N"
+                                                               : "X",
+                        .offset = OFF(keys) + (size_t)i * sizeof(key_slot),
+                        .lo = k->lo,
+                        .hi = k->hi,
+                        .hi_open = k->hi_open,
+                        .lo_open = k->lo_open,
+                        .choices = k->choices,
+                        .help = help};
 }
 
-/* Start-up check that all ranks agree (collective). */
-static attn_status check_ranks(attn_dist *dist, const attn_trainer *tr, attn_error *err) {
-    uint64_t cfg = 0, state = 0;
-    attn_status s = attn_dist_check_same(dist, exe_hash(), "attn executable", err);
-    if (s) return s;
-    attn_trainer_fingerprint(tr, &cfg, &state);
-    if ((s = attn_dist_check_same(dist, cfg, "configuration or corpus", err))) return s;
-    return attn_dist_check_same(dist, state, "initial weights or training state", err);
+/* The rows made from the library's tables, filled on the first call. */
+const cli_command *train_cli_table(void) {
+    static char help[ATTN_TRAIN_KEY_COUNT][256];
+    if (train_rows[T_KEY0].name) return &train_cli;
+    train_rows[T_PRESET].help = preset_help();
+    for (int i = 0; i < ATTN_TRAIN_KEY_COUNT; i++)
+        train_rows[T_KEY0 + i] = key_row(i, help[i], sizeof help[i]);
+    return &train_cli;
+}
+
+/* The request of the parsed command line (attn/train_setup.h). */
+static void make_request(const train_opts *o, const cli_parsed *p, int ranks,
+                         attn_train_request *rq) {
+    attn_train_request_init(rq);
+    rq->preset = p->given[T_PRESET] ? o->preset : NULL; /* resuming: the saved one */
+    rq->config = o->config;
+    rq->data = o->data;
+    rq->out = o->out;
+    rq->init_from = o->init_from;
+    rq->resume = o->resume;
+    rq->force = o->force;
+    rq->ranks = ranks;
+    for (int i = 0; i < ATTN_TRAIN_KEY_COUNT; i++) {
+        if (!p->given[T_KEY0 + i]) continue;
+        const attn_train_key *k = attn_train_key_at(i);
+        attn_train_value v = {0, 0, NULL};
+        if (k->type == ATTN_TKEY_INT)
+            v.i = o->keys[i].i;
+        else if (k->type == ATTN_TKEY_NUMBER)
+            v.d = o->keys[i].d;
+        else
+            v.s = o->keys[i].s;
+        attn_train_request_set(rq, i, v);
+    }
 }
 
 /* What the command draws while the library trains (attn_trainer_events).
@@ -355,21 +398,37 @@ static void on_eval(void *user, const attn_trainer *tr, const attn_eval_record *
     fflush(stdout);
 }
 
-/* The closing lines (rank 0). */
-static void report_end(const attn_trainer *tr, const attn_train_result *res, const char *out) {
+/* path as one shell word: quoted when it holds anything but [A-Za-z0-9/._+,:@%=-]. */
+static void shell_word(const char *path, char *buf, size_t cap) {
+    if (!path[strspn(path,
+                     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789/._+,:@%=-")]) {
+        snprintf(buf, cap, "%s", path);
+        return;
+    }
+    size_t used = (size_t)snprintf(buf, cap, "'");
+    for (const char *c = path; *c && used + 5 < cap; c++)
+        used += (size_t)snprintf(buf + used, cap - used, *c == '\'' ? "'\\''" : "%c", *c);
+    snprintf(buf + used, cap - used, "'");
+}
+
+/* The closing lines (rank 0). The hint names the folder by its absolute
+ * path and the run recorded its corpus's, so it works from any folder. */
+static void report_end(const attn_trainer *tr, const attn_train_result *res, const char *out_abs) {
     const attn_dist *dist = tr->dist;
+    char dir[2 * ATTN_TRAIN_PATH_MAX];
+    shell_word(out_abs, dir, sizeof dir);
     if (res->stopped) {
         fprintf(stderr,
                 "attn train: interrupted after step %" PRId64 "; checkpoint saved in %s "
                 "(continue with: attn train --out %s --resume)\n",
-                tr->step, out, out);
+                tr->step, out_abs, dir);
         return;
     }
     fprintf(stderr,
             "attn train: %" PRId64 " steps in %.1f s (%.0f tokens/s); final val loss %.4f; "
-            "checkpoint in %s\n",
+            "checkpoint in %s (train on with: attn train --out %s --resume --steps N)\n",
             tr->step - res->start_step, res->wall_s, res->tokens_per_s,
-            tr->n_evals ? (double)tr->evals[tr->n_evals - 1].val_loss : NAN, out);
+            tr->n_evals ? (double)tr->evals[tr->n_evals - 1].val_loss : NAN, out_abs, dir);
     if (dist && dist->size > 1 && tr->step > res->start_step) {
         const double k = (double)(tr->step - res->start_step);
         fprintf(stderr,
@@ -381,7 +440,266 @@ static void report_end(const attn_trainer *tr, const attn_train_result *res, con
     }
 }
 
-static int train_run(int argc, char **argv, attn_dist *dist, attn_run_lock *lock, int *collective);
+/* ------------------------------------------------------------ the run */
+
+/* Everything one run of the command holds. */
+typedef struct train_cmd {
+    train_opts o;
+    cli_parsed parsed;
+    attn_train_setup su;
+    attn_device device;
+    attn_precision precision;
+    attn_dist *dist;
+    attn_run_lock *lock;
+    int lead, collective, claimed;
+    char out_abs[ATTN_TRAIN_PATH_MAX];
+    char *text;
+    size_t n;
+} train_cmd;
+
+/* The command line: -1 to go on, else the exit code. */
+static int parse(train_cmd *c, int argc, char **argv) {
+    int prc = cli_parse(train_cli_table(), argc, argv, &c->o, &c->parsed);
+    if (prc) return prc == CLI_HELP ? 0 : prc;
+    attn_error err;
+    if (attn_device_parse(c->o.device, &c->device, &err) ||
+        attn_precision_parse(c->o.precision, &c->precision, &err)) {
+        fprintf(stderr, "attn train: --%s: %s\n",
+                attn_device_parse(c->o.device, &c->device, NULL) ? "device" : "precision", err.msg);
+        return 2;
+    }
+    const char *clash = !c->o.resume     ? NULL
+                        : c->o.init_from ? "--init-from starts a new run from trained weights"
+                        : c->o.force     ? "--force replaces the run"
+                                         : NULL;
+    if (clash) {
+        fprintf(stderr, "attn train: %s and --resume continues one: give one of them\n", clash);
+        return 2;
+    }
+    if (c->o.resume && !c->o.out) {
+        fprintf(stderr, "attn train: --resume needs --out DIR (the run to continue)\n");
+        return 2;
+    }
+    /* One thread pool (attn/gemm.h): OpenMP threads, each calling a
+     * single-threaded OpenBLAS; --threads N also sets OMP_NUM_THREADS. */
+    cli_use_threads((int)c->o.threads, 1);
+    return -1;
+}
+
+/* The configs and the corpus: -1 to go on, else the exit code. */
+static int resolve(train_cmd *c) {
+    attn_error err;
+    attn_train_request rq;
+    make_request(&c->o, &c->parsed, c->dist->size, &rq);
+    if (attn_train_resolve(&rq, &c->su, &err)) {
+        fprintf(stderr, "attn train: %s\n", err.msg);
+        return c->su.request_error ? 2 : 1;
+    }
+    if (attn_file_read_all(c->su.data, 0, (void **)&c->text, &c->n, &err)) {
+        fprintf(stderr, "attn train: cannot read the corpus: %s\n", err.msg);
+        return 1;
+    }
+    if (c->n == 0) {
+        fprintf(stderr, "attn train: the corpus %s is empty\n", c->su.data);
+        return 1;
+    }
+    return -1;
+}
+
+/* --dry-run's plan, or the cost warning of a large run: -1 to go on. */
+static int plan_or_warn(train_cmd *c) {
+    if (!c->o.dry_run && !c->lead) return -1;
+    attn_gpt_config pm = c->su.model;
+    attn_tokenizer tok;
+    attn_error err;
+    if (!c->su.vocab_given && attn_tokenizer_train(&tok, c->text, c->n, &err) == ATTN_OK) {
+        pm.vocab_size = tok.vocab_size;
+        attn_tokenizer_free(&tok);
+    }
+    const int threads = (int)c->o.threads;
+    if (!c->o.dry_run) {
+        warn_cost(&pm, &c->su.train, threads, c->dist->size);
+        return -1;
+    }
+    c->collective = 1;
+    return !c->lead ? 0
+                    : print_plan(&pm, &c->su.train, c->su.preset, c->su.data, c->n, c->su.out,
+                                 threads, c->dist->size);
+}
+
+/* Rank 0 makes, locks and checks the run folder out: -1 to go on. */
+static int claim(train_cmd *c, const char *out) {
+    attn_train_claim cl;
+    attn_error err;
+    char who[ATTN_TRAIN_PATH_MAX + 32];
+    c->claimed = 1;
+    snprintf(who, sizeof who, "attn train --out %s", out);
+    if (attn_train_claim_dir(out, who, c->o.resume, c->o.force, c->lock, &cl, &err)) {
+        if (cl.request_error)
+            fprintf(stderr,
+                    "attn train: %s; continue it with --resume or start over with --force\n",
+                    err.msg);
+        else if (err.code == ATTN_ERR_STATE)
+            fprintf(stderr, "attn train: %s; wait for it to finish or choose another --out\n",
+                    err.msg);
+        else
+            fprintf(stderr, "attn train: %s\n", err.msg);
+        return cl.request_error ? 2 : 1;
+    }
+    if (cl.replaced_step >= 0)
+        fprintf(stderr,
+                "attn train: --force: starting over in %s; its checkpoint (step %" PRId64
+                "), loss.csv and loss.svg are replaced at the first save\n",
+                out, cl.replaced_step);
+    if (cl.warning[0]) fprintf(stderr, "attn train: warning: %s\n", cl.warning);
+    if (cl.stale_removed)
+        fprintf(stderr,
+                "attn train: removed %d stale temporary file(s) from an earlier run in %s\n",
+                cl.stale_removed, out);
+    snprintf(c->out_abs, sizeof c->out_abs, "%s", cl.out_abs);
+    return -1;
+}
+
+/* The trainer, resumed or started from CKPT, on its device: -1 to go on. */
+static int start(train_cmd *c, attn_trainer *tr) {
+    attn_error err;
+    const int lead = c->lead, resume = c->o.resume;
+    attn_status s =
+        attn_trainer_init(tr, &c->su.model, &c->su.train, c->su.vocab_given, c->text, c->n, &err);
+    if (s) {
+        fprintf(stderr, "attn train: %s: %s\n", c->su.data, err.msg);
+        return 1;
+    }
+    tr->corpus_path = c->su.data; /* absolute: a resume from anywhere finds it */
+    if (attn_trainer_set_dist(tr, c->dist, &err)) {
+        if (lead) fprintf(stderr, "attn train: %s\n", err.msg);
+        c->collective = 1; /* every rank sees the same config */
+        return 2;
+    }
+    /* loss.csv/svg are written after each checkpoint: a run stopped in
+     * between left them a step behind, so redo them from the checkpoint. */
+    if (resume && (attn_trainer_resume(tr, c->su.out, &err) ||
+                   (lead && attn_trainer_write_loss_files(tr, c->su.out, &err)))) {
+        fprintf(stderr, "attn train: %s\n", err.msg);
+        return 1;
+    }
+    if (c->o.init_from && attn_trainer_init_from(tr, c->o.init_from, &err)) {
+        fprintf(stderr, "attn train: --init-from %s\n", err.msg);
+        return 1;
+    }
+    if (c->o.init_from && lead)
+        fprintf(stderr, "attn train: starting from the weights of %s (fine-tuning)\n",
+                c->o.init_from);
+    const attn_device dev = c->device;
+    if (dev != ATTN_DEVICE_CPU && (tr->tcfg.grad_accum > 1 || c->dist->size > 1)) {
+        if (lead)
+            fprintf(stderr,
+                    "attn train: --device %s does not combine with --grad-accum or mpirun yet "
+                    "(they run on --device cpu)\n",
+                    attn_device_name(dev));
+        c->collective = 1;
+        return 2;
+    }
+    if (dev != ATTN_DEVICE_CPU || c->precision != ATTN_PRECISION_FP32) {
+        if (attn_trainer_set_device(tr, dev, c->precision, &err)) {
+            fprintf(stderr, "attn train: --device %s: %s\n", attn_device_name(dev), err.msg);
+            return dev != ATTN_DEVICE_CPU ? 1 : 2;
+        }
+        fprintf(stderr, "attn train: on %s, %s\n", attn_device_name(dev),
+                attn_precision_name(c->precision));
+    }
+    if (c->dist->size > 1 && attn_trainer_check_ranks(tr, &err)) {
+        if (lead) fprintf(stderr, "attn train: refusing to start: %s\n", err.msg);
+        c->collective = 1;
+        return 1;
+    }
+    return -1;
+}
+
+/* What the run is, before its first step (rank 0). */
+static void announce(const train_cmd *c, const attn_trainer *tr) {
+    const attn_train_config *t = &tr->tcfg;
+    const attn_gpt_config *m = &tr->mcfg;
+    const int ranks = c->dist->size;
+    if (t->grad_accum > 1)
+        fprintf(stderr, "attn train: %d micro-batches per step over %d rank%s\n", t->grad_accum,
+                ranks, ranks > 1 ? "s" : "");
+    fprintf(stderr,
+            "attn train: %s, %zu parameters (vocab %d, ctx %d, emb %d, %d heads, %d layers); "
+            "%zu train / %zu val tokens; batch %d, %" PRId64 " steps\n",
+            c->su.preset ? c->su.preset : "saved config", attn_gpt_num_params(&tr->model),
+            m->vocab_size, m->context_length, m->emb_dim, m->n_heads, m->n_layers, tr->train.n_ids,
+            tr->val.n_ids, t->batch_size, t->max_steps);
+    if (c->o.resume)
+        fprintf(stderr, "attn train: resuming %s at step %" PRId64 "\n", c->su.out, tr->step);
+}
+
+/* The steps, drawn as they come; Ctrl-C, SIGTERM and SIGHUP save and stop. */
+static int train_loop(train_cmd *c, attn_trainer *tr) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sa.sa_flags = SA_RESETHAND; /* a second Ctrl-C stops at once */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL); /* the terminal closed: save like Ctrl-C */
+    train_view view = {.tty = c->lead && c->dist->size == 1 && isatty(STDOUT_FILENO),
+                       .lead = c->lead,
+                       .cols = term_columns(),
+                       .t_start = attn_now_s(),
+                       .interrupt_after = c->o.interrupt_after,
+                       .kill_rank = c->parsed.given[T_KILL_RANK] ? c->o.kill_rank : -1,
+                       .kill_after = c->o.kill_after};
+    /* No --threads and no OMP_NUM_THREADS: the count adapts (threads.h), on
+     * the fp32 CPU path of one process, whose results do not depend on it. */
+    cli_thread_tuner tuner;
+    if (!c->parsed.given[T_THREADS] && c->o.threads <= 0 && !getenv("OMP_NUM_THREADS") &&
+        c->dist->size == 1 && c->device == ATTN_DEVICE_CPU && c->precision == ATTN_PRECISION_FP32 &&
+        attn_default_threads() >= 2) {
+        cli_tuner_init(&tuner, attn_default_threads());
+        view.tuner = &tuner;
+    }
+    attn_trainer_events events = {
+        .user = &view, .should_stop = should_stop, .on_step = on_step, .on_eval = on_eval};
+    attn_train_result res;
+    attn_error err;
+    attn_status s = attn_trainer_run(tr, c->su.out, c->o.resume, &events, &res, &err);
+    if (view.bar_shown) printf("\n");
+    if (s) {
+        fprintf(stderr, "attn train: %s\n", err.msg);
+        return 1;
+    }
+    if (c->lead && view.tuner && tuner.steps_one > 0)
+        fprintf(stderr,
+                "attn train: adaptive threads: %" PRId64 " steps on 1 thread, the rest on %d\n",
+                tuner.steps_one, tuner.max);
+    if (c->lead) report_end(tr, &res, c->out_abs);
+    return res.stopped ? 130 : 0;
+}
+
+static int train_run(train_cmd *c, int argc, char **argv) {
+    int rc = parse(c, argc, argv);
+    /* A run to continue is locked before its checkpoint is read. */
+    if (rc < 0 && c->lead && c->o.resume && !c->o.dry_run && c->o.out &&
+        access(c->o.out, F_OK) == 0)
+        rc = claim(c, c->o.out);
+    if (rc < 0) rc = resolve(c);
+    if (rc < 0) rc = plan_or_warn(c);
+    if (rc < 0 && c->lead && !c->claimed) rc = claim(c, c->su.out);
+    if (rc >= 0) return rc;
+    attn_trainer tr;
+    memset(&tr, 0, sizeof tr);
+    rc = start(c, &tr);
+    free(c->text);
+    c->text = NULL;
+    if (rc < 0) {
+        if (c->lead) announce(c, &tr);
+        rc = train_loop(c, &tr);
+    }
+    attn_trainer_free(&tr);
+    return rc;
+}
 
 int cmd_train(int argc, char **argv) {
     attn_dist dist;
@@ -391,408 +709,25 @@ int cmd_train(int argc, char **argv) {
         fprintf(stderr, "attn train: %s\n", err.msg);
         return 1;
     }
-    int collective = 0;
     attn_run_lock lock = {.fd = -1};
-    int rc = train_run(argc, argv, &dist, &lock, &collective);
+    train_cmd *c = calloc(1, sizeof *c);
+    int rc = 1;
+    if (c) {
+        c->dist = &dist;
+        c->lock = &lock;
+        c->lead = dist.rank == 0;
+        rc = train_run(c, argc, argv);
+        free(c->text);
+    }
     attn_run_lock_release(&lock);
-    if (rc != 0 && rc != 130 && dist.size > 1 && !collective) {
+    if (rc != 0 && rc != 130 && dist.size > 1 && !(c && c->collective)) {
         /* The other ranks would wait for this one forever: end the job. */
         fprintf(stderr, "attn train: rank %d of %d failed (exit code %d); ending the job\n",
                 dist.rank, dist.size, rc);
         fflush(stderr);
         attn_dist_abort(&dist, rc);
     }
+    free(c);
     attn_dist_finalize(&dist);
     return rc;
-}
-
-/* The command line of attn train (-1: not given). */
-typedef struct {
-    const char *data, *preset, *config, *out, *init_from;
-    int64_t steps, batch, eval_interval, eval_iters, seed, threads, ckpt_interval, log_interval,
-        interrupt_after, grad_accum, kill_rank, kill_after;
-    double lr;
-    int resume, force, dry_run;
-    attn_device device;
-    attn_precision precision;
-} train_args;
-
-/* -1 when the run should go on, else the exit code (0 after --help). */
-static int parse_args(int argc, char **argv, train_args *o) {
-    const char *data = NULL, *preset = NULL, *config = NULL, *out = NULL, *init_from = NULL;
-    int64_t steps = -1, batch = -1, eval_interval = -1, eval_iters = -1, seed = -1, threads = -1,
-            ckpt_interval = -1, log_interval = -1, interrupt_after = -1, grad_accum = -1,
-            kill_rank = -1, kill_after = -1;
-    double lr = -1;
-    int resume = 0, force = 0, dry_run = 0;
-    attn_device device = ATTN_DEVICE_CPU;
-    attn_precision precision = ATTN_PRECISION_FP32;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            train_usage(stdout);
-            return 0;
-        }
-        if (strcmp(a, "--resume") == 0) {
-            resume = 1;
-            continue;
-        }
-        if (strcmp(a, "--force") == 0) {
-            force = 1;
-            continue;
-        }
-        if (strcmp(a, "--dry-run") == 0) {
-            dry_run = 1;
-            continue;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "attn train: unknown or incomplete option '%s'\n", a);
-            train_usage(stderr);
-            return 2;
-        }
-        const char *v = argv[++i];
-        int bad = 0;
-        if (strcmp(a, "--data") == 0)
-            data = v;
-        else if (strcmp(a, "--preset") == 0)
-            preset = v;
-        else if (strcmp(a, "--init-from") == 0)
-            init_from = v;
-        else if (strcmp(a, "--config") == 0)
-            config = v;
-        else if (strcmp(a, "--out") == 0)
-            out = v;
-        else if (strcmp(a, "--steps") == 0)
-            bad = parse_i64(v, 1, &steps);
-        else if (strcmp(a, "--batch-size") == 0)
-            bad = parse_i64(v, 1, &batch);
-        else if (strcmp(a, "--eval-interval") == 0)
-            bad = parse_i64(v, 1, &eval_interval);
-        else if (strcmp(a, "--eval-iters") == 0)
-            bad = parse_i64(v, 1, &eval_iters);
-        else if (strcmp(a, "--seed") == 0)
-            bad = parse_i64(v, 0, &seed);
-        else if (strcmp(a, "--threads") == 0)
-            bad = parse_i64(v, 1, &threads);
-        else if (strcmp(a, "--checkpoint-interval") == 0)
-            bad = parse_i64(v, 0, &ckpt_interval);
-        else if (strcmp(a, "--log-interval") == 0)
-            bad = parse_i64(v, 1, &log_interval);
-        else if (strcmp(a, "--interrupt-after") == 0)
-            bad = parse_i64(v, 1, &interrupt_after);
-        else if (strcmp(a, "--grad-accum") == 0)
-            bad = parse_i64(v, 1, &grad_accum);
-        else if (strcmp(a, "--kill-rank") == 0)
-            bad = parse_i64(v, 0, &kill_rank);
-        else if (strcmp(a, "--kill-after") == 0)
-            bad = parse_i64(v, 1, &kill_after);
-        else if (strcmp(a, "--device") == 0 || strcmp(a, "--precision") == 0) {
-            attn_error perr;
-            attn_status ps = a[2] == 'd' ? attn_device_parse(v, &device, &perr)
-                                         : attn_precision_parse(v, &precision, &perr);
-            if (ps) {
-                fprintf(stderr, "attn train: %s: %s\n", a, perr.msg);
-                return 2;
-            }
-        } else if (strcmp(a, "--lr") == 0) {
-            char *end;
-            lr = strtod(v, &end);
-            bad = *end || end == v || !(lr > 0) || !isfinite(lr);
-        } else {
-            fprintf(stderr, "attn train: unknown option '%s'\n", a);
-            train_usage(stderr);
-            return 2;
-        }
-        if (bad) {
-            if (strcmp(a, "--batch-size") == 0 || strcmp(a, "--grad-accum") == 0)
-                fprintf(stderr, "attn train: %s must be a positive integer, not '%s'\n", a, v);
-            else
-                fprintf(stderr, "attn train: bad value '%s' for %s\n", v, a);
-            return 2;
-        }
-    }
-    *o = (train_args){
-        data,         preset,          config,     out,       init_from,  steps,
-        batch,        eval_interval,   eval_iters, seed,      threads,    ckpt_interval,
-        log_interval, interrupt_after, grad_accum, kill_rank, kill_after, lr,
-        resume,       force,           dry_run,    device,    precision};
-    return -1;
-}
-
-static int train_run(int argc, char **argv, attn_dist *dist, attn_run_lock *lock, int *collective) {
-    train_args A;
-    int prc = parse_args(argc, argv, &A);
-    if (prc >= 0) return prc;
-    const char *data = A.data, *preset = A.preset, *config = A.config, *out = A.out,
-               *init_from = A.init_from;
-    const int64_t steps = A.steps, batch = A.batch, eval_interval = A.eval_interval,
-                  eval_iters = A.eval_iters, seed = A.seed, threads = A.threads,
-                  ckpt_interval = A.ckpt_interval, log_interval = A.log_interval,
-                  interrupt_after = A.interrupt_after, grad_accum = A.grad_accum,
-                  kill_rank = A.kill_rank, kill_after = A.kill_after;
-    const int lead = dist->rank == 0, resume = A.resume, force = A.force, dry_run = A.dry_run;
-    const double lr = A.lr;
-    const attn_device device = A.device;
-    const attn_precision precision = A.precision;
-    /* One thread pool (attn/gemm.h): OpenMP threads, each calling a
-     * single-threaded OpenBLAS. --threads N sets the OpenMP count, also
-     * through OMP_NUM_THREADS, which attn_default_threads() reads. */
-    cli_use_threads((int)threads, 1);
-
-    /* Configuration: preset, then the config file, then flags. */
-    attn_error err;
-    attn_error_clear(&err);
-    attn_gpt_config mcfg;
-    attn_train_config tcfg;
-    int vocab_given = 0;
-    char outbuf[4096];
-    char saved_data[4096] = ""; /* the corpus a resumed run recorded */
-    char *recorded = NULL;
-    if (resume && init_from) {
-        fprintf(stderr, "attn train: --init-from starts a new run from trained weights and "
-                        "--resume continues one: give one of them\n");
-        return 2;
-    }
-    if (resume && force) {
-        fprintf(stderr, "attn train: --resume continues a run and --force replaces it: "
-                        "give one of them\n");
-        return 2;
-    }
-    if (resume && !out) {
-        fprintf(stderr, "attn train: --resume needs --out DIR (the run to continue)\n");
-        return 2;
-    }
-    const int fresh_base = !resume || preset || config;
-    if (!fresh_base) {
-        /* Continue from exactly the saved configuration; flags given with
-         * --resume must agree with it (checked by attn_trainer_resume). */
-        if (attn_trainer_read_config(out, &mcfg, &tcfg, &recorded, &err)) {
-            fprintf(stderr, "attn train: cannot resume: %s\n", err.msg);
-            return 1;
-        }
-        if (recorded && strlen(recorded) < sizeof saved_data) strcpy(saved_data, recorded);
-        free(recorded);
-    } else {
-        if (!preset) preset = "tiny";
-        if (attn_train_preset(preset, &mcfg, &tcfg, &err)) {
-            fprintf(stderr, "attn train: %s\n", err.msg);
-            return 2;
-        }
-        if (init_from) {
-            /* The model's shape comes from the checkpoint; the recipe from
-             * the preset, the config file and the flags. */
-            attn_checkpoint_info info;
-            if (attn_checkpoint_info_read(init_from, &info, &err)) {
-                fprintf(stderr, "attn train: --init-from: %s\n", err.msg);
-                return 1;
-            }
-            mcfg = info.model;
-            attn_checkpoint_info_free(&info);
-        }
-        if (config) {
-            char *text = NULL;
-            size_t n = 0;
-            if (attn_file_read_all(config, 1 << 20, (void **)&text, &n, &err)) {
-                fprintf(stderr, "attn train: %s\n", err.msg);
-                return 1; /* a file that cannot be read: runtime, as everywhere */
-            }
-            attn_status s =
-                attn_train_config_apply_json(&mcfg, &tcfg, text, config, &vocab_given, &err);
-            free(text);
-            if (s) {
-                fprintf(stderr, "attn train: %s\n", err.msg);
-                return 2;
-            }
-        }
-    }
-    if (steps > 0 && resume) {
-        /* Longer or shorter than the saved run: its LR horizon stays. */
-        attn_gpt_config smc;
-        attn_train_config sv = tcfg;
-        if (fresh_base && attn_trainer_read_config(out, &smc, &sv, NULL, &err)) {
-            fprintf(stderr, "attn train: cannot resume: %s\n", err.msg);
-            return 1;
-        }
-        attn_train_config_extend(&tcfg, &sv, steps);
-    } else if (steps > 0) {
-        tcfg.max_steps = steps;
-    }
-    if (batch > 0) tcfg.batch_size = (int)batch;
-    if (lr > 0) {
-        tcfg.learning_rate = lr;
-        tcfg.min_lr = lr / 10;
-    }
-    if (eval_interval > 0) tcfg.eval_interval = eval_interval;
-    if (eval_iters > 0) tcfg.eval_iters = (int)eval_iters;
-    if (seed >= 0) tcfg.seed = (uint64_t)seed;
-    if (ckpt_interval >= 0) tcfg.checkpoint_interval = ckpt_interval;
-    if (log_interval > 0) tcfg.log_interval = log_interval;
-    if (grad_accum > 0)
-        tcfg.grad_accum = (int)grad_accum;
-    else if (fresh_base && dist->size > 1)
-        tcfg.grad_accum = dist->size; /* one micro-batch per rank */
-    /* The corpus decides vocab_size unless a config file set it. */
-    if (!vocab_given) mcfg.vocab_size = 1;
-    if (attn_gpt_config_validate(&mcfg, &err) || attn_train_config_validate(&tcfg, &err)) {
-        fprintf(stderr, "attn train: %s\n", err.msg);
-        return 2;
-    }
-    if (!out) {
-        snprintf(outbuf, sizeof outbuf, "runs/%s", preset ? preset : "tiny");
-        out = outbuf;
-    }
-
-    /* Corpus: --data, else the one a resumed run recorded, else the default. */
-    if (!data) data = saved_data[0] ? saved_data : "data/tinyshakespeare.txt";
-    char *text = NULL;
-    size_t n = 0;
-    if (attn_file_read_all(data, 0, (void **)&text, &n, &err)) {
-        fprintf(stderr, "attn train: cannot read the corpus: %s\n", err.msg);
-        return 1;
-    }
-    if (n == 0) {
-        fprintf(stderr, "attn train: the corpus %s is empty\n", data);
-        free(text);
-        return 1;
-    }
-    if (dry_run || lead) {
-        attn_tokenizer tok;
-        attn_gpt_config pm = mcfg;
-        if (!vocab_given && attn_tokenizer_train(&tok, text, n, &err) == ATTN_OK) {
-            pm.vocab_size = tok.vocab_size;
-            attn_tokenizer_free(&tok);
-        }
-        if (dry_run) {
-            int rc =
-                !lead ? 0 : print_plan(&pm, &tcfg, preset, data, n, out, (int)threads, dist->size);
-            free(text);
-            *collective = 1;
-            return rc;
-        }
-        warn_cost(&pm, &tcfg, (int)threads, dist->size);
-    }
-    /* Output directory: create, lock and check it before spending time. Rank
-     * 0 alone writes, so it alone locks and cleans. */
-    if (make_dirs(out) != 0 || access(out, W_OK | X_OK) != 0) {
-        fprintf(stderr, "attn train: cannot write to the output directory %s: %s\n", out,
-                strerror(errno));
-        free(text);
-        return 1;
-    }
-    int claim = lead ? claim_out_dir(out, lock, resume, force) : 0;
-    if (claim != 0) {
-        free(text);
-        return claim;
-    }
-    attn_trainer tr;
-    attn_status s = attn_trainer_init(&tr, &mcfg, &tcfg, vocab_given, text, n, &err);
-    free(text);
-    if (s) {
-        fprintf(stderr, "attn train: %s: %s\n", data, err.msg);
-        return 1;
-    }
-    if (attn_trainer_set_dist(&tr, dist, &err)) {
-        if (lead) fprintf(stderr, "attn train: %s\n", err.msg);
-        attn_trainer_free(&tr);
-        *collective = 1; /* every rank sees the same config */
-        return 2;
-    }
-    /* loss.csv/svg are written after each checkpoint: a run stopped in
-     * between left them a step behind, so redo them from the checkpoint. */
-    if (resume && (attn_trainer_resume(&tr, out, &err) ||
-                   (lead && attn_trainer_write_loss_files(&tr, out, &err)))) {
-        fprintf(stderr, "attn train: %s\n", err.msg);
-        attn_trainer_free(&tr);
-        return 1;
-    }
-    if (init_from && attn_trainer_init_from(&tr, init_from, &err)) {
-        fprintf(stderr, "attn train: --init-from %s\n", err.msg);
-        attn_trainer_free(&tr);
-        return 1;
-    }
-    if (init_from && lead)
-        fprintf(stderr, "attn train: starting from the weights of %s (fine-tuning)\n", init_from);
-    if (device != ATTN_DEVICE_CPU && (tr.tcfg.grad_accum > 1 || dist->size > 1)) {
-        if (lead)
-            fprintf(stderr,
-                    "attn train: --device %s does not combine with --grad-accum or "
-                    "mpirun yet (they run on --device cpu)\n",
-                    attn_device_name(device));
-        attn_trainer_free(&tr);
-        *collective = 1;
-        return 2;
-    }
-    if (device != ATTN_DEVICE_CPU || precision != ATTN_PRECISION_FP32) {
-        if (attn_trainer_set_device(&tr, device, precision, &err)) {
-            fprintf(stderr, "attn train: --device %s: %s\n", attn_device_name(device), err.msg);
-            attn_trainer_free(&tr);
-            return device != ATTN_DEVICE_CPU ? 1 : 2;
-        }
-        fprintf(stderr, "attn train: on %s, %s\n", attn_device_name(device),
-                attn_precision_name(precision));
-    }
-    tr.corpus_path = data;
-    if (dist->size > 1 && check_ranks(dist, &tr, &err)) {
-        if (lead) fprintf(stderr, "attn train: refusing to start: %s\n", err.msg);
-        attn_trainer_free(&tr);
-        *collective = 1;
-        return 1;
-    }
-    const attn_train_config *c = &tr.tcfg;
-    const int accum = c->grad_accum > 1 ? c->grad_accum : 1;
-    if (lead && accum > 1)
-        fprintf(stderr, "attn train: %d micro-batches per step over %d rank%s\n", accum, dist->size,
-                dist->size > 1 ? "s" : "");
-    if (lead)
-        fprintf(stderr,
-                "attn train: %s, %zu parameters (vocab %d, ctx %d, emb %d, %d heads, %d layers); "
-                "%zu train / %zu val tokens; batch %d, %" PRId64 " steps\n",
-                preset ? preset : "saved config", attn_gpt_num_params(&tr.model),
-                tr.mcfg.vocab_size, tr.mcfg.context_length, tr.mcfg.emb_dim, tr.mcfg.n_heads,
-                tr.mcfg.n_layers, tr.train.n_ids, tr.val.n_ids, c->batch_size, c->max_steps);
-    if (resume && lead)
-        fprintf(stderr, "attn train: resuming %s at step %" PRId64 "\n", out, tr.step);
-
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_sigint;
-    sa.sa_flags = SA_RESETHAND; /* a second Ctrl-C stops at once */
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL); /* the terminal closed: save like Ctrl-C */
-
-    train_view view = {.tty = lead && dist->size == 1 && isatty(STDOUT_FILENO),
-                       .lead = lead,
-                       .cols = term_columns(),
-                       .t_start = attn_now_s(),
-                       .interrupt_after = interrupt_after,
-                       .kill_rank = kill_rank,
-                       .kill_after = kill_after};
-    /* No --threads and no OMP_NUM_THREADS: the count adapts (threads.h), on
-     * the fp32 CPU path of one process, whose results do not depend on it. */
-    cli_thread_tuner tuner;
-    if (threads <= 0 && !getenv("OMP_NUM_THREADS") && dist->size == 1 &&
-        device == ATTN_DEVICE_CPU && precision == ATTN_PRECISION_FP32 &&
-        attn_default_threads() >= 2) {
-        cli_tuner_init(&tuner, attn_default_threads());
-        view.tuner = &tuner;
-    }
-    attn_trainer_events events = {
-        .user = &view, .should_stop = should_stop, .on_step = on_step, .on_eval = on_eval};
-    attn_train_result res;
-    s = attn_trainer_run(&tr, out, resume, &events, &res, &err);
-    if (view.bar_shown) printf("\n");
-    if (s) {
-        fprintf(stderr, "attn train: %s\n", err.msg);
-        attn_trainer_free(&tr);
-        return 1;
-    }
-    if (lead && view.tuner && tuner.steps_one > 0)
-        fprintf(stderr,
-                "attn train: adaptive threads: %" PRId64 " steps on 1 thread, the rest on %d\n",
-                tuner.steps_one, tuner.max);
-    if (lead) report_end(&tr, &res, out);
-    attn_trainer_free(&tr);
-    return res.stopped ? 130 : 0;
 }

@@ -10,6 +10,9 @@
 
 /* Option tables (options.h) of the commands that have one. */
 extern const cli_command chapter3_cli, rng_cli, viz_cli, info_cli;
+/* attn train's table: its training-key rows come from the library's key
+ * table (attn_train_key_at), filled on the first call. */
+const cli_command *train_cli_table(void);
 int cmd_info(int argc, char **argv);
 
 int cmd_bench(int argc, char **argv);

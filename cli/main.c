@@ -85,6 +85,7 @@ int main(int argc, char **argv) {
         int bad = 0;
         for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++)
             bad |= cli_check_table(tables[i]);
+        bad |= cli_check_table(train_cli_table());
         return bad;
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)

@@ -39,10 +39,12 @@ void cli_describe(const cli_option *o, char *buf, size_t cap) {
         num(lo, sizeof lo, o->lo, integer);
         num(hi, sizeof hi, o->hi, integer);
         const char *what = integer ? "an integer" : "a number";
+        const int lo_open = !integer && o->lo_open;
         if (is_huge(o->hi))
-            snprintf(buf, cap, "%s >= %s", what, lo);
+            snprintf(buf, cap, "%s %s %s", what, lo_open ? ">" : ">=", lo);
         else
-            snprintf(buf, cap, "%s in [%s, %s%s", what, lo, hi, o->hi_open ? ")" : "]");
+            snprintf(buf, cap, "%s in %s%s, %s%s", what, lo_open ? "(" : "[", lo, hi,
+                     o->hi_open ? ")" : "]");
         return;
     }
     }
@@ -82,7 +84,7 @@ static int set_value(const cli_option *o, const char *v, void *opts) {
     case CLI_FLOAT: {
         double x = strtod(v, &end);
         if (errno || end == v || *end || isnan(x) || x < o->lo || x > o->hi ||
-            (o->hi_open && x >= o->hi))
+            (o->hi_open && x >= o->hi) || (o->lo_open && x <= o->lo))
             return -1;
         *FIELD(opts, o, double) = x;
         return 0;

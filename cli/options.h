@@ -26,13 +26,13 @@ typedef enum cli_type {
     CLI_FLAG,   /* no value; sets an int to 1 */
     CLI_INT,    /* long long in [lo, hi] */
     CLI_U64,    /* unsigned long long (a seed): any 64-bit value, no sign */
-    CLI_FLOAT,  /* double in [lo, hi] or [lo, hi) with hi_open; never NaN */
+    CLI_FLOAT,  /* double in [lo, hi], (lo with lo_open, hi) with hi_open; never NaN */
     CLI_STRING, /* const char * (borrowed from argv); non-empty */
     CLI_CHOICE  /* const char *, one of .choices */
 } cli_type;
 
 #define CLI_MAX_CHOICES 8
-#define CLI_MAX_OPTIONS 32
+#define CLI_MAX_OPTIONS 48
 
 typedef struct cli_option {
     const char *name; /* without the leading "--" */
@@ -45,6 +45,7 @@ typedef struct cli_option {
     const char *def;            /* default as typed on the command line; NULL = none */
     int required;
     const char *help;
+    int lo_open; /* CLI_FLOAT: lo itself is not allowed (a rate > 0) */
 } cli_option;
 
 typedef struct cli_command {

@@ -7,40 +7,18 @@
 #include <string.h>
 
 #include "attn/gpt.h"
-
-typedef struct preset {
-    const char *name;
-    attn_gpt_config cfg;
-} preset;
-
-/* vocab_size 65 = Tiny Shakespeare's sorted unique characters (seed 004). */
-static const preset PRESETS[] = {
-    {"seed004", {65, 256, 768, 12, 10, 0.1, 0}},
-    {"shakespeare-char", {65, 256, 384, 6, 6, 0.2, 0}},
-    {"nanogpt-cpu", {65, 64, 128, 4, 4, 0.0, 0}},
-    /* Small enough that `make run` trains in minutes on 2 cores. */
-    {"tiny", {65, 64, 128, 4, 3, 0.0, 0}},
-};
-#define N_PRESETS (sizeof PRESETS / sizeof PRESETS[0])
-
-static const char *const PRESET_NAMES[] = {"seed004", "shakespeare-char", "nanogpt-cpu", "tiny",
-                                           NULL};
-_Static_assert(sizeof PRESET_NAMES / sizeof PRESET_NAMES[0] == N_PRESETS + 1,
-               "PRESET_NAMES lists every preset (then NULL)");
-
-const char *const *attn_gpt_preset_names(void) {
-    return PRESET_NAMES;
-}
+#include "presets.h"
 
 attn_status attn_gpt_config_preset(const char *name, attn_gpt_config *cfg, attn_error *err) {
-    for (size_t i = 0; i < N_PRESETS; i++)
-        if (name && strcmp(name, PRESETS[i].name) == 0) {
-            *cfg = PRESETS[i].cfg;
-            return ATTN_OK;
-        }
-    return attn_fail(err, ATTN_ERR_NOT_FOUND,
-                     "unknown preset '%s' (known: seed004, shakespeare-char, nanogpt-cpu, tiny)",
-                     name ? name : "(null)");
+    const attn_preset *p = attn_preset_find(name);
+    if (!p) {
+        char known[256];
+        attn_preset_list(known, sizeof known);
+        return attn_fail(err, ATTN_ERR_NOT_FOUND, "unknown preset '%s' (known: %s)",
+                         name ? name : "(null)", known);
+    }
+    *cfg = p->model;
+    return ATTN_OK;
 }
 
 attn_status attn_gpt_config_validate(const attn_gpt_config *c, attn_error *err) {

@@ -3,47 +3,192 @@
 #include <cjson/cJSON.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "attn/train.h"
+#include "presets.h"
 
-/* ------------------------------------------------------------ configs */
+/* ------------------------------------------------------------ the keys */
 
-/* Training recipes of the presets (the model side is attn_gpt_config_preset). */
-typedef struct {
-    const char *name;
-    int batch_size;
-    int64_t max_steps;
-    double learning_rate, min_lr;
-    int64_t warmup_steps;
-    double beta2;
-    int64_t eval_interval;
-    int eval_iters;
-    int64_t log_interval;
-} train_recipe;
+enum storage { S_INT, S_I64, S_U64, S_F64, S_STREAM };
 
-static const train_recipe RECIPES[] = {
-    /* nanoGPT README's CPU run of config/train_shakespeare_char.py. */
-    {"nanogpt-cpu", 12, 2000, 1e-3, 1e-4, 100, 0.99, 250, 20, 10},
-    /* Sized for `make run`: about 90 s on two cores (3 layers), val loss
-     * ~1.76, which samples as recognisable play text. */
-    {"tiny", 12, 2000, 2e-3, 2e-4, 50, 0.99, 250, 10, 50},
-    /* nanoGPT's config/train_shakespeare_char.py (GPU recipe). */
-    {"shakespeare-char", 64, 5000, 1e-3, 1e-4, 100, 0.99, 250, 200, 10},
-    /* seed004: a GPT-2-small-like width; conservative lr. */
-    {"seed004", 16, 5000, 3e-4, 3e-5, 200, 0.95, 500, 20, 10},
+typedef struct key_row {
+    attn_train_key key;
+    size_t offset; /* in attn_train_config */
+    enum storage storage;
+} key_row;
+
+#define OFF(f) offsetof(attn_train_config, f)
+#define NO_HI 9.3e18 /* no upper bound (an int64_t field) */
+#define INT_HI 2147483647.0
+#define JSON_INT 9007199254740992.0 /* 2^53: what a JSON number holds exactly */
+static const char *const STREAMS[] = {"torch-cpu", "torch-mkl", NULL};
+
+/* One row per key: JSON name, nanoGPT's alias, the `attn train` option,
+ * type, range, help; in attn_train_config's order. */
+static const key_row ROWS[] = {
+    {{"batch_size", NULL, "batch-size", ATTN_TKEY_INT, 1, INT_HI,
+      .help = "windows per micro-batch"},
+     OFF(batch_size),
+     S_INT},
+    {{"max_steps", "max_iters", "steps", ATTN_TKEY_INT, 1, NO_HI,
+      .help = "optimisation steps (resuming: to step N)"},
+     OFF(max_steps),
+     S_I64},
+    {{"learning_rate", "lr", "lr", ATTN_TKEY_NUMBER, 0, 1e300, .lo_open = 1,
+      .help = "the peak (this option also sets min_lr\nto a tenth unless --min-lr is given)"},
+     OFF(learning_rate),
+     S_F64},
+    {{"min_lr", NULL, "min-lr", ATTN_TKEY_NUMBER, 0, 1e300,
+      .help = "the rate at the end of the cosine"},
+     OFF(min_lr),
+     S_F64},
+    {{"warmup_steps", "warmup_iters", "warmup-steps", ATTN_TKEY_INT, 0, NO_HI,
+      .help = "steps of linear warm-up"},
+     OFF(warmup_steps),
+     S_I64},
+    {{"lr_decay_steps", "lr_decay_iters", "lr-decay-steps", ATTN_TKEY_INT, 0, NO_HI,
+      .help = "where the cosine ends (0 = max_steps)"},
+     OFF(lr_decay_steps),
+     S_I64},
+    {{"beta1", NULL, "beta1", ATTN_TKEY_NUMBER, 0, 1, .hi_open = 1, .help = "AdamW beta1"},
+     OFF(beta1),
+     S_F64},
+    {{"beta2", NULL, "beta2", ATTN_TKEY_NUMBER, 0, 1, .hi_open = 1, .help = "AdamW beta2"},
+     OFF(beta2),
+     S_F64},
+    {{"eps", NULL, "eps", ATTN_TKEY_NUMBER, 0, 1e300, .lo_open = 1, .help = "AdamW epsilon"},
+     OFF(eps),
+     S_F64},
+    {{"weight_decay", NULL, "weight-decay", ATTN_TKEY_NUMBER, 0, 1e300,
+      .help = "AdamW decay (2-D weights only)"},
+     OFF(weight_decay),
+     S_F64},
+    {{"grad_clip", NULL, "grad-clip", ATTN_TKEY_NUMBER, 0, 1e300,
+      .help = "clip the global gradient norm (0 = never)"},
+     OFF(grad_clip),
+     S_F64},
+    {{"eval_interval", NULL, "eval-interval", ATTN_TKEY_INT, 1, NO_HI,
+      .help = "evaluate and save every N steps"},
+     OFF(eval_interval),
+     S_I64},
+    {{"eval_iters", NULL, "eval-iters", ATTN_TKEY_INT, 1, INT_HI,
+      .help = "batches per split in an evaluation"},
+     OFF(eval_iters),
+     S_INT},
+    {{"log_interval", NULL, "log-interval", ATTN_TKEY_INT, 1, NO_HI,
+      .help = "a log line every N steps (no terminal)"},
+     OFF(log_interval),
+     S_I64},
+    {{"checkpoint_interval", NULL, "checkpoint-interval", ATTN_TKEY_INT, 0, NO_HI,
+      .help = "also save every N steps (0 = no)"},
+     OFF(checkpoint_interval),
+     S_I64},
+    {{"seed", NULL, "seed", ATTN_TKEY_INT, 0, JSON_INT,
+      .help = "weights, dropout, batches, evaluations"},
+     OFF(seed),
+     S_U64},
+    {{"dropout_stream", NULL, "dropout-stream", ATTN_TKEY_CHOICE, .choices = STREAMS,
+      .help = "PyTorch's dropout masks to match"},
+     OFF(dropout_stream),
+     S_STREAM},
+    {{"grad_accum", "gradient_accumulation_steps", "grad-accum", ATTN_TKEY_INT, 1, INT_HI,
+      .help = "micro-batches per step (default 1; under\nmpirun the rank count)"},
+     OFF(grad_accum),
+     S_INT},
 };
+_Static_assert(sizeof ROWS / sizeof ROWS[0] == ATTN_TRAIN_KEY_COUNT,
+               "ROWS has a row for every training key");
+
+const attn_train_key *attn_train_key_at(int i) {
+    return i >= 0 && i < ATTN_TRAIN_KEY_COUNT ? &ROWS[i].key : NULL;
+}
+
+int attn_train_key_find(const char *name) {
+    for (int i = 0; name && i < ATTN_TRAIN_KEY_COUNT; i++)
+        if (strcmp(name, ROWS[i].key.name) == 0 ||
+            (ROWS[i].key.alias && strcmp(name, ROWS[i].key.alias) == 0))
+            return i;
+    return -1;
+}
+
+void attn_train_key_describe(const attn_train_key *k, char *buf, size_t cap) {
+    if (k->type == ATTN_TKEY_CHOICE) {
+        size_t used = (size_t)snprintf(buf, cap, "one of ");
+        for (int i = 0; k->choices[i] && used < cap; i++)
+            used += (size_t)snprintf(buf + used, cap - used, "%s%s", i ? ", " : "", k->choices[i]);
+        return;
+    }
+    const char *what = k->type == ATTN_TKEY_INT ? "an integer" : "a number";
+    if (k->hi >= 1e18) /* no upper bound worth stating */
+        snprintf(buf, cap, "%s %s %.17g", what, k->lo_open ? ">" : ">=", k->lo);
+    else
+        snprintf(buf, cap, "%s in %c%.17g, %.17g%c", what, k->lo_open ? '(' : '[', k->lo, k->hi,
+                 k->hi_open ? ')' : ']');
+}
+
+static int in_range(const attn_train_key *k, double x) {
+    return isfinite(x) && (k->lo_open ? x > k->lo : x >= k->lo) &&
+           (k->hi_open ? x < k->hi : x <= k->hi);
+}
+
+#define FIELD(c, r, T) ((T *)(void *)((char *)(c) + (r)->offset))
+
+attn_status attn_train_config_set(attn_train_config *c, int i, attn_train_value v,
+                                  attn_error *err) {
+    if (i < 0 || i >= ATTN_TRAIN_KEY_COUNT)
+        return attn_fail(err, ATTN_ERR_NOT_FOUND, "no training key %d", i);
+    const key_row *r = &ROWS[i];
+    char what[160], got[64];
+    attn_train_key_describe(&r->key, what, sizeof what);
+    if (r->storage == S_STREAM) {
+        if (!v.s || attn_dropout_stream_parse(v.s, FIELD(c, r, attn_dropout_stream)))
+            return attn_fail(err, ATTN_ERR_INVALID_ARG, "%s must be %s (got '%s')", r->key.name,
+                             what, v.s ? v.s : "");
+        return ATTN_OK;
+    }
+    const double x = r->key.type == ATTN_TKEY_INT ? (double)v.i : v.d;
+    if (!in_range(&r->key, x)) {
+        snprintf(got, sizeof got, r->key.type == ATTN_TKEY_INT ? "%.0f" : "%g", x);
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "%s must be %s (got %s)", r->key.name, what,
+                         got);
+    }
+    switch (r->storage) {
+    case S_INT: *FIELD(c, r, int) = (int)v.i; break;
+    case S_I64: *FIELD(c, r, int64_t) = v.i; break;
+    case S_U64: *FIELD(c, r, uint64_t) = (uint64_t)v.i; break;
+    case S_F64: *FIELD(c, r, double) = v.d; break;
+    case S_STREAM: break;
+    }
+    return ATTN_OK;
+}
+
+attn_train_value attn_train_config_get(const attn_train_config *c, int i) {
+    attn_train_value v = {0, 0, NULL};
+    if (i < 0 || i >= ATTN_TRAIN_KEY_COUNT) return v;
+    const key_row *r = &ROWS[i];
+    attn_train_config *m = (attn_train_config *)c; /* FIELD casts; read only */
+    switch (r->storage) {
+    case S_INT: v.i = *FIELD(m, r, int); break;
+    case S_I64: v.i = *FIELD(m, r, int64_t); break;
+    case S_U64: v.i = (int64_t)*FIELD(m, r, uint64_t); break;
+    case S_F64: v.d = *FIELD(m, r, double); break;
+    case S_STREAM: v.s = attn_dropout_stream_name(*FIELD(m, r, attn_dropout_stream)); break;
+    }
+    v.d = r->key.type == ATTN_TKEY_INT ? (double)v.i : v.d;
+    return v;
+}
+
+/* ------------------------------------------------------------ presets */
 
 attn_status attn_train_preset(const char *name, attn_gpt_config *model, attn_train_config *t,
                               attn_error *err) {
     attn_status st = attn_gpt_config_preset(name, model, err);
     if (st) return st;
-    const train_recipe *r = NULL;
-    for (size_t i = 0; i < sizeof RECIPES / sizeof RECIPES[0] && !r; i++)
-        if (strcmp(name, RECIPES[i].name) == 0) r = &RECIPES[i];
-    if (!r) return attn_fail(err, ATTN_ERR_NOT_FOUND, "preset '%s' has no training recipe", name);
+    const attn_preset_recipe *r = &attn_preset_find(name)->recipe;
     memset(t, 0, sizeof *t);
     t->beta1 = 0.9;
     t->beta2 = r->beta2;
@@ -64,69 +209,33 @@ attn_status attn_train_preset(const char *name, attn_gpt_config *model, attn_tra
     return ATTN_OK;
 }
 
-static attn_status json_int(const cJSON *v, const char *key, int64_t min, int64_t *out,
-                            attn_error *err) {
-    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) ||
-        fabs(v->valuedouble) > 9.007199254740992e15)
-        return attn_fail(err, ATTN_ERR_INVALID_ARG, "config key '%s' must be an integer", key);
-    if (v->valuedouble < (double)min)
-        return attn_fail(err, ATTN_ERR_INVALID_ARG,
-                         "config key '%s' must be >= %" PRId64 " (got %g)", key, min,
-                         v->valuedouble);
-    *out = (int64_t)v->valuedouble;
-    return ATTN_OK;
-}
-
-static attn_status json_num(const cJSON *v, const char *key, double *out, attn_error *err) {
-    if (!cJSON_IsNumber(v))
-        return attn_fail(err, ATTN_ERR_INVALID_ARG, "config key '%s' must be a number", key);
-    *out = v->valuedouble;
-    return ATTN_OK;
-}
+/* ------------------------------------------------------------ JSON */
 
 attn_status attn_train_config_set_key(attn_train_config *c, const char *key, const cJSON *v,
                                       attn_error *err) {
-    int64_t i = 0;
-    attn_status st;
-#define INT_KEY(name, field, min, cast)                                                            \
-    if (strcmp(key, name) == 0) {                                                                  \
-        if ((st = json_int(v, key, min, &i, err))) return st;                                      \
-        c->field = (cast)i;                                                                        \
-        return ATTN_OK;                                                                            \
+    const int i = attn_train_key_find(key);
+    if (i < 0) return attn_fail(err, ATTN_ERR_NOT_FOUND, "unknown config key '%s'", key);
+    const attn_train_key *k = &ROWS[i].key;
+    attn_train_value val = {0, 0, NULL};
+    char what[160];
+    attn_train_key_describe(k, what, sizeof what);
+    if (k->type == ATTN_TKEY_CHOICE) {
+        if (!cJSON_IsString(v))
+            return attn_fail(err, ATTN_ERR_INVALID_ARG, "config key '%s' must be %s", key, what);
+        val.s = v->valuestring;
+    } else if (!cJSON_IsNumber(v) ||
+               (k->type == ATTN_TKEY_INT &&
+                (v->valuedouble != floor(v->valuedouble) || fabs(v->valuedouble) > JSON_INT))) {
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "config key '%s' must be %s", key, what);
+    } else {
+        val.d = v->valuedouble;
+        val.i = (int64_t)v->valuedouble;
     }
-#define NUM_KEY(name, field)                                                                       \
-    if (strcmp(key, name) == 0) return json_num(v, key, &c->field, err);
-    INT_KEY("batch_size", batch_size, 1, int)
-    INT_KEY("max_steps", max_steps, 1, int64_t)
-    INT_KEY("max_iters", max_steps, 1, int64_t)
-    NUM_KEY("learning_rate", learning_rate)
-    NUM_KEY("lr", learning_rate)
-    NUM_KEY("min_lr", min_lr)
-    INT_KEY("warmup_steps", warmup_steps, 0, int64_t)
-    INT_KEY("warmup_iters", warmup_steps, 0, int64_t)
-    INT_KEY("lr_decay_steps", lr_decay_steps, 0, int64_t)
-    INT_KEY("lr_decay_iters", lr_decay_steps, 0, int64_t)
-    NUM_KEY("beta1", beta1)
-    NUM_KEY("beta2", beta2)
-    NUM_KEY("eps", eps)
-    NUM_KEY("weight_decay", weight_decay)
-    NUM_KEY("grad_clip", grad_clip)
-    INT_KEY("eval_interval", eval_interval, 1, int64_t)
-    INT_KEY("eval_iters", eval_iters, 1, int)
-    INT_KEY("log_interval", log_interval, 1, int64_t)
-    INT_KEY("checkpoint_interval", checkpoint_interval, 0, int64_t)
-    INT_KEY("seed", seed, 0, uint64_t)
-    INT_KEY("grad_accum", grad_accum, 1, int)
-    INT_KEY("gradient_accumulation_steps", grad_accum, 1, int)
-#undef INT_KEY
-#undef NUM_KEY
-    if (strcmp(key, "dropout_stream") == 0) {
-        if (!cJSON_IsString(v) || attn_dropout_stream_parse(v->valuestring, &c->dropout_stream))
-            return attn_fail(err, ATTN_ERR_INVALID_ARG,
-                             "config key 'dropout_stream' must be \"torch-cpu\" or \"torch-mkl\"");
-        return ATTN_OK;
-    }
-    return attn_fail(err, ATTN_ERR_NOT_FOUND, "unknown config key '%s'", key);
+    attn_status st = attn_train_config_set(c, i, val, NULL);
+    if (st && k->type == ATTN_TKEY_CHOICE)
+        return attn_fail(err, st, "config key '%s' must be %s (got '%.100s')", key, what, val.s);
+    if (st) return attn_fail(err, st, "config key '%s' must be %s (got %g)", key, what, val.d);
+    return ATTN_OK;
 }
 
 attn_status attn_train_config_apply_json(attn_gpt_config *model, attn_train_config *train,
@@ -141,7 +250,12 @@ attn_status attn_train_config_apply_json(attn_gpt_config *model, attn_train_conf
     double head_size = -1;
     for (const cJSON *it = root->child; it; it = it->next) {
         if (strcmp(it->string, "head_size") == 0) {
-            if ((st = json_num(it, it->string, &head_size, err))) break;
+            if (!cJSON_IsNumber(it)) {
+                st =
+                    attn_fail(err, ATTN_ERR_INVALID_ARG, "config key 'head_size' must be a number");
+                break;
+            }
+            head_size = it->valuedouble;
             continue;
         }
         st = attn_gpt_config_set_key(model, it->string, it, err);
@@ -166,58 +280,32 @@ attn_status attn_train_config_apply_json(attn_gpt_config *model, attn_train_conf
 }
 
 attn_status attn_train_config_validate(const attn_train_config *c, attn_error *err) {
-    if (c->batch_size < 1)
-        return attn_fail(err, ATTN_ERR_INVALID_ARG, "batch size must be >= 1 (got %d)",
-                         c->batch_size);
-    if (c->max_steps < 1)
-        return attn_fail(err, ATTN_ERR_INVALID_ARG, "steps must be >= 1 (got %" PRId64 ")",
-                         c->max_steps);
-    if (!(c->learning_rate > 0) || !isfinite(c->learning_rate) || !(c->min_lr >= 0) ||
-        c->min_lr > c->learning_rate)
-        return attn_fail(err, ATTN_ERR_INVALID_ARG,
-                         "learning rate must be > 0 and min_lr in [0, lr] (got %g, %g)",
-                         c->learning_rate, c->min_lr);
-    if (c->warmup_steps < 0 || c->lr_decay_steps < 0)
-        return attn_fail(err, ATTN_ERR_INVALID_ARG, "warmup/decay steps must be >= 0");
-    if (!(c->beta1 >= 0 && c->beta1 < 1 && c->beta2 >= 0 && c->beta2 < 1))
-        return attn_fail(err, ATTN_ERR_INVALID_ARG, "betas must be in [0, 1) (got %g, %g)",
-                         c->beta1, c->beta2);
-    if (!(c->eps > 0) || !(c->weight_decay >= 0) || !(c->grad_clip >= 0))
-        return attn_fail(err, ATTN_ERR_INVALID_ARG,
-                         "eps must be > 0, weight_decay and grad_clip >= 0");
-    if (c->eval_interval < 1 || c->eval_iters < 1 || c->log_interval < 1 ||
-        c->checkpoint_interval < 0)
-        return attn_fail(err, ATTN_ERR_INVALID_ARG,
-                         "eval_interval, eval_iters and log_interval must be >= 1, "
-                         "checkpoint_interval >= 0");
-    if (c->grad_accum < 0)
-        return attn_fail(err, ATTN_ERR_INVALID_ARG, "grad_accum must be >= 1 (got %d)",
-                         c->grad_accum);
+    attn_train_config v = *c;
+    if (v.grad_accum == 0) v.grad_accum = 1; /* 0 = none, as 1 */
+    for (int i = 0; i < ATTN_TRAIN_KEY_COUNT; i++) {
+        attn_train_config scratch = v;
+        attn_status st = attn_train_config_set(&scratch, i, attn_train_config_get(&v, i), err);
+        if (st) return st;
+    }
+    if (c->min_lr > c->learning_rate)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "min_lr %g is above the learning rate %g",
+                         c->min_lr, c->learning_rate);
     return ATTN_OK;
 }
 
 char *attn_train_config_to_json(const attn_train_config *c) {
     cJSON *o = cJSON_CreateObject();
     if (!o) return NULL;
-    cJSON_AddNumberToObject(o, "batch_size", c->batch_size);
-    cJSON_AddNumberToObject(o, "max_steps", (double)c->max_steps);
-    cJSON_AddNumberToObject(o, "learning_rate", c->learning_rate);
-    cJSON_AddNumberToObject(o, "min_lr", c->min_lr);
-    cJSON_AddNumberToObject(o, "warmup_steps", (double)c->warmup_steps);
-    cJSON_AddNumberToObject(o, "lr_decay_steps", (double)c->lr_decay_steps);
-    cJSON_AddNumberToObject(o, "beta1", c->beta1);
-    cJSON_AddNumberToObject(o, "beta2", c->beta2);
-    cJSON_AddNumberToObject(o, "eps", c->eps);
-    cJSON_AddNumberToObject(o, "weight_decay", c->weight_decay);
-    cJSON_AddNumberToObject(o, "grad_clip", c->grad_clip);
-    cJSON_AddNumberToObject(o, "eval_interval", (double)c->eval_interval);
-    cJSON_AddNumberToObject(o, "eval_iters", c->eval_iters);
-    cJSON_AddNumberToObject(o, "log_interval", (double)c->log_interval);
-    cJSON_AddNumberToObject(o, "checkpoint_interval", (double)c->checkpoint_interval);
-    cJSON_AddNumberToObject(o, "seed", (double)c->seed);
-    cJSON_AddStringToObject(o, "dropout_stream", attn_dropout_stream_name(c->dropout_stream));
-    /* Only when used, so that earlier checkpoints keep their config text. */
-    if (c->grad_accum > 1) cJSON_AddNumberToObject(o, "grad_accum", c->grad_accum);
+    for (int i = 0; i < ATTN_TRAIN_KEY_COUNT; i++) {
+        const attn_train_key *k = &ROWS[i].key;
+        const attn_train_value v = attn_train_config_get(c, i);
+        /* grad_accum only when used, so earlier checkpoints keep their text. */
+        if (ROWS[i].offset == OFF(grad_accum) && c->grad_accum <= 1) continue;
+        if (k->type == ATTN_TKEY_CHOICE)
+            cJSON_AddStringToObject(o, k->name, v.s);
+        else
+            cJSON_AddNumberToObject(o, k->name, v.d);
+    }
     char *s = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     return s;

@@ -12,6 +12,7 @@
 #include "attn/checkpoint.h"
 #include "attn/fileio.h"
 #include "attn/train.h"
+#include "attn/train_setup.h"
 #include "support/trainer_check.h"
 
 Test(train, config_json_mixes_model_and_training_keys) {
@@ -304,4 +305,91 @@ Test(train, init_from_copies_the_weights_and_checks_the_shape) {
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     cr_expect_eq(system(cmd), 0);
+}
+
+/* The training keys are one table (attn_train_key_at): every row's JSON
+ * name, alias and flag are unique and found, its range is enforced by the
+ * setter, the JSON reader and validate alike, and the JSON writer writes
+ * every key so that reading it back gives the same config. */
+Test(train, key_table_drives_json_ranges_and_flags) {
+    attn_gpt_config m;
+    attn_train_config t, back;
+    cr_assert_eq(attn_train_preset("nanogpt-cpu", &m, &t, NULL), ATTN_OK);
+    t.grad_accum = 3; /* written only when > 1 */
+    char *js = attn_train_config_to_json(&t);
+    cr_assert(js);
+    memset(&back, 0, sizeof back);
+    cr_assert_eq(attn_train_config_apply_json(&m, &back, js, "rt", NULL, NULL), ATTN_OK, "%s", js);
+    cr_expect_eq(memcmp(&t, &back, sizeof t), 0, "JSON round trip: %s", js);
+    for (int i = 0; i < ATTN_TRAIN_KEY_COUNT; i++) {
+        const attn_train_key *k = attn_train_key_at(i);
+        cr_assert(k && k->name && k->flag && k->help, "row %d", i);
+        cr_expect_eq(attn_train_key_find(k->name), i, "%s", k->name);
+        if (k->alias) cr_expect_eq(attn_train_key_find(k->alias), i, "%s", k->alias);
+        cr_expect(strstr(js, k->name) != NULL, "%s missing from %s", k->name, js);
+        for (int j = 0; j < i; j++)
+            cr_expect(strcmp(k->flag, attn_train_key_at(j)->flag) != 0, "flag %s twice", k->flag);
+        if (k->type == ATTN_TKEY_CHOICE) continue;
+        /* Just below the range is refused everywhere, with the range named. */
+        char what[160], text[200];
+        attn_train_key_describe(k, what, sizeof what);
+        attn_train_value below = {(int64_t)k->lo - 1, k->lo_open ? k->lo : k->lo - 0.5, NULL};
+        attn_train_config c = t;
+        attn_error err;
+        cr_expect_eq(attn_train_config_set(&c, i, below, &err), ATTN_ERR_INVALID_ARG, "%s",
+                     k->name);
+        cr_expect(strstr(err.msg, what) != NULL, "%s: '%s' lacks '%s'", k->name, err.msg, what);
+        snprintf(text, sizeof text, "{\"%s\": %.17g}", k->name,
+                 k->type == ATTN_TKEY_INT ? (double)below.i : below.d);
+        cr_expect_eq(attn_train_config_apply_json(&m, &c, text, "c", NULL, &err),
+                     ATTN_ERR_INVALID_ARG, "%s", text);
+        cr_expect(strstr(err.msg, what) != NULL, "%s: '%s'", text, err.msg);
+        attn_train_value at = {(int64_t)k->lo, k->lo, NULL};
+        if (!k->lo_open && strcmp(k->name, "min_lr") != 0) {
+            c = t;
+            cr_expect_eq(attn_train_config_set(&c, i, at, &err), ATTN_OK, "%s: %s", k->name,
+                         err.msg);
+            cr_expect_eq(attn_train_config_validate(&c, &err), ATTN_OK, "%s: %s", k->name, err.msg);
+        }
+    }
+    free(js);
+    attn_train_value inf = {0, INFINITY, NULL};
+    cr_expect_eq(attn_train_config_set(&t, attn_train_key_find("lr"), inf, NULL),
+                 ATTN_ERR_INVALID_ARG);
+}
+
+/* attn_train_resolve: preset, then the keys; --lr's tenth for min_lr; the
+ * rank count as the default accumulation; bad requests flagged as such. */
+Test(train, resolve_applies_preset_then_keys) {
+    attn_train_request rq;
+    attn_train_setup su;
+    attn_error err;
+    attn_train_request_init(&rq);
+    rq.preset = "nanogpt-cpu";
+    rq.ranks = 2;
+    attn_train_request_set(&rq, attn_train_key_find("learning_rate"),
+                           (attn_train_value){0, 0.02, NULL});
+    attn_train_request_set(&rq, attn_train_key_find("batch_size"), (attn_train_value){5, 5, NULL});
+    cr_assert_eq(attn_train_resolve(&rq, &su, &err), ATTN_OK, "%s", err.msg);
+    cr_expect(su.train.learning_rate == 0.02 && su.train.min_lr == 0.002);
+    cr_expect(su.train.batch_size == 5 && su.train.max_steps == 2000 && su.train.grad_accum == 2);
+    cr_expect(su.model.emb_dim == 128 && su.model.vocab_size == 1, "the corpus sets vocab_size");
+    cr_expect_str_eq(su.out, "runs/nanogpt-cpu");
+    attn_train_request_set(&rq, attn_train_key_find("min_lr"), (attn_train_value){0, 0.01, NULL});
+    cr_assert_eq(attn_train_resolve(&rq, &su, &err), ATTN_OK, "%s", err.msg);
+    cr_expect(su.train.min_lr == 0.01, "an explicit min_lr stays");
+    attn_train_request_set(&rq, attn_train_key_find("min_lr"), (attn_train_value){0, 0.05, NULL});
+    cr_expect_eq(attn_train_resolve(&rq, &su, &err), ATTN_ERR_INVALID_ARG);
+    cr_expect(su.request_error && strstr(err.msg, "min_lr") != NULL, "%s", err.msg);
+    rq.preset = "nope";
+    cr_expect_eq(attn_train_resolve(&rq, &su, &err), ATTN_ERR_NOT_FOUND);
+    cr_expect(su.request_error && strstr(err.msg, "tiny") != NULL, "%s", err.msg);
+    attn_train_request_init(&rq);
+    rq.resume = 1;
+    rq.out = "/nonexistent/run";
+    cr_expect_neq(attn_train_resolve(&rq, &su, &err), ATTN_OK);
+    cr_expect(!su.request_error && strstr(err.msg, "cannot resume") != NULL, "%s", err.msg);
+    rq.force = 1;
+    cr_expect_eq(attn_train_resolve(&rq, &su, &err), ATTN_ERR_INVALID_ARG);
+    cr_expect(su.request_error);
 }

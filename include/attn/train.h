@@ -86,18 +86,67 @@ typedef struct attn_train_config {
     int grad_accum; /* micro-batches per step over all ranks; 0 or 1 = none */
 } attn_train_config;
 
+/* The training config's keys, one row each: the JSON key (as written by
+ * attn_train_config_to_json and read by attn_train_config_set_key), nanoGPT's
+ * name for it, the option of `attn train` that sets it, its type, its valid
+ * range and its help. Programs (and the CLI's option table) take the ranges
+ * from here, so a key, its flag, its range and its help cannot disagree. */
+typedef enum attn_train_key_type {
+    ATTN_TKEY_INT,    /* an integer in [lo, hi] */
+    ATTN_TKEY_NUMBER, /* a finite number in [lo, hi]: (lo, .. with lo_open, .., hi) with hi_open */
+    ATTN_TKEY_CHOICE  /* a string, one of choices */
+} attn_train_key_type;
+
+typedef struct attn_train_key {
+    const char *name;  /* "batch_size" */
+    const char *alias; /* nanoGPT's name ("max_iters"), or NULL */
+    const char *flag;  /* attn train's option without "--" ("steps") */
+    attn_train_key_type type;
+    double lo, hi; /* hi >= 9e18: no upper bound */
+    int lo_open, hi_open;
+    const char *const *choices; /* ATTN_TKEY_CHOICE: NULL-terminated */
+    const char *help;
+} attn_train_key;
+
+/* A key's value: .i for ATTN_TKEY_INT, .d for NUMBER, .s for CHOICE. */
+typedef struct attn_train_value {
+    int64_t i;
+    double d;
+    const char *s;
+} attn_train_value;
+
+#define ATTN_TRAIN_KEY_COUNT 18
+
+/* Row i (0 <= i < ATTN_TRAIN_KEY_COUNT, in attn_train_config's field order);
+ * NULL outside. */
+const attn_train_key *attn_train_key_at(int i);
+
+/* The row index of a JSON key or its alias; -1 when unknown. */
+int attn_train_key_find(const char *name);
+
+/* "an integer >= 1", "a number in [0, 1)", "one of torch-cpu, torch-mkl". */
+void attn_train_key_describe(const attn_train_key *k, char *buf, size_t cap);
+
+/* Set key i of cfg to v (the field of v that its type reads), range-checked:
+ * ATTN_ERR_INVALID_ARG "batch_size must be an integer >= 1 (got 0)". */
+attn_status attn_train_config_set(attn_train_config *cfg, int i, attn_train_value v,
+                                  attn_error *err);
+
+/* Key i of cfg. */
+attn_train_value attn_train_config_get(const attn_train_config *cfg, int i);
+
 /* Model + training hyper-parameters of a preset (attn_gpt_config_preset's
  * names): nanogpt-cpu is nanoGPT's shakespeare-char CPU recipe (batch 12,
  * lr 1e-3 -> 1e-4 cosine over 2000 steps, 100 warmup, betas (0.9, 0.99),
- * weight decay 0.1, clip 1.0, eval every 250 steps on 20 batches). */
+ * weight decay 0.1, clip 1.0, eval every 250 steps on 20 batches). Each
+ * preset is one row, model and recipe, in src/presets.c. */
 attn_status attn_train_preset(const char *name, attn_gpt_config *model, attn_train_config *train,
                               attn_error *err);
 
-/* Set one training key from JSON (batch_size, max_steps|max_iters,
- * learning_rate|lr, min_lr, warmup_steps|warmup_iters,
- * lr_decay_steps|lr_decay_iters, beta1, beta2, eps, weight_decay, grad_clip,
- * eval_interval, eval_iters, log_interval, checkpoint_interval, seed,
- * dropout_stream, grad_accum|gradient_accumulation_steps). Unknown key ->
+/* Set one training key from JSON: a key of attn_train_key_at or its alias
+ * (nanoGPT's max_iters, lr, warmup_iters, lr_decay_iters,
+ * gradient_accumulation_steps), range-checked as attn_train_config_set
+ * ("config key 'beta2' must be a number in [0, 1) (got 1)"). Unknown key ->
  * ATTN_ERR_NOT_FOUND. */
 attn_status attn_train_config_set_key(attn_train_config *cfg, const char *key,
                                       const struct cJSON *value, attn_error *err);
@@ -109,7 +158,8 @@ attn_status attn_train_config_apply_json(attn_gpt_config *model, attn_train_conf
                                          const char *json_text, const char *name, int *vocab_given,
                                          attn_error *err);
 
-/* Range checks (batch_size >= 1, max_steps >= 1, lr > 0, ...). */
+/* Every key in its range (attn_train_key_at), min_lr <= learning_rate;
+ * grad_accum 0 is read as 1. */
 attn_status attn_train_config_validate(const attn_train_config *cfg, attn_error *err);
 
 /* A resumed run trained to a new max_steps (longer or shorter): *c, the

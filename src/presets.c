@@ -1,0 +1,42 @@
+/* The presets: one row each, model and training recipe (see presets.h). */
+#include "presets.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* vocab_size 65 = Tiny Shakespeare's sorted unique characters (seed 004). */
+static const attn_preset PRESETS[] = {
+    /* seed004: a GPT-2-small-like width; conservative lr. */
+    {"seed004", {65, 256, 768, 12, 10, 0.1, 0}, {16, 5000, 3e-4, 3e-5, 200, 0.95, 500, 20, 10}},
+    /* nanoGPT's config/train_shakespeare_char.py (GPU recipe). */
+    {"shakespeare-char",
+     {65, 256, 384, 6, 6, 0.2, 0},
+     {64, 5000, 1e-3, 1e-4, 100, 0.99, 250, 200, 10}},
+    /* nanoGPT README's CPU run of config/train_shakespeare_char.py. */
+    {"nanogpt-cpu", {65, 64, 128, 4, 4, 0.0, 0}, {12, 2000, 1e-3, 1e-4, 100, 0.99, 250, 20, 10}},
+    /* Sized for `make run`: about 90 s on two cores (3 layers), val loss
+     * ~1.76, which samples as recognisable play text. */
+    {"tiny", {65, 64, 128, 4, 3, 0.0, 0}, {12, 2000, 2e-3, 2e-4, 50, 0.99, 250, 10, 50}},
+};
+#define N_PRESETS (sizeof PRESETS / sizeof PRESETS[0])
+
+static const char *const NAMES[] = {"seed004", "shakespeare-char", "nanogpt-cpu", "tiny", NULL};
+_Static_assert(sizeof NAMES / sizeof NAMES[0] == N_PRESETS + 1,
+               "NAMES lists every preset (then NULL)");
+
+const char *const *attn_gpt_preset_names(void) {
+    return NAMES;
+}
+
+void attn_preset_list(char *buf, size_t cap) {
+    size_t used = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < N_PRESETS && used < cap; i++)
+        used += (size_t)snprintf(buf + used, cap - used, "%s%s", i ? ", " : "", PRESETS[i].name);
+}
+
+const attn_preset *attn_preset_find(const char *name) {
+    for (size_t i = 0; name && i < N_PRESETS; i++)
+        if (strcmp(name, PRESETS[i].name) == 0) return &PRESETS[i];
+    return NULL;
+}

@@ -1,0 +1,315 @@
+/* From a request to a run's configs and folder (see attn/train_setup.h). */
+#define _POSIX_C_SOURCE 200809L /* getcwd */
+
+#include "attn/train_setup.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "attn/checkpoint.h"
+#include "attn/checkpoint_info.h"
+#include "attn/dist.h"
+#include "attn/fileio.h"
+
+_Static_assert(ATTN_TRAIN_KEY_COUNT <= 32, "attn_train_request.given has a bit per key");
+
+void attn_train_request_init(attn_train_request *rq) {
+    memset(rq, 0, sizeof *rq);
+}
+
+void attn_train_request_set(attn_train_request *rq, int i, attn_train_value v) {
+    if (i < 0 || i >= ATTN_TRAIN_KEY_COUNT) return;
+    rq->keys[i] = v;
+    rq->given |= 1u << i;
+}
+
+static int given(const attn_train_request *rq, const char *key) {
+    const int i = attn_train_key_find(key);
+    return i >= 0 && (rq->given >> i & 1u);
+}
+
+/* A failure the request caused (exit 2 in the CLI) or a file did (1). */
+static attn_status fail_request(attn_train_setup *s, attn_status st) {
+    s->request_error = 1;
+    return st;
+}
+
+/* path made absolute against the working folder (symbolic links kept: a
+ * link to "the current corpus" stays that link). */
+static void absolute(const char *path, char *buf, size_t cap) {
+    char cwd[ATTN_TRAIN_PATH_MAX];
+    while (path[0] == '.' && path[1] == '/')
+        path += 2;
+    if (path[0] == '/' || !getcwd(cwd, sizeof cwd))
+        snprintf(buf, cap, "%s", path);
+    else if (strcmp(path, ".") == 0)
+        snprintf(buf, cap, "%s", cwd);
+    else if (snprintf(buf, cap, "%s%s%s", cwd, strcmp(cwd, "/") ? "/" : "", path) >= (int)cap)
+        snprintf(buf, cap, "%s", path); /* too long: as given */
+}
+
+static attn_status read_config_file(const char *path, attn_gpt_config *m, attn_train_config *t,
+                                    attn_train_setup *s, attn_error *err) {
+    char *text = NULL;
+    size_t n = 0;
+    attn_status st = attn_file_read_all(path, 1 << 20, (void **)&text, &n, err);
+    if (st) return st; /* a file that cannot be read: runtime */
+    st = attn_train_config_apply_json(m, t, text, path, &s->vocab_given, err);
+    free(text);
+    return st ? fail_request(s, st) : ATTN_OK;
+}
+
+/* What the request states without its keys: the preset (or the default),
+ * init_from's model shape, then the JSON file. */
+static attn_status stated_config(const attn_train_request *rq, attn_gpt_config *m,
+                                 attn_train_config *t, attn_train_setup *s, attn_error *err) {
+    const char *preset = rq->preset ? rq->preset : ATTN_TRAIN_DEFAULT_PRESET;
+    attn_status st = attn_train_preset(preset, m, t, err);
+    if (st) return fail_request(s, st);
+    if (rq->init_from) { /* the shape is the checkpoint's; the recipe stays */
+        attn_checkpoint_info info;
+        if ((st = attn_checkpoint_info_read(rq->init_from, &info, err))) return st;
+        *m = info.model;
+        attn_checkpoint_info_free(&info);
+    }
+    if (rq->config && (st = read_config_file(rq->config, m, t, s, err))) return st;
+    if (rq->ranks > 1 && !given(rq, "grad_accum") && t->grad_accum <= 1)
+        t->grad_accum = rq->ranks; /* one micro-batch per rank */
+    return ATTN_OK;
+}
+
+/* The request's keys onto t; resuming (saved != NULL), max_steps moves the end. */
+static attn_status apply_keys(const attn_train_request *rq, attn_train_config *t,
+                              const attn_train_config *saved, attn_train_setup *s,
+                              attn_error *err) {
+    const int max_steps = attn_train_key_find("max_steps");
+    for (int i = 0; i < ATTN_TRAIN_KEY_COUNT; i++) {
+        if (!(rq->given >> i & 1u)) continue;
+        if (i == max_steps && saved) {
+            attn_train_config_extend(t, saved, rq->keys[i].i);
+            continue;
+        }
+        attn_status st = attn_train_config_set(t, i, rq->keys[i], err);
+        if (st) return fail_request(s, st);
+    }
+    if (given(rq, "learning_rate") && !given(rq, "min_lr")) t->min_lr = t->learning_rate / 10;
+    return ATTN_OK;
+}
+
+static void fmt_value(const attn_train_key *k, attn_train_value v, char *buf, size_t cap) {
+    if (k->type == ATTN_TKEY_CHOICE)
+        snprintf(buf, cap, "%s", v.s);
+    else if (k->type == ATTN_TKEY_INT)
+        snprintf(buf, cap, "%" PRId64, v.i);
+    else
+        snprintf(buf, cap, "%g", v.d);
+}
+
+/* The first key where what the request states (sm, st) differs from the
+ * saved run (m, t), as "batch_size 12, the checkpoint has 4"; "" if none.
+ * A resume may change max_steps, log_interval and checkpoint_interval; a
+ * stated lr_decay_steps of 0 (= max_steps) leaves the saved horizon. */
+static void first_conflict(const attn_gpt_config *sm, const attn_train_config *st, int vocab_given,
+                           const attn_gpt_config *m, const attn_train_config *t, char *buf,
+                           size_t cap) {
+    const struct {
+        const char *name;
+        double a, b;
+    } model[] = {{"context_length", sm->context_length, m->context_length},
+                 {"emb_dim", sm->emb_dim, m->emb_dim},
+                 {"n_heads", sm->n_heads, m->n_heads},
+                 {"n_layers", sm->n_layers, m->n_layers},
+                 {"drop_rate", sm->drop_rate, m->drop_rate},
+                 {"qkv_bias", sm->qkv_bias, m->qkv_bias},
+                 {"vocab_size", vocab_given ? sm->vocab_size : m->vocab_size, m->vocab_size}};
+    buf[0] = '\0';
+    for (size_t i = 0; i < sizeof model / sizeof model[0]; i++)
+        if (model[i].a != model[i].b) {
+            snprintf(buf, cap, "%s %g, the checkpoint has %g", model[i].name, model[i].a,
+                     model[i].b);
+            return;
+        }
+    for (int i = 0; i < ATTN_TRAIN_KEY_COUNT; i++) {
+        const attn_train_key *k = attn_train_key_at(i);
+        if (!strcmp(k->name, "max_steps") || !strcmp(k->name, "log_interval") ||
+            !strcmp(k->name, "checkpoint_interval"))
+            continue;
+        attn_train_value a = attn_train_config_get(st, i), b = attn_train_config_get(t, i);
+        if (!strcmp(k->name, "lr_decay_steps")) {
+            if (a.i == 0) continue;
+            if (b.i == 0) b.i = t->max_steps; /* the saved horizon */
+            b.d = (double)b.i;
+        }
+        if (k->type == ATTN_TKEY_CHOICE ? strcmp(a.s, b.s) == 0 : a.d == b.d) continue;
+        char va[64], vb[64];
+        fmt_value(k, a, va, sizeof va);
+        fmt_value(k, b, vb, sizeof vb);
+        snprintf(buf, cap, "%s %s, the checkpoint has %s", k->name, va, vb);
+        return;
+    }
+}
+
+/* Resuming: the saved configs, checked against a preset or file named too. */
+static attn_status resolve_resume(const attn_train_request *rq, attn_train_setup *s,
+                                  char **recorded, attn_error *err) {
+    if (!rq->out)
+        return fail_request(
+            s, attn_fail(err, ATTN_ERR_INVALID_ARG, "resuming needs the run folder (out)"));
+    attn_status st = attn_trainer_read_config(rq->out, &s->model, &s->train, recorded, err);
+    if (st) {
+        char msg[ATTN_ERROR_MSG_MAX];
+        snprintf(msg, sizeof msg, "%s", err ? err->msg : "");
+        return attn_fail(err, st, "cannot resume: %.480s", msg);
+    }
+    const attn_train_config saved = s->train;
+    if (rq->preset || rq->config) {
+        attn_gpt_config sm;
+        attn_train_config stc;
+        if ((st = stated_config(rq, &sm, &stc, s, err))) return st;
+        char what[256], from[1024];
+        first_conflict(&sm, &stc, s->vocab_given, &s->model, &s->train, what, sizeof what);
+        if (what[0]) {
+            snprintf(from, sizeof from, "%s%s%s%s%s", rq->preset ? "preset '" : "",
+                     rq->preset ? rq->preset : "", rq->preset ? "'" : "",
+                     rq->preset && rq->config ? " with config "
+                     : rq->config             ? "config "
+                                              : "",
+                     rq->config ? rq->config : "");
+            return fail_request(
+                s, attn_fail(err, ATTN_ERR_INVALID_ARG,
+                             "cannot resume %.400s with a different config: %s gives %s "
+                             "(resume without the preset and config file to continue the run "
+                             "as saved)",
+                             rq->out, from, what));
+        }
+    }
+    s->vocab_given = 0; /* the corpus decides, and resume checks it is the same */
+    if ((st = apply_keys(rq, &s->train, &saved, s, err))) return st;
+    char what[256];
+    first_conflict(&s->model, &s->train, 0, &s->model, &saved, what, sizeof what);
+    if (what[0])
+        return fail_request(s, attn_fail(err, ATTN_ERR_INVALID_ARG,
+                                         "cannot resume %.400s with a different config: the "
+                                         "options give %s (a resume may change only max_steps, "
+                                         "log_interval and checkpoint_interval)",
+                                         rq->out, what));
+    return ATTN_OK;
+}
+
+attn_status attn_train_resolve(const attn_train_request *rq, attn_train_setup *s, attn_error *err) {
+    memset(s, 0, sizeof *s);
+    if (rq->resume && rq->init_from)
+        return fail_request(s, attn_fail(err, ATTN_ERR_INVALID_ARG,
+                                         "init_from starts a new run from trained weights and "
+                                         "resume continues one: give one of them"));
+    if (rq->resume && rq->force)
+        return fail_request(s, attn_fail(err, ATTN_ERR_INVALID_ARG,
+                                         "resume continues a run and force replaces it: give "
+                                         "one of them"));
+    char *recorded = NULL;
+    attn_status st;
+    if (rq->resume) {
+        st = resolve_resume(rq, s, &recorded, err);
+        s->preset = rq->preset;
+    } else {
+        s->preset = rq->preset ? rq->preset : ATTN_TRAIN_DEFAULT_PRESET;
+        st = stated_config(rq, &s->model, &s->train, s, err);
+        if (!st) st = apply_keys(rq, &s->train, NULL, s, err);
+    }
+    if (!st && !s->vocab_given) s->model.vocab_size = 1; /* the corpus decides */
+    if (!st &&
+        (attn_gpt_config_validate(&s->model, err) || attn_train_config_validate(&s->train, err)))
+        st = fail_request(s, ATTN_ERR_INVALID_ARG);
+    if (!st) {
+        if (rq->out)
+            snprintf(s->out, sizeof s->out, "%s", rq->out);
+        else
+            snprintf(s->out, sizeof s->out, "runs/%s", s->preset);
+        /* Absolute, so that a resume from another folder reads it too. */
+        const char *data = rq->data                ? rq->data
+                           : recorded && *recorded ? recorded
+                                                   : ATTN_TRAIN_DEFAULT_DATA;
+        absolute(data, s->data, sizeof s->data);
+    }
+    free(recorded);
+    return st;
+}
+
+/* mkdir -p */
+static int make_dirs(const char *path) {
+    char buf[ATTN_TRAIN_PATH_MAX];
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return -1;
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = '\0';
+        if (mkdir(buf, 0777) != 0 && errno != EEXIST) return -1;
+        *p = '/';
+    }
+    if (mkdir(buf, 0777) != 0 && errno != EEXIST) return -1;
+    struct stat sb;
+    if (stat(buf, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+        errno = ENOTDIR;
+        return -1;
+    }
+    return 0;
+}
+
+attn_status attn_train_claim_dir(const char *out, const char *who, int resume, int force,
+                                 attn_run_lock *lock, attn_train_claim *c, attn_error *err) {
+    memset(c, 0, sizeof *c);
+    c->replaced_step = -1;
+    if (make_dirs(out) != 0 || access(out, W_OK | X_OK) != 0)
+        return attn_fail(err, ATTN_ERR_IO, "cannot write to the output directory %s: %s", out,
+                         strerror(errno));
+    absolute(out, c->out_abs, sizeof c->out_abs);
+    attn_status st = attn_run_lock_acquire(lock, out, who, err);
+    if (st) return st;
+    int64_t old_step;
+    if (!resume && attn_ckpt_exists(out, &old_step)) {
+        char at[64] = "";
+        if (old_step >= 0) snprintf(at, sizeof at, " (step %" PRId64 ")", old_step);
+        if (!force) {
+            c->request_error = 1;
+            return attn_fail(err, ATTN_ERR_INVALID_ARG, "%s already holds a checkpoint%s", out, at);
+        }
+        c->replaced_step = old_step >= 0 ? old_step : 0;
+    }
+    char best[ATTN_TRAIN_PATH_MAX + 8];
+    snprintf(best, sizeof best, "%s/%s", out, ATTN_CKPT_BEST);
+    const char *dirs[2] = {out, best};
+    for (int d = 0; d < 2; d++) {
+        int removed = 0;
+        if (d == 1 && access(best, F_OK) != 0) break;
+        attn_error e;
+        if (attn_ckpt_clean_stale(dirs[d], &removed, &e)) /* the run can go on */
+            snprintf(c->warning, sizeof c->warning, "%s", e.msg);
+        c->stale_removed += removed;
+    }
+    return ATTN_OK;
+}
+
+/* FNV-1a of this executable: ranks running different binaries are refused. */
+static uint64_t exe_hash(void) {
+    void *buf = NULL;
+    size_t n = 0;
+    uint64_t h = 0xcbf29ce484222325ull;
+    if (attn_file_read_all("/proc/self/exe", 0, &buf, &n, NULL) == ATTN_OK)
+        for (size_t i = 0; i < n; i++)
+            h = (h ^ ((unsigned char *)buf)[i]) * 0x100000001b3ull;
+    free(buf);
+    return h;
+}
+
+attn_status attn_trainer_check_ranks(const attn_trainer *tr, attn_error *err) {
+    uint64_t cfg = 0, state = 0;
+    attn_status s = attn_dist_check_same(tr->dist, exe_hash(), "attn executable", err);
+    if (s) return s;
+    attn_trainer_fingerprint(tr, &cfg, &state);
+    if ((s = attn_dist_check_same(tr->dist, cfg, "configuration or corpus", err))) return s;
+    return attn_dist_check_same(tr->dist, state, "initial weights or training state", err);
+}
