@@ -219,7 +219,7 @@ static cli_option train_rows[TRAIN_OPT_COUNT] = {
     [T_DRY_RUN] = {"dry-run", CLI_FLAG, .offset = OFF(dry_run),
                    .help = "print the resolved config and the plan, then exit"},
     [T_THREADS] = {"threads", CLI_INT, "N", OFF(threads), 1, 4096,
-                   .help = "threads (default: 1 or all cores, chosen by timing steps; fp32 CPU)"},
+                   .help = "threads (default: all cores, or 1 where timed faster)"},
     [T_DEVICE] = {"device", CLI_STRING, "NAME", OFF(device), .def = "cpu", .help = "cpu or cuda"},
     [T_PRECISION] = {"precision", CLI_STRING, "NAME", OFF(precision), .def = "fp32",
                      .help = "fp32 or bf16 (matrix products; see above)"},
