@@ -19,22 +19,60 @@
 #include "commands.h"
 #include "threads.h"
 
-static void usage(FILE *out) {
-    fprintf(out,
-            "usage: attn bench train [--preset NAME] [--steps N] [--batch-size N] [--threads N]\n"
-            "                        [--precision fp32|bf16] [--data FILE]\n"
-            "       attn bench generate [--preset NAME] [--tokens N] [--threads N]\n"
-            "                        [--precision fp32|bf16]\n"
-            "  train: one untimed first step (it allocates the lazily sized buffers), then\n"
-            "  --steps timed steps (default 3) of the preset's model (default seed004) on\n"
-            "  FILE (default data/tinyshakespeare.txt), batch from the preset's recipe\n"
-            "  unless --batch-size. Prints median/min step seconds, tokens/s, model\n"
-            "  GFLOP/s (6 N params-in-matmuls + causal attention) and minor page faults\n"
-            "  of the first step and per later step (getrusage).\n"
-            "  generate: a randomly initialised model of the preset, greedy, --tokens\n"
-            "  (default 200, at most context_length) KV-cached steps from one token;\n"
-            "  prints tokens/s, and the fastest and median single token (ms).\n");
-}
+typedef struct model_args {
+    const char *preset, *data, *precision_name;
+    long long steps, batch, threads, tokens;
+    attn_precision precision;
+} model_args;
+
+enum { MB_PRESET, MB_STEPS, MB_BATCH, MB_TOKENS, MB_DATA, MB_THREADS, MB_PRECISION, MB_OPT_COUNT };
+
+#define OFF(f) offsetof(model_args, f)
+static const cli_option model_opts_table[] = {
+    [MB_PRESET] = {"preset", CLI_STRING, "NAME", OFF(preset), .def = "seed004",
+                   .help = "the model (and train: the recipe's batch size), as\n"
+                           "`attn train --preset` names them"},
+    [MB_STEPS] = {"steps", CLI_INT, "N", OFF(steps), 1, 1000000, .def = "3",
+                  .help = "train: timed steps after the untimed first one"},
+    [MB_BATCH] = {"batch-size", CLI_INT, "N", OFF(batch), 1, 1000000,
+                  .help = "train: batch size (default: the preset's recipe)"},
+    [MB_TOKENS] = {"tokens", CLI_INT, "N", OFF(tokens), 1, 1000000, .def = "200",
+                   .help = "generate: KV-cached steps (at most context_length)"},
+    [MB_DATA] = {"data", CLI_STRING, "FILE", OFF(data), .def = "data/tinyshakespeare.txt",
+                 .help = "train: the corpus"},
+    [MB_THREADS] = CLI_THREADS_OPTION(OFF(threads)),
+    [MB_PRECISION] = {"precision", CLI_CHOICE, NULL, OFF(precision_name),
+                      .choices = cli_precision_choices, .def = "fp32",
+                      .help = "bf16: bf16 products with fp32 sums (AVX512-BF16 CPUs)"},
+};
+CLI_TABLE_CHECK(model_opts_table, MB_OPT_COUNT);
+
+static const char model_about[] =
+    "  train: one untimed first step (it allocates the lazily sized buffers), then\n"
+    "  --steps timed steps of the preset's model on the corpus. Prints median/min\n"
+    "  step seconds, tokens/s, model GFLOP/s (6 N params-in-matmuls + causal\n"
+    "  attention) and minor page faults of the first step and per later step\n"
+    "  (getrusage).\n"
+    "  generate: a randomly initialised model of the preset, greedy, --tokens\n"
+    "  KV-cached steps from one token; prints tokens/s, and the fastest and median\n"
+    "  single token (ms).\n";
+
+const cli_command bench_train_cli = {
+    "bench train",
+    "attn bench train [--preset NAME] [--steps N] [--batch-size N] [--data FILE]\n"
+    "                        [--threads N] [--precision fp32|bf16]",
+    model_about,
+    model_opts_table,
+    MB_OPT_COUNT,
+    0};
+const cli_command bench_generate_cli = {
+    "bench generate",
+    "attn bench generate [--preset NAME] [--tokens N] [--threads N]\n"
+    "                           [--precision fp32|bf16]",
+    model_about,
+    model_opts_table,
+    MB_OPT_COUNT,
+    0};
 
 static long minor_faults(void) {
     struct rusage ru;
@@ -47,65 +85,6 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-typedef struct model_args {
-    const char *preset, *data;
-    int steps, batch, threads, tokens;
-    attn_precision precision;
-} model_args;
-
-static int parse(int argc, char **argv, model_args *a) {
-    for (int i = 1; i < argc; i++) {
-        const char *o = argv[i];
-        if (strcmp(o, "--help") == 0) {
-            usage(stdout);
-            exit(0);
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "attn bench %s: unknown or incomplete option '%s'\n", argv[0], o);
-            return -1;
-        }
-        const char *v = argv[++i];
-        int *target = NULL;
-        if (strcmp(o, "--preset") == 0) {
-            a->preset = v;
-            continue;
-        }
-        if (strcmp(o, "--data") == 0) {
-            a->data = v;
-            continue;
-        }
-        if (strcmp(o, "--precision") == 0) {
-            attn_error err;
-            if (attn_precision_parse(v, &a->precision, &err) != ATTN_OK) {
-                fprintf(stderr, "attn bench %s: %s\n", argv[0], err.msg);
-                return -1;
-            }
-            continue;
-        }
-        if (strcmp(o, "--steps") == 0)
-            target = &a->steps;
-        else if (strcmp(o, "--batch-size") == 0)
-            target = &a->batch;
-        else if (strcmp(o, "--threads") == 0)
-            target = &a->threads;
-        else if (strcmp(o, "--tokens") == 0)
-            target = &a->tokens;
-        if (!target) {
-            fprintf(stderr, "attn bench %s: unknown option '%s'\n", argv[0], o);
-            return -1;
-        }
-        char *end = NULL;
-        const long x = strtol(v, &end, 10);
-        if (!end || *end || end == v || x < 1 || x > 1000000) {
-            fprintf(stderr, "attn bench %s: %s needs an integer in [1, 1000000], not '%s'\n",
-                    argv[0], o, v);
-            return -1;
-        }
-        *target = (int)x;
-    }
-    return 0;
-}
-
 /* FLOPs of one training step: forward + backward (3x) of every matmul with a
  * weight (2 N per weight element), and of the causal attention (2 B C T (T+1)
  * per layer forward, 3.5x with backward, as `attn bench mha` counts it). */
@@ -115,7 +94,8 @@ static double step_flops(const attn_gpt_config *c, int B, int T) {
     return 3.0 * 2.0 * N * weights + 3.5 * L * 2.0 * B * C * T * (T + 1.0);
 }
 
-static int bench_train(const model_args *a) {
+/* The preset's trainer on the corpus (batch and steps from the options). */
+static int setup_trainer(const model_args *a, attn_trainer *tr) {
     attn_error err;
     attn_error_clear(&err);
     attn_gpt_config mcfg;
@@ -124,7 +104,7 @@ static int bench_train(const model_args *a) {
         fprintf(stderr, "attn bench train: %s\n", err.msg);
         return 2;
     }
-    if (a->batch > 0) tcfg.batch_size = a->batch;
+    if (a->batch > 0) tcfg.batch_size = (int)a->batch;
     tcfg.max_steps = a->steps + 1;
     char *text = NULL;
     size_t n = 0;
@@ -132,54 +112,79 @@ static int bench_train(const model_args *a) {
         fprintf(stderr, "attn bench train: cannot read the corpus: %s\n", err.msg);
         return 1;
     }
-    attn_trainer tr;
-    attn_status s = attn_trainer_init(&tr, &mcfg, &tcfg, 0, text, n, &err);
+    attn_status s = attn_trainer_init(tr, &mcfg, &tcfg, 0, text, n, &err);
     free(text);
-    if (s == ATTN_OK) s = attn_gpt_set_precision(&tr.model, a->precision, &err);
     if (s) {
         fprintf(stderr, "attn bench train: %s\n", err.msg);
         return 1;
     }
-    double *t = malloc((size_t)a->steps * sizeof *t);
-    if (!t) {
-        fprintf(stderr, "attn bench train: out of memory\n");
-        attn_trainer_free(&tr);
+    if (attn_gpt_set_precision(&tr->model, a->precision, &err)) {
+        fprintf(stderr, "attn bench train: %s\n", err.msg);
+        attn_trainer_free(tr);
         return 1;
     }
-    attn_train_record rec;
+    return 0;
+}
+
+/* What bench train measures. */
+typedef struct step_timing {
+    double *t; /* a->steps step times, sorted */
+    double first_s;
+    long first_faults, later_faults;
+    attn_train_record rec; /* the last step's */
+} step_timing;
+
+/* One untimed step, then a->steps timed ones. */
+static attn_status time_steps(const model_args *a, attn_trainer *tr, step_timing *m,
+                              attn_error *err) {
     long f0 = minor_faults();
     double t0 = attn_now_s();
-    s = attn_trainer_step(&tr, &rec, &err);
-    const double first_s = attn_now_s() - t0;
-    const long first_faults = minor_faults() - f0;
+    attn_status s = attn_trainer_step(tr, &m->rec, err);
+    m->first_s = attn_now_s() - t0;
+    m->first_faults = minor_faults() - f0;
     f0 = minor_faults();
     for (int i = 0; i < a->steps && s == ATTN_OK; i++) {
         t0 = attn_now_s();
-        s = attn_trainer_step(&tr, &rec, &err);
-        t[i] = attn_now_s() - t0;
+        s = attn_trainer_step(tr, &m->rec, err);
+        m->t[i] = attn_now_s() - t0;
     }
-    const long later_faults = minor_faults() - f0;
-    if (s) {
-        fprintf(stderr, "attn bench train: %s\n", err.msg);
-        free(t);
-        attn_trainer_free(&tr);
-        return 1;
-    }
-    qsort(t, (size_t)a->steps, sizeof *t, cmp_double);
-    const double med =
-        a->steps % 2 ? t[a->steps / 2] : 0.5 * (t[a->steps / 2 - 1] + t[a->steps / 2]);
-    const int B = tcfg.batch_size, T = tr.mcfg.context_length;
-    const double flops = step_flops(&tr.mcfg, B, T);
-    printf("case=train preset=%s B=%d T=%d precision=%s threads=%d steps=%d median_s=%.4f "
+    m->later_faults = minor_faults() - f0;
+    if (s == ATTN_OK) qsort(m->t, (size_t)a->steps, sizeof *m->t, cmp_double);
+    return s;
+}
+
+static void print_train(const model_args *a, const attn_trainer *tr, const step_timing *m) {
+    const int steps = (int)a->steps, B = tr->tcfg.batch_size, T = tr->mcfg.context_length;
+    const double *t = m->t;
+    const double med = steps % 2 ? t[steps / 2] : 0.5 * (t[steps / 2 - 1] + t[steps / 2]);
+    const double flops = step_flops(&tr->mcfg, B, T);
+    printf("case=train preset=%s B=%d T=%d precision=%s threads=%lld steps=%d median_s=%.4f "
            "min_s=%.4f first_s=%.4f tokens_per_s=%.0f gflops=%.2f faults_first=%ld "
            "faults_per_step=%.1f loss=%.4f\n",
-           a->preset, B, T, attn_precision_name(a->precision), a->threads, a->steps, med, t[0],
-           first_s, (double)B * T / med, flops / med * 1e-9, first_faults,
-           (double)later_faults / a->steps, (double)rec.loss);
+           a->preset, B, T, attn_precision_name(a->precision), a->threads, steps, med, t[0],
+           m->first_s, (double)B * T / med, flops / med * 1e-9, m->first_faults,
+           (double)m->later_faults / steps, (double)m->rec.loss);
     fflush(stdout);
-    free(t);
+}
+
+static int bench_train(const model_args *a) {
+    attn_trainer tr;
+    int rc = setup_trainer(a, &tr);
+    if (rc) return rc;
+    step_timing m;
+    attn_error err;
+    rc = 1;
+    if (!(m.t = malloc((size_t)a->steps * sizeof *m.t)))
+        fprintf(stderr, "attn bench train: out of memory\n");
+    else if (time_steps(a, &tr, &m, &err))
+        fprintf(stderr, "attn bench train: %s\n", err.msg);
+    else {
+        print_train(a, &tr, &m);
+        rc = 0;
+    }
+    free(m.t);
     attn_trainer_free(&tr);
-    return 0;
+    return rc;
 }
 
 static int bench_generate(const model_args *a) {
@@ -203,7 +208,7 @@ static int bench_generate(const model_args *a) {
         attn_gpt_free(&m);
         return 1;
     }
-    const int n = a->tokens < cfg.context_length ? a->tokens : cfg.context_length;
+    const int n = a->tokens < cfg.context_length ? (int)a->tokens : cfg.context_length;
     int32_t tok = 0;
     attn_status s = ATTN_OK;
     /* One untimed pass over a few positions warms the weights' pages. */
@@ -231,7 +236,7 @@ static int bench_generate(const model_args *a) {
     const long faults = minor_faults() - f0;
     qsort(times, (size_t)nt, sizeof *times, cmp_double);
     if (s == ATTN_OK)
-        printf("case=generate preset=%s precision=%s threads=%d tokens=%d seconds=%.4f "
+        printf("case=generate preset=%s precision=%s threads=%lld tokens=%d seconds=%.4f "
                "tokens_per_s=%.1f faults=%ld fastest_token_ms=%.3f median_token_ms=%.3f\n",
                a->preset, attn_precision_name(a->precision), a->threads, n, dt, n / dt, faults,
                fastest * 1e3, nt ? times[nt / 2] * 1e3 : 0.0);
@@ -243,12 +248,15 @@ static int bench_generate(const model_args *a) {
 }
 
 int cmd_bench_model(int argc, char **argv) {
-    model_args a = {"seed004", "data/tinyshakespeare.txt", 3, 0, 0, 200, ATTN_PRECISION_FP32};
-    if (parse(argc, argv, &a) != 0) {
-        usage(stderr);
-        return 2;
-    }
+    const int train = strcmp(argv[0], "train") == 0;
+    const cli_command *cmd = train ? &bench_train_cli : &bench_generate_cli;
+    model_args a;
+    cli_parsed parsed;
+    int rc = cli_parse(cmd, argc, argv, &a, &parsed);
+    if (rc) return rc == CLI_HELP ? 0 : rc;
+    attn_error err;
+    attn_precision_parse(a.precision_name, &a.precision, &err); /* the table allows only these */
     if (a.threads <= 0) a.threads = attn_default_threads();
-    cli_use_threads(a.threads, 1);
-    return strcmp(argv[0], "train") == 0 ? bench_train(&a) : bench_generate(&a);
+    cli_use_threads((int)a.threads, 1);
+    return train ? bench_train(&a) : bench_generate(&a);
 }

@@ -20,27 +20,104 @@
 #include "commands.h"
 #include "threads.h"
 
-static void bench_usage(FILE *out) {
-    fprintf(out,
-            "usage: attn bench mha --batch B --tokens T --d-model D --heads H [--backward]\n"
-            "                      [--repeat N] [--warmup N] [--threads N] [--reference]\n"
-            "                      [--mha-only] [--simd PATH] [--block-q N --block-k N]\n"
-            "                      [--dropout P [--rng torch-cpu|torch-mkl]]\n"
-            "                      [--precision fp32|bf16]\n"
-            "       attn bench sgemm [--m M] [--n N] [--k K] [--repeat N] [--threads N]\n"
-            "       attn bench train|generate ... (whole model; attn bench train --help)\n"
-            "  mha: times MultiHeadAttention forward (and backward with --backward) on the\n"
-            "  fused path, or the step-by-step path with --reference, then the fused attention\n"
-            "  kernel alone (case=core) and an sgemm of the QKV projection's size (case=sgemm;\n"
-            "  both skipped with --mha-only). --warmup runs (default 1) are not timed.\n"
-            "  One line per case: case B T D H mode threads median_s min_s gflops peak_rss_mb.\n"
-            "  FLOPs count the causal half only: projections 8 B T D^2 (x3 with backward),\n"
-            "  attention 2 B D T (T+1) (x3.5 with backward).\n"
-            "  --threads defaults to OMP_NUM_THREADS, else the CPUs this process may use;\n"
-            "  --simd is auto|generic|avx2|avx512 (or the ATTN_SIMD variable).\n"
-            "  --rng is the dropout stream: torch-mkl by default, as in `attn chapter3`\n"
-            "  and `attn rng` (`attn forward` defaults to torch-cpu, Debian's PyTorch).\n");
-}
+typedef struct bench_args {
+    long long B, T, D, H, repeat, warmup, threads, block_q, block_k, m, n, k;
+    int backward, reference, mha_only;
+    double dropout;
+    const char *simd_name, *rng, *precision_name;
+    /* Resolved from the names after parsing: */
+    attn_simd simd;
+    attn_dropout_stream stream;
+    attn_precision precision;
+} bench_args;
+
+enum {
+    BENCH_BATCH,
+    BENCH_TOKENS,
+    BENCH_D_MODEL,
+    BENCH_HEADS,
+    BENCH_BACKWARD,
+    BENCH_REPEAT,
+    BENCH_WARMUP,
+    BENCH_THREADS,
+    BENCH_REFERENCE,
+    BENCH_MHA_ONLY,
+    BENCH_SIMD,
+    BENCH_BLOCK_Q,
+    BENCH_BLOCK_K,
+    BENCH_DROPOUT,
+    BENCH_RNG,
+    BENCH_PRECISION,
+    BENCH_M,
+    BENCH_N,
+    BENCH_K,
+    BENCH_OPT_COUNT
+};
+
+#define BIG 1000000000
+static const char *const simd_names[] = {"auto", "generic", "avx2", "avx512", NULL};
+
+#define OFF(f) offsetof(bench_args, f)
+static const cli_option bench_opts_table[] = {
+    [BENCH_BATCH] = {"batch", CLI_INT, "B", OFF(B), 1, BIG, .def = "8", .help = "batch size"},
+    [BENCH_TOKENS] = {"tokens", CLI_INT, "T", OFF(T), 1, BIG, .def = "1024",
+                      .help = "sequence length"},
+    [BENCH_D_MODEL] = {"d-model", CLI_INT, "D", OFF(D), 1, BIG, .def = "768",
+                       .help = "d_in = d_out"},
+    [BENCH_HEADS] = {"heads", CLI_INT, "H", OFF(H), 1, BIG, .def = "12",
+                     .help = "num_heads (D must be divisible by H)"},
+    [BENCH_BACKWARD] = {"backward", CLI_FLAG, .offset = OFF(backward),
+                        .help = "time forward + backward"},
+    [BENCH_REPEAT] = {"repeat", CLI_INT, "N", OFF(repeat), 1, BIG, .def = "5",
+                      .help = "timed runs (median and min are printed)"},
+    [BENCH_WARMUP] = {"warmup", CLI_INT, "N", OFF(warmup), 0, BIG, .def = "1",
+                      .help = "untimed runs first"},
+    [BENCH_THREADS] = CLI_THREADS_OPTION(OFF(threads)),
+    [BENCH_REFERENCE] = {"reference", CLI_FLAG, .offset = OFF(reference),
+                         .help = "the step-by-step path instead of the fused one"},
+    [BENCH_MHA_ONLY] = {"mha-only", CLI_FLAG, .offset = OFF(mha_only),
+                        .help = "skip the kernel-alone and sgemm cases"},
+    [BENCH_SIMD] = {"simd", CLI_CHOICE, NULL, OFF(simd_name), .choices = simd_names, .def = "auto",
+                    .help = "the fused kernels' path (auto: the ATTN_SIMD variable,\n"
+                            "else the best this CPU has)"},
+    [BENCH_BLOCK_Q] = {"block-q", CLI_INT, "N", OFF(block_q), 1, BIG,
+                       .help = "the fused kernel's query tile (default: its own)"},
+    [BENCH_BLOCK_K] = {"block-k", CLI_INT, "N", OFF(block_k), 1, BIG,
+                       .help = "the fused kernel's key tile (default: its own)"},
+    [BENCH_DROPOUT] = {"dropout", CLI_FLOAT, "P", OFF(dropout), 0, 1, .hi_open = 1, .def = "0",
+                       .help = "dropout on the attention weights (training mode)"},
+    [BENCH_RNG] = {"rng", CLI_CHOICE, NULL, OFF(rng), .choices = cli_stream_choices,
+                   .def = "torch-mkl",
+                   .help = "the dropout stream: torch-mkl, as in `attn chapter3`\n"
+                           "and `attn rng` (`attn forward` defaults to torch-cpu)"},
+    [BENCH_PRECISION] = {"precision", CLI_CHOICE, NULL, OFF(precision_name),
+                         .choices = cli_precision_choices, .def = "fp32",
+                         .help = "bf16: the projections in bf16 (AVX512-BF16 CPUs)"},
+    [BENCH_M] = {"m", CLI_INT, "M", OFF(m), 1, BIG, .help = "sgemm: rows (default B*T)"},
+    [BENCH_N] = {"n", CLI_INT, "N", OFF(n), 1, BIG, .help = "sgemm: columns (default 3*D)"},
+    [BENCH_K] = {"k", CLI_INT, "K", OFF(k), 1, BIG, .help = "sgemm: inner size (default D)"},
+};
+CLI_TABLE_CHECK(bench_opts_table, BENCH_OPT_COUNT);
+
+const cli_command bench_cli = {
+    "bench",
+    "attn bench mha [--batch B] [--tokens T] [--d-model D] [--heads H]\n"
+    "                      [--backward] [--repeat N] [--warmup N] [--threads N]\n"
+    "                      [--reference] [--mha-only] [--simd PATH]\n"
+    "                      [--block-q N --block-k N] [--precision fp32|bf16]\n"
+    "                      [--dropout P [--rng torch-cpu|torch-mkl]]\n"
+    "       attn bench sgemm [--m M] [--n N] [--k K] [--repeat N] [--threads N]\n"
+    "       attn bench train|generate ... (whole model; attn bench train --help)",
+    "  mha: times MultiHeadAttention forward (and backward with --backward) on\n"
+    "  the fused path, or the step-by-step path with --reference, then the fused\n"
+    "  attention kernel alone (case=core) and an sgemm of the QKV projection's\n"
+    "  size (case=sgemm; both skipped with --mha-only). One line per case:\n"
+    "  case B T D H mode threads median_s min_s gflops peak_rss_mb.\n"
+    "  FLOPs count the causal half only: projections 8 B T D^2 (x3 with backward),\n"
+    "  attention 2 B D T (T+1) (x3.5 with backward).\n",
+    bench_opts_table,
+    BENCH_OPT_COUNT,
+    1};
 
 static double peak_rss_mb(void) {
     struct rusage ru;
@@ -70,110 +147,6 @@ static void print_case(const char *name, int B, int T, int D, int H, const char 
            name, B, T, D, H, mode, threads, t.median, t.min, flops / t.median * 1e-9,
            peak_rss_mb());
     fflush(stdout);
-}
-
-typedef struct bench_args {
-    int B, T, D, H, backward, repeat, warmup, threads, reference, mha_only, block_q, block_k;
-    int m, n, k;
-    attn_simd simd;
-    double dropout;
-    attn_dropout_stream stream;
-    attn_precision precision;
-} bench_args;
-
-static int parse_int(const char *v, int *out, int min) {
-    char *end = NULL;
-    const long x = strtol(v, &end, 10);
-    if (!end || *end || end == v || x < min || x > 1000000000) return -1;
-    *out = (int)x;
-    return 0;
-}
-
-static int parse_args(int argc, char **argv, bench_args *a) {
-    for (int i = 2; i < argc; i++) {
-        const char *o = argv[i];
-        if (strcmp(o, "--backward") == 0) {
-            a->backward = 1;
-            continue;
-        }
-        if (strcmp(o, "--reference") == 0) {
-            a->reference = 1;
-            continue;
-        }
-        if (strcmp(o, "--mha-only") == 0) {
-            a->mha_only = 1;
-            continue;
-        }
-        if (strcmp(o, "--help") == 0) {
-            bench_usage(stdout);
-            exit(0);
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "attn bench: unknown or incomplete option '%s'\n", o);
-            return -1;
-        }
-        const char *v = argv[++i];
-        int *target = NULL;
-        if (strcmp(o, "--batch") == 0)
-            target = &a->B;
-        else if (strcmp(o, "--tokens") == 0)
-            target = &a->T;
-        else if (strcmp(o, "--d-model") == 0)
-            target = &a->D;
-        else if (strcmp(o, "--heads") == 0)
-            target = &a->H;
-        else if (strcmp(o, "--repeat") == 0)
-            target = &a->repeat;
-        else if (strcmp(o, "--warmup") == 0)
-            target = &a->warmup;
-        else if (strcmp(o, "--block-q") == 0)
-            target = &a->block_q;
-        else if (strcmp(o, "--block-k") == 0)
-            target = &a->block_k;
-        else if (strcmp(o, "--threads") == 0)
-            target = &a->threads;
-        else if (strcmp(o, "--m") == 0)
-            target = &a->m;
-        else if (strcmp(o, "--n") == 0)
-            target = &a->n;
-        else if (strcmp(o, "--k") == 0)
-            target = &a->k;
-        if (target) {
-            const int min = target == &a->warmup ? 0 : 1;
-            if (parse_int(v, target, min) != 0) {
-                fprintf(stderr, "attn bench: %s needs an integer >= %d, not '%s'\n", o, min, v);
-                return -1;
-            }
-        } else if (strcmp(o, "--simd") == 0) {
-            if (attn_simd_parse(v, &a->simd) != 0 || !attn_simd_supported(a->simd)) {
-                fprintf(stderr, "attn bench: --simd '%s' is unknown or not supported here\n", v);
-                return -1;
-            }
-        } else if (strcmp(o, "--dropout") == 0) {
-            char *end = NULL;
-            a->dropout = strtod(v, &end);
-            if (!end || *end || !(a->dropout >= 0.0 && a->dropout < 1.0)) {
-                fprintf(stderr, "attn bench: --dropout must be in [0, 1), not '%s'\n", v);
-                return -1;
-            }
-        } else if (strcmp(o, "--precision") == 0) {
-            attn_error perr;
-            if (attn_precision_parse(v, &a->precision, &perr) ||
-                attn_precision_check(a->precision, &perr)) {
-                fprintf(stderr, "attn bench: %s\n", perr.msg);
-                return -1;
-            }
-        } else if (strcmp(o, "--rng") == 0) {
-            if (attn_dropout_stream_parse(v, &a->stream) != 0) {
-                fprintf(stderr, "attn bench: --rng must be torch-cpu or torch-mkl, not '%s'\n", v);
-                return -1;
-            }
-        } else {
-            fprintf(stderr, "attn bench: unknown option '%s'\n", o);
-            return -1;
-        }
-    }
-    return 0;
 }
 
 /* Large buffers on transparent huge pages, as the library's own
@@ -219,147 +192,182 @@ static int bench_sgemm(const bench_args *a, const char *label, int M, int N, int
     return 0;
 }
 
-static int bench_mha(const bench_args *a) {
+/* The mode= of a line: forward or forward+backward, and bf16. */
+static const char *mode_name(const bench_args *a) {
+    if (a->backward) return a->precision ? "forward+backward,bf16" : "forward+backward";
+    return a->precision ? "forward,bf16" : "forward";
+}
+
+/* The module, its path and kernel options; bf16 borrows *bf16 (freed by the caller). */
+static int setup_mha(const bench_args *a, attn_mha *m, attn_bf16_gemm **bf16) {
     attn_error err;
     attn_rng rng;
     attn_rng_seed(&rng, 123);
-    attn_mha m;
-    if (attn_mha_init(&m, a->D, a->D, a->T, a->dropout, a->H, 0, &rng, &err) != ATTN_OK) {
+    *bf16 = NULL;
+    if (attn_mha_init(m, a->D, a->D, a->T, a->dropout, a->H, 0, &rng, &err) != ATTN_OK) {
         fprintf(stderr, "attn bench: %s\n", err.msg);
         return 2;
     }
-    m.path = a->reference ? ATTN_MHA_REFERENCE : ATTN_MHA_FUSED;
-    attn_bf16_gemm *bf16 = NULL; /* --precision bf16: the projections in bf16 */
-    if (a->precision == ATTN_PRECISION_BF16) {
-        if (attn_bf16_gemm_create(&bf16, &err) != ATTN_OK) {
+    m->path = a->reference ? ATTN_MHA_REFERENCE : ATTN_MHA_FUSED;
+    if (a->precision == ATTN_PRECISION_BF16) { /* the projections in bf16 */
+        if (attn_bf16_gemm_create(bf16, &err) != ATTN_OK) {
             fprintf(stderr, "attn bench: %s\n", err.msg);
-            attn_mha_free(&m);
+            attn_mha_free(m);
             return 1;
         }
-        m.bf16 = m.out_proj.bf16 = m.W_query.bf16 = m.W_key.bf16 = m.W_value.bf16 = bf16;
+        m->bf16 = m->out_proj.bf16 = m->W_query.bf16 = m->W_key.bf16 = m->W_value.bf16 = *bf16;
     }
-    m.flash.threads = a->threads;
-    m.flash.simd = a->simd;
-    m.flash.block_q = a->block_q;
-    m.flash.block_k = a->block_k;
-    const size_t n = (size_t)a->B * a->T * a->D;
-    float *x = random_floats(n, 7), *dy = random_floats(n, 8);
-    float *y = alloc_floats(n), *dx = alloc_floats(n);
-    double *t = malloc((size_t)a->repeat * sizeof(double));
+    m->flash.threads = (int)a->threads;
+    m->flash.simd = a->simd;
+    m->flash.block_q = (int)a->block_q;
+    m->flash.block_k = (int)a->block_k;
+    return 0;
+}
+
+/* warmup + repeat runs of the module on x (dy with --backward) into t. */
+static int time_mha(const bench_args *a, attn_mha *m, const float *x, const float *dy, float *y,
+                    float *dx, double *t) {
+    attn_error err;
     attn_attention_cache cache;
-    int rc = 1;
-    if (!x || !dy || !y || !dx || !t) {
-        fprintf(stderr, "attn bench: out of memory\n");
-        goto done;
-    }
-    memset(dx, 0, n * sizeof(float));
-    if (attn_mha_cache_init(&cache, &m, a->B, a->T, &err) != ATTN_OK) {
+    if (attn_mha_cache_init(&cache, m, a->B, a->T, &err) != ATTN_OK) {
         fprintf(stderr, "attn bench: %s\n", err.msg);
-        goto done;
+        return 1;
     }
     attn_rng drop;
     attn_rng_seed(&drop, 1);
     const attn_forward_mode mode = {a->dropout > 0.0, &drop, a->stream};
-    for (int r = -a->warmup; r < a->repeat; r++) { /* r < 0 warms up */
+    int rc = 0;
+    for (int r = (int)-a->warmup; r < a->repeat; r++) { /* r < 0 warms up */
         const double t0 = attn_now_s();
-        if (attn_mha_forward(&m, x, a->B, a->T, y, &mode, &cache, &err) != ATTN_OK ||
-            (a->backward &&
-             attn_mha_backward(&m, x, a->B, a->T, dy, dx, &cache, &err) != ATTN_OK)) {
+        if (attn_mha_forward(m, x, a->B, a->T, y, &mode, &cache, &err) != ATTN_OK ||
+            (a->backward && attn_mha_backward(m, x, a->B, a->T, dy, dx, &cache, &err) != ATTN_OK)) {
             fprintf(stderr, "attn bench: %s\n", err.msg);
-            attn_attention_cache_free(&cache);
-            goto done;
+            rc = 1;
+            break;
         }
         if (r >= 0) t[r] = attn_now_s() - t0;
     }
-    const double N = (double)a->B * a->T, D = a->D;
-    const double proj = 8.0 * N * D * D, core = 2.0 * a->B * D * a->T * (a->T + 1.0);
-    const double flops = a->backward ? 3.0 * proj + 3.5 * core : proj + core;
-    const char *mode_name = a->backward
-                                ? (a->precision ? "forward+backward,bf16" : "forward+backward")
-                                : (a->precision ? "forward,bf16" : "forward");
-    print_case(a->reference ? "mha_reference" : "mha", a->B, a->T, a->D, a->H, mode_name,
-               a->threads, summarize(t, a->repeat), flops);
     attn_attention_cache_free(&cache);
-    rc = 0;
+    return rc;
+}
 
-    if (!a->reference && !a->mha_only) {
-        /* The attention kernel alone on the packed layout, same sizes. */
-        const int hd = a->D / a->H;
-        const size_t ld = 3 * (size_t)a->D, nq = (size_t)a->B * a->T;
-        float *qkv = random_floats(nq * ld, 9), *o = alloc_floats(n);
-        float *lse = malloc((size_t)a->B * a->H * a->T * sizeof(float));
-        float *dqkv = alloc_floats(nq * ld);
-        attn_flash_workspace ws = {0};
-        attn_flash_options opt = {a->threads, a->simd, a->block_q, a->block_k};
-        attn_flash_problem pb = {a->B, a->T, a->H, hd, qkv,          qkv + a->D, qkv + 2 * a->D,
-                                 ld,   ld,   ld,   o,  (size_t)a->D, lse,        NULL};
-        attn_flash_grads g = {dy, (size_t)a->D, dqkv, dqkv + a->D, dqkv + 2 * a->D, ld, ld, ld};
-        if (!qkv || !o || !lse || !dqkv) {
-            fprintf(stderr, "attn bench: out of memory\n");
+/* The attention kernel alone on the packed layout, same sizes (case=core). */
+static int bench_core(const bench_args *a, const float *dy, double *t, double core_flops) {
+    attn_error err;
+    const int B = (int)a->B, T = (int)a->T, D = (int)a->D, H = (int)a->H, hd = D / H;
+    const size_t ld = 3 * (size_t)D, nq = (size_t)B * T;
+    float *qkv = random_floats(nq * ld, 9), *o = alloc_floats(nq * D);
+    float *lse = malloc((size_t)B * H * T * sizeof(float)), *dqkv = alloc_floats(nq * ld);
+    attn_flash_workspace ws = {0};
+    attn_flash_options opt = {(int)a->threads, a->simd, (int)a->block_q, (int)a->block_k};
+    attn_flash_problem pb = {B,  T,  H,  hd, qkv,       qkv + D, qkv + 2 * D,
+                             ld, ld, ld, o,  (size_t)D, lse,     NULL};
+    attn_flash_grads g = {dy, (size_t)D, dqkv, dqkv + D, dqkv + 2 * D, ld, ld, ld};
+    int rc = 0;
+    if (!qkv || !o || !lse || !dqkv) {
+        fprintf(stderr, "attn bench: out of memory\n");
+        rc = 1;
+    } else
+        memset(dqkv, 0, nq * ld * sizeof(float));
+    for (int r = (int)-a->warmup; rc == 0 && r < a->repeat; r++) {
+        const double t0 = attn_now_s();
+        if (attn_flash_forward(&pb, &opt, &ws, &err) != ATTN_OK ||
+            (a->backward && attn_flash_backward(&pb, &g, &opt, &ws, &err) != ATTN_OK)) {
+            fprintf(stderr, "attn bench: %s\n", err.msg);
             rc = 1;
-        } else
-            memset(dqkv, 0, nq * ld * sizeof(float));
-        for (int r = -a->warmup; rc == 0 && r < a->repeat; r++) {
-            const double t0 = attn_now_s();
-            if (attn_flash_forward(&pb, &opt, &ws, &err) != ATTN_OK ||
-                (a->backward && attn_flash_backward(&pb, &g, &opt, &ws, &err) != ATTN_OK)) {
-                fprintf(stderr, "attn bench: %s\n", err.msg);
-                rc = 1;
-                break;
-            }
-            if (r >= 0) t[r] = attn_now_s() - t0;
-        }
-        if (rc == 0)
-            print_case("core", a->B, a->T, a->D, a->H, mode_name, a->threads,
-                       summarize(t, a->repeat), a->backward ? 3.5 * core : core);
-        attn_flash_workspace_free(&ws);
-        free(qkv), free(o), free(lse), free(dqkv);
+        } else if (r >= 0)
+            t[r] = attn_now_s() - t0;
+    }
+    if (rc == 0)
+        print_case("core", B, T, D, H, mode_name(a), (int)a->threads, summarize(t, (int)a->repeat),
+                   a->backward ? 3.5 * core_flops : core_flops);
+    attn_flash_workspace_free(&ws);
+    free(qkv), free(o), free(lse), free(dqkv);
+    return rc;
+}
+
+static int bench_mha(const bench_args *a) {
+    attn_mha m;
+    attn_bf16_gemm *bf16;
+    int rc = setup_mha(a, &m, &bf16);
+    if (rc) return rc;
+    const size_t n = (size_t)a->B * a->T * a->D;
+    float *x = random_floats(n, 7), *dy = random_floats(n, 8);
+    float *y = alloc_floats(n), *dx = alloc_floats(n);
+    double *t = malloc((size_t)a->repeat * sizeof(double));
+    rc = 1;
+    if (!x || !dy || !y || !dx || !t)
+        fprintf(stderr, "attn bench: out of memory\n");
+    else {
+        memset(dx, 0, n * sizeof(float));
+        rc = time_mha(a, &m, x, dy, y, dx, t);
+    }
+    const double N = (double)a->B * a->T, D = (double)a->D;
+    const double proj = 8.0 * N * D * D, core = 2.0 * a->B * D * a->T * (a->T + 1.0);
+    if (rc == 0)
+        print_case(a->reference ? "mha_reference" : "mha", a->B, a->T, a->D, a->H, mode_name(a),
+                   a->threads, summarize(t, a->repeat),
+                   a->backward ? 3.0 * proj + 3.5 * core : proj + core);
+    if (rc == 0 && !a->reference && !a->mha_only) {
+        rc = bench_core(a, dy, t, core);
         if (rc == 0) rc = bench_sgemm(a, "sgemm", a->B * a->T, 3 * a->D, a->D);
     }
-done:
     attn_mha_free(&m);
     attn_bf16_gemm_free(bf16);
     free(x), free(dy), free(y), free(dx), free(t);
     return rc;
 }
 
-int cmd_bench(int argc, char **argv) {
-    if (argc < 2 || strcmp(argv[1], "--help") == 0) {
-        bench_usage(argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
-    }
-    if (strcmp(argv[1], "train") == 0 || strcmp(argv[1], "generate") == 0)
-        return cmd_bench_model(argc - 1, argv + 1);
-    bench_args a = {0};
-    a.B = 8;
-    a.T = 1024;
-    a.D = 768;
-    a.H = 12;
-    a.repeat = 5;
-    a.warmup = 1;
-    a.stream = ATTN_STREAM_TORCH_MKL;
-    if (parse_args(argc, argv, &a) != 0) {
-        bench_usage(stderr);
+/* Names to values, and checks the table cannot make (CPU support, D % H). */
+static int resolve(bench_args *a, const char *which) {
+    attn_error err;
+    attn_dropout_stream_parse(a->rng, &a->stream); /* the table allows only valid names */
+    attn_precision_parse(a->precision_name, &a->precision, &err);
+    attn_simd_parse(a->simd_name, &a->simd);
+    if (!attn_simd_supported(a->simd)) {
+        fprintf(stderr, "attn bench: --simd %s is not supported on this CPU\n", a->simd_name);
         return 2;
     }
+    if (attn_precision_check(a->precision, &err)) {
+        fprintf(stderr, "attn bench: %s\n", err.msg);
+        return 2;
+    }
+    if (strcmp(which, "mha") == 0 && a->D % a->H != 0) {
+        fprintf(stderr, "attn bench: --d-model (%lld) must be divisible by --heads (%lld)\n", a->D,
+                a->H);
+        return 2;
+    }
+    return 0;
+}
+
+/* The benchmark named on the command line: mha or sgemm. */
+static const char *which_bench(const cli_parsed *p) {
+    const char *w = p->n_positional ? p->positional[0] : NULL;
+    if (w && (strcmp(w, "mha") == 0 || strcmp(w, "sgemm") == 0)) return w;
+    if (w)
+        fprintf(stderr, "attn bench: unknown benchmark '%s' (mha, sgemm, train or generate)\n", w);
+    else
+        fprintf(stderr, "attn bench: which benchmark? mha, sgemm, train or generate\n");
+    return NULL;
+}
+
+int cmd_bench(int argc, char **argv) {
+    if (argc > 1 && (strcmp(argv[1], "train") == 0 || strcmp(argv[1], "generate") == 0))
+        return cmd_bench_model(argc - 1, argv + 1);
+    bench_args a;
+    cli_parsed parsed;
+    int rc = cli_parse(&bench_cli, argc, argv, &a, &parsed);
+    if (rc) return rc == CLI_HELP ? 0 : rc;
+    const char *which = which_bench(&parsed);
+    if (!which) return 2;
+    if ((rc = resolve(&a, which))) return rc;
     if (a.threads <= 0) a.threads = attn_default_threads();
     /* One thread count everywhere. The fused path runs a single pool
      * (OpenMP; OpenBLAS single-threaded inside it, see attn/gemm.h); the
      * reference path lets OpenBLAS thread its own calls, as it was written. */
-    cli_use_threads(a.threads, a.reference ? a.threads : 1);
-    if (strcmp(argv[1], "sgemm") == 0) {
-        const int M = a.m ? a.m : a.B * a.T, N = a.n ? a.n : 3 * a.D, K = a.k ? a.k : a.D;
-        return bench_sgemm(&a, "sgemm", M, N, K);
-    }
-    if (strcmp(argv[1], "mha") != 0) {
-        fprintf(stderr, "attn bench: unknown benchmark '%s' (mha, sgemm, train or generate)\n",
-                argv[1]);
-        bench_usage(stderr);
-        return 2;
-    }
-    if (a.D % a.H != 0) {
-        fprintf(stderr, "attn bench: --d-model (%d) must be divisible by --heads (%d)\n", a.D, a.H);
-        return 2;
-    }
+    cli_use_threads((int)a.threads, a.reference ? (int)a.threads : 1);
+    if (strcmp(which, "sgemm") == 0)
+        return bench_sgemm(&a, "sgemm", a.m ? a.m : a.B * a.T, a.n ? a.n : 3 * a.D,
+                           a.k ? a.k : a.D);
     return bench_mha(&a);
 }

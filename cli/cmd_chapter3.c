@@ -29,6 +29,7 @@
 #include "attn/viz.h"
 #include "commands.h"
 #include "options.h"
+#include "threads.h"
 
 #define T_TOK 6 /* tokens in "Your journey starts with one step" */
 #define D_IN 3
@@ -610,9 +611,10 @@ static void mha_weight_splits(walk *w, const float *batch) {
 
 typedef struct ch3_opts {
     const char *rng, *figures;
+    long long threads;
 } ch3_opts;
 
-enum { CH3_RNG, CH3_FIGURES, CH3_OPT_COUNT };
+enum { CH3_RNG, CH3_FIGURES, CH3_THREADS, CH3_OPT_COUNT };
 
 static const char *const streams[] = {"torch-mkl", "torch-cpu", NULL};
 
@@ -628,12 +630,13 @@ static const cli_option ch3_opts_table[] = {
                      .help = "also write the chapter's matrices as SVG heatmaps, in\n"
                              "the book's order (DIR/01-attn-scores.svg ...), labelled\n"
                              "with the words, the printed values in the cells"},
+    [CH3_THREADS] = CLI_THREADS_OPTION(offsetof(ch3_opts, threads)),
 };
 CLI_TABLE_CHECK(ch3_opts_table, CH3_OPT_COUNT);
 
 const cli_command chapter3_cli = {
     "chapter3",
-    "attn chapter3 [--rng torch-mkl|torch-cpu] [--figures DIR]",
+    "attn chapter3 [--rng torch-mkl|torch-cpu] [--figures DIR] [--threads N]",
     "  Walks chapter 3 of \"Build a Large Language Model (From Scratch)\" and prints\n"
     "  each step's tensor as PyTorch 1.13 prints it, under a one-line caption.\n",
     ch3_opts_table,
@@ -650,6 +653,7 @@ int cmd_chapter3(int argc, char **argv) {
     if (rc) return rc == CLI_HELP ? 0 : rc;
     attn_dropout_stream_parse(o.rng, &w.stream); /* the table allows only valid names */
     w.figdir = o.figures;
+    cli_use_threads((int)o.threads, 1); /* the tables are the same for any count */
 
     if (w.figdir && mkdir(w.figdir, 0777) != 0 && errno != EEXIST) {
         fprintf(stderr, "attn chapter3: cannot create --figures directory '%s': %s\n", w.figdir,

@@ -22,7 +22,7 @@
 
 typedef struct viz_opts {
     const char *checkpoint, *prompt, *out, *svg;
-    long long layer, head, generate, top_k;
+    long long layer, head, generate, top_k, threads;
     double temperature;
     unsigned long long seed;
 } viz_opts;
@@ -38,6 +38,7 @@ enum {
     VIZ_SEED,
     VIZ_TEMPERATURE,
     VIZ_TOP_K,
+    VIZ_THREADS,
     VIZ_OPT_COUNT
 };
 
@@ -71,13 +72,14 @@ static const cli_option viz_opts_table[] = {
                          .help = "divide the logits by T; 0 = greedy"},
     [VIZ_TOP_K] = {"top-k", CLI_INT, "K", OFF(top_k), 0, 1000000, .def = "200",
                    .help = "sample among the K most likely (0 = all)"},
+    [VIZ_THREADS] = CLI_THREADS_OPTION(OFF(threads)),
 };
 CLI_TABLE_CHECK(viz_opts_table, VIZ_OPT_COUNT);
 
 const cli_command viz_cli = {
     "viz",
     "attn viz --checkpoint DIR --prompt TEXT [--generate N] [--seed N]\n"
-    "                [--temperature T] [--top-k K] --out FILE.html\n"
+    "                [--temperature T] [--top-k K] [--threads N] --out FILE.html\n"
     "       attn viz --checkpoint DIR --prompt TEXT --layer L --head H --svg FILE.svg",
     "  A checkpoint's attention on a prompt. Both outputs may be asked for at once.\n",
     viz_opts_table,
@@ -104,7 +106,7 @@ int cmd_viz(int argc, char **argv) {
         fprintf(stderr, "attn viz: --layer and --head choose the head of --svg FILE.svg\n");
         return 2;
     }
-    cli_use_threads(0, 1); /* one short sequence: tiny products */
+    cli_use_threads((int)o.threads, 1); /* one short sequence: tiny products */
     attn_error err;
     attn_error_clear(&err);
     attn_gpt model;

@@ -27,4 +27,8 @@ int cmd_forward_gpt(int argc, char **argv);
 /* `attn bench train|generate ...` (cli/bench_model.c); argv[0] is the case. */
 int cmd_bench_model(int argc, char **argv);
 
+/* The option tables of generate, forward, forward gpt and bench. */
+extern const cli_command generate_cli, forward_cli, forward_gpt_cli, bench_cli, bench_train_cli,
+    bench_generate_cli;
+
 #endif

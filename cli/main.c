@@ -26,7 +26,9 @@ static const command commands[] = {
 };
 
 /* The commands whose options come from a table (options.h). */
-static const cli_command *const tables[] = {&chapter3_cli, &rng_cli, &viz_cli, &info_cli};
+static const cli_command *const tables[] = {
+    &chapter3_cli, &rng_cli,         &viz_cli,   &info_cli,        &generate_cli,
+    &forward_cli,  &forward_gpt_cli, &bench_cli, &bench_train_cli, &bench_generate_cli};
 
 static void usage(FILE *out) {
     fprintf(out, "usage: attn <command> [options]\n\ncommands:\n");
@@ -52,8 +54,10 @@ static int runs_threads(int argc, char **argv) {
     for (size_t i = 0; i < sizeof heavy / sizeof heavy[0]; i++)
         if (strcmp(argv[1], heavy[i]) == 0) found = 1;
     if (!found) return 0;
-    for (int i = 2; i + 1 < argc; i++)
-        if (strcmp(argv[i], "--threads") == 0 && strcmp(argv[i + 1], "1") == 0) return 0;
+    for (int i = 2; i < argc; i++)
+        if (strcmp(argv[i], "--threads=1") == 0 ||
+            (i + 1 < argc && strcmp(argv[i], "--threads") == 0 && strcmp(argv[i + 1], "1") == 0))
+            return 0;
     const char *env = getenv("OMP_NUM_THREADS");
     return !(env && strcmp(env, "1") == 0);
 }

@@ -6,6 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+const char *const cli_device_choices[] = {"cpu", "cuda", NULL};
+const char *const cli_precision_choices[] = {"fp32", "bf16", NULL};
+const char *const cli_stream_choices[] = {"torch-mkl", "torch-cpu", NULL};
+
 #define FIELD(opts, o, T) ((T *)(void *)((char *)(opts) + (o)->offset))
 
 static int is_huge(double hi) {

@@ -18,6 +18,7 @@
 #ifndef ATTN_CLI_OPTIONS_H
 #define ATTN_CLI_OPTIONS_H
 
+#include <float.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -90,5 +91,23 @@ int cli_bad_value(const cli_command *cmd, const cli_option *o, const char *value
 /* Check a table's rows (names set, unique, sane ranges and defaults that parse);
  * 0 when fine, else prints what is wrong. Run by `attn --check-options`. */
 int cli_check_table(const cli_command *cmd);
+
+/* hi of a row with no upper bound: "an integer >= 0", "a number >= 0" (a
+ * CLI_FLOAT row still refuses inf). */
+#define CLI_NO_MAX DBL_MAX
+
+/* Choices several tables share, as attn/engine.h and attn/dropout.h name them
+ * (NULL-terminated): "cpu", "cuda"; "fp32", "bf16"; "torch-mkl", "torch-cpu". */
+extern const char *const cli_device_choices[];
+extern const char *const cli_precision_choices[];
+extern const char *const cli_stream_choices[];
+
+/* The `--threads N` row of every command that computes: a long long field at
+ * offset, 0 when not given (the default; see cli_use_threads, threads.h). */
+#define CLI_THREADS_MAX 4096
+#define CLI_THREADS_HELP                                                                           \
+    "OpenMP threads (default: OMP_NUM_THREADS, else the\nCPUs this process may use)"
+#define CLI_THREADS_OPTION(offset)                                                                 \
+    { "threads", CLI_INT, "N", (offset), 1, CLI_THREADS_MAX, .help = CLI_THREADS_HELP }
 
 #endif

@@ -6,6 +6,17 @@
 #include <string.h>
 
 #include "attn/gelu.h"
+#include "linear_step.h"
+
+/* The activation between the two Linears: the book's GELU (tanh). The
+ * forward, backward and step all go through these two. */
+static void act_forward(const float *x, float *y, size_t n) {
+    attn_gelu_forward(x, y, n);
+}
+
+static void act_backward_inplace(const float *x, float *d, size_t n) {
+    attn_gelu_backward_inplace(x, d, n);
+}
 
 attn_status attn_feedforward_init(attn_feedforward *ff, int C, attn_rng *rng, attn_error *err) {
     memset(ff, 0, sizeof *ff);
@@ -58,7 +69,7 @@ void attn_feedforward_cache_free(attn_feedforward_cache *cache) {
 void attn_feedforward_forward(const attn_feedforward *ff, const float *x, float *y, size_t N,
                               attn_feedforward_cache *cache) {
     attn_linear_forward(&ff->fc1, x, cache->h, N);
-    attn_gelu_forward(cache->h, cache->g, N * (size_t)ff->hidden);
+    act_forward(cache->h, cache->g, N * (size_t)ff->hidden);
     attn_linear_forward(&ff->fc2, cache->g, y, N);
 }
 
@@ -67,6 +78,29 @@ void attn_feedforward_backward(attn_feedforward *ff, const float *x, const float
     const size_t nh = N * (size_t)ff->hidden;
     memset(d_hidden, 0, nh * sizeof(float));
     attn_linear_backward(&ff->fc2, cache->g, dy, d_hidden, N);
-    attn_gelu_backward_inplace(cache->h, d_hidden, nh);
+    act_backward_inplace(cache->h, d_hidden, nh);
     attn_linear_backward(&ff->fc1, x, d_hidden, dx, N);
+}
+
+void attn_feedforward_step(const attn_feedforward *ff, const uint16_t *w_bf16, const float *x,
+                           float *hidden, float *y) {
+    const int H = ff->hidden;
+    const uint16_t *w2 = w_bf16 ? w_bf16 + (size_t)H * (size_t)ff->C : NULL;
+    /* fc1 then the activation on the same rows, while they are in cache. */
+#pragma omp for schedule(static)
+    for (int r = 0; r < H; r += ATTN_STEP_ROWS) {
+        const int r1 = r + ATTN_STEP_ROWS < H ? r + ATTN_STEP_ROWS : H;
+        attn_linear_rows(&ff->fc1, w_bf16, x, hidden, r, r1);
+        act_forward(hidden + r, hidden + r, (size_t)(r1 - r));
+    }
+    attn_linear_step(&ff->fc2, w2, hidden, y);
+}
+
+size_t attn_feedforward_bf16_numel(const attn_feedforward *ff) {
+    return 2 * (size_t)ff->hidden * (size_t)ff->C;
+}
+
+void attn_feedforward_bf16_copy(const attn_feedforward *ff, uint16_t *w) {
+    w += attn_linear_bf16_copy(&ff->fc1, w);
+    attn_linear_bf16_copy(&ff->fc2, w);
 }

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attn/cuda.h"
+
 void attn_generate_options_default(attn_generate_options *o) {
     memset(o, 0, sizeof *o);
     o->temperature = 0.8;
@@ -49,11 +51,32 @@ attn_status attn_generator_init(attn_generator *g, const attn_gpt *model, const 
     if (g->stop_len) memcpy(g->stop, o->stop, g->stop_len);
     g->stop[g->stop_len] = '\0';
     g->opt.stop = g->stop;
-    attn_status s = attn_gpt_kv_init(&g->cache, model, err);
-    if (!s && o->precision != ATTN_PRECISION_FP32)
-        s = attn_gpt_kv_set_precision(&g->cache, model, o->precision, err);
+    attn_status s;
+    if (o->device == ATTN_DEVICE_CUDA) {
+        if (!(g->gpu_logits = malloc((size_t)V * sizeof *g->gpu_logits)))
+            s = attn_fail(err, ATTN_ERR_NOMEM, "out of memory for the generator");
+        else
+            s = attn_cuda_gpt_create(&g->gpu, model, 1, ctx, o->precision, err);
+    } else {
+        s = attn_gpt_kv_init(&g->cache, model, err);
+        if (!s && o->precision != ATTN_PRECISION_FP32)
+            s = attn_gpt_kv_set_precision(&g->cache, model, o->precision, err);
+    }
     if (s) attn_generator_free(g);
     return s;
+}
+
+/* Run ids (n tokens) from position 0: the next token's logits are ready. */
+static attn_status prime(attn_generator *g, const int32_t *ids, int n, attn_error *err) {
+    if (!g->gpu) return attn_gpt_kv_prefill(g->model, &g->cache, ids, n, NULL, err);
+    attn_status s = attn_cuda_gpt_forward(g->gpu, ids, NULL, 1, n, NULL, NULL, err);
+    if (!s) s = attn_cuda_gpt_logits(g->gpu, (size_t)n - 1, 1, g->gpu_logits, err);
+    g->gpu_len = n;
+    return s;
+}
+
+static const float *current_logits(const attn_generator *g) {
+    return g->gpu ? g->gpu_logits : g->cache.logits;
 }
 
 attn_status attn_generator_prompt(attn_generator *g, const char *text, size_t n, attn_error *err) {
@@ -76,9 +99,7 @@ attn_status attn_generator_prompt(attn_generator *g, const char *text, size_t n,
     if ((s = attn_tokenizer_encode(g->tok, text, n, g->hist, &got, err))) return s;
     /* Only the last ctx prompt tokens are read. */
     int n_hist = (int)got, window = n_hist < ctx ? n_hist : ctx;
-    if ((s = attn_gpt_kv_prefill(g->model, &g->cache, g->hist + n_hist - window, window, NULL,
-                                 err)))
-        return s;
+    if ((s = prime(g, g->hist + n_hist - window, window, err))) return s;
     if (window < n_hist) memmove(g->hist, g->hist + n_hist - window, (size_t)window * 4);
     g->n_hist = window;
     g->pending = -1;
@@ -98,12 +119,13 @@ static attn_status feed(attn_generator *g, int32_t id, attn_error *err) {
         g->n_hist--;
     }
     g->hist[g->n_hist++] = id;
-    if (g->cache.len == g->cache.capacity) {
+    if (g->gpu ? g->gpu_len == ctx : g->cache.len == g->cache.capacity) {
         int keep = g->opt.window_keep ? g->opt.window_keep : (ctx / 2 > 0 ? ctx / 2 : 1);
         if (keep > g->n_hist) keep = g->n_hist;
-        return attn_gpt_kv_prefill(g->model, &g->cache, g->hist + g->n_hist - keep, keep, NULL,
-                                   err);
+        return prime(g, g->hist + g->n_hist - keep, keep, err);
     }
+    if (g->gpu) /* no cache there: rerun the window one token longer */
+        return prime(g, g->hist + g->n_hist - (g->gpu_len + 1), g->gpu_len + 1, err);
     return attn_gpt_kv_step(g->model, &g->cache, id, NULL, err);
 }
 
@@ -123,7 +145,7 @@ static attn_status ready(attn_generator *g, attn_error *err) {
 attn_status attn_generator_logits(attn_generator *g, const float **logits, attn_error *err) {
     attn_status s = ready(g, err);
     if (s) return s;
-    *logits = g->cache.logits;
+    *logits = current_logits(g);
     return ATTN_OK;
 }
 
@@ -132,7 +154,7 @@ attn_status attn_generator_next(attn_generator *g, int32_t *id, char *utf8, int 
     attn_status s = ready(g, err);
     if (s) return s;
     const int V = g->model->cfg.vocab_size;
-    const int t = attn_sample_next(g->cache.logits, V, g->opt.temperature, g->opt.top_k,
+    const int t = attn_sample_next(current_logits(g), V, g->opt.temperature, g->opt.top_k,
                                    g->opt.top_p, &g->rng, g->cand);
     g->pending = t;
     g->produced++;
@@ -158,6 +180,8 @@ attn_status attn_generator_next(attn_generator *g, int32_t *id, char *utf8, int 
 
 void attn_generator_free(attn_generator *g) {
     attn_gpt_kv_free(&g->cache);
+    attn_cuda_gpt_free(g->gpu);
+    free(g->gpu_logits);
     free(g->cand);
     free(g->hist);
     free(g->stop);

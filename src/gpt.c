@@ -9,6 +9,7 @@
 #include "attn/cross_entropy.h"
 #include "attn/gemm.h"
 #include "attn/residual.h"
+#include "gpt_block.h"
 #include "parallel.h"
 
 static attn_status add_params(attn_gpt *m, attn_error *err) {
@@ -16,17 +17,9 @@ static attn_status add_params(attn_gpt *m, attn_error *err) {
     char p[ATTN_PARAM_NAME_MAX];
     attn_status s = attn_embedding_params(&m->tok_emb, "tok_emb.", L, err);
     if (s == ATTN_OK) s = attn_embedding_params(&m->pos_emb, "pos_emb.", L, err);
-    /* TransformerBlock registers att, ff, norm1, norm2 in that order. */
     for (int i = 0; i < m->cfg.n_layers && s == ATTN_OK; i++) {
-        attn_gpt_block *b = &m->blocks[i];
-        snprintf(p, sizeof p, "trf_blocks.%d.att.", i);
-        s = attn_mha_params(&b->att, p, L, err);
-        snprintf(p, sizeof p, "trf_blocks.%d.ff.", i);
-        if (s == ATTN_OK) s = attn_feedforward_params(&b->ff, p, L, err);
-        snprintf(p, sizeof p, "trf_blocks.%d.norm1.", i);
-        if (s == ATTN_OK) s = attn_layernorm_params(&b->norm1, p, L, err);
-        snprintf(p, sizeof p, "trf_blocks.%d.norm2.", i);
-        if (s == ATTN_OK) s = attn_layernorm_params(&b->norm2, p, L, err);
+        snprintf(p, sizeof p, "trf_blocks.%d.", i);
+        s = attn_block_params(&m->blocks[i], p, L, err);
     }
     if (s == ATTN_OK) s = attn_layernorm_params(&m->final_norm, "final_norm.", L, err);
     if (s == ATTN_OK) s = attn_linear_params(&m->out_head, "out_head.", L, err);
@@ -47,14 +40,8 @@ attn_status attn_gpt_init(attn_gpt *m, const attn_gpt_config *cfg, attn_rng *rng
      * final_norm, out_head — the order the generator is consumed in. */
     s = attn_embedding_init(&m->tok_emb, cfg->vocab_size, C, rng, err);
     if (s == ATTN_OK) s = attn_embedding_init(&m->pos_emb, cfg->context_length, C, rng, err);
-    for (int i = 0; i < cfg->n_layers && s == ATTN_OK; i++) {
-        attn_gpt_block *b = &m->blocks[i];
-        s = attn_mha_init(&b->att, C, C, cfg->context_length, cfg->drop_rate, cfg->n_heads,
-                          cfg->qkv_bias, rng, err);
-        if (s == ATTN_OK) s = attn_feedforward_init(&b->ff, C, rng, err);
-        if (s == ATTN_OK) s = attn_layernorm_init(&b->norm1, C, err);
-        if (s == ATTN_OK) s = attn_layernorm_init(&b->norm2, C, err);
-    }
+    for (int i = 0; i < cfg->n_layers && s == ATTN_OK; i++)
+        s = attn_block_init(&m->blocks[i], cfg, rng, err);
     if (s == ATTN_OK) s = attn_layernorm_init(&m->final_norm, C, err);
     if (s == ATTN_OK) s = attn_linear_init(&m->out_head, C, cfg->vocab_size, 0, rng, err);
     if (s == ATTN_OK) s = add_params(m, err);
@@ -65,16 +52,9 @@ attn_status attn_gpt_init(attn_gpt *m, const attn_gpt_config *cfg, attn_rng *rng
 void attn_gpt_free(attn_gpt *m) {
     attn_embedding_free(&m->tok_emb);
     attn_embedding_free(&m->pos_emb);
-    if (m->blocks) {
-        for (int i = 0; i < m->cfg.n_layers; i++) {
-            attn_gpt_block *b = &m->blocks[i];
-            attn_mha_free(&b->att);
-            attn_feedforward_free(&b->ff);
-            attn_layernorm_free(&b->norm1);
-            attn_layernorm_free(&b->norm2);
-        }
-        free(m->blocks);
-    }
+    for (int i = 0; m->blocks && i < m->cfg.n_layers; i++)
+        attn_block_free(&m->blocks[i]);
+    free(m->blocks);
     attn_layernorm_free(&m->final_norm);
     attn_linear_free(&m->out_head);
     attn_param_list_free(&m->params);
@@ -83,13 +63,8 @@ void attn_gpt_free(attn_gpt *m) {
 }
 
 static void use_engine(attn_gpt *m, attn_bf16_gemm *g) {
-    for (int i = 0; i < m->cfg.n_layers; i++) {
-        attn_gpt_block *b = &m->blocks[i];
-        b->att.bf16 = g;
-        b->att.W_query.bf16 = b->att.W_key.bf16 = b->att.W_value.bf16 = g;
-        b->att.out_proj.bf16 = g;
-        b->ff.fc1.bf16 = b->ff.fc2.bf16 = g;
-    }
+    for (int i = 0; i < m->cfg.n_layers; i++)
+        attn_block_use_engine(&m->blocks[i], g);
     m->out_head.bf16 = g;
 }
 
@@ -128,26 +103,9 @@ static void *xmalloc(size_t n, size_t size, int *fail) {
 }
 
 void attn_gpt_acts_free(attn_gpt_acts *a) {
-    if (a->blocks) {
-        for (int l = 0; a->blocks && l < a->n_layers; l++) {
-            attn_gpt_block_acts *b = &a->blocks[l];
-            free(b->x_in);
-            free(b->ln1);
-            free(b->ln1_mean);
-            free(b->ln1_rstd);
-            attn_attention_cache_free(&b->att);
-            free(b->att_out);
-            free(b->keep1);
-            free(b->x_mid);
-            free(b->ln2);
-            free(b->ln2_mean);
-            free(b->ln2_rstd);
-            attn_feedforward_cache_free(&b->ff);
-            free(b->ff_out);
-            free(b->keep2);
-        }
-        free(a->blocks);
-    }
+    for (int l = 0; a->blocks && l < a->n_layers; l++)
+        attn_block_acts_free(&a->blocks[l]);
+    free(a->blocks);
     free(a->ids);
     free(a->targets);
     free(a->keep_emb);
@@ -185,23 +143,7 @@ attn_status attn_gpt_acts_init(attn_gpt_acts *a, const attn_gpt *m, int B, int T
     a->blocks = xmalloc((size_t)c->n_layers, sizeof *a->blocks, &fail);
     if (!fail) a->n_layers = c->n_layers;
     for (int l = 0; l < a->n_layers && !fail; l++) {
-        attn_gpt_block_acts *b = &a->blocks[l];
-        b->x_in = xmalloc(N * C, sizeof(float), &fail);
-        b->ln1 = xmalloc(N * C, sizeof(float), &fail);
-        b->ln1_mean = xmalloc(N, sizeof(float), &fail);
-        b->ln1_rstd = xmalloc(N, sizeof(float), &fail);
-        b->att_out = xmalloc(N * C, sizeof(float), &fail);
-        b->keep1 = xmalloc(N * C, 1, &fail);
-        b->x_mid = xmalloc(N * C, sizeof(float), &fail);
-        b->ln2 = xmalloc(N * C, sizeof(float), &fail);
-        b->ln2_mean = xmalloc(N, sizeof(float), &fail);
-        b->ln2_rstd = xmalloc(N, sizeof(float), &fail);
-        b->ff_out = xmalloc(N * C, sizeof(float), &fail);
-        b->keep2 = xmalloc(N * C, 1, &fail);
-        if (fail) break;
-        /* The MHA's own path decides the cache: no (B, heads, T, T) buffers on the fused path. */
-        attn_status s = attn_mha_cache_init(&b->att, &m->blocks[l].att, B, T, err);
-        if (s == ATTN_OK) s = attn_feedforward_cache_init(&b->ff, &m->blocks[l].ff, N, err);
+        attn_status s = attn_block_acts_init(&a->blocks[l], &m->blocks[l], B, T, err);
         if (s != ATTN_OK) {
             attn_gpt_acts_free(a);
             return s;
@@ -216,7 +158,7 @@ attn_status attn_gpt_acts_init(attn_gpt_acts *a, const attn_gpt *m, int B, int T
     a->d_resid = xmalloc(N * C, sizeof(float), &fail);
     a->d_tmp = xmalloc(N * C, sizeof(float), &fail);
     a->d_ln = xmalloc(N * C, sizeof(float), &fail);
-    a->d_hidden = xmalloc(N * 4 * C, sizeof(float), &fail);
+    a->d_hidden = xmalloc(N * (size_t)m->blocks[0].ff.hidden, sizeof(float), &fail);
     a->d_logits = xmalloc(N * V, sizeof(float), &fail);
     if (fail) {
         attn_gpt_acts_free(a);
@@ -253,41 +195,44 @@ static attn_status check_call(const attn_gpt *m, int B, int T, const attn_gpt_ac
     return ATTN_OK;
 }
 
+/* Row r of x += pos_emb[pos0 + r % T]. */
+static void add_pos(const attn_gpt *m, float *x, long r, int T, int pos0) {
+    const size_t C = (size_t)m->cfg.emb_dim, t = (size_t)pos0 + (size_t)r % (size_t)T;
+    float *row = x + (size_t)r * C;
+    const float *pe = m->pos_emb.weight + t * C;
+    for (size_t k = 0; k < C; k++)
+        row[k] += pe[k];
+}
+
+void attn_gpt_embed(const attn_gpt *m, const int32_t *ids, size_t N, int T, int pos0, float *x) {
+    attn_embedding_forward(&m->tok_emb, ids, x, N);
+    const long rows = (long)N;
+    /* Not even a one-thread region for a generated token. */
+    if (N * (size_t)m->cfg.emb_dim < ATTN_PAR_MIN) {
+        for (long r = 0; r < rows; r++)
+            add_pos(m, x, r, T, pos0);
+        return;
+    }
+#pragma omp parallel for schedule(static)
+    for (long r = 0; r < rows; r++)
+        add_pos(m, x, r, T, pos0);
+}
+
 /* Everything after ids/targets are copied and checked. */
 static attn_status forward_core(attn_gpt *m, int B, int T, const attn_forward_mode *mode,
                                 attn_gpt_acts *a, float *loss, attn_error *err) {
     const attn_gpt_config *c = &m->cfg;
     const size_t N = (size_t)B * (size_t)T, C = (size_t)c->emb_dim, V = (size_t)c->vocab_size;
-    const double p = c->drop_rate;
+    const attn_block_shape shape = {B, T, c->drop_rate};
 
-    /* x = tok_emb(ids) + pos_emb(arange(T)); drop_emb. */
     float *x = a->blocks[0].x_in;
-    attn_embedding_forward(&m->tok_emb, a->ids, x, N);
-    const long rows = (long)N;
-#pragma omp parallel for schedule(static) if (N * C >= ATTN_PAR_MIN)
-    for (long r = 0; r < rows; r++) {
-        const size_t t = (size_t)r % (size_t)T;
-        float *row = x + (size_t)r * C;
-        const float *pe = m->pos_emb.weight + t * C;
-        for (size_t k = 0; k < C; k++)
-            row[k] += pe[k];
-    }
-    int dropped = attn_dropout_forward_inplace(x, a->keep_emb, p, mode, N * C);
-
+    attn_gpt_embed(m, a->ids, N, T, 0, x);
+    int dropped = attn_dropout_forward_inplace(x, a->keep_emb, c->drop_rate, mode, N * C);
     for (int l = 0; l < c->n_layers; l++) {
-        attn_gpt_block *blk = &m->blocks[l];
-        attn_gpt_block_acts *ba = &a->blocks[l];
         float *x_out = l + 1 < c->n_layers ? a->blocks[l + 1].x_in : a->x_final;
-        attn_layernorm_forward(&blk->norm1, ba->x_in, ba->ln1, ba->ln1_mean, ba->ln1_rstd, N);
         attn_status s =
-            attn_mha_forward(&blk->att, ba->ln1, B, T, ba->att_out, mode, &ba->att, err);
+            attn_block_forward(&m->blocks[l], &a->blocks[l], &shape, mode, x_out, &dropped, err);
         if (s != ATTN_OK) return s;
-        dropped |= attn_residual_dropout_forward(ba->att_out, ba->x_in, ba->x_mid, ba->keep1, p,
-                                                 mode, N * C);
-        attn_layernorm_forward(&blk->norm2, ba->x_mid, ba->ln2, ba->ln2_mean, ba->ln2_rstd, N);
-        attn_feedforward_forward(&blk->ff, ba->ln2, ba->ff_out, N, &ba->ff);
-        dropped |=
-            attn_residual_dropout_forward(ba->ff_out, ba->x_mid, x_out, ba->keep2, p, mode, N * C);
     }
     a->dropout_used = dropped;
     attn_layernorm_forward(&m->final_norm, a->x_final, a->lnf, a->lnf_mean, a->lnf_rstd, N);
@@ -369,25 +314,12 @@ attn_status attn_gpt_backward(attn_gpt *m, attn_gpt_acts *a, float loss_scale, a
                             a->d_resid, N);
 
     /* d_resid holds d(loss)/d(residual stream) on the way down. */
+    const attn_block_shape shape = {B, T, p};
+    const attn_block_grads grads = {a->d_resid, a->d_tmp, a->d_ln, a->d_hidden};
     for (int l = c->n_layers - 1; l >= 0; l--) {
-        attn_gpt_block *blk = &m->blocks[l];
-        attn_gpt_block_acts *ba = &a->blocks[l];
-        /* x_out = x_mid + drop(ff(norm2(x_mid))) */
-        memset(a->d_tmp, 0, NC * sizeof(float));
-        attn_residual_dropout_backward(a->d_resid, ba->keep2, p, dropped, a->d_tmp, NC);
-        memset(a->d_ln, 0, NC * sizeof(float));
-        attn_feedforward_backward(&blk->ff, ba->ln2, a->d_tmp, a->d_ln, N, &ba->ff, a->d_hidden);
-        attn_layernorm_backward(&blk->norm2, ba->x_mid, ba->ln2_mean, ba->ln2_rstd, a->d_ln,
-                                a->d_resid, N);
-        /* x_mid = x_in + drop(att(norm1(x_in))) */
-        memset(a->d_tmp, 0, NC * sizeof(float));
-        attn_residual_dropout_backward(a->d_resid, ba->keep1, p, dropped, a->d_tmp, NC);
-        memset(a->d_ln, 0, NC * sizeof(float));
         attn_status s =
-            attn_mha_backward(&blk->att, ba->ln1, B, T, a->d_tmp, a->d_ln, &ba->att, err);
+            attn_block_backward(&m->blocks[l], &a->blocks[l], &shape, dropped, &grads, err);
         if (s != ATTN_OK) return s;
-        attn_layernorm_backward(&blk->norm1, ba->x_in, ba->ln1_mean, ba->ln1_rstd, a->d_ln,
-                                a->d_resid, N);
     }
     /* drop_emb, then the two embedding tables. */
     if (dropped) {

@@ -1,4 +1,6 @@
-/* One handle over every chapter-3 module (see attn/module.h). */
+/* One handle over every chapter-3 module (see attn/module.h): one row per
+ * kind in kinds[] says what the kind is and how it is created, run, cached
+ * and freed; the attn_module_* functions only dispatch through it. */
 #include "attn/module.h"
 
 #include <stdlib.h>
@@ -33,21 +35,282 @@ struct attn_module {
     attn_seed004_mha_cache s4c;
 };
 
-static const char *const kind_names[] = {[ATTN_MODULE_SELF_ATTENTION_V1] = "self-attention-v1",
-                                         [ATTN_MODULE_SELF_ATTENTION_V2] = "self-attention-v2",
-                                         [ATTN_MODULE_CAUSAL_ATTENTION] = "causal-attention",
-                                         [ATTN_MODULE_MHA_WRAPPER] = "mha-wrapper",
-                                         [ATTN_MODULE_MHA] = "mha",
-                                         [ATTN_MODULE_ATTENTION_HEAD] = "attention-head",
-                                         [ATTN_MODULE_SEED004_MHA] = "seed004-mha"};
-#define N_KINDS ((int)(sizeof kind_names / sizeof kind_names[0]))
-/* A new kind needs its name here (and a case in each switch: -Wswitch). */
-_Static_assert(N_KINDS == ATTN_MODULE_KIND_COUNT, "kind_names has a name for every module kind");
+typedef struct kind_row {
+    attn_module_kind_info info;
+    /* Checks of this kind's own beyond the shared ones (NULL: none). */
+    attn_status (*check)(const attn_module_config *c, const char *k, attn_error *err);
+    attn_status (*init)(attn_module *m, attn_rng *rng, attn_error *err); /* weights + params */
+    void (*free)(attn_module *m);
+    attn_status (*cache_init)(attn_module *m, int B, int T, attn_error *err);
+    void (*cache_free)(attn_module *m);
+    attn_status (*forward)(attn_module *m, const float *x, int B, int T, float *y,
+                           const attn_forward_mode *mode, attn_error *err);
+    attn_status (*backward)(attn_module *m, const float *x, int B, int T, const float *dy,
+                            float *dx, attn_error *err);
+    /* What forward saved (index = head or 0); NULL: the kind keeps none. */
+    const attn_attention_cache *(*attention_cache)(const attn_module *m, int index);
+} kind_row;
+
+#define MODULE_FORWARD_ARGS                                                                        \
+    attn_module *m, const float *x, int B, int T, float *y, const attn_forward_mode *mode,         \
+        attn_error *err
+#define MODULE_BACKWARD_ARGS                                                                       \
+    attn_module *m, const float *x, int B, int T, const float *dy, float *dx, attn_error *err
+
+/* --- SelfAttention_v1 / v2: one (T, d_in) sequence, no mask, no dropout --- */
+
+static attn_status v1_init(attn_module *m, attn_rng *rng, attn_error *err) {
+    attn_status s = attn_sa_v1_init(&m->u.v1, m->cfg.d_in, m->cfg.d_out, rng, err);
+    return s ? s : attn_sa_v1_params(&m->u.v1, "", &m->params, err);
+}
+static void v1_free(attn_module *m) {
+    attn_sa_v1_free(&m->u.v1);
+}
+static attn_status v1_forward(MODULE_FORWARD_ARGS) {
+    (void)B, (void)mode;
+    return attn_sa_v1_forward(&m->u.v1, x, T, y, &m->sa, err);
+}
+static attn_status v1_backward(MODULE_BACKWARD_ARGS) {
+    (void)B;
+    return attn_sa_v1_backward(&m->u.v1, x, T, dy, dx, &m->sa, err);
+}
+static attn_status v2_init(attn_module *m, attn_rng *rng, attn_error *err) {
+    const attn_module_config *c = &m->cfg;
+    attn_status s = attn_sa_v2_init(&m->u.v2, c->d_in, c->d_out, c->qkv_bias, rng, err);
+    return s ? s : attn_sa_v2_params(&m->u.v2, "", &m->params, err);
+}
+static void v2_free(attn_module *m) {
+    attn_sa_v2_free(&m->u.v2);
+}
+static attn_status v2_forward(MODULE_FORWARD_ARGS) {
+    (void)B, (void)mode;
+    return attn_sa_v2_forward(&m->u.v2, x, T, y, &m->sa, err);
+}
+static attn_status v2_backward(MODULE_BACKWARD_ARGS) {
+    (void)B;
+    return attn_sa_v2_backward(&m->u.v2, x, T, dy, dx, &m->sa, err);
+}
+static attn_status sa_cache_init(attn_module *m, int B, int T, attn_error *err) {
+    (void)B;
+    return attn_sa_cache_init(&m->sa, T, m->cfg.d_out, err);
+}
+static void sa_cache_free(attn_module *m) {
+    attn_sa_cache_free(&m->sa);
+}
+
+/* --- CausalAttention and MultiHeadAttention: one attention cache --------- */
+
+static attn_status causal_init(attn_module *m, attn_rng *rng, attn_error *err) {
+    const attn_module_config *c = &m->cfg;
+    attn_status s = attn_causal_attention_init(&m->u.ca, c->d_in, c->d_out, c->context_length,
+                                               c->dropout, c->qkv_bias, rng, err);
+    return s ? s : attn_causal_attention_params(&m->u.ca, "", &m->params, err);
+}
+static void causal_free(attn_module *m) {
+    attn_causal_attention_free(&m->u.ca);
+}
+static attn_status causal_cache_init(attn_module *m, int B, int T, attn_error *err) {
+    return attn_attention_cache_init(&m->ac, B, T, 1, m->cfg.d_out, err);
+}
+static attn_status causal_forward(MODULE_FORWARD_ARGS) {
+    return attn_causal_attention_forward(&m->u.ca, x, B, T, y, mode, &m->ac, err);
+}
+static attn_status causal_backward(MODULE_BACKWARD_ARGS) {
+    return attn_causal_attention_backward(&m->u.ca, x, B, T, dy, dx, &m->ac, err);
+}
+static const attn_attention_cache *causal_saved(const attn_module *m, int index) {
+    return index == 0 ? &m->ac : NULL;
+}
+static void ac_cache_free(attn_module *m) {
+    attn_attention_cache_free(&m->ac);
+}
+
+static attn_status mha_check(const attn_module_config *c, const char *k, attn_error *err) {
+    if (c->d_out % c->num_heads != 0)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "%s: d_out (%d) must be divisible by num_heads (%d)", k, c->d_out,
+                         c->num_heads);
+    return ATTN_OK;
+}
+static attn_status mha_init(attn_module *m, attn_rng *rng, attn_error *err) {
+    const attn_module_config *c = &m->cfg;
+    attn_status s = attn_mha_init(&m->u.mha, c->d_in, c->d_out, c->context_length, c->dropout,
+                                  c->num_heads, c->qkv_bias, rng, err);
+    return s ? s : attn_mha_params(&m->u.mha, "", &m->params, err);
+}
+static void mha_free(attn_module *m) {
+    attn_mha_free(&m->u.mha);
+}
+static attn_status mha_cache_init(attn_module *m, int B, int T, attn_error *err) {
+    return attn_attention_cache_init(&m->ac, B, T, m->cfg.num_heads, m->cfg.d_out, err);
+}
+static attn_status mha_forward(MODULE_FORWARD_ARGS) {
+    return attn_mha_forward(&m->u.mha, x, B, T, y, mode, &m->ac, err);
+}
+static attn_status mha_backward(MODULE_BACKWARD_ARGS) {
+    return attn_mha_backward(&m->u.mha, x, B, T, dy, dx, &m->ac, err);
+}
+static const attn_attention_cache *mha_saved(const attn_module *m, int index) {
+    if (index != 0) return NULL;
+    /* The fused path keeps its mask compact; spell it out for inspection. */
+    if (m->u.mha.path == ATTN_MHA_FUSED && m->ac.fused && m->ac.dropout_applied && m->ac.keep)
+        attn_flash_dropout_expand(&m->ac.fused->drop, m->ac.keep);
+    return &m->ac;
+}
+
+/* --- MultiHeadAttentionWrapper: one CausalAttention per head ------------ */
+
+static attn_status wrap_init(attn_module *m, attn_rng *rng, attn_error *err) {
+    const attn_module_config *c = &m->cfg;
+    attn_status s = attn_mha_wrapper_init(&m->u.wrap, c->d_in, c->d_out, c->context_length,
+                                          c->dropout, c->num_heads, c->qkv_bias, rng, err);
+    return s ? s : attn_mha_wrapper_params(&m->u.wrap, "", &m->params, err);
+}
+static void wrap_free(attn_module *m) {
+    attn_mha_wrapper_free(&m->u.wrap);
+}
+static attn_status wrap_cache_init(attn_module *m, int B, int T, attn_error *err) {
+    return attn_mha_wrapper_cache_init(&m->wc, &m->u.wrap, B, T, err);
+}
+static void wrap_cache_free(attn_module *m) {
+    attn_mha_wrapper_cache_free(&m->wc);
+}
+static attn_status wrap_forward(MODULE_FORWARD_ARGS) {
+    return attn_mha_wrapper_forward(&m->u.wrap, x, B, T, y, mode, &m->wc, err);
+}
+static attn_status wrap_backward(MODULE_BACKWARD_ARGS) {
+    return attn_mha_wrapper_backward(&m->u.wrap, x, B, T, dy, dx, &m->wc, err);
+}
+static const attn_attention_cache *wrap_saved(const attn_module *m, int index) {
+    return index < m->cfg.num_heads ? &m->wc.heads[index] : NULL;
+}
+
+/* --- Seed 004's AttentionHead and MultiHeadAttention --------------------- */
+
+static attn_status head_init(attn_module *m, attn_rng *rng, attn_error *err) {
+    const attn_module_config *c = &m->cfg;
+    attn_status s = attn_seed004_head_init(&m->u.head, c->d_in, c->d_out, c->context_length,
+                                           c->dropout, c->qkv_bias, rng, err);
+    return s ? s : attn_seed004_head_params(&m->u.head, "", &m->params, err);
+}
+static void head_free(attn_module *m) {
+    attn_seed004_head_free(&m->u.head);
+}
+static attn_status head_cache_init(attn_module *m, int B, int T, attn_error *err) {
+    return attn_seed004_head_cache_init(&m->hc, &m->u.head, B, T, err);
+}
+static void head_cache_free(attn_module *m) {
+    attn_seed004_head_cache_free(&m->hc);
+}
+static attn_status head_forward(MODULE_FORWARD_ARGS) {
+    return attn_seed004_head_forward(&m->u.head, x, B, T, y, mode, &m->hc, err);
+}
+static attn_status head_backward(MODULE_BACKWARD_ARGS) {
+    return attn_seed004_head_backward(&m->u.head, x, B, T, dy, dx, &m->hc, err);
+}
+
+static attn_status s4_check(const attn_module_config *c, const char *k, attn_error *err) {
+    if (c->d_out != c->d_in)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "%s: d_out (%d) must equal d_in = embedding_dim (%d)", k, c->d_out,
+                         c->d_in);
+    if (c->d_in % c->num_heads != 0)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "%s: embedding_dim (%d) must be divisible by heads_num (%d)", k, c->d_in,
+                         c->num_heads);
+    return ATTN_OK;
+}
+static attn_status s4_init(attn_module *m, attn_rng *rng, attn_error *err) {
+    const attn_module_config *c = &m->cfg;
+    attn_status s = attn_seed004_mha_init(&m->u.s4, c->d_in, c->num_heads, c->context_length,
+                                          c->dropout, c->qkv_bias, rng, err);
+    return s ? s : attn_seed004_mha_params(&m->u.s4, "", &m->params, err);
+}
+static void s4_free(attn_module *m) {
+    attn_seed004_mha_free(&m->u.s4);
+}
+static attn_status s4_cache_init(attn_module *m, int B, int T, attn_error *err) {
+    return attn_seed004_mha_cache_init(&m->s4c, &m->u.s4, B, T, err);
+}
+static void s4_cache_free(attn_module *m) {
+    attn_seed004_mha_cache_free(&m->s4c);
+}
+static attn_status s4_forward(MODULE_FORWARD_ARGS) {
+    return attn_seed004_mha_forward(&m->u.s4, x, B, T, y, mode, &m->s4c, err);
+}
+static attn_status s4_backward(MODULE_BACKWARD_ARGS) {
+    return attn_seed004_mha_backward(&m->u.s4, x, B, T, dy, dx, &m->s4c, err);
+}
+
+/* --- The table ------------------------------------------------------------ */
+
+enum {
+    CAUSAL = ATTN_MODULE_USES_CONTEXT | ATTN_MODULE_USES_DROPOUT | ATTN_MODULE_USES_QKV_BIAS,
+    HEADS = ATTN_MODULE_USES_HEADS,
+};
+
+/* One row per kind, at its enum value: what it is (info), then how it runs. */
+#define INFO(KIND, NAME, SUMMARY, RANK, USES, PER_HEAD)                                            \
+    .info = {ATTN_MODULE_##KIND, NAME, SUMMARY, RANK, USES, PER_HEAD}
+static const kind_row kinds[] = {
+    [ATTN_MODULE_SELF_ATTENTION_V1] = {INFO(SELF_ATTENTION_V1, "self-attention-v1",
+                                            "SelfAttention_v1 (raw W_query/W_key/W_value)", 2, 0,
+                                            0),
+                                       .init = v1_init, .free = v1_free,
+                                       .cache_init = sa_cache_init, .cache_free = sa_cache_free,
+                                       .forward = v1_forward, .backward = v1_backward},
+    [ATTN_MODULE_SELF_ATTENTION_V2] = {INFO(SELF_ATTENTION_V2, "self-attention-v2",
+                                            "SelfAttention_v2 (nn.Linear projections)", 2,
+                                            ATTN_MODULE_USES_QKV_BIAS, 0),
+                                       .init = v2_init, .free = v2_free,
+                                       .cache_init = sa_cache_init, .cache_free = sa_cache_free,
+                                       .forward = v2_forward, .backward = v2_backward},
+    [ATTN_MODULE_CAUSAL_ATTENTION] = {INFO(CAUSAL_ATTENTION, "causal-attention", "CausalAttention",
+                                           3, CAUSAL, 0),
+                                      .init = causal_init, .free = causal_free,
+                                      .cache_init = causal_cache_init, .cache_free = ac_cache_free,
+                                      .forward = causal_forward, .backward = causal_backward,
+                                      .attention_cache = causal_saved},
+    [ATTN_MODULE_MHA_WRAPPER] = {INFO(MHA_WRAPPER, "mha-wrapper",
+                                      "MultiHeadAttentionWrapper (--heads heads of d_out)", 3,
+                                      CAUSAL | HEADS, 1),
+                                 .init = wrap_init, .free = wrap_free,
+                                 .cache_init = wrap_cache_init, .cache_free = wrap_cache_free,
+                                 .forward = wrap_forward, .backward = wrap_backward,
+                                 .attention_cache = wrap_saved},
+    [ATTN_MODULE_MHA] = {INFO(MHA, "mha", "MultiHeadAttention (weight splits + out_proj)", 3,
+                              CAUSAL | HEADS, 0),
+                         .check = mha_check, .init = mha_init, .free = mha_free,
+                         .cache_init = mha_cache_init, .cache_free = ac_cache_free,
+                         .forward = mha_forward, .backward = mha_backward,
+                         .attention_cache = mha_saved},
+    [ATTN_MODULE_ATTENTION_HEAD] = {INFO(ATTENTION_HEAD, "attention-head",
+                                         "seed 004's AttentionHead (--d-out = head_size)", 3,
+                                         CAUSAL, 0),
+                                    .init = head_init, .free = head_free,
+                                    .cache_init = head_cache_init, .cache_free = head_cache_free,
+                                    .forward = head_forward, .backward = head_backward},
+    [ATTN_MODULE_SEED004_MHA] =
+        {INFO(SEED004_MHA, "seed004-mha",
+              "seed 004's MultiHeadAttention (heads.i + linear; --d-out = d_in)", 3, CAUSAL | HEADS,
+              0),
+         .check = s4_check, .init = s4_init, .free = s4_free, .cache_init = s4_cache_init,
+         .cache_free = s4_cache_free, .forward = s4_forward, .backward = s4_backward},
+};
+#undef INFO
+#define N_KINDS ((int)(sizeof kinds / sizeof kinds[0]))
+/* A new kind adds one row here (designated by its enum value). */
+_Static_assert(sizeof kinds / sizeof kinds[0] == ATTN_MODULE_KIND_COUNT,
+               "kinds[] has a row for every module kind");
+
+const attn_module_kind_info *attn_module_kind_get(attn_module_kind kind) {
+    return (int)kind >= 0 && (int)kind < N_KINDS ? &kinds[kind].info : NULL;
+}
 
 int attn_module_kind_parse(const char *name, attn_module_kind *out) {
     if (!name) return -1;
     for (int i = 0; i < N_KINDS; i++)
-        if (strcmp(name, kind_names[i]) == 0) {
+        if (strcmp(name, kinds[i].info.name) == 0) {
             *out = (attn_module_kind)i;
             return 0;
         }
@@ -55,46 +318,32 @@ int attn_module_kind_parse(const char *name, attn_module_kind *out) {
 }
 
 const char *attn_module_kind_name(attn_module_kind kind) {
-    return (int)kind >= 0 && (int)kind < N_KINDS ? kind_names[kind] : "unknown";
+    const attn_module_kind_info *k = attn_module_kind_get(kind);
+    return k ? k->name : "unknown";
 }
 
 attn_status attn_module_config_validate(const attn_module_config *cfg, attn_error *err) {
-    if ((int)cfg->kind < 0 || (int)cfg->kind >= N_KINDS)
+    const attn_module_kind_info *info = attn_module_kind_get(cfg->kind);
+    if (!info)
         return attn_fail(err, ATTN_ERR_INVALID_ARG, "unknown module kind %d", (int)cfg->kind);
-    const char *k = kind_names[cfg->kind];
+    const char *k = info->name;
     if (cfg->d_in <= 0)
         return attn_fail(err, ATTN_ERR_INVALID_ARG, "%s: d_in must be > 0, got %d", k, cfg->d_in);
     if (cfg->d_out <= 0)
         return attn_fail(err, ATTN_ERR_INVALID_ARG, "%s: d_out must be > 0, got %d", k, cfg->d_out);
-    const int causal = cfg->kind == ATTN_MODULE_CAUSAL_ATTENTION ||
-                       cfg->kind == ATTN_MODULE_MHA_WRAPPER || cfg->kind == ATTN_MODULE_MHA ||
-                       cfg->kind == ATTN_MODULE_ATTENTION_HEAD ||
-                       cfg->kind == ATTN_MODULE_SEED004_MHA;
-    const int multi = cfg->kind == ATTN_MODULE_MHA_WRAPPER || cfg->kind == ATTN_MODULE_MHA ||
-                      cfg->kind == ATTN_MODULE_SEED004_MHA;
-    if (multi && cfg->num_heads <= 0)
+    if ((info->uses & ATTN_MODULE_USES_HEADS) && cfg->num_heads <= 0)
         return attn_fail(err, ATTN_ERR_INVALID_ARG, "%s: num_heads must be > 0, got %d", k,
                          cfg->num_heads);
-    if (cfg->kind == ATTN_MODULE_MHA && cfg->d_out % cfg->num_heads != 0)
-        return attn_fail(err, ATTN_ERR_INVALID_ARG,
-                         "%s: d_out (%d) must be divisible by num_heads (%d)", k, cfg->d_out,
-                         cfg->num_heads);
-    if (cfg->kind == ATTN_MODULE_SEED004_MHA && cfg->d_out != cfg->d_in)
-        return attn_fail(err, ATTN_ERR_INVALID_ARG,
-                         "%s: d_out (%d) must equal d_in = embedding_dim (%d)", k, cfg->d_out,
-                         cfg->d_in);
-    if (cfg->kind == ATTN_MODULE_SEED004_MHA && cfg->d_in % cfg->num_heads != 0)
-        return attn_fail(err, ATTN_ERR_INVALID_ARG,
-                         "%s: embedding_dim (%d) must be divisible by heads_num (%d)", k, cfg->d_in,
-                         cfg->num_heads);
-    if (causal && cfg->context_length <= 0)
+    attn_status s = kinds[cfg->kind].check ? kinds[cfg->kind].check(cfg, k, err) : ATTN_OK;
+    if (s) return s;
+    if ((info->uses & ATTN_MODULE_USES_CONTEXT) && cfg->context_length <= 0)
         return attn_fail(err, ATTN_ERR_INVALID_ARG, "%s: context_length must be > 0, got %d", k,
                          cfg->context_length);
-    if (causal) return attn_check_dropout(cfg->dropout, k, err);
+    if (info->uses & ATTN_MODULE_USES_DROPOUT) return attn_check_dropout(cfg->dropout, k, err);
     if (cfg->dropout != 0.0)
         return attn_fail(err, ATTN_ERR_INVALID_ARG, "%s has no dropout (got dropout %g)", k,
                          cfg->dropout);
-    if (cfg->kind == ATTN_MODULE_SELF_ATTENTION_V1 && cfg->qkv_bias)
+    if (!(info->uses & ATTN_MODULE_USES_QKV_BIAS) && cfg->qkv_bias)
         return attn_fail(err, ATTN_ERR_INVALID_ARG,
                          "%s has raw weight matrices and no bias (qkv_bias must be off)", k);
     return ATTN_OK;
@@ -109,41 +358,7 @@ attn_status attn_module_create(const attn_module_config *cfg, attn_rng *rng, att
     if (!m) return attn_fail(err, ATTN_ERR_NOMEM, "out of memory creating a module");
     m->cfg = *cfg;
     attn_param_list_init(&m->params);
-    switch (cfg->kind) {
-    case ATTN_MODULE_SELF_ATTENTION_V1:
-        st = attn_sa_v1_init(&m->u.v1, cfg->d_in, cfg->d_out, rng, err);
-        if (st == ATTN_OK) st = attn_sa_v1_params(&m->u.v1, "", &m->params, err);
-        break;
-    case ATTN_MODULE_SELF_ATTENTION_V2:
-        st = attn_sa_v2_init(&m->u.v2, cfg->d_in, cfg->d_out, cfg->qkv_bias, rng, err);
-        if (st == ATTN_OK) st = attn_sa_v2_params(&m->u.v2, "", &m->params, err);
-        break;
-    case ATTN_MODULE_CAUSAL_ATTENTION:
-        st = attn_causal_attention_init(&m->u.ca, cfg->d_in, cfg->d_out, cfg->context_length,
-                                        cfg->dropout, cfg->qkv_bias, rng, err);
-        if (st == ATTN_OK) st = attn_causal_attention_params(&m->u.ca, "", &m->params, err);
-        break;
-    case ATTN_MODULE_MHA_WRAPPER:
-        st = attn_mha_wrapper_init(&m->u.wrap, cfg->d_in, cfg->d_out, cfg->context_length,
-                                   cfg->dropout, cfg->num_heads, cfg->qkv_bias, rng, err);
-        if (st == ATTN_OK) st = attn_mha_wrapper_params(&m->u.wrap, "", &m->params, err);
-        break;
-    case ATTN_MODULE_MHA:
-        st = attn_mha_init(&m->u.mha, cfg->d_in, cfg->d_out, cfg->context_length, cfg->dropout,
-                           cfg->num_heads, cfg->qkv_bias, rng, err);
-        if (st == ATTN_OK) st = attn_mha_params(&m->u.mha, "", &m->params, err);
-        break;
-    case ATTN_MODULE_ATTENTION_HEAD:
-        st = attn_seed004_head_init(&m->u.head, cfg->d_in, cfg->d_out, cfg->context_length,
-                                    cfg->dropout, cfg->qkv_bias, rng, err);
-        if (st == ATTN_OK) st = attn_seed004_head_params(&m->u.head, "", &m->params, err);
-        break;
-    case ATTN_MODULE_SEED004_MHA:
-        st = attn_seed004_mha_init(&m->u.s4, cfg->d_in, cfg->num_heads, cfg->context_length,
-                                   cfg->dropout, cfg->qkv_bias, rng, err);
-        if (st == ATTN_OK) st = attn_seed004_mha_params(&m->u.s4, "", &m->params, err);
-        break;
-    }
+    st = kinds[cfg->kind].init(m, rng, err);
     if (st != ATTN_OK) {
         attn_module_destroy(m);
         return st;
@@ -154,15 +369,7 @@ attn_status attn_module_create(const attn_module_config *cfg, attn_rng *rng, att
 
 static void free_caches(attn_module *m) {
     if (!m->have_cache) return;
-    switch (m->cfg.kind) {
-    case ATTN_MODULE_SELF_ATTENTION_V1:
-    case ATTN_MODULE_SELF_ATTENTION_V2: attn_sa_cache_free(&m->sa); break;
-    case ATTN_MODULE_CAUSAL_ATTENTION:
-    case ATTN_MODULE_MHA: attn_attention_cache_free(&m->ac); break;
-    case ATTN_MODULE_MHA_WRAPPER: attn_mha_wrapper_cache_free(&m->wc); break;
-    case ATTN_MODULE_ATTENTION_HEAD: attn_seed004_head_cache_free(&m->hc); break;
-    case ATTN_MODULE_SEED004_MHA: attn_seed004_mha_cache_free(&m->s4c); break;
-    }
+    kinds[m->cfg.kind].cache_free(m);
     m->have_cache = 0;
     m->have_forward = 0;
 }
@@ -170,15 +377,7 @@ static void free_caches(attn_module *m) {
 void attn_module_destroy(attn_module *m) {
     if (!m) return;
     free_caches(m);
-    switch (m->cfg.kind) {
-    case ATTN_MODULE_SELF_ATTENTION_V1: attn_sa_v1_free(&m->u.v1); break;
-    case ATTN_MODULE_SELF_ATTENTION_V2: attn_sa_v2_free(&m->u.v2); break;
-    case ATTN_MODULE_CAUSAL_ATTENTION: attn_causal_attention_free(&m->u.ca); break;
-    case ATTN_MODULE_MHA_WRAPPER: attn_mha_wrapper_free(&m->u.wrap); break;
-    case ATTN_MODULE_MHA: attn_mha_free(&m->u.mha); break;
-    case ATTN_MODULE_ATTENTION_HEAD: attn_seed004_head_free(&m->u.head); break;
-    case ATTN_MODULE_SEED004_MHA: attn_seed004_mha_free(&m->u.s4); break;
-    }
+    kinds[m->cfg.kind].free(m);
     attn_param_list_free(&m->params);
     free(m);
 }
@@ -188,7 +387,7 @@ const attn_module_config *attn_module_get_config(const attn_module *m) {
 }
 
 int attn_module_out_dim(const attn_module *m) {
-    return m->cfg.kind == ATTN_MODULE_MHA_WRAPPER ? m->cfg.num_heads * m->cfg.d_out : m->cfg.d_out;
+    return kinds[m->cfg.kind].info.out_per_head ? m->cfg.num_heads * m->cfg.d_out : m->cfg.d_out;
 }
 
 const attn_param_list *attn_module_params(const attn_module *m) {
@@ -198,28 +397,7 @@ const attn_param_list *attn_module_params(const attn_module *m) {
 static attn_status ensure_cache(attn_module *m, int B, int T, attn_error *err) {
     if (m->have_cache && m->B == B && m->T == T) return ATTN_OK;
     free_caches(m);
-    attn_status st = ATTN_OK;
-    switch (m->cfg.kind) {
-    case ATTN_MODULE_SELF_ATTENTION_V1:
-    case ATTN_MODULE_SELF_ATTENTION_V2:
-        st = attn_sa_cache_init(&m->sa, T, m->cfg.d_out, err);
-        break;
-    case ATTN_MODULE_CAUSAL_ATTENTION:
-        st = attn_attention_cache_init(&m->ac, B, T, 1, m->cfg.d_out, err);
-        break;
-    case ATTN_MODULE_MHA:
-        st = attn_attention_cache_init(&m->ac, B, T, m->cfg.num_heads, m->cfg.d_out, err);
-        break;
-    case ATTN_MODULE_MHA_WRAPPER:
-        st = attn_mha_wrapper_cache_init(&m->wc, &m->u.wrap, B, T, err);
-        break;
-    case ATTN_MODULE_ATTENTION_HEAD:
-        st = attn_seed004_head_cache_init(&m->hc, &m->u.head, B, T, err);
-        break;
-    case ATTN_MODULE_SEED004_MHA:
-        st = attn_seed004_mha_cache_init(&m->s4c, &m->u.s4, B, T, err);
-        break;
-    }
+    attn_status st = kinds[m->cfg.kind].cache_init(m, B, T, err);
     if (st != ATTN_OK) return st;
     m->have_cache = 1;
     m->B = B;
@@ -229,16 +407,15 @@ static attn_status ensure_cache(attn_module *m, int B, int T, attn_error *err) {
 
 attn_status attn_module_forward(attn_module *m, const float *x, int B, int T, float *y,
                                 const attn_forward_mode *mode, attn_error *err) {
-    const char *k = kind_names[m->cfg.kind];
+    const kind_row *row = &kinds[m->cfg.kind];
+    const char *k = row->info.name;
     if (B <= 0 || T <= 0)
         return attn_fail(err, ATTN_ERR_SHAPE, "%s: B and T must be > 0 (got B = %d, T = %d)", k, B,
                          T);
-    const int sa = m->cfg.kind == ATTN_MODULE_SELF_ATTENTION_V1 ||
-                   m->cfg.kind == ATTN_MODULE_SELF_ATTENTION_V2;
-    if (sa && B != 1)
+    if (row->info.input_rank == 2 && B != 1)
         return attn_fail(err, ATTN_ERR_SHAPE,
                          "%s takes a single (T, d_in) sequence (B = 1), got B = %d", k, B);
-    if (!sa && T > m->cfg.context_length)
+    if ((row->info.uses & ATTN_MODULE_USES_CONTEXT) && T > m->cfg.context_length)
         return attn_fail(err, ATTN_ERR_SHAPE,
                          "%s: sequence length T = %d exceeds "
                          "context_length = %d",
@@ -246,27 +423,7 @@ attn_status attn_module_forward(attn_module *m, const float *x, int B, int T, fl
     attn_status st = ensure_cache(m, B, T, err);
     if (st != ATTN_OK) return st;
     m->have_forward = 0;
-    switch (m->cfg.kind) {
-    case ATTN_MODULE_SELF_ATTENTION_V1:
-        st = attn_sa_v1_forward(&m->u.v1, x, T, y, &m->sa, err);
-        break;
-    case ATTN_MODULE_SELF_ATTENTION_V2:
-        st = attn_sa_v2_forward(&m->u.v2, x, T, y, &m->sa, err);
-        break;
-    case ATTN_MODULE_CAUSAL_ATTENTION:
-        st = attn_causal_attention_forward(&m->u.ca, x, B, T, y, mode, &m->ac, err);
-        break;
-    case ATTN_MODULE_MHA_WRAPPER:
-        st = attn_mha_wrapper_forward(&m->u.wrap, x, B, T, y, mode, &m->wc, err);
-        break;
-    case ATTN_MODULE_MHA: st = attn_mha_forward(&m->u.mha, x, B, T, y, mode, &m->ac, err); break;
-    case ATTN_MODULE_ATTENTION_HEAD:
-        st = attn_seed004_head_forward(&m->u.head, x, B, T, y, mode, &m->hc, err);
-        break;
-    case ATTN_MODULE_SEED004_MHA:
-        st = attn_seed004_mha_forward(&m->u.s4, x, B, T, y, mode, &m->s4c, err);
-        break;
-    }
+    st = row->forward(m, x, B, T, y, mode, err);
     if (st == ATTN_OK) m->have_forward = 1;
     return st;
 }
@@ -275,38 +432,14 @@ attn_status attn_module_backward(attn_module *m, const float *x, const float *dy
                                  attn_error *err) {
     if (!m->have_forward)
         return attn_fail(err, ATTN_ERR_STATE, "%s: backward called before a successful forward",
-                         kind_names[m->cfg.kind]);
+                         kinds[m->cfg.kind].info.name);
     const int B = m->B, T = m->T;
     if (dx) memset(dx, 0, (size_t)B * (size_t)T * (size_t)m->cfg.d_in * sizeof(float));
-    switch (m->cfg.kind) {
-    case ATTN_MODULE_SELF_ATTENTION_V1:
-        return attn_sa_v1_backward(&m->u.v1, x, T, dy, dx, &m->sa, err);
-    case ATTN_MODULE_SELF_ATTENTION_V2:
-        return attn_sa_v2_backward(&m->u.v2, x, T, dy, dx, &m->sa, err);
-    case ATTN_MODULE_CAUSAL_ATTENTION:
-        return attn_causal_attention_backward(&m->u.ca, x, B, T, dy, dx, &m->ac, err);
-    case ATTN_MODULE_MHA_WRAPPER:
-        return attn_mha_wrapper_backward(&m->u.wrap, x, B, T, dy, dx, &m->wc, err);
-    case ATTN_MODULE_MHA: return attn_mha_backward(&m->u.mha, x, B, T, dy, dx, &m->ac, err);
-    case ATTN_MODULE_ATTENTION_HEAD:
-        return attn_seed004_head_backward(&m->u.head, x, B, T, dy, dx, &m->hc, err);
-    case ATTN_MODULE_SEED004_MHA:
-        return attn_seed004_mha_backward(&m->u.s4, x, B, T, dy, dx, &m->s4c, err);
-    }
-    return attn_fail(err, ATTN_ERR_INVALID_ARG, "unknown module kind");
+    return kinds[m->cfg.kind].backward(m, x, B, T, dy, dx, err);
 }
 
 const struct attn_attention_cache *attn_module_attention_cache(const attn_module *m, int index) {
-    if (!m->have_forward || index < 0) return NULL;
-    switch (m->cfg.kind) {
-    case ATTN_MODULE_CAUSAL_ATTENTION:
-    case ATTN_MODULE_MHA:
-        /* The fused path keeps its mask compact; spell it out for inspection. */
-        if (index == 0 && m->u.mha.path == ATTN_MHA_FUSED && m->ac.fused && m->ac.dropout_applied &&
-            m->ac.keep)
-            attn_flash_dropout_expand(&m->ac.fused->drop, m->ac.keep);
-        return index == 0 ? &m->ac : NULL;
-    case ATTN_MODULE_MHA_WRAPPER: return index < m->cfg.num_heads ? &m->wc.heads[index] : NULL;
-    default: return NULL;
-    }
+    const kind_row *row = &kinds[m->cfg.kind];
+    if (!m->have_forward || index < 0 || !row->attention_cache) return NULL;
+    return row->attention_cache(m, index);
 }

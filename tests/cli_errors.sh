@@ -116,20 +116,20 @@ G=(--grad-output "$tmp/dy_bad.npy" --grad-dir "$gdir")
 # Dimensions and rates.
 expect_fail "d_out not divisible by heads" "divisible" forward mha --d-out 5 --heads 2 \
     --input "$tmp/x3.npy" --output "$out"
-expect_fail "zero d_out" "--d-out must be a positive integer" "${F[@]}" --d-out 0
-expect_fail "negative d_out" "--d-out must be a positive integer" "${F[@]}" --d-out -2
-expect_fail "zero d_in" "--d-in must be a positive integer" "${F[@]}" --d-in 0
-expect_fail "negative heads" "--heads must be a positive integer" "${M[@]}" --heads -1
-expect_fail "zero heads" "--heads must be a positive integer" "${M[@]}" --heads 0
-expect_fail "zero context_length" "--context-length must be a positive integer" "${F[@]}" \
+expect_fail "zero d_out" "--d-out must be an integer in [1, 134217727], not" "${F[@]}" --d-out 0
+expect_fail "negative d_out" "--d-out must be an integer in [1, 134217727], not" "${F[@]}" --d-out -2
+expect_fail "zero d_in" "--d-in must be an integer in [1, 134217727], not '0'" "${F[@]}" --d-in 0
+expect_fail "negative heads" "--heads must be an integer in [1, 134217727], not" "${M[@]}" --heads -1
+expect_fail "zero heads" "--heads must be an integer in [1, 134217727], not" "${M[@]}" --heads 0
+expect_fail "zero context_length" "--context-length must be an integer in [1, 134217727], not '0'" "${F[@]}" \
     --context-length 0
-expect_fail "non-numeric dim" "--d-out must be a positive integer" "${F[@]}" --d-out two
+expect_fail "non-numeric dim" "--d-out must be an integer in [1, 134217727], not" "${F[@]}" --d-out two
 expect_fail "T > context_length" "context-length" "${F[@]}" --context-length 4
 expect_fail "T > context_length (mha)" "context-length" "${M[@]}" --context-length 5
-expect_fail "dropout 1" "--dropout must be a rate in [0, 1)" "${F[@]}" --dropout 1
-expect_fail "dropout 1.5" "--dropout must be a rate in [0, 1)" "${F[@]}" --dropout 1.5
-expect_fail "dropout < 0" "--dropout must be a rate in [0, 1)" "${F[@]}" --dropout -0.1
-expect_fail "dropout nan" "--dropout must be a rate in [0, 1)" "${F[@]}" --dropout nan
+expect_fail "dropout 1" "--dropout must be a number in [0, 1), not" "${F[@]}" --dropout 1
+expect_fail "dropout 1.5" "--dropout must be a number in [0, 1), not" "${F[@]}" --dropout 1.5
+expect_fail "dropout < 0" "--dropout must be a number in [0, 1), not" "${F[@]}" --dropout -0.1
+expect_fail "dropout nan" "--dropout must be a number in [0, 1), not" "${F[@]}" --dropout nan
 
 # Input files.
 # float64 / int64 are converted (issue 9; tests/npy_convert.sh checks the
@@ -180,9 +180,9 @@ expect_fail "flag not for this module" "--heads does not apply to causal-attenti
     --heads 2
 expect_fail "qkv-bias not for v1" "--qkv-bias does not apply" forward self-attention-v1 \
     --d-out 2 --qkv-bias --input "$tmp/x2.npy" --output "$out"
-expect_fail "unknown rng stream" "--rng must be torch-cpu or torch-mkl" "${F[@]}" --rng mkl
-expect_fail "negative seed" "--seed must be a non-negative integer" "${F[@]}" --seed -5
-expect_fail "d-out required" "--d-out is required" forward causal-attention \
+expect_fail "unknown rng stream" "--rng must be one of torch-mkl, torch-cpu, not 'mkl'" "${F[@]}" --rng mkl
+expect_fail "negative seed" "--seed must be an integer in [0, 18446744073709551615], not '-5'" "${F[@]}" --seed -5
+expect_fail "d-out required" "--d-out N is required" forward causal-attention \
     --input "$tmp/x3.npy" --output "$out"
 expect_fail "input required" "--input" forward causal-attention --d-out 2 --output "$out"
 expect_fail "grad-output without grad-dir" "go together" "${F[@]}" --grad-output "$tmp/x3.npy"

@@ -72,6 +72,45 @@ expect 2 "^attn chapter3: --figures must be a non-empty DIR, not ''$" "empty str
 expect 2 "^attn info: --json takes no value$" "flag with a value" -- info --json=1 x
 expect 2 "^attn info: which checkpoint" "info without DIR" -- info
 expect 2 "^attn: unknown command 'nope'" "unknown command" -- nope
+# The tables of generate, forward (and forward gpt) and bench: the same wording.
+expect 2 "^attn generate: --top-p must be a number in \(0, 1\], not '0'$" "generate top-p 0 (open low end)" -- generate --checkpoint x --top-p 0
+expect 2 "^attn generate: --temperature must be a number >= 0, not 'inf'$" "generate temperature inf" -- generate --checkpoint x --temperature=inf
+expect 2 "^attn generate: --max-new-tokens must be an integer >= 0, not '-1'$" "generate negative count" -- generate --checkpoint x --max-new-tokens -1
+expect 2 "^attn generate: --precision must be one of fp32, bf16, not 'fp8'$" "generate precision fp8" -- generate --checkpoint x --precision fp8
+expect 2 "^attn generate: --checkpoint DIR is required" "generate without checkpoint" -- generate --prompt x
+expect 2 "^attn forward: --d-out must be an integer in \[1, 134217727\], not 'x'$" "forward d-out x (=form)" -- forward mha --d-out=x --input x.npy
+expect 2 "^attn forward: --rng must be one of torch-mkl, torch-cpu, not 'mkl'$" "forward bad stream" -- forward mha --d-out 2 --input x.npy --rng mkl
+expect 2 "^attn forward: which module\? one of: self-attention-v1 .* gpt$" "forward without a module" -- forward --d-out 2 --input x.npy
+expect 2 "^attn forward gpt: --precision must be one of fp32, bf16, not 'fp8'$" "forward gpt precision fp8" -- forward gpt --checkpoint x --input x --output y --precision=fp8
+expect 2 "^attn forward gpt: --output LOGITS.npy is required" "forward gpt without output" -- forward gpt --checkpoint x --input x
+expect 2 "^attn bench: --simd must be one of auto, generic, avx2, avx512, not 'sse'$" "bench simd sse" -- bench mha --simd sse
+expect 2 "^attn bench: --warmup must be an integer in \[0, 1000000000\], not '-1'$" "bench warmup -1" -- bench mha --warmup=-1
+expect 2 "^attn bench: which benchmark\? mha, sgemm, train or generate$" "bench without a benchmark" -- bench --repeat 1
+expect 2 "^attn bench train: --steps must be an integer in \[1, 1000000\], not '0'$" "bench train steps 0" -- bench train --steps 0
+expect 2 "^attn bench generate: unknown option '--nope'" "bench generate unknown option" -- bench generate --nope=1
+
+# --threads N in every command that computes, with the one range.
+for cmd in chapter3 viz generate "forward mha" "forward gpt" "bench mha" "bench sgemm" "bench train" "bench generate"; do
+  name=${cmd% mha}; name=${name% sgemm}
+  expect 2 "^attn $name: --threads must be an integer in \[1, 4096\], not '0'$" "$cmd --threads 0" -- $cmd --threads=0
+  "$ATTN" $cmd --help | grep -q "^  --threads N " && ok "$cmd --help lists --threads" || bad "$cmd --help lacks --threads"
+done
+"$ATTN" chapter3 --threads 1 > "$tmp/ch1.txt" && "$ATTN" chapter3 --threads=2 | cmp -s - "$tmp/ch1.txt" &&
+  ok "chapter3 prints the same tables at 1 and 2 threads" || bad "chapter3 --threads changes the output"
+
+# --flag=value == --flag value in the converted commands.
+a=$("$ATTN" bench sgemm --m 32 --n 16 --k 8 --repeat 1 --threads 1 | grep -o 'mode=[^ ]* threads=[0-9]*')
+b=$("$ATTN" bench sgemm --m=32 --n=16 --k=8 --repeat=1 --threads=1 | grep -o 'mode=[^ ]* threads=[0-9]*')
+[ "$a" = "mode=32x16x8 threads=1" ] && [ "$a" = "$b" ] && ok "bench sgemm --flag=value: $b" || bad "bench sgemm: '$a' vs '$b'"
+/usr/bin/python3 -c "import numpy as np; np.save('$tmp/x.npy', np.arange(36, dtype=np.float32).reshape(2, 6, 3) / 36)"
+"$ATTN" forward mha --d-out 4 --heads 2 --seed 5 --dropout 0.5 --train --input "$tmp/x.npy" --output "$tmp/y1.npy" > "$tmp/s1.txt" &&
+  "$ATTN" forward mha --d-out=4 --heads=2 --seed=5 --dropout=0.5 --train --input="$tmp/x.npy" --output="$tmp/y2.npy" > "$tmp/s2.txt" &&
+  cmp -s "$tmp/y1.npy" "$tmp/y2.npy" && [ "$(sed 1d "$tmp/s1.txt" | cut -d'>' -f1)" = "$(sed 1d "$tmp/s2.txt" | cut -d'>' -f1)" ] &&
+  ok "forward mha --flag=value gives the same Y" || bad "forward --flag=value: $(cat "$tmp/s1.txt" "$tmp/s2.txt")"
+expect 2 "^attn forward: --heads does not apply to causal-attention$" "forward: a flag the kind does not use" -- forward causal-attention --d-out 2 --heads=2 --input "$tmp/x.npy"
+expect 2 "^attn forward: seed004-mha: d_out \(4\) must equal d_in = embedding_dim \(3\)$" "forward: a config the kind refuses (exit 2)" -- forward seed004-mha --d-out 4 --input "$tmp/x.npy"
+"$ATTN" forward --help | grep -q "^  seed004-mha " && ok "forward --help lists the library's module kinds" || bad "forward --help lacks the modules"
+
 # Runtime failures exit 1.
 expect 1 "nothere" "info on a missing folder" -- info "$tmp/nothere"
 expect 1 "nothere" "viz on a missing checkpoint" -- viz --checkpoint "$tmp/nothere" --prompt x --out "$tmp/x.html"
@@ -89,7 +128,7 @@ for cmd in chapter3 rng viz info train generate forward bench; do
 done
 
 # 5. --help comes from the table: every option with its range and default; exit 0.
-for cmd in chapter3 rng viz info; do
+for cmd in chapter3 rng viz info generate forward "forward gpt" bench "bench train" "bench generate"; do
   if "$ATTN" $cmd --help > "$tmp/help" 2>&1 && grep -q "^usage: attn $cmd" "$tmp/help"; then
     ok "$cmd --help exits 0 with a usage line"
   else
@@ -104,6 +143,10 @@ grep -q "(an integer in \[1, 1000000\]; default 6)" "$tmp/help" &&
   bad "chapter3 --help lacks the --rng default"
 "$ATTN" viz --help | grep -q "default 0.8" && ok "viz --help shows the temperature default" ||
   bad "viz --help lacks defaults"
+"$ATTN" generate --help | grep -q "(a number in (0, 1\]; default 1)" && ok "generate --help shows top-p's half-open range" ||
+  bad "generate --help lacks top-p's range"
+"$ATTN" bench --help | grep -q "(one of torch-mkl, torch-cpu; default torch-mkl)" && ok "bench --help shows the --rng default" ||
+  bad "bench --help lacks the --rng default"
 "$ATTN" --help | grep -q "^  info " && ok "attn --help lists info" || bad "attn --help lacks info"
 
 echo "cli_options: $((n - fails)) of $n checks passed"

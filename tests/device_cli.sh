@@ -45,7 +45,8 @@ else
 fi
 train --out "$tmp/e" > /dev/null 2>&1 || bad "CPU run failed"
 "$ATTN" generate --checkpoint "$tmp/e" --device gpu --max-new-tokens 5 > /dev/null 2> "$tmp/err"; rc=$?
-[ $rc -eq 2 ] && grep -q "cpu or cuda" "$tmp/err" && ok "generate --device gpu: exit 2" ||
+[ $rc -eq 2 ] && grep -q "^attn generate: --device must be one of cpu, cuda, not 'gpu'$" "$tmp/err" &&
+  ok "generate --device gpu: exit 2" ||
   bad "generate --device gpu: rc $rc, $(cat "$tmp/err")"
 "$ATTN" generate --checkpoint "$tmp/e" --device cuda --max-new-tokens 5 > /dev/null 2> "$tmp/err"; rc=$?
 if [ $rc -eq 0 ] || { [ $rc -eq 1 ] && grep -q -e "without CUDA" -e "no CUDA device" "$tmp/err"; }; then

@@ -30,8 +30,8 @@ n=$(grep -o '^attn generate: [0-9]* tokens' "$tmp/stop.err" | grep -o '[0-9]*')
 [ "$n" = "$((${#got} - 4))" ] && ok "the token count stops with the text ($n)" || bad "count $n for '$got'"
 
 gen --max-new-tokens 10 --window 16 > /dev/null 2> "$tmp/w.err"; rc=$?
-[ $rc -eq 2 ] && grep -q -- "--window must be in 1..15" "$tmp/w.err" &&
-  ok "--window out of range: exit 2 naming 1..15" || bad "rc=$rc $(cat "$tmp/w.err")"
+[ $rc -eq 2 ] && grep -q -- "--window must be an integer in \[1, 15\] (below the model's context_length), not '16'" "$tmp/w.err" &&
+  ok "--window out of range: exit 2 naming [1, 15]" || bad "rc=$rc $(cat "$tmp/w.err")"
 gen --max-new-tokens 60 --window 15 > "$tmp/w15.txt" 2> /dev/null &&
   gen --max-new-tokens 60 --window 2 > "$tmp/w2.txt" 2> /dev/null &&
   [ "$(head -c 16 "$tmp/w15.txt")" = "$(head -c 16 "$tmp/w2.txt")" ] && ! cmp -s "$tmp/w15.txt" "$tmp/w2.txt" &&

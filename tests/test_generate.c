@@ -227,3 +227,36 @@ Test(generate, options_and_order_are_checked) {
     attn_generator_free(&g);
     free_model(&f);
 }
+
+/* device CUDA: on a machine with a GPU, greedy text through several window
+ * slides equals the CPU's (the GPU reruns the window the CPU's cache holds;
+ * logits agree up to rounding, so greedy picks agree); elsewhere init fails
+ * saying why, and leaves nothing allocated. */
+Test(generate, cuda_device_equals_cpu_or_says_why) {
+    fixture f;
+    make_model(&f, 16);
+    attn_generate_options o;
+    attn_generate_options_default(&o);
+    o.temperature = 0.0;
+    o.device = ATTN_DEVICE_CUDA;
+    attn_generator g;
+    attn_error err;
+    attn_error_clear(&err);
+    if (attn_generator_init(&g, &f.model, &f.tok, &o, &err) != ATTN_OK) {
+        cr_expect(strstr(err.msg, "without CUDA") || strstr(err.msg, "no CUDA device"),
+                  "init failed for another reason: %s", err.msg);
+        cr_expect_null(g.gpu);
+        cr_expect_null(g.gpu_logits);
+        free_model(&f);
+        return;
+    }
+    attn_generator_free(&g);
+    int stopped_at;
+    char *gpu = run_library(&f, "ROMEO:", 60, &o, &stopped_at);
+    o.device = ATTN_DEVICE_CPU;
+    char *cpu = run_library(&f, "ROMEO:", 60, &o, &stopped_at);
+    cr_expect_str_eq(gpu, cpu);
+    free(gpu);
+    free(cpu);
+    free_model(&f);
+}

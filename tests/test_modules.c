@@ -383,3 +383,48 @@ Test(semantics, dropout_only_in_training) {
     cr_expect(dropped > 0 && dropped < 72);
     attn_module_destroy(m);
 }
+
+/* ---- the kind table (src/module.c) --------------------------------------- */
+
+/* Every row sits at its own enum value, its name parses back to it, and
+ * what it says it uses is what validation accepts: a field a kind does not
+ * use is refused (dropout, bias) or ignored (heads, context). */
+Test(kinds, table_rows_match_behaviour) {
+    for (int i = 0; i < ATTN_MODULE_KIND_COUNT; i++) {
+        const attn_module_kind_info *k = attn_module_kind_get((attn_module_kind)i);
+        cr_assert_not_null(k, "kind %d has no row", i);
+        cr_expect_eq((int)k->kind, i, "row %d says kind %d", i, (int)k->kind);
+        attn_module_kind parsed;
+        cr_expect_eq(attn_module_kind_parse(k->name, &parsed), 0, "%s", k->name);
+        cr_expect_eq((int)parsed, i, "%s parses to %d", k->name, (int)parsed);
+        cr_expect_str_eq(attn_module_kind_name(k->kind), k->name);
+        cr_expect(k->summary && k->summary[0], "%s has a summary", k->name);
+        cr_expect(k->input_rank == 2 || k->input_rank == 3, "%s rank %d", k->name, k->input_rank);
+        /* d_in = d_out = 4, 2 heads, context 6: valid for every kind. */
+        attn_module_config cfg = {k->kind, 4, 4, 2, 6, 0.0, 0};
+        cr_expect_eq(attn_module_config_validate(&cfg, NULL), ATTN_OK, "%s", k->name);
+        cfg.dropout = 0.1;
+        cr_expect_eq(attn_module_config_validate(&cfg, NULL) == ATTN_OK,
+                     (k->uses & ATTN_MODULE_USES_DROPOUT) != 0, "%s dropout", k->name);
+        cfg.dropout = 0.0;
+        cfg.qkv_bias = 1;
+        cr_expect_eq(attn_module_config_validate(&cfg, NULL) == ATTN_OK,
+                     (k->uses & ATTN_MODULE_USES_QKV_BIAS) != 0, "%s bias", k->name);
+        cfg.qkv_bias = 0;
+        cfg.num_heads = 0;
+        cr_expect_eq(attn_module_config_validate(&cfg, NULL) == ATTN_OK,
+                     !(k->uses & ATTN_MODULE_USES_HEADS), "%s heads", k->name);
+        cfg.num_heads = 2;
+        cfg.context_length = 0;
+        cr_expect_eq(attn_module_config_validate(&cfg, NULL) == ATTN_OK,
+                     !(k->uses & ATTN_MODULE_USES_CONTEXT), "%s context", k->name);
+        /* The output width the row promises. */
+        cfg.context_length = 6;
+        attn_module *m = create(cfg, 1);
+        cr_expect_eq(attn_module_out_dim(m), k->out_per_head ? 8 : 4, "%s out_dim", k->name);
+        attn_module_destroy(m);
+    }
+    cr_expect_null(attn_module_kind_get((attn_module_kind)ATTN_MODULE_KIND_COUNT));
+    cr_expect_null(attn_module_kind_get((attn_module_kind)-1));
+    cr_expect_str_eq(attn_module_kind_name((attn_module_kind)ATTN_MODULE_KIND_COUNT), "unknown");
+}

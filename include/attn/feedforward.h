@@ -7,6 +7,7 @@
 #define ATTN_FEEDFORWARD_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "attn/linear.h"
 #include "attn/param.h"
@@ -46,6 +47,20 @@ void attn_feedforward_forward(const attn_feedforward *ff, const float *x, float 
  * d_hidden is (N, 4C) scratch, overwritten. */
 void attn_feedforward_backward(attn_feedforward *ff, const float *x, const float *dy, float *dx,
                                size_t N, const attn_feedforward_cache *cache, float *d_hidden);
+
+/* One row (generation): y (C) = forward of x (C), hidden (4C) scratch,
+ * through the matrix-vector kernels; w_bf16 NULL (the fp32 weights) or
+ * attn_feedforward_bf16_copy's values. Equals a row of
+ * attn_feedforward_forward to a few ulps. Splits its rows with OpenMP
+ * worksharing: call it from every thread of a team, or from one thread
+ * outside any team. */
+void attn_feedforward_step(const attn_feedforward *ff, const uint16_t *w_bf16, const float *x,
+                           float *hidden, float *y);
+
+/* bf16 weights for the step: layers.0 (4C, C) then layers.2 (C, 4C), rounded
+ * to nearest even, back to back. */
+size_t attn_feedforward_bf16_numel(const attn_feedforward *ff);
+void attn_feedforward_bf16_copy(const attn_feedforward *ff, uint16_t *w);
 
 #ifdef __cplusplus
 }

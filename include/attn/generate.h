@@ -48,6 +48,11 @@ typedef struct attn_generate_options {
                                  generated text ends with it (it is included) */
     attn_precision precision; /* FP32 (default); BF16: the steps stream bf16
                                  copies of the weights (attn_gpt_kv_set_precision) */
+    attn_device device;       /* CPU (default); CUDA: the GPU engine (attn/cuda.h),
+                                 which has no KV cache: each token reruns the
+                                 window the CPU's cache would hold (same positions,
+                                 same logits up to rounding); sampling, window and
+                                 stop string stay on the host, as on the CPU */
 } attn_generate_options;
 
 void attn_generate_options_default(attn_generate_options *o);
@@ -56,7 +61,10 @@ typedef struct attn_generator {
     const attn_gpt *model;     /* borrowed */
     const attn_tokenizer *tok; /* borrowed */
     attn_generate_options opt; /* opt.stop points at the generator's own copy */
-    attn_gpt_kv_cache cache;
+    attn_gpt_kv_cache cache;   /* CPU */
+    struct attn_cuda_gpt *gpu; /* CUDA: the engine, */
+    float *gpu_logits;         /* the last position's logits (V), */
+    int gpu_len;               /* the tokens its window holds */
     attn_rng rng;
     attn_sample_candidate *cand; /* V */
     int32_t *hist;               /* the last context_length tokens */
@@ -72,8 +80,9 @@ typedef struct attn_generator {
 } attn_generator;
 
 /* Check the options (temperature >= 0 and finite, top_k >= 0, top_p in
- * (0, 1], 0 <= window_keep < context_length) and allocate. model and tok
- * must outlive the generator. */
+ * (0, 1], 0 <= window_keep < context_length) and allocate (device CUDA:
+ * upload the model; fails without a GPU, saying why). model and tok must
+ * outlive the generator. */
 attn_status attn_generator_init(attn_generator *g, const attn_gpt *model, const attn_tokenizer *tok,
                                 const attn_generate_options *o, attn_error *err);
 

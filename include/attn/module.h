@@ -28,9 +28,30 @@ typedef enum attn_module_kind {
     ATTN_MODULE_SEED004_MHA     /* MultiHeadAttention: d_in = d_out = embedding_dim,
                                    num_heads = heads_num, qkv_bias = use_bias */
 } attn_module_kind;
-/* The number of kinds (the last one + 1): name tables are checked against it
- * at compile time; switches stay exhaustive through -Wswitch. */
+/* The number of kinds (the last one + 1): the library's kind table (one row
+ * per kind, src/module.c) is checked against it at compile time. */
 #define ATTN_MODULE_KIND_COUNT ((int)ATTN_MODULE_SEED004_MHA + 1)
+
+/* What a kind reads from attn_module_config beyond d_in and d_out. */
+enum {
+    ATTN_MODULE_USES_HEADS = 1u << 0,    /* num_heads */
+    ATTN_MODULE_USES_CONTEXT = 1u << 1,  /* context_length (the causal mask size) */
+    ATTN_MODULE_USES_DROPOUT = 1u << 2,  /* dropout on the attention weights */
+    ATTN_MODULE_USES_QKV_BIAS = 1u << 3, /* qkv_bias */
+};
+
+/* One kind as tools list and check it (attn forward's modules and flags). */
+typedef struct attn_module_kind_info {
+    attn_module_kind kind;
+    const char *name;    /* "mha": what attn_module_kind_parse takes */
+    const char *summary; /* "MultiHeadAttention (weight splits + out_proj)" */
+    int input_rank;      /* 2: x is one (T, d_in) sequence (B = 1); 3: (B, T, d_in) */
+    unsigned uses;       /* ATTN_MODULE_USES_* */
+    int out_per_head;    /* the output's last dim is num_heads * d_out (the wrapper) */
+} attn_module_kind_info;
+
+/* The row of kind; NULL for a value outside the enum. */
+const attn_module_kind_info *attn_module_kind_get(attn_module_kind kind);
 
 typedef struct attn_module_config {
     attn_module_kind kind;

@@ -13,6 +13,9 @@
 #ifndef ATTN_MULTI_HEAD_ATTENTION_H
 #define ATTN_MULTI_HEAD_ATTENTION_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 #include "attn/causal_attention.h"
 #include "attn/flash_attention.h"
 
@@ -90,6 +93,31 @@ attn_status attn_mha_forward(const attn_mha *m, const float *x, int B, int T, fl
                              attn_error *err);
 attn_status attn_mha_backward(attn_mha *m, const float *x, int B, int T, const float *d_out,
                               float *dx, const attn_attention_cache *cache, attn_error *err);
+
+/* One token at a time (generation, eval mode: no dropout), against a KV cache
+ * of the keys and values of earlier positions:
+ *   x (d_in) at position pos -> out (d_out);
+ *   k_cache, v_cache (context_length, d_out): rows 0..pos-1 hold the earlier
+ *   tokens' keys and values; the step writes row pos and attends over 0..pos.
+ * Equals row pos of attn_mha_forward on the same prefix to a few ulps (the
+ * matrix-vector products sum in their own order). The step splits its rows
+ * and heads with OpenMP worksharing: call it from every thread of a team, or
+ * from one thread outside any team. */
+typedef struct attn_mha_step_buf {
+    const uint16_t *w_bf16; /* NULL: the fp32 weights; else attn_mha_bf16_copy's values */
+    float *q;               /* (d_out) scratch */
+    float *ctx;             /* (d_out) scratch: the heads' outputs before out_proj */
+    float *scores;          /* (num_heads, context_length) scratch */
+} attn_mha_step_buf;
+
+void attn_mha_step(const attn_mha *m, const float *x, float *k_cache, float *v_cache, int pos,
+                   float *out, const attn_mha_step_buf *buf);
+
+/* bf16 weights for attn_mha_step (half the bytes a token streams; sums stay
+ * fp32): W_query, W_key, W_value (d_out, d_in) then out_proj (d_out, d_out),
+ * rounded to nearest even, back to back. Copy again after the weights change. */
+size_t attn_mha_bf16_numel(const attn_mha *m);
+void attn_mha_bf16_copy(const attn_mha *m, uint16_t *w);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,176 @@
+/* The GPT's TransformerBlock: forward, backward and the one-token step (see
+ * gpt_block.h). */
+#include "gpt_block.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn/residual.h"
+
+attn_status attn_block_init(attn_gpt_block *blk, const attn_gpt_config *cfg, attn_rng *rng,
+                            attn_error *err) {
+    const int C = cfg->emb_dim;
+    /* TransformerBlock.__init__ order (the generator's): att, ff, norm1, norm2. */
+    attn_status s = attn_mha_init(&blk->att, C, C, cfg->context_length, cfg->drop_rate,
+                                  cfg->n_heads, cfg->qkv_bias, rng, err);
+    if (s == ATTN_OK) s = attn_feedforward_init(&blk->ff, C, rng, err);
+    if (s == ATTN_OK) s = attn_layernorm_init(&blk->norm1, C, err);
+    if (s == ATTN_OK) s = attn_layernorm_init(&blk->norm2, C, err);
+    return s;
+}
+
+void attn_block_free(attn_gpt_block *blk) {
+    attn_mha_free(&blk->att);
+    attn_feedforward_free(&blk->ff);
+    attn_layernorm_free(&blk->norm1);
+    attn_layernorm_free(&blk->norm2);
+}
+
+attn_status attn_block_params(attn_gpt_block *blk, const char *prefix, attn_param_list *list,
+                              attn_error *err) {
+    static const char *const part[] = {"att.", "ff.", "norm1.", "norm2."};
+    char p[4][ATTN_PARAM_NAME_MAX];
+    for (int i = 0; i < 4; i++) {
+        int n = snprintf(p[i], sizeof p[i], "%s%s", prefix, part[i]);
+        if (n < 0 || (size_t)n >= sizeof p[i])
+            return attn_fail(err, ATTN_ERR_INVALID_ARG, "parameter prefix '%s' is too long",
+                             prefix);
+    }
+    attn_status s = attn_mha_params(&blk->att, p[0], list, err);
+    if (s == ATTN_OK) s = attn_feedforward_params(&blk->ff, p[1], list, err);
+    if (s == ATTN_OK) s = attn_layernorm_params(&blk->norm1, p[2], list, err);
+    if (s == ATTN_OK) s = attn_layernorm_params(&blk->norm2, p[3], list, err);
+    return s;
+}
+
+void attn_block_use_engine(attn_gpt_block *blk, struct attn_bf16_gemm *g) {
+    blk->att.bf16 = g;
+    blk->att.W_query.bf16 = blk->att.W_key.bf16 = blk->att.W_value.bf16 = g;
+    blk->att.out_proj.bf16 = g;
+    blk->ff.fc1.bf16 = blk->ff.fc2.bf16 = g;
+}
+
+static void *zalloc(size_t n, size_t size, int *fail) {
+    void *p = calloc(n ? n : 1, size);
+    if (!p) *fail = 1;
+    return p;
+}
+
+attn_status attn_block_acts_init(attn_gpt_block_acts *a, const attn_gpt_block *blk, int B, int T,
+                                 attn_error *err) {
+    const size_t N = (size_t)B * (size_t)T, NC = N * (size_t)blk->norm1.C;
+    int fail = 0;
+    memset(a, 0, sizeof *a);
+    a->x_in = zalloc(NC, sizeof(float), &fail);
+    a->ln1 = zalloc(NC, sizeof(float), &fail);
+    a->ln1_mean = zalloc(N, sizeof(float), &fail);
+    a->ln1_rstd = zalloc(N, sizeof(float), &fail);
+    a->att_out = zalloc(NC, sizeof(float), &fail);
+    a->keep1 = zalloc(NC, 1, &fail);
+    a->x_mid = zalloc(NC, sizeof(float), &fail);
+    a->ln2 = zalloc(NC, sizeof(float), &fail);
+    a->ln2_mean = zalloc(N, sizeof(float), &fail);
+    a->ln2_rstd = zalloc(N, sizeof(float), &fail);
+    a->ff_out = zalloc(NC, sizeof(float), &fail);
+    a->keep2 = zalloc(NC, 1, &fail);
+    if (fail)
+        return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for activations of (B %d, T %d)", B,
+                         T);
+    /* The MHA's own path decides the cache: no (B, heads, T, T) buffers on the fused path. */
+    attn_status s = attn_mha_cache_init(&a->att, &blk->att, B, T, err);
+    if (s == ATTN_OK) s = attn_feedforward_cache_init(&a->ff, &blk->ff, N, err);
+    return s;
+}
+
+void attn_block_acts_free(attn_gpt_block_acts *a) {
+    free(a->x_in);
+    free(a->ln1);
+    free(a->ln1_mean);
+    free(a->ln1_rstd);
+    attn_attention_cache_free(&a->att);
+    free(a->att_out);
+    free(a->keep1);
+    free(a->x_mid);
+    free(a->ln2);
+    free(a->ln2_mean);
+    free(a->ln2_rstd);
+    attn_feedforward_cache_free(&a->ff);
+    free(a->ff_out);
+    free(a->keep2);
+    memset(a, 0, sizeof *a);
+}
+
+attn_status attn_block_forward(const attn_gpt_block *blk, attn_gpt_block_acts *a,
+                               const attn_block_shape *s, const attn_forward_mode *mode,
+                               float *x_out, int *dropped, attn_error *err) {
+    const size_t N = (size_t)s->B * (size_t)s->T, NC = N * (size_t)blk->norm1.C;
+    const double p = s->drop_rate;
+    attn_layernorm_forward(&blk->norm1, a->x_in, a->ln1, a->ln1_mean, a->ln1_rstd, N);
+    attn_status st =
+        attn_mha_forward(&blk->att, a->ln1, s->B, s->T, a->att_out, mode, &a->att, err);
+    if (st != ATTN_OK) return st;
+    *dropped |= attn_residual_dropout_forward(a->att_out, a->x_in, a->x_mid, a->keep1, p, mode, NC);
+    attn_layernorm_forward(&blk->norm2, a->x_mid, a->ln2, a->ln2_mean, a->ln2_rstd, N);
+    attn_feedforward_forward(&blk->ff, a->ln2, a->ff_out, N, &a->ff);
+    *dropped |= attn_residual_dropout_forward(a->ff_out, a->x_mid, x_out, a->keep2, p, mode, NC);
+    return ATTN_OK;
+}
+
+attn_status attn_block_backward(attn_gpt_block *blk, const attn_gpt_block_acts *a,
+                                const attn_block_shape *s, int dropped, const attn_block_grads *g,
+                                attn_error *err) {
+    const size_t N = (size_t)s->B * (size_t)s->T, NC = N * (size_t)blk->norm1.C;
+    const double p = s->drop_rate;
+    /* x_out = x_mid + drop(ff(norm2(x_mid))) */
+    memset(g->d_tmp, 0, NC * sizeof(float));
+    attn_residual_dropout_backward(g->d_resid, a->keep2, p, dropped, g->d_tmp, NC);
+    memset(g->d_ln, 0, NC * sizeof(float));
+    attn_feedforward_backward(&blk->ff, a->ln2, g->d_tmp, g->d_ln, N, &a->ff, g->d_hidden);
+    attn_layernorm_backward(&blk->norm2, a->x_mid, a->ln2_mean, a->ln2_rstd, g->d_ln, g->d_resid,
+                            N);
+    /* x_mid = x_in + drop(att(norm1(x_in))) */
+    memset(g->d_tmp, 0, NC * sizeof(float));
+    attn_residual_dropout_backward(g->d_resid, a->keep1, p, dropped, g->d_tmp, NC);
+    memset(g->d_ln, 0, NC * sizeof(float));
+    attn_status st =
+        attn_mha_backward(&blk->att, a->ln1, s->B, s->T, g->d_tmp, g->d_ln, &a->att, err);
+    if (st != ATTN_OK) return st;
+    attn_layernorm_backward(&blk->norm1, a->x_in, a->ln1_mean, a->ln1_rstd, g->d_ln, g->d_resid, N);
+    return ATTN_OK;
+}
+
+/* The step's residual add (no dropout in eval mode). Plain, not
+ * attn_residual_dropout_forward: a nested parallel region per add would cost
+ * more than the add. */
+static void add_into(float *x, const float *f, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        x[i] += f[i];
+}
+
+void attn_block_step(const attn_gpt_block *blk, float *k_cache, float *v_cache, int pos,
+                     const attn_block_step_buf *b) {
+    const size_t C = (size_t)blk->norm1.C;
+    const uint16_t *w = b->att.w_bf16;
+    const uint16_t *w_ff = w ? w + attn_mha_bf16_numel(&blk->att) : NULL;
+#pragma omp single
+    attn_layernorm_forward(&blk->norm1, b->x, b->ln, NULL, NULL, 1);
+    attn_mha_step(&blk->att, b->ln, k_cache, v_cache, pos, b->proj, &b->att);
+#pragma omp single
+    {
+        add_into(b->x, b->proj, C);
+        attn_layernorm_forward(&blk->norm2, b->x, b->ln, NULL, NULL, 1);
+    }
+    attn_feedforward_step(&blk->ff, w_ff, b->ln, b->hidden, b->proj);
+#pragma omp single
+    add_into(b->x, b->proj, C);
+}
+
+size_t attn_block_bf16_numel(const attn_gpt_block *blk) {
+    return attn_mha_bf16_numel(&blk->att) + attn_feedforward_bf16_numel(&blk->ff);
+}
+
+void attn_block_bf16_copy(const attn_gpt_block *blk, uint16_t *w) {
+    attn_mha_bf16_copy(&blk->att, w);
+    attn_feedforward_bf16_copy(&blk->ff, w + attn_mha_bf16_numel(&blk->att));
+}

@@ -1,0 +1,84 @@
+/* The GPT's TransformerBlock, written once (internal): the training forward,
+ * its backward and the one-token KV-cached step all run these, so a change
+ * to the block (another activation, norm or attention) goes here and into
+ * the modules it calls.
+ *
+ * Shapes: C = emb_dim, N = B * T rows; x is the residual stream.
+ *   x_mid = x_in + drop_shortcut(att(norm1(x_in)))     (N, C)
+ *   x_out = x_mid + drop_shortcut(ff(norm2(x_mid)))    (N, C)
+ * The forward saves what the backward reads in attn_gpt_block_acts
+ * (attn/gpt.h). */
+#ifndef ATTN_SRC_GPT_BLOCK_H
+#define ATTN_SRC_GPT_BLOCK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "attn/gpt.h"
+
+/* The block's modules (init: in the order TransformerBlock.__init__ draws
+ * them, att, ff, norm1, norm2; rng NULL: zeros for loading); params adds
+ * "<prefix>att.", "ff.", "norm1.", "norm2." names in that order. */
+attn_status attn_block_init(attn_gpt_block *blk, const attn_gpt_config *cfg, attn_rng *rng,
+                            attn_error *err);
+void attn_block_free(attn_gpt_block *blk);
+attn_status attn_block_params(attn_gpt_block *blk, const char *prefix, attn_param_list *list,
+                              attn_error *err);
+/* Every product of the block through g (NULL: fp32; attn/gemm.h). */
+void attn_block_use_engine(attn_gpt_block *blk, struct attn_bf16_gemm *g);
+
+/* A batched pass: (B, T) rows and drop_shortcut's rate. */
+typedef struct attn_block_shape {
+    int B, T;
+    double drop_rate;
+} attn_block_shape;
+
+/* a's buffers for (B, T) (a is zeroed first); on failure the caller frees
+ * it with attn_block_acts_free. */
+attn_status attn_block_acts_init(attn_gpt_block_acts *a, const attn_gpt_block *blk, int B, int T,
+                                 attn_error *err);
+void attn_block_acts_free(attn_gpt_block_acts *a);
+
+/* x_out (N, C) = block(a->x_in), saving a's activations; dropout masks are
+ * drawn from mode in PyTorch's order (att's weights, then the two
+ * drop_shortcuts). Sets *dropped when a mask was drawn. */
+attn_status attn_block_forward(const attn_gpt_block *blk, attn_gpt_block_acts *a,
+                               const attn_block_shape *s, const attn_forward_mode *mode,
+                               float *x_out, int *dropped, attn_error *err);
+
+/* Backward scratch, (N, C) each but d_hidden (N, ff.hidden). */
+typedef struct attn_block_grads {
+    float *d_resid; /* in: d loss / d x_out; out: d loss / d x_in */
+    float *d_tmp, *d_ln, *d_hidden;
+} attn_block_grads;
+
+/* Accumulates the block's parameter grads; dropped as the forward set it. */
+attn_status attn_block_backward(attn_gpt_block *blk, const attn_gpt_block_acts *a,
+                                const attn_block_shape *s, int dropped, const attn_block_grads *g,
+                                attn_error *err);
+
+/* One token's scratch: x (C) is the residual stream, updated in place. */
+typedef struct attn_block_step_buf {
+    float *x, *ln, *proj; /* (C) each */
+    float *hidden;        /* (ff.hidden) */
+    attn_mha_step_buf att;
+} attn_block_step_buf;
+
+/* x = block(x) for the token at pos (eval mode), its key and value written
+ * into row pos of k_cache, v_cache (context_length, C). att.w_bf16 NULL: the
+ * fp32 weights; else attn_block_bf16_copy's values. Call from every thread
+ * of a team (the products' rows and the heads are split) or from one thread
+ * alone. */
+void attn_block_step(const attn_gpt_block *blk, float *k_cache, float *v_cache, int pos,
+                     const attn_block_step_buf *b);
+
+/* The block's weights in bf16 for the step: att's then ff's. */
+size_t attn_block_bf16_numel(const attn_gpt_block *blk);
+void attn_block_bf16_copy(const attn_gpt_block *blk, uint16_t *w);
+
+/* x (N, C) = tok_emb[ids] + pos_emb[pos0 + r % T] for rows r: the input of
+ * the first block, for the batched forward (pos0 0) and the step (N = T = 1,
+ * pos0 = the token's position). In gpt.c. */
+void attn_gpt_embed(const attn_gpt *m, const int32_t *ids, size_t N, int T, int pos0, float *x);
+
+#endif
