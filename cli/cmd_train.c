@@ -18,6 +18,7 @@
 
 #include "attn/dist.h"
 #include "attn/fileio.h"
+#include "attn/flash_attention.h"
 #include "attn/runlock.h"
 #include "attn/train.h"
 #include "attn/train_setup.h"
@@ -218,7 +219,7 @@ static cli_option train_rows[TRAIN_OPT_COUNT] = {
     [T_DRY_RUN] = {"dry-run", CLI_FLAG, .offset = OFF(dry_run),
                    .help = "print the resolved config and the plan, then exit"},
     [T_THREADS] = {"threads", CLI_INT, "N", OFF(threads), 1, 4096,
-                   .help = "threads (default: the cores this process may use)"},
+                   .help = "threads (default: all cores, or 1 where timed faster)"},
     [T_DEVICE] = {"device", CLI_STRING, "NAME", OFF(device), .def = "cpu", .help = "cpu or cuda"},
     [T_PRECISION] = {"precision", CLI_STRING, "NAME", OFF(precision), .def = "fp32",
                      .help = "fp32 or bf16 (matrix products; see above)"},
@@ -352,6 +353,7 @@ typedef struct {
     int tty, lead, bar_shown, cols;
     double last_bar, t_start;
     int64_t interrupt_after, kill_rank, kill_after;
+    cli_thread_tuner *tuner; /* NULL: the thread count is fixed */
 } train_view;
 
 static int should_stop(void *user, const attn_trainer *tr) {
@@ -367,6 +369,7 @@ static void on_step(void *user, const attn_trainer *tr, const attn_train_progres
     if (v->kill_after > 0 && tr->step == v->kill_after && dist && dist->rank == v->kill_rank)
         raise(SIGKILL);
     if (v->interrupt_after > 0 && tr->step == v->interrupt_after) g_interrupted = 1;
+    if (v->tuner) cli_tuner_step(v->tuner, tr->step, p->step_s);
     if (v->tty) {
         double t = attn_now_s();
         if (t - v->last_bar > 0.1 || tr->step == max) {
@@ -648,6 +651,15 @@ static int train_loop(train_cmd *c, attn_trainer *tr) {
                        .interrupt_after = c->o.interrupt_after,
                        .kill_rank = c->parsed.given[T_KILL_RANK] ? c->o.kill_rank : -1,
                        .kill_after = c->o.kill_after};
+    /* No --threads and no OMP_NUM_THREADS: the count adapts (threads.h), on
+     * the fp32 CPU path of one process, whose results do not depend on it. */
+    cli_thread_tuner tuner;
+    if (!c->parsed.given[T_THREADS] && c->o.threads <= 0 && !getenv("OMP_NUM_THREADS") &&
+        c->dist->size == 1 && c->device == ATTN_DEVICE_CPU && c->precision == ATTN_PRECISION_FP32 &&
+        attn_default_threads() >= 2) {
+        cli_tuner_init(&tuner, attn_default_threads());
+        view.tuner = &tuner;
+    }
     attn_trainer_events events = {
         .user = &view, .should_stop = should_stop, .on_step = on_step, .on_eval = on_eval};
     attn_train_result res;
@@ -658,6 +670,10 @@ static int train_loop(train_cmd *c, attn_trainer *tr) {
         fprintf(stderr, "attn train: %s\n", err.msg);
         return 1;
     }
+    if (c->lead && view.tuner && tuner.steps_one > 0)
+        fprintf(stderr,
+                "attn train: adaptive threads: %" PRId64 " steps on 1 thread, the rest on %d\n",
+                tuner.steps_one, tuner.max);
     if (c->lead) report_end(tr, &res, c->out_abs);
     return res.stopped ? 130 : 0;
 }

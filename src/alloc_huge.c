@@ -2,7 +2,9 @@
 #define _DEFAULT_SOURCE /* madvise, posix_memalign */
 #include "alloc_huge.h"
 
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 
 #define HUGE_PAGE ((size_t)2 << 20)
@@ -15,5 +17,18 @@ void *attn_alloc_huge(size_t bytes) {
 #ifdef MADV_HUGEPAGE
     (void)madvise(p, rounded, MADV_HUGEPAGE); /* a hint: failure only costs speed */
 #endif
+    return p;
+}
+
+void *attn_calloc_streamed(size_t n, size_t size) {
+    if (size && n > SIZE_MAX / size) return NULL;
+    const size_t bytes = n * size;
+    if (bytes < HUGE_PAGE) return calloc(n, size);
+    void *p = NULL;
+    if (posix_memalign(&p, HUGE_PAGE, bytes) != 0) return NULL;
+#ifdef MADV_HUGEPAGE
+    (void)madvise(p, bytes / HUGE_PAGE * HUGE_PAGE, MADV_HUGEPAGE);
+#endif
+    memset(p, 0, bytes);
     return p;
 }

@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc_huge.h"
 #include "attn/flash_attention.h"
 #include "attn/gpt.h"
 #include "gpt_block.h"
@@ -34,8 +35,10 @@ attn_status attn_gpt_kv_init(attn_gpt_kv_cache *c, const attn_gpt *m, attn_error
      * to hide the barriers between the products (several MB). */
     const size_t weights = attn_block_bf16_numel(&m->blocks[0]) * L;
     c->threads = weights * sizeof(float) >= ((size_t)8 << 20) ? attn_default_threads() : 1;
-    c->k = malloc(L * cap * C * sizeof(float));
-    c->v = malloc(L * cap * C * sizeof(float));
+    /* Zeroed (touched now, not a page per few tokens while generating) and
+     * on huge pages: a step reads every layer's cached rows. */
+    c->k = attn_calloc_streamed(L * cap * C, sizeof(float));
+    c->v = attn_calloc_streamed(L * cap * C, sizeof(float));
     c->x = malloc(C * sizeof(float));
     c->ln = malloc(C * sizeof(float));
     c->q = malloc(C * sizeof(float));
@@ -49,9 +52,6 @@ attn_status attn_gpt_kv_init(attn_gpt_kv_cache *c, const attn_gpt *m, attn_error
         attn_gpt_kv_free(c);
         return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for the KV cache");
     }
-    /* Touched now, not a page per few tokens while generating. */
-    memset(c->k, 0, L * cap * C * sizeof(float));
-    memset(c->v, 0, L * cap * C * sizeof(float));
     return ATTN_OK;
 }
 
@@ -71,7 +71,7 @@ attn_status attn_gpt_kv_set_precision(attn_gpt_kv_cache *c, const attn_gpt *m,
     if (precision == ATTN_PRECISION_FP32) return ATTN_OK;
     const size_t per = attn_block_bf16_numel(&m->blocks[0]);
     const size_t head = (size_t)m->cfg.vocab_size * (size_t)m->cfg.emb_dim;
-    c->w_bf16 = malloc((per * (size_t)m->cfg.n_layers + head) * sizeof(uint16_t));
+    c->w_bf16 = attn_calloc_streamed(per * (size_t)m->cfg.n_layers + head, sizeof(uint16_t));
     if (!c->w_bf16) return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for bf16 weights");
     uint16_t *w = c->w_bf16;
     for (int l = 0; l < m->cfg.n_layers; l++, w += per)

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc_huge.h"
 #include "attn/gemm.h"
 
 attn_status attn_linear_init(attn_linear *layer, int in_features, int out_features, int has_bias,
@@ -20,7 +21,8 @@ attn_status attn_linear_init(attn_linear *layer, int in_features, int out_featur
     layer->in_features = in_features;
     layer->out_features = out_features;
     layer->has_bias = has_bias ? 1 : 0;
-    layer->weight = calloc(nw, sizeof(float));
+    /* Streamed once per token when generating: on huge pages. */
+    layer->weight = attn_calloc_streamed(nw, sizeof(float));
     layer->grad_weight = calloc(nw, sizeof(float));
     if (has_bias) {
         layer->bias = calloc(nb, sizeof(float));
