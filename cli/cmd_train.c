@@ -20,6 +20,7 @@
 #include "attn/fileio.h"
 #include "attn/flash_attention.h"
 #include "attn/runlock.h"
+#include "attn/thread_tuner.h"
 #include "attn/train.h"
 #include "attn/train_setup.h"
 #include "clock.h"
@@ -351,9 +352,10 @@ static void make_request(const train_opts *o, const cli_parsed *p, int ranks,
  * lines there (tty only for one process). */
 typedef struct {
     int tty, lead, bar_shown, cols;
+    int threads_now; /* the count the tuner last asked for */
     double last_bar, t_start;
     int64_t interrupt_after, kill_rank, kill_after;
-    cli_thread_tuner *tuner; /* NULL: the thread count is fixed */
+    attn_thread_tuner *tuner; /* NULL: the thread count is fixed */
 } train_view;
 
 static int should_stop(void *user, const attn_trainer *tr) {
@@ -369,7 +371,11 @@ static void on_step(void *user, const attn_trainer *tr, const attn_train_progres
     if (v->kill_after > 0 && tr->step == v->kill_after && dist && dist->rank == v->kill_rank)
         raise(SIGKILL);
     if (v->interrupt_after > 0 && tr->step == v->interrupt_after) g_interrupted = 1;
-    if (v->tuner) cli_tuner_step(v->tuner, tr->step, p->step_s);
+    if (v->tuner) {
+        const int n = attn_thread_tuner_step(v->tuner, tr->step, p->step_s);
+        if (n != v->threads_now) cli_use_threads(n, 1);
+        v->threads_now = n;
+    }
     if (v->tty) {
         double t = attn_now_s();
         if (t - v->last_bar > 0.1 || tr->step == max) {
@@ -651,14 +657,16 @@ static int train_loop(train_cmd *c, attn_trainer *tr) {
                        .interrupt_after = c->o.interrupt_after,
                        .kill_rank = c->parsed.given[T_KILL_RANK] ? c->o.kill_rank : -1,
                        .kill_after = c->o.kill_after};
-    /* No --threads and no OMP_NUM_THREADS: the count adapts (threads.h), on
-     * the fp32 CPU path of one process, whose results do not depend on it. */
-    cli_thread_tuner tuner;
+    /* No --threads and no OMP_NUM_THREADS: the count adapts
+     * (attn/thread_tuner.h), on the fp32 CPU path of one process, whose
+     * results do not depend on it. */
+    attn_thread_tuner tuner;
     if (!c->parsed.given[T_THREADS] && c->o.threads <= 0 && !getenv("OMP_NUM_THREADS") &&
         c->dist->size == 1 && c->device == ATTN_DEVICE_CPU && c->precision == ATTN_PRECISION_FP32 &&
         attn_default_threads() >= 2) {
-        cli_tuner_init(&tuner, attn_default_threads());
+        attn_thread_tuner_init(&tuner, attn_default_threads());
         view.tuner = &tuner;
+        view.threads_now = tuner.cur;
     }
     attn_trainer_events events = {
         .user = &view, .should_stop = should_stop, .on_step = on_step, .on_eval = on_eval};

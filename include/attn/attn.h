@@ -39,6 +39,7 @@
 #include "attn/softmax.h"
 #include "attn/status.h"
 #include "attn/tokenizer.h"
+#include "attn/thread_tuner.h"
 #include "attn/train.h"
 #include "attn/viz.h"
 
