@@ -403,6 +403,78 @@ static size_t fwd_thread_bytes(const run_ctx *c) {
     return f * sizeof(float) + 8 * 64;
 }
 
+/* Online-softmax rows start empty (m = -inf, l = 0); with the torch-mkl
+ * stream, xst[ii] gets the MCG31 state at (i0 + ii, 0). Returns a^bk, the
+ * step of one key tile (1 when unused). */
+static uint32_t fwd_rows_init(const run_ctx *c, int nq, int nqp, uint64_t row0, float *m, float *l,
+                              uint32_t *xst) {
+    for (int ii = 0; ii < nqp; ii++) {
+        m[ii] = -INFINITY;
+        l[ii] = 0.0f;
+    }
+    uint32_t a_bk = 1;
+    if (c->drop.on && c->drop.mkl) {
+        uint32_t xs = drop_state_at(&c->drop, row0);
+        for (int ii = 0; ii < nq; ii++) {
+            xst[ii] = xs;
+            xs = mulmod(xs, c->drop.a_T);
+        }
+        a_bk = powmod(MCG_A, (uint64_t)c->bk);
+    }
+    return a_bk;
+}
+
+/* Start fetching the next tile's K and V rows (up to key `last`). */
+static void prefetch_next_kv(const run_ctx *c, const attn_flash_problem *pb, const float *kb,
+                             const float *vb, int j0, int last) {
+    if (j0 + c->bk <= last)
+        for (int jj = 0; jj < c->bk && j0 + c->bk + jj <= last; jj++)
+            for (int d = 0; d < c->hd; d += 16) {
+                __builtin_prefetch(kb + ((size_t)c->bk + jj) * pb->ld_k + d, 0, 2);
+                __builtin_prefetch(vb + ((size_t)c->bk + jj) * pb->ld_v + d, 0, 2);
+            }
+}
+
+/* Diagonal tile: key j0+jj is masked for query i0+ii < j0+jj (S^T = -inf). */
+static void mask_diag_st(float *St, size_t bqp, int nk, int nq, int j0, int i0) {
+    for (int jj = 0; jj < nk; jj++) {
+        const int upto = imin(nq, j0 + jj - i0);
+        for (int ii = 0; ii < upto; ii++)
+            St[(size_t)jj * bqp + ii] = -INFINITY;
+    }
+}
+
+/* Dropout on P^T: column ii (query i0+ii) times its keys' multipliers;
+ * advances each row's MCG31 state xst[ii] by one key tile. */
+static void drop_cols_st(const run_ctx *c, float *St, size_t bqp, int nq, int nk, uint64_t row0,
+                         int j0, uint32_t *xst, uint32_t a_bk, float *mult) {
+    if (c->drop.on)
+        for (int ii = 0; ii < nq; ii++) {
+            const uint64_t k0 = row0 + (uint64_t)ii * (uint64_t)c->T + (uint64_t)j0;
+            drop_row(&c->drop, k0, c->drop.mkl ? xst[ii] : 0, nk, mult);
+            if (c->drop.mkl) xst[ii] = mulmod(xst[ii], a_bk);
+            for (int jj = 0; jj < nk; jj++)
+                St[(size_t)jj * bqp + ii] *= mult[jj];
+        }
+}
+
+/* o = acc / l and lse = m * scale + log l for the tile's nq rows. */
+static void fwd_write_out(const run_ctx *c, const attn_flash_problem *pb, int b, int h, int i0,
+                          int nq, const float *acc, const float *m, const float *l) {
+    const int T = c->T, hd = c->hd;
+    const size_t bh = (size_t)b * c->H + (size_t)h, hdp = c->hdp;
+    float *ob = pb->o + ((size_t)b * T + (size_t)i0) * pb->ld_o + (size_t)h * hd;
+    float *lse = pb->lse + bh * (size_t)T + (size_t)i0;
+    for (int ii = 0; ii < nq; ii++) {
+        const float inv = 1.0f / l[ii];
+        const float *src = acc + (size_t)ii * hdp;
+        float *dst = ob + (size_t)ii * pb->ld_o;
+        for (int d = 0; d < hd; d++)
+            dst[d] = src[d] * inv;
+        lse[ii] = m[ii] * c->scale + logf(l[ii]);
+    }
+}
+
 static void fwd_task(const run_ctx *c, const attn_flash_problem *pb, int b, int h, int qt,
                      char *scratch) {
     const int T = c->T, hd = c->hd;
@@ -426,34 +498,16 @@ static void fwd_task(const run_ctx *c, const attn_flash_problem *pb, int b, int 
     for (int d = 0; d < hd; d++)
         for (int ii = nq; ii < nqp; ii++)
             Qt[(size_t)d * bqp + ii] = 0.0f;
-    for (int ii = 0; ii < nqp; ii++) {
-        m[ii] = -INFINITY;
-        l[ii] = 0.0f;
-    }
-
     const size_t bh = (size_t)b * c->H + (size_t)h;
     const uint64_t row0 = ((uint64_t)bh * (uint64_t)T + (uint64_t)i0) * (uint64_t)T;
-    uint32_t a_bk = 1;
-    if (c->drop.on && c->drop.mkl) {
-        uint32_t xs = drop_state_at(&c->drop, row0);
-        for (int ii = 0; ii < nq; ii++) {
-            xst[ii] = xs;
-            xs = mulmod(xs, c->drop.a_T);
-        }
-        a_bk = powmod(MCG_A, (uint64_t)c->bk);
-    }
+    const uint32_t a_bk = fwd_rows_init(c, nq, nqp, row0, m, l, xst);
 
     const int last = i0 + nq - 1; /* keys past the last query are masked for every row */
     for (int j0 = 0; j0 <= last; j0 += c->bk) {
         const int nk = imin(c->bk, last + 1 - j0);
         const float *kb = pb->k + ((size_t)b * T + (size_t)j0) * pb->ld_k + (size_t)h * hd;
         const float *vb = pb->v + ((size_t)b * T + (size_t)j0) * pb->ld_v + (size_t)h * hd;
-        if (j0 + c->bk <= last) /* next tile's K and V rows: start fetching them now */
-            for (int jj = 0; jj < c->bk && j0 + c->bk + jj <= last; jj++)
-                for (int d = 0; d < hd; d += 16) {
-                    __builtin_prefetch(kb + ((size_t)c->bk + jj) * pb->ld_k + d, 0, 2);
-                    __builtin_prefetch(vb + ((size_t)c->bk + jj) * pb->ld_v + d, 0, 2);
-                }
+        prefetch_next_kv(c, pb, kb, vb, j0, last);
         /* On the diagonal tile the second half of the keys (from ks) is seen
          * only by queries from qs: skip the products that are masked anyway. */
         const int diag = j0 + nk - 1 > i0;
@@ -475,23 +529,10 @@ static void fwd_task(const run_ctx *c, const attn_flash_problem *pb, int b, int 
             c->K->gemm(nk, nqp, hd, kb, (ptrdiff_t)pb->ld_k, 1, Qt, (ptrdiff_t)bqp, St,
                        (ptrdiff_t)bqp, 0, NULL);
         }
-        if (diag) /* masks every entry the split left out too */ /* diagonal tile: key j0+jj is
-                                                                    masked for query i0+ii < j0+jj
-                                                                  */
-            for (int jj = 0; jj < nk; jj++) {
-                const int upto = imin(nq, j0 + jj - i0);
-                for (int ii = 0; ii < upto; ii++)
-                    St[(size_t)jj * bqp + ii] = -INFINITY;
-            }
+        if (diag) /* masks every entry the split left out too */
+            mask_diag_st(St, bqp, nk, nq, j0, i0);
         c->K->softmax_cols(St, nk, nqp, (ptrdiff_t)bqp, m, l, alpha, c->scale);
-        if (c->drop.on)
-            for (int ii = 0; ii < nq; ii++) {
-                const uint64_t k0 = row0 + (uint64_t)ii * (uint64_t)T + (uint64_t)j0;
-                drop_row(&c->drop, k0, c->drop.mkl ? xst[ii] : 0, nk, mult);
-                if (c->drop.mkl) xst[ii] = mulmod(xst[ii], a_bk);
-                for (int jj = 0; jj < nk; jj++)
-                    St[(size_t)jj * bqp + ii] *= mult[jj];
-            }
+        drop_cols_st(c, St, bqp, nq, nk, row0, j0, xst, a_bk, mult);
         /* Contiguous V rows: rows 3 d_out apart alias in L1. */
         for (int jj = 0; jj < nk; jj++)
             memcpy(Vp + (size_t)jj * hdp, vb + (size_t)jj * pb->ld_v, (size_t)hd * sizeof(float));
@@ -508,16 +549,7 @@ static void fwd_task(const run_ctx *c, const attn_flash_problem *pb, int b, int 
         }
     }
 
-    float *ob = pb->o + ((size_t)b * T + (size_t)i0) * pb->ld_o + (size_t)h * hd;
-    float *lse = pb->lse + bh * (size_t)T + (size_t)i0;
-    for (int ii = 0; ii < nq; ii++) {
-        const float inv = 1.0f / l[ii];
-        const float *src = acc + (size_t)ii * hdp;
-        float *dst = ob + (size_t)ii * pb->ld_o;
-        for (int d = 0; d < hd; d++)
-            dst[d] = src[d] * inv;
-        lse[ii] = m[ii] * c->scale + logf(l[ii]);
-    }
+    fwd_write_out(c, pb, b, h, i0, nq, acc, m, l);
 }
 
 /* The bf16 forward: fwd_task's steps with the two products in bf16 pairs.
@@ -559,53 +591,24 @@ static void fwd_task_bf16(const run_ctx *c, const attn_flash_problem *pb, int b,
     for (int d = 0; d < hd2; d++)
         for (int ii = nq; ii < nqp; ii++)
             Qt[(size_t)d * bqp + ii] = 0;
-    for (int ii = 0; ii < nqp; ii++) {
-        m[ii] = -INFINITY;
-        l[ii] = 0.0f;
-    }
-
     const size_t bh = (size_t)b * c->H + (size_t)h;
     const uint64_t row0 = ((uint64_t)bh * (uint64_t)T + (uint64_t)i0) * (uint64_t)T;
-    uint32_t a_bk = 1;
-    if (c->drop.on && c->drop.mkl) {
-        uint32_t xs = drop_state_at(&c->drop, row0);
-        for (int ii = 0; ii < nq; ii++) {
-            xst[ii] = xs;
-            xs = mulmod(xs, c->drop.a_T);
-        }
-        a_bk = powmod(MCG_A, (uint64_t)c->bk);
-    }
+    const uint32_t a_bk = fwd_rows_init(c, nq, nqp, row0, m, l, xst);
 
     const int last = i0 + nq - 1;
     for (int j0 = 0; j0 <= last; j0 += c->bk) {
         const int nk = imin(c->bk, last + 1 - j0), nk2 = (nk + 1) / 2;
         const float *kb = pb->k + ((size_t)b * T + (size_t)j0) * pb->ld_k + (size_t)h * hd;
         const float *vb = pb->v + ((size_t)b * T + (size_t)j0) * pb->ld_v + (size_t)h * hd;
-        if (j0 + c->bk <= last)
-            for (int jj = 0; jj < c->bk && j0 + c->bk + jj <= last; jj++)
-                for (int d = 0; d < hd; d += 16) {
-                    __builtin_prefetch(kb + ((size_t)c->bk + jj) * pb->ld_k + d, 0, 2);
-                    __builtin_prefetch(vb + ((size_t)c->bk + jj) * pb->ld_v + d, 0, 2);
-                }
+        prefetch_next_kv(c, pb, kb, vb, j0, last);
         /* S^T (nk, nq) = K_tile Q_tile^T */
         KB->cvt_rows(kb, (ptrdiff_t)pb->ld_k, nk, hd, K16, (ptrdiff_t)hdp);
         KB->gemm(nk, nqp, hd2, (const uint32_t *)K16, (ptrdiff_t)(hdp / 2), 1, Qt, (ptrdiff_t)bqp,
                  St, (ptrdiff_t)bqp, 0, NULL);
         if (j0 + nk - 1 > i0) /* diagonal tile */
-            for (int jj = 0; jj < nk; jj++) {
-                const int upto = imin(nq, j0 + jj - i0);
-                for (int ii = 0; ii < upto; ii++)
-                    St[(size_t)jj * bqp + ii] = -INFINITY;
-            }
+            mask_diag_st(St, bqp, nk, nq, j0, i0);
         c->K->softmax_cols(St, nk, nqp, (ptrdiff_t)bqp, m, l, alpha, c->scale);
-        if (c->drop.on)
-            for (int ii = 0; ii < nq; ii++) {
-                const uint64_t k0 = row0 + (uint64_t)ii * (uint64_t)T + (uint64_t)j0;
-                drop_row(&c->drop, k0, c->drop.mkl ? xst[ii] : 0, nk, mult);
-                if (c->drop.mkl) xst[ii] = mulmod(xst[ii], a_bk);
-                for (int jj = 0; jj < nk; jj++)
-                    St[(size_t)jj * bqp + ii] *= mult[jj];
-            }
+        drop_cols_st(c, St, bqp, nq, nk, row0, j0, xst, a_bk, mult);
         /* acc (nq, hd) = alpha * acc + P (nq, nk) V_tile over pairs of keys */
         KB->pack_rows_interleave(St, (ptrdiff_t)bqp, nk, nqp, P2, (ptrdiff_t)bqp);
         KB->pack_rows_interleave(vb, (ptrdiff_t)pb->ld_v, nk, hd, V2, (ptrdiff_t)hdp);
@@ -613,16 +616,7 @@ static void fwd_task_bf16(const run_ctx *c, const attn_flash_problem *pb, int b,
                  j0 > 0, alpha);
     }
 
-    float *ob = pb->o + ((size_t)b * T + (size_t)i0) * pb->ld_o + (size_t)h * hd;
-    float *lse = pb->lse + bh * (size_t)T + (size_t)i0;
-    for (int ii = 0; ii < nq; ii++) {
-        const float inv = 1.0f / l[ii];
-        const float *src = acc + (size_t)ii * hdp;
-        float *dst = ob + (size_t)ii * pb->ld_o;
-        for (int d = 0; d < hd; d++)
-            dst[d] = src[d] * inv;
-        lse[ii] = m[ii] * c->scale + logf(l[ii]);
-    }
+    fwd_write_out(c, pb, b, h, i0, nq, acc, m, l);
 }
 
 attn_status attn_flash_forward(const attn_flash_problem *pb, const attn_flash_options *opt,
@@ -682,6 +676,75 @@ typedef struct bwd_shared {
     const float *D; /* (B*H, T) rowsum(dO * O) */
 } bwd_shared;
 
+/* Start fetching the next query tile's Q and dO rows. */
+static void prefetch_next_qdo(const run_ctx *c, const attn_flash_problem *pb,
+                              const attn_flash_grads *g, const float *qb, const float *dob,
+                              int i0) {
+    for (int ii = 0; ii < c->bq && i0 + c->bq + ii < c->T; ii++)
+        for (int d = 0; d < c->hd; d += 16) {
+            __builtin_prefetch(qb + ((size_t)c->bq + ii) * pb->ld_q + d, 0, 2);
+            __builtin_prefetch(dob + ((size_t)c->bq + ii) * g->ld_do + d, 0, 2);
+        }
+}
+
+/* dk, dv rows of the key tile += the task's dK, dV accumulators. */
+static void add_dkdv(const run_ctx *c, const attn_flash_grads *g, int nk, const float *dKa,
+                     const float *dVa, float *dkb, float *dvb) {
+    const size_t hdp = c->hdp;
+    for (int jj = 0; jj < nk; jj++) {
+        const float *ka = dKa + (size_t)jj * hdp, *va = dVa + (size_t)jj * hdp;
+        float *kd = dkb + (size_t)jj * g->ld_dk, *vd = dvb + (size_t)jj * g->ld_dv;
+        for (int d = 0; d < c->hd; d++) {
+            kd[d] += ka[d];
+            vd[d] += va[d];
+        }
+    }
+}
+
+/* P = exp(S * scale - lse) on each row's visible keys (j <= i), 0 beyond. */
+static void exp_rows(const run_ctx *c, float *P, size_t bkp, int nq, int nk, int i0, int j0,
+                     const float *lse) {
+    for (int ii = 0; ii < nq; ii++) {
+        const int i = i0 + ii;
+        const int valid = imin(nk, i - j0 + 1);
+        float *prow = P + (size_t)ii * bkp;
+        c->K->exp_row(prow, prow, valid, c->scale, lse[i]);
+        for (int jj = valid; jj < nk; jj++)
+            prow[jj] = 0.0f;
+    }
+}
+
+/* Dropout: M = the rows' multipliers, Pd = P * M; *xs (torch-mkl MCG31
+ * state at (i0, j0)) moves on one row each. Returns the P the products use. */
+static const float *drop_rows(const run_ctx *c, const float *P, float *M, float *Pd, size_t bkp,
+                              int nq, int nk, int i0, int j0, uint64_t bh_base, uint32_t *xs) {
+    if (!c->drop.on) return P;
+    for (int ii = 0; ii < nq; ii++) {
+        const int i = i0 + ii;
+        float *mrow = M + (size_t)ii * bkp;
+        drop_row(&c->drop, bh_base + (uint64_t)i * (uint64_t)c->T + (uint64_t)j0, *xs, nk, mrow);
+        if (c->drop.mkl) *xs = mulmod(*xs, c->drop.a_T);
+        const float *prow = P + (size_t)ii * bkp;
+        float *pdrow = Pd + (size_t)ii * bkp;
+        for (int jj = 0; jj < nk; jj++)
+            pdrow[jj] = prow[jj] * mrow[jj];
+    }
+    return Pd;
+}
+
+/* dS = P (dP * mask - D) * scale on the visible keys, 0 beyond (dS holds dP). */
+static void ds_rows(const run_ctx *c, const float *P, const float *M, float *dS, size_t bkp, int nq,
+                    int nk, int i0, int j0, const float *D) {
+    for (int ii = 0; ii < nq; ii++) {
+        const int valid = imin(nk, i0 + ii - j0 + 1);
+        float *srow = dS + (size_t)ii * bkp;
+        c->K->ds_row(P + (size_t)ii * bkp, srow, c->drop.on ? M + (size_t)ii * bkp : NULL, valid,
+                     D[i0 + ii], c->scale);
+        for (int jj = valid; jj < nk; jj++)
+            srow[jj] = 0.0f;
+    }
+}
+
 static void bwd_task(const run_ctx *c, const attn_flash_problem *pb, const attn_flash_grads *g,
                      const bwd_shared *sh, int b, int h, int kt, char *scratch) {
     const int T = c->T, hd = c->hd;
@@ -728,11 +791,7 @@ static void bwd_task(const run_ctx *c, const attn_flash_problem *pb, const attn_
         const int nq = imin(c->bq, T - i0);
         const float *qb = pb->q + ((size_t)b * T + (size_t)i0) * pb->ld_q + (size_t)h * hd;
         const float *dob = g->d_o + ((size_t)b * T + (size_t)i0) * g->ld_do + (size_t)h * hd;
-        for (int ii = 0; ii < c->bq && i0 + c->bq + ii < T; ii++) /* next tile's rows */
-            for (int d = 0; d < hd; d += 16) {
-                __builtin_prefetch(qb + ((size_t)c->bq + ii) * pb->ld_q + d, 0, 2);
-                __builtin_prefetch(dob + ((size_t)c->bq + ii) * g->ld_do + d, 0, 2);
-            }
+        prefetch_next_qdo(c, pb, g, qb, dob, i0);
         /* Contiguous Q and dO rows (the strided ones alias in L1). */
         for (int ii = 0; ii < nq; ii++) {
             memcpy(Qp + (size_t)ii * hdp, qb + (size_t)ii * pb->ld_q, (size_t)hd * sizeof(float));
@@ -758,29 +817,8 @@ static void bwd_task(const run_ctx *c, const attn_flash_problem *pb, const attn_
             c->K->gemm(nq, nk, hd, Qp, (ptrdiff_t)hdp, 1, Kt, (ptrdiff_t)bkp, P, (ptrdiff_t)bkp, 0,
                        NULL);
         }
-        for (int ii = 0; ii < nq; ii++) {
-            const int i = i0 + ii;
-            const int valid = imin(nk, i - j0 + 1);
-            float *prow = P + (size_t)ii * bkp;
-            c->K->exp_row(prow, prow, valid, c->scale, lse[i]);
-            for (int jj = valid; jj < nk; jj++)
-                prow[jj] = 0.0f;
-        }
-        const float *Pused = P;
-        if (c->drop.on) {
-            for (int ii = 0; ii < nq; ii++) {
-                const int i = i0 + ii;
-                float *mrow = M + (size_t)ii * bkp;
-                drop_row(&c->drop, bh_base + (uint64_t)i * (uint64_t)T + (uint64_t)j0, xs, nk,
-                         mrow);
-                if (c->drop.mkl) xs = mulmod(xs, c->drop.a_T);
-                const float *prow = P + (size_t)ii * bkp;
-                float *pdrow = Pd + (size_t)ii * bkp;
-                for (int jj = 0; jj < nk; jj++)
-                    pdrow[jj] = prow[jj] * mrow[jj];
-            }
-            Pused = Pd;
-        }
+        exp_rows(c, P, bkp, nq, nk, i0, j0, lse);
+        const float *Pused = drop_rows(c, P, M, Pd, bkp, nq, nk, i0, j0, bh_base, &xs);
         /* dV (nk, hd) += P^T dO */
         if (split) {
             c->K->gemm(ks, hd, nq, Pused, 1, (ptrdiff_t)bkp, Op, (ptrdiff_t)hdp, dVa,
@@ -805,14 +843,7 @@ static void bwd_task(const run_ctx *c, const attn_flash_problem *pb, const attn_
                        NULL);
         }
         /* dS = P (dP * mask - D) / sqrt(hd) on the visible keys, 0 beyond */
-        for (int ii = 0; ii < nq; ii++) {
-            const int valid = imin(nk, i0 + ii - j0 + 1);
-            float *srow = dS + (size_t)ii * bkp;
-            c->K->ds_row(P + (size_t)ii * bkp, srow, c->drop.on ? M + (size_t)ii * bkp : NULL,
-                         valid, D[i0 + ii], c->scale);
-            for (int jj = valid; jj < nk; jj++)
-                srow[jj] = 0.0f;
-        }
+        ds_rows(c, P, M, dS, bkp, nq, nk, i0, j0, D);
         /* dK (nk, hd) += dS^T Q;  dQ (nq, hd) += dS K */
         if (split) {
             c->K->gemm(ks, hd, nq, dS, 1, (ptrdiff_t)bkp, Qp, (ptrdiff_t)hdp, dKa, (ptrdiff_t)hdp,
@@ -834,14 +865,7 @@ static void bwd_task(const run_ctx *c, const attn_flash_problem *pb, const attn_
         }
     }
 
-    for (int jj = 0; jj < nk; jj++) {
-        const float *ka = dKa + (size_t)jj * hdp, *va = dVa + (size_t)jj * hdp;
-        float *kd = dkb + (size_t)jj * g->ld_dk, *vd = dvb + (size_t)jj * g->ld_dv;
-        for (int d = 0; d < hd; d++) {
-            kd[d] += ka[d];
-            vd[d] += va[d];
-        }
-    }
+    add_dkdv(c, g, nk, dKa, dVa, dkb, dvb);
 }
 
 /* The bf16 backward: bwd_task's five products in bf16 pairs (fp32 P, dP,
@@ -905,11 +929,7 @@ static void bwd_task_bf16(const run_ctx *c, const attn_flash_problem *pb, const 
         const int nq = imin(c->bq, T - i0), nq2 = (nq + 1) / 2;
         const float *qb = pb->q + ((size_t)b * T + (size_t)i0) * pb->ld_q + (size_t)h * hd;
         const float *dob = g->d_o + ((size_t)b * T + (size_t)i0) * g->ld_do + (size_t)h * hd;
-        for (int ii = 0; ii < c->bq && i0 + c->bq + ii < T; ii++) /* next tile's rows */
-            for (int d = 0; d < hd; d += 16) {
-                __builtin_prefetch(qb + ((size_t)c->bq + ii) * pb->ld_q + d, 0, 2);
-                __builtin_prefetch(dob + ((size_t)c->bq + ii) * g->ld_do + d, 0, 2);
-            }
+        prefetch_next_qdo(c, pb, g, qb, dob, i0);
         KB->cvt_rows(qb, (ptrdiff_t)pb->ld_q, nq, hd, Q16, (ptrdiff_t)hdp);
         KB->cvt_rows(dob, (ptrdiff_t)g->ld_do, nq, hd, O16, (ptrdiff_t)hdp);
         KB->pack_rows_interleave(qb, (ptrdiff_t)pb->ld_q, nq, hd, Q2, (ptrdiff_t)hdp);
@@ -917,29 +937,8 @@ static void bwd_task_bf16(const run_ctx *c, const attn_flash_problem *pb, const 
         /* S (nq, nk) = Q_tile K_tile^T; P = exp(S / sqrt(hd) - lse) */
         KB->gemm(nq, nk, hd2, (const uint32_t *)Q16, hw, 1, Kt, (ptrdiff_t)bkp, P, (ptrdiff_t)bkp,
                  0, NULL);
-        for (int ii = 0; ii < nq; ii++) {
-            const int i = i0 + ii;
-            const int valid = imin(nk, i - j0 + 1);
-            float *prow = P + (size_t)ii * bkp;
-            c->K->exp_row(prow, prow, valid, c->scale, lse[i]);
-            for (int jj = valid; jj < nk; jj++)
-                prow[jj] = 0.0f;
-        }
-        const float *Pused = P;
-        if (c->drop.on) {
-            for (int ii = 0; ii < nq; ii++) {
-                const int i = i0 + ii;
-                float *mrow = M + (size_t)ii * bkp;
-                drop_row(&c->drop, bh_base + (uint64_t)i * (uint64_t)T + (uint64_t)j0, xs, nk,
-                         mrow);
-                if (c->drop.mkl) xs = mulmod(xs, c->drop.a_T);
-                const float *prow = P + (size_t)ii * bkp;
-                float *pdrow = Pd + (size_t)ii * bkp;
-                for (int jj = 0; jj < nk; jj++)
-                    pdrow[jj] = prow[jj] * mrow[jj];
-            }
-            Pused = Pd;
-        }
+        exp_rows(c, P, bkp, nq, nk, i0, j0, lse);
+        const float *Pused = drop_rows(c, P, M, Pd, bkp, nq, nk, i0, j0, bh_base, &xs);
         /* dV (nk, hd) += P^T dO over pairs of queries */
         KB->pack_rows_interleave(Pused, (ptrdiff_t)bkp, nq, nk, A2, (ptrdiff_t)bkp);
         KB->gemm(nk, hd, nq2, A2, 1, (ptrdiff_t)bkp, O2, (ptrdiff_t)hdp, dVa, (ptrdiff_t)hdp, 1,
@@ -947,14 +946,7 @@ static void bwd_task_bf16(const run_ctx *c, const attn_flash_problem *pb, const 
         /* dP (nq, nk) = dO V^T */
         KB->gemm(nq, nk, hd2, (const uint32_t *)O16, hw, 1, Vt, (ptrdiff_t)bkp, dS, (ptrdiff_t)bkp,
                  0, NULL);
-        for (int ii = 0; ii < nq; ii++) {
-            const int valid = imin(nk, i0 + ii - j0 + 1);
-            float *srow = dS + (size_t)ii * bkp;
-            c->K->ds_row(P + (size_t)ii * bkp, srow, c->drop.on ? M + (size_t)ii * bkp : NULL,
-                         valid, D[i0 + ii], c->scale);
-            for (int jj = valid; jj < nk; jj++)
-                srow[jj] = 0.0f;
-        }
+        ds_rows(c, P, M, dS, bkp, nq, nk, i0, j0, D);
         /* dK (nk, hd) += dS^T Q over pairs of queries; dQ (nq, hd) += dS K
          * over pairs of keys */
         KB->pack_rows_interleave(dS, (ptrdiff_t)bkp, nq, nk, A2, (ptrdiff_t)bkp);
@@ -965,14 +957,7 @@ static void bwd_task_bf16(const run_ctx *c, const attn_flash_problem *pb, const 
                  dq_base + (size_t)i0 * ld_dq, ld_dq, 1, NULL);
     }
 
-    for (int jj = 0; jj < nk; jj++) {
-        const float *ka = dKa + (size_t)jj * hdp, *va = dVa + (size_t)jj * hdp;
-        float *kd = dkb + (size_t)jj * g->ld_dk, *vd = dvb + (size_t)jj * g->ld_dv;
-        for (int d = 0; d < hd; d++) {
-            kd[d] += ka[d];
-            vd[d] += va[d];
-        }
-    }
+    add_dkdv(c, g, nk, dKa, dVa, dkb, dvb);
 }
 
 attn_status attn_flash_backward(const attn_flash_problem *pb, const attn_flash_grads *g,
