@@ -253,6 +253,11 @@ def main():
     ap.add_argument("--rounds", type=int, default=1,
                     help="MHA: interleaved attn/PyTorch rounds, min of each (a loaded machine)")
     args = ap.parse_args()
+    try:  # the peers run in children of this interpreter: it must have PyTorch
+        import torch  # noqa: F401
+    except ImportError:
+        sys.exit(f"bench/issue10.py: {sys.executable} has no PyTorch; run it with "
+                 "/usr/bin/python3 (Debian's python3-torch) or through bench/issue10.sh")
     a = os.path.abspath(args.attn)
     with open("/proc/loadavg") as f:
         load = " ".join(f.read().split()[:3])
