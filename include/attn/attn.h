@@ -38,8 +38,8 @@
 #include "attn/self_attention.h"
 #include "attn/softmax.h"
 #include "attn/status.h"
-#include "attn/tokenizer.h"
 #include "attn/thread_tuner.h"
+#include "attn/tokenizer.h"
 #include "attn/train.h"
 #include "attn/viz.h"
 
