@@ -14,6 +14,7 @@
 #include "attn/checkpoint.h"
 #include "attn/fileio.h"
 #include "attn/runlock.h"
+#include "support/trainer_check.h"
 
 static char dir[256];
 
@@ -23,9 +24,7 @@ static void setup(void) {
 }
 
 static void teardown(void) {
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    cr_expect_eq(system(cmd), 0);
+    remove_tree(dir);
 }
 
 static void save(int64_t step, const char *a, const char *b) {

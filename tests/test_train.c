@@ -152,9 +152,8 @@ Test(train, save_and_resume_continue_bit_for_bit) {
     for (int i = 0; i < 4; i++) {
         snprintf(p, sizeof p, "%s/%s", dir, files[i]);
         cr_expect_eq(access(p, R_OK), 0, "%s missing", files[i]);
-        unlink(p);
     }
-    rmdir(dir);
+    remove_tree(dir);
 }
 
 /* attn_trainer_run owns the rhythm: a stop request after step 7 saves and
@@ -246,9 +245,7 @@ Test(train, run_stops_on_request_saves_and_resumes_bit_for_bit) {
     attn_trainer_free(&b);
     attn_trainer_free(&whole);
     free(text);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    cr_expect_eq(system(cmd), 0);
+    remove_tree(dir);
 }
 
 /* The plan's parameter count is the model's own, from the config alone. */
@@ -302,9 +299,7 @@ Test(train, init_from_copies_the_weights_and_checks_the_shape) {
     attn_trainer_free(&b);
     attn_trainer_free(&c);
     free(text);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    cr_expect_eq(system(cmd), 0);
+    remove_tree(dir);
 }
 
 /* The training keys are one table (attn_train_key_at): every row's JSON

@@ -2,6 +2,8 @@
 #include "trainer_check.h"
 
 #include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 void expect_same_params(const attn_gpt *a, const attn_gpt *b, const char *what) {
@@ -21,4 +23,10 @@ void expect_same_steps(attn_trainer *a, attn_trainer *b, int steps) {
         cr_expect(memcmp(&ra.loss, &rb.loss, sizeof ra.loss) == 0, "step %d: %.9g vs %.9g", i,
                   (double)ra.loss, (double)rb.loss);
     }
+}
+
+void remove_tree(const char *dir) {
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    cr_expect_eq(system(cmd), 0, "%s", cmd);
 }
