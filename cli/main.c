@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "attn/version.h"
 #include "commands.h"
 
 typedef struct {
@@ -82,7 +83,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0) {
-        printf("attn %s\n", ATTN_VERSION);
+        printf("attn %s\n", attn_version());
         return 0;
     }
     if (strcmp(argv[1], "--check-options") == 0) { /* maintainers: every table is sound */

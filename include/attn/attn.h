@@ -41,6 +41,8 @@
 #include "attn/thread_tuner.h"
 #include "attn/tokenizer.h"
 #include "attn/train.h"
+#include "attn/train_setup.h"
+#include "attn/version.h"
 #include "attn/viz.h"
 
 #endif
