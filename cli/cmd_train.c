@@ -52,10 +52,11 @@ static void fmt_duration(double s, char *out, size_t n) {
     const long t = (long)(s + 0.5);
     long big, small;
     const char *bu, *su;
+    const long hours = (t + 1800) / 3600, minutes = (t + 30) / 60; /* rounded */
     if (t >= 48 * 3600)
-        big = t / 86400, small = (t + 1800) / 3600 % 24, bu = "day", su = "hour";
+        big = hours / 24, small = hours % 24, bu = "day", su = "hour";
     else if (t >= 3600)
-        big = t / 3600, small = (t + 30) / 60 % 60, bu = "hour", su = "minute";
+        big = minutes / 60, small = minutes % 60, bu = "hour", su = "minute";
     else if (t >= 60)
         big = t / 60, small = t % 60, bu = "minute", su = "second";
     else {

@@ -110,10 +110,10 @@ void cli_near_add_list(cli_near *n, const char *const *names) {
 }
 
 const char *cli_near_hint(const cli_near *n, const char *prefix, char *buf, size_t cap) {
-    if (!n->best)
-        snprintf(buf, cap, "%s", "");
-    else
+    if (n->best)
         snprintf(buf, cap, " (did you mean '%s%s'?)", prefix, n->best);
+    else if (cap)
+        buf[0] = '\0';
     return buf;
 }
 
