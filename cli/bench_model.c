@@ -29,9 +29,9 @@ enum { MB_PRESET, MB_STEPS, MB_BATCH, MB_TOKENS, MB_DATA, MB_THREADS, MB_PRECISI
 
 #define OFF(f) offsetof(model_args, f)
 static const cli_option model_opts_table[] = {
-    [MB_PRESET] = {"preset", CLI_STRING, "NAME", OFF(preset), .def = "seed004",
-                   .help = "the model (and train: the recipe's batch size), as\n"
-                           "`attn train --preset` names them"},
+    [MB_PRESET] = {"preset", CLI_CHOICE, NULL, OFF(preset), .def = "seed004",
+                   .choices_of = attn_gpt_preset_names,
+                   .help = "the model (and train: the recipe's batch size)"},
     [MB_STEPS] = {"steps", CLI_INT, "N", OFF(steps), 1, 1000000, .def = "3",
                   .help = "train: timed steps after the untimed first one"},
     [MB_BATCH] = {"batch-size", CLI_INT, "N", OFF(batch), 1, 1000000,
@@ -59,8 +59,8 @@ static const char model_about[] =
 
 const cli_command bench_train_cli = {
     "bench train",
-    "attn bench train [--preset NAME] [--steps N] [--batch-size N] [--data FILE]\n"
-    "                        [--threads N] [--precision fp32|bf16]",
+    "attn bench train [--preset NAME] [--steps N] [--batch-size N]\n"
+    "                        [--data FILE] [--threads N] [--precision fp32|bf16]",
     model_about,
     model_opts_table,
     MB_OPT_COUNT,

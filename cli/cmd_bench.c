@@ -93,7 +93,8 @@ static const cli_option bench_opts_table[] = {
     [BENCH_PRECISION] = {"precision", CLI_CHOICE, NULL, OFF(precision_name),
                          .choices = cli_precision_choices, .def = "fp32",
                          .help = "bf16: the projections and the attention kernel\n"
-                                 "in bf16 (sgemm: the bf16 engine's product; AVX512-BF16 CPUs)"},
+                                 "in bf16 (sgemm: the bf16 engine's product;\n"
+                                 "AVX512-BF16 CPUs)"},
     [BENCH_M] = {"m", CLI_INT, "M", OFF(m), 1, BIG, .help = "sgemm: rows (default B*T)"},
     [BENCH_N] = {"n", CLI_INT, "N", OFF(n), 1, BIG, .help = "sgemm: columns (default 3*D)"},
     [BENCH_K] = {"k", CLI_INT, "K", OFF(k), 1, BIG, .help = "sgemm: inner size (default D)"},
@@ -359,9 +360,16 @@ static int resolve(bench_args *a, const char *which) {
 static const char *which_bench(const cli_parsed *p) {
     const char *w = p->n_positional ? p->positional[0] : NULL;
     if (w && (strcmp(w, "mha") == 0 || strcmp(w, "sgemm") == 0)) return w;
-    if (w)
-        fprintf(stderr, "attn bench: unknown benchmark '%s' (mha, sgemm, train or generate)\n", w);
-    else
+    static const char *const names[] = {"mha", "sgemm", "train", "generate", NULL};
+    if (w) {
+        cli_near near;
+        char hint[96];
+        cli_near_init(&near, w, strlen(w));
+        cli_near_add_list(&near, names);
+        fprintf(stderr,
+                "attn bench: unknown benchmark '%s'%s; one of mha, sgemm, train, generate\n", w,
+                cli_near_hint(&near, "", hint, sizeof hint));
+    } else
         fprintf(stderr, "attn bench: which benchmark? mha, sgemm, train or generate\n");
     return NULL;
 }

@@ -621,11 +621,12 @@ static const char *const streams[] = {"torch-mkl", "torch-cpu", NULL};
 static const cli_option ch3_opts_table[] = {
     [CH3_RNG] = {"rng", CLI_CHOICE, NULL, offsetof(ch3_opts, rng), .choices = streams,
                  .def = "torch-mkl",
-                 .help = "dropout masks: torch-mkl = MKL builds, the book's tables\n"
-                         "(the default: this command reproduces the book);\n"
-                         "torch-cpu = non-MKL builds (Debian's python3-torch): the\n"
-                         "causal and dropout tables then follow seed 003's\n"
-                         "notebook and its SelfAttention_v2 variant"},
+                 .help = "dropout masks: torch-mkl = MKL builds, the book's\n"
+                         "tables (the default: this command reproduces the\n"
+                         "book); torch-cpu = non-MKL builds (Debian's\n"
+                         "python3-torch): the causal and dropout tables then\n"
+                         "follow seed 003's notebook and its SelfAttention_v2\n"
+                         "variant"},
     [CH3_FIGURES] = {"figures", CLI_STRING, "DIR", offsetof(ch3_opts, figures),
                      .help = "also write the chapter's matrices as SVG heatmaps, in\n"
                              "the book's order (DIR/01-attn-scores.svg ...), labelled\n"

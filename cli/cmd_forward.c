@@ -166,7 +166,15 @@ static int find_module(const cli_parsed *p, const attn_module_kind_info **out) {
             fprintf(stderr, CMD ": write '%s' first: attn forward %s [its options]\n", name, name);
             return 2;
         }
-    fprintf(stderr, CMD ": unknown module '%s'; one of:", name);
+    cli_near near;
+    char hint[96];
+    cli_near_init(&near, name, strlen(name));
+    for (int i = 0; i < ATTN_MODULE_KIND_COUNT; i++)
+        cli_near_add(&near, attn_module_kind_name((attn_module_kind)i));
+    for (size_t i = 0; i < N_DELEGATES; i++)
+        cli_near_add(&near, fwd_delegates[i].name);
+    fprintf(stderr, CMD ": unknown module '%s'%s; one of:", name,
+            cli_near_hint(&near, "", hint, sizeof hint));
     list_modules(stderr);
     return 2;
 }

@@ -41,7 +41,9 @@ enum {
 #define OFF(f) offsetof(gen_opts, f)
 static const cli_option gen_opts_table[] = {
     [GEN_CHECKPOINT] = {"checkpoint", CLI_STRING, "DIR", OFF(checkpoint), .required = 1,
-                        .help = "a run folder of `attn train` (or its model.safetensors)"},
+                        .positional = 1,
+                        .help = "a run folder of `attn train` (or its\n"
+                                "model.safetensors); the flag may be left out"},
     [GEN_PROMPT] = {"prompt", CLI_STRING, "TEXT", OFF(prompt),
                     .help = "the text to continue (default: a newline); every\n"
                             "character must be in the checkpoint's vocabulary"},
@@ -80,7 +82,7 @@ CLI_TABLE_CHECK(gen_opts_table, GEN_OPT_COUNT);
 
 const cli_command generate_cli = {
     "generate",
-    "attn generate --checkpoint DIR [--prompt TEXT] [--max-new-tokens N]\n"
+    "attn generate [--checkpoint] DIR [--prompt TEXT] [--max-new-tokens N]\n"
     "                     [--temperature T] [--top-k K] [--top-p P] [--seed N]\n"
     "                     [--stop TEXT] [--window N] [--threads N]\n"
     "                     [--device cpu|cuda] [--precision fp32|bf16]",

@@ -27,11 +27,13 @@ static const cli_option rng_opts_table[] = {
     [RNG_COUNT] = {"count", CLI_INT, "N", OFF(count), 1, 1000000, .def = "6",
                    .help = "how many values to draw"},
     [RNG_DROPOUT] = {"dropout", CLI_FLOAT, "P", OFF(dropout), 0, 1, .hi_open = 1,
-                     .help = "print nn.Dropout(P)'s keep-mask (1/0) instead of torch.rand"},
+                     .help = "print nn.Dropout(P)'s keep-mask (1/0) instead of\n"
+                             "torch.rand"},
     [RNG_STREAM] = {"rng", CLI_CHOICE, NULL, OFF(rng), .choices = streams, .def = "torch-mkl",
-                    .help = "dropout stream: torch-mkl (MKL builds: the book's tables; the\n"
-                            "default, as in `attn chapter3`) or torch-cpu (Debian's\n"
-                            "non-MKL PyTorch: the default of `attn forward`)"},
+                    .help = "dropout stream: torch-mkl (MKL builds: the book's\n"
+                            "tables; the default, as in `attn chapter3`) or\n"
+                            "torch-cpu (Debian's non-MKL PyTorch: the default of\n"
+                            "`attn forward`)"},
 };
 CLI_TABLE_CHECK(rng_opts_table, RNG_OPT_COUNT);
 

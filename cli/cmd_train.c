@@ -16,6 +16,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include "attn/cuda.h"
 #include "attn/dist.h"
 #include "attn/fileio.h"
 #include "attn/flash_attention.h"
@@ -42,6 +43,53 @@ static void fmt_eta(double s, char *out, size_t n) {
         snprintf(out, n, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
     else
         snprintf(out, n, "%ld:%02ld", t / 60, t % 60);
+}
+
+/* A duration in words: "about 27 hours 10 minutes", "about 4 minutes 5
+ * seconds", "about 12 seconds"; days from 48 hours on. */
+static void fmt_duration(double s, char *out, size_t n) {
+    if (!isfinite(s) || s < 0) s = 0;
+    const long t = (long)(s + 0.5);
+    long big, small;
+    const char *bu, *su;
+    const long hours = (t + 1800) / 3600, minutes = (t + 30) / 60; /* rounded */
+    if (t >= 48 * 3600)
+        big = hours / 24, small = hours % 24, bu = "day", su = "hour";
+    else if (t >= 3600)
+        big = minutes / 60, small = minutes % 60, bu = "hour", su = "minute";
+    else if (t >= 60)
+        big = t / 60, small = t % 60, bu = "minute", su = "second";
+    else {
+        if (t < 1)
+            snprintf(out, n, "under a second");
+        else
+            snprintf(out, n, "about %ld second%s", t, t == 1 ? "" : "s");
+        return;
+    }
+    if (small)
+        snprintf(out, n, "about %ld %s%s %ld %s%s", big, bu, big == 1 ? "" : "s", small, su,
+                 small == 1 ? "" : "s");
+    else
+        snprintf(out, n, "about %ld %s%s", big, bu, big == 1 ? "" : "s");
+}
+
+/* What would make a run faster that this build and CPU offer and the run
+ * does not use yet ("" when nothing). */
+static void speed_hints(attn_device dev, attn_precision prec, int ranks, char *out, size_t n) {
+    size_t used = 0;
+    out[0] = '\0';
+    if (dev == ATTN_DEVICE_CPU && prec == ATTN_PRECISION_FP32 &&
+        attn_precision_check(ATTN_PRECISION_BF16, NULL) == ATTN_OK)
+        used += (size_t)snprintf(out + used, n - used,
+                                 "--precision bf16 (this CPU has AVX512-BF16: bf16 matrix "
+                                 "products, fp32 sums)");
+    if (dev == ATTN_DEVICE_CPU && ranks <= 1 && attn_dist_compiled() && used < n)
+        used += (size_t)snprintf(out + used, n - used,
+                                 "%s`mpirun -np N attn train ...` (N processes share each step, "
+                                 "bit for bit the same run)",
+                                 used ? "; " : "");
+    if (dev == ATTN_DEVICE_CPU && attn_cuda_compiled() && used < n)
+        snprintf(out + used, n - used, "%s--device cuda (an NVIDIA GPU)", used ? "; " : "");
 }
 
 /* Terminal width: the tty's (TIOCGWINSZ), else $COLUMNS, else 80. */
@@ -109,7 +157,8 @@ static double plan_seconds(const attn_train_plan *p, int64_t steps, int threads,
 }
 
 static int print_plan(const attn_gpt_config *m, const attn_train_config *t, const char *preset,
-                      const char *data, size_t n, const char *out, int threads, int ranks) {
+                      const char *data, size_t n, const char *out, int threads, int ranks,
+                      attn_device dev, attn_precision prec) {
     attn_train_plan p;
     attn_train_plan_of(m, t, &p);
     char *mj = NULL, *tj = attn_train_config_to_json(t);
@@ -120,8 +169,12 @@ static int print_plan(const attn_gpt_config *m, const attn_train_config *t, cons
         return 1;
     }
     double gflops, sec = plan_seconds(&p, t->max_steps, threads, ranks, &gflops);
-    char eta[32];
-    fmt_eta(sec, eta, sizeof eta);
+    char eta[64], hints[400] = "";
+    if (gflops > 0)
+        fmt_duration(sec, eta, sizeof eta);
+    else
+        snprintf(eta, sizeof eta, "unknown (no speed measured)");
+    if (sec > 3600) speed_hints(dev, prec, ranks, hints, sizeof hints);
     printf("attn train --dry-run: nothing is trained or written\n"
            "preset      %s\n"
            "model       %s\n"
@@ -132,12 +185,14 @@ static int print_plan(const attn_gpt_config *m, const attn_train_config *t, cons
            "memory      ~%.1f MiB: weights, gradients, AdamW moments %.1f MiB + activations "
            "~%.1f MiB\n"
            "checkpoint  %.1f MiB per save\n"
-           "time        ~%s for %" PRId64 " steps (%.3g TFLOP at %.1f GFLOP/s, the speed of "
+           "time        %s for %" PRId64 " step%s (%.3g TFLOP at %.1f GFLOP/s, the speed of "
            "matrix products measured now)\n",
            preset ? preset : "saved config", mj, tj, data, n, m->vocab_size, out, p.n_params,
            (double)p.n_params / 1e6, (p.state_bytes + p.act_bytes) / 1048576.0,
            p.state_bytes / 1048576.0, p.act_bytes / 1048576.0, p.ckpt_bytes / 1048576.0, eta,
-           t->max_steps, p.flops_per_step * (double)t->max_steps / 1e12, gflops);
+           t->max_steps, t->max_steps == 1 ? "" : "s",
+           p.flops_per_step * (double)t->max_steps / 1e12, gflops);
+    if (hints[0]) printf("faster      over an hour here; try %s\n", hints);
     free(mj);
     free(tj);
     return 0;
@@ -145,20 +200,25 @@ static int print_plan(const attn_gpt_config *m, const attn_train_config *t, cons
 
 /* Runs of seed004's size (over 10^15 floating-point operations, hours on
  * a laptop) say what they will cost before they start. */
-static void warn_cost(const attn_gpt_config *m, const attn_train_config *t, int threads,
-                      int ranks) {
+static void warn_cost(const attn_gpt_config *m, const attn_train_config *t, int threads, int ranks,
+                      attn_device dev, attn_precision prec) {
     attn_train_plan p;
     attn_train_plan_of(m, t, &p);
     if (p.flops_per_step * (double)t->max_steps < 1e15) return;
     double gflops, sec = plan_seconds(&p, t->max_steps, threads, ranks, &gflops);
-    char eta[32];
-    fmt_eta(sec, eta, sizeof eta);
+    char eta[64], hints[400] = "";
+    if (gflops > 0)
+        fmt_duration(sec, eta, sizeof eta);
+    else
+        snprintf(eta, sizeof eta, "an unknown time");
+    if (sec > 3600) speed_hints(dev, prec, ranks, hints, sizeof hints);
     fprintf(stderr,
             "attn train: warning: a large run: %.1f M parameters, ~%.2f GB of memory, %.0f MB per "
-            "checkpoint, ~%s for %" PRId64 " steps here (%.1f GFLOP/s); Ctrl-C saves "
+            "checkpoint, %s for %" PRId64 " steps here (%.1f GFLOP/s); Ctrl-C saves "
             "and stops, --resume continues, --dry-run shows the plan\n",
             (double)p.n_params / 1e6, (p.state_bytes + p.act_bytes) / 1e9, p.ckpt_bytes / 1e6, eta,
             t->max_steps, gflops);
+    if (hints[0]) fprintf(stderr, "attn train: faster: %s\n", hints);
 }
 
 /* ------------------------------------------------------------ options */
@@ -204,8 +264,10 @@ static cli_option train_rows[TRAIN_OPT_COUNT] = {
     [T_DATA] = {"data", CLI_STRING, "FILE", OFF(data),
                 .help = "the corpus (default " ATTN_TRAIN_DEFAULT_DATA ", or the\n"
                         "resumed run's)"},
-    [T_PRESET] = {"preset", CLI_STRING, "NAME", OFF(preset), .def = ATTN_TRAIN_DEFAULT_PRESET,
-                  .help = NULL}, /* the presets' names (train_cli_table) */
+    [T_PRESET] = {"preset", CLI_CHOICE, NULL, OFF(preset), .def = ATTN_TRAIN_DEFAULT_PRESET,
+                  .choices_of = attn_gpt_preset_names,
+                  .help = "the model and training recipe (resuming: the saved\n"
+                          "run's config)"},
     [T_CONFIG] = {"config", CLI_STRING, "FILE.json", OFF(config),
                   .help = "model keys (the book's or seed 004's names) and\n"
                           "training keys (as named below)"},
@@ -221,15 +283,18 @@ static cli_option train_rows[TRAIN_OPT_COUNT] = {
                    .help = "print the resolved config and the plan, then exit"},
     [T_THREADS] = {"threads", CLI_INT, "N", OFF(threads), 1, 4096,
                    .help = "threads (default: all cores, or 1 where timed faster)"},
-    [T_DEVICE] = {"device", CLI_STRING, "NAME", OFF(device), .def = "cpu", .help = "cpu or cuda"},
-    [T_PRECISION] = {"precision", CLI_STRING, "NAME", OFF(precision), .def = "fp32",
-                     .help = "fp32 or bf16 (matrix products; see above)"},
+    [T_DEVICE] = {"device", CLI_CHOICE, NULL, OFF(device), .choices = cli_device_choices,
+                  .def = "cpu", .help = "where the steps run (see above)"},
+    [T_PRECISION] = {"precision", CLI_CHOICE, NULL, OFF(precision),
+                     .choices = cli_precision_choices, .def = "fp32",
+                     .help = "of the matrix products (see above)"},
+    /* Testing hooks (tests/train_*.sh, mpi_train.sh): accepted, not in --help. */
     [T_INTERRUPT_AFTER] = {"interrupt-after", CLI_INT, "N", OFF(interrupt_after), 1, 1e19,
-                           .help = "(testing) behave as if Ctrl-C came after step N"},
-    [T_KILL_RANK] = {"kill-rank", CLI_INT, "R", OFF(kill_rank), 0, 1e6,
-                     .help = "(testing) with --kill-after: the rank to kill"},
-    [T_KILL_AFTER] = {"kill-after", CLI_INT, "N", OFF(kill_after), 1, 1e19,
-                      .help = "(testing) rank R sends itself SIGKILL after step N"},
+                           .hidden = 1, .help = "behave as if Ctrl-C came after step N"},
+    [T_KILL_RANK] = {"kill-rank", CLI_INT, "R", OFF(kill_rank), 0, 1e6, .hidden = 1,
+                     .help = "with --kill-after: the rank to kill"},
+    [T_KILL_AFTER] = {"kill-after", CLI_INT, "N", OFF(kill_after), 1, 1e19, .hidden = 1,
+                      .help = "rank R sends itself SIGKILL after step N"},
 };
 CLI_TABLE_CHECK(train_rows, TRAIN_OPT_COUNT);
 
@@ -275,21 +340,6 @@ static const cli_command train_cli = {
     TRAIN_OPT_COUNT,
     0};
 
-/* "seed004, shakespeare-char, nanogpt-cpu or tiny ...": the library's names. */
-static const char *preset_help(void) {
-    static char buf[200];
-    const char *const *names = attn_gpt_preset_names();
-    size_t used = 0;
-    for (int i = 0; names[i] && used < sizeof buf / 2; i++)
-        used += (size_t)snprintf(buf + used, sizeof buf - used, "%s%s",
-                                 !i             ? ""
-                                 : names[i + 1] ? ", "
-                                                : " or ",
-                                 names[i]);
-    snprintf(buf + used, sizeof buf - used, "\n(resuming: the saved run's config)");
-    return buf;
-}
-
 /* The option row of training key i (attn_train_key_at): its flag, range and
  * help are the library's. */
 static cli_option key_row(int i, char *help, size_t cap) {
@@ -315,7 +365,6 @@ static cli_option key_row(int i, char *help, size_t cap) {
 const cli_command *train_cli_table(void) {
     static char help[ATTN_TRAIN_KEY_COUNT][256];
     if (train_rows[T_KEY0].name) return &train_cli;
-    train_rows[T_PRESET].help = preset_help();
     for (int i = 0; i < ATTN_TRAIN_KEY_COUNT; i++)
         train_rows[T_KEY0 + i] = key_row(i, help[i], sizeof help[i]);
     return &train_cli;
@@ -467,13 +516,9 @@ typedef struct train_cmd {
 static int parse(train_cmd *c, int argc, char **argv) {
     int prc = cli_parse(train_cli_table(), argc, argv, &c->o, &c->parsed);
     if (prc) return prc == CLI_HELP ? 0 : prc;
-    attn_error err;
-    if (attn_device_parse(c->o.device, &c->device, &err) ||
-        attn_precision_parse(c->o.precision, &c->precision, &err)) {
-        fprintf(stderr, "attn train: --%s: %s\n",
-                attn_device_parse(c->o.device, &c->device, NULL) ? "device" : "precision", err.msg);
-        return 2;
-    }
+    attn_error err; /* the table allows only valid names */
+    attn_device_parse(c->o.device, &c->device, &err);
+    attn_precision_parse(c->o.precision, &c->precision, &err);
     const char *clash = !c->o.resume     ? NULL
                         : c->o.init_from ? "--init-from starts a new run from trained weights"
                         : c->o.force     ? "--force replaces the run"
@@ -524,13 +569,13 @@ static int plan_or_warn(train_cmd *c) {
     }
     const int threads = (int)c->o.threads;
     if (!c->o.dry_run) {
-        warn_cost(&pm, &c->su.train, threads, c->dist->size);
+        warn_cost(&pm, &c->su.train, threads, c->dist->size, c->device, c->precision);
         return -1;
     }
     c->collective = 1;
     return !c->lead ? 0
                     : print_plan(&pm, &c->su.train, c->su.preset, c->su.data, c->n, c->su.out,
-                                 threads, c->dist->size);
+                                 threads, c->dist->size, c->device, c->precision);
 }
 
 /* Rank 0 makes, locks and checks the run folder out: -1 to go on. */

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "attn/fileio.h"
@@ -45,19 +46,26 @@ enum {
 #define OFF(f) offsetof(viz_opts, f)
 static const cli_option viz_opts_table[] = {
     [VIZ_CHECKPOINT] = {"checkpoint", CLI_STRING, "DIR", OFF(checkpoint), .required = 1,
-                        .help = "a run folder of `attn train` (or its model.safetensors)"},
+                        .positional = 1,
+                        .help = "a run folder of `attn train` (or its\n"
+                                "model.safetensors); the flag may be left out"},
     [VIZ_PROMPT] = {"prompt", CLI_STRING, "TEXT", OFF(prompt), .required = 1,
-                    .help = "the characters whose attention is drawn"},
+                    .help = "the characters whose attention is drawn; a longer\n"
+                            "one than the model reads keeps its last characters,\n"
+                            "as attn generate does (a note says so)"},
     [VIZ_OUT] = {"out", CLI_STRING, "FILE.html", OFF(out),
-                 .help = "one self-contained HTML page (no network): the prompt's\n"
-                         "characters shaded by the attention of the one under the\n"
-                         "mouse (choose layer and heads), every layer x head as a\n"
-                         "small heatmap (click: large, with the characters on the\n"
-                         "axes) and, with --generate, each sampled character with\n"
-                         "its probability and the five most likely ones. The weights\n"
-                         "are also in the page as JSON (<script id=\"attn-data\">)"},
+                 .help = "one self-contained HTML page (no network): the\n"
+                         "prompt's characters shaded by the attention of the one\n"
+                         "under the mouse (choose layer and heads), every layer x\n"
+                         "head as a small heatmap (click: large, with the\n"
+                         "characters on the axes) and, with --generate, each\n"
+                         "sampled character with its probability and the five\n"
+                         "most likely ones. The weights are also in the page as\n"
+                         "JSON (<script id=\"attn-data\">). Always HTML: a name\n"
+                         "ending in .svg is refused (that is --svg)"},
     [VIZ_SVG] = {"svg", CLI_STRING, "FILE.svg", OFF(svg),
-                 .help = "the heatmap of --layer L, --head H as a standalone SVG"},
+                 .help = "the heatmap of --layer L, --head H as a standalone\n"
+                         "SVG (a name ending in .html is refused)"},
     [VIZ_LAYER] = {"layer", CLI_INT, "L", OFF(layer), 0, 1000000,
                    .help = "layer of --svg (0-based; below the model's n_layers)"},
     [VIZ_HEAD] = {"head", CLI_INT, "H", OFF(head), 0, 1000000,
@@ -78,13 +86,21 @@ CLI_TABLE_CHECK(viz_opts_table, VIZ_OPT_COUNT);
 
 const cli_command viz_cli = {
     "viz",
-    "attn viz --checkpoint DIR --prompt TEXT [--generate N] [--seed N]\n"
+    "attn viz [--checkpoint] DIR --prompt TEXT [--generate N] [--seed N]\n"
     "                [--temperature T] [--top-k K] [--threads N] --out FILE.html\n"
-    "       attn viz --checkpoint DIR --prompt TEXT --layer L --head H --svg FILE.svg",
-    "  A checkpoint's attention on a prompt. Both outputs may be asked for at once.\n",
+    "       attn viz [--checkpoint] DIR --prompt TEXT --layer L --head H\n"
+    "                --svg FILE.svg",
+    "  A checkpoint's attention on a prompt. Both outputs may be asked for at\n"
+    "  once. `attn viz DIR ...` is `attn viz --checkpoint DIR ...`.\n",
     viz_opts_table,
     VIZ_OPT_COUNT,
     0};
+
+/* 1 when path's name ends in suffix, ignoring case. */
+static int ends_with(const char *path, const char *suffix) {
+    const size_t n = strlen(path), k = strlen(suffix);
+    return n >= k && strcasecmp(path + n - k, suffix) == 0;
+}
 
 int cmd_viz(int argc, char **argv) {
     viz_opts o;
@@ -96,6 +112,18 @@ int cmd_viz(int argc, char **argv) {
     const long head = parsed.given[VIZ_HEAD] ? (long)o.head : -1;
     if (!html && !svg) {
         fprintf(stderr, "attn viz: nothing to write: give --out FILE.html and/or --svg FILE.svg\n");
+        return 2;
+    }
+    /* --out writes HTML only: an .svg name would hold a page no SVG viewer opens. */
+    if (html && ends_with(html, ".svg")) {
+        fprintf(stderr,
+                "attn viz: --out writes the HTML page, not SVG: for one head's heatmap as SVG use "
+                "--svg %s --layer L --head H (or name the page FILE.html)\n",
+                html);
+        return 2;
+    }
+    if (svg && (ends_with(svg, ".html") || ends_with(svg, ".htm"))) {
+        fprintf(stderr, "attn viz: --svg writes SVG, not HTML: for the page use --out %s\n", svg);
         return 2;
     }
     if (svg && (layer < 0 || head < 0)) {
@@ -141,6 +169,12 @@ int cmd_viz(int argc, char **argv) {
         goto out;
     }
     /* Both documents exist in memory; a failed second write takes the first back. */
+    if (d.prompt_dropped)
+        fprintf(stderr,
+                "attn viz: note: the prompt has %d characters; the model reads at most %d "
+                "(context_length%s), so it keeps the last %d, as attn generate does\n",
+                d.prompt_dropped + d.n_prompt, model.cfg.context_length,
+                d.n_generated ? ", generated characters included" : "", d.n_prompt);
     if (html && attn_file_write_atomic(html, page, page_len, &err)) {
         fprintf(stderr, "attn viz: %s\n", err.msg);
         goto out;

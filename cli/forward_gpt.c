@@ -30,7 +30,9 @@ enum {
 #define OFF(f) offsetof(gpt_opts, f)
 static const cli_option gpt_opts_table[] = {
     [GPT_CHECKPOINT] = {"checkpoint", CLI_STRING, "DIR", OFF(checkpoint), .required = 1,
-                        .help = "a run folder of `attn train` (or its model.safetensors)"},
+                        .positional = 1,
+                        .help = "a run folder of `attn train` (or its\n"
+                                "model.safetensors); the flag may be left out"},
     [GPT_INPUT] = {"input", CLI_STRING, "IDS.npy", OFF(input), .required = 1,
                    .help = "int64 or int32 (B, T) token ids, T <= context_length"},
     [GPT_OUTPUT] = {"output", CLI_STRING, "LOGITS.npy", OFF(output), .required = 1,
@@ -47,7 +49,7 @@ CLI_TABLE_CHECK(gpt_opts_table, GPT_OPT_COUNT);
 
 const cli_command forward_gpt_cli = {
     "forward gpt",
-    "attn forward gpt --checkpoint DIR --input IDS.npy --output LOGITS.npy\n"
+    "attn forward gpt [--checkpoint] DIR --input IDS.npy --output LOGITS.npy\n"
     "                        [--targets Y.npy] [--precision fp32|bf16] [--threads N]",
     "  Runs the checkpoint's GPT on the ids in eval mode (no dropout) and writes\n"
     "  the logits; with --targets also prints the loss, for checks against the\n"

@@ -15,8 +15,7 @@ typedef struct {
 } command;
 
 static const command commands[] = {
-    {"bench", cmd_bench,
-     "time MultiHeadAttention (fused or reference), the attention kernel, sgemm"},
+    {"bench", cmd_bench, "time MultiHeadAttention, the attention kernel, sgemm, a model"},
     {"chapter3", cmd_chapter3, "walk chapter 3 step by step, printing each tensor as PyTorch does"},
     {"rng", cmd_rng, "print torch.rand / dropout draws for a seed (PyTorch's generator)"},
     {"forward", cmd_forward, "run one attention module (and backward) on a .npy input"},
@@ -95,7 +94,15 @@ int main(int argc, char **argv) {
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (strcmp(argv[1], commands[i].name) == 0) return commands[i].run(argc - 1, argv + 1);
-    fprintf(stderr, "attn: unknown command '%s'\n", argv[1]);
+    cli_near near;
+    char hint[96];
+    cli_near_init(&near, argv[1], strlen(argv[1]));
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        cli_near_add(&near, commands[i].name);
+    cli_near_add(&near, "help");
+    cli_near_add(&near, "version");
+    fprintf(stderr, "attn: unknown command '%s'%s\n", argv[1],
+            cli_near_hint(&near, "", hint, sizeof hint));
     usage(stderr);
     return 2;
 }

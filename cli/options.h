@@ -14,7 +14,9 @@
  * CLI_FLOAT double, CLI_STRING / CLI_CHOICE const char *. Every field is
  * zeroed (NULL) and then set from .def before parsing, so the help text and
  * the behaviour cannot disagree; cli_parsed.given says what the user set. Exit codes: 2 for any
- * usage error, 0 for --help. */
+ * usage error, 0 for --help. A misspelt option or choice is answered with the
+ * nearest name ("did you mean '--temperature'?", cli_near); a row marked
+ * .hidden (a testing hook) is accepted but neither shown nor suggested. */
 #ifndef ATTN_CLI_OPTIONS_H
 #define ATTN_CLI_OPTIONS_H
 
@@ -28,8 +30,8 @@ typedef enum cli_type {
     CLI_INT,    /* long long in [lo, hi] */
     CLI_U64,    /* unsigned long long (a seed): any 64-bit value, no sign */
     CLI_FLOAT,  /* double in [lo, hi], (lo with lo_open, hi) with hi_open; never NaN */
-    CLI_STRING, /* const char * (borrowed from argv); non-empty */
-    CLI_CHOICE  /* const char *, one of .choices */
+    CLI_STRING, /* const char * (borrowed from argv); not the empty string */
+    CLI_CHOICE  /* const char *, one of .choices (or .choices_of()) */
 } cli_type;
 
 #define CLI_MAX_CHOICES 8
@@ -47,6 +49,14 @@ typedef struct cli_option {
     int required;
     const char *help;
     int lo_open; /* CLI_FLOAT: lo itself is not allowed (a rate > 0) */
+    int hidden;  /* a testing hook: accepted, but not in --help nor suggested */
+    /* CLI_STRING: the first positional argument may give it (`attn generate
+     * DIR` = `attn generate --checkpoint DIR`; both is an error). One row at
+     * most; the argument does not count in max_positional. */
+    int positional;
+    /* CLI_CHOICE: the choices from the library at run time (e.g.
+     * attn_gpt_preset_names), used instead of .choices. */
+    const char *const *(*choices_of)(void);
 } cli_option;
 
 typedef struct cli_command {
@@ -88,9 +98,32 @@ void cli_describe(const cli_option *o, char *buf, size_t cap);
  * CLI_USAGE. For checks a command makes after parsing (e.g. against a model). */
 int cli_bad_value(const cli_command *cmd, const cli_option *o, const char *value);
 
-/* Check a table's rows (names set, unique, sane ranges and defaults that parse);
- * 0 when fine, else prints what is wrong. Run by `attn --check-options`. */
+/* Check a table's rows (names set, unique, sane ranges and defaults that parse,
+ * help that fits 80 columns); 0 when fine, else prints what is wrong. Run by
+ * `attn --check-options`. */
 int cli_check_table(const cli_command *cmd);
+
+/* "Did you mean": the known name nearest to a misspelt word (commands,
+ * options, choices, modules, presets). Near means equal but for case, at
+ * most 1-3 edits away (insert, delete, replace, swap two neighbours; more
+ * for longer words), or (3+ characters) a prefix or part of the name.
+ *
+ *     cli_near n;
+ *     cli_near_init(&n, word, strlen(word));
+ *     for (...) cli_near_add(&n, name);
+ *     fprintf(stderr, "unknown '%s'%s\n", word, cli_near_hint(&n, "", hint, sizeof hint));
+ */
+typedef struct cli_near {
+    const char *word;
+    size_t len;
+    const char *best; /* NULL: nothing near */
+    int score;        /* lower is nearer */
+} cli_near;
+void cli_near_init(cli_near *n, const char *word, size_t len);
+void cli_near_add(cli_near *n, const char *name);
+void cli_near_add_list(cli_near *n, const char *const *names); /* NULL-terminated */
+/* " (did you mean 'PREFIXbest'?)" in buf, or "" when nothing is near; returns buf. */
+const char *cli_near_hint(const cli_near *n, const char *prefix, char *buf, size_t cap);
 
 /* hi of a row with no upper bound: "an integer >= 0", "a number >= 0" (a
  * CLI_FLOAT row still refuses inf). */

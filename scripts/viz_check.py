@@ -10,9 +10,17 @@
       The JSON parses and holds the documented keys with consistent shapes.
   viz_check.py dom DOM.html N_CELLS [LAYER QUERY]
       Chromium's --dump-dom of a page: the script finished (data-ready), the
-      in-page error collector is empty, N_CELLS model-view cells; with LAYER
-      and QUERY (page opened with #layer=..&query=..&detail=..) the head view
-      shows that query's weights and the large heatmap is open.
+      in-page error collector is empty, N_CELLS model-view cells, the page
+      says that position i+1 was chosen from position i's output, both views
+      show the colour scale's legend, and the note on a shortened prompt is
+      shown exactly when the prompt was shortened; with LAYER and QUERY (page
+      opened with #layer=..&query=..&detail=..) the head view shows that
+      query's weights on the page's one scale (colour of sqrt(weight), the
+      same for every query: shades compare) and the large heatmap is open.
+  viz_check.py why DOM.html POS LAYER
+      The DOM after a click on generated character POS's row: position POS-1,
+      whose output chose it, is pinned and shaded, POS is marked as the
+      character it chose, the row is highlighted, the readout says so.
   viz_check.py png SHOT.png
       The screenshot is not blank: many colours, a fair share of non-white.
   viz_check.py svg FILE.svg ROWS COLS [PAGE.html LAYER HEAD]
@@ -23,6 +31,7 @@
       printed (to the printed 4 decimals); the multi-head figures (not printed
       by the chapter) equal the book's MultiHeadAttention weights in PyTorch.
 Run with /usr/bin/python3 (torch 1.13.1 for `torch` and `figures`)."""
+import html
 import json
 import os
 import re
@@ -53,6 +62,7 @@ def check_page(path):
     T, L, H, P = len(d["tokens"]), d["n_layers"], d["n_heads"], d["n_prompt"]
     assert d["format"] == "attn-viz" and d["version"] == 1
     assert len(d["token_ids"]) == T and 1 <= P <= T and len(d["generated"]) == T - P
+    assert T <= d["config"]["context_length"] and d["prompt_dropped"] >= 0
     assert len(d["attention"]) == L and all(len(a) == H for a in d["attention"])
     for layer in d["attention"]:
         for head in layer:
@@ -116,6 +126,50 @@ def check_torch(page, ckpt):
         fail("attention differs from PyTorch by more than 1e-5")
 
 
+def colour(t):
+    """page.js's colour(): white -> light blue -> dark blue over [0, 1]."""
+    t = max(0.0, min(1.0, t))
+    a, m, b = (255, 255, 255), (107, 174, 214), (8, 48, 107)
+    if t < 0.5:
+        return [a[k] + (m[k] - a[k]) * t / 0.5 for k in range(3)]
+    return [m[k] + (b[k] - m[k]) * (t - 0.5) / 0.5 for k in range(3)]
+
+
+TOK = re.compile(r'<span class="(tok[^"]*)" data-pos="(\d+)"[^>]*?style="([^"]*)"')
+
+
+def tokens(text):
+    """position -> (classes, rgb or None) of the head view's characters."""
+    out = {}
+    for cls, pos, style in TOK.findall(text):
+        m = re.search(r"background: rgb\((\d+), (\d+), (\d+)\)", style)
+        out[int(pos)] = (cls.split(), [int(x) for x in m.groups()] if m else None)
+    return out
+
+
+def check_page_text(text, d):
+    """What every page says: the i -> i+1 link, the scale's legends, the note."""
+    plain = re.sub(r"<[^>]+>", "", text)
+    if not re.search(r"the character at position i\+1 was chosen from the output at\s+position i", plain):
+        fail("the page does not say that position i+1 was chosen from position i's output")
+    for box in ("seq-scale", "grid-scale"):
+        m = re.search(r'<span class="scale" id="%s">(.*?)</span></span>' % box, text, re.S)
+        ticks = m and re.findall(r'data-weight="([0-9.]+)" style="left: ([0-9.]+)%', m.group(1))
+        if not ticks or len(ticks) < 4 or any(abs(float(x) - 100 * float(w) ** 0.5) > 0.01 for w, x in ticks):
+            fail(f"no colour-scale legend ({box}) with ticks at sqrt(weight): {ticks}")
+    note = re.search(r'<p class="note" id="trimmed"( hidden="")?>(.*?)</p>', text, re.S)
+    dropped, P = d["prompt_dropped"], d["n_prompt"]
+    if not note:
+        fail("no note element for a shortened prompt")
+    if dropped and (note.group(1) or f"The prompt had {dropped + P} characters" not in note.group(2)
+                    or f"its first {dropped} were left out" not in note.group(2)):
+        fail(f"the prompt lost {dropped} characters but the note says: {note.group(0)}")
+    if not dropped and not note.group(1):
+        fail(f"a note on a prompt that was not shortened: {note.group(0)}")
+    return "; says position i+1 came from i's output, two legends" + (
+        f", notes {dropped} dropped prompt characters" if dropped else "")
+
+
 def check_dom(path, n_cells, layer=None, query=None):
     text = open(path, encoding="utf-8").read()
     if 'data-ready="1"' not in text:
@@ -123,6 +177,8 @@ def check_dom(path, n_cells, layer=None, query=None):
     m = re.search(r'<pre id="attn-errors">(.*?)</pre>', text, re.S)
     if not m or m.group(1).strip():
         fail(f"errors in the page: {m.group(1) if m else 'no collector'}")
+    d = page_data(path)
+    said = check_page_text(text, d)
     cells = len(re.findall(r'<div class="cell" data-layer="\d+" data-head="\d+"', text))
     canvases = len(re.findall(r'<div class="cell"[^>]*><canvas', text))
     if cells != n_cells or canvases != n_cells:
@@ -137,8 +193,45 @@ def check_dom(path, n_cells, layer=None, query=None):
             fail(f"{shaded} characters shaded, expected {int(query) + 1}")
         if re.search(r'<div id="detail" hidden', text):
             fail("the large heatmap did not open")
-        what = f"; query {query} pins and shades {shaded} characters, the large view opens"
-    print(f"dom: script ran, no errors, {cells} layer x head cells{what}")
+        # One scale for every query: the shade is a function of the weight
+        # alone (head 0, the one ticked at first), not of the row's maximum.
+        row, worst = d["attention"][int(layer)][0][int(query)], 0
+        for j, (cls, rgb) in tokens(text).items():
+            if j <= int(query):
+                want = colour(row[j] ** 0.5)
+                worst = max(worst, max(abs(a - b) for a, b in zip(rgb, want)))
+        if worst > 1:
+            fail(f"shades are not sqrt(weight) on the page's one scale (off by {worst})")
+        what = (f"; query {query} pins and shades {shaded} characters on the page's one scale, "
+                f"the large view opens")
+    print(f"dom: script ran, no errors, {cells} layer x head cells{said}{what}")
+
+
+def check_why(path, pos, layer):
+    """After a click on generated character pos's row (see the usage)."""
+    text, pos = open(path, encoding="utf-8").read(), int(pos)
+    d, toks = page_data(path), tokens(open(path, encoding="utf-8").read())
+    if pos < d["n_prompt"] or pos >= len(d["tokens"]):
+        fail(f"position {pos} is not a generated character")
+    q = pos - 1
+    r = re.search(r'<div id="readout">(.*?)</div>', text, re.S)
+    said = r and html.unescape(r.group(1))
+    if not said or not said.startswith(f"query {q} ") or f"layer {layer}," not in said:
+        fail(f"the head view does not show query {q}: {said}")
+    if f"this position's output chose the next character, {json.dumps(d['tokens'][pos], ensure_ascii=False)} at {pos}" not in said:
+        fail(f"the readout does not say that {q}'s output chose {pos}: {said}")
+    if "pinned" not in toks[q][0] or "chosen" not in toks[pos][0]:
+        fail(f"query {q} not pinned ({toks[q][0]}) or {pos} not marked chosen ({toks[pos][0]})")
+    if [j for j, (c, _) in toks.items() if "chosen" in c] != [pos]:
+        fail("more than one character marked as chosen")
+    shaded = sorted(j for j, (_, rgb) in toks.items() if rgb)
+    if shaded != list(range(pos)):
+        fail(f"shaded {shaded[:3]}..{shaded[-3:]}, expected 0..{q}")
+    rows = re.findall(r'<tr data-pos="(\d+)"( class="active")?>', text)
+    if [p for p, a in rows if a] != [str(pos)] or len(rows) != len(d["generated"]):
+        fail(f"the generated rows highlighted: {[p for p, a in rows if a]}, expected [{pos}]")
+    print(f"why: clicking generated {pos} {json.dumps(d['tokens'][pos], ensure_ascii=False)} pins query {q}, the one "
+          f"whose output chose it, marks {pos} and its row")
 
 
 def png_pixels(path):
@@ -286,6 +379,8 @@ def main():
         check_page(*args)
     elif cmd == "dom":
         check_dom(args[0], int(args[1]), *args[2:])
+    elif cmd == "why":
+        check_why(*args)
     elif cmd == "png":
         check_png(*args)
     elif cmd == "svg":

@@ -292,7 +292,7 @@ static const kind_row kinds[] = {
                                     .forward = head_forward, .backward = head_backward},
     [ATTN_MODULE_SEED004_MHA] =
         {INFO(SEED004_MHA, "seed004-mha",
-              "seed 004's MultiHeadAttention (heads.i + linear; --d-out = d_in)", 3, CAUSAL | HEADS,
+              "seed 004's MultiHeadAttention (heads, linear; d_out = d_in)", 3, CAUSAL | HEADS,
               0),
          .check = s4_check, .init = s4_init, .free = s4_free, .cache_init = s4_cache_init,
          .cache_free = s4_cache_free, .forward = s4_forward, .backward = s4_backward},

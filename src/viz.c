@@ -114,23 +114,36 @@ attn_status attn_viz_compute(attn_gpt *m, const attn_tokenizer *tok, const char 
     attn_status s = attn_utf8_count(prompt, n, &count, err);
     if (s != ATTN_OK) return s;
     if (count == 0) return attn_fail(err, ATTN_ERR_INVALID_ARG, "the prompt is empty");
-    if (count + (size_t)o.generate > (size_t)c->context_length) {
-        if (o.generate == 0)
-            return attn_fail(err, ATTN_ERR_INVALID_ARG,
-                             "the prompt has %zu characters; the model sees at most "
-                             "context_length = %d",
-                             count, c->context_length);
+    if (o.generate >= c->context_length)
         return attn_fail(err, ATTN_ERR_INVALID_ARG,
-                         "the prompt has %zu characters and generate asks for %d more; the model "
-                         "sees at most context_length = %d",
-                         count, o.generate, c->context_length);
-    }
+                         "generate asks for %d characters; the model sees at most context_length "
+                         "= %d, one prompt character included: at most %d",
+                         o.generate, c->context_length, c->context_length - 1);
+    /* Every character must be known, the dropped ones too (as attn generate). */
+    int32_t *all = malloc(count * sizeof *all);
+    size_t got = 0;
+    if (!all) return attn_fail(err, ATTN_ERR_NOMEM, "viz: out of memory for the prompt");
+    s = attn_tokenizer_encode(tok, prompt, n, all, &got, err);
+    free(all);
+    if (s != ATTN_OK) return s;
+    /* Too long: keep the last characters that leave room for the generated. */
+    const size_t room = (size_t)(c->context_length - o.generate);
+    const size_t dropped = count > room ? count - room : 0;
+    size_t skip = 0; /* bytes of the dropped characters (UTF-8 checked above) */
+    for (size_t k = 0; k < dropped; k++)
+        do
+            skip++;
+        while (skip < n && ((unsigned char)prompt[skip] & 0xC0) == 0x80);
+    prompt += skip;
+    n -= skip;
+    count -= dropped;
     const int T = (int)count + o.generate;
     d->n_layers = c->n_layers;
     d->n_heads = c->n_heads;
     d->T = T;
     d->n_prompt = (int)count;
     d->n_generated = o.generate;
+    d->prompt_dropped = (int)dropped;
     d->cfg = *c;
     d->opt = o;
     const size_t TT = (size_t)T * (size_t)T, LH = (size_t)c->n_layers * (size_t)c->n_heads;
@@ -143,7 +156,6 @@ attn_status attn_viz_compute(attn_gpt *m, const attn_tokenizer *tok, const char 
         attn_viz_data_free(d);
         return attn_fail(err, ATTN_ERR_NOMEM, "viz: out of memory for %d tokens", T);
     }
-    size_t got = 0;
     s = attn_tokenizer_encode(tok, prompt, n, d->ids, &got, err);
     if (s == ATTN_OK && o.generate > 0) s = sample_more(m, tok, prompt, n, d, err);
     /* The whole sequence through the training forward (eval mode). */

@@ -36,8 +36,8 @@ static void put_json(attn_vbuf *b, const attn_viz_data *d) {
                      "\"n_heads\":%d,\"n_layers\":%d,\"drop_rate\":%.9g,\"qkv_bias\":%s}",
                      c->vocab_size, c->context_length, c->emb_dim, c->n_heads, c->n_layers,
                      c->drop_rate, c->qkv_bias ? "true" : "false");
-    attn_vbuf_printf(b, ",\"n_layers\":%d,\"n_heads\":%d,\"n_prompt\":%d", d->n_layers, d->n_heads,
-                     d->n_prompt);
+    attn_vbuf_printf(b, ",\"n_layers\":%d,\"n_heads\":%d,\"n_prompt\":%d,\"prompt_dropped\":%d",
+                     d->n_layers, d->n_heads, d->n_prompt, d->prompt_dropped);
     attn_vbuf_printf(b, ",\"sampling\":{\"temperature\":%.9g,\"top_k\":%d,\"seed\":%llu}",
                      d->opt.temperature, d->opt.top_k, (unsigned long long)d->opt.seed);
     attn_vbuf_puts(b, ",\n\"tokens\":[");

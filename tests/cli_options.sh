@@ -3,7 +3,10 @@
 # give the same result, every bad value gets the one wording naming the valid
 # range or choices, usage errors exit 2 and runtime failures 1, --help is made
 # from the table (ranges and defaults shown), the tables pass their own check,
-# and `attn --version` is the CMake project version.
+# and `attn --version` is the CMake project version. Issue 17 (friction): a
+# misspelt command, option or choice gets "did you mean", the checkpoint of
+# generate / viz / forward gpt may be given without its flag, testing hooks
+# stay out of --help, and every --help fits 80 columns.
 #
 #   bash tests/cli_options.sh ATTN SRCDIR
 set -uo pipefail
@@ -59,16 +62,16 @@ expect 2 "^attn rng: --dropout must be a number in \[0, 1\), not '1'$" "dropout 
 expect 2 "^attn rng: --dropout must be a number in \[0, 1\), not 'nan'$" "dropout nan" -- rng --dropout nan
 expect 2 "^attn rng: --seed must be an integer in \[0, 18446744073709551615\], not '-1'$" "negative seed" -- rng --seed -1
 expect 2 "^attn rng: --seed must be an integer .*, not '99999999999999999999'$" "seed overflow" -- rng --seed 99999999999999999999
-expect 2 "^attn rng: --rng must be one of torch-mkl, torch-cpu, not 'mkl'$" "unknown stream" -- rng --dropout 0.1 --rng mkl
-expect 2 "^attn chapter3: --rng must be one of torch-mkl, torch-cpu, not 'x'$" "chapter3 bad stream" -- chapter3 --rng=x
+expect 2 "^attn rng: --rng must be one of torch-mkl, torch-cpu, not 'mkl' \(did you mean 'torch-mkl'\?\)$" "unknown stream" -- rng --dropout 0.1 --rng mkl
+expect 2 "^attn chapter3: --rng must be one of torch-mkl, torch-cpu, not 'x'$" "chapter3 bad stream (nothing near)" -- chapter3 --rng=x
 expect 2 "^attn viz: --temperature must be a number >= 0, not '-1'$" "viz negative temperature" -- viz --temperature -1
 expect 2 "^attn viz: --top-k must be an integer in \[0, 1000000\], not '1e3'$" "viz top-k 1e3" -- viz --top-k 1e3
 expect 2 "^attn rng: --seed needs a value \(an integer" "missing value" -- rng --seed
-expect 2 "^attn chapter3: unknown option '--figure' \(see 'attn chapter3 --help'\)$" "unknown option" -- chapter3 --figure x
-expect 2 "^attn chapter3: unknown option '--nope' " "unknown --opt=value" -- chapter3 --nope=1
+expect 2 "^attn chapter3: unknown option '--figure' \(did you mean '--figures'\?\)$" "unknown option" -- chapter3 --figure x
+expect 2 "^attn chapter3: unknown option '--nope' \(see 'attn chapter3 --help'\)$" "unknown --opt=value" -- chapter3 --nope=1
 expect 2 "^attn rng: unexpected argument 'extra'" "stray argument" -- rng extra
-expect 2 "^attn viz: --checkpoint DIR is required" "required option" -- viz --prompt x --out "$tmp/x.html"
-expect 2 "^attn chapter3: --figures must be a non-empty DIR, not ''$" "empty string" -- chapter3 --figures ""
+expect 2 "^attn viz: which checkpoint\? give DIR \(or --checkpoint DIR" "required option" -- viz --prompt x --out "$tmp/x.html"
+expect 2 "^attn chapter3: --figures DIR must not be an empty string$" "empty string" -- chapter3 --figures ""
 expect 2 "^attn info: --json takes no value$" "flag with a value" -- info --json=1 x
 expect 2 "^attn info: which checkpoint" "info without DIR" -- info
 expect 2 "^attn: unknown command 'nope'" "unknown command" -- nope
@@ -77,9 +80,9 @@ expect 2 "^attn generate: --top-p must be a number in \(0, 1\], not '0'$" "gener
 expect 2 "^attn generate: --temperature must be a number >= 0, not 'inf'$" "generate temperature inf" -- generate --checkpoint x --temperature=inf
 expect 2 "^attn generate: --max-new-tokens must be an integer >= 0, not '-1'$" "generate negative count" -- generate --checkpoint x --max-new-tokens -1
 expect 2 "^attn generate: --precision must be one of fp32, bf16, not 'fp8'$" "generate precision fp8" -- generate --checkpoint x --precision fp8
-expect 2 "^attn generate: --checkpoint DIR is required" "generate without checkpoint" -- generate --prompt x
+expect 2 "^attn generate: which checkpoint\? give DIR \(or --checkpoint DIR" "generate without checkpoint" -- generate --prompt x
 expect 2 "^attn forward: --d-out must be an integer in \[1, 134217727\], not 'x'$" "forward d-out x (=form)" -- forward mha --d-out=x --input x.npy
-expect 2 "^attn forward: --rng must be one of torch-mkl, torch-cpu, not 'mkl'$" "forward bad stream" -- forward mha --d-out 2 --input x.npy --rng mkl
+expect 2 "^attn forward: --rng must be one of torch-mkl, torch-cpu, not 'mkl' \(did you mean 'torch-mkl'\?\)$" "forward bad stream" -- forward mha --d-out 2 --input x.npy --rng mkl
 expect 2 "^attn forward: which module\? one of: self-attention-v1 .* gpt$" "forward without a module" -- forward --d-out 2 --input x.npy
 expect 2 "^attn forward gpt: --precision must be one of fp32, bf16, not 'fp8'$" "forward gpt precision fp8" -- forward gpt --checkpoint x --input x --output y --precision=fp8
 expect 2 "^attn forward gpt: --output LOGITS.npy is required" "forward gpt without output" -- forward gpt --checkpoint x --input x
@@ -148,6 +151,66 @@ grep -q "(an integer in \[1, 1000000\]; default 6)" "$tmp/help" &&
 "$ATTN" bench --help | grep -q "(one of torch-mkl, torch-cpu; default torch-mkl)" && ok "bench --help shows the --rng default" ||
   bad "bench --help lacks the --rng default"
 "$ATTN" --help | grep -q "^  info " && ok "attn --help lists info" || bad "attn --help lacks info"
+
+# 6. Did you mean: commands, options (every table, attn train's key rows
+# too), choices, modules, benchmarks, presets; exit 2.
+expect 2 "^attn: unknown command 'generat' \(did you mean 'generate'\?\)$" "command typo" -- generat
+expect 2 "^attn: unknown command 'Info' \(did you mean 'info'\?\)$" "command in capitals" -- Info
+expect 2 "^attn: unknown command 'nope'$" "unknown command, nothing near" -- nope
+expect 2 "^attn generate: unknown option '--temprature' \(did you mean '--temperature'\?\)$" "option typo" -- generate --checkpoint x --temprature 1
+expect 2 "^attn generate: unknown option '--temprature' \(did you mean '--temperature'\?\)$" "option typo, =form" -- generate --checkpoint x --temprature=1
+expect 2 "^attn rng: unknown option '-seed' \(did you mean '--seed'\?\)$" "one dash" -- rng -seed 3
+expect 2 "^attn viz: unknown option '--top_k' \(did you mean '--top-k'\?\)$" "viz option typo" -- viz --top_k 3
+expect 2 "^attn bench: unknown option '--head' \(did you mean '--heads'\?\)$" "bench option typo" -- bench mha --head 2
+expect 2 "^attn forward gpt: unknown option '--target' \(did you mean '--targets'\?\)$" "forward gpt option typo" -- forward gpt --target y
+expect 2 "^attn train: unknown option '--bach-size' \(did you mean '--batch-size'\?\)$" "train key-table option typo" -- train --bach-size 4
+expect 2 "^attn train: unknown option '--dry' \(did you mean '--dry-run'\?\)$" "train prefix" -- train --dry
+expect 2 "^attn train: --preset must be one of seed004, shakespeare-char, nanogpt-cpu, tiny, not 'nanogpt' \(did you mean 'nanogpt-cpu'\?\)$" "preset typo" -- train --preset nanogpt
+expect 2 "^attn bench train: --preset must be one of .*, not 'Seed004' \(did you mean 'seed004'\?\)$" "bench train preset" -- bench train --preset Seed004
+expect 2 "^attn train: --dropout-stream must be one of torch-cpu, torch-mkl, not 'torch_cpu' \(did you mean 'torch-cpu'\?\)$" "train key choice" -- train --dropout-stream torch_cpu
+expect 2 "^attn train: --device must be one of cpu, cuda, not 'cdua' \(did you mean 'cuda'\?\)$" "train device" -- train --device cdua
+expect 2 "^attn generate: --precision must be one of fp32, bf16, not 'bf61' \(did you mean 'bf16'\?\)$" "precision swap" -- generate --checkpoint x --precision bf61
+expect 2 "^attn forward: unknown module 'mah' \(did you mean 'mha'\?\); one of: " "module typo" -- forward mah --d-out 2 --input x.npy
+expect 2 "^attn bench: unknown benchmark 'sgem' \(did you mean 'sgemm'\?\)" "benchmark typo" -- bench sgem
+expect 2 "^attn rng: unknown option '--hepl' \(did you mean '--help'\?\)$" "--help typo" -- rng --hepl
+
+# 7. The checkpoint without its flag (as `attn info DIR`): generate, viz and
+# forward gpt take DIR alone; both forms at once is a usage error.
+expect 1 "$tmp/nope" "generate DIR (a missing one: a runtime failure)" -- generate "$tmp/nope" --max-new-tokens 1
+expect 1 "$tmp/nope" "viz DIR" -- viz "$tmp/nope" --prompt x --out "$tmp/x.html"
+expect 1 "$tmp/nope" "forward gpt DIR" -- forward gpt "$tmp/nope" --input x.npy --output y.npy
+expect 2 "^attn generate: the checkpoint is given twice: give DIR or --checkpoint DIR" "generate DIR --checkpoint DIR" -- generate a --checkpoint b
+expect 2 "^attn viz: the checkpoint is given twice" "viz --checkpoint DIR DIR" -- viz --checkpoint a b --prompt x --out "$tmp/x.html"
+expect 2 "^attn generate: unexpected argument 'b'|given twice" "generate a b" -- generate a b
+for cmd in generate viz "forward gpt"; do
+  "$ATTN" $cmd --help | grep -q "^usage: attn $cmd \[--checkpoint\] DIR " &&
+    "$ATTN" $cmd --help | grep -A1 "^  \[--checkpoint\] DIR " | grep -q "the flag may be left out" &&
+    ok "$cmd --help shows both forms" || bad "$cmd --help: $("$ATTN" $cmd --help | head -3)"
+done
+
+# 8. Testing hooks are hidden from --help (and from suggestions) but accepted.
+"$ATTN" train --help > "$tmp/help"
+if grep -qE -- "--(interrupt-after|kill-rank|kill-after)|\(testing\)" "$tmp/help"; then
+  bad "train --help shows a testing hook: $(grep -E -- '--(interrupt|kill)' "$tmp/help")"
+else
+  ok "train --help hides --interrupt-after, --kill-rank, --kill-after ($(wc -l < "$tmp/help") lines)"
+fi
+for i in $(seq 1 200); do echo "First Citizen: before we proceed any further, hear me speak $((i % 7))."; done > "$tmp/big.txt"
+"$ATTN" train --data "$tmp/big.txt" --out "$tmp/never" --dry-run --threads 1 --steps 1 \
+  --interrupt-after 5 --kill-rank 0 --kill-after=9 > /dev/null 2> "$tmp/err" &&
+  ok "the hidden flags are still accepted" || bad "hidden flags refused: $(cat "$tmp/err")"
+expect 2 "^attn train: unknown option '--kill' \(see 'attn train --help'\)$" "no hidden flag suggested" -- train --kill 1
+expect 2 "^attn train: --interrupt-after must be an integer >= 1, not '0'$" "a hidden flag keeps its range" -- train --interrupt-after 0
+
+# 9. Every --help fits 80 columns, says nothing of "non-empty" folders, and
+# `attn --check-options` checks the tables' help width itself.
+for cmd in "" chapter3 rng viz info generate forward "forward gpt" bench "bench mha" "bench sgemm" \
+  "bench train" "bench generate" train; do
+  "$ATTN" $cmd --help > "$tmp/help" 2>&1
+  long=$(awk 'length > 80' "$tmp/help" | head -1)
+  [ -z "$long" ] && ok "attn $cmd --help fits 80 columns" || bad "attn $cmd --help: a line over 80: $long"
+  grep -q "non-empty" "$tmp/help" && bad "attn $cmd --help says 'non-empty'" || true
+done
 
 echo "cli_options: $((n - fails)) of $n checks passed"
 [ "$fails" -eq 0 ]

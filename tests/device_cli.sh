@@ -20,10 +20,10 @@ JSON
 train() { "$ATTN" train --data "$tmp/c.txt" --config "$tmp/cfg.json" --threads 1 "$@"; }
 
 train --device tpu --out "$tmp/a" > /dev/null 2> "$tmp/err"; rc=$?
-[ $rc -eq 2 ] && grep -q "cpu or cuda" "$tmp/err" && ok "train --device tpu: exit 2, $(head -1 "$tmp/err")" ||
+[ $rc -eq 2 ] && grep -q "one of cpu, cuda" "$tmp/err" && ok "train --device tpu: exit 2, $(head -1 "$tmp/err")" ||
   bad "train --device tpu: rc $rc, $(cat "$tmp/err")"
 train --precision fp8 --out "$tmp/b" > /dev/null 2> "$tmp/err"; rc=$?
-[ $rc -eq 2 ] && grep -q "fp32 or bf16" "$tmp/err" && ok "train --precision fp8: exit 2" ||
+[ $rc -eq 2 ] && grep -q "one of fp32, bf16" "$tmp/err" && ok "train --precision fp8: exit 2" ||
   bad "train --precision fp8: rc $rc, $(cat "$tmp/err")"
 train --precision bf16 --out "$tmp/c" > /dev/null 2> "$tmp/err"; rc=$?
 if grep -q avx512_bf16 /proc/cpuinfo; then

@@ -3,6 +3,7 @@
  * is not part of libattn). The commands' real tables are checked end to end
  * by tests/cli_options.sh. Parse errors print to stderr; these tests check
  * return codes and stored values. */
+#define _POSIX_C_SOURCE 200809L /* open_memstream */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stddef.h>
@@ -120,4 +121,109 @@ Test(cli_options, check_table_finds_broken_rows) {
     rows[1].hi = 4;
     rows[1].def = NULL;
     cr_assert_neq(cli_check_table(&c), 0, "empty range");
+}
+
+/* Did you mean (issue 17): the nearest name, or none. */
+static const char *nearest(const char *word, const char *const *names) {
+    cli_near n;
+    cli_near_init(&n, word, strlen(word));
+    cli_near_add_list(&n, names);
+    return n.best;
+}
+
+Test(cli_options, near_names_typos_case_prefixes) {
+    static const char *const cmds[] = {"bench",    "chapter3", "rng",  "forward", "train",
+                                       "generate", "viz",      "info", NULL};
+    static const char *const presets[] = {"seed004", "shakespeare-char", "nanogpt-cpu", "tiny",
+                                          NULL};
+    static const char *const streams[] = {"torch-mkl", "torch-cpu", NULL};
+    static const char *const opts[] = {"temperature", "top-k", "top-p", "seed", NULL};
+    cr_assert_str_eq(nearest("generat", cmds), "generate");  /* a letter short */
+    cr_assert_str_eq(nearest("gneerate", cmds), "generate"); /* two swapped */
+    cr_assert_str_eq(nearest("GENERATE", cmds), "generate"); /* case */
+    cr_assert_str_eq(nearest("trian", cmds), "train");
+    cr_assert_str_eq(nearest("temprature", opts), "temperature");
+    cr_assert_str_eq(nearest("top_k", opts), "top-k");
+    cr_assert_str_eq(nearest("nanogpt", presets), "nanogpt-cpu"); /* a prefix */
+    cr_assert_str_eq(nearest("shakespeare", presets), "shakespeare-char");
+    cr_assert_str_eq(nearest("mkl", streams), "torch-mkl"); /* a part */
+    static const char *const devices[] = {"cpu", "cuda", NULL};
+    static const char *const mods[] = {"mha", "mha-wrapper", "causal-attention", NULL};
+    cr_assert_null(nearest("gpu", devices), "three letters, one replaced: another word");
+    cr_assert_str_eq(nearest("cdua", devices), "cuda");
+    cr_assert_str_eq(nearest("mah", mods), "mha"); /* three letters, two swapped */
+    cr_assert_str_eq(nearest("rgn", cmds), "rng");
+    cr_assert_null(nearest("nope", cmds));
+    cr_assert_null(nearest("x", streams));
+    cr_assert_null(nearest("", cmds));
+    cr_assert_null(nearest("zz", cmds), "two letters: nothing but case");
+    char hint[64];
+    cli_near n;
+    cli_near_init(&n, "temprature", 10);
+    cli_near_add_list(&n, opts);
+    cr_assert_str_eq(cli_near_hint(&n, "--", hint, sizeof hint),
+                     " (did you mean '--temperature'?)");
+    cli_near_init(&n, "qqqq", 4);
+    cli_near_add_list(&n, opts);
+    cr_assert_str_eq(cli_near_hint(&n, "--", hint, sizeof hint), "");
+    /* A word longer than the edit table still matches by prefix. */
+    char longw[200];
+    memset(longw, 'a', sizeof longw - 1);
+    longw[sizeof longw - 1] = '\0';
+    const char *const longs[] = {longw + 100, NULL};
+    cr_assert_eq(nearest(longw, longs), longs[0]);
+}
+
+/* A hidden row is parsed but not shown; the positional row takes a lone
+ * first argument; both forms at once is a usage error. */
+typedef struct h_opts {
+    const char *ckpt;
+    long long hook;
+} h_opts;
+enum { H_CKPT, H_HOOK, H_COUNT };
+static const cli_option h_table[] = {
+    [H_CKPT] = {"checkpoint", CLI_STRING, "DIR", offsetof(h_opts, ckpt), .required = 1,
+                .positional = 1, .help = "the run"},
+    [H_HOOK] = {"hook", CLI_INT, "N", offsetof(h_opts, hook), 1, 9, .hidden = 1, .help = "test"},
+};
+CLI_TABLE_CHECK(h_table, H_COUNT);
+static const cli_command h_cmd = {"h", "attn h [--checkpoint] DIR", NULL, h_table, H_COUNT, 0};
+
+static int hparse(h_opts *o, cli_parsed *p, int argc, const char **argv) {
+    return cli_parse(&h_cmd, argc, (char **)argv, o, p);
+}
+#define HPARSE(o, p, ...)                                                                          \
+    hparse((o), (p), (int)(sizeof((const char *[]){"h", __VA_ARGS__}) / sizeof(char *)),           \
+           (const char *[]){"h", __VA_ARGS__})
+
+Test(cli_options, hidden_and_positional_rows) {
+    h_opts o;
+    cli_parsed p;
+    cr_assert_eq(cli_check_table(&h_cmd), 0);
+    cr_assert_eq(HPARSE(&o, &p, "runs/a", "--hook", "3"), CLI_OK);
+    cr_assert_str_eq(o.ckpt, "runs/a");
+    cr_assert(p.given[H_CKPT] && o.hook == 3 && p.n_positional == 0);
+    cr_assert_eq(HPARSE(&o, &p, "--checkpoint=runs/b"), CLI_OK);
+    cr_assert_str_eq(o.ckpt, "runs/b");
+    cr_assert_eq(HPARSE(&o, &p, "runs/a", "--checkpoint", "runs/b"), CLI_USAGE, "given twice");
+    cr_assert_eq(HPARSE(&o, &p, "--checkpoint", "runs/b", "runs/a"), CLI_USAGE, "given twice");
+    cr_assert_eq(HPARSE(&o, &p, "--hook", "1"), CLI_USAGE, "still required");
+    cr_assert_eq(HPARSE(&o, &p, "a", "--hook", "10"), CLI_USAGE, "a hidden row keeps its range");
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    cli_help(&h_cmd, f);
+    fclose(f);
+    cr_assert(strstr(text, "  [--checkpoint] DIR     the run\n"), "%s", text);
+    cr_assert_null(strstr(text, "hook"), "a hidden row is in --help:\n%s", text);
+    free(text);
+    /* Two positional rows, or a hidden one, fail the table check. */
+    cli_option rows[2] = {h_table[H_CKPT], h_table[H_CKPT]};
+    rows[1].name = "other";
+    cli_command c = {"h", "attn h", NULL, rows, 2, 0};
+    cr_assert_neq(cli_check_table(&c), 0, "two positional rows");
+    rows[1].positional = 0;
+    cr_assert_eq(cli_check_table(&c), 0);
+    rows[1].help = "a help line far too long for the eighty columns of a terminal window";
+    cr_assert_neq(cli_check_table(&c), 0, "a help line over 80 columns");
 }

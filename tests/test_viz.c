@@ -247,23 +247,80 @@ Test(viz, bad_inputs) {
     cr_assert(strstr(err.msg, "empty"), "%s", err.msg);
     cr_assert_eq(attn_viz_compute(&m, &tok, "abz", 3, NULL, NULL, &d, &err), ATTN_ERR_INVALID_ARG);
     cr_assert(strstr(err.msg, "'z'") && strstr(err.msg, "2"), "%s", err.msg);
-    char longp[42];
-    memset(longp, 'a', 41);
-    longp[41] = '\0';
-    cr_assert_eq(attn_viz_compute(&m, &tok, longp, 41, NULL, NULL, &d, &err), ATTN_ERR_INVALID_ARG);
-    cr_assert(strstr(err.msg, "41 characters") && strstr(err.msg, "context_length = 40"), "%s",
-              err.msg);
     attn_viz_options o;
     attn_viz_options_default(&o);
-    o.generate = 5;
-    cr_assert_eq(attn_viz_compute(&m, &tok, longp, 36, &o, NULL, &d, &err), ATTN_ERR_INVALID_ARG);
-    cr_assert(strstr(err.msg, "generate asks for 5"), "%s", err.msg);
+    o.generate = 40; /* no room left for a prompt character */
+    cr_assert_eq(attn_viz_compute(&m, &tok, "ab", 2, &o, NULL, &d, &err), ATTN_ERR_INVALID_ARG);
+    cr_assert(strstr(err.msg, "generate asks for 40") && strstr(err.msg, "at most 39"), "%s",
+              err.msg);
+    /* An unknown character in the part a long prompt drops is still named. */
+    char longp[50];
+    memset(longp, 'a', 49);
+    longp[49] = '\0';
+    longp[2] = 'z';
+    cr_assert_eq(attn_viz_compute(&m, &tok, longp, 49, NULL, NULL, &d, &err), ATTN_ERR_INVALID_ARG);
+    cr_assert(strstr(err.msg, "'z'"), "%s", err.msg);
     /* An unwritable path: an error, no file. */
     cr_assert_eq(attn_viz_compute(&m, &tok, "abc", 3, NULL, NULL, &d, &err), ATTN_OK);
     cr_assert_eq(attn_viz_write_html(&d, "/nonexistent-dir/x.html", &err), ATTN_ERR_IO);
     cr_assert(strstr(err.msg, "/nonexistent-dir"), "%s", err.msg);
     cr_assert_eq(access("/nonexistent-dir/x.html", F_OK), -1);
     attn_viz_data_free(&d);
+    attn_tokenizer_free(&tok);
+    attn_gpt_free(&m);
+}
+
+/* Issue 17: a prompt longer than the context keeps its last characters (as
+ * attn_generator), leaving room for the generated ones; the page says so
+ * and explains where each generated character came from. */
+Test(viz, long_prompt_keeps_its_end) {
+    attn_gpt m;
+    attn_tokenizer tok;
+    make_gpt(&m);
+    attn_viz_data d;
+    attn_error err;
+    /* 12 characters, two of them 2 and 3 bytes long: the cut is by character. */
+    static const char v2[] = "\n !,.:?abc\xc3\xa9\xe2\x82\xac"; /* ... c, e-acute, euro */
+    cr_assert_eq(attn_tokenizer_from_vocab(&tok, v2, strlen(v2), &err), ATTN_OK, "%s", err.msg);
+    static const char *const unit[] = {"a", "\xc3\xa9", "b", "\xe2\x82\xac", " "};
+    char p[256] = "";
+    size_t at[46] = {0}; /* byte offset of each character */
+    for (int i = 0; i < 45; i++) {
+        at[i] = strlen(p);
+        strcat(p, unit[i % 5]);
+    }
+    const size_t n = strlen(p);
+    cr_assert_eq(attn_viz_compute(&m, &tok, p, n, NULL, "model", &d, &err), ATTN_OK, "%s", err.msg);
+    cr_assert_eq(d.T, 40);
+    cr_assert_eq(d.n_prompt, 40);
+    cr_assert_eq(d.prompt_dropped, 5);
+    int32_t want[45];
+    size_t got = 0;
+    cr_assert_eq(attn_tokenizer_encode(&tok, p, n, want, &got, &err), ATTN_OK);
+    cr_assert_eq(got, 45);
+    cr_assert_eq(memcmp(d.ids, want + 5, 40 * sizeof *want), 0, "the last 40 characters");
+    char *page = NULL;
+    cr_assert_eq(attn_viz_html(&d, &page, NULL, &err), ATTN_OK, "%s", err.msg);
+    cr_assert(strstr(page, "\"n_prompt\":40,\"prompt_dropped\":5"));
+    cr_assert(
+        strstr(page, "the character at position i+1 was chosen from the output at position i"));
+    free(page);
+    attn_viz_data_free(&d);
+    /* With generate N: the last context_length - N, then generate's sampling
+     * from those (the same ids as a run on the kept prompt alone). */
+    attn_viz_options o;
+    attn_viz_options_default(&o);
+    o.generate = 6;
+    o.seed = 9;
+    attn_viz_data kept;
+    cr_assert_eq(attn_viz_compute(&m, &tok, p, n, &o, NULL, &d, &err), ATTN_OK, "%s", err.msg);
+    cr_assert_eq(attn_viz_compute(&m, &tok, p + at[11], n - at[11], &o, NULL, &kept, &err), ATTN_OK,
+                 "%s", err.msg);
+    cr_assert(d.T == 40 && d.n_prompt == 34 && d.prompt_dropped == 11 && kept.prompt_dropped == 0);
+    cr_assert_eq(memcmp(d.ids, kept.ids, 40 * sizeof *d.ids), 0);
+    cr_assert_eq(memcmp(d.attention, kept.attention, sizeof(float) * 2 * 3 * 40 * 40), 0);
+    attn_viz_data_free(&d);
+    attn_viz_data_free(&kept);
     attn_tokenizer_free(&tok);
     attn_gpt_free(&m);
 }

@@ -4,7 +4,9 @@
 # --flag=value == --flag value; a key set by its option or by --config JSON
 # resolves to the same config (--dry-run's "training" line); each bad value
 # gets the one wording with the library's range; --help lists every key with
-# its range; --threads is there.
+# its range; --threads is there. Issue 17: --dry-run states the time in
+# words and, for a run over an hour, what this build and CPU offer to speed it
+# up; the testing hooks are not in --help.
 # Usage: bash train_options.sh <path-to-attn> <source-dir>
 set -u
 ATTN=$1
@@ -64,6 +66,46 @@ done
   ok "--help lists all 18 training keys with their ranges" || bad "--help lacks:$miss"
 long=$(awk 'length > 80' "$tmp/help" | head -1)
 [ -z "$long" ] && ok "--help fits 80 columns" || bad "--help line over 80 columns: $long"
+
+for hook in interrupt-after kill-rank kill-after; do
+  grep -q -- "--$hook" "$tmp/help" && bad "--help shows the testing hook --$hook" || ok "--help hides --$hook"
+done
+
+# 4. --dry-run's time in words; the hints only for a run over an hour. The
+# step counts make the verdict independent of the machine's speed: 1 tiny
+# step is far below an hour, 10^8 seed004 steps far above.
+plan() { "$ATTN" train --data "$tmp/corpus.txt" --out "$tmp/never" --dry-run --threads 1 "$@" 2>&1; }
+short=$(plan --steps 1)
+t=$(grep '^time ' <<< "$short")
+if grep -qE '^time +(under a second|about [0-9]+ (seconds?|minutes?( [0-9]+ seconds?)?)) for 1 step \(' <<< "$t" &&
+  ! grep -qE '[0-9]+:[0-9]{2}' <<< "$t" && ! grep -q '^faster' <<< "$short"; then
+  ok "a short run: '$t', no hints"
+else
+  bad "short run plan: $t / $(grep '^faster' <<< "$short")"
+fi
+long=$(plan --preset seed004 --steps 100000000)
+t=$(grep '^time ' <<< "$long")
+hints=$(grep '^faster ' <<< "$long")
+grep -qE '^time +about [0-9]+ (days?|hours?)( [0-9]+ (hours?|minutes?))? for 100000000 steps \(' <<< "$t" &&
+  ! grep -qE '[0-9]+:[0-9]{2}' <<< "$t" && ok "a long run in words: ${t:0:60}..." || bad "long run time: $t"
+# What the hints should offer, found out independently of attn: the CPU's
+# flags and the libraries the program links.
+want_bf16=0 want_mpi=0 want_cuda=0
+grep -qw avx512_bf16 /proc/cpuinfo && grep -qw avx512f /proc/cpuinfo && want_bf16=1
+ldd "$ATTN" 2> /dev/null | grep -q 'libmpi' && want_mpi=1
+ldd "$ATTN" 2> /dev/null | grep -qE 'libcublas|libcudart' && want_cuda=1
+got_bf16=0 got_mpi=0 got_cuda=0
+grep -q -- '--precision bf16' <<< "$hints" && got_bf16=1
+grep -q 'mpirun -np N' <<< "$hints" && got_mpi=1
+grep -q -- '--device cuda' <<< "$hints" && got_cuda=1
+[ "$got_bf16$got_mpi$got_cuda" = "$want_bf16$want_mpi$want_cuda" ] &&
+  { [ "$want_bf16$want_mpi$want_cuda" = 000 ] || grep -q '^faster  *over an hour here; try ' <<< "$hints"; } &&
+  ok "hints over an hour: bf16 $got_bf16, mpirun $got_mpi, cuda $got_cuda (as the CPU and build offer)" ||
+  bad "hints: got bf16/mpi/cuda $got_bf16$got_mpi$got_cuda, want $want_bf16$want_mpi$want_cuda: '$hints'"
+if [ $want_bf16 = 1 ]; then
+  plan --preset seed004 --steps 100000000 --precision bf16 | grep '^faster' | grep -q -- '--precision bf16' &&
+    bad "--precision bf16 is offered to a bf16 run" || ok "a bf16 run is not offered --precision bf16"
+fi
 
 [ $fails -eq 0 ] && echo "all ok" || echo "$fails failed"
 exit $((fails > 0))

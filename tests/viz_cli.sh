@@ -6,7 +6,11 @@
 # by the same checks), its JSON attention against the book's GPTModel in
 # PyTorch (<= 1e-5), generated text == `attn generate`'s, SVGs parse as XML,
 # chapter-3 figures == the printed tables, and the bad inputs (clear error,
-# non-zero exit, no file). Checks live in scripts/viz_check.py.
+# non-zero exit, no file). Checks live in scripts/viz_check.py. Issue 17:
+# the page says that position i+1 was chosen from position i's output and a
+# click on a generated character shows that query; one colour scale with a
+# legend; a prompt longer than the context keeps its last characters (as
+# attn generate) with a note; --out x.svg is refused; `attn viz DIR`.
 # Usage: bash tests/viz_cli.sh <path-to-attn> <source-dir>
 set -u
 ATTN=$1
@@ -44,6 +48,27 @@ page_text=$("$PY" -c 'import sys,re,json; s=open(sys.argv[1]).read(); print("".j
   bad "page text '$page_text' vs generate '$gen'"
 grep -qiE '(src|href)="(https?:)?//' "$tmp/page.html" && bad "the page loads something from the network" ||
   ok "no external scripts, styles or fonts"
+"$ATTN" viz "$CK" --prompt "$PROMPT" --generate 11 --seed 7 --out "$tmp/page2.html" 2> /dev/null &&
+  cmp -s "$tmp/page.html" "$tmp/page2.html" && ok "attn viz DIR == attn viz --checkpoint DIR" ||
+  bad "attn viz DIR: a different page"
+
+# A prompt longer than the context keeps its last characters, as attn
+# generate does: alone (the last 80), and before --generate 30 (the last 50,
+# then generate's text from those), with a note on stderr and in the page.
+data() { "$PY" -c 'import sys,re,json; s=open(sys.argv[1]).read(); d=json.loads(re.search(r"id=\"attn-data\">(.*?)</script>", s, re.S).group(1)); print(d[sys.argv[2]] if sys.argv[2] != "text" else "".join(d["tokens"]))' "$@"; }
+long2="$PROMPT and $PROMPT" # 123 characters
+"$ATTN" viz --checkpoint "$CK" --prompt "$long2" --out "$tmp/long.html" 2> "$tmp/long.err"; rc=$?
+[ $rc -eq 0 ] && [ "$(data "$tmp/long.html" text)" = "${long2: -80}" ] && [ "$(data "$tmp/long.html" prompt_dropped)" = 43 ] &&
+  grep -q "note: the prompt has 123 characters; the model reads at most 80 (context_length), so it keeps the last 80, as attn generate does" "$tmp/long.err" &&
+  ok "a 123-character prompt keeps its last 80, with a note: $(cat "$tmp/long.err" | head -1)" ||
+  bad "long prompt: rc=$rc $(cat "$tmp/long.err")"
+"$ATTN" viz --checkpoint "$CK" --prompt "$long2" --generate 30 --seed 7 --out "$tmp/longg.html" 2> "$tmp/longg.err"; rc=$?
+gen=$("$ATTN" generate "$CK" --prompt "${long2: -50}" --max-new-tokens 30 --seed 7 2> /dev/null)
+[ $rc -eq 0 ] && [ "$(data "$tmp/longg.html" text)" = "$gen" ] && [ "$(data "$tmp/longg.html" prompt_dropped)" = 73 ] &&
+  grep -q "keeps the last 50" "$tmp/longg.err" &&
+  ok "with --generate 30 it keeps the last 50 and samples generate's text from them" ||
+  bad "long prompt + generate: rc=$rc $(cat "$tmp/longg.err") '$(data "$tmp/longg.html" text)' vs '$gen'"
+"$PY" "$CHECK" page "$tmp/longg.html" > /dev/null && ok "the shortened page's JSON is consistent" || bad "long page JSON"
 
 # 2. Weights against PyTorch's book GPTModel on the same checkpoint.
 if "$PY" -c 'import torch' 2>/dev/null; then
@@ -62,8 +87,17 @@ if command -v chromium > /dev/null; then
   chrome --enable-logging=stderr --v=0 --dump-dom "file://$tmp/page.html#layer=1&query=45&detail=1,2" \
     > "$tmp/dom.html" 2> "$tmp/chrome.err"
   "$PY" "$CHECK" dom "$tmp/dom.html" 6 1 45 &&
-    ok "browser: script ran, 2 x 3 model-view cells, head view and large view drawn, no page errors" ||
+    ok "browser: script ran, 2 x 3 model-view cells, head view (one colour scale) and large view drawn, i -> i+1 explained, no page errors" ||
     bad "browser DOM"
+  # A click on generated character 62's row shows query 61, whose output chose it.
+  cp "$tmp/page.html" "$tmp/click.html"
+  printf '<script>document.querySelector("#gen tr[data-pos=\\"62\\"]").click();</script>\n' >> "$tmp/click.html"
+  chrome --dump-dom "file://$tmp/click.html#layer=1" > "$tmp/dom-click.html" 2> /dev/null
+  "$PY" "$CHECK" why "$tmp/dom-click.html" 62 1 && ok "browser: a generated character's row shows the query whose output chose it" ||
+    bad "browser: the generated row click"
+  chrome --dump-dom "file://$tmp/longg.html#layer=0&query=70&detail=0,0" > "$tmp/dom-long.html" 2> /dev/null
+  "$PY" "$CHECK" dom "$tmp/dom-long.html" 6 0 70 && ok "browser: the shortened page shows its note" ||
+    bad "browser: the shortened page"
   if grep -E 'CONSOLE' "$tmp/chrome.err" > "$tmp/console.txt"; then
     bad "console messages: $(head -3 "$tmp/console.txt")"
   else
@@ -108,14 +142,15 @@ expect_fail() { # rc-wanted message-regex description -- args...
     bad "$what: rc=$rc (want $want), stderr '$(cat "$tmp/err")'"
   fi
 }
-long=$(head -c 81 /dev/zero | tr '\0' 'a')
 expect_fail 1 "'Z'.*position 3|position 3.*'Z'" "character outside the vocabulary" -- \
   --checkpoint "$CK" --prompt "FirZt" --out "$tmp/out.html"
-expect_fail 2 "--prompt must be a non-empty TEXT" "empty prompt" -- --checkpoint "$CK" --prompt "" --out "$tmp/out.html"
-expect_fail 1 "81 characters.*context_length = 80" "prompt longer than the context" -- \
-  --checkpoint "$CK" --prompt "$long" --out "$tmp/out.html"
-expect_fail 1 "generate asks for 30.*context_length = 80" "prompt + generate longer than the context" -- \
-  --checkpoint "$CK" --prompt "$PROMPT" --generate 30 --out "$tmp/out.html"
+expect_fail 2 "--prompt TEXT must not be an empty string" "empty prompt" -- --checkpoint "$CK" --prompt "" --out "$tmp/out.html"
+expect_fail 1 "generate asks for 80 characters; .*context_length = 80.*at most 79" "generate fills the context" -- \
+  --checkpoint "$CK" --prompt "$PROMPT" --generate 80 --out "$tmp/out.html"
+expect_fail 2 "--out writes the HTML page, not SVG: .*use --svg $tmp/out.svg --layer L --head H" "--out x.svg" -- \
+  --checkpoint "$CK" --prompt "First" --out "$tmp/out.svg"
+expect_fail 2 "--svg writes SVG, not HTML: for the page use --out $tmp/out.html" "--svg x.html" -- \
+  --checkpoint "$CK" --prompt "First" --layer 0 --head 0 --svg "$tmp/out.html"
 expect_fail 1 "--layer 2 is outside 0..1" "unknown layer" -- \
   --checkpoint "$CK" --prompt "First" --layer 2 --head 0 --svg "$tmp/out.svg" --out "$tmp/out.html"
 expect_fail 1 "--head 3 is outside 0..2" "unknown head" -- \

@@ -2,7 +2,9 @@
  * weights on a prompt, and heatmaps as standalone SVG.
  *
  * Shapes: a prompt of n_prompt characters plus n_generated sampled ones is a
- * sequence of T = n_prompt + n_generated <= context_length tokens;
+ * sequence of T = n_prompt + n_generated <= context_length tokens (a longer
+ * prompt keeps its last context_length - n_generated characters, as
+ * attn_generator keeps the last context_length);
  * attention is (n_layers, n_heads, T, T), attention[l][h][i][j] the causal
  * softmax weight query i puts on key j (before dropout, eval mode; 0 for
  * j > i), read with attn_gpt_attention_weights from attn_gpt_forward — the
@@ -11,8 +13,8 @@
  * The page embeds its data as JSON in
  *   <script type="application/json" id="attn-data">
  * (schema in README.md, "attn viz"): format "attn-viz", version 1, tokens
- * (one string per character), token_ids, n_prompt, n_layers, n_heads,
- * attention[layer][head][query] = the query's row up to and including the
+ * (one string per character), token_ids, n_prompt, prompt_dropped, n_layers,
+ * n_heads, attention[layer][head][query] = the query's row up to and including the
  * diagonal (query + 1 numbers, 6 decimals; the rest is exactly 0), and
  * generated[k] = {position, token, id, p, top: 5 x {token, id, p}}. The page
  * needs no network: script, style and fonts are inline or the browser's own.
@@ -86,6 +88,8 @@ typedef struct attn_viz_step {
 
 typedef struct attn_viz_data {
     int n_layers, n_heads, T, n_prompt, n_generated;
+    int prompt_dropped; /* characters left out at the prompt's start (the model
+                           reads at most context_length); n_prompt is what stays */
     attn_gpt_config cfg;
     int32_t *ids;         /* (T) */
     uint32_t *chars;      /* (T) the code point of each token */
@@ -98,9 +102,11 @@ typedef struct attn_viz_data {
 /* Encode prompt (n bytes of UTF-8) with tok, sample opt->generate more
  * characters with the KV cache exactly as `attn generate` (same seed, same
  * text), then run the model's forward on the whole sequence and read every
- * layer's weights. Errors (nothing allocated on failure): empty prompt, a
- * character outside the vocabulary (named, with its position), prompt +
- * generate longer than context_length, bad options. source may be NULL. */
+ * layer's weights. A prompt longer than context_length - generate keeps its
+ * last characters (d->prompt_dropped says how many went); sampling then
+ * starts from those. Errors (nothing allocated on failure): empty prompt, a
+ * character outside the vocabulary (named, with its position), generate >=
+ * context_length, bad options. source may be NULL. */
 attn_status attn_viz_compute(attn_gpt *m, const attn_tokenizer *tok, const char *prompt, size_t n,
                              const attn_viz_options *opt, const char *source, attn_viz_data *d,
                              attn_error *err);

@@ -26,6 +26,23 @@
     return c;
   }
   function fmt(x) { return x.toFixed(4); }
+  /* The page's one colour scale: sqrt(weight) over [0, 1], the same for
+   * every character, layer and head (so shades compare), with small weights
+   * still visible. */
+  function shade(v) { return colour(Math.sqrt(Math.max(0, v))); }
+  function legend(box) {
+    var bar = el("span", "scale-bar");
+    bar.title = "colour = sqrt(weight), 0 (white) to 1 (dark blue)";
+    box.appendChild(bar);
+    [0, 0.01, 0.1, 0.25, 0.5, 1].forEach(function (v) {
+      var t = el("span", "tick", String(v));
+      t.style.left = (100 * Math.sqrt(v)) + "%";
+      t.dataset.weight = v;
+      box.appendChild(t);
+    });
+  }
+  legend($("seq-scale"));
+  legend($("grid-scale"));
 
   /* ---- header ---- */
   $("title").textContent = "Attention of " + (D.source || "a GPT") + " on " + T + " characters";
@@ -33,6 +50,15 @@
     (T > P ? " + " + (T - P) + " generated (orange, dashed)" : "") +
     ". Weights: causal softmax(QK\u1d40/\u221a" + (D.config.emb_dim / H) +
     "), eval mode, before dropout; each row sums to 1.";
+  /* A prompt longer than the model reads kept its last characters. */
+  var dropped = D.prompt_dropped || 0;
+  if (dropped > 0) {
+    $("trimmed").hidden = false;
+    $("trimmed").textContent = "The prompt had " + (dropped + P) + " characters; the model reads at most " +
+      "context_length = " + D.config.context_length + (T > P ? " (the generated ones included)" : "") +
+      ", so its first " + dropped + " were left out and the page shows the last " + P +
+      ", as attn generate keeps the last context_length.";
+  }
 
   /* ---- head view ---- */
   var layerSel = $("layer"), headBox = $("heads"), seq = $("seq"), readout = $("readout");
@@ -52,7 +78,7 @@
     seq.appendChild(s); toks.push(s);
     if (D.tokens[i] === "\n") seq.appendChild(el("br"));
   }
-  var pinned = -1, current = -1;
+  var pinned = -1, current = -1, genRows = [];
   function selectedHeads() {
     var r = [];
     headChecks.forEach(function (c) { if (c.checked) r.push(+c.value); });
@@ -63,23 +89,42 @@
     for (k = 0; k < hs.length; k++) for (j = 0; j <= q; j++) r[j] += w(lay, hs[k], q, j) / hs.length;
     return r;
   }
+  function topFive(g) {
+    return g.top.map(function (t) { return JSON.stringify(t.token) + " " + fmt(t.p); }).join("  ");
+  }
+  /* Position q+1 was sampled from q's output: say so both ways. */
   function genInfo(q) {
-    if (q < P) return "";
-    var g = D.generated[q - P], s = "\ngenerated: p = " + fmt(g.p) + "; top 5:";
-    g.top.forEach(function (t) { s += "  " + JSON.stringify(t.token) + " " + fmt(t.p); });
+    var s = "", g;
+    if (q >= P) {
+      g = D.generated[q - P];
+      s += "\ngenerated: sampled from the output at position " + (q - 1) + " " +
+        JSON.stringify(D.tokens[q - 1]) + " with p = " + fmt(g.p) + "; top 5: " + topFive(g);
+    }
+    if (q + 1 >= P && q + 1 < T) {
+      g = D.generated[q + 1 - P];
+      s += "\nthis position's output chose the next character, " + JSON.stringify(g.token) + " at " +
+        (q + 1) + ", with p = " + fmt(g.p) + "; top 5: " + topFive(g);
+    }
     return s;
   }
   function paint(q) {
     current = q;
-    toks.forEach(function (t) { t.style.background = ""; t.classList.remove("query"); t.title = ""; });
+    toks.forEach(function (t) {
+      t.style.background = ""; t.title = "";
+      t.classList.remove("query"); t.classList.remove("chosen"); t.classList.remove("chooser");
+    });
+    /* The generated-characters row of the character q's output chose. */
+    genRows.forEach(function (tr) { tr.classList.toggle("active", q >= 0 && +tr.dataset.pos === q + 1); });
     if (q < 0) { readout.textContent = "Hover over a character (click to pin it)."; return; }
+    if (q + 1 >= P && q + 1 < T) toks[q + 1].classList.add("chosen");
+    if (q >= P) toks[q - 1].classList.add("chooser");
     var hs = selectedHeads();
     if (!hs.length) { readout.textContent = "Tick at least one head."; return; }
-    var r = rowWeights(q), mx = Math.max.apply(null, r), j, best = 0;
+    var r = rowWeights(q), j, best = 0;
     for (j = 0; j <= q; j++) {
-      var c = colour(mx > 0 ? r[j] / mx : 0);
+      var c = shade(r[j]);
       toks[j].style.background = "rgb(" + c.join(",") + ")";
-      toks[j].style.color = r[j] / mx > 0.55 ? "#fff" : "";
+      toks[j].style.color = Math.sqrt(r[j]) > 0.55 ? "#fff" : "";
       toks[j].title = "weight of " + JSON.stringify(D.tokens[q]) + " (" + q + ") on " +
         JSON.stringify(D.tokens[j]) + " (" + j + "): " + fmt(r[j]);
       if (r[j] > r[best]) best = j;
@@ -120,22 +165,34 @@
   $("one-head").addEventListener("click", function () { headChecks.forEach(function (c, k) { c.checked = k === 0; }); repaint(); });
   paint(T - 1);
 
-  /* ---- generated characters ---- */
+  /* ---- generated characters: each row shows the query whose output chose it ---- */
   if (D.generated.length) {
     var tb = $("gen");
     var hr = el("tr");
-    ["position", "character", "p", "top 5 alternatives (p)"].forEach(function (x) { hr.appendChild(el("th", null, x)); });
+    ["position", "character", "chosen by the output at", "p", "top 5 alternatives (p)"].forEach(function (x) { hr.appendChild(el("th", null, x)); });
     tb.appendChild(hr);
+    var pin = function (q) {
+      if (pinned >= 0) toks[pinned].classList.remove("pinned");
+      pinned = q;
+      if (q >= 0) toks[q].classList.add("pinned");
+    };
     D.generated.forEach(function (g) {
-      var tr = el("tr");
+      var tr = el("tr"), q = g.position - 1;
+      tr.dataset.pos = g.position;
       tr.appendChild(el("td", null, String(g.position)));
       tr.appendChild(el("td", null, JSON.stringify(g.token)));
+      tr.appendChild(el("td", null, q + " " + JSON.stringify(D.tokens[q])));
       var td = el("td", null, fmt(g.p)), bar = el("span", "bar");
       bar.style.width = Math.round(g.p * 80) + "px"; td.appendChild(bar); tr.appendChild(td);
-      tr.appendChild(el("td", null, g.top.map(function (t) { return JSON.stringify(t.token) + " " + fmt(t.p); }).join("   ")));
-      tr.addEventListener("mouseenter", function () { if (pinned < 0) paint(g.position); });
-      tb.appendChild(tr);
+      tr.appendChild(el("td", null, topFive(g)));
+      tr.addEventListener("mouseenter", function () { if (pinned < 0) paint(q); });
+      tr.addEventListener("click", function () {
+        pin(pinned === q ? -1 : q); paint(q);
+        seq.scrollTop = Math.max(0, toks[q].offsetTop - seq.clientHeight / 2);
+      });
+      tb.appendChild(tr); genRows.push(tr);
     });
+    tb.addEventListener("mouseleave", function () { if (pinned < 0) paint(-1); });
   } else {
     $("gen-section").hidden = true;
   }
@@ -144,7 +201,7 @@
   function drawMatrix(canvas, l, h, cell, margin) {
     var n = T, ctx = canvas.getContext("2d"), img = ctx.createImageData(n, n), i, j;
     for (i = 0; i < n; i++) for (j = 0; j < n; j++) {
-      var v = j <= i ? w(l, h, i, j) : 0, c = colour(Math.sqrt(v)), k = 4 * (i * n + j);
+      var v = j <= i ? w(l, h, i, j) : 0, c = shade(v), k = 4 * (i * n + j);
       img.data[k] = c[0]; img.data[k + 1] = c[1]; img.data[k + 2] = c[2]; img.data[k + 3] = 255;
     }
     if (cell === 1 && !margin) { ctx.putImageData(img, 0, 0); return; }
@@ -191,7 +248,7 @@
       ctx.fillText(t, M / 2, x);
     }
     $("detail-title").textContent = "Layer " + det.l + ", head " + det.h +
-      ": row = query (attending), column = key (attended to); colour \u221d \u221aweight";
+      ": row = query (attending), column = key (attended to); the page's colour scale (\u221aweight)";
   }
   function openDetail(l, h, scroll) {
     det.l = l; det.h = h; $("detail").hidden = false; drawDetail();
