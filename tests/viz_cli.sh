@@ -116,9 +116,9 @@ expect_fail 1 "81 characters.*context_length = 80" "prompt longer than the conte
   --checkpoint "$CK" --prompt "$long" --out "$tmp/out.html"
 expect_fail 1 "generate asks for 30.*context_length = 80" "prompt + generate longer than the context" -- \
   --checkpoint "$CK" --prompt "$PROMPT" --generate 30 --out "$tmp/out.html"
-expect_fail 1 "--layer 2 is outside 0..1" "unknown layer" -- \
+expect_fail 2 "--layer must be an integer in \[0, 1\] \(the model has 2 layers\), not '2'" "unknown layer" -- \
   --checkpoint "$CK" --prompt "First" --layer 2 --head 0 --svg "$tmp/out.svg" --out "$tmp/out.html"
-expect_fail 1 "--head 3 is outside 0..2" "unknown head" -- \
+expect_fail 2 "--head must be an integer in \[0, 2\] \(the model has 3 heads\), not '3'" "unknown head" -- \
   --checkpoint "$CK" --prompt "First" --layer 0 --head 3 --svg "$tmp/out.svg"
 expect_fail 2 "--layer must be an integer in \[0, [0-9]+\], not '-1'" "negative layer" -- \
   --checkpoint "$CK" --prompt "First" --layer -1 --head 0 --svg "$tmp/out.svg"
