@@ -41,8 +41,11 @@ expect() {
 # (the CUDA libraries it links map ~1 GB). ASan reserves terabytes of
 # address space, so its builds run without the limit (they never allocate
 # the lie once the check is there).
+ldd "$ATTN" > "$tmp/ldd" 2>&1 # (not piped into grep -q: pipefail would see ldd's SIGPIPE)
+asan=0
+grep -q 'libasan' "$tmp/ldd" && asan=1
 limited() {
-  if ldd "$ATTN" 2> /dev/null | grep -q 'libasan'; then "$@"; else (ulimit -v 4000000 && "$@"); fi
+  if [ $asan -eq 1 ]; then "$@"; else (ulimit -v 4000000 && "$@"); fi
 }
 expect_limited() {
   local want=$1 re=$2 what=$3
@@ -222,7 +225,7 @@ expect 2 "--out and --svg name one file" "viz --out a link to --svg's file" -- \
 npy "$tmp/x.npy" '<f4' '(1, 6, 3)' $(seq 0 17)
 expect 2 "^attn forward: --context-length must be an integer in \[6, [0-9]+\] \(at least the T = 6 tokens of --input\), not '2'$" \
   "forward --context-length 2 below X's 6 tokens" -- forward causal-attention --d-out 2 --input "$tmp/x.npy" --context-length 2
-if ldd "$ATTN" 2> /dev/null | grep -q 'libasan'; then
+if [ $asan -eq 1 ]; then
   ok "bench out of memory: skipped under ASan (it aborts on a 16 GB request)"
 else
   expect_limited 1 "out of memory" "bench mha out of memory: a run-time failure" -- \
