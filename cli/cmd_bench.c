@@ -216,9 +216,10 @@ static int setup_mha(const bench_args *a, attn_mha *m, attn_bf16_gemm **bf16) {
     attn_rng rng;
     attn_rng_seed(&rng, 123);
     *bf16 = NULL;
-    if (attn_mha_init(m, a->D, a->D, a->T, a->dropout, a->H, 0, &rng, &err) != ATTN_OK) {
+    const attn_status s = attn_mha_init(m, a->D, a->D, a->T, a->dropout, a->H, 0, &rng, &err);
+    if (s != ATTN_OK) {
         fprintf(stderr, "attn bench: %s\n", err.msg);
-        return 2;
+        return s == ATTN_ERR_NOMEM ? 1 : 2; /* out of memory is a run-time failure */
     }
     m->path = a->reference ? ATTN_MHA_REFERENCE : ATTN_MHA_FUSED;
     if (a->precision == ATTN_PRECISION_BF16) { /* the projections in bf16 */

@@ -299,12 +299,6 @@ static attn_status load_input(fwd_run *r, attn_error *err) {
     if (B > DIM_MAX || T > DIM_MAX || d_in > DIM_MAX)
         return attn_fail(err, ATTN_ERR_SHAPE, "%s: input too large", o->input);
     r->B = (int)B, r->T = (int)T, r->d_in = (int)d_in;
-    const long long ctx = o->context_length ? o->context_length : T;
-    if ((r->kind->uses & ATTN_MODULE_USES_CONTEXT) && T > ctx)
-        return attn_fail(err, ATTN_ERR_SHAPE,
-                         "%s has T = %d tokens, more than --context-length %lld (the causal mask "
-                         "size)",
-                         o->input, r->T, ctx);
     return ATTN_OK;
 }
 
@@ -312,6 +306,13 @@ static attn_status load_input(fwd_run *r, attn_error *err) {
 static int make_config(const fwd_run *r, attn_module_config *cfg) {
     const fwd_opts *o = r->o;
     memset(cfg, 0, sizeof *cfg);
+    if ((r->kind->uses & ATTN_MODULE_USES_CONTEXT) && o->context_length &&
+        o->context_length < r->T) { /* the causal mask covers X's tokens */
+        char why[64];
+        snprintf(why, sizeof why, "at least the T = %d tokens of --input", r->T);
+        return cli_bad_range(&forward_cli, &fwd_opts_table[FWD_CONTEXT], r->T, DIM_MAX, why,
+                             o->context_length);
+    }
     cfg->kind = r->kind->kind;
     cfg->d_in = r->d_in;
     cfg->d_out = (int)o->d_out;

@@ -129,9 +129,11 @@ static int generate_text(attn_generator *g, const char *prompt, long long max_ne
             return 1;
         }
         fwrite(u8, 1, (size_t)k, stdout);
+        if (cli_stdout_failed()) return 1; /* main.c says why */
     }
     fputc('\n', stdout);
     fflush(stdout);
+    if (cli_stdout_failed()) return 1;
     const double dt = attn_now_s() - t0;
     fprintf(stderr, "attn generate: %lld tokens in %.2f s (%.0f tokens/s)\n",
             (long long)g->produced, dt, dt > 0 ? (double)g->produced / dt : 0.0);
@@ -142,11 +144,8 @@ static int generate_from(const gen_opts *o, const attn_generate_options *go, con
                          const attn_tokenizer *tok) {
     const int ctx = model->cfg.context_length;
     if (o->window >= ctx) { /* the range depends on the model */
-        fprintf(stderr,
-                "attn generate: --window must be an integer in [1, %d] (below the model's "
-                "context_length), not '%lld'\n",
-                ctx - 1, o->window);
-        return 2;
+        return cli_bad_range(&generate_cli, &gen_opts_table[GEN_WINDOW], 1, ctx - 1,
+                             "below the model's context_length", o->window);
     }
     attn_generator g;
     attn_error err;

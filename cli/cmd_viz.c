@@ -2,16 +2,18 @@
  * page (head view, model view, generated characters) and/or one head's
  * heatmap as SVG. Everything is computed and written by the library
  * (attn/viz.h); this file only parses. */
-#define _POSIX_C_SOURCE 200809L /* unlink */
+#define _XOPEN_SOURCE 700 /* unlink, realpath */
 
 #include <cblas.h>
 #include <errno.h>
+#include <libgen.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "attn/fileio.h"
@@ -67,17 +69,18 @@ static const cli_option viz_opts_table[] = {
                  .help = "the heatmap of --layer L, --head H as a standalone\n"
                          "SVG (a name ending in .html is refused)"},
     [VIZ_LAYER] = {"layer", CLI_INT, "L", OFF(layer), 0, 1000000,
-                   .help = "layer of --svg (0-based; below the model's n_layers)"},
+                   .help = "layer of --svg (0-based; at most n_layers - 1)"},
     [VIZ_HEAD] = {"head", CLI_INT, "H", OFF(head), 0, 1000000,
-                  .help = "head of --svg (0-based; below the model's n_heads)"},
+                  .help = "head of --svg (0-based; at most n_heads - 1)"},
     [VIZ_GENERATE] = {"generate", CLI_INT, "N", OFF(generate), 0, 1000000, .def = "0",
                       .help = "sample N characters after the prompt exactly as `attn\n"
                               "generate` does with the same seed/temperature/top-k;\n"
-                              "prompt + N must fit in the model's context_length"},
+                              "prompt + N must fit in the model's context_length\n"
+                              "(so N is at most context_length - 1)"},
     [VIZ_SEED] = {"seed", CLI_U64, "N", OFF(seed), .def = "1337",
                   .help = "the sampler's seed (as `attn generate --seed`)"},
-    [VIZ_TEMPERATURE] = {"temperature", CLI_FLOAT, "T", OFF(temperature), 0, HUGE_VAL, .def = "0.8",
-                         .help = "divide the logits by T; 0 = greedy"},
+    [VIZ_TEMPERATURE] = {"temperature", CLI_FLOAT, "T", OFF(temperature), 0, CLI_NO_MAX,
+                         .def = "0.8", .help = "divide the logits by T; 0 = greedy"},
     [VIZ_TOP_K] = {"top-k", CLI_INT, "K", OFF(top_k), 0, 1000000, .def = "200",
                    .help = "sample among the K most likely (0 = all)"},
     [VIZ_THREADS] = CLI_THREADS_OPTION(OFF(threads)),
@@ -100,6 +103,44 @@ const cli_command viz_cli = {
 static int ends_with(const char *path, const char *suffix) {
     const size_t n = strlen(path), k = strlen(suffix);
     return n >= k && strcasecmp(path + n - k, suffix) == 0;
+}
+
+/* 1 when a and b name one file: the same text, the same existing file, or
+ * the same name in the same folder. */
+static int same_output(const char *a, const char *b) {
+    if (strcmp(a, b) == 0) return 1;
+    struct stat sa, sb;
+    if (stat(a, &sa) == 0 && stat(b, &sb) == 0)
+        return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    char *ca = strdup(a), *cb = strdup(b), *da = NULL, *db = NULL;
+    int same = 0;
+    if (ca && cb && strcmp(basename(ca), basename(cb)) == 0) {
+        strcpy(ca, a);
+        strcpy(cb, b);
+        da = realpath(dirname(ca), NULL);
+        db = realpath(dirname(cb), NULL);
+        same = da && db && strcmp(da, db) == 0;
+    }
+    free(ca), free(cb), free(da), free(db);
+    return same;
+}
+
+/* The checks that need the model: its layers, heads and context. */
+static int check_against_model(const viz_opts *o, long layer, long head, const attn_gpt *m) {
+    const attn_gpt_config *c = &m->cfg;
+    char why[64];
+    if (layer >= c->n_layers) {
+        snprintf(why, sizeof why, "the model has %d layers", c->n_layers);
+        return cli_bad_range(&viz_cli, &viz_opts_table[VIZ_LAYER], 0, c->n_layers - 1, why, layer);
+    }
+    if (head >= c->n_heads) {
+        snprintf(why, sizeof why, "the model has %d heads", c->n_heads);
+        return cli_bad_range(&viz_cli, &viz_opts_table[VIZ_HEAD], 0, c->n_heads - 1, why, head);
+    }
+    if (o->generate >= c->context_length)
+        return cli_bad_range(&viz_cli, &viz_opts_table[VIZ_GENERATE], 0, c->context_length - 1,
+                             "below the model's context_length", o->generate);
+    return 0;
 }
 
 int cmd_viz(int argc, char **argv) {
@@ -134,6 +175,10 @@ int cmd_viz(int argc, char **argv) {
         fprintf(stderr, "attn viz: --layer and --head choose the head of --svg FILE.svg\n");
         return 2;
     }
+    if (html && svg && same_output(html, svg)) {
+        fprintf(stderr, "attn viz: --out and --svg name one file (%s): give each its own\n", svg);
+        return 2;
+    }
     cli_use_threads((int)o.threads, 1); /* one short sequence: tiny products */
     attn_error err;
     attn_error_clear(&err);
@@ -143,19 +188,13 @@ int cmd_viz(int argc, char **argv) {
         fprintf(stderr, "attn viz: %s\n", err.msg);
         return 1;
     }
-    int rc = 1;
     char *svg_text = NULL, *page = NULL;
     size_t page_len = 0;
     attn_viz_data d;
     memset(&d, 0, sizeof d);
-    if (svg && (layer >= model.cfg.n_layers || head >= model.cfg.n_heads)) {
-        fprintf(stderr, "attn viz: %s %ld is outside 0..%d (the model has %d layers x %d heads)\n",
-                layer >= model.cfg.n_layers ? "--layer" : "--head",
-                layer >= model.cfg.n_layers ? layer : head,
-                (layer >= model.cfg.n_layers ? model.cfg.n_layers : model.cfg.n_heads) - 1,
-                model.cfg.n_layers, model.cfg.n_heads);
-        goto out;
-    }
+    int rc = check_against_model(&o, layer, head, &model);
+    if (rc) goto out;
+    rc = 1;
     attn_viz_options opt;
     attn_viz_options_default(&opt);
     opt.generate = (int)o.generate;

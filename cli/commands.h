@@ -8,6 +8,12 @@
 
 #include "options.h"
 
+/* Nonzero once a write to stdout has failed (a command that streams stops
+ * there). main.c flushes and checks stdout after every command and reports
+ * a failure once: "attn CMD: cannot write to standard output: REASON",
+ * exit 1. */
+int cli_stdout_failed(void);
+
 /* Option tables (options.h) of the commands that have one. */
 extern const cli_command chapter3_cli, rng_cli, viz_cli, info_cli;
 /* attn train's table: its training-key rows come from the library's key

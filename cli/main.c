@@ -1,5 +1,7 @@
 /* attn — command-line front end: dispatches to one subcommand per file. */
 #define _DEFAULT_SOURCE /* setenv */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,7 +72,48 @@ static void short_spin_wait_policy(int argc, char **argv) {
     unsetenv("GOMP_SPINCOUNT");
 }
 
+/* A closed standard stream is reopened on /dev/null before anything else
+ * is opened, so no file attn writes can become fd 1 or 2 and receive its
+ * printing. Stdout is reopened read-only: writes to it then fail (EBADF) and
+ * are reported at exit, as a closed stdout should be. */
+static void reserve_std_fds(void) {
+    static const int mode[3] = {O_RDONLY, O_RDONLY, O_WRONLY};
+    for (int fd = 0; fd < 3; fd++)
+        if (fcntl(fd, F_GETFD) == -1 && errno == EBADF) {
+            const int got = open("/dev/null", mode[fd]);
+            if (got >= 0 && got != fd) close(got); /* a lower one was closed too: taken */
+        }
+}
+
+static int stdout_errno; /* why the first failed write to stdout failed */
+
+int cli_stdout_failed(void) {
+    if (!ferror(stdout)) return 0;
+    if (!stdout_errno) stdout_errno = errno; /* called right after the write */
+    return 1;
+}
+
+/* Everything the command printed must have reached stdout: flush and close
+ * it, and turn a failed write (ENOSPC on /dev/full, EBADF when closed, EPIPE
+ * with SIGPIPE ignored) into exit status 1 with a message. */
+static int finish_stdout(const char *cmd, int rc) {
+    errno = 0;
+    fflush(stdout);
+    int bad = cli_stdout_failed();
+    errno = 0;
+    if (fclose(stdout) != 0 && !bad) {
+        bad = 1;
+        stdout_errno = errno;
+    }
+    if (!bad) return rc;
+    const int why = stdout_errno;
+    fprintf(stderr, "attn%s%s: cannot write to standard output%s%s\n", cmd ? " " : "",
+            cmd ? cmd : "", why ? ": " : "", why ? strerror(why) : "");
+    return rc ? rc : 1;
+}
+
 int main(int argc, char **argv) {
+    reserve_std_fds();
     short_spin_wait_policy(argc, argv);
     if (argc < 2) {
         usage(stderr);
@@ -79,11 +122,11 @@ int main(int argc, char **argv) {
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
         strcmp(argv[1], "help") == 0) {
         usage(stdout);
-        return 0;
+        return finish_stdout(NULL, 0);
     }
     if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0) {
         printf("attn %s\n", attn_version());
-        return 0;
+        return finish_stdout(NULL, 0);
     }
     if (strcmp(argv[1], "--check-options") == 0) { /* maintainers: every table is sound */
         int bad = 0;
@@ -93,7 +136,8 @@ int main(int argc, char **argv) {
         return bad;
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (strcmp(argv[1], commands[i].name) == 0) return commands[i].run(argc - 1, argv + 1);
+        if (strcmp(argv[1], commands[i].name) == 0)
+            return finish_stdout(commands[i].name, commands[i].run(argc - 1, argv + 1));
     cli_near near;
     char hint[96];
     cli_near_init(&near, argv[1], strlen(argv[1]));

@@ -498,3 +498,10 @@ int cli_check_table(const cli_command *cmd) {
     bad |= too_wide(cmd, "about", cmd->about, 0, 0);
     return bad;
 }
+
+int cli_bad_range(const cli_command *cmd, const cli_option *o, long long lo, long long hi,
+                  const char *why, long long value) {
+    fprintf(stderr, "attn %s: --%s must be an integer in [%lld, %lld] (%s), not '%lld'\n",
+            cmd->name, o->name, lo, hi, why, value);
+    return CLI_USAGE;
+}

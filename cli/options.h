@@ -143,4 +143,10 @@ extern const char *const cli_stream_choices[];
 #define CLI_THREADS_OPTION(offset)                                                                 \
     { "threads", CLI_INT, "N", (offset), 1, CLI_THREADS_MAX, .help = CLI_THREADS_HELP }
 
+/* As cli_bad_value, for an integer whose range is known only after parsing
+ * (it depends on the model): "attn CMD: --name must be an integer in
+ * [lo, hi] (why), not 'value'"; returns CLI_USAGE. */
+int cli_bad_range(const cli_command *cmd, const cli_option *o, long long lo, long long hi,
+                  const char *why, long long value);
+
 #endif

@@ -67,10 +67,12 @@ attn_status attn_checkpoint_info_read(const char *path, attn_checkpoint_info *in
         goto fail;
     attn_safetensors st;
     if ((s = attn_safetensors_read(file, &st, err))) goto fail;
-    const char *stp = attn_safetensors_meta(&st, "step");
-    char *end = NULL;
-    info->state_step = stp ? strtoll(stp, &end, 10) : -1;
-    if (!stp || end == stp || *end) info->state_step = -1;
+    uint64_t stp = 0;
+    if ((s = attn_safetensors_meta_u64(&st, file, "step", INT64_MAX, &stp, err))) {
+        attn_safetensors_free(&st);
+        goto fail;
+    }
+    info->state_step = (int64_t)stp;
     read_history(&st, info);
     attn_safetensors_free(&st);
     info->state_bytes = file_size(file);

@@ -164,29 +164,37 @@ static attn_status bad_header(attn_error *err, const char *name, const char *why
     return attn_fail(err, ATTN_ERR_FORMAT, "%s: malformed .npy header: %s", name, why);
 }
 
+/* The fixed start of a .npy file: magic, version, header length. *pre = its
+ * size (10 for version 1.0, 12 for 2.0 and 3.0); *hlen = the header length
+ * when len covers it (else 0). The magic and version are checked before the
+ * length is read, so another file is "not a .npy file", not a header length. */
+static attn_status npy_prefix(const unsigned char *b, size_t len, const char *name, size_t *pre,
+                              size_t *hlen, attn_error *err) {
+    if (len < 8 || memcmp(b, NPY_MAGIC, 6) != 0)
+        return attn_fail(err, ATTN_ERR_FORMAT, "%s: not a .npy file (bad magic)", name);
+    const int major = b[6], minor = b[7];
+    if (minor != 0 || major < 1 || major > 3)
+        return attn_fail(err, ATTN_ERR_FORMAT,
+                         "%s: unsupported .npy version %d.%d (1.0, 2.0 and 3.0 are supported)",
+                         name, major, minor);
+    *pre = major == 1 ? 10 : 12;
+    *hlen = 0;
+    if (len < *pre) return ATTN_OK;
+    *hlen = (size_t)b[8] | (size_t)b[9] << 8;
+    if (major > 1) *hlen |= (size_t)b[10] << 16 | (size_t)b[11] << 24;
+    return ATTN_OK;
+}
+
 /* need == NULL: parse the whole file image. Else buf holds at least the
  * header: check it and set *need to the file's full size. */
 static attn_status parse_impl(const void *buf, size_t len, const char *name, unsigned accept,
                               attn_npy *out, size_t *need, attn_error *err) {
     memset(out, 0, sizeof *out);
     const unsigned char *b = buf;
-    if (len < 8 || memcmp(b, NPY_MAGIC, 6) != 0)
-        return attn_fail(err, ATTN_ERR_FORMAT, "%s: not a .npy file (bad magic)", name);
-    int major = b[6], minor = b[7];
     size_t pre, hlen;
-    if (major == 1 && minor == 0) {
-        pre = 10;
-        if (len < pre) return attn_fail(err, ATTN_ERR_FORMAT, "%s: truncated .npy header", name);
-        hlen = (size_t)b[8] | (size_t)b[9] << 8;
-    } else if ((major == 2 || major == 3) && minor == 0) {
-        pre = 12;
-        if (len < pre) return attn_fail(err, ATTN_ERR_FORMAT, "%s: truncated .npy header", name);
-        hlen = (size_t)b[8] | (size_t)b[9] << 8 | (size_t)b[10] << 16 | (size_t)b[11] << 24;
-    } else {
-        return attn_fail(err, ATTN_ERR_FORMAT,
-                         "%s: unsupported .npy format version %d.%d (1.0, 2.0, 3.0 supported)",
-                         name, major, minor);
-    }
+    attn_status ps = npy_prefix(b, len, name, &pre, &hlen, err);
+    if (ps) return ps;
+    if (len < pre) return attn_fail(err, ATTN_ERR_FORMAT, "%s: truncated .npy header", name);
     if (hlen > len - pre)
         return attn_fail(err, ATTN_ERR_FORMAT,
                          "%s: truncated .npy header (header says %zu bytes, file has %zu)", name,
@@ -327,10 +335,9 @@ attn_status attn_npy_load(const char *path, unsigned accept, attn_npy *out, attn
         goto out;
     }
     if ((s = attn_file_in_read(&in, path, buf, 12, &len, err))) goto out;
-    if (len >= 10 && !memcmp(buf, NPY_MAGIC, 6)) {
-        const size_t pre = buf[6] == 1 ? 10 : 12;
-        size_t hlen = (size_t)buf[8] | (size_t)buf[9] << 8;
-        if (pre == 12 && len == 12) hlen |= (size_t)buf[10] << 16 | (size_t)buf[11] << 24;
+    size_t pre, hlen;
+    if ((s = npy_prefix(buf, len, path, &pre, &hlen, err))) goto out;
+    if (len >= pre) {
         if (hlen > ((size_t)1 << 24)) { /* numpy writes a few hundred bytes */
             s = attn_fail(err, ATTN_ERR_FORMAT, "%s: .npy header length %zu is implausible", path,
                           hlen);

@@ -216,25 +216,20 @@ static attn_status parse_meta(const cJSON *m, attn_safetensors *st, const char *
 static attn_status parse_owned(attn_safetensors *st, const char *name, attn_error *err) {
     const unsigned char *b = st->buf_;
     size_t len = st->size_;
-    if (len < 8)
-        return attn_fail(err, ATTN_ERR_FORMAT,
-                         "%s: not a safetensors file (%zu bytes, too short for the header length)",
-                         name, len);
+    /* A safetensors file starts with a u64 header length and '{'. */
     uint64_t n = 0;
-    for (int i = 7; i >= 0; i--)
+    for (int i = 7; len >= 8 && i >= 0; i--)
         n = n << 8 | b[i];
-    if (n > ATTN_ST_MAX_HEADER)
+    if (len < 9 || n < 2 || n > ATTN_ST_MAX_HEADER || b[8] != '{')
         return attn_fail(err, ATTN_ERR_FORMAT,
-                         "%s: not a safetensors file (header length %llu is implausible)", name,
-                         (unsigned long long)n);
+                         "%s: not a safetensors file (it does not start with a header length "
+                         "and '{')",
+                         name);
     if (n > len - 8)
         return attn_fail(err, ATTN_ERR_FORMAT,
                          "%s: truncated safetensors file (header needs %llu bytes, file has %zu "
                          "after the length)",
                          name, (unsigned long long)n, len - 8);
-    if (n < 2 || b[8] != '{')
-        return attn_fail(err, ATTN_ERR_FORMAT,
-                         "%s: not a safetensors file (header does not start with '{')", name);
 
     char *text = malloc((size_t)n + 1);
     if (!text) return attn_fail(err, ATTN_ERR_NOMEM, "%s: out of memory", name);
@@ -467,6 +462,27 @@ const char *attn_safetensors_meta(const attn_safetensors *st, const char *key) {
     for (int i = 0; i < st->meta_count; i++)
         if (strcmp(st->meta_keys[i], key) == 0) return st->meta_values[i];
     return NULL;
+}
+
+attn_status attn_safetensors_meta_u64(const attn_safetensors *st, const char *name, const char *key,
+                                      uint64_t max, uint64_t *out, attn_error *err) {
+    if (!name) name = "safetensors";
+    const char *v = attn_safetensors_meta(st, key);
+    if (!v) return attn_fail(err, ATTN_ERR_NOT_FOUND, "%s: metadata '%s' is missing", name, key);
+    /* Digits only: strtoull would take a sign ("-5" wraps), spaces and "0x". */
+    uint64_t x = 0;
+    const char *p = v;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        const uint64_t d = (uint64_t)(*p - '0');
+        if (x > (max - d) / 10) break; /* x * 10 + d > max */
+        x = x * 10 + d;
+    }
+    if (p == v || *p)
+        return attn_fail(err, ATTN_ERR_FORMAT,
+                         "%s: metadata '%s' is '%.40s', not an integer in [0, %llu]", name, key, v,
+                         (unsigned long long)max);
+    *out = x;
+    return ATTN_OK;
 }
 
 attn_status attn_safetensors_to_params(const attn_safetensors *st, const char *name,

@@ -18,6 +18,7 @@
 #include "attn/checkpoint.h"
 #include "attn/fileio.h"
 #include "attn/safetensors.h"
+#include "checkpoint_fit.h"
 #include "train_accum.h"
 #include "train_device.h"
 #include "train_history.h"
@@ -382,16 +383,6 @@ done:
     return st;
 }
 
-static int parse_u64(const char *s, uint64_t *out) {
-    if (!s || !*s) return -1;
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || *end) return -1;
-    *out = v;
-    return 0;
-}
-
 static attn_status read_state_config(const attn_safetensors *st, const char *path,
                                      attn_gpt_config *mcfg, attn_train_config *tcfg,
                                      attn_error *err) {
@@ -437,6 +428,9 @@ attn_status attn_trainer_read_config(const char *dir, attn_gpt_config *mcfg,
     attn_status s = attn_safetensors_read(path, &st, err);
     if (s) return s;
     s = read_state_config(&st, path, mcfg, tcfg, err);
+    /* The caller allocates a trainer of this config: the optimizer state
+     * it saved must have that shape. */
+    if (!s) s = attn_ckpt_fit_config(mcfg, &st, "exp_avg.", path, err);
     if (!s && corpus_path) {
         const char *cp = attn_safetensors_meta(&st, "corpus_path");
         *corpus_path = NULL;
@@ -532,13 +526,14 @@ attn_status attn_trainer_resume(attn_trainer *tr, const char *dir, attn_error *e
     }
     uint64_t step, adam_step, epoch, cursor, bytes;
     const char *hash = attn_safetensors_meta(&st, "corpus_fnv1a");
-    if (parse_u64(attn_safetensors_meta(&st, "step"), &step) ||
-        parse_u64(attn_safetensors_meta(&st, "adamw_step"), &adam_step) ||
-        parse_u64(attn_safetensors_meta(&st, "sampler_epoch"), &epoch) ||
-        parse_u64(attn_safetensors_meta(&st, "sampler_cursor"), &cursor) ||
-        parse_u64(attn_safetensors_meta(&st, "corpus_bytes"), &bytes) || !hash) {
-        s = attn_fail(err, ATTN_ERR_FORMAT, "%s: step/sampler/corpus metadata missing or bad",
-                      path);
+    if ((s = attn_safetensors_meta_u64(&st, path, "step", INT64_MAX, &step, err)) ||
+        (s = attn_safetensors_meta_u64(&st, path, "adamw_step", INT64_MAX, &adam_step, err)) ||
+        (s = attn_safetensors_meta_u64(&st, path, "sampler_epoch", UINT64_MAX, &epoch, err)) ||
+        (s = attn_safetensors_meta_u64(&st, path, "sampler_cursor", SIZE_MAX, &cursor, err)) ||
+        (s = attn_safetensors_meta_u64(&st, path, "corpus_bytes", SIZE_MAX, &bytes, err)))
+        goto out;
+    if (!hash) {
+        s = attn_fail(err, ATTN_ERR_FORMAT, "%s: metadata 'corpus_fnv1a' is missing", path);
         goto out;
     }
     if ((int64_t)step > tr->tcfg.max_steps) {
@@ -558,12 +553,16 @@ attn_status attn_trainer_resume(attn_trainer *tr, const char *dir, attn_error *e
     }
     if ((s = attn_safetensors_read(mpath, &ms, err))) goto out;
     uint64_t mstep;
-    if (parse_u64(attn_safetensors_meta(&ms, "step"), &mstep) || mstep != step) {
+    if ((s = attn_safetensors_meta_u64(&ms, mpath, "step", INT64_MAX, &mstep, err))) goto out;
+    if (mstep != step) {
         s = attn_fail(err, ATTN_ERR_FORMAT, "%s and %s are from different steps", mpath, path);
         goto out;
     }
     const attn_param_list *params = attn_gpt_params(&tr->model);
-    if ((s = attn_safetensors_to_params(&ms, mpath, params, err))) goto out;
+    if ((s = attn_ckpt_check_finite(&ms, "", mpath, err)) ||
+        (s = attn_ckpt_check_finite(&st, "exp_avg", path, err)) ||
+        (s = attn_safetensors_to_params(&ms, mpath, params, err)))
+        goto out;
     char name[ATTN_PARAM_NAME_MAX + 16];
     for (int i = 0; i < params->count; i++) {
         const attn_param *p = &params->items[i];
@@ -682,22 +681,35 @@ attn_status attn_gpt_load_checkpoint(const char *path, attn_gpt *m, attn_tokeniz
         s = attn_fail(err, ATTN_ERR_FORMAT, "%s: bad config metadata: %s", file, msg);
         goto out;
     }
-    if ((s = attn_tokenizer_from_vocab(tok, vocab, strlen(vocab), err))) goto out;
+    if ((s = attn_tokenizer_from_vocab(tok, vocab, strlen(vocab), err))) {
+        char msg[ATTN_ERROR_MSG_MAX];
+        snprintf(msg, sizeof msg, "%s", err ? err->msg : "");
+        s = attn_fail(err, ATTN_ERR_FORMAT, "%s: bad vocabulary metadata: %s", file, msg);
+        goto out;
+    }
     if (tok->vocab_size != cfg.vocab_size) {
         s = attn_fail(err, ATTN_ERR_FORMAT,
                       "%s: vocabulary has %d characters but the config says vocab_size %d", file,
                       tok->vocab_size, cfg.vocab_size);
         goto out;
     }
-    if ((s = attn_gpt_init(m, &cfg, NULL, err))) goto out;
-    if ((s = attn_safetensors_to_params(&st, file, attn_gpt_params(m), err))) {
-        char msg[ATTN_ERROR_MSG_MAX];
-        snprintf(msg, sizeof msg, "%s", err ? err->msg : "");
-        s = attn_fail(err, s, "checkpoint tensors do not fit its config: %s", msg);
-        goto out;
-    }
+    const int has_step =
+        attn_safetensors_meta(&st, "step") != NULL; /* files from elsewhere: none */
     uint64_t stp = 0;
-    if (step) *step = parse_u64(attn_safetensors_meta(&st, "step"), &stp) ? -1 : (int64_t)stp;
+    if (has_step && (s = attn_safetensors_meta_u64(&st, file, "step", INT64_MAX, &stp, err)))
+        goto out;
+    /* Shapes before allocating: the model then fits in the file's size. */
+    if ((s = attn_ckpt_fit_config(&cfg, &st, "", file, err))) goto misfit;
+    if ((s = attn_ckpt_check_finite(&st, "", file, err))) goto out;
+    if ((s = attn_gpt_init(m, &cfg, NULL, err))) goto out;
+    if ((s = attn_safetensors_to_params(&st, file, attn_gpt_params(m), err))) goto misfit;
+    if (step) *step = has_step ? (int64_t)stp : -1;
+    goto out;
+misfit : {
+    char msg[ATTN_ERROR_MSG_MAX];
+    snprintf(msg, sizeof msg, "%s", err ? err->msg : "");
+    s = attn_fail(err, s, "checkpoint tensors do not fit its config: %s", msg);
+}
 out:
     attn_safetensors_free(&st);
     if (s) {

@@ -1,6 +1,7 @@
 /* attn viz's data: a prompt (plus sampled characters) through the GPT's own
  * forward, every layer's attention weights read back (see attn/viz.h). */
 #define _POSIX_C_SOURCE 200809L /* strdup */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,8 +102,8 @@ attn_status attn_viz_compute(attn_gpt *m, const attn_tokenizer *tok, const char 
     const attn_gpt_config *c = &m->cfg;
     if (o.generate < 0)
         return attn_fail(err, ATTN_ERR_INVALID_ARG, "generate must be >= 0, got %d", o.generate);
-    if (!(o.temperature >= 0) || o.temperature > 1e6)
-        return attn_fail(err, ATTN_ERR_INVALID_ARG, "temperature must be >= 0, got %g",
+    if (!(o.temperature >= 0) || !isfinite(o.temperature)) /* as attn_generate_options_check */
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "temperature must be >= 0 and finite, not %g",
                          o.temperature);
     if (o.top_k < 0)
         return attn_fail(err, ATTN_ERR_INVALID_ARG, "top_k must be >= 0, got %d", o.top_k);

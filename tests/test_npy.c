@@ -213,7 +213,16 @@ Test(npy, unsupported_version) {
     size_t n = make_npy(buf, "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", 8);
     buf[6] = 4;
     cr_assert(strstr(parse_fail(buf, n, ATTN_NPY_ACCEPT_F32, ATTN_ERR_FORMAT),
-                     "unsupported .npy format version 4.0"));
+                     "unsupported .npy version 4.0"));
+    /* Issue 17: from a file, the version is checked before the header
+     * length is read (9.0 used to be "header length ... is implausible"). */
+    buf[6] = 9;
+    const char *p = tio_path(dir, "v9.npy");
+    tio_write(p, buf, n);
+    attn_npy a;
+    attn_error err;
+    cr_assert_eq(attn_npy_load_f32(p, &a, &err), ATTN_ERR_FORMAT);
+    cr_assert(strstr(err.msg, p) && strstr(err.msg, "unsupported .npy version 9.0"), "%s", err.msg);
 }
 
 Test(npy, truncated_header_and_data) {

@@ -349,8 +349,10 @@ Test(safetensors, truncated_file) {
                      "but the file holds 44 data bytes"));
     cr_assert(
         strstr(parse_fail(img, 100, ATTN_ERR_FORMAT), "truncated safetensors file (header needs"));
-    cr_assert(strstr(parse_fail(img, 5, ATTN_ERR_FORMAT), "too short"));
-    cr_assert(strstr(parse_fail(img, 0, ATTN_ERR_FORMAT), "too short"));
+    cr_assert(strstr(parse_fail(img, 5, ATTN_ERR_FORMAT),
+                     "not a safetensors file (it does not start with"));
+    cr_assert(strstr(parse_fail(img, 0, ATTN_ERR_FORMAT),
+                     "not a safetensors file (it does not start with"));
     /* And on disk, through load_params. */
     const char *p = tio_path(dir, "cut.safetensors");
     tio_write(p, img, n - 1);
@@ -365,12 +367,15 @@ Test(safetensors, truncated_file) {
 }
 
 Test(safetensors, not_safetensors_at_all) {
-    const char *txt = "hello, this is plain text and not a tensor file";
-    cr_assert(strstr(parse_fail((const unsigned char *)txt, strlen(txt), ATTN_ERR_FORMAT),
-                     "implausible"));
+    /* Issue 17: "not a safetensors file", not a header length that is
+     * "implausible" (a loss.csv given as a checkpoint). */
+    const char *txt = "step,loss,lr,grad_norm,train_loss,val_loss\n1,4.1,0.001,1.2,,\n";
+    const char *msg = parse_fail((const unsigned char *)txt, strlen(txt), ATTN_ERR_FORMAT);
+    cr_assert(strstr(msg, "not a safetensors file") && !strstr(msg, "implausible"), "%s", msg);
     unsigned char npy[17] = "\x93NUMPY\x01\x00v\x00{'descr";
-    cr_assert(strstr(parse_fail(npy, 16, ATTN_ERR_FORMAT), "not a safetensors file"));
-    cr_assert(strstr(json_fail("[1, 2]", 0), "does not start with '{'"));
+    cr_assert(strstr(parse_fail(npy, 16, ATTN_ERR_FORMAT),
+                     "not a safetensors file (it does not start with"));
+    cr_assert(strstr(json_fail("[1, 2]", 0), "not a safetensors file (it does not start with"));
 }
 
 Test(safetensors, invalid_json_header) {
@@ -571,5 +576,44 @@ Test(safetensors, corrupted_files_never_crash) {
             attn_safetensors_free(&st);
         }
     free(buf);
+    free(img);
+}
+
+/* Issue 17: metadata integers are digits only ("-5" was a step strtoull took). */
+Test(safetensors, meta_u64_is_strict) {
+    const char *json = "{\"__metadata__\": {\"ok\": \"42\", \"zero\": \"0\", \"neg\": \"-5\", "
+                       "\"plus\": \"+5\", \"space\": \" 5\", \"trail\": \"5 \", \"hex\": \"0x10\", "
+                       "\"empty\": \"\", \"big\": \"18446744073709551616\", "
+                       "\"max\": \"18446744073709551615\", \"i64\": \"9223372036854775808\"}}";
+    size_t len;
+    unsigned char *img = make_st(json, 0, &len);
+    attn_safetensors st;
+    attn_error err;
+    cr_assert_eq(attn_safetensors_parse(img, len, "m.safetensors", &st, &err), ATTN_OK, "%s",
+                 err.msg);
+    uint64_t v = 7;
+    cr_assert_eq(attn_safetensors_meta_u64(&st, "m", "ok", UINT64_MAX, &v, &err), ATTN_OK);
+    cr_assert_eq(v, 42);
+    cr_assert_eq(attn_safetensors_meta_u64(&st, "m", "zero", 10, &v, &err), ATTN_OK);
+    cr_assert_eq(v, 0);
+    cr_assert_eq(attn_safetensors_meta_u64(&st, "m", "max", UINT64_MAX, &v, &err), ATTN_OK);
+    cr_assert_eq(v, UINT64_MAX);
+    const char *bad[] = {"neg", "plus", "space", "trail", "hex", "empty", "big"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        v = 7;
+        cr_assert_eq(attn_safetensors_meta_u64(&st, "m", bad[i], UINT64_MAX, &v, &err),
+                     ATTN_ERR_FORMAT, "%s", bad[i]);
+        cr_assert_eq(v, 7, "%s left the output alone", bad[i]);
+        cr_assert(strstr(err.msg, "m: metadata '") && strstr(err.msg, bad[i]) &&
+                      strstr(err.msg, "not an integer in [0, 18446744073709551615]"),
+                  "%s", err.msg);
+    }
+    cr_assert_eq(attn_safetensors_meta_u64(&st, "m", "i64", INT64_MAX, &v, &err),
+                 ATTN_ERR_FORMAT);
+    cr_assert(strstr(err.msg, "[0, 9223372036854775807]"), "%s", err.msg);
+    cr_assert_eq(attn_safetensors_meta_u64(&st, "m", "ok", 41, &v, &err), ATTN_ERR_FORMAT);
+    cr_assert_eq(attn_safetensors_meta_u64(&st, "m", "absent", 41, &v, &err), ATTN_ERR_NOT_FOUND);
+    cr_assert(strstr(err.msg, "'absent' is missing"), "%s", err.msg);
+    attn_safetensors_free(&st);
     free(img);
 }

@@ -145,15 +145,15 @@ expect_fail() { # rc-wanted message-regex description -- args...
 expect_fail 1 "'Z'.*position 3|position 3.*'Z'" "character outside the vocabulary" -- \
   --checkpoint "$CK" --prompt "FirZt" --out "$tmp/out.html"
 expect_fail 2 "--prompt TEXT must not be an empty string" "empty prompt" -- --checkpoint "$CK" --prompt "" --out "$tmp/out.html"
-expect_fail 1 "generate asks for 80 characters; .*context_length = 80.*at most 79" "generate fills the context" -- \
+expect_fail 2 "--generate must be an integer in \[0, 79\] \(below the model's context_length\), not '80'" "generate fills the context" -- \
   --checkpoint "$CK" --prompt "$PROMPT" --generate 80 --out "$tmp/out.html"
 expect_fail 2 "--out writes the HTML page, not SVG: .*use --svg $tmp/out.svg --layer L --head H" "--out x.svg" -- \
   --checkpoint "$CK" --prompt "First" --out "$tmp/out.svg"
 expect_fail 2 "--svg writes SVG, not HTML: for the page use --out $tmp/out.html" "--svg x.html" -- \
   --checkpoint "$CK" --prompt "First" --layer 0 --head 0 --svg "$tmp/out.html"
-expect_fail 1 "--layer 2 is outside 0..1" "unknown layer" -- \
+expect_fail 2 "--layer must be an integer in \[0, 1\] \(the model has 2 layers\), not '2'" "unknown layer" -- \
   --checkpoint "$CK" --prompt "First" --layer 2 --head 0 --svg "$tmp/out.svg" --out "$tmp/out.html"
-expect_fail 1 "--head 3 is outside 0..2" "unknown head" -- \
+expect_fail 2 "--head must be an integer in \[0, 2\] \(the model has 3 heads\), not '3'" "unknown head" -- \
   --checkpoint "$CK" --prompt "First" --layer 0 --head 3 --svg "$tmp/out.svg"
 expect_fail 2 "--layer must be an integer in \[0, [0-9]+\], not '-1'" "negative layer" -- \
   --checkpoint "$CK" --prompt "First" --layer -1 --head 0 --svg "$tmp/out.svg"

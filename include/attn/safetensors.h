@@ -98,6 +98,13 @@ void attn_safetensors_free(attn_safetensors *st);
 const attn_st_tensor *attn_safetensors_find(const attn_safetensors *st, const char *name);
 const char *attn_safetensors_meta(const attn_safetensors *st, const char *key);
 
+/* *out = metadata value `key` read as a decimal integer in [0, max], strictly:
+ * ASCII digits only (no sign, space, "0x" or trailing text), no overflow.
+ * ATTN_ERR_NOT_FOUND when absent, ATTN_ERR_FORMAT otherwise; messages name
+ * the file (name), the key and the value. */
+attn_status attn_safetensors_meta_u64(const attn_safetensors *st, const char *name, const char *key,
+                                      uint64_t max, uint64_t *out, attn_error *err);
+
 /* Copy the file's tensors into list's data buffers, strictly: every
  * parameter present, no extra tensors (both listed by name, ATTN_ERR_NOT_FOUND
  * for missing, ATTN_ERR_FORMAT for extras), dtype F32 (ATTN_ERR_FORMAT), shape

@@ -1,0 +1,151 @@
+/* A checkpoint's tensors against its config, before allocating (see
+ * checkpoint_fit.h). */
+#include "checkpoint_fit.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Where a dimension comes from: the config key it is read against. */
+typedef enum dim { D_EMB, D_HIDDEN, D_VOCAB, D_CTX } dim;
+
+static const char *const DIM_KEY[] = {"emb_dim", "emb_dim", "vocab_size", "context_length"};
+
+static int64_t dim_value(const attn_gpt_config *c, dim d) {
+    switch (d) {
+    case D_EMB: return c->emb_dim;
+    case D_HIDDEN: return 4 * (int64_t)c->emb_dim; /* the feed-forward's 4C */
+    case D_VOCAB: return c->vocab_size;
+    case D_CTX: return c->context_length;
+    }
+    return -1;
+}
+
+typedef struct expect {
+    const char *name;
+    int ndim;
+    dim dims[2];
+} expect;
+
+/* The book's GPTModel (attn_gpt_init builds these, attn/gpt.h). */
+static const expect TOP[] = {
+    {"tok_emb.weight", 2, {D_VOCAB, D_EMB}},  {"pos_emb.weight", 2, {D_CTX, D_EMB}},
+    {"final_norm.scale", 1, {D_EMB}},         {"final_norm.shift", 1, {D_EMB}},
+    {"out_head.weight", 2, {D_VOCAB, D_EMB}},
+};
+static const expect BLOCK[] = {
+    {"att.W_query.weight", 2, {D_EMB, D_EMB}},
+    {"att.W_key.weight", 2, {D_EMB, D_EMB}},
+    {"att.W_value.weight", 2, {D_EMB, D_EMB}},
+    {"att.out_proj.weight", 2, {D_EMB, D_EMB}},
+    {"att.out_proj.bias", 1, {D_EMB}},
+    {"ff.layers.0.weight", 2, {D_HIDDEN, D_EMB}},
+    {"ff.layers.0.bias", 1, {D_HIDDEN}},
+    {"ff.layers.2.weight", 2, {D_EMB, D_HIDDEN}},
+    {"ff.layers.2.bias", 1, {D_EMB}},
+    {"norm1.scale", 1, {D_EMB}},
+    {"norm1.shift", 1, {D_EMB}},
+    {"norm2.scale", 1, {D_EMB}},
+    {"norm2.shift", 1, {D_EMB}},
+};
+static const char *const QKV_BIAS[] = {"att.W_query.bias", "att.W_key.bias", "att.W_value.bias"};
+
+#define NAME_MAX_ ATTN_PARAM_NAME_MAX + 32
+
+static void shape_text(char *buf, size_t cap, int ndim, const int64_t *shape) {
+    size_t used = (size_t)snprintf(buf, cap, "(");
+    for (int i = 0; i < ndim && used < cap; i++)
+        used +=
+            (size_t)snprintf(buf + used, cap - used, "%s%lld", i ? ", " : "", (long long)shape[i]);
+    if (used < cap) snprintf(buf + used, cap - used, "%s)", ndim == 1 ? "," : "");
+}
+
+/* Tensor `name` is there, F32, shaped as e says for cfg. A missing one in a
+ * block after the first contradicts n_layers (beyond_first). */
+static attn_status check_one(const attn_gpt_config *cfg, const attn_safetensors *st,
+                             const char *name, const expect *e, int beyond_first, const char *file,
+                             attn_error *err) {
+    const attn_st_tensor *t = attn_safetensors_find(st, name);
+    if (!t) {
+        if (beyond_first)
+            return attn_fail(err, ATTN_ERR_NOT_FOUND,
+                             "%s: the config says n_layers %d, but tensor '%s' is missing", file,
+                             cfg->n_layers, name);
+        return attn_fail(err, ATTN_ERR_NOT_FOUND, "%s: tensor '%s' is missing", file, name);
+    }
+    if (strcmp(t->dtype, "F32") != 0)
+        return attn_fail(err, ATTN_ERR_FORMAT, "%s: tensor '%s' is %s, not F32", file, name,
+                         t->dtype);
+    int64_t want[2];
+    for (int i = 0; i < e->ndim; i++)
+        want[i] = dim_value(cfg, e->dims[i]);
+    for (int i = 0; i < e->ndim || i < t->ndim; i++) {
+        if (i < e->ndim && i < t->ndim && t->shape[i] == want[i]) continue;
+        char got[96], wanted[96];
+        shape_text(got, sizeof got, t->ndim, t->shape);
+        shape_text(wanted, sizeof wanted, e->ndim, want);
+        const dim d = e->dims[i < e->ndim ? i : 0];
+        return attn_fail(
+            err, ATTN_ERR_SHAPE, "%s: the config says %s %d, but tensor '%s' has shape %s, not %s",
+            file, DIM_KEY[d], (int)(d == D_HIDDEN ? want[i] / 4 : want[i]), name, got, wanted);
+    }
+    return ATTN_OK;
+}
+
+static int full_name(char *out, size_t cap, const char *prefix, const char *block,
+                     const char *name) {
+    const int n = snprintf(out, cap, "%s%s%s", prefix, block, name);
+    return n < 0 || (size_t)n >= cap;
+}
+
+attn_status attn_ckpt_fit_config(const attn_gpt_config *cfg, const attn_safetensors *st,
+                                 const char *prefix, const char *file, attn_error *err) {
+    char name[NAME_MAX_], block[48];
+    attn_status s = ATTN_OK;
+    for (size_t i = 0; i < sizeof TOP / sizeof TOP[0] && !s; i++) {
+        if (full_name(name, sizeof name, prefix, "", TOP[i].name))
+            return attn_fail(err, ATTN_ERR_INVALID_ARG, "tensor prefix '%s' is too long", prefix);
+        s = check_one(cfg, st, name, &TOP[i], 0, file, err);
+    }
+    /* Block by block, so a config claiming more layers than the file holds
+     * stops at the first one that is not there. */
+    for (int l = 0; l < cfg->n_layers && !s; l++) {
+        snprintf(block, sizeof block, "trf_blocks.%d.", l);
+        for (size_t i = 0; i < sizeof BLOCK / sizeof BLOCK[0] && !s; i++) {
+            if (full_name(name, sizeof name, prefix, block, BLOCK[i].name))
+                return attn_fail(err, ATTN_ERR_INVALID_ARG, "tensor prefix '%s' is too long",
+                                 prefix);
+            s = check_one(cfg, st, name, &BLOCK[i], l > 0, file, err);
+        }
+        for (size_t i = 0; i < sizeof QKV_BIAS / sizeof QKV_BIAS[0] && !s; i++) {
+            static const expect bias = {NULL, 1, {D_EMB}};
+            full_name(name, sizeof name, prefix, block, QKV_BIAS[i]);
+            const int present = attn_safetensors_find(st, name) != NULL;
+            if (present != (cfg->qkv_bias != 0))
+                return attn_fail(
+                    err, ATTN_ERR_SHAPE, "%s: the config says qkv_bias %s, but tensor '%s' is %s",
+                    file, cfg->qkv_bias ? "true" : "false", name, present ? "present" : "missing");
+            if (present) s = check_one(cfg, st, name, &bias, 0, file, err);
+        }
+    }
+    return s;
+}
+
+attn_status attn_ckpt_check_finite(const attn_safetensors *st, const char *prefix, const char *file,
+                                   attn_error *err) {
+    const size_t np = strlen(prefix);
+    for (int i = 0; i < st->count; i++) {
+        const attn_st_tensor *t = &st->tensors[i];
+        if (strcmp(t->dtype, "F32") != 0 || strncmp(t->name, prefix, np) != 0) continue;
+        const unsigned char *p = t->data;
+        for (size_t k = 0; k < t->numel; k++) {
+            float x;
+            memcpy(&x, p + k * sizeof x, sizeof x); /* files from elsewhere may be unaligned */
+            if (!isfinite(x))
+                return attn_fail(err, ATTN_ERR_FORMAT,
+                                 "checkpoint %s holds non-finite values (tensor %s)", file,
+                                 t->name);
+        }
+    }
+    return ATTN_OK;
+}
