@@ -222,6 +222,17 @@ typedef struct attn_trainer {
 attn_status attn_trainer_init(attn_trainer *tr, const attn_gpt_config *mcfg,
                               const attn_train_config *tcfg, int vocab_given, const char *text,
                               size_t n, attn_error *err);
+
+/* attn_trainer_init with a fixed vocabulary instead of the corpus's: vocab
+ * is a UTF-8 string of its characters in id order (a checkpoint's
+ * "vocabulary" metadata, attn_tokenizer_vocab_string), and mcfg->vocab_size
+ * becomes its size (vocab_given: must be). The corpus may use only some of them (the ids stay the
+ * vocabulary's); a character it lacks is ATTN_ERR_INVALID_ARG naming the
+ * character and its position, line and column. Fine-tuning and resuming
+ * start so (attn_train_start in train_setup.h). */
+attn_status attn_trainer_init_vocab(attn_trainer *tr, const attn_gpt_config *mcfg,
+                                    const attn_train_config *tcfg, int vocab_given,
+                                    const char *vocab, const char *text, size_t n, attn_error *err);
 void attn_trainer_free(attn_trainer *tr);
 
 /* Read the configs a checkpoint directory was trained with (from its
@@ -241,9 +252,10 @@ attn_status attn_trainer_resume(attn_trainer *tr, const char *dir, attn_error *e
  * attn_trainer_set_device) with those of the model checkpoint in dir
  * (attn_gpt_load_checkpoint). Its model must have this run's shape
  * (vocab_size, context_length, emb_dim, n_heads, n_layers, qkv_bias;
- * drop_rate may differ) and its vocabulary must be the corpus's, character
- * for character; otherwise an error naming the difference. AdamW, the
- * generators and the step start fresh. */
+ * drop_rate may differ) and its vocabulary must be the trainer's, character
+ * for character (start it with attn_trainer_init_vocab and the checkpoint's
+ * vocabulary, so a corpus using a subset of it fits); otherwise an error
+ * naming the difference. AdamW, the generators and the step start fresh. */
 attn_status attn_trainer_init_from(attn_trainer *tr, const char *dir, attn_error *err);
 
 /* Run the steps and evaluations on device (attn/engine.h): CUDA copies the
