@@ -16,6 +16,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include "attn/checkpoint.h"
 #include "attn/dist.h"
 #include "attn/fileio.h"
 #include "attn/flash_attention.h"
@@ -106,41 +107,6 @@ static double plan_seconds(const attn_train_plan *p, int64_t steps, int threads,
                            double *gflops) {
     *gflops = attn_train_probe_gflops(threads > 0 ? threads : 0) * (ranks > 0 ? ranks : 1);
     return *gflops > 0 ? p->flops_per_step * (double)steps / (*gflops * 1e9) : 0;
-}
-
-static int print_plan(const attn_gpt_config *m, const attn_train_config *t, const char *preset,
-                      const char *data, size_t n, const char *out, int threads, int ranks) {
-    attn_train_plan p;
-    attn_train_plan_of(m, t, &p);
-    char *mj = NULL, *tj = attn_train_config_to_json(t);
-    attn_error err;
-    if (attn_gpt_config_to_json(m, &mj, &err) || !tj) {
-        fprintf(stderr, "attn train: out of memory\n");
-        free(tj);
-        return 1;
-    }
-    double gflops, sec = plan_seconds(&p, t->max_steps, threads, ranks, &gflops);
-    char eta[32];
-    fmt_eta(sec, eta, sizeof eta);
-    printf("attn train --dry-run: nothing is trained or written\n"
-           "preset      %s\n"
-           "model       %s\n"
-           "training    %s\n"
-           "corpus      %s (%zu bytes, vocabulary %d)\n"
-           "output      %s\n"
-           "parameters  %zu (%.2f M)\n"
-           "memory      ~%.1f MiB: weights, gradients, AdamW moments %.1f MiB + activations "
-           "~%.1f MiB\n"
-           "checkpoint  %.1f MiB per save\n"
-           "time        ~%s for %" PRId64 " steps (%.3g TFLOP at %.1f GFLOP/s, the speed of "
-           "matrix products measured now)\n",
-           preset ? preset : "saved config", mj, tj, data, n, m->vocab_size, out, p.n_params,
-           (double)p.n_params / 1e6, (p.state_bytes + p.act_bytes) / 1048576.0,
-           p.state_bytes / 1048576.0, p.act_bytes / 1048576.0, p.ckpt_bytes / 1048576.0, eta,
-           t->max_steps, p.flops_per_step * (double)t->max_steps / 1e12, gflops);
-    free(mj);
-    free(tj);
-    return 0;
 }
 
 /* Runs of seed004's size (over 10^15 floating-point operations, hours on
@@ -452,6 +418,7 @@ static void report_end(const attn_trainer *tr, const attn_train_result *res, con
 typedef struct train_cmd {
     train_opts o;
     cli_parsed parsed;
+    attn_train_request rq;
     attn_train_setup su;
     attn_device device;
     attn_precision precision;
@@ -462,6 +429,65 @@ typedef struct train_cmd {
     char *text;
     size_t n;
 } train_cmd;
+
+/* --dry-run's report of the trainer the real set-up made (rank 0). */
+static int print_plan(const train_cmd *c, const attn_trainer *tr) {
+    const attn_gpt_config *m = &tr->mcfg;
+    const attn_train_config *t = &tr->tcfg;
+    attn_train_plan p;
+    attn_train_plan_of(m, t, &p);
+    char *mj = NULL, *tj = attn_train_config_to_json(t);
+    attn_error err;
+    if (attn_gpt_config_to_json(m, &mj, &err) || !tj) {
+        fprintf(stderr, "attn train: out of memory\n");
+        free(tj);
+        return 1;
+    }
+    const int64_t steps = t->max_steps - tr->step; /* still to take */
+    char run[ATTN_TRAIN_PATH_MAX + 160], held[64] = "";
+    int64_t old_step;
+    if (c->o.force && attn_ckpt_exists(c->su.out, &old_step))
+        snprintf(held, sizeof held, " (--force: its step-%" PRId64 " checkpoint is replaced)",
+                 old_step);
+    if (c->o.resume && steps == 0)
+        snprintf(run, sizeof run,
+                 "finished at step %" PRId64 " (max_steps): nothing to train; --resume --steps N "
+                 "trains it on to step N",
+                 tr->step);
+    else if (c->o.resume)
+        snprintf(run, sizeof run, "resumes at step %" PRId64 " of %" PRId64, tr->step,
+                 t->max_steps);
+    else if (c->o.init_from)
+        snprintf(run, sizeof run, "a new run from the weights of %s (fine-tuning)", c->o.init_from);
+    else
+        snprintf(run, sizeof run, "a new run");
+    printf("attn train --dry-run: nothing is trained or written\n"
+           "preset      %s\n"
+           "model       %s\n"
+           "training    %s\n"
+           "corpus      %s (%zu bytes, vocabulary %d)\n"
+           "output      %s%s\n"
+           "run         %s\n"
+           "parameters  %zu (%.2f M)\n"
+           "memory      ~%.1f MiB: weights, gradients, AdamW moments %.1f MiB + activations "
+           "~%.1f MiB\n"
+           "checkpoint  %.1f MiB per save\n",
+           c->su.preset ? c->su.preset : "saved config", mj, tj, c->su.data, tr->text_bytes,
+           m->vocab_size, c->su.out, held, run, p.n_params, (double)p.n_params / 1e6,
+           (p.state_bytes + p.act_bytes) / 1048576.0, p.state_bytes / 1048576.0,
+           p.act_bytes / 1048576.0, p.ckpt_bytes / 1048576.0);
+    if (steps > 0) {
+        double gflops, sec = plan_seconds(&p, steps, (int)c->o.threads, c->dist->size, &gflops);
+        char eta[32];
+        fmt_eta(sec, eta, sizeof eta);
+        printf("time        ~%s for %" PRId64 " steps (%.3g TFLOP at %.1f GFLOP/s, the speed of "
+               "matrix products measured now)\n",
+               eta, steps, p.flops_per_step * (double)steps / 1e12, gflops);
+    }
+    free(mj);
+    free(tj);
+    return 0;
+}
 
 /* The command line: -1 to go on, else the exit code. */
 static int parse(train_cmd *c, int argc, char **argv) {
@@ -495,9 +521,8 @@ static int parse(train_cmd *c, int argc, char **argv) {
 /* The configs and the corpus: -1 to go on, else the exit code. */
 static int resolve(train_cmd *c) {
     attn_error err;
-    attn_train_request rq;
-    make_request(&c->o, &c->parsed, c->dist->size, &rq);
-    if (attn_train_resolve(&rq, &c->su, &err)) {
+    make_request(&c->o, &c->parsed, c->dist->size, &c->rq);
+    if (attn_train_resolve(&c->rq, &c->su, &err)) {
         fprintf(stderr, "attn train: %s\n", err.msg);
         return c->su.request_error ? 2 : 1;
     }
@@ -512,9 +537,8 @@ static int resolve(train_cmd *c) {
     return -1;
 }
 
-/* --dry-run's plan, or the cost warning of a large run: -1 to go on. */
-static int plan_or_warn(train_cmd *c) {
-    if (!c->o.dry_run && !c->lead) return -1;
+/* The cost warning of a large run (rank 0, before the folder is claimed). */
+static void warn_big(train_cmd *c) {
     attn_gpt_config pm = c->su.model;
     attn_tokenizer tok;
     attn_error err;
@@ -522,15 +546,20 @@ static int plan_or_warn(train_cmd *c) {
         pm.vocab_size = tok.vocab_size;
         attn_tokenizer_free(&tok);
     }
-    const int threads = (int)c->o.threads;
-    if (!c->o.dry_run) {
-        warn_cost(&pm, &c->su.train, threads, c->dist->size);
-        return -1;
-    }
-    c->collective = 1;
-    return !c->lead ? 0
-                    : print_plan(&pm, &c->su.train, c->su.preset, c->su.data, c->n, c->su.out,
-                                 threads, c->dist->size);
+    warn_cost(&pm, &c->su.train, (int)c->o.threads, c->dist->size);
+}
+
+/* --dry-run: what claim() refuses, read only (no folder made, no lock). */
+static int check_dir(const train_cmd *c) {
+    int64_t step;
+    if (c->o.resume || c->o.force || !attn_ckpt_exists(c->su.out, &step)) return -1;
+    char at[64] = "";
+    if (step >= 0) snprintf(at, sizeof at, " (step %" PRId64 ")", step);
+    fprintf(stderr,
+            "attn train: %s already holds a checkpoint%s; continue it with --resume or start "
+            "over with --force\n",
+            c->su.out, at);
+    return 2;
 }
 
 /* Rank 0 makes, locks and checks the run folder out: -1 to go on. */
@@ -566,17 +595,15 @@ static int claim(train_cmd *c, const char *out) {
     return -1;
 }
 
-/* The trainer, resumed or started from CKPT, on its device: -1 to go on. */
+/* The trainer (attn_train_start: fresh, resumed or started from CKPT) on
+ * its device: -1 to go on. --dry-run runs it too: it writes nothing. */
 static int start(train_cmd *c, attn_trainer *tr) {
     attn_error err;
-    const int lead = c->lead, resume = c->o.resume;
-    attn_status s =
-        attn_trainer_init(tr, &c->su.model, &c->su.train, c->su.vocab_given, c->text, c->n, &err);
-    if (s) {
-        fprintf(stderr, "attn train: %s: %s\n", c->su.data, err.msg);
+    const int lead = c->lead;
+    if (attn_train_start(tr, &c->rq, &c->su, c->text, c->n, &err)) {
+        fprintf(stderr, "attn train: %s\n", err.msg);
         return 1;
     }
-    tr->corpus_path = c->su.data; /* absolute: a resume from anywhere finds it */
     if (attn_trainer_set_dist(tr, c->dist, &err)) {
         if (lead) fprintf(stderr, "attn train: %s\n", err.msg);
         c->collective = 1; /* every rank sees the same config */
@@ -584,16 +611,12 @@ static int start(train_cmd *c, attn_trainer *tr) {
     }
     /* loss.csv/svg are written after each checkpoint: a run stopped in
      * between left them a step behind, so redo them from the checkpoint. */
-    if (resume && (attn_trainer_resume(tr, c->su.out, &err) ||
-                   (lead && attn_trainer_write_loss_files(tr, c->su.out, &err)))) {
+    if (c->o.resume && lead && !c->o.dry_run &&
+        attn_trainer_write_loss_files(tr, c->su.out, &err)) {
         fprintf(stderr, "attn train: %s\n", err.msg);
         return 1;
     }
-    if (c->o.init_from && attn_trainer_init_from(tr, c->o.init_from, &err)) {
-        fprintf(stderr, "attn train: --init-from %s\n", err.msg);
-        return 1;
-    }
-    if (c->o.init_from && lead)
+    if (c->o.init_from && lead && !c->o.dry_run)
         fprintf(stderr, "attn train: starting from the weights of %s (fine-tuning)\n",
                 c->o.init_from);
     const attn_device dev = c->device;
@@ -688,20 +711,26 @@ static int train_loop(train_cmd *c, attn_trainer *tr) {
 
 static int train_run(train_cmd *c, int argc, char **argv) {
     int rc = parse(c, argc, argv);
+    const int dry = c->o.dry_run;
     /* A run to continue is locked before its checkpoint is read. */
-    if (rc < 0 && c->lead && c->o.resume && !c->o.dry_run && c->o.out &&
-        access(c->o.out, F_OK) == 0)
+    if (rc < 0 && c->lead && c->o.resume && !dry && c->o.out && access(c->o.out, F_OK) == 0)
         rc = claim(c, c->o.out);
     if (rc < 0) rc = resolve(c);
-    if (rc < 0) rc = plan_or_warn(c);
-    if (rc < 0 && c->lead && !c->claimed) rc = claim(c, c->su.out);
+    if (rc < 0 && c->lead && !dry) warn_big(c);
+    /* --dry-run makes every check of the real set-up but writes nothing:
+     * no folder, no lock, no loss files; then reports instead of training. */
+    if (rc < 0 && c->lead && dry) rc = check_dir(c);
+    if (rc < 0 && c->lead && !dry && !c->claimed) rc = claim(c, c->su.out);
     if (rc >= 0) return rc;
     attn_trainer tr;
     memset(&tr, 0, sizeof tr);
     rc = start(c, &tr);
     free(c->text);
     c->text = NULL;
-    if (rc < 0) {
+    if (rc < 0 && dry) {
+        c->collective = 1;
+        rc = c->lead ? print_plan(c, &tr) : 0;
+    } else if (rc < 0) {
         if (c->lead) announce(c, &tr);
         rc = train_loop(c, &tr);
     }

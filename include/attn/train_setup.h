@@ -72,6 +72,21 @@ void attn_train_request_set(attn_train_request *rq, int i, attn_train_value v);
 attn_status attn_train_resolve(const attn_train_request *rq, attn_train_setup *setup,
                                attn_error *err);
 
+/* The trainer of a resolved request (attn_train_resolve) on its corpus
+ * (text, n bytes, read from setup->data): every check a run makes before its
+ * first step, writing nothing (attn train --dry-run runs it too):
+ *   fresh: attn_trainer_init (the corpus's vocabulary);
+ *   rq->init_from: the checkpoint's vocabulary (attn_trainer_init_vocab: the
+ *     corpus may use a subset of it; a character it lacks is an error naming
+ *     it and where it is) and weights (attn_trainer_init_from);
+ *   rq->resume: the saved run's vocabulary, then attn_trainer_resume (config,
+ *     corpus and step checked against the checkpoint in setup->out).
+ * tr->corpus_path is setup->data. On failure tr holds nothing. Call
+ * attn_trainer_set_dist and attn_trainer_set_device after it. */
+attn_status attn_train_start(attn_trainer *tr, const attn_train_request *rq,
+                             const attn_train_setup *setup, const char *text, size_t n,
+                             attn_error *err);
+
 /* What attn_train_claim_dir found (for the caller to report). */
 typedef struct attn_train_claim {
     int64_t replaced_step;             /* force: the step of the checkpoint it replaces; -1 none */
