@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "attn/gpt.h"
+#include "json_value.h"
 #include "presets.h"
 
 attn_status attn_gpt_config_preset(const char *name, attn_gpt_config *cfg, attn_error *err) {
@@ -94,12 +95,11 @@ void attn_gpt_key_describe(const attn_gpt_key *k, char *buf, size_t cap) {
     "vocabulary_size, context_size, embedding_dim, heads_num, layers_num, dropout_rate, "          \
     "use_bias, head_size"
 
-/* "(got 1e+300)", "(got \"4\")", "(got null)": the JSON value as written, short. */
-static void describe_value(const cJSON *v, char *buf, size_t cap) {
+void attn_json_value_text(const cJSON *v, char *buf, size_t cap) {
     if (cJSON_IsNumber(v))
-        snprintf(buf, cap, "%.17g", v->valuedouble);
+        snprintf(buf, cap, "%.15g", v->valuedouble);
     else if (cJSON_IsString(v))
-        snprintf(buf, cap, "\"%.40s\"", v->valuestring);
+        snprintf(buf, cap, "\"%.60s\"", v->valuestring);
     else if (cJSON_IsBool(v))
         snprintf(buf, cap, "%s", cJSON_IsTrue(v) ? "true" : "false");
     else
@@ -126,7 +126,7 @@ static attn_status key_value(const attn_gpt_key *k, const char *key, const cJSON
     if (ok) return ATTN_OK;
     char what[96], got[64];
     attn_gpt_key_describe(k, what, sizeof what);
-    describe_value(v, got, sizeof got);
+    attn_json_value_text(v, got, sizeof got);
     return attn_fail(err, ATTN_ERR_INVALID_ARG, "config key '%s' must be %s (got %s)", key, what,
                      got);
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "attn/train.h"
+#include "json_value.h"
 #include "presets.h"
 #include "train_json.h"
 
@@ -212,21 +213,6 @@ attn_status attn_train_preset(const char *name, attn_gpt_config *model, attn_tra
 
 /* ------------------------------------------------------------ JSON */
 
-/* A JSON value as an error message quotes it: 1e+300, "4", null. */
-static void json_value_text(const cJSON *v, char *buf, size_t cap) {
-    if (cJSON_IsNumber(v))
-        snprintf(buf, cap, "%.15g", v->valuedouble);
-    else if (cJSON_IsString(v))
-        snprintf(buf, cap, "\"%.60s\"", v->valuestring);
-    else if (cJSON_IsBool(v))
-        snprintf(buf, cap, "%s", cJSON_IsTrue(v) ? "true" : "false");
-    else
-        snprintf(buf, cap, "%s",
-                 cJSON_IsNull(v)    ? "null"
-                 : cJSON_IsArray(v) ? "an array"
-                                    : "an object");
-}
-
 attn_status attn_train_config_set_key(attn_train_config *c, const char *key, const cJSON *v,
                                       attn_error *err) {
     const int i = attn_train_key_find(key);
@@ -235,7 +221,7 @@ attn_status attn_train_config_set_key(attn_train_config *c, const char *key, con
     attn_train_value val = {0, 0, NULL};
     char what[160], got[80];
     attn_train_key_describe(k, what, sizeof what);
-    json_value_text(v, got, sizeof got);
+    attn_json_value_text(v, got, sizeof got);
     if (k->type == ATTN_TKEY_CHOICE) {
         if (!cJSON_IsString(v)) goto bad;
         val.s = v->valuestring;

@@ -152,8 +152,15 @@ attn_status attn_train_config_set_key(attn_train_config *cfg, const char *key,
                                       const struct cJSON *value, attn_error *err);
 
 /* Apply a JSON object holding model keys (gpt.h, book's or seed 004's names)
- * and training keys, in any mix; an unknown key is an error naming it.
- * *vocab_given is set when the text sets vocab_size (or vocabulary_size). */
+ * and training keys, in any mix. Strict, every error starting with name
+ * (the file): the whole text must be one object (ATTN_ERR_FORMAT for text
+ * after it or a \u0000 in a string, naming line and column); an unknown
+ * key is ATTN_ERR_NOT_FOUND naming it and the closest known key; a key
+ * given twice, or a key and its alias with different values, a value of the
+ * wrong type or outside the key's range (checked before any conversion) is
+ * ATTN_ERR_INVALID_ARG: "c.json: config key 'beta2' must be a number in
+ * [0, 1) (got 1)". *vocab_given is set when the text sets vocab_size (or
+ * vocabulary_size). */
 attn_status attn_train_config_apply_json(attn_gpt_config *model, attn_train_config *train,
                                          const char *json_text, const char *name, int *vocab_given,
                                          attn_error *err);

@@ -6,17 +6,21 @@
  *   rq.preset = "tiny";  rq.data = "corpus.txt";  rq.out = "runs/x";
  *   attn_train_setup su;  attn_train_resolve(&rq, &su, &err);
  *   attn_train_claim cl;  attn_train_claim_dir(su.out, "my run", 0, 0, &lock, &cl, &err);
- *   ... attn_trainer_init(&tr, &su.model, &su.train, su.vocab_given, text, n, &err)
+ *   ... read su.data, then attn_train_start(&tr, &rq, &su, text, n, &err)
  *
  * The configuration of a fresh run: the preset (default "tiny"), then with
  * init_from the model shape of that checkpoint, then the JSON file's keys
  * (model and training, attn_train_config_apply_json), then the keys set in
- * the request (rq.given). A resumed run starts from the configs saved in
- * rq.out instead (and its recorded corpus unless rq.data is given); a preset
- * or JSON file named as well, and the keys set, must agree with them
- * (everything but max_steps, log_interval and checkpoint_interval, which a
- * resume may change), else ATTN_ERR_INVALID_ARG naming the first key that
- * differs, both values and where the new one came from. */
+ * the request (rq.given). A resumed run continues the configs saved in
+ * rq.out (and its recorded corpus unless rq.data is given). What the
+ * request states is resolved as a fresh start of it would be (with no
+ * preset or file named, from the saved configs instead of the default
+ * preset) and must give the saved configs, but for max_steps, log_interval
+ * and checkpoint_interval, which a resume takes from the keys set (not from
+ * the preset or the file): so the request that started a run, resumed,
+ * continues it (grad_accum, unless stated, stays the run's: the rank count
+ * may differ). A difference is ATTN_ERR_INVALID_ARG naming the first key
+ * that differs, both values and where the new one came from. */
 #ifndef ATTN_TRAIN_SETUP_H
 #define ATTN_TRAIN_SETUP_H
 
