@@ -276,10 +276,15 @@ attn_status attn_train_start(attn_trainer *tr, const attn_train_request *rq,
                              const attn_train_setup *su, const char *text, size_t n,
                              attn_error *err) {
     memset(tr, 0, sizeof *tr);
-    const char *ckpt = rq->resume ? su->out : rq->init_from;
-    char *vocab = NULL;
-    attn_status st = ckpt ? checkpoint_vocabulary(ckpt, &vocab, err) : ATTN_OK;
+    /* Resuming, the live checkpoint's (DIR/model.safetensors, a link made
+     * after the first commit, may not be there yet: attn_trainer_resume
+     * reads the live one too). */
+    char live[ATTN_CKPT_PATH_MAX];
+    attn_status st = rq->resume ? attn_ckpt_resolve(su->out, live, err) : ATTN_OK;
     if (st) return st;
+    const char *ckpt = rq->resume ? live : rq->init_from;
+    char *vocab = NULL;
+    if (ckpt && (st = checkpoint_vocabulary(ckpt, &vocab, err))) return st;
     if (vocab)
         st = attn_trainer_init_vocab(tr, &su->model, &su->train, su->vocab_given, vocab, text, n,
                                      err);
