@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "attn/gpt.h"
-#include "json_value.h"
+#include "json_strict.h"
 #include "presets.h"
 
 attn_status attn_gpt_config_preset(const char *name, attn_gpt_config *cfg, attn_error *err) {
@@ -95,20 +95,6 @@ void attn_gpt_key_describe(const attn_gpt_key *k, char *buf, size_t cap) {
     "vocabulary_size, context_size, embedding_dim, heads_num, layers_num, dropout_rate, "          \
     "use_bias, head_size"
 
-void attn_json_value_text(const cJSON *v, char *buf, size_t cap) {
-    if (cJSON_IsNumber(v))
-        snprintf(buf, cap, "%.15g", v->valuedouble);
-    else if (cJSON_IsString(v))
-        snprintf(buf, cap, "\"%.60s\"", v->valuestring);
-    else if (cJSON_IsBool(v))
-        snprintf(buf, cap, "%s", cJSON_IsTrue(v) ? "true" : "false");
-    else
-        snprintf(buf, cap, "%s",
-                 cJSON_IsNull(v)    ? "null"
-                 : cJSON_IsArray(v) ? "an array"
-                                    : "an object");
-}
-
 /* Key k's value from v, range-checked before any conversion (a double cast
  * to int out of range is undefined behaviour). */
 static attn_status key_value(const attn_gpt_key *k, const char *key, const cJSON *v, double *out,
@@ -175,13 +161,12 @@ attn_status attn_gpt_config_set_key(attn_gpt_config *cfg, const char *key,
     return set_field(cfg, key, value, NULL, err);
 }
 
-attn_status attn_gpt_config_set_json(attn_gpt_config *cfg, const char *json_text, attn_error *err) {
-    cJSON *root = cJSON_Parse(json_text);
-    if (!root) {
-        const char *at = cJSON_GetErrorPtr();
-        return attn_fail(err, ATTN_ERR_FORMAT, "config is not valid JSON (near '%.20s')",
-                         at ? at : "");
-    }
+/* set_json on n bytes (a file's, which may hold a NUL). */
+static attn_status set_json_n(attn_gpt_config *cfg, const char *json_text, size_t n,
+                              attn_error *err) {
+    cJSON *root;
+    attn_status parsed = attn_json_parse_strict(json_text, n, "config", &root, err);
+    if (parsed) return parsed;
     if (!cJSON_IsObject(root)) {
         cJSON_Delete(root);
         return attn_fail(err, ATTN_ERR_FORMAT, "config must be a JSON object");
@@ -219,6 +204,10 @@ attn_status attn_gpt_config_set_json(attn_gpt_config *cfg, const char *json_text
     return s;
 }
 
+attn_status attn_gpt_config_set_json(attn_gpt_config *cfg, const char *json_text, attn_error *err) {
+    return set_json_n(cfg, json_text, strlen(json_text), err);
+}
+
 attn_status attn_gpt_config_load_json(attn_gpt_config *cfg, const char *path, attn_error *err) {
     FILE *f = fopen(path, "rb");
     if (!f)
@@ -247,7 +236,7 @@ attn_status attn_gpt_config_load_json(attn_gpt_config *cfg, const char *path, at
         return attn_fail(err, ATTN_ERR_IO, "cannot read config '%s'", path);
     }
     buf[len] = '\0';
-    attn_status s = attn_gpt_config_set_json(cfg, buf, err);
+    attn_status s = set_json_n(cfg, buf, len, err);
     free(buf);
     if (s != ATTN_OK && err) {
         char msg[ATTN_ERROR_MSG_MAX];

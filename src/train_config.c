@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "attn/train.h"
-#include "json_value.h"
+#include "json_strict.h"
 #include "presets.h"
 #include "train_json.h"
 
@@ -242,38 +242,6 @@ bad:
                      got);
 }
 
-/* 1-based line and column (in bytes) of offset off in text. */
-static void line_col(const char *text, size_t off, size_t *line, size_t *col) {
-    *line = 1;
-    *col = 1;
-    for (size_t i = 0; i < off; i++) {
-        if (text[i] == '\n') {
-            ++*line;
-            *col = 1;
-        } else {
-            ++*col;
-        }
-    }
-}
-
-/* Offset of the first \u0000 escape inside a string of (valid) JSON text,
- * or n: cJSON would cut the string there, so "n_layers\u0000x" read as
- * n_layers. */
-static size_t find_nul_escape(const char *t, size_t n) {
-    int in_string = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (!in_string) {
-            in_string = t[i] == '"';
-        } else if (t[i] == '"') {
-            in_string = 0;
-        } else if (t[i] == '\\' && i + 1 < n) {
-            if (t[i + 1] == 'u' && i + 5 < n && strncmp(t + i + 2, "0000", 4) == 0) return i;
-            i++; /* the escaped character */
-        }
-    }
-    return n;
-}
-
 /* Edit distance of a and b (insert, delete, substitute, swap two
  * neighbours), capped at 9: key names are short. */
 static int edit_distance(const char *a, const char *b) {
@@ -345,43 +313,11 @@ attn_status attn_train_json_apply(attn_gpt_config *model, attn_train_config *tra
     attn_train_json_set local;
     if (!set) set = &local;
     set->count = 0;
-    size_t line, col;
-    const char *nul = memchr(text, '\0', n);
-    if (nul) {
-        line_col(text, (size_t)(nul - text), &line, &col);
-        return attn_fail(err, ATTN_ERR_FORMAT,
-                         "%s: a NUL byte at byte %zu (line %zu, column %zu): a config is JSON text",
-                         name, (size_t)(nul - text), line, col);
-    }
-    if (text[strspn(text, " \t\r\n")] == '\0')
-        return attn_fail(err, ATTN_ERR_FORMAT, "%s: empty (a config is a JSON object)", name);
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(text, n, &end, 0);
-    if (!root) {
-        const size_t at = end && end >= text && end <= text + n ? (size_t)(end - text) : 0;
-        line_col(text, at, &line, &col);
-        return attn_fail(err, ATTN_ERR_FORMAT,
-                         "%s: not valid JSON at line %zu, column %zu (near '%.20s')", name, line,
-                         col, text + at);
-    }
-    attn_status st = ATTN_OK;
-    size_t rest = (size_t)(end - text);
-    while (rest < n && strchr(" \t\r\n", text[rest]))
-        rest++;
-    const size_t nul_at = find_nul_escape(text, n);
-    if (!cJSON_IsObject(root)) {
+    cJSON *root = NULL;
+    attn_status st = attn_json_parse_strict(text, n, name, &root, err);
+    if (st) return st;
+    if (!cJSON_IsObject(root))
         st = attn_fail(err, ATTN_ERR_FORMAT, "%s: not a JSON object ({\"key\": value, ...})", name);
-    } else if (rest < n) {
-        line_col(text, rest, &line, &col);
-        st = attn_fail(err, ATTN_ERR_FORMAT,
-                       "%s: text after the JSON object at line %zu, column %zu ('%.20s')", name,
-                       line, col, text + rest);
-    } else if (nul_at < n) {
-        line_col(text, nul_at, &line, &col);
-        st = attn_fail(err, ATTN_ERR_FORMAT,
-                       "%s: a NUL character (\\u0000) in a string at line %zu, column %zu", name,
-                       line, col);
-    }
     const cJSON *head_size = NULL;
     for (const cJSON *it = root->child; it && !st; it = it->next) {
         const char *canon = canonical_key(it->string);

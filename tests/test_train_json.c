@@ -23,9 +23,8 @@ typedef struct bad_case {
 } bad_case;
 
 static const bad_case BAD[] = {
-    {"{\"n_layers\": 3} xyz", ATTN_ERR_FORMAT,
-     "text after the JSON object at line 1, column 17 ('xyz')"},
-    {"{\"n_layers\": 3}\n}", ATTN_ERR_FORMAT, "text after the JSON object at line 2, column 1"},
+    {"{\"n_layers\": 3} xyz", ATTN_ERR_FORMAT, "text after the JSON at line 1, column 17 ('xyz')"},
+    {"{\"n_layers\": 3}\n}", ATTN_ERR_FORMAT, "text after the JSON at line 2, column 1"},
     {"{\"n_layers\": 3, \"n_layers\": 4}", ATTN_ERR_INVALID_ARG,
      "config key 'n_layers' is given twice"},
     {"{\"batch_size\": 3, \"batch_size\": 3}", ATTN_ERR_INVALID_ARG,
@@ -76,7 +75,7 @@ static const bad_case BAD[] = {
     {"{\"model\": {\"n_layers\": 2}}", ATTN_ERR_NOT_FOUND, "unknown config key 'model'"},
     {"{\"n_layers\": 2,}", ATTN_ERR_FORMAT, "not valid JSON at line 1"},
     {"[1]", ATTN_ERR_FORMAT, "not a JSON object"},
-    {" \n", ATTN_ERR_FORMAT, "empty"},
+    {" \n", ATTN_ERR_FORMAT, "empty (no JSON)"},
 };
 
 Test(train_json, bad_configs_are_refused_naming_file_key_and_range) {
@@ -184,5 +183,33 @@ Test(train_json, a_nul_byte_in_the_file_is_refused) {
     cr_expect_eq(attn_train_resolve(&rq, &su, &err), ATTN_ERR_FORMAT, "%s", err.msg);
     cr_expect(su.request_error);
     cr_expect(strstr(err.msg, path) && strstr(err.msg, "a NUL byte at byte 15"), "%s", err.msg);
+    unlink(path);
+}
+
+/* The model-config reader (attn_gpt_config_set_json / _load_json) is as
+ * strict about the text: nothing after the object, no \u0000, no NUL byte
+ * in the file; a failure leaves the config as it was. */
+Test(train_json, the_model_config_reader_is_strict_too) {
+    attn_gpt_config m, before;
+    attn_train_config t;
+    attn_train_preset("tiny", &m, &t, NULL);
+    before = m;
+    attn_error err;
+    cr_expect_eq(attn_gpt_config_set_json(&m, "{\"n_layers\": 2} xyz", &err), ATTN_ERR_FORMAT);
+    cr_expect(strstr(err.msg, "text after the JSON at line 1, column 17") != NULL, "%s", err.msg);
+    cr_expect_eq(attn_gpt_config_set_json(&m, "{\"n_layers\\u0000x\": 2}", &err), ATTN_ERR_FORMAT);
+    cr_expect(strstr(err.msg, "NUL character") != NULL, "%s", err.msg);
+    cr_expect_eq(attn_gpt_config_set_json(&m, "{\"n_layers\": 1e300}", &err), ATTN_ERR_INVALID_ARG);
+    cr_expect(strstr(err.msg, "must be an integer in [1, 4096] (got 1e+300)") != NULL, "%s",
+              err.msg);
+    char path[] = "/tmp/attn-test-json-XXXXXX";
+    const int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    static const char text[] = "{\"n_layers\": 2}\0junk";
+    cr_assert_eq(write(fd, text, sizeof text - 1), (ssize_t)(sizeof text - 1));
+    close(fd);
+    cr_expect_eq(attn_gpt_config_load_json(&m, path, &err), ATTN_ERR_FORMAT);
+    cr_expect(strstr(err.msg, path) && strstr(err.msg, "a NUL byte at byte 15"), "%s", err.msg);
+    cr_expect(memcmp(&m, &before, sizeof m) == 0, "a refused text changed the config");
     unlink(path);
 }
