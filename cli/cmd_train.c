@@ -109,6 +109,48 @@ static double plan_seconds(const attn_train_plan *p, int64_t steps, int threads,
     return *gflops > 0 ? p->flops_per_step * (double)steps / (*gflops * 1e9) : 0;
 }
 
+/* --dry-run's report: the configs, where the run stands (run) and the cost
+ * of the steps after step. */
+static int print_plan(const attn_gpt_config *m, const attn_train_config *t, const char *preset,
+                      const char *data, size_t n, const char *out, int threads, int ranks,
+                      int64_t step, const char *run) {
+    attn_train_plan p;
+    attn_train_plan_of(m, t, &p);
+    char *mj = NULL, *tj = attn_train_config_to_json(t);
+    attn_error err;
+    if (attn_gpt_config_to_json(m, &mj, &err) || !tj) {
+        fprintf(stderr, "attn train: out of memory\n");
+        free(tj);
+        return 1;
+    }
+    const int64_t steps = t->max_steps - step; /* still to take */
+    printf("attn train --dry-run: nothing is trained or written\n"
+           "preset      %s\n"
+           "model       %s\n"
+           "training    %s\n"
+           "corpus      %s (%zu bytes, vocabulary %d)\n"
+           "output      %s\n"
+           "run         %s\n"
+           "parameters  %zu (%.2f M)\n"
+           "memory      ~%.1f MiB: weights, gradients, AdamW moments %.1f MiB + activations "
+           "~%.1f MiB\n"
+           "checkpoint  %.1f MiB per save\n",
+           preset ? preset : "saved config", mj, tj, data, n, m->vocab_size, out, run, p.n_params,
+           (double)p.n_params / 1e6, (p.state_bytes + p.act_bytes) / 1048576.0,
+           p.state_bytes / 1048576.0, p.act_bytes / 1048576.0, p.ckpt_bytes / 1048576.0);
+    if (steps > 0) {
+        double gflops, sec = plan_seconds(&p, steps, threads, ranks, &gflops);
+        char eta[32];
+        fmt_eta(sec, eta, sizeof eta);
+        printf("time        ~%s for %" PRId64 " steps (%.3g TFLOP at %.1f GFLOP/s, the speed of "
+               "matrix products measured now)\n",
+               eta, steps, p.flops_per_step * (double)steps / 1e12, gflops);
+    }
+    free(mj);
+    free(tj);
+    return 0;
+}
+
 /* Runs of seed004's size (over 10^15 floating-point operations, hours on
  * a laptop) say what they will cost before they start. */
 static void warn_cost(const attn_gpt_config *m, const attn_train_config *t, int threads,
@@ -432,63 +474,30 @@ typedef struct train_cmd {
     size_t n;
 } train_cmd;
 
-/* --dry-run's report of the trainer the real set-up made (rank 0). */
-static int print_plan(const train_cmd *c, const attn_trainer *tr) {
-    const attn_gpt_config *m = &tr->mcfg;
-    const attn_train_config *t = &tr->tcfg;
-    attn_train_plan p;
-    attn_train_plan_of(m, t, &p);
-    char *mj = NULL, *tj = attn_train_config_to_json(t);
-    attn_error err;
-    if (attn_gpt_config_to_json(m, &mj, &err) || !tj) {
-        fprintf(stderr, "attn train: out of memory\n");
-        free(tj);
-        return 1;
-    }
-    const int64_t steps = t->max_steps - tr->step; /* still to take */
-    char run[ATTN_TRAIN_PATH_MAX + 160], held[64] = "";
+/* --dry-run's report (rank 0) of the trainer the real set-up made: where
+ * the run stands, its folder (a --force says what it replaces). */
+static int dry_run_report(const train_cmd *c, const attn_trainer *tr) {
+    char run[ATTN_TRAIN_PATH_MAX + 160], out[ATTN_TRAIN_PATH_MAX + 64];
     int64_t old_step;
     if (c->o.force && attn_ckpt_exists(c->su.out, &old_step))
-        snprintf(held, sizeof held, " (--force: its step-%" PRId64 " checkpoint is replaced)",
-                 old_step);
-    if (c->o.resume && steps == 0)
+        snprintf(out, sizeof out, "%s (--force: its step-%" PRId64 " checkpoint is replaced)",
+                 c->su.out, old_step);
+    else
+        snprintf(out, sizeof out, "%s", c->su.out);
+    if (c->o.resume && tr->step >= tr->tcfg.max_steps)
         snprintf(run, sizeof run,
                  "finished at step %" PRId64 " (max_steps): nothing to train; --resume --steps N "
                  "trains it on to step N",
                  tr->step);
     else if (c->o.resume)
         snprintf(run, sizeof run, "resumes at step %" PRId64 " of %" PRId64, tr->step,
-                 t->max_steps);
+                 tr->tcfg.max_steps);
     else if (c->o.init_from)
         snprintf(run, sizeof run, "a new run from the weights of %s (fine-tuning)", c->o.init_from);
     else
         snprintf(run, sizeof run, "a new run");
-    printf("attn train --dry-run: nothing is trained or written\n"
-           "preset      %s\n"
-           "model       %s\n"
-           "training    %s\n"
-           "corpus      %s (%zu bytes, vocabulary %d)\n"
-           "output      %s%s\n"
-           "run         %s\n"
-           "parameters  %zu (%.2f M)\n"
-           "memory      ~%.1f MiB: weights, gradients, AdamW moments %.1f MiB + activations "
-           "~%.1f MiB\n"
-           "checkpoint  %.1f MiB per save\n",
-           c->su.preset ? c->su.preset : "saved config", mj, tj, c->su.data, tr->text_bytes,
-           m->vocab_size, c->su.out, held, run, p.n_params, (double)p.n_params / 1e6,
-           (p.state_bytes + p.act_bytes) / 1048576.0, p.state_bytes / 1048576.0,
-           p.act_bytes / 1048576.0, p.ckpt_bytes / 1048576.0);
-    if (steps > 0) {
-        double gflops, sec = plan_seconds(&p, steps, (int)c->o.threads, c->dist->size, &gflops);
-        char eta[32];
-        fmt_eta(sec, eta, sizeof eta);
-        printf("time        ~%s for %" PRId64 " steps (%.3g TFLOP at %.1f GFLOP/s, the speed of "
-               "matrix products measured now)\n",
-               eta, steps, p.flops_per_step * (double)steps / 1e12, gflops);
-    }
-    free(mj);
-    free(tj);
-    return 0;
+    return print_plan(&tr->mcfg, &tr->tcfg, c->su.preset, c->su.data, tr->text_bytes, out,
+                      (int)c->o.threads, c->dist->size, tr->step, run);
 }
 
 /* The command line: -1 to go on, else the exit code. */
@@ -731,7 +740,7 @@ static int train_run(train_cmd *c, int argc, char **argv) {
     c->text = NULL;
     if (rc < 0 && dry) {
         c->collective = 1;
-        rc = c->lead ? print_plan(c, &tr) : 0;
+        rc = c->lead ? dry_run_report(c, &tr) : 0;
     } else if (rc < 0) {
         if (c->lead) announce(c, &tr);
         rc = train_loop(c, &tr);

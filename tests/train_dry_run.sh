@@ -34,11 +34,11 @@ before=$(snapshot)
 # 2. A stopped run: where it resumes and the time of the steps left.
 "$ATTN" train --out "$tmp/half" --resume --dry-run --threads 1 > "$tmp/half.log" 2>&1; rc=$?
 [ $rc -eq 0 ] && grep -q '^run *resumes at step 3 of 6$' "$tmp/half.log" &&
-  grep -q '^time *~[0-9:]* for 3 steps' "$tmp/half.log" &&
+  grep -q '^time .* for 3 steps ' "$tmp/half.log" &&
   ok "a stopped run: resumes at step 3 of 6, time for 3 steps" || bad "stopped: rc=$rc $(cat "$tmp/half.log")"
 "$ATTN" train --out "$tmp/fin" --resume --steps 10 --dry-run --threads 1 > "$tmp/ext.log" 2>&1; rc=$?
 [ $rc -eq 0 ] && grep -q '^run *resumes at step 6 of 10$' "$tmp/ext.log" &&
-  grep -q '^time *~[0-9:]* for 4 steps' "$tmp/ext.log" &&
+  grep -q '^time .* for 4 steps ' "$tmp/ext.log" &&
   ok "--resume --steps 10 on the finished run: 4 steps to go" || bad "extend: rc=$rc $(cat "$tmp/ext.log")"
 
 # Nothing written so far: the saved runs untouched (files, sizes, times;
