@@ -251,8 +251,10 @@ attn_status attn_trainer_read_config(const char *dir, attn_gpt_config *mcfg,
 
 /* Continue the run saved in dir (its live checkpoint): tr must have been initialised with the same
  * configs and corpus (checked: a different config or corpus is an error
- * naming what differs); restores weights, optimizer, generators, sampler
- * position and history. */
+ * naming what differs) and the run's vocabulary (attn_trainer_init_vocab
+ * with the checkpoint's; a run fine-tuned on part of its vocabulary needs
+ * it; attn_train_start does both); restores weights, optimizer,
+ * generators, sampler position and history. */
 attn_status attn_trainer_resume(attn_trainer *tr, const char *dir, attn_error *err);
 
 /* Fine-tuning: replace a fresh trainer's initial weights (step 0, before
