@@ -16,6 +16,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include "attn/checkpoint.h"
 #include "attn/cuda.h"
 #include "attn/dist.h"
 #include "attn/fileio.h"
@@ -156,9 +157,11 @@ static double plan_seconds(const attn_train_plan *p, int64_t steps, int threads,
     return *gflops > 0 ? p->flops_per_step * (double)steps / (*gflops * 1e9) : 0;
 }
 
+/* --dry-run's report: the configs, where the run stands (run) and the cost
+ * of the steps after step. */
 static int print_plan(const attn_gpt_config *m, const attn_train_config *t, const char *preset,
                       const char *data, size_t n, const char *out, int threads, int ranks,
-                      attn_device dev, attn_precision prec) {
+                      attn_device dev, attn_precision prec, int64_t step, const char *run) {
     attn_train_plan p;
     attn_train_plan_of(m, t, &p);
     char *mj = NULL, *tj = attn_train_config_to_json(t);
@@ -168,31 +171,34 @@ static int print_plan(const attn_gpt_config *m, const attn_train_config *t, cons
         free(tj);
         return 1;
     }
-    double gflops, sec = plan_seconds(&p, t->max_steps, threads, ranks, &gflops);
-    char eta[64], hints[400] = "";
-    if (gflops > 0)
-        fmt_duration(sec, eta, sizeof eta);
-    else
-        snprintf(eta, sizeof eta, "unknown (no speed measured)");
-    if (sec > 3600) speed_hints(dev, prec, ranks, hints, sizeof hints);
+    const int64_t steps = t->max_steps - step; /* still to take */
     printf("attn train --dry-run: nothing is trained or written\n"
            "preset      %s\n"
            "model       %s\n"
            "training    %s\n"
            "corpus      %s (%zu bytes, vocabulary %d)\n"
            "output      %s\n"
+           "run         %s\n"
            "parameters  %zu (%.2f M)\n"
            "memory      ~%.1f MiB: weights, gradients, AdamW moments %.1f MiB + activations "
            "~%.1f MiB\n"
-           "checkpoint  %.1f MiB per save\n"
-           "time        %s for %" PRId64 " step%s (%.3g TFLOP at %.1f GFLOP/s, the speed of "
-           "matrix products measured now)\n",
-           preset ? preset : "saved config", mj, tj, data, n, m->vocab_size, out, p.n_params,
+           "checkpoint  %.1f MiB per save\n",
+           preset ? preset : "saved config", mj, tj, data, n, m->vocab_size, out, run, p.n_params,
            (double)p.n_params / 1e6, (p.state_bytes + p.act_bytes) / 1048576.0,
-           p.state_bytes / 1048576.0, p.act_bytes / 1048576.0, p.ckpt_bytes / 1048576.0, eta,
-           t->max_steps, t->max_steps == 1 ? "" : "s",
-           p.flops_per_step * (double)t->max_steps / 1e12, gflops);
-    if (hints[0]) printf("faster      over an hour here; try %s\n", hints);
+           p.state_bytes / 1048576.0, p.act_bytes / 1048576.0, p.ckpt_bytes / 1048576.0);
+    if (steps > 0) {
+        double gflops, sec = plan_seconds(&p, steps, threads, ranks, &gflops);
+        char eta[64], hints[400] = "";
+        if (gflops > 0)
+            fmt_duration(sec, eta, sizeof eta);
+        else
+            snprintf(eta, sizeof eta, "unknown (no speed measured)");
+        if (sec > 3600) speed_hints(dev, prec, ranks, hints, sizeof hints);
+        printf("time        %s for %" PRId64 " step%s (%.3g TFLOP at %.1f GFLOP/s, the speed of "
+               "matrix products measured now)\n",
+               eta, steps, steps == 1 ? "" : "s", p.flops_per_step * (double)steps / 1e12, gflops);
+        if (hints[0]) printf("faster      over an hour here; try %s\n", hints);
+    }
     free(mj);
     free(tj);
     return 0;
@@ -314,7 +320,8 @@ static const cli_command train_cli = {
     "  eval, every --checkpoint-interval steps, at the end and on Ctrl-C, SIGTERM or\n"
     "  SIGHUP; each checkpoint is committed whole (DIR/ckpt-<step>, DIR/latest).\n"
     "  --resume continues the run in DIR exactly where it stopped, with its saved\n"
-    "  config and corpus (a --preset or --config given too must agree with them);\n"
+    "  config and corpus (the command that started it plus --resume continues it;\n"
+    "  a --preset, --config or option that changes the config is refused);\n"
     "  with --steps N it trains to step N instead (a finished run goes on): the LR\n"
     "  schedule keeps its old horizon, so steps past the old max_steps run at\n"
     "  min_lr. A DIR that already holds a checkpoint needs --resume or --force\n"
@@ -329,11 +336,12 @@ static const cli_command train_cli = {
     "  R; N a multiple of R) are split over the R ranks, bit for bit the same run\n"
     "  as one process with --grad-accum N; rank 0 prints and writes.\n"
     "  --init-from CKPT starts a new run (step 0, fresh AdamW) from the weights of\n"
-    "  checkpoint CKPT (fine-tuning): the model's shape is CKPT's, the corpus must\n"
-    "  have its vocabulary; the training recipe comes from the preset, --config\n"
-    "  and the options.\n"
-    "  --dry-run prints the resolved config, parameter count, memory, checkpoint\n"
-    "  size and a time estimate (matrix-product speed measured here), and exits.\n"
+    "  checkpoint CKPT (fine-tuning): the model's shape and vocabulary are CKPT's\n"
+    "  (the corpus may use part of it); the training recipe comes from the\n"
+    "  preset, --config and the options.\n"
+    "  --dry-run makes the real run's checks, prints the resolved config, where\n"
+    "  the run stands, parameter count, memory, checkpoint size and a time\n"
+    "  estimate (matrix-product speed measured here), and exits; writes nothing.\n"
     "  Runs above 10^15 operations (seed004: hours) print that estimate first.\n"
     "  Training options without a default take the preset's (or the saved run's).\n",
     train_rows,
@@ -501,6 +509,7 @@ static void report_end(const attn_trainer *tr, const attn_train_result *res, con
 typedef struct train_cmd {
     train_opts o;
     cli_parsed parsed;
+    attn_train_request rq;
     attn_train_setup su;
     attn_device device;
     attn_precision precision;
@@ -511,6 +520,32 @@ typedef struct train_cmd {
     char *text;
     size_t n;
 } train_cmd;
+
+/* --dry-run's report (rank 0) of the trainer the real set-up made: where
+ * the run stands, its folder (a --force says what it replaces). */
+static int dry_run_report(const train_cmd *c, const attn_trainer *tr) {
+    char run[ATTN_TRAIN_PATH_MAX + 160], out[ATTN_TRAIN_PATH_MAX + 64];
+    int64_t old_step;
+    if (c->o.force && attn_ckpt_exists(c->su.out, &old_step))
+        snprintf(out, sizeof out, "%s (--force: its step-%" PRId64 " checkpoint is replaced)",
+                 c->su.out, old_step);
+    else
+        snprintf(out, sizeof out, "%s", c->su.out);
+    if (c->o.resume && tr->step >= tr->tcfg.max_steps)
+        snprintf(run, sizeof run,
+                 "finished at step %" PRId64 " (max_steps): nothing to train; --resume --steps N "
+                 "trains it on to step N",
+                 tr->step);
+    else if (c->o.resume)
+        snprintf(run, sizeof run, "resumes at step %" PRId64 " of %" PRId64, tr->step,
+                 tr->tcfg.max_steps);
+    else if (c->o.init_from)
+        snprintf(run, sizeof run, "a new run from the weights of %s (fine-tuning)", c->o.init_from);
+    else
+        snprintf(run, sizeof run, "a new run");
+    return print_plan(&tr->mcfg, &tr->tcfg, c->su.preset, c->su.data, tr->text_bytes, out,
+                      (int)c->o.threads, c->dist->size, c->device, c->precision, tr->step, run);
+}
 
 /* The command line: -1 to go on, else the exit code. */
 static int parse(train_cmd *c, int argc, char **argv) {
@@ -540,9 +575,8 @@ static int parse(train_cmd *c, int argc, char **argv) {
 /* The configs and the corpus: -1 to go on, else the exit code. */
 static int resolve(train_cmd *c) {
     attn_error err;
-    attn_train_request rq;
-    make_request(&c->o, &c->parsed, c->dist->size, &rq);
-    if (attn_train_resolve(&rq, &c->su, &err)) {
+    make_request(&c->o, &c->parsed, c->dist->size, &c->rq);
+    if (attn_train_resolve(&c->rq, &c->su, &err)) {
         fprintf(stderr, "attn train: %s\n", err.msg);
         return c->su.request_error ? 2 : 1;
     }
@@ -557,9 +591,8 @@ static int resolve(train_cmd *c) {
     return -1;
 }
 
-/* --dry-run's plan, or the cost warning of a large run: -1 to go on. */
-static int plan_or_warn(train_cmd *c) {
-    if (!c->o.dry_run && !c->lead) return -1;
+/* The cost warning of a large run (rank 0, before the folder is claimed). */
+static void warn_big(train_cmd *c) {
     attn_gpt_config pm = c->su.model;
     attn_tokenizer tok;
     attn_error err;
@@ -567,15 +600,20 @@ static int plan_or_warn(train_cmd *c) {
         pm.vocab_size = tok.vocab_size;
         attn_tokenizer_free(&tok);
     }
-    const int threads = (int)c->o.threads;
-    if (!c->o.dry_run) {
-        warn_cost(&pm, &c->su.train, threads, c->dist->size, c->device, c->precision);
-        return -1;
-    }
-    c->collective = 1;
-    return !c->lead ? 0
-                    : print_plan(&pm, &c->su.train, c->su.preset, c->su.data, c->n, c->su.out,
-                                 threads, c->dist->size, c->device, c->precision);
+    warn_cost(&pm, &c->su.train, (int)c->o.threads, c->dist->size, c->device, c->precision);
+}
+
+/* --dry-run: what claim() refuses, read only (no folder made, no lock). */
+static int check_dir(const train_cmd *c) {
+    int64_t step;
+    if (c->o.resume || c->o.force || !attn_ckpt_exists(c->su.out, &step)) return -1;
+    char at[64] = "";
+    if (step >= 0) snprintf(at, sizeof at, " (step %" PRId64 ")", step);
+    fprintf(stderr,
+            "attn train: %s already holds a checkpoint%s; continue it with --resume or start "
+            "over with --force\n",
+            c->su.out, at);
+    return 2;
 }
 
 /* Rank 0 makes, locks and checks the run folder out: -1 to go on. */
@@ -611,17 +649,15 @@ static int claim(train_cmd *c, const char *out) {
     return -1;
 }
 
-/* The trainer, resumed or started from CKPT, on its device: -1 to go on. */
+/* The trainer (attn_train_start: fresh, resumed or started from CKPT) on
+ * its device: -1 to go on. --dry-run runs it too: it writes nothing. */
 static int start(train_cmd *c, attn_trainer *tr) {
     attn_error err;
-    const int lead = c->lead, resume = c->o.resume;
-    attn_status s =
-        attn_trainer_init(tr, &c->su.model, &c->su.train, c->su.vocab_given, c->text, c->n, &err);
-    if (s) {
-        fprintf(stderr, "attn train: %s: %s\n", c->su.data, err.msg);
+    const int lead = c->lead;
+    if (attn_train_start(tr, &c->rq, &c->su, c->text, c->n, &err)) {
+        fprintf(stderr, "attn train: %s\n", err.msg);
         return 1;
     }
-    tr->corpus_path = c->su.data; /* absolute: a resume from anywhere finds it */
     if (attn_trainer_set_dist(tr, c->dist, &err)) {
         if (lead) fprintf(stderr, "attn train: %s\n", err.msg);
         c->collective = 1; /* every rank sees the same config */
@@ -629,16 +665,12 @@ static int start(train_cmd *c, attn_trainer *tr) {
     }
     /* loss.csv/svg are written after each checkpoint: a run stopped in
      * between left them a step behind, so redo them from the checkpoint. */
-    if (resume && (attn_trainer_resume(tr, c->su.out, &err) ||
-                   (lead && attn_trainer_write_loss_files(tr, c->su.out, &err)))) {
+    if (c->o.resume && lead && !c->o.dry_run &&
+        attn_trainer_write_loss_files(tr, c->su.out, &err)) {
         fprintf(stderr, "attn train: %s\n", err.msg);
         return 1;
     }
-    if (c->o.init_from && attn_trainer_init_from(tr, c->o.init_from, &err)) {
-        fprintf(stderr, "attn train: --init-from %s\n", err.msg);
-        return 1;
-    }
-    if (c->o.init_from && lead)
+    if (c->o.init_from && lead && !c->o.dry_run)
         fprintf(stderr, "attn train: starting from the weights of %s (fine-tuning)\n",
                 c->o.init_from);
     const attn_device dev = c->device;
@@ -733,20 +765,26 @@ static int train_loop(train_cmd *c, attn_trainer *tr) {
 
 static int train_run(train_cmd *c, int argc, char **argv) {
     int rc = parse(c, argc, argv);
+    const int dry = c->o.dry_run;
     /* A run to continue is locked before its checkpoint is read. */
-    if (rc < 0 && c->lead && c->o.resume && !c->o.dry_run && c->o.out &&
-        access(c->o.out, F_OK) == 0)
+    if (rc < 0 && c->lead && c->o.resume && !dry && c->o.out && access(c->o.out, F_OK) == 0)
         rc = claim(c, c->o.out);
     if (rc < 0) rc = resolve(c);
-    if (rc < 0) rc = plan_or_warn(c);
-    if (rc < 0 && c->lead && !c->claimed) rc = claim(c, c->su.out);
+    if (rc < 0 && c->lead && !dry) warn_big(c);
+    /* --dry-run makes every check of the real set-up but writes nothing:
+     * no folder, no lock, no loss files; then reports instead of training. */
+    if (rc < 0 && c->lead && dry) rc = check_dir(c);
+    if (rc < 0 && c->lead && !dry && !c->claimed) rc = claim(c, c->su.out);
     if (rc >= 0) return rc;
     attn_trainer tr;
     memset(&tr, 0, sizeof tr);
     rc = start(c, &tr);
     free(c->text);
     c->text = NULL;
-    if (rc < 0) {
+    if (rc < 0 && dry) {
+        c->collective = 1;
+        rc = c->lead ? dry_run_report(c, &tr) : 0;
+    } else if (rc < 0) {
         if (c->lead) announce(c, &tr);
         rc = train_loop(c, &tr);
     }

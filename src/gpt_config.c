@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "attn/gpt.h"
+#include "json_strict.h"
 #include "presets.h"
 
 attn_status attn_gpt_config_preset(const char *name, attn_gpt_config *cfg, attn_error *err) {
@@ -56,23 +57,37 @@ attn_status attn_gpt_config_validate(const attn_gpt_config *c, attn_error *err) 
 
 enum field { F_VOCAB, F_CTX, F_EMB, F_HEADS, F_LAYERS, F_DROP, F_BIAS, F_HEAD_SIZE };
 
-typedef struct key_entry {
-    const char *book, *seed;
-    enum field field;
-} key_entry;
-
-static const key_entry KEYS[] = {
-    {"vocab_size", "vocabulary_size", F_VOCAB}, {"context_length", "context_size", F_CTX},
-    {"emb_dim", "embedding_dim", F_EMB},        {"n_heads", "heads_num", F_HEADS},
-    {"n_layers", "layers_num", F_LAYERS},       {"drop_rate", "dropout_rate", F_DROP},
-    {"qkv_bias", "use_bias", F_BIAS},           {"head_size", "head_size", F_HEAD_SIZE},
+/* One row per model key, in attn_gpt_config's order (ATTN_GPT_KEY_* types);
+ * the limits are attn_gpt_config_validate's. */
+static const attn_gpt_key KEYS[ATTN_GPT_KEY_COUNT] = {
+    {"vocab_size", "vocabulary_size", ATTN_GPT_KEY_INT, 1, 1 << 24, 0},
+    {"context_length", "context_size", ATTN_GPT_KEY_INT, 1, 1 << 20, 0},
+    {"emb_dim", "embedding_dim", ATTN_GPT_KEY_INT, 1, 1 << 16, 0},
+    {"n_heads", "heads_num", ATTN_GPT_KEY_INT, 1, 1 << 16, 0},
+    {"n_layers", "layers_num", ATTN_GPT_KEY_INT, 1, 4096, 0},
+    {"drop_rate", "dropout_rate", ATTN_GPT_KEY_NUMBER, 0, 1, 1},
+    {"qkv_bias", "use_bias", ATTN_GPT_KEY_BOOL, 0, 1, 0},
+    {"head_size", NULL, ATTN_GPT_KEY_INT, 1, 1 << 16, 0},
 };
-#define N_KEYS (sizeof KEYS / sizeof KEYS[0])
 
-static const key_entry *find_key(const char *key) {
-    for (size_t i = 0; i < N_KEYS; i++)
-        if (strcmp(key, KEYS[i].book) == 0 || strcmp(key, KEYS[i].seed) == 0) return &KEYS[i];
-    return NULL;
+const attn_gpt_key *attn_gpt_key_at(int i) {
+    return i >= 0 && i < ATTN_GPT_KEY_COUNT ? &KEYS[i] : NULL;
+}
+
+int attn_gpt_key_find(const char *name) {
+    for (int i = 0; name && i < ATTN_GPT_KEY_COUNT; i++)
+        if (strcmp(name, KEYS[i].name) == 0 || (KEYS[i].alias && strcmp(name, KEYS[i].alias) == 0))
+            return i;
+    return -1;
+}
+
+void attn_gpt_key_describe(const attn_gpt_key *k, char *buf, size_t cap) {
+    if (k->type == ATTN_GPT_KEY_BOOL)
+        snprintf(buf, cap, "true or false");
+    else
+        snprintf(buf, cap, "%s in [%.17g, %.17g%c",
+                 k->type == ATTN_GPT_KEY_INT ? "an integer" : "a number", k->lo, k->hi,
+                 k->hi_open ? ')' : ']');
 }
 
 #define KNOWN_KEYS                                                                                 \
@@ -80,53 +95,51 @@ static const key_entry *find_key(const char *key) {
     "vocabulary_size, context_size, embedding_dim, heads_num, layers_num, dropout_rate, "          \
     "use_bias, head_size"
 
-static attn_status get_int(const char *key, const cJSON *v, int *out, attn_error *err) {
-    if (!cJSON_IsNumber(v))
-        return attn_fail(err, ATTN_ERR_INVALID_ARG, "config key '%s' must be an integer", key);
-    const double d = v->valuedouble;
-    if (!(d == floor(d)) || d < -2147483648.0 || d > 2147483647.0)
-        return attn_fail(err, ATTN_ERR_INVALID_ARG, "config key '%s' must be an integer (got %g)",
-                         key, d);
-    *out = (int)d;
-    return ATTN_OK;
+/* Key k's value from v, range-checked before any conversion (a double cast
+ * to int out of range is undefined behaviour). */
+static attn_status key_value(const attn_gpt_key *k, const char *key, const cJSON *v, double *out,
+                             attn_error *err) {
+    int ok;
+    if (k->type == ATTN_GPT_KEY_BOOL) {
+        ok = cJSON_IsBool(v) || (cJSON_IsNumber(v) && (v->valuedouble == 0 || v->valuedouble == 1));
+        *out = cJSON_IsBool(v) ? (cJSON_IsTrue(v) ? 1 : 0) : ok ? v->valuedouble : 0;
+    } else {
+        const double d = cJSON_IsNumber(v) ? v->valuedouble : NAN;
+        ok = isfinite(d) && d >= k->lo && (k->hi_open ? d < k->hi : d <= k->hi) &&
+             (k->type != ATTN_GPT_KEY_INT || d == floor(d));
+        *out = d;
+    }
+    if (ok) return ATTN_OK;
+    char what[96], got[64];
+    attn_gpt_key_describe(k, what, sizeof what);
+    attn_json_value_text(v, got, sizeof got);
+    return attn_fail(err, ATTN_ERR_INVALID_ARG, "config key '%s' must be %s (got %s)", key, what,
+                     got);
 }
 
 /* head_size is not part of attn_gpt_config; set_json checks it. */
 static attn_status set_field(attn_gpt_config *cfg, const char *key, const cJSON *v, int *head_size,
                              attn_error *err) {
-    const key_entry *k = find_key(key);
-    if (!k)
+    const int i = attn_gpt_key_find(key);
+    if (i < 0)
         return attn_fail(err, ATTN_ERR_NOT_FOUND, "unknown config key '%s' (known: %s)", key,
                          KNOWN_KEYS);
-    switch (k->field) {
-    case F_VOCAB: return get_int(key, v, &cfg->vocab_size, err);
-    case F_CTX: return get_int(key, v, &cfg->context_length, err);
-    case F_EMB: return get_int(key, v, &cfg->emb_dim, err);
-    case F_HEADS: return get_int(key, v, &cfg->n_heads, err);
-    case F_LAYERS: return get_int(key, v, &cfg->n_layers, err);
-    case F_HEAD_SIZE: {
-        int hs = 0;
-        attn_status s = get_int(key, v, &hs, err);
-        if (s == ATTN_OK && head_size) *head_size = hs;
-        return s;
+    double d;
+    attn_status s = key_value(&KEYS[i], key, v, &d, err);
+    if (s) return s;
+    switch ((enum field)i) {
+    case F_VOCAB: cfg->vocab_size = (int)d; break;
+    case F_CTX: cfg->context_length = (int)d; break;
+    case F_EMB: cfg->emb_dim = (int)d; break;
+    case F_HEADS: cfg->n_heads = (int)d; break;
+    case F_LAYERS: cfg->n_layers = (int)d; break;
+    case F_DROP: cfg->drop_rate = d; break;
+    case F_BIAS: cfg->qkv_bias = (int)d; break;
+    case F_HEAD_SIZE:
+        if (head_size) *head_size = (int)d;
+        break;
     }
-    case F_DROP:
-        if (!cJSON_IsNumber(v))
-            return attn_fail(err, ATTN_ERR_INVALID_ARG, "config key '%s' must be a number", key);
-        cfg->drop_rate = v->valuedouble;
-        return ATTN_OK;
-    case F_BIAS:
-        if (cJSON_IsBool(v)) {
-            cfg->qkv_bias = cJSON_IsTrue(v) ? 1 : 0;
-            return ATTN_OK;
-        }
-        if (cJSON_IsNumber(v) && (v->valuedouble == 0.0 || v->valuedouble == 1.0)) {
-            cfg->qkv_bias = (int)v->valuedouble;
-            return ATTN_OK;
-        }
-        return attn_fail(err, ATTN_ERR_INVALID_ARG, "config key '%s' must be true or false", key);
-    }
-    return attn_fail(err, ATTN_ERR_NOT_FOUND, "unknown config key '%s'", key);
+    return ATTN_OK;
 }
 
 static double field_value(const attn_gpt_config *c, enum field f, int head_size) {
@@ -148,13 +161,12 @@ attn_status attn_gpt_config_set_key(attn_gpt_config *cfg, const char *key,
     return set_field(cfg, key, value, NULL, err);
 }
 
-attn_status attn_gpt_config_set_json(attn_gpt_config *cfg, const char *json_text, attn_error *err) {
-    cJSON *root = cJSON_Parse(json_text);
-    if (!root) {
-        const char *at = cJSON_GetErrorPtr();
-        return attn_fail(err, ATTN_ERR_FORMAT, "config is not valid JSON (near '%.20s')",
-                         at ? at : "");
-    }
+/* set_json on n bytes (a file's, which may hold a NUL). */
+static attn_status set_json_n(attn_gpt_config *cfg, const char *json_text, size_t n,
+                              attn_error *err) {
+    cJSON *root;
+    attn_status parsed = attn_json_parse_strict(json_text, n, "config", &root, err);
+    if (parsed) return parsed;
     if (!cJSON_IsObject(root)) {
         cJSON_Delete(root);
         return attn_fail(err, ATTN_ERR_FORMAT, "config must be a JSON object");
@@ -164,23 +176,23 @@ attn_status attn_gpt_config_set_json(attn_gpt_config *cfg, const char *json_text
     const char *seen[F_HEAD_SIZE + 1] = {0}; /* key that set each field */
     attn_status s = ATTN_OK;
     for (const cJSON *it = root->child; it && s == ATTN_OK; it = it->next) {
-        const key_entry *k = find_key(it->string);
-        if (!k) {
+        const int k = attn_gpt_key_find(it->string);
+        if (k < 0) {
             s = attn_fail(err, ATTN_ERR_NOT_FOUND, "unknown config key '%s' (known: %s)",
                           it->string, KNOWN_KEYS);
             break;
         }
-        const double before = field_value(&out, k->field, head_size);
+        const double before = field_value(&out, (enum field)k, head_size);
         s = set_field(&out, it->string, it, &head_size, err);
         if (s != ATTN_OK) break;
-        if (seen[k->field]) {
+        if (seen[k]) {
             /* Same field under both names (or twice): only fine when equal. */
-            if (field_value(&out, k->field, head_size) != before)
+            if (field_value(&out, (enum field)k, head_size) != before)
                 s = attn_fail(err, ATTN_ERR_INVALID_ARG,
-                              "config keys '%s' and '%s' give different values", seen[k->field],
+                              "config keys '%s' and '%s' give different values", seen[k],
                               it->string);
         }
-        seen[k->field] = it->string;
+        seen[k] = it->string;
     }
     if (s == ATTN_OK) s = attn_gpt_config_validate(&out, err);
     if (s == ATTN_OK && head_size >= 0 && head_size != out.emb_dim / out.n_heads)
@@ -190,6 +202,10 @@ attn_status attn_gpt_config_set_json(attn_gpt_config *cfg, const char *json_text
     cJSON_Delete(root);
     if (s == ATTN_OK) *cfg = out;
     return s;
+}
+
+attn_status attn_gpt_config_set_json(attn_gpt_config *cfg, const char *json_text, attn_error *err) {
+    return set_json_n(cfg, json_text, strlen(json_text), err);
 }
 
 attn_status attn_gpt_config_load_json(attn_gpt_config *cfg, const char *path, attn_error *err) {
@@ -220,7 +236,7 @@ attn_status attn_gpt_config_load_json(attn_gpt_config *cfg, const char *path, at
         return attn_fail(err, ATTN_ERR_IO, "cannot read config '%s'", path);
     }
     buf[len] = '\0';
-    attn_status s = attn_gpt_config_set_json(cfg, buf, err);
+    attn_status s = set_json_n(cfg, buf, len, err);
     free(buf);
     if (s != ATTN_OK && err) {
         char msg[ATTN_ERROR_MSG_MAX];

@@ -225,7 +225,7 @@ static void describe_char(uint32_t c, char *buf, size_t size) {
 attn_status attn_tokenizer_encode(const attn_tokenizer *tok, const char *text, size_t n,
                                   int32_t *ids, size_t *n_ids, attn_error *err) {
     const unsigned char *s = (const unsigned char *)text;
-    size_t i = 0, k = 0;
+    size_t i = 0, k = 0, line = 1, col = 1;
     while (i < n) {
         uint32_t c;
         size_t at = i;
@@ -237,9 +237,13 @@ attn_status attn_tokenizer_encode(const attn_tokenizer *tok, const char *text, s
             char d[32];
             describe_char(c, d, sizeof d);
             return attn_fail(err, ATTN_ERR_INVALID_ARG,
-                             "character %s at position %zu is not in the vocabulary", d, k);
+                             "character %s at position %zu (line %zu, column %zu, byte %zu) is "
+                             "not in the vocabulary",
+                             d, k, line, col, at);
         }
         ids[k++] = id;
+        col = c == '\n' ? 1 : col + 1;
+        line += c == '\n';
     }
     *n_ids = k;
     return ATTN_OK;

@@ -52,19 +52,27 @@ void attn_trainer_free(attn_trainer *tr) {
     memset(tr, 0, sizeof *tr);
 }
 
-attn_status attn_trainer_init(attn_trainer *tr, const attn_gpt_config *mcfg,
-                              const attn_train_config *tcfg, int vocab_given, const char *text,
-                              size_t n, attn_error *err) {
+/* attn_trainer_init(_vocab): the vocabulary is vocab's (a UTF-8 string of
+ * its characters in id order) or, vocab NULL, the corpus's. */
+static attn_status trainer_init(attn_trainer *tr, const attn_gpt_config *mcfg,
+                                const attn_train_config *tcfg, int vocab_given, const char *vocab,
+                                const char *text, size_t n, attn_error *err) {
     memset(tr, 0, sizeof *tr);
     attn_status st = attn_train_config_validate(tcfg, err);
     if (st) return st;
     if (n == 0) return attn_fail(err, ATTN_ERR_INVALID_ARG, "the corpus is empty");
     tr->mcfg = *mcfg;
     tr->tcfg = *tcfg;
-    if ((st = attn_tokenizer_train(&tr->tok, text, n, err))) goto fail;
+    if (vocab) {
+        if ((st = attn_tokenizer_from_vocab(&tr->tok, vocab, strlen(vocab), err))) goto fail;
+    } else if ((st = attn_tokenizer_train(&tr->tok, text, n, err))) {
+        goto fail;
+    }
     if (vocab_given && mcfg->vocab_size != tr->tok.vocab_size) {
         st = attn_fail(err, ATTN_ERR_INVALID_ARG,
-                       "config vocab_size %d does not match the corpus's %d distinct characters",
+                       vocab ? "config vocab_size %d does not match the vocabulary's %d characters"
+                             : "config vocab_size %d does not match the corpus's %d distinct "
+                               "characters",
                        mcfg->vocab_size, tr->tok.vocab_size);
         goto fail;
     }
@@ -111,6 +119,23 @@ attn_status attn_trainer_init(attn_trainer *tr, const attn_gpt_config *mcfg,
 fail:
     attn_trainer_free(tr);
     return st;
+}
+
+attn_status attn_trainer_init(attn_trainer *tr, const attn_gpt_config *mcfg,
+                              const attn_train_config *tcfg, int vocab_given, const char *text,
+                              size_t n, attn_error *err) {
+    return trainer_init(tr, mcfg, tcfg, vocab_given, NULL, text, n, err);
+}
+
+attn_status attn_trainer_init_vocab(attn_trainer *tr, const attn_gpt_config *mcfg,
+                                    const attn_train_config *tcfg, int vocab_given,
+                                    const char *vocab, const char *text, size_t n,
+                                    attn_error *err) {
+    if (!vocab) {
+        memset(tr, 0, sizeof *tr);
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "no vocabulary given");
+    }
+    return trainer_init(tr, mcfg, tcfg, vocab_given, vocab, text, n, err);
 }
 
 static attn_status push_hist(attn_trainer *tr, const attn_train_record *r, attn_error *err) {
@@ -634,8 +659,9 @@ attn_status attn_trainer_init_from(attn_trainer *tr, const char *dir, attn_error
                       b->n_layers, b->qkv_bias);
     } else if (memcmp(tok.chars, tr->tok.chars, (size_t)tok.vocab_size * sizeof *tok.chars)) {
         s = attn_fail(err, ATTN_ERR_INVALID_ARG,
-                      "%s: its vocabulary differs from this corpus's (same size, other "
-                      "characters): the token ids would not match",
+                      "%s: its vocabulary differs from this trainer's (same size, other "
+                      "characters): the token ids would not match (start the trainer with the "
+                      "checkpoint's vocabulary: attn_trainer_init_vocab)",
                       dir);
     } else {
         const attn_param_list *from = attn_gpt_params(&src), *to = attn_gpt_params(&tr->model);

@@ -9,7 +9,9 @@
 #include <string.h>
 
 #include "attn/train.h"
+#include "json_strict.h"
 #include "presets.h"
+#include "train_json.h"
 
 /* ------------------------------------------------------------ the keys */
 
@@ -217,66 +219,159 @@ attn_status attn_train_config_set_key(attn_train_config *c, const char *key, con
     if (i < 0) return attn_fail(err, ATTN_ERR_NOT_FOUND, "unknown config key '%s'", key);
     const attn_train_key *k = &ROWS[i].key;
     attn_train_value val = {0, 0, NULL};
-    char what[160];
+    char what[160], got[80];
     attn_train_key_describe(k, what, sizeof what);
+    attn_json_value_text(v, got, sizeof got);
     if (k->type == ATTN_TKEY_CHOICE) {
-        if (!cJSON_IsString(v))
-            return attn_fail(err, ATTN_ERR_INVALID_ARG, "config key '%s' must be %s", key, what);
+        if (!cJSON_IsString(v)) goto bad;
         val.s = v->valuestring;
-    } else if (!cJSON_IsNumber(v) ||
-               (k->type == ATTN_TKEY_INT &&
-                (v->valuedouble != floor(v->valuedouble) || fabs(v->valuedouble) > JSON_INT))) {
-        return attn_fail(err, ATTN_ERR_INVALID_ARG, "config key '%s' must be %s", key, what);
+    } else if (!cJSON_IsNumber(v)) {
+        goto bad;
     } else {
         val.d = v->valuedouble;
-        val.i = (int64_t)v->valuedouble;
+        /* Checked before the cast: a double outside int64_t's range (1e300,
+         * -inf, NaN) is undefined behaviour to convert. */
+        if (k->type == ATTN_TKEY_INT) {
+            if (!isfinite(val.d) || val.d != floor(val.d) || fabs(val.d) > JSON_INT) goto bad;
+            val.i = (int64_t)val.d;
+        }
     }
-    attn_status st = attn_train_config_set(c, i, val, NULL);
-    if (st && k->type == ATTN_TKEY_CHOICE)
-        return attn_fail(err, st, "config key '%s' must be %s (got '%.100s')", key, what, val.s);
-    if (st) return attn_fail(err, st, "config key '%s' must be %s (got %g)", key, what, val.d);
-    return ATTN_OK;
+    if (attn_train_config_set(c, i, val, NULL) == ATTN_OK) return ATTN_OK;
+bad:
+    return attn_fail(err, ATTN_ERR_INVALID_ARG, "config key '%s' must be %s (got %s)", key, what,
+                     got);
+}
+
+/* Edit distance of a and b (insert, delete, substitute, swap two
+ * neighbours), capped at 9: key names are short. */
+static int edit_distance(const char *a, const char *b) {
+    enum { W = 40 };
+    const size_t la = strlen(a), lb = strlen(b);
+    if (la >= W || lb >= W) return 9;
+    int d[W][W];
+    for (size_t i = 0; i <= la; i++)
+        d[i][0] = (int)i;
+    for (size_t j = 0; j <= lb; j++)
+        d[0][j] = (int)j;
+    for (size_t i = 1; i <= la; i++)
+        for (size_t j = 1; j <= lb; j++) {
+            int best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            if (d[i - 1][j] + 1 < best) best = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < best) best = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+                d[i - 2][j - 2] + 1 < best)
+                best = d[i - 2][j - 2] + 1;
+            d[i][j] = best;
+        }
+    return d[la][lb] < 9 ? d[la][lb] : 9;
+}
+
+/* The known key (model or training, any of its names) closest to key, if
+ * it is close (a typo), else NULL. */
+static const char *closest_key(const char *key) {
+    const char *best = NULL;
+    int best_d = strlen(key) <= 4 ? 1 : 2;
+    for (int i = 0; i < ATTN_GPT_KEY_COUNT + ATTN_TRAIN_KEY_COUNT; i++) {
+        const char *names[2];
+        if (i < ATTN_GPT_KEY_COUNT) {
+            names[0] = attn_gpt_key_at(i)->name;
+            names[1] = attn_gpt_key_at(i)->alias;
+        } else {
+            names[0] = ROWS[i - ATTN_GPT_KEY_COUNT].key.name;
+            names[1] = ROWS[i - ATTN_GPT_KEY_COUNT].key.alias;
+        }
+        for (int j = 0; j < 2; j++) {
+            if (!names[j]) continue;
+            const int d = edit_distance(key, names[j]);
+            if (d <= best_d && (!best || d < best_d)) {
+                best = names[j];
+                best_d = d;
+            }
+        }
+    }
+    return best;
+}
+
+/* The key's name as attn writes it: the book's for a model key,
+ * attn_train_key_at's for a training key; NULL when unknown. */
+static const char *canonical_key(const char *key) {
+    const int m = attn_gpt_key_find(key);
+    if (m >= 0) return attn_gpt_key_at(m)->name;
+    const int t = attn_train_key_find(key);
+    return t >= 0 ? ROWS[t].key.name : NULL;
+}
+
+int attn_train_json_has(const attn_train_json_set *set, const char *name) {
+    for (int i = 0; set && i < set->count; i++)
+        if (strcmp(set->names[i], name) == 0) return 1;
+    return 0;
+}
+
+attn_status attn_train_json_apply(attn_gpt_config *model, attn_train_config *train,
+                                  const char *text, size_t n, const char *name,
+                                  attn_train_json_set *set, attn_error *err) {
+    attn_train_json_set local;
+    if (!set) set = &local;
+    set->count = 0;
+    cJSON *root = NULL;
+    attn_status st = attn_json_parse_strict(text, n, name, &root, err);
+    if (st) return st;
+    if (!cJSON_IsObject(root))
+        st = attn_fail(err, ATTN_ERR_FORMAT, "%s: not a JSON object ({\"key\": value, ...})", name);
+    const cJSON *head_size = NULL;
+    for (const cJSON *it = root->child; it && !st; it = it->next) {
+        const char *canon = canonical_key(it->string);
+        if (!canon) {
+            const char *near = closest_key(it->string);
+            st = attn_fail(err, ATTN_ERR_NOT_FOUND, "%s: unknown config key '%s'%s%s%s", name,
+                           it->string, near ? " (did you mean '" : "", near ? near : "",
+                           near ? "'?)" : "");
+            break;
+        }
+        for (const cJSON *prev = root->child; prev != it && !st; prev = prev->next) {
+            if (strcmp(prev->string, it->string) == 0)
+                st = attn_fail(err, ATTN_ERR_INVALID_ARG, "%s: config key '%s' is given twice",
+                               name, it->string);
+            else if (strcmp(canonical_key(prev->string), canon) == 0 && !cJSON_Compare(prev, it, 1))
+                st = attn_fail(err, ATTN_ERR_INVALID_ARG,
+                               "%s: config keys '%s' and '%s' give different values", name,
+                               prev->string, it->string);
+        }
+        if (st) break;
+        attn_error e;
+        if (strcmp(canon, "head_size") == 0) {
+            attn_gpt_config scratch = *model; /* range check only */
+            st = attn_gpt_config_set_key(&scratch, it->string, it, &e);
+            head_size = it;
+        } else if (attn_gpt_key_find(canon) >= 0) {
+            st = attn_gpt_config_set_key(model, it->string, it, &e);
+        } else {
+            st = attn_train_config_set_key(train, it->string, it, &e);
+        }
+        if (st) {
+            attn_fail(err, st, "%s: %s", name, e.msg);
+            break;
+        }
+        if (!attn_train_json_has(set, canon)) set->names[set->count++] = canon;
+    }
+    if (!st && head_size &&
+        (model->n_heads < 1 || model->emb_dim % model->n_heads != 0 ||
+         head_size->valuedouble != model->emb_dim / model->n_heads))
+        st = attn_fail(err, ATTN_ERR_INVALID_ARG,
+                       "%s: head_size %g does not equal emb_dim %d / n_heads %d", name,
+                       head_size->valuedouble, model->emb_dim, model->n_heads);
+    cJSON_Delete(root);
+    return st;
 }
 
 attn_status attn_train_config_apply_json(attn_gpt_config *model, attn_train_config *train,
                                          const char *json_text, const char *name, int *vocab_given,
                                          attn_error *err) {
-    cJSON *root = cJSON_Parse(json_text);
-    if (!root || !cJSON_IsObject(root)) {
-        cJSON_Delete(root);
-        return attn_fail(err, ATTN_ERR_FORMAT, "%s: not a JSON object", name);
-    }
-    attn_status st = ATTN_OK;
-    double head_size = -1;
-    for (const cJSON *it = root->child; it; it = it->next) {
-        if (strcmp(it->string, "head_size") == 0) {
-            if (!cJSON_IsNumber(it)) {
-                st =
-                    attn_fail(err, ATTN_ERR_INVALID_ARG, "config key 'head_size' must be a number");
-                break;
-            }
-            head_size = it->valuedouble;
-            continue;
-        }
-        st = attn_gpt_config_set_key(model, it->string, it, err);
-        if (st == ATTN_ERR_NOT_FOUND) st = attn_train_config_set_key(train, it->string, it, err);
-        if (st == ATTN_ERR_NOT_FOUND) {
-            attn_fail(err, st, "%s: unknown config key '%s'", name, it->string);
-            break;
-        }
-        if (st) break;
-        if (vocab_given &&
-            (strcmp(it->string, "vocab_size") == 0 || strcmp(it->string, "vocabulary_size") == 0))
-            *vocab_given = 1;
-    }
-    cJSON_Delete(root);
-    if (st) return st;
-    if (head_size >= 0 && model->n_heads > 0 &&
-        (model->emb_dim % model->n_heads != 0 || head_size != model->emb_dim / model->n_heads))
-        return attn_fail(err, ATTN_ERR_INVALID_ARG,
-                         "%s: head_size %g does not equal emb_dim %d / n_heads %d", name, head_size,
-                         model->emb_dim, model->n_heads);
-    return ATTN_OK;
+    attn_train_json_set set;
+    attn_status st =
+        attn_train_json_apply(model, train, json_text, strlen(json_text), name, &set, err);
+    if (!st && vocab_given && attn_train_json_has(&set, "vocab_size")) *vocab_given = 1;
+    return st;
 }
 
 attn_status attn_train_config_validate(const attn_train_config *c, attn_error *err) {

@@ -15,6 +15,8 @@
 #include "attn/checkpoint_info.h"
 #include "attn/dist.h"
 #include "attn/fileio.h"
+#include "attn/tokenizer.h"
+#include "train_json.h"
 
 _Static_assert(ATTN_TRAIN_KEY_COUNT <= 32, "attn_train_request.given has a bit per key");
 
@@ -54,21 +56,24 @@ static void absolute(const char *path, char *buf, size_t cap) {
 }
 
 static attn_status read_config_file(const char *path, attn_gpt_config *m, attn_train_config *t,
-                                    attn_train_setup *s, attn_error *err) {
+                                    attn_train_json_set *set, attn_train_setup *s,
+                                    attn_error *err) {
     char *text = NULL;
     size_t n = 0;
     attn_status st = attn_file_read_all(path, 1 << 20, (void **)&text, &n, err);
     if (st) return st; /* a file that cannot be read: runtime */
-    st = attn_train_config_apply_json(m, t, text, path, &s->vocab_given, err);
+    st = attn_train_json_apply(m, t, text, n, path, set, err);
     free(text);
     return st ? fail_request(s, st) : ATTN_OK;
 }
 
 /* What the request states without its keys: the preset (or the default),
- * init_from's model shape, then the JSON file. */
+ * init_from's model shape, then the JSON file (set: the keys it set). */
 static attn_status stated_config(const attn_train_request *rq, attn_gpt_config *m,
-                                 attn_train_config *t, attn_train_setup *s, attn_error *err) {
+                                 attn_train_config *t, attn_train_json_set *set,
+                                 attn_train_setup *s, attn_error *err) {
     const char *preset = rq->preset ? rq->preset : ATTN_TRAIN_DEFAULT_PRESET;
+    set->count = 0;
     attn_status st = attn_train_preset(preset, m, t, err);
     if (st) return fail_request(s, st);
     if (rq->init_from) { /* the shape is the checkpoint's; the recipe stays */
@@ -77,23 +82,15 @@ static attn_status stated_config(const attn_train_request *rq, attn_gpt_config *
         *m = info.model;
         attn_checkpoint_info_free(&info);
     }
-    if (rq->config && (st = read_config_file(rq->config, m, t, s, err))) return st;
-    if (rq->ranks > 1 && !given(rq, "grad_accum") && t->grad_accum <= 1)
-        t->grad_accum = rq->ranks; /* one micro-batch per rank */
+    if (rq->config && (st = read_config_file(rq->config, m, t, set, s, err))) return st;
     return ATTN_OK;
 }
 
-/* The request's keys onto t; resuming (saved != NULL), max_steps moves the end. */
+/* The request's keys onto t (max_steps as any other key). */
 static attn_status apply_keys(const attn_train_request *rq, attn_train_config *t,
-                              const attn_train_config *saved, attn_train_setup *s,
-                              attn_error *err) {
-    const int max_steps = attn_train_key_find("max_steps");
+                              attn_train_setup *s, attn_error *err) {
     for (int i = 0; i < ATTN_TRAIN_KEY_COUNT; i++) {
         if (!(rq->given >> i & 1u)) continue;
-        if (i == max_steps && saved) {
-            attn_train_config_extend(t, saved, rq->keys[i].i);
-            continue;
-        }
         attn_status st = attn_train_config_set(t, i, rq->keys[i], err);
         if (st) return fail_request(s, st);
     }
@@ -110,13 +107,19 @@ static void fmt_value(const attn_train_key *k, attn_train_value v, char *buf, si
         snprintf(buf, cap, "%g", v.d);
 }
 
-/* The first key where what the request states (sm, st) differs from the
- * saved run (m, t), as "batch_size 12, the checkpoint has 4"; "" if none.
- * A resume may change max_steps, log_interval and checkpoint_interval; a
- * stated lr_decay_steps of 0 (= max_steps) leaves the saved horizon. */
+/* May differ between a resume's request and its checkpoint. */
+static int resume_may_change(const char *key) {
+    return !strcmp(key, "max_steps") || !strcmp(key, "log_interval") ||
+           !strcmp(key, "checkpoint_interval");
+}
+
+/* The first key where what the request resolves to (sm, st) differs from
+ * the saved run (m, t): *key gets its name, buf "12, the checkpoint has 4";
+ * *key NULL if none. A stated lr_decay_steps of 0 (= max_steps) leaves the
+ * saved horizon. */
 static void first_conflict(const attn_gpt_config *sm, const attn_train_config *st, int vocab_given,
-                           const attn_gpt_config *m, const attn_train_config *t, char *buf,
-                           size_t cap) {
+                           const attn_gpt_config *m, const attn_train_config *t, const char **key,
+                           char *buf, size_t cap) {
     const struct {
         const char *name;
         double a, b;
@@ -127,18 +130,16 @@ static void first_conflict(const attn_gpt_config *sm, const attn_train_config *s
                  {"drop_rate", sm->drop_rate, m->drop_rate},
                  {"qkv_bias", sm->qkv_bias, m->qkv_bias},
                  {"vocab_size", vocab_given ? sm->vocab_size : m->vocab_size, m->vocab_size}};
-    buf[0] = '\0';
+    *key = NULL;
     for (size_t i = 0; i < sizeof model / sizeof model[0]; i++)
         if (model[i].a != model[i].b) {
-            snprintf(buf, cap, "%s %g, the checkpoint has %g", model[i].name, model[i].a,
-                     model[i].b);
+            *key = model[i].name;
+            snprintf(buf, cap, "%g, the checkpoint has %g", model[i].a, model[i].b);
             return;
         }
     for (int i = 0; i < ATTN_TRAIN_KEY_COUNT; i++) {
         const attn_train_key *k = attn_train_key_at(i);
-        if (!strcmp(k->name, "max_steps") || !strcmp(k->name, "log_interval") ||
-            !strcmp(k->name, "checkpoint_interval"))
-            continue;
+        if (resume_may_change(k->name)) continue;
         attn_train_value a = attn_train_config_get(st, i), b = attn_train_config_get(t, i);
         if (!strcmp(k->name, "lr_decay_steps")) {
             if (a.i == 0) continue;
@@ -149,12 +150,15 @@ static void first_conflict(const attn_gpt_config *sm, const attn_train_config *s
         char va[64], vb[64];
         fmt_value(k, a, va, sizeof va);
         fmt_value(k, b, vb, sizeof vb);
-        snprintf(buf, cap, "%s %s, the checkpoint has %s", k->name, va, vb);
+        *key = k->name;
+        snprintf(buf, cap, "%s, the checkpoint has %s", va, vb);
         return;
     }
 }
 
-/* Resuming: the saved configs, checked against a preset or file named too. */
+/* Resuming: the request resolved as a fresh start of the same command line
+ * would (preset, file, keys; without a preset or file, the saved config
+ * and the keys) must be the saved run, but for what a resume may change. */
 static attn_status resolve_resume(const attn_train_request *rq, attn_train_setup *s,
                                   char **recorded, attn_error *err) {
     if (!rq->out)
@@ -167,37 +171,48 @@ static attn_status resolve_resume(const attn_train_request *rq, attn_train_setup
         return attn_fail(err, st, "cannot resume: %.480s", msg);
     }
     const attn_train_config saved = s->train;
+    attn_gpt_config sm = s->model;
+    attn_train_config stc = saved;
+    attn_train_json_set set = {.count = 0};
     if (rq->preset || rq->config) {
-        attn_gpt_config sm;
-        attn_train_config stc;
-        if ((st = stated_config(rq, &sm, &stc, s, err))) return st;
-        char what[256], from[1024];
-        first_conflict(&sm, &stc, s->vocab_given, &s->model, &s->train, what, sizeof what);
-        if (what[0]) {
-            snprintf(from, sizeof from, "%s%s%s%s%s", rq->preset ? "preset '" : "",
-                     rq->preset ? rq->preset : "", rq->preset ? "'" : "",
-                     rq->preset && rq->config ? " with config "
-                     : rq->config             ? "config "
-                                              : "",
-                     rq->config ? rq->config : "");
-            return fail_request(
-                s, attn_fail(err, ATTN_ERR_INVALID_ARG,
-                             "cannot resume %.400s with a different config: %s gives %s "
-                             "(resume without the preset and config file to continue the run "
-                             "as saved)",
-                             rq->out, from, what));
-        }
+        if ((st = stated_config(rq, &sm, &stc, &set, s, err))) return st;
+        /* The accumulation (a fresh start's default: the rank count) is the
+         * run's unless stated: the same N may be split another way. */
+        if (!attn_train_json_has(&set, "grad_accum")) stc.grad_accum = saved.grad_accum;
     }
-    s->vocab_given = 0; /* the corpus decides, and resume checks it is the same */
-    if ((st = apply_keys(rq, &s->train, &saved, s, err))) return st;
-    char what[256];
-    first_conflict(&s->model, &s->train, 0, &s->model, &saved, what, sizeof what);
-    if (what[0])
-        return fail_request(s, attn_fail(err, ATTN_ERR_INVALID_ARG,
-                                         "cannot resume %.400s with a different config: the "
-                                         "options give %s (a resume may change only max_steps, "
-                                         "log_interval and checkpoint_interval)",
-                                         rq->out, what));
+    if ((st = apply_keys(rq, &stc, s, err))) return st;
+    const char *key;
+    char what[160];
+    first_conflict(&sm, &stc, attn_train_json_has(&set, "vocab_size"), &s->model, &saved, &key,
+                   what, sizeof what);
+    if (key) {
+        const int i = attn_train_key_find(key);
+        char from[ATTN_TRAIN_PATH_MAX + 64];
+        if (i >= 0 && (rq->given >> i & 1u))
+            snprintf(from, sizeof from, "--%s", attn_train_key_at(i)->flag);
+        else if (attn_train_json_has(&set, key))
+            snprintf(from, sizeof from, "config %s", rq->config);
+        else if (rq->preset)
+            snprintf(from, sizeof from, "preset '%s'", rq->preset);
+        else
+            snprintf(from, sizeof from, "preset '%s' (the default)", ATTN_TRAIN_DEFAULT_PRESET);
+        return fail_request(
+            s, attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "cannot resume %.400s with a different config: %s gives %s %s (a "
+                         "resume may change only max_steps, log_interval and "
+                         "checkpoint_interval%s)",
+                         rq->out, from, key, what,
+                         from[0] == '-' ? ""
+                                        : "; without --preset and --config it continues "
+                                          "as saved"));
+    }
+    /* The run goes on as saved; only the keys set move its end and rhythm
+     * (not the preset's or the file's: a run extended with --steps resumes
+     * with the command line that started it). */
+    if (given(rq, "log_interval")) s->train.log_interval = stc.log_interval;
+    if (given(rq, "checkpoint_interval")) s->train.checkpoint_interval = stc.checkpoint_interval;
+    if (given(rq, "max_steps")) attn_train_config_extend(&s->train, &saved, stc.max_steps);
+    s->vocab_given = 0; /* the saved vocabulary (attn_train_start) */
     return ATTN_OK;
 }
 
@@ -217,9 +232,13 @@ attn_status attn_train_resolve(const attn_train_request *rq, attn_train_setup *s
         st = resolve_resume(rq, s, &recorded, err);
         s->preset = rq->preset;
     } else {
+        attn_train_json_set set;
         s->preset = rq->preset ? rq->preset : ATTN_TRAIN_DEFAULT_PRESET;
-        st = stated_config(rq, &s->model, &s->train, s, err);
-        if (!st) st = apply_keys(rq, &s->train, NULL, s, err);
+        st = stated_config(rq, &s->model, &s->train, &set, s, err);
+        s->vocab_given = attn_train_json_has(&set, "vocab_size");
+        if (!st && rq->ranks > 1 && !given(rq, "grad_accum") && s->train.grad_accum <= 1)
+            s->train.grad_accum = rq->ranks; /* one micro-batch per rank */
+        if (!st) st = apply_keys(rq, &s->train, s, err);
     }
     if (!st && !s->vocab_given) s->model.vocab_size = 1; /* the corpus decides */
     if (!st &&
@@ -237,6 +256,56 @@ attn_status attn_train_resolve(const attn_train_request *rq, attn_train_setup *s
         absolute(data, s->data, sizeof s->data);
     }
     free(recorded);
+    return st;
+}
+
+/* The vocabulary (its characters in id order, malloc'd) of the model
+ * checkpoint at path. */
+static attn_status checkpoint_vocabulary(const char *path, char **vocab, attn_error *err) {
+    attn_gpt m;
+    attn_tokenizer tok;
+    attn_status st = attn_gpt_load_checkpoint(path, &m, &tok, NULL, err);
+    if (st) return st;
+    *vocab = attn_tokenizer_vocab_string(&tok);
+    attn_gpt_free(&m);
+    attn_tokenizer_free(&tok);
+    return *vocab ? ATTN_OK : attn_fail(err, ATTN_ERR_NOMEM, "out of memory");
+}
+
+attn_status attn_train_start(attn_trainer *tr, const attn_train_request *rq,
+                             const attn_train_setup *su, const char *text, size_t n,
+                             attn_error *err) {
+    memset(tr, 0, sizeof *tr);
+    /* Resuming, the live checkpoint's (DIR/model.safetensors, a link made
+     * after the first commit, may not be there yet: attn_trainer_resume
+     * reads the live one too). */
+    char live[ATTN_CKPT_PATH_MAX];
+    attn_status st = rq->resume ? attn_ckpt_resolve(su->out, live, err) : ATTN_OK;
+    if (st) return st;
+    const char *ckpt = rq->resume ? live : rq->init_from;
+    char *vocab = NULL;
+    if (ckpt && (st = checkpoint_vocabulary(ckpt, &vocab, err))) return st;
+    if (vocab)
+        st = attn_trainer_init_vocab(tr, &su->model, &su->train, su->vocab_given, vocab, text, n,
+                                     err);
+    else
+        st = attn_trainer_init(tr, &su->model, &su->train, su->vocab_given, text, n, err);
+    free(vocab);
+    if (st) {
+        char msg[ATTN_ERROR_MSG_MAX];
+        snprintf(msg, sizeof msg, "%s", err ? err->msg : "");
+        if (rq->resume)
+            return attn_fail(err, st, "cannot resume %.300s on the corpus %.300s: %s", su->out,
+                             su->data, msg);
+        if (rq->init_from)
+            return attn_fail(err, st, "cannot fine-tune %.300s on the corpus %.300s: %s",
+                             rq->init_from, su->data, msg);
+        return attn_fail(err, st, "%.400s: %s", su->data, msg);
+    }
+    tr->corpus_path = su->data; /* absolute: a resume from anywhere finds it */
+    if (rq->resume) st = attn_trainer_resume(tr, su->out, err);
+    if (!st && rq->init_from) st = attn_trainer_init_from(tr, rq->init_from, err);
+    if (st) attn_trainer_free(tr);
     return st;
 }
 

@@ -206,7 +206,7 @@ expect 2 "^attn viz: --head must be an integer in \[0, 1\] \(the model has 2 hea
   "viz --head 2 of 2 heads" -- viz --checkpoint "$RUN" --prompt "All" --layer 0 --head 2 --svg "$tmp/h.svg"
 expect 2 "^attn viz: --generate must be an integer in \[0, 15\] \(below the model's context_length\), not '100'$" \
   "viz --generate 100 with context 16" -- viz --checkpoint "$RUN" --prompt "All" --generate 100 --out "$tmp/v.html"
-"$ATTN" viz --help | grep -q "at most the model's n_layers - 1" && ok "viz --help states --layer's range" ||
+"$ATTN" viz --help | grep -q "at most n_layers - 1" && ok "viz --help states --layer's range" ||
   bad "viz --help: --layer's range"
 expect 0 "wrote" "viz --temperature 1e308: a finite number >= 0, as its help says" -- \
   viz --checkpoint "$RUN" --prompt "All" --generate 2 --temperature 1e308 --out "$tmp/v.html"

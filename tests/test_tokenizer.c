@@ -90,6 +90,14 @@ Test(tokenizer, unknown_character_names_it_and_its_position) {
     cr_expect(strstr(err.msg, "position 3") != NULL, "%s", err.msg);
     cr_expect_eq(attn_tokenizer_encode(&tok, "a\xc3\xa9", 3, ids, &k, &err), ATTN_ERR_INVALID_ARG);
     cr_expect(strstr(err.msg, "position 1") != NULL, "%s", err.msg);
+    /* In a file: its line and column (characters) and byte offset too. */
+    attn_tokenizer lines;
+    cr_assert_eq(attn_tokenizer_train(&lines, "ab\n", 3, NULL), ATTN_OK);
+    cr_expect_eq(attn_tokenizer_encode(&lines, "ab\nb\xc3\xa9" "a", 7, ids, &k, &err),
+                 ATTN_ERR_INVALID_ARG);
+    cr_expect(strstr(err.msg, "'\xc3\xa9' (U+00E9) at position 4 (line 2, column 2, byte 4)"), "%s",
+              err.msg);
+    attn_tokenizer_free(&lines);
     cr_expect_eq(attn_tokenizer_encode(&tok, "a\xff", 2, ids, &k, &err), ATTN_ERR_FORMAT);
     int32_t bad = 3;
     char out[8];

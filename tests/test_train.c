@@ -302,6 +302,45 @@ Test(train, init_from_copies_the_weights_and_checks_the_shape) {
     remove_tree(dir);
 }
 
+/* A fixed vocabulary (fine-tuning on part of a corpus): the trainer keeps
+ * it whole, ids and all, though the text uses only some of its characters;
+ * a character it lacks is refused naming it, its line and its column. */
+Test(train, init_vocab_keeps_a_larger_vocabulary) {
+    size_t n;
+    char *text = corpus(&n); /* 18 characters: "\n ,.:?T" and lower case */
+    attn_gpt_config m;
+    attn_train_config t;
+    small_cfg(&m, &t);
+    const char *vocab = "\n !,.:?ATZabehinoqrstuz"; /* sorted, 5 characters more */
+    attn_tokenizer want;
+    cr_assert_eq(attn_tokenizer_from_vocab(&want, vocab, strlen(vocab), NULL), ATTN_OK);
+    attn_error err;
+    attn_trainer a;
+    cr_assert_eq(attn_trainer_init_vocab(&a, &m, &t, 0, vocab, text, n, &err), ATTN_OK, "%s",
+                 err.msg);
+    cr_expect_eq(a.mcfg.vocab_size, 23);
+    cr_expect_eq(a.tok.vocab_size, 23);
+    for (size_t i = 0; i < 20; i++) {
+        const uint32_t c = (unsigned char)text[i];
+        cr_expect_eq(a.ids[i], attn_tokenizer_id(&want, c), "id of '%c'", (char)c);
+    }
+    attn_trainer_free(&a);
+    m.vocab_size = 18; /* stated, and not the vocabulary's */
+    cr_expect_eq(attn_trainer_init_vocab(&a, &m, &t, 1, vocab, text, n, &err),
+                 ATTN_ERR_INVALID_ARG);
+    cr_expect(strstr(err.msg, "vocab_size 18") != NULL, "%s", err.msg);
+    char *bad = malloc(n + 1);
+    memcpy(bad, text, n + 1);
+    bad[43 + 3] = 'W'; /* 43 characters a line: line 2, column 4 */
+    cr_expect_eq(attn_trainer_init_vocab(&a, &m, &t, 0, vocab, bad, n, &err), ATTN_ERR_INVALID_ARG);
+    cr_expect(strstr(err.msg, "'W' (U+0057) at position 46 (line 2, column 4, byte 46)") != NULL,
+              "%s", err.msg);
+    cr_expect_eq(a.ids, NULL, "nothing left allocated");
+    attn_tokenizer_free(&want);
+    free(bad);
+    free(text);
+}
+
 /* The training keys are one table (attn_train_key_at): every row's JSON
  * name, alias and flag are unique and found, its range is enforced by the
  * setter, the JSON reader and validate alike, and the JSON writer writes

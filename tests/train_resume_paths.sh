@@ -81,14 +81,14 @@ refused() { # name, expected message fragment, args...
     bad "$name: rc=$rc $(cat "$tmp/c.err")"
   fi
 }
-refused "another preset" "preset 'tiny' with config $tmp/a/cfg.json gives learning_rate 0.002, the checkpoint has 0.001" \
+refused "another preset" "preset 'tiny' gives learning_rate 0.002, the checkpoint has 0.001" \
   --preset tiny --config "$tmp/a/cfg.json"
 sed 's/"emb_dim": 16/"emb_dim": 32/' "$tmp/a/cfg.json" > "$tmp/wide.json"
 refused "a config file with another width" "config $tmp/wide.json gives emb_dim 32, the checkpoint has 16" \
   --config "$tmp/wide.json"
 refused "a preset alone (its own model)" "preset 'nanogpt-cpu' gives context_length 64, the checkpoint has 16" \
   --preset nanogpt-cpu
-refused "an option that changes the run" "different config: the options give batch_size 3, the checkpoint has 2" \
+refused "an option that changes the run" "different config: --batch-size gives batch_size 3, the checkpoint has 2" \
   --batch-size 3
 
 [ $fails -eq 0 ] && echo "all ok" || echo "$fails failed"

@@ -91,13 +91,42 @@ const char *const *attn_gpt_preset_names(void);
  * divisible by n_heads 12"), drop_rate in [0, 1), qkv_bias 0/1. */
 attn_status attn_gpt_config_validate(const attn_gpt_config *cfg, attn_error *err);
 
+/* The model keys of a JSON config, one row each in attn_gpt_config's order,
+ * then seed 004's derived head_size: the book's name, seed 004's, the type
+ * and the valid range (attn_gpt_config_validate's limits). */
+typedef enum attn_gpt_key_type {
+    ATTN_GPT_KEY_INT,
+    ATTN_GPT_KEY_NUMBER,
+    ATTN_GPT_KEY_BOOL
+} attn_gpt_key_type;
+
+typedef struct attn_gpt_key {
+    const char *name;  /* "n_layers" */
+    const char *alias; /* seed 004's "layers_num", or NULL */
+    attn_gpt_key_type type;
+    double lo, hi; /* [lo, hi], or [lo, hi) with hi_open; BOOL: 0 or 1 */
+    int hi_open;
+} attn_gpt_key;
+
+#define ATTN_GPT_KEY_COUNT 8
+
+/* Row i (0 <= i < ATTN_GPT_KEY_COUNT); NULL outside. */
+const attn_gpt_key *attn_gpt_key_at(int i);
+
+/* The row index of a key by either name; -1 when unknown. */
+int attn_gpt_key_find(const char *name);
+
+/* "an integer in [1, 4096]", "a number in [0, 1)", "true or false". */
+void attn_gpt_key_describe(const attn_gpt_key *k, char *buf, size_t cap);
+
 /* Set one key from a cJSON value (number, or bool/0/1 for qkv_bias). Accepts
  * the book's keys and seed 004's aliases, plus seed 004's derived
  * "head_size" (checked against emb_dim / n_heads by
  * attn_gpt_config_set_json). Unknown key -> ATTN_ERR_NOT_FOUND
  * ("unknown config key 'foo'") so a caller with its own extra keys (training
- * hyper-parameters) can try its own table next; wrong type or a non-integer
- * for an integer key -> ATTN_ERR_INVALID_ARG naming the key. */
+ * hyper-parameters) can try its own table next; a value of the wrong type or
+ * outside the key's range -> ATTN_ERR_INVALID_ARG naming the key and the
+ * range ("config key 'layers_num' must be an integer in [1, 4096] (got 0)"). */
 attn_status attn_gpt_config_set_key(attn_gpt_config *cfg, const char *key,
                                     const struct cJSON *value, attn_error *err);
 

@@ -53,7 +53,8 @@ attn_status attn_utf8_count(const char *text, size_t n, size_t *count, attn_erro
 
 /* Encode n bytes of UTF-8 into ids (room for attn_utf8_count entries);
  * *n_ids gets the count. A character outside the vocabulary fails with
- * ATTN_ERR_INVALID_ARG naming it and its 0-based character position. */
+ * ATTN_ERR_INVALID_ARG naming it, its 0-based character position and its
+ * line, column (1-based, in characters) and byte offset. */
 attn_status attn_tokenizer_encode(const attn_tokenizer *tok, const char *text, size_t n,
                                   int32_t *ids, size_t *n_ids, attn_error *err);
 

@@ -152,8 +152,15 @@ attn_status attn_train_config_set_key(attn_train_config *cfg, const char *key,
                                       const struct cJSON *value, attn_error *err);
 
 /* Apply a JSON object holding model keys (gpt.h, book's or seed 004's names)
- * and training keys, in any mix; an unknown key is an error naming it.
- * *vocab_given is set when the text sets vocab_size (or vocabulary_size). */
+ * and training keys, in any mix. Strict, every error starting with name
+ * (the file): the whole text must be one object (ATTN_ERR_FORMAT for text
+ * after it or a \u0000 in a string, naming line and column); an unknown
+ * key is ATTN_ERR_NOT_FOUND naming it and the closest known key; a key
+ * given twice, or a key and its alias with different values, a value of the
+ * wrong type or outside the key's range (checked before any conversion) is
+ * ATTN_ERR_INVALID_ARG: "c.json: config key 'beta2' must be a number in
+ * [0, 1) (got 1)". *vocab_given is set when the text sets vocab_size (or
+ * vocabulary_size). */
 attn_status attn_train_config_apply_json(attn_gpt_config *model, attn_train_config *train,
                                          const char *json_text, const char *name, int *vocab_given,
                                          attn_error *err);
@@ -222,6 +229,17 @@ typedef struct attn_trainer {
 attn_status attn_trainer_init(attn_trainer *tr, const attn_gpt_config *mcfg,
                               const attn_train_config *tcfg, int vocab_given, const char *text,
                               size_t n, attn_error *err);
+
+/* attn_trainer_init with a fixed vocabulary instead of the corpus's: vocab
+ * is a UTF-8 string of its characters in id order (a checkpoint's
+ * "vocabulary" metadata, attn_tokenizer_vocab_string), and mcfg->vocab_size
+ * becomes its size (vocab_given: must be). The corpus may use only some of them (the ids stay the
+ * vocabulary's); a character it lacks is ATTN_ERR_INVALID_ARG naming the
+ * character and its position, line and column. Fine-tuning and resuming
+ * start so (attn_train_start in train_setup.h). */
+attn_status attn_trainer_init_vocab(attn_trainer *tr, const attn_gpt_config *mcfg,
+                                    const attn_train_config *tcfg, int vocab_given,
+                                    const char *vocab, const char *text, size_t n, attn_error *err);
 void attn_trainer_free(attn_trainer *tr);
 
 /* Read the configs a checkpoint directory was trained with (from its
@@ -233,17 +251,20 @@ attn_status attn_trainer_read_config(const char *dir, attn_gpt_config *mcfg,
 
 /* Continue the run saved in dir (its live checkpoint): tr must have been initialised with the same
  * configs and corpus (checked: a different config or corpus is an error
- * naming what differs); restores weights, optimizer, generators, sampler
- * position and history. */
+ * naming what differs) and the run's vocabulary (attn_trainer_init_vocab
+ * with the checkpoint's; a run fine-tuned on part of its vocabulary needs
+ * it; attn_train_start does both); restores weights, optimizer,
+ * generators, sampler position and history. */
 attn_status attn_trainer_resume(attn_trainer *tr, const char *dir, attn_error *err);
 
 /* Fine-tuning: replace a fresh trainer's initial weights (step 0, before
  * attn_trainer_set_device) with those of the model checkpoint in dir
  * (attn_gpt_load_checkpoint). Its model must have this run's shape
  * (vocab_size, context_length, emb_dim, n_heads, n_layers, qkv_bias;
- * drop_rate may differ) and its vocabulary must be the corpus's, character
- * for character; otherwise an error naming the difference. AdamW, the
- * generators and the step start fresh. */
+ * drop_rate may differ) and its vocabulary must be the trainer's, character
+ * for character (start it with attn_trainer_init_vocab and the checkpoint's
+ * vocabulary, so a corpus using a subset of it fits); otherwise an error
+ * naming the difference. AdamW, the generators and the step start fresh. */
 attn_status attn_trainer_init_from(attn_trainer *tr, const char *dir, attn_error *err);
 
 /* Run the steps and evaluations on device (attn/engine.h): CUDA copies the

@@ -6,17 +6,21 @@
  *   rq.preset = "tiny";  rq.data = "corpus.txt";  rq.out = "runs/x";
  *   attn_train_setup su;  attn_train_resolve(&rq, &su, &err);
  *   attn_train_claim cl;  attn_train_claim_dir(su.out, "my run", 0, 0, &lock, &cl, &err);
- *   ... attn_trainer_init(&tr, &su.model, &su.train, su.vocab_given, text, n, &err)
+ *   ... read su.data, then attn_train_start(&tr, &rq, &su, text, n, &err)
  *
  * The configuration of a fresh run: the preset (default "tiny"), then with
  * init_from the model shape of that checkpoint, then the JSON file's keys
  * (model and training, attn_train_config_apply_json), then the keys set in
- * the request (rq.given). A resumed run starts from the configs saved in
- * rq.out instead (and its recorded corpus unless rq.data is given); a preset
- * or JSON file named as well, and the keys set, must agree with them
- * (everything but max_steps, log_interval and checkpoint_interval, which a
- * resume may change), else ATTN_ERR_INVALID_ARG naming the first key that
- * differs, both values and where the new one came from. */
+ * the request (rq.given). A resumed run continues the configs saved in
+ * rq.out (and its recorded corpus unless rq.data is given). What the
+ * request states is resolved as a fresh start of it would be (with no
+ * preset or file named, from the saved configs instead of the default
+ * preset) and must give the saved configs, but for max_steps, log_interval
+ * and checkpoint_interval, which a resume takes from the keys set (not from
+ * the preset or the file): so the request that started a run, resumed,
+ * continues it (grad_accum, unless stated, stays the run's: the rank count
+ * may differ). A difference is ATTN_ERR_INVALID_ARG naming the first key
+ * that differs, both values and where the new one came from. */
 #ifndef ATTN_TRAIN_SETUP_H
 #define ATTN_TRAIN_SETUP_H
 
@@ -71,6 +75,21 @@ void attn_train_request_set(attn_train_request *rq, int i, attn_train_value v);
  * rq->out when resuming and rq->init_from's config; writes nothing. */
 attn_status attn_train_resolve(const attn_train_request *rq, attn_train_setup *setup,
                                attn_error *err);
+
+/* The trainer of a resolved request (attn_train_resolve) on its corpus
+ * (text, n bytes, read from setup->data): every check a run makes before its
+ * first step, writing nothing (attn train --dry-run runs it too):
+ *   fresh: attn_trainer_init (the corpus's vocabulary);
+ *   rq->init_from: the checkpoint's vocabulary (attn_trainer_init_vocab: the
+ *     corpus may use a subset of it; a character it lacks is an error naming
+ *     it and where it is) and weights (attn_trainer_init_from);
+ *   rq->resume: the saved run's vocabulary, then attn_trainer_resume (config,
+ *     corpus and step checked against the checkpoint in setup->out).
+ * tr->corpus_path is setup->data. On failure tr holds nothing. Call
+ * attn_trainer_set_dist and attn_trainer_set_device after it. */
+attn_status attn_train_start(attn_trainer *tr, const attn_train_request *rq,
+                             const attn_train_setup *setup, const char *text, size_t n,
+                             attn_error *err);
 
 /* What attn_train_claim_dir found (for the caller to report). */
 typedef struct attn_train_claim {

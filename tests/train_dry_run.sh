@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# --dry-run is the real set-up minus training and writes (issue 17 item 7):
+# it reads the saved run (a finished run says so, a resumed one counts the
+# steps left), and every request the real run refuses it refuses too, with
+# the same exit status and message: --steps below the saved step, a corpus
+# shorter than the context, a corpus with a character --init-from's
+# vocabulary lacks, a config vocab_size the corpus does not have, a bad JSON
+# config, a folder holding a checkpoint. It writes nothing.
+# Usage: bash train_dry_run.sh <path-to-attn> <source-dir>
+set -u
+ATTN=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "${BASH_SOURCE[0]}")/support/lib.sh"
+
+make_corpus "$tmp/corpus.txt"
+cat > "$tmp/small.json" <<'JSON'
+{"context_length": 16, "emb_dim": 16, "n_heads": 2, "n_layers": 1, "batch_size": 2,
+ "max_steps": 6, "eval_interval": 3, "eval_iters": 1}
+JSON
+train() { "$ATTN" train --data "$tmp/corpus.txt" --config "$tmp/small.json" --threads 1 "$@"; }
+train --out "$tmp/fin" > /dev/null 2>&1 || bad "setup: the 6-step run failed"
+train --out "$tmp/half" --interrupt-after 3 > /dev/null 2>&1
+snapshot() { (cd "$tmp" && find fin half -printf '%p %s %T@\n' | sort); }
+before=$(snapshot)
+
+# 1. A finished run: the plan says so and what --steps N would do, and
+#    promises no time for steps it will not take.
+"$ATTN" train --out "$tmp/fin" --resume --dry-run --threads 1 > "$tmp/fin.log" 2> "$tmp/fin.err"; rc=$?
+[ $rc -eq 0 ] && grep -q '^run *finished at step 6 (max_steps): nothing to train; --resume --steps N' "$tmp/fin.log" &&
+  ! grep -q '^time' "$tmp/fin.log" && ok "a finished run: 'finished at step 6', no time promised" ||
+  bad "finished: rc=$rc $(cat "$tmp/fin.log" "$tmp/fin.err")"
+
+# 2. A stopped run: where it resumes and the time of the steps left.
+"$ATTN" train --out "$tmp/half" --resume --dry-run --threads 1 > "$tmp/half.log" 2>&1; rc=$?
+[ $rc -eq 0 ] && grep -q '^run *resumes at step 3 of 6$' "$tmp/half.log" &&
+  grep -q '^time .* for 3 steps ' "$tmp/half.log" &&
+  ok "a stopped run: resumes at step 3 of 6, time for 3 steps" || bad "stopped: rc=$rc $(cat "$tmp/half.log")"
+"$ATTN" train --out "$tmp/fin" --resume --steps 10 --dry-run --threads 1 > "$tmp/ext.log" 2>&1; rc=$?
+[ $rc -eq 0 ] && grep -q '^run *resumes at step 6 of 10$' "$tmp/ext.log" &&
+  grep -q '^time .* for 4 steps ' "$tmp/ext.log" &&
+  ok "--resume --steps 10 on the finished run: 4 steps to go" || bad "extend: rc=$rc $(cat "$tmp/ext.log")"
+
+# Nothing written so far: the saved runs untouched (files, sizes, times;
+# loss files not rewritten). Each dry run below is checked the same way.
+[ "$(snapshot)" = "$before" ] && ok "--dry-run of saved runs wrote nothing" ||
+  bad "written: $(diff <(echo "$before") <(snapshot))"
+
+# 3. What the real run refuses, --dry-run refuses: same status, same
+#    message. (The real run gets its own folder where it would start one;
+#    --steps 2 keeps it short should it not refuse.)
+n=0
+same() { # name, dry-run output folder, args...
+  local name=$1 out=$2
+  shift 2
+  n=$((n + 1))
+  local real_out=$out
+  [ "$out" = never ] && real_out=real$n
+  local b
+  b=$(snapshot)
+  "$ATTN" train --out "$tmp/$out" --dry-run "$@" > "$tmp/dry.log" 2> "$tmp/dry.err"
+  local drc=$?
+  [ "$(snapshot)" = "$b" ] && [ ! -e "$tmp/never" ] || bad "$name: the dry run wrote"
+  "$ATTN" train --out "$tmp/$real_out" "$@" > /dev/null 2> "$tmp/real.err"
+  local rrc=$?
+  sed -i "s|$tmp/$real_out|OUT|g" "$tmp/real.err"
+  sed -i "s|$tmp/$out|OUT|g" "$tmp/dry.err"
+  if [ $rrc -ne 0 ] && [ $drc -eq $rrc ] && cmp -s "$tmp/dry.err" "$tmp/real.err" && [ ! -s "$tmp/dry.log" ]; then
+    ok "$name: both exit $drc: $(cat "$tmp/dry.err")"
+  else
+    bad "$name: dry-run rc=$drc '$(cat "$tmp/dry.err")', real rc=$rrc '$(cat "$tmp/real.err")'"
+  fi
+}
+same "--resume --steps 2 on a run at step 6" fin --resume --steps 2 --threads 1
+head -c 300 "$tmp/corpus.txt" > "$tmp/short.txt"
+same "a corpus shorter than the context" never --data "$tmp/short.txt" --threads 1
+{ head -c 2000 "$tmp/corpus.txt"; printf 'Zounds!\n'; } > "$tmp/other.txt"
+same "--init-from with a character its vocabulary lacks" never --data "$tmp/other.txt" \
+  --config "$tmp/small.json" --init-from "$tmp/fin" --threads 1
+echo '{"vocab_size": 12}' > "$tmp/vocab.json"
+same "a config vocab_size the corpus does not have" never --data "$tmp/corpus.txt" --config "$tmp/vocab.json" \
+  --steps 2 --threads 1
+printf '{"n_layers": 1} xyz' > "$tmp/trail.json"
+same "JSON with text after the object" never --data "$tmp/corpus.txt" --config "$tmp/trail.json" --steps 2 --threads 1
+echo '{"head_size": -5}' > "$tmp/neg.json"
+same "JSON with a negative head_size" never --data "$tmp/corpus.txt" --config "$tmp/neg.json" --steps 2 --threads 1
+same "a folder holding a checkpoint, without --resume" fin --data "$tmp/corpus.txt" --config "$tmp/small.json" --threads 1
+
+[ $fails -eq 0 ] && echo "all ok" || echo "$fails failed"
+exit $((fails > 0))
