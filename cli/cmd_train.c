@@ -457,6 +457,7 @@ typedef struct train_cmd {
     attn_precision precision;
     attn_dist *dist;
     attn_run_lock *lock;
+    attn_train_claim cl; /* the run folder, released (and undone on failure) at the end */
     int lead, collective, claimed;
     char out_abs[ATTN_TRAIN_PATH_MAX];
     char *text;
@@ -535,13 +536,14 @@ static int plan_or_warn(train_cmd *c) {
 
 /* Rank 0 makes, locks and checks the run folder out: -1 to go on. */
 static int claim(train_cmd *c, const char *out) {
-    attn_train_claim cl;
+    attn_train_claim *cl = &c->cl;
     attn_error err;
     char who[ATTN_TRAIN_PATH_MAX + 32];
     c->claimed = 1;
     snprintf(who, sizeof who, "attn train --out %s", out);
-    if (attn_train_claim_dir(out, who, c->o.resume, c->o.force, c->lock, &cl, &err)) {
-        if (cl.request_error)
+    if (attn_train_claim_dir(out, who, c->o.resume, c->o.force, c->o.init_from, c->lock, cl,
+                             &err)) {
+        if (cl->request_error == 1)
             fprintf(stderr,
                     "attn train: %s; continue it with --resume or start over with --force\n",
                     err.msg);
@@ -550,19 +552,20 @@ static int claim(train_cmd *c, const char *out) {
                     err.msg);
         else
             fprintf(stderr, "attn train: %s\n", err.msg);
-        return cl.request_error ? 2 : 1;
+        return cl->request_error ? 2 : 1;
     }
-    if (cl.replaced_step >= 0)
+    if (cl->replaced_step >= 0)
         fprintf(stderr,
-                "attn train: --force: starting over in %s; its checkpoint (step %" PRId64
-                "), loss.csv and loss.svg are replaced at the first save\n",
-                out, cl.replaced_step);
-    if (cl.warning[0]) fprintf(stderr, "attn train: warning: %s\n", cl.warning);
-    if (cl.stale_removed)
+                "attn train: --force: starting over in %s; removed the old run (its checkpoint at "
+                "step %" PRId64 ", best/, loss.csv, loss.svg)%s\n",
+                out, cl->replaced_step, cl->kept ? "; the files of yours in it stay" : "");
+    if (cl->repaired[0]) fprintf(stderr, "attn train: %s\n", cl->repaired);
+    if (cl->warning[0]) fprintf(stderr, "attn train: warning: %s\n", cl->warning);
+    if (cl->stale_removed)
         fprintf(stderr,
                 "attn train: removed %d stale temporary file(s) from an earlier run in %s\n",
-                cl.stale_removed, out);
-    snprintf(c->out_abs, sizeof c->out_abs, "%s", cl.out_abs);
+                cl->stale_removed, out);
+    snprintf(c->out_abs, sizeof c->out_abs, "%s", cl->out_abs);
     return -1;
 }
 
@@ -726,6 +729,8 @@ int cmd_train(int argc, char **argv) {
         c->lead = dist.rank == 0;
         rc = train_run(c, argc, argv);
         free(c->text);
+        /* A run that failed before saving takes back the folder it made. */
+        attn_train_claim_release(&c->cl, &lock, rc != 0 && rc != 130);
     }
     attn_run_lock_release(&lock);
     if (rc != 0 && rc != 130 && dist.size > 1 && !(c && c->collective)) {
