@@ -214,7 +214,8 @@ static cli_option train_rows[TRAIN_OPT_COUNT] = {
     [T_RESUME] = {"resume", CLI_FLAG, .offset = OFF(resume),
                   .help = "continue the run in DIR where it stopped (see above)"},
     [T_FORCE] = {"force", CLI_FLAG, .offset = OFF(force),
-                 .help = "start over in a DIR that holds a checkpoint"},
+                 .help = "start over in a DIR that holds a checkpoint (its old\n"
+                         "run's files go first)"},
     [T_INIT_FROM] = {"init-from", CLI_STRING, "CKPT", OFF(init_from),
                      .help = "a new run from CKPT's weights (fine-tuning, see above)"},
     [T_DRY_RUN] = {"dry-run", CLI_FLAG, .offset = OFF(dry_run),
@@ -253,7 +254,9 @@ static const cli_command train_cli = {
     "  with --steps N it trains to step N instead (a finished run goes on): the LR\n"
     "  schedule keeps its old horizon, so steps past the old max_steps run at\n"
     "  min_lr. A DIR that already holds a checkpoint needs --resume or --force\n"
-    "  (start over, replacing it at the first save). One run per DIR at a time.\n"
+    "  (start over: the old run's checkpoints, best/ and loss files go first; files\n"
+    "  of yours stay). DIR must be new, empty or a run folder of attn's (it deletes\n"
+    "  nothing it did not make). One run per DIR at a time.\n"
     "  --device cuda trains on the GPU (same checkpoint files; GPU dropout uses\n"
     "  Philox, so with dropout it differs from a CPU run of the same seed);\n"
     "  --precision bf16 runs the matrix products with bf16 operands and fp32\n"
