@@ -347,9 +347,20 @@ static attn_status create_module(fwd_run *r, const attn_module_config *cfg, attn
 
 /* Fail before any work when a destination cannot be written (the target is
  * never touched, a FIFO never opened). */
+/* An output is never one of the inputs (attn_file_check_not_input). */
+static attn_status not_input(const fwd_opts *o, const char *path, attn_error *err) {
+    const char *inputs[3] = {o->input, o->weights, o->grad_output};
+    return attn_file_check_not_input(path, inputs, 3, err);
+}
+
+static attn_status probe_output(const fwd_opts *o, const char *path, attn_error *err) {
+    attn_status s = not_input(o, path, err);
+    return s ? s : attn_file_check_writable(path, err);
+}
+
 static attn_status probe_outputs(const fwd_opts *o, attn_error *err) {
-    attn_status s = o->output ? attn_file_check_writable(o->output, err) : ATTN_OK;
-    if (!s && o->save_weights) s = attn_file_check_writable(o->save_weights, err);
+    attn_status s = o->output ? probe_output(o, o->output, err) : ATTN_OK;
+    if (!s && o->save_weights) s = probe_output(o, o->save_weights, err);
     return s;
 }
 
@@ -363,7 +374,13 @@ static attn_status load_grad(fwd_run *r, attn_error *err) {
                                   r->yrank == 2 ? "(T, d_out)" : "(B, T, out)", err);
     if (!s) s = ensure_dir(o->grad_dir, err);
     if (!s) s = join_path(r->path, sizeof r->path, o->grad_dir, "input.npy", err);
-    if (!s) s = attn_file_check_writable(r->path, err);
+    if (!s) s = probe_output(o, r->path, err);
+    for (int i = 0; !s && i < r->params->count; i++) { /* DIR/<param>.npy: no input either */
+        char file[ATTN_PARAM_NAME_MAX + 8];
+        snprintf(file, sizeof file, "%s.npy", r->params->items[i].name);
+        s = join_path(r->path, sizeof r->path, o->grad_dir, file, err);
+        if (!s) s = not_input(o, r->path, err);
+    }
     return s;
 }
 

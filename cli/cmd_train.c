@@ -282,7 +282,8 @@ static cli_option train_rows[TRAIN_OPT_COUNT] = {
     [T_RESUME] = {"resume", CLI_FLAG, .offset = OFF(resume),
                   .help = "continue the run in DIR where it stopped (see above)"},
     [T_FORCE] = {"force", CLI_FLAG, .offset = OFF(force),
-                 .help = "start over in a DIR that holds a checkpoint"},
+                 .help = "start over in a DIR that holds a checkpoint (its old\n"
+                         "run's files go first)"},
     [T_INIT_FROM] = {"init-from", CLI_STRING, "CKPT", OFF(init_from),
                      .help = "a new run from CKPT's weights (fine-tuning, see above)"},
     [T_DRY_RUN] = {"dry-run", CLI_FLAG, .offset = OFF(dry_run),
@@ -325,7 +326,9 @@ static const cli_command train_cli = {
     "  with --steps N it trains to step N instead (a finished run goes on): the LR\n"
     "  schedule keeps its old horizon, so steps past the old max_steps run at\n"
     "  min_lr. A DIR that already holds a checkpoint needs --resume or --force\n"
-    "  (start over, replacing it at the first save). One run per DIR at a time.\n"
+    "  (start over: the old run's checkpoints, best/ and loss files go first; files\n"
+    "  of yours stay). DIR must be new, empty or a run folder of attn's (it deletes\n"
+    "  nothing it did not make). One run per DIR at a time.\n"
     "  --device cuda trains on the GPU (same checkpoint files; GPU dropout uses\n"
     "  Philox, so with dropout it differs from a CPU run of the same seed);\n"
     "  --precision bf16 runs the matrix products with bf16 operands and fp32\n"
@@ -515,6 +518,7 @@ typedef struct train_cmd {
     attn_precision precision;
     attn_dist *dist;
     attn_run_lock *lock;
+    attn_train_claim cl; /* the run folder, released (and undone on failure) at the end */
     int lead, collective, claimed;
     char out_abs[ATTN_TRAIN_PATH_MAX];
     char *text;
@@ -618,13 +622,14 @@ static int check_dir(const train_cmd *c) {
 
 /* Rank 0 makes, locks and checks the run folder out: -1 to go on. */
 static int claim(train_cmd *c, const char *out) {
-    attn_train_claim cl;
+    attn_train_claim *cl = &c->cl;
     attn_error err;
     char who[ATTN_TRAIN_PATH_MAX + 32];
     c->claimed = 1;
     snprintf(who, sizeof who, "attn train --out %s", out);
-    if (attn_train_claim_dir(out, who, c->o.resume, c->o.force, c->lock, &cl, &err)) {
-        if (cl.request_error)
+    if (attn_train_claim_dir(out, who, c->o.resume, c->o.force, c->o.init_from, c->lock, cl,
+                             &err)) {
+        if (cl->request_error == 1)
             fprintf(stderr,
                     "attn train: %s; continue it with --resume or start over with --force\n",
                     err.msg);
@@ -633,19 +638,20 @@ static int claim(train_cmd *c, const char *out) {
                     err.msg);
         else
             fprintf(stderr, "attn train: %s\n", err.msg);
-        return cl.request_error ? 2 : 1;
+        return cl->request_error ? 2 : 1;
     }
-    if (cl.replaced_step >= 0)
+    if (cl->replaced_step >= 0)
         fprintf(stderr,
-                "attn train: --force: starting over in %s; its checkpoint (step %" PRId64
-                "), loss.csv and loss.svg are replaced at the first save\n",
-                out, cl.replaced_step);
-    if (cl.warning[0]) fprintf(stderr, "attn train: warning: %s\n", cl.warning);
-    if (cl.stale_removed)
+                "attn train: --force: starting over in %s; removed the old run (its checkpoint at "
+                "step %" PRId64 ", best/, loss.csv, loss.svg)%s\n",
+                out, cl->replaced_step, cl->kept ? "; the files of yours in it stay" : "");
+    if (cl->repaired[0]) fprintf(stderr, "attn train: %s\n", cl->repaired);
+    if (cl->warning[0]) fprintf(stderr, "attn train: warning: %s\n", cl->warning);
+    if (cl->stale_removed)
         fprintf(stderr,
                 "attn train: removed %d stale temporary file(s) from an earlier run in %s\n",
-                cl.stale_removed, out);
-    snprintf(c->out_abs, sizeof c->out_abs, "%s", cl.out_abs);
+                cl->stale_removed, out);
+    snprintf(c->out_abs, sizeof c->out_abs, "%s", cl->out_abs);
     return -1;
 }
 
@@ -809,6 +815,8 @@ int cmd_train(int argc, char **argv) {
         c->lead = dist.rank == 0;
         rc = train_run(c, argc, argv);
         free(c->text);
+        /* A run that failed before saving takes back the folder it made. */
+        attn_train_claim_release(&c->cl, &lock, rc != 0 && rc != 130);
     }
     attn_run_lock_release(&lock);
     if (rc != 0 && rc != 130 && dist.size > 1 && !(c && c->collective)) {

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "attn/checkpoint.h"
 #include "attn/fileio.h"
 #include "attn/train.h"
 #include "attn/viz.h"
@@ -182,6 +183,12 @@ int cmd_viz(int argc, char **argv) {
     cli_use_threads((int)o.threads, 1); /* one short sequence: tiny products */
     attn_error err;
     attn_error_clear(&err);
+    /* The page must not land on the weights it shows (--out ck/model.safetensors). */
+    if ((html && attn_ckpt_check_output(ckpt, html, &err)) ||
+        (svg && attn_ckpt_check_output(ckpt, svg, &err))) {
+        fprintf(stderr, "attn viz: %s\n", err.msg);
+        return 1;
+    }
     attn_gpt model;
     attn_tokenizer tok;
     if (attn_gpt_load_checkpoint(ckpt, &model, &tok, NULL, &err)) {

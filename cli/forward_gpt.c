@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attn/checkpoint.h"
+#include "attn/fileio.h"
 #include "attn/npy.h"
 #include "attn/train.h"
 #include "commands.h"
@@ -116,6 +118,12 @@ int cmd_forward_gpt(int argc, char **argv) {
         return 2;
     }
     cli_use_threads((int)o.threads, 1);
+    const char *inputs[2] = {o.input, o.targets};
+    if (attn_ckpt_check_output(o.checkpoint, o.output, &err) ||
+        attn_file_check_not_input(o.output, inputs, 2, &err)) {
+        fprintf(stderr, "attn forward gpt: %s\n", err.msg);
+        return 1;
+    }
     attn_gpt model;
     attn_tokenizer tok;
     if (attn_gpt_load_checkpoint(o.checkpoint, &model, &tok, NULL, &err)) {

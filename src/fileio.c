@@ -403,6 +403,33 @@ attn_status attn_atomic_commit(attn_atomic_file *f, attn_error *err) {
     return s;
 }
 
+attn_status attn_file_check_not_input(const char *path, const char *const *inputs, int n,
+                                      attn_error *err) {
+    struct stat out, in;
+    if (!path || strcmp(path, "-") == 0 || stat(path, &out) != 0 || !S_ISREG(out.st_mode))
+        return ATTN_OK;
+    for (int i = 0; i < n; i++) {
+        if (!inputs[i] || strcmp(inputs[i], "-") == 0 || stat(inputs[i], &in) != 0) continue;
+        if (in.st_dev == out.st_dev && in.st_ino == out.st_ino)
+            return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                             "cannot write '%s': it is the input '%s'%s, which writing would "
+                             "destroy; choose another output path",
+                             path, inputs[i], strcmp(path, inputs[i]) ? " under another name" : "");
+    }
+    return ATTN_OK;
+}
+
+int attn_file_is_temp_name(const char *name, const char *base) {
+    const size_t n = strlen(base);
+    if (name[0] != '.' || strncmp(name + 1, base, n) != 0) return 0;
+    const char *p = name + 1 + n;
+    if (strncmp(p, ".tmp-", 5) != 0 || !p[5]) return 0;
+    for (p += 5; *p; p++)
+        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z')))
+            return 0;
+    return 1;
+}
+
 attn_status attn_file_write_atomic(const char *path, const void *data, size_t n, attn_error *err) {
     attn_atomic_file f;
     attn_status s = attn_atomic_open(&f, path, err);

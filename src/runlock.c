@@ -10,6 +10,21 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* A regular file, empty (a holder that has not written yet) or "pid N: ...":
+ * a file of the user's named .lock is neither overwritten nor removed. */
+static int lock_file_ours(int fd) {
+    struct stat sb;
+    char text[16];
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) return 0;
+    ssize_t n = pread(fd, text, sizeof text - 1, 0);
+    if (n <= 0) return n == 0;
+    text[n] = '\0';
+    const char *p = text;
+    if (strncmp(p, "pid ", 4) != 0) return 0;
+    for (p += 4; *p >= '0' && *p <= '9'; p++) {}
+    return p > text + 4 && (*p == ':' || *p == '\0');
+}
+
 attn_status attn_run_lock_acquire(attn_run_lock *l, const char *dir, const char *who,
                                   attn_error *err) {
     char path[4096];
@@ -19,7 +34,14 @@ attn_status attn_run_lock_acquire(attn_run_lock *l, const char *dir, const char 
         return attn_fail(err, ATTN_ERR_IO, "run folder path is too long");
     int fd;
 retry:
-    fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666);
+    fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0666);
+    if (fd >= 0 && !lock_file_ours(fd)) {
+        close(fd);
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "%s is not attn's lock file, and attn would overwrite it: move it away "
+                         "or choose another folder",
+                         path);
+    }
     if (fd < 0) {
         int e = errno;
         return attn_fail(err, ATTN_ERR_IO, "cannot open the lock file '%s': %s", path, strerror(e));

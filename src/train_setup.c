@@ -1,5 +1,6 @@
 /* From a request to a run's configs and folder (see attn/train_setup.h). */
 #define _POSIX_C_SOURCE 200809L /* getcwd */
+#define _DEFAULT_SOURCE         /* realpath */
 
 #include "attn/train_setup.h"
 
@@ -16,6 +17,7 @@
 #include "attn/dist.h"
 #include "attn/fileio.h"
 #include "attn/tokenizer.h"
+#include "run_dir.h"
 #include "train_json.h"
 
 _Static_assert(ATTN_TRAIN_KEY_COUNT <= 32, "attn_train_request.given has a bit per key");
@@ -309,17 +311,23 @@ attn_status attn_train_start(attn_trainer *tr, const attn_train_request *rq,
     return st;
 }
 
-/* mkdir -p */
-static int make_dirs(const char *path) {
+/* mkdir -p; made (cap bytes) gets the topmost folder it created, "" if none. */
+static int make_dirs(const char *path, char *made, size_t cap) {
     char buf[ATTN_TRAIN_PATH_MAX];
+    made[0] = '\0';
     if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return -1;
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/') continue;
+    for (char *p = buf + 1;; p++) {
+        if (*p && *p != '/') continue;
+        const char c = *p;
         *p = '\0';
-        if (mkdir(buf, 0777) != 0 && errno != EEXIST) return -1;
-        *p = '/';
+        if (mkdir(buf, 0777) == 0) {
+            if (!made[0]) snprintf(made, cap, "%s", buf);
+        } else if (errno != EEXIST) {
+            return -1;
+        }
+        *p = c;
+        if (!c) break;
     }
-    if (mkdir(buf, 0777) != 0 && errno != EEXIST) return -1;
     struct stat sb;
     if (stat(buf, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
         errno = ENOTDIR;
@@ -328,38 +336,113 @@ static int make_dirs(const char *path) {
     return 0;
 }
 
-attn_status attn_train_claim_dir(const char *out, const char *who, int resume, int force,
-                                 attn_run_lock *lock, attn_train_claim *c, attn_error *err) {
-    memset(c, 0, sizeof *c);
-    c->replaced_step = -1;
-    if (make_dirs(out) != 0 || access(out, W_OK | X_OK) != 0)
-        return attn_fail(err, ATTN_ERR_IO, "cannot write to the output directory %s: %s", out,
-                         strerror(errno));
-    absolute(out, c->out_abs, sizeof c->out_abs);
-    attn_status st = attn_run_lock_acquire(lock, out, who, err);
+/* path lies inside dir (both resolved). */
+static int lies_inside(const char *path, const char *dir) {
+    char *rp = realpath(path, NULL), *rd = realpath(dir, NULL);
+    size_t n = rd ? strlen(rd) : 0;
+    int in = rp && rd && strncmp(rp, rd, n) == 0 && (rp[n] == '/' || rp[n] == '\0');
+    free(rp);
+    free(rd);
+    return in;
+}
+
+/* The folder is attn's to write in (see attn_train_claim_dir); makes it so. */
+static attn_status claim_checked(const char *out, int resume, int force, const char *init_from,
+                                 attn_train_claim *c, attn_error *err) {
+    run_dir_info info;
+    attn_status st = run_dir_inspect(out, &info, err);
     if (st) return st;
-    int64_t old_step;
-    if (!resume && attn_ckpt_exists(out, &old_step)) {
+    c->kept = info.user_entries;
+    if (info.foreign[0])
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "%s/%s was not written by attn and a run would replace it: move it out "
+                         "of the folder or choose another output directory",
+                         out, info.foreign);
+    if (!info.marked && info.user_entries > 0 && !info.has_checkpoint)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "%s is not empty and was not made by attn train (no %s marker, no "
+                         "checkpoint of attn's): attn trains only in a new or empty folder or "
+                         "one it made, and deletes nothing it did not make; choose another "
+                         "output directory",
+                         out, RUN_DIR_MARKER);
+    if (!resume && info.has_checkpoint) {
         char at[64] = "";
-        if (old_step >= 0) snprintf(at, sizeof at, " (step %" PRId64 ")", old_step);
+        if (info.step >= 0) snprintf(at, sizeof at, " (step %" PRId64 ")", info.step);
         if (!force) {
             c->request_error = 1;
             return attn_fail(err, ATTN_ERR_INVALID_ARG, "%s already holds a checkpoint%s", out, at);
         }
-        c->replaced_step = old_step >= 0 ? old_step : 0;
+        if (init_from && lies_inside(init_from, out)) {
+            c->request_error = 2;
+            return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                             "init_from %s lies inside %s, whose old run force removes first: "
+                             "copy it elsewhere, or choose another output directory",
+                             init_from, out);
+        }
+        c->replaced_step = info.step >= 0 ? info.step : 0;
     }
-    char best[ATTN_TRAIN_PATH_MAX + 8];
-    snprintf(best, sizeof best, "%s/%s", out, ATTN_CKPT_BEST);
-    const char *dirs[2] = {out, best};
-    for (int d = 0; d < 2; d++) {
-        int removed = 0;
-        if (d == 1 && access(best, F_OK) != 0) break;
-        attn_error e;
-        if (attn_ckpt_clean_stale(dirs[d], &removed, &e)) /* the run can go on */
-            snprintf(c->warning, sizeof c->warning, "%s", e.msg);
-        c->stale_removed += removed;
+    if (!info.marked) {
+        c->marked = 1;
+        if ((st = run_dir_mark(out, err))) return st;
     }
+    if (force && !resume && (st = run_dir_clear(out, &c->removed, err))) return st;
+    /* Debris first: while latest names no folder no checkpoint is taken for
+     * stale, and the repair then deletes nothing. */
+    attn_error e;
+    if (run_dir_clean(out, &c->stale_removed, &e)) /* the run can go on */
+        snprintf(c->warning, sizeof c->warning, "%s", e.msg);
+    if (resume && (st = run_dir_repair(out, c->repaired, sizeof c->repaired, err))) return st;
     return ATTN_OK;
+}
+
+attn_status attn_train_claim_dir(const char *out, const char *who, int resume, int force,
+                                 const char *init_from, attn_run_lock *lock, attn_train_claim *c,
+                                 attn_error *err) {
+    memset(c, 0, sizeof *c);
+    c->replaced_step = -1;
+    lock->fd = -1;
+    const size_t len = strlen(out), room = ATTN_CKPT_DIR_MAX - (sizeof ATTN_CKPT_BEST);
+    if (len > room) {
+        c->request_error = 2;
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "the output directory path is %zu characters long, more than the %zu "
+                         "a checkpoint's files leave room for: choose a shorter one",
+                         len, room);
+    }
+    snprintf(c->dir, sizeof c->dir, "%s", out);
+    if (make_dirs(out, c->made, sizeof c->made) != 0 || access(out, W_OK | X_OK) != 0) {
+        int e = errno;
+        attn_train_claim_release(c, lock, 1);
+        return attn_fail(err, ATTN_ERR_IO, "cannot write to the output directory %s: %s", out,
+                         strerror(e));
+    }
+    absolute(out, c->out_abs, sizeof c->out_abs);
+    attn_status st = attn_run_lock_acquire(lock, out, who, err);
+    if (!st) st = claim_checked(out, resume, force, init_from, c, err);
+    if (st) attn_train_claim_release(c, lock, 1);
+    return st;
+}
+
+void attn_train_claim_release(attn_train_claim *c, attn_run_lock *lock, int failed) {
+    if (lock) attn_run_lock_release(lock);
+    if (!c || !failed || !c->dir[0]) return;
+    char p[ATTN_TRAIN_PATH_MAX + 16];
+    if (c->marked && run_dir_only_marker(c->dir) &&
+        snprintf(p, sizeof p, "%s/%s", c->dir, RUN_DIR_MARKER) < (int)sizeof p)
+        unlink(p);
+    c->marked = 0;
+    /* The folders it made, innermost first, while they are empty. */
+    snprintf(p, sizeof p, "%s", c->dir);
+    for (size_t n = strlen(p); c->made[0] && n > 0;) {
+        while (n > 1 && p[n - 1] == '/')
+            p[--n] = '\0';
+        if (rmdir(p) != 0 || !strcmp(p, c->made)) break;
+        char *slash = strrchr(p, '/');
+        if (!slash || slash == p) break;
+        *slash = '\0';
+        n = strlen(p);
+    }
+    c->made[0] = '\0';
 }
 
 /* FNV-1a of this executable: ranks running different binaries are refused. */

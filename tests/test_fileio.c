@@ -258,3 +258,35 @@ Test(fileio, abort_on_zeroed_handle_touches_nothing) {
     attn_atomic_abort(NULL);
     cr_assert_eq(fcntl(0, F_GETFD), before);
 }
+
+/* An output that is an input, under any name, is refused; anything else is not. */
+Test(fileio, an_output_that_is_an_input_is_refused) {
+    char in[512], lnk[512], hard[512], other[512], dang[512], rel[512];
+    snprintf(in, sizeof in, "%s", tio_path(dir, "in.npy"));
+    snprintf(lnk, sizeof lnk, "%s", tio_path(dir, "link.npy"));
+    snprintf(hard, sizeof hard, "%s", tio_path(dir, "hard.npy"));
+    snprintf(other, sizeof other, "%s", tio_path(dir, "other.npy"));
+    snprintf(dang, sizeof dang, "%s", tio_path(dir, "dangling.npy"));
+    tio_write(in, "x", 1);
+    tio_write(other, "y", 1);
+    cr_assert_eq(symlink("in.npy", lnk), 0);
+    cr_assert_eq(link(in, hard), 0);
+    cr_assert_eq(symlink("not-yet.npy", dang), 0);
+    const char *inputs[3] = {NULL, other, in};
+    attn_error err;
+    const char *same[3] = {in, lnk, hard};
+    for (int i = 0; i < 3; i++) {
+        cr_expect_eq(attn_file_check_not_input(same[i], inputs, 3, &err), ATTN_ERR_INVALID_ARG,
+                     "%s", same[i]);
+        cr_expect(strstr(err.msg, same[i]) && strstr(err.msg, "is the input"), "%s", err.msg);
+    }
+    snprintf(rel, sizeof rel, "%s/../%s/in.npy", dir, strrchr(dir, '/') + 1);
+    cr_expect_eq(attn_file_check_not_input(rel, inputs, 3, NULL), ATTN_ERR_INVALID_ARG, "%s", rel);
+    cr_expect_eq(attn_file_check_not_input(dang, inputs, 3, NULL), ATTN_OK, "not written yet");
+    cr_expect_eq(attn_file_check_not_input(tio_path(dir, "new.npy"), inputs, 3, NULL), ATTN_OK);
+    cr_expect_eq(attn_file_check_not_input(other, inputs, 2, NULL), ATTN_ERR_INVALID_ARG);
+    cr_expect_eq(attn_file_check_not_input(in, inputs, 2, NULL), ATTN_OK, "in is not among 2");
+    const char *dev[1] = {"/dev/null"}; /* a device is written in place: no input */
+    cr_expect_eq(attn_file_check_not_input("/dev/null", dev, 1, NULL), ATTN_OK);
+    cr_expect_eq(attn_file_check_not_input("-", inputs, 3, NULL), ATTN_OK);
+}

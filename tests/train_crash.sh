@@ -84,7 +84,11 @@ for mode in kill fail; do
       why="failed run gave no clear message: $(cat "$tmp/f.err")"
     fi
     [ "$live" = "$want" ] || why="$why; live checkpoint '${live}', expected '${want}'"
-    if [ -z "$why" ] && [ -n "$want" ]; then
+    # Killed after the first checkpoint's folder was renamed into place but
+    # before its pointer swap: that folder is whole, resume continues from it.
+    whole=""
+    [ -z "$want" ] && [ -d "$d/ckpt-1" ] && whole=1
+    if [ -z "$why" ] && [ -n "$want$whole" ]; then
       consistent=$((consistent + 1))
       if "$ATTN" train --out "$d" --resume --threads 1 > /dev/null 2> "$tmp/r.err" &&
          cmp -s "$tmp/ref/model.safetensors" "$d/model.safetensors" &&
@@ -151,7 +155,7 @@ while [ $kills -lt 24 ] && [ $tries -lt 60 ]; do
     continue
   fi
   kills=$((kills + 1))
-  if [ ! -e "$d/latest" ]; then
+  if [ ! -e "$d/latest" ] && ! ls -d "$d"/ckpt-* > /dev/null 2>&1; then
     if "$ATTN" train --out "$d" --resume > /dev/null 2> "$tmp/r.err" || ! grep -q "holds no checkpoint" "$tmp/r.err"; then
       bad "kill -9 at ${delay_ms} ms: no checkpoint, yet resume said: $(cat "$tmp/r.err")"
     else

@@ -104,7 +104,7 @@ else
 fi
 train --out "$tmp/run" --seed 5 --force > /dev/null 2> "$tmp/f.err" || bad "--force run failed: $(cat "$tmp/f.err")"
 train --out "$tmp/fresh5" --seed 5 > /dev/null 2>&1
-if grep -q -- "--force: starting over in $tmp/run; its checkpoint (step 40), loss.csv and loss.svg are replaced" "$tmp/f.err" &&
+if grep -q -- "--force: starting over in $tmp/run; removed the old run (its checkpoint at step 40, best/, loss.csv, loss.svg)" "$tmp/f.err" &&
    cmp -s "$tmp/fresh5/model.safetensors" "$tmp/run/model.safetensors" &&
    cmp -s "$tmp/fresh5/loss.csv" "$tmp/run/loss.csv"; then
   ok "--force says what it replaces and the result equals a fresh run"
@@ -115,21 +115,25 @@ train --out "$tmp/run" --resume --force > /dev/null 2> "$tmp/rf.err"
 [ $? -eq 2 ] && grep -q "give one of them" "$tmp/rf.err" && ok "--resume with --force is refused" ||
   bad "--resume --force: $(cat "$tmp/rf.err")"
 
-# 4. Stale temp files from a killed run go when the next run opens the folder.
+# 4. Stale temp files from a killed run go when the next run opens the folder;
+# a checkpoint folder that is not attn's (a user's notes in it) stays.
 d=$tmp/run
 head -c 1000000 /dev/zero > "$d/.model.safetensors.tmp-AbC123"
-mkdir "$d/.ckpt-41.tmp-99999" "$d/ckpt-99"
+mkdir "$d/.ckpt-41.tmp-99999" "$d/ckpt-98"
 echo x > "$d/.ckpt-41.tmp-99999/.train_state.safetensors.tmp-Zz9"
-echo x > "$d/ckpt-99/model.safetensors"
+cp -r "$d/ckpt-40" "$d/ckpt-99" # a save killed before its pointer swap
+echo mine > "$d/ckpt-98/notes.txt"
 ln -s ckpt-99 "$d/.latest.tmp-4242"
 "$ATTN" train --out "$d" --resume --threads 1 > /dev/null 2> "$tmp/s.err"
 left=$(ls -A "$d" | grep -E 'tmp-|ckpt-99|^\.lock$')
 if grep -q "removed 4 stale temporary file(s)" "$tmp/s.err" && [ -z "$left" ] &&
+   [ "$(cat "$d/ckpt-98/notes.txt")" = mine ] &&
    cmp -s "$tmp/fresh5/model.safetensors" "$d/model.safetensors"; then
-  ok "stale temp files and orphan checkpoints removed; the live checkpoint kept"
+  ok "stale temp files and orphan checkpoints removed; the live checkpoint and a user's folder kept"
 else
   bad "stale files: $(cat "$tmp/s.err") left: $left"
 fi
+rm -r "$d/ckpt-98"
 
 # 5. The older layout (two regular files at the top) resumes and is converted.
 train --out "$tmp/half" --interrupt-after 17 > /dev/null 2>&1

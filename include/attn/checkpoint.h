@@ -1,7 +1,9 @@
 /* attn/checkpoint.h — crash-safe checkpoint folders.
  *
- * A checkpoint is several files (model + training state) that must change
- * together. A run folder DIR holds:
+ * A checkpoint is two files that must change together: the model
+ * (ATTN_CKPT_MODEL) and the training state (ATTN_CKPT_STATE), safetensors
+ * files whose metadata "format" is attn's ("attn-gpt", "attn-train-state").
+ * A checkpoint folder DIR (a run folder, or its best/) holds:
  *
  *   DIR/ckpt-<step>/          one complete checkpoint (its files fsync'ed)
  *   DIR/latest -> ckpt-<step> the commit point: one symlink, swapped by rename
@@ -12,15 +14,35 @@
  * generate) and always show one step. Saving (attn_ckpt_begin, write the files
  * into attn_ckpt_file paths, attn_ckpt_commit):
  *   1. files go into a fresh DIR/.ckpt-<step>.tmp-<pid>/ and are fsync'ed;
- *   2. that folder is fsync'ed and renamed to DIR/ckpt-<step>;
+ *   2. that folder is fsync'ed and renamed to DIR/ckpt-<step> (a suffix
+ *      .<k> when that name is taken);
  *   3. a new symlink DIR/.latest.tmp-<pid> -> ckpt-<step> is renamed over
  *      DIR/latest (atomic), then DIR is fsync'ed: the new checkpoint is live;
  *   4. the two top-level links are made if missing and the older ckpt-*
- *      folders are removed.
+ *      folders of attn's are removed.
  * A kill or failure before 3 leaves the previous checkpoint live and some
  * debris that attn_ckpt_clean_stale removes; after 3 the new one is live.
  * A folder written before this layout (two regular files at the top) is still
  * read; the first save converts it.
+ *
+ * What is attn's: attn deletes or replaces only entries it can prove it
+ * wrote, by name and content:
+ *   latest            a symlink to ckpt-<step>[.<k>], or what a copy made
+ *                     without symlinks (rsync without -l, cp -rL, zip) left of
+ *                     one: a file holding that name, a folder of checkpoint files;
+ *   model.safetensors, train_state.safetensors
+ *                     links to latest/<name>, or attn's files (older layout, copy);
+ *   ckpt-<step>[.<k>]/ holding nothing but checkpoint files: each named as
+ *                     above and holding attn's metadata (a temp file of one too);
+ *   .<name>.tmp-<suffix>  a save's temp files, and .ckpt-<step>.tmp-<pid>/
+ *                     folders holding nothing but checkpoint files.
+ * Anything else, or one of those names holding something else (a user's
+ * notes in ckpt-7/, their own model.safetensors) is the user's: never
+ * deleted, never replaced.
+ *
+ * When DIR/latest names no folder (missing, dangling, or made a file or a
+ * folder by a copy), the live checkpoint is the newest complete ckpt-* folder
+ * (both files whole); attn_ckpt_repair points latest at it again.
  *
  * Cleaning and saving assume one writer per folder (attn/runlock.h). */
 #ifndef ATTN_CHECKPOINT_H
@@ -36,7 +58,12 @@ extern "C" {
 #endif
 
 #define ATTN_CKPT_LATEST "latest"
+#define ATTN_CKPT_MODEL "model.safetensors"       /* metadata format "attn-gpt" */
+#define ATTN_CKPT_STATE "train_state.safetensors" /* metadata format "attn-train-state" */
 #define ATTN_CKPT_PATH_MAX 4096
+/* The longest folder path a checkpoint can be saved in: its files lie up to
+ * 128 characters deeper (DIR/.ckpt-<step>.tmp-<pid>/.<file>.tmp-XXXXXX). */
+#define ATTN_CKPT_DIR_MAX (ATTN_CKPT_PATH_MAX - 128)
 
 /* One checkpoint being written. */
 typedef struct attn_ckpt_txn {
@@ -53,28 +80,57 @@ attn_status attn_ckpt_begin(attn_ckpt_txn *t, const char *dir, int64_t step, att
 attn_status attn_ckpt_file(const attn_ckpt_txn *t, const char *name, char *out, attn_error *err);
 
 /* Make the checkpoint the live one (steps 2-4 above). On failure the previous
- * checkpoint stays live and the partial one is removed. */
+ * checkpoint stays live and the partial one is removed. A DIR/latest or
+ * top-level name that is not attn's is never replaced (ATTN_ERR_IO). */
 attn_status attn_ckpt_commit(attn_ckpt_txn *t, attn_error *err);
 
 /* Give up: remove the partial checkpoint. Safe to call twice. */
 void attn_ckpt_abort(attn_ckpt_txn *t);
 
 /* out (ATTN_CKPT_PATH_MAX bytes) = the folder holding the live checkpoint's
- * files: DIR/ckpt-<step> read once through DIR/latest, or DIR itself for the
- * older layout. ATTN_ERR_NOT_FOUND (message names dir) when dir holds no
- * checkpoint. */
+ * files: DIR/ckpt-<step> read once through DIR/latest; when latest names no
+ * folder, the newest complete ckpt-* folder (or a complete folder that a copy
+ * made of latest); else DIR itself for the older layout. Reads only.
+ * ATTN_ERR_NOT_FOUND (message names dir) when dir holds no checkpoint. */
 attn_status attn_ckpt_resolve(const char *dir, char *out, attn_error *err);
 
-/* 1 if dir holds a checkpoint (either layout), else 0. *step (may be NULL)
- * gets its step when the layout names it, else -1. */
+/* 1 if dir holds a checkpoint of attn's (live through latest, a ckpt-*
+ * folder holding an attn file even when incomplete, or the older layout's
+ * files), else 0. *step (may be NULL) gets the live step, else the newest
+ * one's, -1 when unknown. */
 int attn_ckpt_exists(const char *dir, int64_t *step);
 
-/* Remove what a killed writer left in dir: temp files and folders
- * (".<name>.tmp-*") and ckpt-<step> folders that DIR/latest does not name
- * (a folder holding folders is not ours and stays).
- * *removed (may be NULL) counts the entries removed. Only call it while
- * holding the folder's run lock. */
+/* 1 if the entry `name` of dir is attn's (see the top), else 0. */
+int attn_ckpt_is_ours(const char *dir, const char *name);
+
+/* 1 if dir holds an entry that a save would replace but attn did not write
+ * (latest, model.safetensors or train_state.safetensors of the user's); its
+ * name goes to name (cap bytes). Else 0. */
+int attn_ckpt_find_foreign(const char *dir, char *name, size_t cap);
+
+/* Refuse an output that is one of the files of the checkpoint ckpt reads
+ * from (attn_file_check_not_input): ckpt itself when it is a file, else its
+ * model and training state, as the folder and its live checkpoint name them. */
+attn_status attn_ckpt_check_output(const char *ckpt, const char *path, attn_error *err);
+
+/* Remove what a killed writer left in dir: attn's temp files and folders,
+ * and, when DIR/latest names a live folder, attn's ckpt-* folders older than
+ * it or complete (or empty) ones it does not name. Nothing else: without a
+ * live pointer no checkpoint goes. *removed (may be NULL) counts the entries
+ * removed. Only call it while holding the folder's run lock. */
 attn_status attn_ckpt_clean_stale(const char *dir, int *removed, attn_error *err);
+
+/* When DIR/latest names no folder: point it at the newest complete ckpt-*
+ * folder (atomically). A folder that a copy made of latest is first renamed
+ * to a free ckpt-<step>.<k>; nothing is deleted. what (cap bytes, may be
+ * NULL) says what was done, "" when nothing was. Under the run lock. */
+attn_status attn_ckpt_repair(const char *dir, char *what, size_t cap, attn_error *err);
+
+/* Remove every checkpoint entry of dir that is attn's (latest first, then the
+ * top-level names, the ckpt-* folders and temp files): starting a run over.
+ * The user's entries stay. *removed (may be NULL) counts the entries removed.
+ * Under the run lock. */
+attn_status attn_ckpt_remove_all(const char *dir, int *removed, attn_error *err);
 
 #ifdef __cplusplus
 }

@@ -80,6 +80,19 @@ void attn_atomic_abort(attn_atomic_file *f);
  * is only checked for write permission, never opened). */
 attn_status attn_file_check_writable(const char *path, attn_error *err);
 
+/* Refuse an output that is also an input: path, once every symbolic link is
+ * followed, is the same file (device and inode) as one of the n inputs
+ * (NULL entries are skipped), be it through a link, a hard link or another
+ * name. An output that does not exist yet, or that is not a regular file
+ * (written in place), is no input. ATTN_ERR_INVALID_ARG naming both; every
+ * command checks its outputs so before it writes. */
+attn_status attn_file_check_not_input(const char *path, const char *const *inputs, int n,
+                                      attn_error *err);
+
+/* 1 if name is a temp name that attn's writers give `base` in its folder:
+ * ".<base>.tmp-" then letters or digits (attn_atomic_open's, or a pid). */
+int attn_file_is_temp_name(const char *name, const char *base);
+
 /* One-shot form: atomically replace path with the n bytes at data. */
 attn_status attn_file_write_atomic(const char *path, const void *data, size_t n, attn_error *err);
 

@@ -23,7 +23,9 @@ typedef struct attn_run_lock {
 
 /* Take the lock on the existing folder dir without waiting. who (may be
  * NULL) describes the holder, e.g. "attn train --out runs/tiny". If another
- * process holds it: ATTN_ERR_STATE with a message naming that process. */
+ * process holds it: ATTN_ERR_STATE with a message naming that process. A
+ * DIR/.lock that is not attn's (not a regular file, or text other than
+ * "pid N: ...") is left as it is: ATTN_ERR_INVALID_ARG. */
 attn_status attn_run_lock_acquire(attn_run_lock *l, const char *dir, const char *who,
                                   attn_error *err);
 

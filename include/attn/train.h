@@ -50,6 +50,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "attn/checkpoint.h" /* ATTN_CKPT_MODEL, ATTN_CKPT_STATE */
 #include "attn/dataset.h"
 #include "attn/dist.h"
 #include "attn/engine.h"
@@ -65,8 +66,6 @@ extern "C" {
 
 struct cJSON;
 
-#define ATTN_CKPT_MODEL "model.safetensors"
-#define ATTN_CKPT_STATE "train_state.safetensors"
 #define ATTN_CKPT_BEST "best" /* attn_trainer_run: the best-val checkpoint, out/best */
 
 typedef struct attn_train_config {

@@ -5,7 +5,7 @@
  *   attn_train_request rq;  attn_train_request_init(&rq);
  *   rq.preset = "tiny";  rq.data = "corpus.txt";  rq.out = "runs/x";
  *   attn_train_setup su;  attn_train_resolve(&rq, &su, &err);
- *   attn_train_claim cl;  attn_train_claim_dir(su.out, "my run", 0, 0, &lock, &cl, &err);
+ *   attn_train_claim cl;  attn_train_claim_dir(su.out, "my run", 0, 0, NULL, &lock, &cl, &err);
  *   ... read su.data, then attn_train_start(&tr, &rq, &su, text, n, &err)
  *
  * The configuration of a fresh run: the preset (default "tiny"), then with
@@ -91,22 +91,57 @@ attn_status attn_train_start(attn_trainer *tr, const attn_train_request *rq,
                              const attn_train_setup *setup, const char *text, size_t n,
                              attn_error *err);
 
-/* What attn_train_claim_dir found (for the caller to report). */
+/* What attn_train_claim_dir found and did (for the caller to report), and
+ * what attn_train_claim_release undoes after a failed run. */
 typedef struct attn_train_claim {
-    int64_t replaced_step;             /* force: the step of the checkpoint it replaces; -1 none */
+    int64_t replaced_step;             /* force: the step of the checkpoint it removed; -1 none */
+    int removed;                       /* force: entries of the old run removed */
+    int kept;                          /* entries of the user's in the folder (never touched) */
     int stale_removed;                 /* temporary files of an earlier run removed */
     char out_abs[ATTN_TRAIN_PATH_MAX]; /* the folder's absolute path */
-    int request_error; /* on failure: 1 = a checkpoint is there (needs resume/force) */
-    char warning[ATTN_ERROR_MSG_MAX]; /* a clean-up that failed (the run can go on), or "" */
+    /* On failure: 1 = a checkpoint is there (needs resume or force); 2 = the
+     * request is at fault otherwise (the message says how). */
+    int request_error;
+    char repaired[ATTN_ERROR_MSG_MAX]; /* resume: how DIR/latest was repaired, or "" */
+    char warning[ATTN_ERROR_MSG_MAX];  /* a clean-up that failed (the run can go on), or "" */
+    /* For attn_train_claim_release. */
+    char dir[ATTN_TRAIN_PATH_MAX];  /* out as given */
+    char made[ATTN_TRAIN_PATH_MAX]; /* the topmost folder the claim created, or "" */
+    int marked;                     /* the claim wrote the folder's marker */
 } attn_train_claim;
 
-/* Make out (mkdir -p), take its run lock (attn/runlock.h), refuse a folder
- * that holds a checkpoint unless resume or force (ATTN_ERR_STATE, request_error),
- * who describes the run in the lock file (attn_run_lock_acquire); a busy
- * folder is ATTN_ERR_STATE naming its holder. Then remove an earlier run's stale temporary files
- * (attn_ckpt_clean_stale) in out and out/best. Under attn_dist only rank 0 calls this. */
+/* Make out (mkdir -p), take its run lock (attn/runlock.h; who describes the
+ * run in the lock file, a busy folder is ATTN_ERR_STATE naming its holder),
+ * and make sure the folder is attn's to write in:
+ *  - out must leave room for checkpoint paths (ATTN_CKPT_DIR_MAX; else
+ *    ATTN_ERR_INVALID_ARG, request_error 2, before anything is made);
+ *  - the folder must be new or empty, hold attn's marker (.attn-run, written
+ *    when attn makes or claims a folder) or be a run folder of an older attn
+ *    (a checkpoint of attn's in it); anything else is refused even with
+ *    force (ATTN_ERR_INVALID_ARG): attn deletes nothing it did not make;
+ *  - an entry attn would have to replace but did not write (a loss.csv,
+ *    latest or model.safetensors of the user's) is refused the same way;
+ *  - a folder holding a checkpoint (in out or out/best) is refused unless
+ *    resume or force (ATTN_ERR_INVALID_ARG, request_error 1). With force,
+ *    the old run's entries that are attn's (checkpoints, best/, loss.csv,
+ *    loss.svg) are removed now, so a stop before the first save mixes
+ *    nothing; init_from (may be NULL) must then not lie inside out
+ *    (request_error 2). The user's entries always stay.
+ * Then an earlier run's stale temporary files go (attn_ckpt_clean_stale in
+ * out and out/best), and, resuming, a DIR/latest that names no folder
+ * (missing, dangling, or made a file or folder by a copy) is pointed at the
+ * newest complete checkpoint (attn_ckpt_repair; claim->repaired says so;
+ * nothing is deleted for it). On failure everything the claim made is
+ * undone. Under attn_dist only rank 0 calls this. */
 attn_status attn_train_claim_dir(const char *out, const char *who, int resume, int force,
-                                 attn_run_lock *lock, attn_train_claim *claim, attn_error *err);
+                                 const char *init_from, attn_run_lock *lock,
+                                 attn_train_claim *claim, attn_error *err);
+
+/* Let go of the folder (attn_run_lock_release). With failed set, what the
+ * claim made goes again when it holds nothing else: the marker it wrote and
+ * the folders it created; a folder that existed before stays. Safe on a
+ * zeroed claim. */
+void attn_train_claim_release(attn_train_claim *claim, attn_run_lock *lock, int failed);
 
 /* Start-up check of a distributed run (collective): every rank runs the same
  * executable on the same configs, corpus and initial state. */
