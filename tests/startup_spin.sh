@@ -57,16 +57,23 @@ env -u GOMP_SPINCOUNT OMP_WAIT_POLICY=passive OMP_DISPLAY_ENV=verbose "$ATTN" --
   > /dev/null 2> "$tmp/passive.err"
 expect "OMP_WAIT_POLICY=passive attn --version" "$tmp/passive.err" $? 0
 
-# Embedders get it from libattn.so: a C program and Python's ctypes.
+# Embedders get it from libattn.so: a C program and Python's ctypes (with a
+# sanitizer build's libattn.so, the program is sanitized and Python preloads
+# the runtime, which must come first).
+san=() pre=()
+if ldd "$build/libattn.so" | grep -q libasan; then
+  san=(-fsanitize=address,undefined)
+  pre=(LD_PRELOAD="$(cc -print-file-name=libasan.so)" ASAN_OPTIONS=detect_leaks=0)
+fi
 printf '#include <attn/version.h>\n#include <stdio.h>\nint main(void) { return puts(attn_version()) < 0; }\n' \
   > "$tmp/v.c"
-if cc -std=c11 "$tmp/v.c" -I"$SRC/include" -L"$build" -lattn -Wl,-rpath,"$build" -o "$tmp/v"; then
+if cc -std=c11 "${san[@]}" "$tmp/v.c" -I"$SRC/include" -L"$build" -lattn -Wl,-rpath,"$build" -o "$tmp/v"; then
   clean "$tmp/v" > /dev/null 2> "$tmp/c.err"
   expect "a program linked with libattn.so" "$tmp/c.err" $? 1000
 else
   bad "could not build a program against $build/libattn.so"
 fi
-clean /usr/bin/python3 -c "import ctypes, sys; ctypes.CDLL(sys.argv[1])" "$build/libattn.so" \
+clean "${pre[@]}" /usr/bin/python3 -c "import ctypes, sys; ctypes.CDLL(sys.argv[1])" "$build/libattn.so" \
   2> "$tmp/py.err"
 expect "python3: ctypes.CDLL(libattn.so)" "$tmp/py.err" $? 1000
 
