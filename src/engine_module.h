@@ -44,8 +44,9 @@ typedef struct attn_module_header {
 attn_status attn_engine_module(attn_module_kind kind, const attn_module_header **table,
                                attn_error *err);
 
-/* The same without the cache and with dir (NULL: the search above) as the
- * only folder: for tests. Opens the file each call. */
+/* The same without the cache: dir (NULL: the search above) is the only
+ * folder looked in. attn_engine_module calls it once per kind, with
+ * $ATTN_MODULE_DIR. */
 attn_status attn_engine_module_open(attn_module_kind kind, const char *dir,
                                     const attn_module_header **table, attn_error *err);
 
