@@ -41,6 +41,16 @@ for b in "$build" ${old:+"$old"}; do
   echo "$b/attn chapter3:   $(startup "$b/attn" chapter3)"
 done
 
+echo "== make run's training command (tiny preset), 20 steps: peak RSS"
+corpus=$root/data/tinyshakespeare.txt
+[ -s "$corpus" ] || corpus=$root/../shared/data/tinyshakespeare.txt
+for b in "$build" ${old:+"$old"}; do
+  rm -rf "$tmp/run"
+  /usr/bin/time -f "%M" -o "$tmp/t" "$b/attn" train --preset tiny --data "$corpus" --steps 20 \
+    --out "$tmp/run" > /dev/null 2>&1
+  echo "$b/attn train --preset tiny --steps 20: peak RSS $(awk '{printf "%.1f", $1 / 1024}' "$tmp/t") MB"
+done
+
 echo "== --device cuda on this machine"
 "$build/attn" train --preset tiny --data "$root/README.md" --steps 1 --device cuda --out "$tmp/gpu" \
   2>&1 | tail -1 || true
