@@ -21,19 +21,25 @@ for f in "$build/attn" "$build/libattn.so" "$tmp/prefix/bin/attn" "$tmp/prefix/l
   echo "ldd ${f#"$tmp/"}: $n CUDA/MPI libraries, $(ldd "$f" | wc -l) in all"
 done
 
-# median of 10: peak RSS (MB, /usr/bin/time %M) and wall (ms, bash's
-# EPOCHREALTIME around /usr/bin/time: includes time's own start, ~1 ms)
+# median of 10: peak RSS (MB, /usr/bin/time %M), wall (ms, bash's
+# EPOCHREALTIME around /usr/bin/time: includes time's own start, ~1 ms) and
+# CPU time, user + sys (ms, the children's rusage: what a loaded machine's
+# scheduling does not inflate)
 startup() {
   local bin=$1 t0 t1; shift
   for _ in $(seq 1 10); do
     t0=$EPOCHREALTIME
     /usr/bin/time -f "%M" -o "$tmp/t" "$bin" "$@" > /dev/null 2>&1
     t1=$EPOCHREALTIME
-    echo "$(cat "$tmp/t") $(awk -v a="$t0" -v b="$t1" 'BEGIN {print (b - a) * 1000}')"
+    cpu=$(/usr/bin/python3 -c 'import resource, subprocess, sys
+subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+r = resource.getrusage(resource.RUSAGE_CHILDREN)
+print((r.ru_utime + r.ru_stime) * 1000)' "$bin" "$@")
+    echo "$(cat "$tmp/t") $(awk -v a="$t0" -v b="$t1" 'BEGIN {print (b - a) * 1000}') $cpu"
   done > "$tmp/runs"
-  printf "peak RSS %.1f MB, wall %.1f ms (median of 10)" \
-    "$(cut -d' ' -f1 "$tmp/runs" | sort -n | sed -n 5p | awk '{print $1 / 1024}')" \
-    "$(cut -d' ' -f2 "$tmp/runs" | sort -n | sed -n 5p)"
+  med() { cut -d' ' -f"$1" "$tmp/runs" | sort -g | sed -n 5p; }
+  printf "peak RSS %.1f MB, wall %.1f ms, cpu %.1f ms (medians of 10)" \
+    "$(med 1 | awk '{print $1 / 1024}')" "$(med 2)" "$(med 3)"
 }
 echo "== start-up: /usr/bin/time -f %M attn ..., wall around it"
 for b in "$build" ${old:+"$old"}; do
