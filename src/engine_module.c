@@ -36,8 +36,9 @@ typedef struct kind_spec {
     uint64_t layout;
     const char *not_built; /* NULL when the build made the module, else why not */
     const char *unbuilt_msg;
-    /* Open MPI opens its own plugins, which need libmpi's symbols global
-     * (as mpi4py loads it); the CUDA engine keeps its symbols to itself. */
+    /* Open MPI opens plugins of its own; in builds whose plugins do not
+     * link libmpi they need its symbols global (why mpi4py loads it so;
+     * Debian's work either way). The CUDA engine keeps its symbols local. */
     int global;
 } kind_spec;
 
