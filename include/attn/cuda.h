@@ -37,7 +37,8 @@
  * cuBLAS and the CUDA runtime): the first of these calls opens it, so a
  * program that never asks for the GPU loads neither. It is looked for in
  * $ATTN_MODULE_DIR when set, else beside libattn.so (or the program linked
- * with libattn.a), its ../lib, and the install library folder. When it
+ * with libattn.a), beside libattn-ompwait.so, and in the install library
+ * folder. When it
  * cannot be used, every call returns an error that says why: the build
  * made no module ("attn was built without CUDA ..."), the module was not
  * found (the paths tried), it did not open (the dynamic loader's reason,
