@@ -67,8 +67,11 @@ bench: deps-test build
 bench-mpi: deps-test build
 	bench/train_mpi.sh $(BUILD)
 
+# `make install PREFIX=DIR` installs under DIR (default CMake's, /usr/local);
+# DESTDIR=STAGE puts that tree under STAGE instead (packaging).
+PREFIX ?=
 install: build
-	cmake --install $(BUILD)
+	$(if $(DESTDIR),DESTDIR='$(DESTDIR)') cmake --install $(BUILD) $(if $(PREFIX),--prefix '$(PREFIX)')
 
 clean:
 	rm -rf $(BUILD) $(BUILD_ASAN)

@@ -1,5 +1,5 @@
 /* attn — command-line front end: dispatches to one subcommand per file. */
-#define _DEFAULT_SOURCE /* setenv */
+#define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -38,38 +38,6 @@ static void usage(FILE *out) {
         fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
     fprintf(out, "\n'attn <command> --help' describes one command; 'attn --version' prints\n"
                  "the version. Exit status: 0 done, 1 failed (a file, a write), 2 bad usage.\n");
-}
-
-/* OpenMP threads that wait by spinning collapse on a busy machine: with one
- * other busy process, two spinning threads ran training 5x slower than one
- * thread (each barrier waits for a thread the busy core has descheduled,
- * while its partner burns the other core). libgomp reads its wait policy
- * when it loads, before main, so unless the user chose one (OMP_WAIT_POLICY
- * or GOMP_SPINCOUNT), a command that runs threads restarts itself once with
- * a short spin (1000 iterations, libgomp's own figure for oversubscribed
- * machines) before a waiting thread sleeps. The restart costs a program
- * start (~0.1 s), so one-thread runs (--threads 1, OMP_NUM_THREADS=1) and
- * the other commands skip it. If the restart fails it runs on as it is. */
-static int runs_threads(int argc, char **argv) {
-    static const char *const heavy[] = {"train", "generate", "bench", "forward"};
-    int found = 0;
-    for (size_t i = 0; i < sizeof heavy / sizeof heavy[0]; i++)
-        if (strcmp(argv[1], heavy[i]) == 0) found = 1;
-    if (!found) return 0;
-    for (int i = 2; i < argc; i++)
-        if (strcmp(argv[i], "--threads=1") == 0 ||
-            (i + 1 < argc && strcmp(argv[i], "--threads") == 0 && strcmp(argv[i + 1], "1") == 0))
-            return 0;
-    const char *env = getenv("OMP_NUM_THREADS");
-    return !(env && strcmp(env, "1") == 0);
-}
-
-static void short_spin_wait_policy(int argc, char **argv) {
-    if (argc < 2 || getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
-    if (!runs_threads(argc, argv)) return;
-    if (setenv("GOMP_SPINCOUNT", "1000", 1) != 0) return;
-    execv("/proc/self/exe", argv);
-    unsetenv("GOMP_SPINCOUNT");
 }
 
 /* A closed standard stream is reopened on /dev/null before anything else
@@ -112,9 +80,10 @@ static int finish_stdout(const char *cmd, int rc) {
     return rc ? rc : 1;
 }
 
+/* The short OpenMP spin a busy machine needs is set before libgomp starts,
+ * in this process, by libattn-ompwait.so (src/ompwait/ompwait.c). */
 int main(int argc, char **argv) {
     reserve_std_fds();
-    short_spin_wait_policy(argc, argv);
     if (argc < 2) {
         usage(stderr);
         return 2;

@@ -18,8 +18,11 @@
  * adds N-1 bucket latencies and its order is fixed, unlike MPI_Allreduce's
  * (whose algorithm, and so rounding, depends on N, sizes and tuning).
  *
- * Without MPI (a build without it, or a program not started by mpirun) the
- * same calls work for one rank: rank 0 of 1, no communication.
+ * Without MPI (a build without it, or a program not started by mpirun as
+ * one of several ranks) the same calls work for one rank: rank 0 of 1, no
+ * communication. MPI lives in a module, libattn-mpi.so, beside libattn: it
+ * (and so libmpi) is opened only by attn_dist_init in a process that is one
+ * of several ranks, so libattn itself never links MPI.
  *
  * The functions other than attn_dist_init/finalize/abort are collective:
  * every rank must call them in the same order. */
@@ -37,21 +40,25 @@ extern "C" {
 
 typedef struct attn_dist {
     int rank, size;
-    int mpi;              /* 1 when MPI was initialised by attn_dist_init */
-    double comm_s;        /* seconds spent inside MPI calls, cumulative */
-    uint64_t sent_bytes;  /* bytes this rank sent, cumulative */
-    uint64_t recv_bytes;  /* bytes this rank received, cumulative */
-    float *bucket;        /* one bucket of the chain (internal) */
-    int *counts, *displs; /* size entries each (internal) */
+    int mpi;                        /* 1 when MPI was initialised by attn_dist_init */
+    double comm_s;                  /* seconds spent inside MPI calls, cumulative */
+    uint64_t sent_bytes;            /* bytes this rank sent, cumulative */
+    uint64_t recv_bytes;            /* bytes this rank received, cumulative */
+    float *bucket;                  /* one bucket of the chain (internal) */
+    int *counts, *displs;           /* size entries each (internal) */
+    const struct attn_mpi_ops *ops; /* the MPI module's table (internal) */
 } attn_dist;
 
-/* 1 when this build has MPI support. */
+/* 1 when this build made the MPI module (libattn-mpi.so). */
 int attn_dist_compiled(void);
 
-/* Starts MPI when the process was launched by mpirun (Open MPI, MPICH or
- * PMIx environment) and this build has MPI; otherwise one rank. A launch by
- * mpirun in a build without MPI is an error (the ranks would train alone).
- * argc/argv may be NULL. */
+/* Starts MPI when the launcher's environment says this process is one of
+ * several ranks (OMPI_COMM_WORLD_SIZE or PMI_SIZE above 1; a PMIX_RANK or
+ * PMI_RANK without a size): opens libattn-mpi.so, then MPI_Init. Otherwise
+ * (a plain run, or mpirun -np 1) one rank, and MPI is never loaded. Several
+ * ranks without the module (a build without MPI, the module missing) is an
+ * error naming what is missing: the ranks would train alone. argc/argv may
+ * be NULL. */
 attn_status attn_dist_init(attn_dist *d, int *argc, char ***argv, attn_error *err);
 /* MPI_Finalize when MPI was started. */
 void attn_dist_finalize(attn_dist *d);

@@ -4,6 +4,7 @@
 #include "attn/cuda.h"
 
 #include <cublas_v2.h>
+#include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -342,15 +343,18 @@ struct attn_cuda_gpt {
 
 static unsigned blocks(size_t n, unsigned t) { return (unsigned)((n + t - 1) / t); }
 
-extern "C" int attn_cuda_compiled(void) { return 1; }
-
 extern "C" attn_status attn_cuda_check(attn_error *err) {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
-    if (e != cudaSuccess || n == 0)
-        return attn_fail(err, ATTN_ERR_STATE, "no CUDA device: %s",
-                         e != cudaSuccess ? cudaGetErrorString(e) : "none found");
-    return ATTN_OK;
+    if (e == cudaSuccess && n > 0) return ATTN_OK;
+    /* The runtime opens the driver itself: when it is not loaded now, it was
+     * not found (a machine without the NVIDIA driver). */
+    if (e != cudaSuccess && !dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD))
+        return attn_fail(err, ATTN_ERR_STATE,
+                         "no CUDA driver (libcuda.so.1 is not installed), so no CUDA device: %s",
+                         cudaGetErrorString(e));
+    return attn_fail(err, ATTN_ERR_STATE, "no CUDA device: %s",
+                     e != cudaSuccess ? cudaGetErrorString(e) : "none found");
 }
 
 /* C = op(A) op(B) (+ beta C), column-major as cuBLAS sees it. */
@@ -474,7 +478,7 @@ extern "C" void attn_cuda_gpt_free(attn_cuda_gpt *g) {
 }
 
 static size_t find_off(const attn_gpt *m, const attn_cuda_gpt *g, const char *name, int *missing) {
-    const attn_param_list *pl = attn_gpt_params(m);
+    const attn_param_list *pl = &m->params;
     for (int i = 0; i < pl->count; i++)
         if (strcmp(pl->items[i].name, name) == 0) return g->offset[i];
     *missing = 1;
@@ -501,7 +505,7 @@ extern "C" attn_status attn_cuda_gpt_create(attn_cuda_gpt **out, const attn_gpt 
     g->precision = precision;
     g->max_B = max_B;
     g->max_T = max_T;
-    const attn_param_list *pl = attn_gpt_params(m);
+    const attn_param_list *pl = &m->params;
     g->n_params = pl->count;
     g->offset = (size_t *)calloc((size_t)pl->count + 1, sizeof(size_t));
     g->numel = (size_t *)calloc((size_t)pl->count + 1, sizeof(size_t));
@@ -639,7 +643,7 @@ extern "C" attn_status attn_cuda_gpt_create(attn_cuda_gpt **out, const attn_gpt 
 
 extern "C" attn_status attn_cuda_gpt_upload(attn_cuda_gpt *g, const attn_gpt *m,
                                             const attn_adamw *opt, attn_error *err) {
-    const attn_param_list *pl = attn_gpt_params(m);
+    const attn_param_list *pl = &m->params;
     if (pl->count != g->n_params || (opt && opt->total != g->total))
         return attn_fail(err, ATTN_ERR_STATE, "model/optimizer do not match the CUDA engine");
     for (int i = 0; i < pl->count; i++) {
@@ -659,7 +663,7 @@ extern "C" attn_status attn_cuda_gpt_upload(attn_cuda_gpt *g, const attn_gpt *m,
 
 extern "C" attn_status attn_cuda_gpt_download(attn_cuda_gpt *g, const attn_gpt *m,
                                               const attn_adamw *opt, attn_error *err) {
-    const attn_param_list *pl = attn_gpt_params(m);
+    const attn_param_list *pl = &m->params;
     if (pl->count != g->n_params || (opt && opt->total != g->total))
         return attn_fail(err, ATTN_ERR_STATE, "model/optimizer do not match the CUDA engine");
     CU(cudaStreamSynchronize(g->stream));
@@ -675,7 +679,7 @@ extern "C" attn_status attn_cuda_gpt_download(attn_cuda_gpt *g, const attn_gpt *
 
 extern "C" attn_status attn_cuda_gpt_download_grads(attn_cuda_gpt *g, const attn_gpt *m,
                                                     attn_error *err) {
-    const attn_param_list *pl = attn_gpt_params(m);
+    const attn_param_list *pl = &m->params;
     if (pl->count != g->n_params)
         return attn_fail(err, ATTN_ERR_STATE, "model does not match the CUDA engine");
     CU(cudaStreamSynchronize(g->stream));
