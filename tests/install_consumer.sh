@@ -51,4 +51,13 @@ for v in shared static; do
   echo "ok   $v consumer: $out"
 done
 test -x "$tmp/prefix/bin/attn" || { echo "FAIL attn not installed"; exit 1; }
-echo "1 passed, 0 failed"
+# The Python package (issue 19), for /usr/bin/python3: it finds the installed
+# library (not the build tree's) without LD_LIBRARY_PATH.
+site=$(find "$tmp/prefix/lib" -path '*-packages/attn/__init__.py' | head -1)
+[ -n "$site" ] || { echo "FAIL the Python package is not installed"; exit 1; }
+py=$(cd "$tmp" && env -u LD_LIBRARY_PATH -u ATTN_LIBRARY PYTHONPATH="$(dirname "$(dirname "$site")")" \
+  /usr/bin/python3 -c 'import attn, os; print(os.path.realpath(attn.library), attn.__version__)')
+want="$(realpath "$tmp/prefix/lib/libattn.so.0") $("$tmp/prefix/bin/attn" --version | cut -d' ' -f2)"
+[ "$py" = "$want" ] || { echo "FAIL python: '$py', want '$want'"; exit 1; }
+echo "ok   python package: $py"
+echo "2 passed, 0 failed"

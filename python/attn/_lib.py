@@ -24,6 +24,9 @@ class Error(RuntimeError):
         self.status = status
 
 
+Error.__module__ = "attn"
+
+
 def _candidates():
     env = os.environ.get("ATTN_LIBRARY")
     if env:
@@ -114,6 +117,7 @@ _PROTOS = {
     "attn_h_train": (c_int, [c_char_p, c_char_p, c_char_p, c_char_p, c_char_p, c_char_p, c_int,
                              c_int, TRAIN_CALLBACK, c_void_p, P(c_int64), P(c_int), c_char_p,
                              P(c_int), Err]),
+    "attn_precision_check": (c_int, [c_int, Err]),
     "attn_h_set_threads": (None, [c_int, c_int]),
     "attn_h_get_threads": (c_int, []),
 }

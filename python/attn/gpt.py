@@ -266,18 +266,19 @@ def train(preset=None, config=None, data=None, out=None, *, on_step=None, on_eva
 
     def callback(user, event, step, max_steps, a, b, c):
         try:
+            if want_bar and "made" not in state:
+                state["made"] = True
+                state["bar"] = _progress_bar(max_steps, step - 1 if event == 0 else step)
+            bar = state["bar"]
             if event == 0:
                 history.append((step, a, b))
-                if want_bar and state["bar"] is None:
-                    state["bar"] = _progress_bar(max_steps, step - 1)
-                bar = state["bar"]
                 if bar is not None:
                     bar.set_postfix(loss=f"{a:.4f}", lr=f"{b:.1e}", refresh=False)
                     bar.update(1)
                 return 1 if on_step is not None and on_step(step, a, b) else 0
             evals.append((step, a, b))
-            if state["bar"] is not None:
-                state["bar"].write(f"step {step}: train loss {a:.4f}, val loss {b:.4f}")
+            if bar is not None:
+                bar.write(f"step {step}: train loss {a:.4f}, val loss {b:.4f}")
             return 1 if on_eval is not None and on_eval(step, a, b) else 0
         except BaseException as e:  # noqa: B902 - re-raised after the run saved
             state["exc"] = e

@@ -245,10 +245,13 @@ class Module:
         """name -> array (copies): the parameters under PyTorch's names, and
         the book's causal-mask buffers, so the book's module loads it as it is."""
         core = self._live()
-        out = collections.OrderedDict((p.name, _c_array(p.data, p.shape).copy())
-                                      for p in core.params)
-        for k, v in self._buffers.items():
-            out[k] = v.copy()
+        out = collections.OrderedDict()
+        pending = dict(self._buffers)
+        for p in core.params:
+            # PyTorch lists a module's buffers before its submodules' parameters.
+            for k in [k for k in pending if p.name.startswith(k[:k.rfind(".") + 1])]:
+                out[k] = pending.pop(k).copy()
+            out[p.name] = _c_array(p.data, p.shape).copy()
         return out
 
     def load_state_dict(self, state, strict=True):
