@@ -27,6 +27,20 @@ void attn_h_free(void *p) {
     free(p);
 }
 
+/* attn's one thread pool for the length of a call (attn/gemm.h): OpenBLAS
+ * at one thread, so attn_sgemm splits the products over attn's OpenMP
+ * threads instead of two pools fighting over the cores; the caller's
+ * setting is restored after. */
+static int blas_one(void) {
+    const int before = openblas_get_num_threads();
+    if (before != 1) openblas_set_num_threads(1);
+    return before;
+}
+
+static void blas_restore(int before) {
+    if (before != 1) openblas_set_num_threads(before);
+}
+
 /* ------------------------------------------------------------ generators */
 
 attn_rng *attn_h_rng_new(uint64_t seed) {
@@ -120,14 +134,19 @@ attn_status attn_h_module_forward(attn_module *m, const float *x, int B, int T, 
             return attn_fail(err, ATTN_ERR_INVALID_ARG,
                              "module forward: stream %d is not torch-cpu (0) or torch-mkl (1)",
                              stream);
-        return attn_module_forward(m, x, B, T, y, &mode, err);
+        const int blas = blas_one();
+        const attn_status s = attn_module_forward(m, x, B, T, y, &mode, err);
+        blas_restore(blas);
+        return s;
     }
     attn_dropout_given *g = malloc(sizeof *g);
     if (!g) return attn_fail(err, ATTN_ERR_NOMEM, "module forward: out of memory");
     attn_dropout_given_init(g, keep, n_keep);
     mode.rng = &g->rng;
     mode.stream = ATTN_STREAM_GIVEN;
+    const int blas = blas_one();
     attn_status s = attn_module_forward(m, x, B, T, y, &mode, err);
+    blas_restore(blas);
     if (s == ATTN_OK) s = attn_dropout_given_check(g, err);
     free(g);
     return s;
@@ -137,7 +156,10 @@ attn_status attn_h_module_backward(attn_module *m, const float *x, const float *
                                    attn_error *err) {
     if (!m || !x || !dy) return attn_fail(err, ATTN_ERR_INVALID_ARG, "module backward: NULL array");
     attn_param_list_zero_grad(attn_module_params(m));
-    return attn_module_backward(m, x, dy, dx, err);
+    const int blas = blas_one();
+    const attn_status s = attn_module_backward(m, x, dy, dx, err);
+    blas_restore(blas);
+    return s;
 }
 
 /* ------------------------------------------- fused causal attention (SDPA) */
@@ -327,7 +349,9 @@ attn_status attn_h_gpt_forward(attn_h_gpt *g, const int64_t *ids, const int64_t 
     attn_status s = gpt_acts(g, B, T, err);
     if (s) return s;
     float l = NAN;
+    const int blas = blas_one();
     s = attn_gpt_forward_i64(&g->model, ids, targets, B, T, NULL, &g->acts, &l, err);
+    blas_restore(blas);
     if (s) return s;
     if (logits)
         memcpy(logits, g->acts.logits,
@@ -393,7 +417,9 @@ attn_status attn_h_viz_html(attn_h_gpt *g, const char *prompt, size_t n, int gen
     o.top_k = top_k;
     o.seed = seed;
     attn_viz_data d;
+    const int blas = blas_one();
     attn_status s = attn_viz_compute(&g->model, &g->tok, prompt, n, &o, source, &d, err);
+    blas_restore(blas);
     if (s) return s;
     s = attn_viz_html(&d, html, len, err);
     attn_viz_data_free(&d);
@@ -547,7 +573,9 @@ attn_status attn_h_train(const char *preset, const char *config, const char *dat
     if (!s) {
         attn_run_lock lock = {.fd = -1};
         train_hooks hooks = {cb, user, 0};
+        const int blas = blas_one();
         s = train_run(&rq, &lock, tr, &hooks, &stop, where, &req, err);
+        blas_restore(blas);
         reached = tr->step;
         attn_trainer_free(tr);
         attn_run_lock_release(&lock);

@@ -16,7 +16,10 @@
  *   GPT       ids, targets (B, T) int64 -> logits (B, T, V); attention weights
  *             (n_layers, n_heads, T, T) of one sequence (gpt.h, attention_weights.h)
  *
- * Nothing here computes anything new: each call runs the typed API it names. */
+ * Nothing here computes anything new: each call runs the typed API it names.
+ * Calls that multiply matrices run them as the attn program does, on attn's
+ * OpenMP threads with OpenBLAS at one thread (attn/gemm.h); OpenBLAS's own
+ * setting (which numpy and torch may share) is restored when they return. */
 #ifndef ATTN_HANDLES_H
 #define ATTN_HANDLES_H
 

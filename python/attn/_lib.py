@@ -42,6 +42,15 @@ def _candidates():
     return found
 
 
+def _short_spin():
+    """GOMP_SPINCOUNT=1000 unless the user chose a wait policy: OpenMP threads
+    that spin long collapse on a busy machine (the attn program sets the same).
+    libgomp reads it once, when it is loaded: it takes effect when attn is
+    imported before anything else that uses OpenMP (torch does)."""
+    if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
+        os.environ["GOMP_SPINCOUNT"] = "1000"
+
+
 def _load():
     tried = []
     for path in _candidates():
@@ -57,6 +66,7 @@ def _load():
                       "or name it in ATTN_LIBRARY")
 
 
+_short_spin()
 lib, library_path = _load()
 
 c_int, c_double, c_float, c_size_t = ctypes.c_int, ctypes.c_double, ctypes.c_float, ctypes.c_size_t

@@ -50,7 +50,7 @@ class _Bridge:
 
     def run(self, x, masks, params, B, T):
         for q, t in zip(self.core.params, params):
-            ctypes.memmove(q.data, t.data_ptr(), q.numel * 4)
+            ctypes.memmove(q.data, t.contiguous().data_ptr(), q.numel * 4)
         y = torch.empty(x.shape[:-1] + (self.core.out_dim,), dtype=torch.float32)
         if masks is None:
             self.core.forward(x.data_ptr(), B, T, y.data_ptr(), False)
@@ -131,8 +131,8 @@ class _AttnModule(nn.Module):
         params = []
         for n in bridge.names:
             t = named[n]
-            if t.dtype != torch.float32 or t.device.type != "cpu" or not t.is_contiguous():
-                raise Error(f"{name}: parameter {n} must be a contiguous float32 CPU tensor, "
+            if t.dtype != torch.float32 or t.device.type != "cpu":
+                raise Error(f"{name}: parameter {n} must be a float32 CPU tensor, "
                             f"got {t.dtype} on {t.device}")
             params.append(t)
         B, T = (1, x.shape[0]) if self._rank == 2 else (x.shape[0], x.shape[1])

@@ -22,8 +22,10 @@ class View:
         self.height = height
 
     def _repr_html_(self):
-        return ('<iframe class="attn-viz" sandbox="allow-scripts" style="width: 100%%; '
-                'height: %dpx; border: 1px solid #ddd" srcdoc="%s"></iframe>'
+        # srcdoc: the page travels inside the notebook (no file, no server, no
+        # network); its text is attn's own, with every string JSON-escaped.
+        return ('<iframe class="attn-viz" style="width: 100%%; height: %dpx; '
+                'border: 1px solid #ddd" srcdoc="%s"></iframe>'
                 % (self.height, html.escape(self.html, quote=True)))
 
     def save(self, path):

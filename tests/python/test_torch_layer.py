@@ -159,7 +159,7 @@ def test_bad_inputs():
     with pytest.raises(AssertionError, match="d_out must be divisible by num_heads"):
         at.MultiHeadAttention(3, 5, 6, 0.0, 2)  # the book's own check
     m.double()
-    with pytest.raises(attn.Error, match="parameter W_query.weight must be a contiguous float32"):
+    with pytest.raises(attn.Error, match="parameter W_query.weight must be a float32 CPU tensor"):
         m(torch.zeros(1, 6, 3))
 
 
