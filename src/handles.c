@@ -1,11 +1,13 @@
 /* The library through opaque handles and flat calls (see attn/handles.h):
  * each function unpacks its numbers into the typed API and runs it. */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include "attn/handles.h"
 
 #include <cblas.h>
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <omp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -592,7 +594,14 @@ attn_status attn_h_train(const char *preset, const char *config, const char *dat
 /* ------------------------------------------------------------------ misc */
 
 void attn_h_set_threads(int threads, int blas_threads) {
-    if (threads > 0) omp_set_num_threads(threads);
+    if (threads > 0) {
+        /* As the attn program sets them (cli/threads.c): the variable is
+         * what the kernels' attn_default_threads() reads. */
+        char n[16];
+        snprintf(n, sizeof n, "%d", threads);
+        setenv("OMP_NUM_THREADS", n, 1);
+        omp_set_num_threads(threads);
+    }
     if (blas_threads > 0) openblas_set_num_threads(blas_threads);
 }
 

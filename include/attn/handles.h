@@ -184,7 +184,9 @@ attn_status attn_h_train(const char *preset, const char *config, const char *dat
 
 /* ------------------------------------------------------------------ misc */
 
-/* omp_set_num_threads(threads) when threads > 0, and OpenBLAS's own thread
+/* The threads attn's calls use: OMP_NUM_THREADS (which the kernels read,
+ * attn_default_threads) and omp_set_num_threads when threads > 0, as the attn
+ * program sets them; and OpenBLAS's own thread
  * count when blas_threads > 0: 1 makes attn's products run as the attn
  * program runs them, split over the OpenMP threads (attn/gemm.h).
  * Process-wide (on Debian numpy and torch share this OpenBLAS). */

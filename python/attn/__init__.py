@@ -24,13 +24,15 @@ __version__ = _c.attn_version().decode()
 
 
 def set_num_threads(n, blas_threads=1):
-    """Threads for attn's computations (OpenMP, process-wide, as
-    torch.set_num_threads). blas_threads=1 also sets OpenBLAS to one thread,
+    """Threads for attn's computations (OpenMP and OMP_NUM_THREADS,
+    process-wide, as torch.set_num_threads). blas_threads=1 also sets OpenBLAS to one thread,
     as the attn program runs (attn's products are then split over the OpenMP
     threads); on Debian numpy and torch share that OpenBLAS. 0 leaves it."""
     if int(n) < 1 or int(blas_threads) < 0:
         raise Error(f"set_num_threads: n must be >= 1 and blas_threads >= 0, got {n}, "
                     f"{blas_threads}")
+    import os
+    os.environ["OMP_NUM_THREADS"] = str(int(n))  # what the kernels read (and child processes)
     _c.attn_h_set_threads(int(n), int(blas_threads))
 
 

@@ -43,6 +43,7 @@ class _Bridge:
         self.key = key
         self.core = Core(kind, d_in, d_out, heads, ctx, p, bias, seed=None)
         self.names = [q.name for q in self.core.params]
+        self.paths = [tuple(n.split(".")) for n in self.names]
         self.forwards = 0  # which forward the C module's saved activations belong to
 
     def __deepcopy__(self, memo):
@@ -127,10 +128,11 @@ class _AttnModule(nn.Module):
         bridge = self.__dict__.get("_attn_bridge")
         if bridge is None or bridge.key != key:
             bridge = self.__dict__["_attn_bridge"] = _Bridge(key)
-        named = dict(self.named_parameters())
         params = []
-        for n in bridge.names:
-            t = named[n]
+        for n, path in zip(bridge.names, bridge.paths):
+            t = self
+            for a in path:  # "W_query.weight" -> self.W_query.weight
+                t = getattr(t, a)
             if t.dtype != torch.float32 or t.device.type != "cpu":
                 raise Error(f"{name}: parameter {n} must be a float32 CPU tensor, "
                             f"got {t.dtype} on {t.device}")
