@@ -172,6 +172,8 @@ class GPT:
             _lib.call(lib.attn_generator_prompt, g, p, len(p))
             buf = ctypes.create_string_buffer(8)
             for _ in range(n):
+                if self._h is None:  # closed between two characters
+                    raise Error("GPT is closed", "state")
                 if lib.attn_h_generator_stopped(g):
                     break
                 _lib.call(lib.attn_generator_next, g, None, buf, None)

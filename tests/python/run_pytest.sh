@@ -12,11 +12,7 @@ if ! /usr/bin/python3 -c 'import pytest, numpy, torch' 2> /dev/null; then
 fi
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/attn-pytest.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
-env=(PYTHONPATH="$src/python" ATTN_LIBRARY="$lib" ATTN_BIN="$attn" PYTHONDONTWRITEBYTECODE=1)
-# A sanitized build's library needs the sanitizer runtime loaded first.
-if nm -D "$lib" 2> /dev/null | grep -q ' U __asan_init'; then
-  env+=(LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)"
-    ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0")
-fi
-env "${env[@]}" /usr/bin/python3 -m pytest -q -p no:cacheprovider --basetemp="$tmp/pytest" \
+. "$src/tests/python/pyenv.sh"
+pyenv "$src" "$lib"
+ATTN_BIN="$attn" "${PY[@]}" -m pytest -q -p no:cacheprovider --basetemp="$tmp/pytest" \
   -o console_output_style=classic "$file"

@@ -159,7 +159,11 @@ def test_bad_inputs(checkpoint, tmp_path):
         gpt.generate("F", 5, temperature=-1)
     with pytest.raises(attn.Error, match="generate asks for"):
         attn.viz(gpt, "First", generate=ctx)
-    gpt.close()
+    it = gpt.generate_iter("First", 10)
+    next(it)
+    gpt.close()  # while an iterator is drawing from it
+    with pytest.raises(attn.Error, match="GPT is closed"):
+        next(it)
     for call in (lambda: gpt.forward([1]), lambda: gpt.generate("F", 1), gpt.state_dict,
                  lambda: attn.viz(gpt, "F")):
         with pytest.raises(attn.Error, match="GPT is closed"):
