@@ -227,7 +227,7 @@ def main():
     diffs = [abs(a - b) for a, b in zip(gpt["book"]["losses"], gpt["attn"]["losses"])]
 
     B, T, D, H = mha_shape
-    print(f"\n| case | attn | PyTorch / reference | ratio | target |")
+    print("\n| case | attn | PyTorch / reference | ratio | target |")
     print("|---|---|---|---|---|")
     b, a, c = best["book"], best["attn.torch"], best["attn bench"]
     print(f"| MHA fwd+bwd B{B} T{T} D{D} H{H}, median (best of 1/2 threads) | "

@@ -43,4 +43,5 @@ def get_num_threads():
 
 __all__ = ["Error", "SelfAttention_v1", "SelfAttention_v2", "CausalAttention",
            "MultiHeadAttentionWrapper", "MultiHeadAttention", "seed004", "GPT", "train",
-           "TrainResult", "viz", "View", "set_num_threads", "get_num_threads", "__version__"]
+           "TrainResult", "viz", "View", "set_num_threads", "get_num_threads", "library",
+           "__version__"]

@@ -4,7 +4,6 @@ attention() equals the book's GPTModel's softmax weights; to_torch() gives
 the book's model with the same logits and loss; the inline page is `attn
 viz`'s; bad inputs raise attn.Error with the library's message."""
 import filecmp
-import os
 import re
 
 import numpy as np
