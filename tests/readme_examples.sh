@@ -61,7 +61,13 @@ work=$tmp/work
 mkdir -p "$work/runs" "$tmp/bin"
 ln -s "$(cd "$(dirname "$ATTN")" && pwd)/$(basename "$ATTN")" "$tmp/bin/attn"
 ln -s "$(cd "$SRC" && pwd)/python" "$work/python"
-export ATTN_LIBRARY="$(cd "$(dirname "$ATTN")" && pwd)/libattn.so" PYTHONDONTWRITEBYTECODE=1
+. "$SRC/tests/python/pyenv.sh"
+pyenv "$(cd "$SRC" && pwd)" "$(cd "$(dirname "$ATTN")" && pwd)/libattn.so"
+if [ "${PY[0]}" = env ]; then
+  # A sanitized build: Python (in the sh blocks too) loads libattn with the
+  # sanitizer runtime first; leaks are not checked here (Python's own at exit).
+  export "${PY[1]}" "${PY[2]}"
+fi
 for i in $(seq 1 40); do
   echo "ROMEO: To be, or not to be, that is the question; First Citizen: speak $((i % 9))."
   echo "JULIET: What's in a name? that which we call a rose by any other word would smell as sweet!"
@@ -74,7 +80,7 @@ echo '{"n_layers": 3, "n_heads": 2, "emb_dim": 32, "context_length": 64, "batch_
 for f in "$tmp"/blocks/*.run; do
   where=$(head -1 "$f" | sed 's/^# //; s/ [a-z]*$//')
   case $(head -1 "$f") in
-  *" py") run=(env PYTHONPATH="$work/python" /usr/bin/python3) ;;
+  *" py") run=("${PY[@]}") ;;
   *) run=(bash -e -o pipefail) ;;
   esac
   if (cd "$work" && PATH="$tmp/bin:$PATH" OMP_NUM_THREADS=1 "${run[@]}" "$f") > "$tmp/out" 2>&1; then
