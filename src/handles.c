@@ -154,10 +154,15 @@ attn_status attn_h_module_forward(attn_module *m, const float *x, int B, int T, 
     return s;
 }
 
-attn_status attn_h_module_backward(attn_module *m, const float *x, const float *dy, float *dx,
-                                   attn_error *err) {
+attn_status attn_h_module_backward(attn_module *m, const float *x, int B, int T, const float *dy,
+                                   float *dx, attn_error *err) {
     if (!m || !x || !dy) return attn_fail(err, ATTN_ERR_INVALID_ARG, "module backward: NULL array");
+    if (B <= 0 || T <= 0)
+        return attn_fail(err, ATTN_ERR_SHAPE, "module backward: B and T must be > 0");
     attn_param_list_zero_grad(attn_module_params(m));
+    if (dx)
+        memset(dx, 0,
+               (size_t)B * (size_t)T * (size_t)attn_module_get_config(m)->d_in * sizeof(float));
     const int blas = blas_one();
     const attn_status s = attn_module_backward(m, x, dy, dx, err);
     blas_restore(blas);

@@ -93,10 +93,13 @@ Test(given, masks_equal_drawn_in_every_module) {
                      "%s given: %s", k->kind, err.msg);
         cr_expect(memcmp(ya, yb, ny * sizeof *ya) == 0, "%s: outputs with given masks differ",
                   k->kind);
-        /* Backward twice: each call's gradients alone (zeroed first). */
+        /* Backward twice into buffers holding other values: each call's
+         * gradients alone (dx and the grads are zeroed first). */
+        for (size_t i = 0; i < nx; i++)
+            dxa[i] = 7.0f, dxb[i] = 0.0f;
         for (int rep = 0; rep < 2; rep++) {
-            cr_assert_eq(attn_h_module_backward(a, x, dy, dxa, &err), ATTN_OK, "%s", err.msg);
-            cr_assert_eq(attn_h_module_backward(b, x, dy, dxb, &err), ATTN_OK, "%s", err.msg);
+            cr_assert_eq(attn_h_module_backward(a, x, B, T, dy, dxa, &err), ATTN_OK, "%s", err.msg);
+            cr_assert_eq(attn_h_module_backward(b, x, B, T, dy, dxb, &err), ATTN_OK, "%s", err.msg);
         }
         cr_expect(memcmp(dxa, dxb, nx * sizeof *dxa) == 0, "%s: dx differs", k->kind);
         const attn_param_list *pa = attn_module_params(a), *pb = attn_module_params(b);

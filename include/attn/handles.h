@@ -87,11 +87,12 @@ attn_status attn_h_module_forward(attn_module *m, const float *x, int B, int T, 
  *   seed004-mha: num_heads x (B, T, T), then the output (B, T, d_in). */
 size_t attn_h_module_mask_numel(const attn_module *m, int B, int T);
 
-/* Zero every parameter gradient, then attn_module_backward: grads and dx
- * (B, T, d_in; may be NULL) hold this call's gradients alone, whichever rule
- * (+= or =) the modules' backward passes follow. */
-attn_status attn_h_module_backward(attn_module *m, const float *x, const float *dy, float *dx,
-                                   attn_error *err);
+/* Zero every parameter gradient and dx (B, T, d_in; may be NULL), then
+ * attn_module_backward for the last forward, whose (B, T) these are: grads
+ * and dx hold this call's gradients alone, whichever rule (+= or =) the
+ * modules' backward passes follow. */
+attn_status attn_h_module_backward(attn_module *m, const float *x, int B, int T, const float *dy,
+                                   float *dx, attn_error *err);
 
 /* ------------------------------------------- fused causal attention (SDPA) */
 

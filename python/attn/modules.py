@@ -107,8 +107,8 @@ class Core:
         _lib.call(lib.attn_h_module_forward, self.handle, x_ptr, B, T, y_ptr, int(training),
                   self.rng, stream, keep_ptr, n_keep)
 
-    def backward(self, x_ptr, dy_ptr, dx_ptr):
-        _lib.call(lib.attn_h_module_backward, self.handle, x_ptr, dy_ptr, dx_ptr)
+    def backward(self, x_ptr, B, T, dy_ptr, dx_ptr):
+        _lib.call(lib.attn_h_module_backward, self.handle, x_ptr, B, T, dy_ptr, dx_ptr)
 
 
 def _c_array(address, shape):
@@ -225,7 +225,8 @@ class Module:
             raise Error(f"{name}.backward: dy must be shaped as the output "
                         f"{self._out_shape}, got {tuple(dy.shape)}", "shape")
         dx = np.empty_like(self._x)
-        core.backward(ptr(self._x), ptr(dy), ptr(dx))
+        B, T = (1, dx.shape[0]) if self._input_rank == 2 else dx.shape[:2]
+        core.backward(ptr(self._x), B, T, ptr(dy), ptr(dx))
         return dx
 
     # -- parameters ------------------------------------------------------------

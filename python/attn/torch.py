@@ -68,7 +68,7 @@ class _Bridge:
         if dy.dtype != torch.float32:
             dy = dy.float()
         dx = torch.empty_like(x) if need_x else None
-        self.core.backward(x.data_ptr(), dy.data_ptr(), dx.data_ptr() if need_x else None)
+        self.core.backward(x.data_ptr(), B, T, dy.data_ptr(), dx.data_ptr() if need_x else None)
         return dx, [torch.from_numpy(_c_array(q.grad, q.shape).copy()) for q in self.core.params]
 
 
