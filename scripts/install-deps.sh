@@ -2,6 +2,8 @@
 # Install what attn needs on Debian 12. Usage: install-deps.sh [--print] build|test
 #   build: compiler, CMake, OpenBLAS, cJSON, oneDNN, pkg-config (what `make run` needs)
 #   test:  the above plus Criterion, PyTorch/NumPy for the parity tests,
+#          pytest, nbclient, ipykernel and nbconvert for the Python package and
+#          its example notebook (tqdm: the notebook's progress bar),
 #          Chromium (headless) for the attn viz page test, and Open MPI for the
 #          data-parallel training tests (the build uses it when present)
 # As root it runs apt-get; otherwise it prints the exact line to run and fails.
@@ -13,7 +15,8 @@ what=${1:-build}
 case $what in build | test) ;; *) echo "usage: install-deps.sh [--print] build|test" >&2; exit 2 ;; esac
 pkgs=(gcc make cmake pkg-config libopenblas-dev libcjson-dev libdnnl-dev)
 if [ "$what" = test ]; then
-  pkgs+=(libcriterion-dev python3-torch python3-numpy chromium libopenmpi-dev openmpi-bin)
+  pkgs+=(libcriterion-dev python3-torch python3-numpy chromium libopenmpi-dev openmpi-bin
+    python3-pytest python3-nbclient python3-ipykernel jupyter-nbconvert python3-tqdm)
 fi
 if [ $print -eq 1 ]; then
   printf '%s\n' "${pkgs[@]}"

@@ -173,6 +173,19 @@ attn_status attn_flash_dropout_draw(attn_flash_dropout *d, attn_rng *rng,
         d->bits = bits;
         d->bits_cap = bytes;
     }
+    if (stream == ATTN_STREAM_GIVEN) {
+        /* The caller's bytes (attn_dropout_given), held as bits like torch-cpu's. */
+        attn_dropout_given *g = (attn_dropout_given *)(void *)rng;
+        uint8_t chunk[4096];
+        memset(d->bits, 0, bytes);
+        for (uint64_t k0 = 0; k0 < n; k0 += sizeof chunk) {
+            const size_t m = (size_t)(n - k0 < sizeof chunk ? n - k0 : sizeof chunk);
+            attn_dropout_given_take(g, chunk, m);
+            for (size_t j = 0; j < m; j++)
+                d->bits[(k0 + j) >> 3] |= (uint8_t)(chunk[j] << ((k0 + j) & 7));
+        }
+        return ATTN_OK;
+    }
     attn_rng_keep_mask(rng, 1.0 - p, d->bits, (size_t)n, 1);
     return ATTN_OK;
 }

@@ -189,5 +189,7 @@ int attn_dropout_stream_parse(const char *name, attn_dropout_stream *out) {
 }
 
 const char *attn_dropout_stream_name(attn_dropout_stream s) {
-    return s == ATTN_STREAM_TORCH_MKL ? "torch-mkl" : "torch-cpu";
+    return s == ATTN_STREAM_TORCH_MKL ? "torch-mkl"
+           : s == ATTN_STREAM_GIVEN   ? "given"
+                                      : "torch-cpu";
 }

@@ -183,4 +183,14 @@ if [ -e "$build/libattn-cuda.so" ]; then
     fail "installed attn --device cuda: $(cat "$tmp/cuda.err")"
   echo "ok   installed attn --device cuda opened the module: $(head -c 120 "$tmp/cuda.err")"
 fi
+
+# The Python package (issue 19), for /usr/bin/python3: it finds the installed
+# library (not the build tree's) without LD_LIBRARY_PATH.
+site=$(find "$prefix/lib" -path '*-packages/attn/__init__.py' | head -1)
+[ -n "$site" ] || fail "the Python package is not installed"
+py=$(cd "$tmp" && env -u LD_LIBRARY_PATH -u ATTN_LIBRARY PYTHONPATH="$(dirname "$(dirname "$site")")" \
+  /usr/bin/python3 -c 'import attn, os; print(os.path.realpath(attn.library), attn.__version__)')
+want="$(realpath "$libdir/libattn.so.0") $("$prefix/bin/attn" --version | cut -d' ' -f2)"
+[ "$py" = "$want" ] || fail "python: '$py', want '$want'"
+echo "ok   python package: $py"
 echo "all install checks passed"

@@ -20,6 +20,7 @@
 #include "attn/gemm.h"
 #include "attn/generate.h"
 #include "attn/gpt.h"
+#include "attn/handles.h"
 #include "attn/layernorm.h"
 #include "attn/linear.h"
 #include "attn/module.h"

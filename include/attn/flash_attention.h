@@ -23,6 +23,9 @@
  *   - torch-cpu: MT19937 has no cheap jump-ahead, so the mask for the whole
  *     (B, H, T, T) tensor is drawn sequentially at attn_flash_dropout_draw and
  *     kept packed at 1 bit per element (B * H * T * T / 8 bytes).
+ *   - given (ATTN_STREAM_GIVEN, attn_dropout_given): the caller's mask,
+ *     packed into the same bits; or fill bits yourself (stream GIVEN, bits
+ *     LSB first over the flat (B, H, T, T) order, p, B, H, T set).
  * Either way the generator is left exactly where PyTorch's dropout leaves it.
  *
  * Threads: OpenMP. The forward runs (batch, head, query tile) tasks with
@@ -89,7 +92,7 @@ typedef struct attn_flash_dropout {
     attn_dropout_stream stream;
     int B, H, T;
     uint32_t x0;     /* torch-mkl: the MCG31 seed drawn from the generator */
-    uint8_t *bits;   /* torch-cpu: keep bits, flat (B, H, T, T) order, LSB first */
+    uint8_t *bits;   /* torch-cpu, given: keep bits, flat (B, H, T, T) order, LSB first */
     size_t bits_cap; /* bytes allocated for bits (reused across draws) */
 } attn_flash_dropout;
 

@@ -40,7 +40,11 @@ typedef enum attn_dropout_stream {
     /* MKL builds on Intel CPUs (the book's printed tables): one 32-bit draw s
      * seeds an MCG31 (x0 = s mod (2^31-1), 0 -> 1, a = 1132489760); element i
      * is kept when x_i / (2^31-1) < 1-p, x_{i+1} = a*x_i mod (2^31-1). */
-    ATTN_STREAM_TORCH_MKL = 1
+    ATTN_STREAM_TORCH_MKL = 1,
+    /* Not drawn: the masks come from the caller (attn_dropout_given in
+     * attn/dropout.h), e.g. drawn by PyTorch itself. Never parsed from a
+     * name, never recorded in a checkpoint. */
+    ATTN_STREAM_GIVEN = 2
 } attn_dropout_stream;
 
 /* torch.manual_seed(seed). Seeds above 2^32-1 use their low 32 bits, as
@@ -73,7 +77,8 @@ void attn_rng_uniform(attn_rng *rng, float *out, size_t n, float lo, float hi);
  * n >= 16, scalar path otherwise). */
 void attn_rng_normal(attn_rng *rng, float *out, size_t n, float mean, float std);
 
-/* Parse "torch-cpu" / "torch-mkl"; returns 0 on success, -1 otherwise. */
+/* Parse "torch-cpu" / "torch-mkl"; returns 0 on success, -1 otherwise
+ * ("given" is not a stream a user can choose). */
 int attn_dropout_stream_parse(const char *name, attn_dropout_stream *out);
 const char *attn_dropout_stream_name(attn_dropout_stream s);
 

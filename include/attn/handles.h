@@ -1,0 +1,201 @@
+/* attn/handles.h — the library through opaque handles and flat calls, for
+ * bindings (attn's Python package calls it through ctypes).
+ *
+ * Every argument is a number, a C string, a pointer to a plain array
+ * (float32, int64, bytes), a callback of numbers, or a handle whose layout
+ * the caller never sees, so a binding mirrors no struct but attn_error
+ * (status.h: an int code, then a NUL-terminated message of
+ * ATTN_ERROR_MSG_MAX bytes). Every fallible call returns an attn_status and
+ * fills err. Handles are released by the matching *_free, which accepts
+ * NULL; strings the calls return are released with attn_h_free.
+ *
+ * Arrays are row-major and contiguous; shapes are given at each call:
+ *   modules   x (B, T, d_in) -> y (B, T, attn_module_out_dim)  (module.h)
+ *   attention q, k, v, o (B, H, T, D) as PyTorch's scaled_dot_product_attention,
+ *             lse (B, H, T), dropout bits (B, H, T, T) packed LSB first
+ *   GPT       ids, targets (B, T) int64 -> logits (B, T, V); attention weights
+ *             (n_layers, n_heads, T, T) of one sequence (gpt.h, attention_weights.h)
+ *
+ * Nothing here computes anything new: each call runs the typed API it names.
+ * Calls that multiply matrices run them as the attn program does, on attn's
+ * OpenMP threads with OpenBLAS at one thread (attn/gemm.h); OpenBLAS's own
+ * setting (which numpy and torch may share) is restored when they return. */
+#ifndef ATTN_HANDLES_H
+#define ATTN_HANDLES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "attn/generate.h"
+#include "attn/module.h"
+#include "attn/param.h"
+#include "attn/rng.h"
+#include "attn/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Release a string or buffer returned by a call below (NULL is fine). */
+void attn_h_free(void *p);
+
+/* ------------------------------------------------------------ generators */
+
+/* A generator as torch.manual_seed(seed) leaves PyTorch's (attn/rng.h);
+ * NULL when out of memory. */
+attn_rng *attn_h_rng_new(uint64_t seed);
+void attn_h_rng_free(attn_rng *rng);
+
+/* ------------------------------------------------------------ parameters */
+
+/* Parameter i of a list (attn/param.h), in state_dict order: its name, its
+ * data and gradient (numel floats each; grad NULL when not trainable), and
+ * its shape (returns ndim and fills shape[ATTN_PARAM_MAX_DIMS]). Out of range:
+ * NULL, or -1 for the shape. */
+int attn_h_param_count(const attn_param_list *l);
+const char *attn_h_param_name(const attn_param_list *l, int i);
+float *attn_h_param_data(const attn_param_list *l, int i);
+float *attn_h_param_grad(const attn_param_list *l, int i);
+int attn_h_param_shape(const attn_param_list *l, int i, int64_t *shape);
+
+/* --------------------------------------------------------------- modules */
+
+/* attn_module_create for the kind named as attn_module_kind_parse takes it
+ * ("mha", "causal-attention", ...; unknown: ATTN_ERR_INVALID_ARG listing the
+ * names). rng draws the weights as torch.manual_seed + the constructor (NULL:
+ * zeros). Free with attn_module_destroy. */
+attn_status attn_h_module_new(const char *kind, int d_in, int d_out, int num_heads,
+                              int context_length, double dropout, int qkv_bias, attn_rng *rng,
+                              attn_module **out, attn_error *err);
+
+/* attn_module_forward in one of three modes:
+ *   training == 0: eval (no dropout);
+ *   training, keep == NULL: dropout drawn from rng in stream (attn/rng.h);
+ *   training, keep != NULL: the masks given, n_keep bytes (1 = kept) in the
+ *     order the forward applies its dropouts (attn_dropout_given; attn.torch
+ *     draws them with PyTorch's generator); they must be exactly what the
+ *     forward takes (attn_h_module_mask_numel), else ATTN_ERR_SHAPE. */
+attn_status attn_h_module_forward(attn_module *m, const float *x, int B, int T, float *y,
+                                  int training, attn_rng *rng, int stream, const uint8_t *keep,
+                                  size_t n_keep, attn_error *err);
+
+/* The mask elements a training forward of m on (B, T) takes (0 without
+ * dropout): the sum over its dropouts, in the order it applies them —
+ *   causal-attention, attention-head: (B, T, T)
+ *   mha-wrapper: num_heads x (B, T, T), head by head
+ *   mha: (B, num_heads, T, T)
+ *   seed004-mha: num_heads x (B, T, T), then the output (B, T, d_in). */
+size_t attn_h_module_mask_numel(const attn_module *m, int B, int T);
+
+/* Zero every parameter gradient and dx (B, T, d_in; may be NULL), then
+ * attn_module_backward for the last forward, whose (B, T) these are: grads
+ * and dx hold this call's gradients alone, whichever rule (+= or =) the
+ * modules' backward passes follow. */
+attn_status attn_h_module_backward(attn_module *m, const float *x, int B, int T, const float *dy,
+                                   float *dx, attn_error *err);
+
+/* ------------------------------------------- fused causal attention (SDPA) */
+
+/* The fused kernel (attn/flash_attention.h) on PyTorch's layout: q, k, v
+ * (B, H, T, D) contiguous -> o (B, H, T, D) and lse (B, H, T) for the
+ * backward. Causal, softmax(q k^T * scale) with scale <= 0 meaning
+ * 1 / sqrt(D) (another scale costs a scaled copy of q). p > 0 applies
+ * dropout with keep_bits, the (B, H, T, T) mask packed LSB first in flat
+ * order. precision: ATTN_PRECISION_FP32 or _BF16 (attn/engine.h; fails on a
+ * CPU without AVX512-BF16). threads <= 0: attn_default_threads(). */
+attn_status attn_h_sdpa_forward(int B, int H, int T, int D, const float *q, const float *k,
+                                const float *v, float scale, double p, const uint8_t *keep_bits,
+                                int precision, int threads, float *o, float *lse, attn_error *err);
+
+/* Gradients of the forward above (same q, k, v, o, lse, scale, p, mask):
+ * d_o (B, H, T, D) -> dq, dk, dv (B, H, T, D), overwritten. */
+attn_status attn_h_sdpa_backward(int B, int H, int T, int D, const float *q, const float *k,
+                                 const float *v, const float *o, const float *lse, float scale,
+                                 double p, const uint8_t *keep_bits, int precision, int threads,
+                                 const float *d_o, float *dq, float *dk, float *dv,
+                                 attn_error *err);
+
+/* ------------------------------------------------------------------- GPT */
+
+typedef struct attn_h_gpt attn_h_gpt;
+
+/* attn_gpt_load_checkpoint (a run folder or a model .safetensors file). */
+attn_status attn_h_gpt_load(const char *path, attn_h_gpt **out, attn_error *err);
+void attn_h_gpt_free(attn_h_gpt *g);
+
+/* {"config": {the book's keys}, "vocabulary": "chars in id order", "step": N,
+ *  "n_params": N} (malloc'd; attn_h_free), NULL when out of memory. */
+char *attn_h_gpt_info_json(const attn_h_gpt *g);
+
+/* The parameters (state_dict names, the book's order); borrowed. */
+const attn_param_list *attn_h_gpt_params(const attn_h_gpt *g);
+
+/* Eval-mode forward of ids (B, T): logits (B, T, V) when logits != NULL;
+ * with targets (may be NULL) the mean cross-entropy into *loss. */
+attn_status attn_h_gpt_forward(attn_h_gpt *g, const int64_t *ids, const int64_t *targets, int B,
+                               int T, float *logits, float *loss, attn_error *err);
+
+/* The attention weights of one sequence ids (T): weights (n_layers, n_heads,
+ * T, T), the causal softmax of each head before dropout
+ * (attn_gpt_attention_weights after an eval-mode forward). */
+attn_status attn_h_gpt_attention(attn_h_gpt *g, const int64_t *ids, int T, float *weights,
+                                 attn_error *err);
+
+/* A text generator over g as `attn generate` runs it (attn/generate.h): the
+ * sampler's options, stop (NULL or "": none) and window (0: context_length /
+ * 2). g must outlive it. Then attn_generator_prompt and attn_generator_next
+ * (generate.h) drive it; attn_h_generator_stopped says when the stop text
+ * came. */
+attn_status attn_h_generator_new(const attn_h_gpt *g, double temperature, int top_k, double top_p,
+                                 uint64_t seed, const char *stop, int window, attn_generator **out,
+                                 attn_error *err);
+int attn_h_generator_stopped(const attn_generator *gen);
+void attn_h_generator_free(attn_generator *gen);
+
+/* `attn viz`'s page (attn/viz.h) of prompt (n bytes of UTF-8) plus generate
+ * sampled characters: *html (malloc'd, attn_h_free) and its length. source
+ * names the model in the page (may be NULL). */
+attn_status attn_h_viz_html(attn_h_gpt *g, const char *prompt, size_t n, int generate,
+                            double temperature, int top_k, uint64_t seed, const char *source,
+                            char **html, size_t *len, attn_error *err);
+
+/* -------------------------------------------------------------- training */
+
+/* Called on every step (event 0: a = the step's loss, b = its learning rate,
+ * c = tokens/s so far) and evaluation (event 1: a = train loss, b = val
+ * loss) with the steps done and max_steps. A nonzero return stops the run
+ * after this step; it then saves as Ctrl-C saves `attn train`. */
+typedef int (*attn_h_train_callback)(void *user, int event, int64_t step, int64_t max_steps,
+                                     double a, double b, double c);
+
+/* `attn train` in one process: preset, config (a JSON file path), data, out,
+ * init_from: as the options of the same names (NULL: not given); keys_json
+ * (NULL or a JSON object) sets training keys as their options do
+ * ({"max_steps": 20, "learning_rate": 1e-3}; attn_train_key_find's names);
+ * resume / force as --resume / --force. The folder is locked for the run
+ * (attn/runlock.h) and checkpoints are written as attn train writes them.
+ * On return *step is the step reached, *stopped 1 when the callback stopped
+ * it, out_abs (ATTN_TRAIN_PATH_MAX bytes, may be NULL) the run folder's
+ * absolute path. *request_error (may be NULL) tells a bad request (1) from a
+ * failure of a file or the run (0). */
+attn_status attn_h_train(const char *preset, const char *config, const char *data, const char *out,
+                         const char *init_from, const char *keys_json, int resume, int force,
+                         attn_h_train_callback cb, void *user, int64_t *step, int *stopped,
+                         char *out_abs, int *request_error, attn_error *err);
+
+/* ------------------------------------------------------------------ misc */
+
+/* The threads attn's calls use: OMP_NUM_THREADS (which the kernels read,
+ * attn_default_threads) and omp_set_num_threads when threads > 0, as the attn
+ * program sets them; and OpenBLAS's own thread
+ * count when blas_threads > 0: 1 makes attn's products run as the attn
+ * program runs them, split over the OpenMP threads (attn/gemm.h).
+ * Process-wide (on Debian numpy and torch share this OpenBLAS). */
+void attn_h_set_threads(int threads, int blas_threads);
+/* The OpenMP threads a parallel region gets now. */
+int attn_h_get_threads(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,307 @@
+"""The char-level GPT: a trained checkpoint (attn.GPT) and the trainer
+(attn.train), over the library's GPT, generator and training loop."""
+import collections
+import ctypes
+import json
+import os
+import sys
+import tempfile
+import weakref
+
+import numpy as np
+
+from . import _lib
+from ._lib import Error, lib
+from .modules import _c_array, _index, as_array, ptr
+
+
+def _free_gpt(handle):
+    lib.attn_h_gpt_free(handle)
+
+
+class GPT:
+    """A checkpoint of `attn train` loaded for inference (eval mode, fp32):
+
+        gpt = attn.GPT.load("runs/tiny")
+        gpt.forward(ids)                 # (B, T) ids -> (B, T, vocab_size) logits
+        gpt.loss(ids, targets)           # mean cross-entropy
+        gpt.generate("ROMEO:", 100)      # as `attn generate` (same seed, same text)
+        gpt.attention("ROMEO:")          # (n_layers, n_heads, T, T) weights
+        gpt.to_torch()                   # the book's GPTModel with these weights
+
+    config (the book's keys), vocabulary (the characters in id order), step
+    and n_params describe it; close() (or `with`, or collection) frees it."""
+
+    def __init__(self, handle, source):
+        self._h = handle
+        self._finalizer = weakref.finalize(self, _free_gpt, handle)
+        info = json.loads(_lib.take_string(lib.attn_h_gpt_info_json(handle)))
+        self.source = source
+        self.config = info["config"]
+        self.vocabulary = info["vocabulary"]
+        self.step = int(info["step"])
+        self.n_params = int(info["n_params"])
+        self._ids = {c: i for i, c in enumerate(self.vocabulary)}
+        self._params = _lib.params(lib.attn_h_gpt_params(handle))
+
+    @classmethod
+    def load(cls, path):
+        """A run folder of `attn train` (its live checkpoint), its best/
+        folder, or a model .safetensors file."""
+        h = ctypes.c_void_p()
+        _lib.call(lib.attn_h_gpt_load, _lib.path(path), ctypes.byref(h))
+        return cls(h.value, os.fspath(path))
+
+    # -- state -----------------------------------------------------------------
+
+    def _live(self):
+        if self._h is None:
+            raise Error("GPT is closed", "state")
+        return self._h
+
+    def close(self):
+        self._finalizer()
+        self._h = None
+
+    @property
+    def closed(self):
+        return self._h is None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __repr__(self):
+        c = self.config
+        return (f"attn.GPT({self.source!r}: step {self.step}, {self.n_params} parameters, "
+                f"vocab {c['vocab_size']}, ctx {c['context_length']}, emb {c['emb_dim']}, "
+                f"{c['n_heads']} heads, {c['n_layers']} layers)")
+
+    # -- text ------------------------------------------------------------------
+
+    def encode(self, text):
+        """The ids of text's characters (int64), one per character."""
+        if not isinstance(text, str):
+            raise Error(f"encode: text must be a str, got {type(text).__name__}")
+        ids = np.empty(len(text), np.int64)
+        for i, ch in enumerate(text):
+            if ch not in self._ids:
+                raise Error(f"character {ch!r} at position {i} is not in the model's vocabulary "
+                            f"({len(self.vocabulary)} characters)")
+            ids[i] = self._ids[ch]
+        return ids
+
+    def decode(self, ids):
+        """The characters of ids."""
+        ids = as_array(ids, "decode: ids", np.int64, "iu")
+        v = len(self.vocabulary)
+        bad = ids[(ids < 0) | (ids >= v)]
+        if bad.size:
+            raise Error(f"decode: id {int(bad[0])} is outside [0, {v})")
+        return "".join(self.vocabulary[i] for i in ids.reshape(-1))
+
+    # -- computing -------------------------------------------------------------
+
+    def _batch(self, ids, what):
+        a = as_array(ids, what, np.int64, "iu")
+        if a.ndim not in (1, 2) or a.size == 0:
+            raise Error(f"{what} must be (B, T) or (T,) token ids, got {tuple(a.shape)}", "shape")
+        return a, (a[None, :] if a.ndim == 1 else a)
+
+    def forward(self, ids):
+        """Logits (B, T, vocab_size) for ids (B, T); (T, vocab_size) for (T,)."""
+        h = self._live()
+        a, b = self._batch(ids, "GPT.forward: ids")
+        B, T = b.shape
+        logits = np.empty((B, T, self.config["vocab_size"]), np.float32)
+        _lib.call(lib.attn_h_gpt_forward, h, ptr(b), None, B, T, ptr(logits), None)
+        return logits[0] if a.ndim == 1 else logits
+
+    __call__ = forward
+
+    def loss(self, ids, targets):
+        """Mean cross-entropy of the next-token predictions (as the trainer's)."""
+        h = self._live()
+        a, b = self._batch(ids, "GPT.loss: ids")
+        _, t = self._batch(targets, "GPT.loss: targets")
+        if t.shape != b.shape:
+            raise Error(f"GPT.loss: targets must be shaped as ids {tuple(a.shape)}, got "
+                        f"{tuple(np.shape(targets))}", "shape")
+        out = ctypes.c_float()
+        _lib.call(lib.attn_h_gpt_forward, h, ptr(b), ptr(t), b.shape[0], b.shape[1], None,
+                  ctypes.byref(out))
+        return float(out.value)
+
+    def attention(self, prompt):
+        """The attention weights on prompt (a str, or token ids): an array
+        (n_layers, n_heads, T, T); [l, h, i, j] is the weight query i puts on
+        key j (causal softmax before dropout, 0 for j > i)."""
+        h = self._live()
+        ids = self.encode(prompt) if isinstance(prompt, str) else \
+            self._batch(prompt, "GPT.attention: prompt")[0]
+        if ids.ndim != 1:
+            raise Error("GPT.attention: one sequence (a str or (T,) ids)", "shape")
+        c, T = self.config, ids.shape[0]
+        w = np.empty((c["n_layers"], c["n_heads"], T, T), np.float32)
+        _lib.call(lib.attn_h_gpt_attention, h, ptr(ids), T, ptr(w))
+        return w
+
+    def generate_iter(self, prompt="\n", max_new_tokens=500, temperature=0.8, top_k=200,
+                      top_p=1.0, seed=1337, stop=None, window=None):
+        """The sampled characters one by one as they come (the prompt is not
+        repeated); same sampler, seed and window as `attn generate`."""
+        h = self._live()
+        n = _index(max_new_tokens, "generate: max_new_tokens")
+        if n < 0:
+            raise Error(f"generate: max_new_tokens must be >= 0, got {n}")
+        if not isinstance(prompt, str) or not isinstance(stop, (str, type(None))):
+            raise Error("generate: prompt and stop must be str")
+        try:
+            temperature, top_p = float(temperature), float(top_p)
+        except (TypeError, ValueError):
+            raise Error("generate: temperature and top_p must be numbers") from None
+        g = ctypes.c_void_p()
+        _lib.call(lib.attn_h_generator_new, h, temperature, _index(top_k, "generate: top_k"),
+                  top_p, _index(seed, "generate: seed") % 2**64, _lib.text(stop),
+                  _index(window or 0, "generate: window"), ctypes.byref(g))
+        try:
+            p = prompt.encode("utf-8")
+            _lib.call(lib.attn_generator_prompt, g, p, len(p))
+            buf = ctypes.create_string_buffer(8)
+            for _ in range(n):
+                if self._h is None:  # closed between two characters
+                    raise Error("GPT is closed", "state")
+                if lib.attn_h_generator_stopped(g):
+                    break
+                _lib.call(lib.attn_generator_next, g, None, buf, None)
+                yield buf.value.decode("utf-8")
+        finally:
+            lib.attn_h_generator_free(g)
+
+    def generate(self, prompt="\n", max_new_tokens=500, temperature=0.8, top_k=200, top_p=1.0,
+                 seed=1337, stop=None, window=None):
+        """prompt followed by up to max_new_tokens sampled characters: what
+        `attn generate` prints with the same options (without its final newline).
+        temperature 0 is greedy; top_k 0 and top_p 1 are off; stop ends the
+        text once it ends with that string; window (default context_length/2)
+        is how many characters the model re-reads once the context is full."""
+        return prompt + "".join(self.generate_iter(prompt, max_new_tokens, temperature, top_k,
+                                                   top_p, seed, stop, window))
+
+    # -- weights ---------------------------------------------------------------
+
+    def state_dict(self):
+        """name -> array (copies), the book's GPTModel state_dict names."""
+        self._live()
+        return collections.OrderedDict((p.name, _c_array(p.data, p.shape).copy())
+                                       for p in self._params)
+
+    def to_torch(self):
+        """The book's GPTModel (attn.book) holding these weights, in eval
+        mode: the same logits as forward() to float rounding."""
+        import torch
+        from .book import GPTModel
+        model = GPTModel(dict(self.config))
+        sd = {k: torch.from_numpy(v) for k, v in self.state_dict().items()}
+        missing, unexpected = model.load_state_dict(sd, strict=False)
+        if unexpected or any(not k.endswith(".att.mask") for k in missing):
+            raise Error(f"to_torch: names differ: missing {missing}, unexpected {unexpected}")
+        return model.eval()
+
+
+# ------------------------------------------------------------------ training
+
+TrainResult = collections.namedtuple("TrainResult", "out step stopped history evals")
+TrainResult.__doc__ = """What attn.train did: out (the run folder, absolute),
+step (reached), stopped (a callback or Ctrl-C stopped it; it was saved),
+history [(step, loss, lr)] and evals [(step, train_loss, val_loss)] of this call."""
+
+
+def _progress_bar(total, initial):
+    """A tqdm bar (a notebook widget where ipywidgets is installed), or None
+    without tqdm."""
+    try:
+        if "ipykernel" in sys.modules:
+            try:
+                import ipywidgets  # noqa: F401
+                from tqdm.notebook import tqdm
+            except ImportError:
+                from tqdm import tqdm
+        else:
+            from tqdm import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=total, initial=initial, unit="step", dynamic_ncols=True)
+
+
+def train(preset=None, config=None, data=None, out=None, *, on_step=None, on_eval=None,
+          resume=False, force=False, init_from=None, progress=None, **keys):
+    """Train the char-level GPT as `attn train` does, in this process.
+
+    preset, data, out, init_from, resume, force: as attn train's options.
+    config: a JSON file of model and training keys, or a dict of them.
+    keys: training keys as attn train's options set them (max_steps=200,
+    learning_rate=1e-3, batch_size=8, ...; the names of `attn train --help`).
+    on_step(step, loss, lr) is called after every step and on_eval(step,
+    train_loss, val_loss) after every evaluation; a true return stops the run,
+    which then saves its checkpoint as Ctrl-C does (and so does Ctrl-C, or
+    interrupting the kernel: the checkpoint is saved, then KeyboardInterrupt
+    is raised). `attn train --out DIR --resume` or attn.train(out=DIR,
+    resume=True) continues it. progress: a tqdm progress bar (None: when tqdm
+    is installed). Returns a TrainResult; failures raise attn.Error."""
+    for k in keys:
+        if not isinstance(keys[k], (int, float, str)) or isinstance(keys[k], bool):
+            raise Error(f"train: {k} must be a number or a string, got {keys[k]!r}")
+    keys_json = json.dumps(keys) if keys else None
+    tmp = None
+    if isinstance(config, dict):
+        fd, tmp = tempfile.mkstemp(prefix="attn-config-", suffix=".json")
+        with os.fdopen(fd, "w") as f:
+            json.dump(config, f)
+        config = tmp
+    history, evals = [], []
+    state = {"exc": None, "bar": None}
+    want_bar = progress if progress is not None else True
+
+    def callback(user, event, step, max_steps, a, b, c):
+        try:
+            if want_bar and "made" not in state:
+                state["made"] = True
+                state["bar"] = _progress_bar(max_steps, step - 1 if event == 0 else step)
+            bar = state["bar"]
+            if event == 0:
+                history.append((step, a, b))
+                if bar is not None:
+                    bar.set_postfix(loss=f"{a:.4f}", lr=f"{b:.1e}", refresh=False)
+                    bar.update(1)
+                return 1 if on_step is not None and on_step(step, a, b) else 0
+            evals.append((step, a, b))
+            if bar is not None:
+                bar.write(f"step {step}: train loss {a:.4f}, val loss {b:.4f}")
+            return 1 if on_eval is not None and on_eval(step, a, b) else 0
+        except BaseException as e:  # noqa: B902 - re-raised after the run saved
+            state["exc"] = e
+            return 1
+
+    cb = _lib.TRAIN_CALLBACK(callback)
+    step, stopped, req = ctypes.c_int64(), ctypes.c_int(), ctypes.c_int()
+    where = ctypes.create_string_buffer(4096)
+    err = _lib.error()
+    try:
+        st = lib.attn_h_train(_lib.text(preset), _lib.path(config), _lib.path(data),
+                              _lib.path(out), _lib.path(init_from), _lib.text(keys_json),
+                              int(bool(resume)), int(bool(force)), cb, None, ctypes.byref(step),
+                              ctypes.byref(stopped), where, ctypes.byref(req), ctypes.byref(err))
+    finally:
+        if state["bar"] is not None:
+            state["bar"].close()
+        if tmp:
+            os.unlink(tmp)
+    _lib.check(st, err)
+    if state["exc"] is not None:
+        raise state["exc"]
+    return TrainResult(os.fsdecode(where.value), int(step.value), bool(stopped.value), history,
+                       evals)

@@ -1,0 +1,69 @@
+"""`attn viz`'s page from Python: attn.viz(model_or_dir, prompt) returns a
+View that Jupyter shows inline (an iframe holding the page in srcdoc: the
+same self-contained page, no network) and that .save(path) writes."""
+import html
+import os
+import tempfile
+
+import ctypes
+
+from . import _lib
+from ._lib import Error, lib
+from .gpt import GPT
+from .modules import _index
+
+
+class View:
+    """One attention page: html (the whole page, as `attn viz --out` writes
+    it), shown inline by Jupyter (_repr_html_), written by save()."""
+
+    def __init__(self, page, height=720):
+        self.html = page
+        self.height = height
+
+    def _repr_html_(self):
+        # srcdoc: the page travels inside the notebook (no file, no server, no
+        # network); its text is attn's own, with every string JSON-escaped.
+        return ('<iframe class="attn-viz" style="width: 100%%; height: %dpx; '
+                'border: 1px solid #ddd" srcdoc="%s"></iframe>'
+                % (self.height, html.escape(self.html, quote=True)))
+
+    def save(self, path):
+        """Write the page to path (through a temporary file and a rename, as
+        attn writes its outputs)."""
+        path = os.fspath(path)
+        folder = os.path.dirname(os.path.abspath(path))
+        fd, tmp = tempfile.mkstemp(prefix=".attn-viz-", suffix=".tmp", dir=folder)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(self.html)
+            os.replace(tmp, path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+        return path
+
+    def __repr__(self):
+        return f"attn.View({len(self.html)} characters of HTML)"
+
+
+def viz(model_or_dir, prompt, generate=0, *, seed=1337, temperature=0.8, top_k=200, height=720):
+    """The page `attn viz --checkpoint DIR --prompt PROMPT --generate N` makes,
+    for a GPT or a checkpoint folder: the head view, the model view and, with
+    generate > 0, the sampled characters (the same text as attn generate with
+    the same seed)."""
+    own = not isinstance(model_or_dir, GPT)
+    gpt = GPT.load(model_or_dir) if own else model_or_dir
+    try:
+        if not isinstance(prompt, str):
+            raise Error("viz: prompt must be a str")
+        p = prompt.encode("utf-8")
+        out, n = ctypes.c_void_p(), ctypes.c_size_t()
+        _lib.call(lib.attn_h_viz_html, gpt._live(), p, len(p),
+                  _index(generate, "viz: generate"), float(temperature),
+                  _index(top_k, "viz: top_k"), _index(seed, "viz: seed") % 2**64,
+                  _lib.text(gpt.source), ctypes.byref(out), ctypes.byref(n))
+        return View(_lib.take_string(out.value), height)
+    finally:
+        if own:
+            gpt.close()
