@@ -43,7 +43,7 @@ for p in "nanogpt-cpu 12 $NANO_STEPS" "seed004 8 $SEED_STEPS"; do
   run "$1-accum2-1t" "$1" "$2" "$3" 2 env OMP_NUM_THREADS=1 "$attn"
   # Same bits: the 2-rank run equals --grad-accum 2 at the same threads per
   # micro-batch (1). Against 2 threads it holds only where the kernels are
-  # thread-count invariant (nanogpt-cpu yes; seed004's width no, see README).
+  # thread-count invariant (nanogpt-cpu yes; seed004's width no; docs/training.md).
   for ref in accum2-1t accum2; do
     if cmp -s "$out/$1-$ref/model.safetensors" "$out/$1-2x1/model.safetensors" &&
       cmp -s "$out/$1-$ref/train_state.safetensors" "$out/$1-2x1/train_state.safetensors"; then

@@ -24,7 +24,7 @@ static void put_char(attn_vbuf *b, uint32_t c) {
     attn_vbuf_json_str(b, u8);
 }
 
-/* The attn-data JSON (schema: README.md, "attn viz"). Weights with 6
+/* The attn-data JSON (schema: docs/viz.md, "The page's data"). Weights with 6
  * decimals: 5e-7 at most from the float, a fraction of a screen shade. */
 static void put_json(attn_vbuf *b, const attn_viz_data *d) {
     const attn_gpt_config *c = &d->cfg;

@@ -5,9 +5,9 @@
 # --libs attn` works with only the CPU core's .pc files in sight (no Open
 # MPI, no CUDA development files) and names neither; a program built with
 # only pkg-config (shared and static, umbrella header <attn/attn.h>) runs
-# the README's module example (the book's MultiHeadAttention) and its GPT
-# example (sampling a checkpoint, the same text as `attn generate`), and
-# opens the installed CUDA engine module.
+# the module example of README.md (the book's MultiHeadAttention) and the
+# GPT example of docs/library.md (sampling a checkpoint, the same text as
+# `attn generate`), and opens the installed CUDA engine module.
 #   bash tests/install_consumer.sh ATTN SRCDIR
 set -euo pipefail
 attn=$1

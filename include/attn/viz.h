@@ -12,7 +12,7 @@
  *
  * The page embeds its data as JSON in
  *   <script type="application/json" id="attn-data">
- * (schema in README.md, "attn viz"): format "attn-viz", version 1, tokens
+ * (schema in docs/viz.md, "The page's data"): format "attn-viz", version 1, tokens
  * (one string per character), token_ids, n_prompt, prompt_dropped, n_layers,
  * n_heads, attention[layer][head][query] = the query's row up to and including the
  * diagonal (query + 1 numbers, 6 decimals; the rest is exactly 0), and
