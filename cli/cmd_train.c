@@ -172,9 +172,12 @@ static int print_plan(const attn_gpt_config *m, const attn_train_config *t, cons
         return 1;
     }
     const int64_t steps = t->max_steps - step; /* still to take */
+    char variant[512];
+    attn_gpt_config_describe_variants(m, 0, variant, sizeof variant);
     printf("attn train --dry-run: nothing is trained or written\n"
            "preset      %s\n"
            "model       %s\n"
+           "variant     %s\n"
            "training    %s\n"
            "corpus      %s (%zu bytes, vocabulary %d)\n"
            "output      %s\n"
@@ -183,7 +186,7 @@ static int print_plan(const attn_gpt_config *m, const attn_train_config *t, cons
            "memory      ~%.1f MiB: weights, gradients, AdamW moments %.1f MiB + activations "
            "~%.1f MiB\n"
            "checkpoint  %.1f MiB per save\n",
-           preset ? preset : "saved config", mj, tj, data, n, m->vocab_size, out, run, p.n_params,
+           preset ? preset : "saved config", mj, variant, tj, data, n, m->vocab_size, out, run, p.n_params,
            (double)p.n_params / 1e6, (p.state_bytes + p.act_bytes) / 1048576.0,
            p.state_bytes / 1048576.0, p.act_bytes / 1048576.0, p.ckpt_bytes / 1048576.0);
     if (steps > 0) {
@@ -584,6 +587,10 @@ static int resolve(train_cmd *c) {
         fprintf(stderr, "attn train: %s\n", err.msg);
         return c->su.request_error ? 2 : 1;
     }
+    if (c->device == ATTN_DEVICE_CUDA && attn_cuda_gpt_supports(&c->su.model, &err)) {
+        fprintf(stderr, "attn train: --device cuda: %s\n", err.msg);
+        return 2;
+    }
     if (attn_file_read_all(c->su.data, 0, (void **)&c->text, &c->n, &err)) {
         fprintf(stderr, "attn train: cannot read the corpus: %s\n", err.msg);
         return 1;
@@ -719,6 +726,9 @@ static void announce(const train_cmd *c, const attn_trainer *tr) {
             c->su.preset ? c->su.preset : "saved config", attn_gpt_num_params(&tr->model),
             m->vocab_size, m->context_length, m->emb_dim, m->n_heads, m->n_layers, tr->train.n_ids,
             tr->val.n_ids, t->batch_size, t->max_steps);
+    char variant[512];
+    attn_gpt_config_describe_variants(m, 1, variant, sizeof variant);
+    if (variant[0]) fprintf(stderr, "attn train: not the book's GPTModel: %s\n", variant);
     if (c->o.resume)
         fprintf(stderr, "attn train: resuming %s at step %" PRId64 "\n", c->su.out, tr->step);
 }

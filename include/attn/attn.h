@@ -2,6 +2,7 @@
 #ifndef ATTN_ATTN_H
 #define ATTN_ATTN_H
 
+#include "attn/activation.h"
 #include "attn/attention_weights.h"
 #include "attn/causal_attention.h"
 #include "attn/checkpoint.h"
