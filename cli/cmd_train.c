@@ -186,8 +186,8 @@ static int print_plan(const attn_gpt_config *m, const attn_train_config *t, cons
            "memory      ~%.1f MiB: weights, gradients, AdamW moments %.1f MiB + activations "
            "~%.1f MiB\n"
            "checkpoint  %.1f MiB per save\n",
-           preset ? preset : "saved config", mj, variant, tj, data, n, m->vocab_size, out, run, p.n_params,
-           (double)p.n_params / 1e6, (p.state_bytes + p.act_bytes) / 1048576.0,
+           preset ? preset : "saved config", mj, variant, tj, data, n, m->vocab_size, out, run,
+           p.n_params, (double)p.n_params / 1e6, (p.state_bytes + p.act_bytes) / 1048576.0,
            p.state_bytes / 1048576.0, p.act_bytes / 1048576.0, p.ckpt_bytes / 1048576.0);
     if (steps > 0) {
         double gflops, sec = plan_seconds(&p, steps, threads, ranks, &gflops);

@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 TOL = 1e-4  # max |attn - torch| / max |torch| per tensor (see rel_err)
+FWD_TOL = 1e-5  # the same for the forward's results: logits and loss
 
 # ---------------------------------------------------------------- the book's model
 
@@ -168,10 +169,14 @@ def check(path):
     worst = 0.0
     e = rel_err(t["logits"], logits.numpy())
     print(f"logits: max rel err {e:.3g}")
-    worst = max(worst, e)
+    fwd = e
     e = abs(float(t["loss"][0]) - float(loss)) / abs(float(loss))
     print(f"loss: attn {float(t['loss'][0]):.7f} torch {float(loss):.7f} rel err {e:.3g}")
-    worst = max(worst, e)
+    fwd = max(fwd, e)
+    if fwd > FWD_TOL:
+        print(f"FAIL: forward {fwd:.3g} (tolerance {FWD_TOL:g})")
+        return 1
+    worst = max(worst, fwd)
     gw, gname = 0.0, ""
     for n, gr in grads.items():
         e = rel_err(t["grad." + n], gr.numpy(), 1e-3)
