@@ -308,7 +308,7 @@ static cli_option train_rows[TRAIN_OPT_COUNT] = {
 };
 CLI_TABLE_CHECK(train_rows, TRAIN_OPT_COUNT);
 
-static const cli_command train_cli = {
+static cli_command train_cli = {
     "train",
     "attn train [--data FILE] [--preset NAME] [--config FILE.json]\n"
     "                  [--out DIR] [--resume | --force | --init-from CKPT]\n"
@@ -378,9 +378,24 @@ static cli_option key_row(int i, char *help, size_t cap) {
 /* The rows made from the library's tables, filled on the first call. */
 const cli_command *train_cli_table(void) {
     static char help[ATTN_TRAIN_KEY_COUNT][256];
+    static char about[8192];
     if (train_rows[T_KEY0].name) return &train_cli;
     for (int i = 0; i < ATTN_TRAIN_KEY_COUNT; i++)
         train_rows[T_KEY0 + i] = key_row(i, help[i], sizeof help[i]);
+    /* The model keys of --config, from the library's table. */
+    size_t used = (size_t)snprintf(about, sizeof about,
+                                   "%s  Model keys of --config (the variant keys from pos_emb on "
+                                   "default to the book's\n  GPTModel; docs/model-variants.md):\n",
+                                   train_cli.about);
+    for (int i = 0; i < ATTN_GPT_KEY_COUNT && used < sizeof about; i++) {
+        const attn_gpt_key *k = attn_gpt_key_at(i);
+        char range[96];
+        attn_gpt_key_describe(k, range, sizeof range);
+        used += (size_t)snprintf(about + used, sizeof about - used, "    %s%s%s: %s\n      %s\n",
+                                 k->name, k->alias ? ", " : "", k->alias ? k->alias : "", range,
+                                 k->help);
+    }
+    train_cli.about = about;
     return &train_cli;
 }
 

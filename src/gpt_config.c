@@ -64,7 +64,7 @@ static const attn_gpt_key KEYS[ATTN_GPT_KEY_COUNT] = {
     {"pos_emb", NULL, ATTN_GPT_KEY_CHOICE, 0, 3, 0, POS_EMB,
      "positions: the book's learned table, rotary, ALiBi biases, or none"},
     {"n_kv_heads", NULL, ATTN_GPT_KEY_INT, 1, 1 << 16, 0, NULL,
-     "key/value heads, dividing n_heads (grouped-query attention; default n_heads)"},
+     "key/value heads, dividing n_heads (grouped-query; default n_heads)"},
     {"window", NULL, ATTN_GPT_KEY_INT, 0, 1 << 20, 0, NULL,
      "sliding attention window in tokens (0: the whole context)"},
     {"norm", NULL, ATTN_GPT_KEY_CHOICE, 0, 1, 0, NORM, "the book's LayerNorm or RMSNorm"},

@@ -1,4 +1,5 @@
-/* attn/gpt.h — the book's chapter-4 GPTModel (char-level GPT, seed 004).
+/* attn/gpt.h — the book's chapter-4 GPTModel (char-level GPT, seed 004), and
+ * its variants (config keys norm, act, tie_weights, pos_emb; below).
  *
  * Shapes: ids/targets (B, T) token ids, T <= context_length; C = emb_dim,
  * V = vocab_size, H = n_heads, head_dim = C / H.
@@ -35,6 +36,25 @@
  * (attn_rng_normal), then per block att (W_query, W_key, W_value, out_proj),
  * ff.layers.0, ff.layers.2 as nn.Linear, LayerNorms ones/zeros, then out_head.
  * (normal_ may differ from PyTorch's by an ulp: PyTorch uses SIMD log/sin.)
+ *
+ * Variants (config keys after qkv_bias; every default is the book's model,
+ * and python/attn/variants.py is the PyTorch model of each, same names and
+ * draw order):
+ *   norm rmsnorm   norm1, norm2, final_norm are RMSNorm (layernorm.h): only
+ *                  ".scale" each, no ".shift".
+ *   act relu2      ff is Linear(C,4C), ReLU^2, Linear(4C,C).
+ *   act swiglu     ff is Linear(C,2H), SwiGLU, Linear(H,C), H = 8 ceil(C/3)
+ *                  (feedforward.h): ff.layers.0.weight (2H, C), rows [gate | value].
+ *   tie_weights    out_head.weight is tok_emb.weight (one matrix; both
+ *                  backward passes accumulate into its gradient); the list
+ *                  and the checkpoint hold it once, as tok_emb.weight (as
+ *                  PyTorch's named_parameters() of a tied model); out_head
+ *                  is still drawn at init, then dropped, as PyTorch's
+ *                  `out_head.weight = tok_emb.weight` after the constructor.
+ *   pos_emb none   no pos_emb table: x = tok_emb[ids]; the causal mask is
+ *                  the only position signal.
+ *   pos_emb rope|alibi, n_kv_heads, window, qk_norm, softcap: the attention
+ *                  core's; refused by attn_gpt_config_validate until built.
  *
  * Threading: the large products go through CBLAS (OpenBLAS threads); the
  * element-wise layers use OpenMP. Nothing allocates inside forward/backward. */
@@ -203,17 +223,17 @@ typedef struct attn_gpt_block {
     attn_layernorm norm1;
     attn_mha att; /* d_in = d_out = emb_dim, out_proj with bias */
     attn_layernorm norm2;
-    attn_feedforward ff; /* layers.0 Linear(C,4C), GELU, layers.2 Linear(4C,C) */
+    attn_feedforward ff; /* layers.0 Linear(C,4C), GELU, layers.2 Linear(4C,C) (or cfg.act's) */
 } attn_gpt_block;
 
 /* Owns every parameter and its gradient (zeroed at init). */
 typedef struct attn_gpt {
     attn_gpt_config cfg;
     attn_embedding tok_emb; /* (V, C) */
-    attn_embedding pos_emb; /* (context_length, C) */
+    attn_embedding pos_emb; /* (context_length, C); weight NULL unless pos_emb learned */
     attn_gpt_block *blocks; /* n_layers */
     attn_layernorm final_norm;
-    attn_linear out_head;        /* Linear(C, V, bias=False) */
+    attn_linear out_head;        /* Linear(C, V, bias=False); tied: tok_emb's matrix */
     attn_param_list params;      /* state_dict names, book's order */
     attn_precision precision;    /* of the products (attn_gpt_set_precision); FP32 at init */
     struct attn_bf16_gemm *bf16; /* owned: the engine every Linear / MHA uses under BF16 */
