@@ -331,6 +331,47 @@ Test(gpt_variants, kv_cache_matches_full_forward) {
     }
 }
 
+/* The feed-forward's one-token step for each activation: a team of 2 gives
+ * the serial bits, both equal the batched forward, and the bf16 copy is
+ * layers.0 ((2H, C) for swiglu) then layers.2. */
+Test(gpt_variants, feedforward_step_for_each_activation) {
+    enum { C = 12, ROWS = 5 };
+    for (int act = ATTN_ACT_RELU2; act <= ATTN_ACT_SWIGLU; act++) {
+        attn_rng rng;
+        attn_rng_seed(&rng, 9);
+        attn_feedforward ff;
+        cr_assert_eq(attn_feedforward_init_act(&ff, C, (attn_act)act, &rng, NULL), ATTN_OK);
+        const int width = ff.fc1.out_features, H = ff.hidden;
+        cr_assert_eq(H, act == ATTN_ACT_SWIGLU ? 32 : 48);
+        cr_assert_eq(width, act == ATTN_ACT_SWIGLU ? 64 : 48);
+        attn_feedforward_cache cache;
+        cr_assert_eq(attn_feedforward_cache_init(&cache, &ff, ROWS, NULL), ATTN_OK);
+        float x[ROWS * C], want[ROWS * C], got[ROWS * C], team[ROWS * C], got_b[ROWS * C];
+        float hidden[64], hidden2[64];
+        attn_rng_uniform(&rng, x, ROWS * C, -3.0f, 3.0f);
+        attn_feedforward_forward(&ff, x, want, ROWS, &cache);
+        const size_t n = attn_feedforward_bf16_numel(&ff);
+        cr_assert_eq(n, (size_t)width * C + (size_t)C * H);
+        uint16_t *w = malloc(n * sizeof *w);
+        attn_feedforward_bf16_copy(&ff, w);
+        for (int r = 0; r < ROWS; r++) {
+            attn_feedforward_step(&ff, NULL, x + r * C, hidden, got + r * C);
+#pragma omp parallel num_threads(2)
+            attn_feedforward_step(&ff, NULL, x + r * C, hidden2, team + r * C);
+            attn_feedforward_step(&ff, w, x + r * C, hidden, got_b + r * C);
+        }
+        cr_expect(memcmp(team, got, sizeof got) == 0, "act %d: a team of 2 gives the serial bits",
+                  act);
+        const double e = max_rel_floor(got, want, ROWS * C, 1e-12);
+        cr_expect(e <= 1e-5, "act %d: step vs batched max rel err %g", act, e);
+        const double eb = max_rel_floor(got_b, want, ROWS * C, 1e-12);
+        cr_expect(eb > 0 && eb <= 2e-2, "act %d: bf16 step max rel err %g", act, eb);
+        free(w);
+        attn_feedforward_cache_free(&cache);
+        attn_feedforward_free(&ff);
+    }
+}
+
 /* Forward + backward of one variant at a size where every element-wise
  * layer splits over threads; logits, loss and gradients into out. */
 static void run_threads(const attn_gpt_config *cfg, int threads, float *logits, float *grads) {
