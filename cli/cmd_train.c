@@ -741,11 +741,11 @@ static void announce(const train_cmd *c, const attn_trainer *tr) {
             c->su.preset ? c->su.preset : "saved config", attn_gpt_num_params(&tr->model),
             m->vocab_size, m->context_length, m->emb_dim, m->n_heads, m->n_layers, tr->train.n_ids,
             tr->val.n_ids, t->batch_size, t->max_steps);
+    if (c->o.resume)
+        fprintf(stderr, "attn train: resuming %s at step %" PRId64 "\n", c->su.out, tr->step);
     char variant[512];
     attn_gpt_config_describe_variants(m, 1, variant, sizeof variant);
     if (variant[0]) fprintf(stderr, "attn train: not the book's GPTModel: %s\n", variant);
-    if (c->o.resume)
-        fprintf(stderr, "attn train: resuming %s at step %" PRId64 "\n", c->su.out, tr->step);
 }
 
 /* The steps, drawn as they come; Ctrl-C, SIGTERM and SIGHUP save and stop. */

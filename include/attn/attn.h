@@ -2,7 +2,6 @@
 #ifndef ATTN_ATTN_H
 #define ATTN_ATTN_H
 
-#include "attn/activation.h"
 #include "attn/attention_weights.h"
 #include "attn/causal_attention.h"
 #include "attn/checkpoint.h"
