@@ -433,6 +433,63 @@ Test(gpt_variants, one_and_two_threads_give_the_same_bits) {
     omp_set_num_threads(max_threads);
 }
 
+static double rel_l2(const float *a, const float *b, size_t n) {
+    double d = 0, s = 0;
+    for (size_t i = 0; i < n; i++) {
+        d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+        s += (double)b[i] * b[i];
+    }
+    return s > 0 ? sqrt(d / s) : sqrt(d);
+}
+
+/* --precision bf16 on the CPU: each variant's logits and gradients within
+ * bf16's error of fp32 (its activations and norms stay fp32). */
+Test(gpt_variants, bf16_products_within_bf16_tolerance) {
+    if (attn_precision_check(ATTN_PRECISION_BF16, NULL) != ATTN_OK)
+        cr_skip_test("no AVX512-BF16 on this CPU");
+    const attn_gpt_config base = {.vocab_size = 29,
+                                  .context_length = 16,
+                                  .emb_dim = 64,
+                                  .n_heads = 4,
+                                  .n_layers = 2,
+                                  .qkv_bias = 1};
+    const int B = 3, T = 16, N = B * T;
+    int32_t ids[48], tg[48];
+    for (int i = 0; i < N; i++)
+        ids[i] = (i * 7 + 3) % base.vocab_size, tg[i] = (i * 5 + 1) % base.vocab_size;
+    for (int v = 0; VARIANTS[v]; v++) {
+        const attn_gpt_config cfg = variant_cfg(base, VARIANTS[v]);
+        attn_gpt m32, m16;
+        make_model(&m32, &cfg, 5);
+        make_model(&m16, &cfg, 5);
+        attn_error err;
+        cr_assert_eq(attn_gpt_set_precision(&m16, ATTN_PRECISION_BF16, &err), ATTN_OK, "%s",
+                     err.msg);
+        attn_gpt_acts a32, a16;
+        cr_assert_eq(attn_gpt_acts_init(&a32, &m32, B, T, &err), ATTN_OK);
+        cr_assert_eq(attn_gpt_acts_init(&a16, &m16, B, T, &err), ATTN_OK);
+        float l32, l16;
+        cr_assert_eq(attn_gpt_forward(&m32, ids, tg, B, T, NULL, &a32, &l32, &err), ATTN_OK);
+        cr_assert_eq(attn_gpt_forward(&m16, ids, tg, B, T, NULL, &a16, &l16, &err), ATTN_OK);
+        const double e = rel_l2(a16.logits, a32.logits, (size_t)N * (size_t)cfg.vocab_size);
+        cr_expect(e > 0 && e < 2e-2, "%s: logits relative error %g", VARIANTS[v], e);
+        cr_assert_eq(attn_gpt_backward(&m32, &a32, 1.0f, &err), ATTN_OK);
+        cr_assert_eq(attn_gpt_backward(&m16, &a16, 1.0f, &err), ATTN_OK);
+        const attn_param_list *p32 = attn_gpt_params(&m32), *p16 = attn_gpt_params(&m16);
+        for (int i = 0; i < p32->count; i++) {
+            const attn_param *q = &p32->items[i];
+            const double g = rel_l2(p16->items[i].grad, q->grad, q->numel);
+            /* W_key.bias: 0 in exact arithmetic, rounding noise either way. */
+            if (!strstr(q->name, "W_key.bias"))
+                cr_expect(g < 5e-2, "%s: %s grad relative error %g", VARIANTS[v], q->name, g);
+        }
+        attn_gpt_acts_free(&a32);
+        attn_gpt_acts_free(&a16);
+        attn_gpt_free(&m32);
+        attn_gpt_free(&m16);
+    }
+}
+
 /* ------------------------------------------------- training */
 
 static char *corpus(size_t *n) {
