@@ -296,7 +296,7 @@ void attn_gpt_key_value(const attn_gpt_config *c, int i, char *buf, size_t cap) 
     else if (k->type == ATTN_GPT_KEY_BOOL)
         snprintf(buf, cap, "%s", v != 0 ? "true" : "false");
     else
-        snprintf(buf, cap, "%.17g", v);
+        snprintf(buf, cap, k->type == ATTN_GPT_KEY_INT ? "%.0f" : "%.15g", v);
 }
 
 int attn_gpt_key_is_book(const attn_gpt_config *c, int i) {
