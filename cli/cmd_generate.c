@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "attn/cuda.h"
 #include "attn/generate.h"
 #include "attn/train.h"
 #include "clock.h"
@@ -143,12 +144,17 @@ static int generate_text(attn_generator *g, const char *prompt, long long max_ne
 static int generate_from(const gen_opts *o, const attn_generate_options *go, const attn_gpt *model,
                          const attn_tokenizer *tok) {
     const int ctx = model->cfg.context_length;
+    attn_error err;
+    /* A model the engine does not compute: the request, not a failure. */
+    if (go->device == ATTN_DEVICE_CUDA && attn_cuda_gpt_supports(&model->cfg, &err)) {
+        fprintf(stderr, "attn generate: --device cuda: %s\n", err.msg);
+        return 2;
+    }
     if (o->window >= ctx) { /* the range depends on the model */
         return cli_bad_range(&generate_cli, &gen_opts_table[GEN_WINDOW], 1, ctx - 1,
                              "below the model's context_length", o->window);
     }
     attn_generator g;
-    attn_error err;
     if (attn_generator_init(&g, model, tok, go, &err)) {
         fprintf(stderr, "attn generate: %s%s\n", go->device ? "--device cuda: " : "", err.msg);
         return 1;

@@ -63,6 +63,9 @@ static void print_text(const char *dir, const attn_checkpoint_info *in) {
            "drop_rate %g, qkv_bias %s\n",
            m->vocab_size, m->context_length, m->emb_dim, m->n_heads, m->n_layers, m->drop_rate,
            m->qkv_bias ? "true" : "false");
+    char variant[512];
+    attn_gpt_config_describe_variants(m, 0, variant, sizeof variant);
+    printf("variant        %s\n", variant);
     printf("parameters     %zu (%.2f M, %.1f MiB as float32)\n", in->n_params,
            (double)in->n_params / 1e6, (double)in->n_params * 4.0 / 1048576.0);
     printf("vocabulary     %d characters: \"", in->vocab_size);
@@ -117,6 +120,17 @@ static int print_json(const char *dir, const attn_checkpoint_info *in) {
     cJSON_AddNumberToObject(c, "n_layers", m->n_layers);
     cJSON_AddNumberToObject(c, "drop_rate", m->drop_rate);
     cJSON_AddBoolToObject(c, "qkv_bias", m->qkv_bias);
+    for (int i = ATTN_GPT_KEY_VARIANT0; i < ATTN_GPT_KEY_VARIANT0 + ATTN_GPT_KEY_VARIANTS; i++) {
+        const attn_gpt_key *k = attn_gpt_key_at(i);
+        char v[64];
+        attn_gpt_key_value(m, i, v, sizeof v);
+        if (k->type == ATTN_GPT_KEY_CHOICE)
+            cJSON_AddStringToObject(c, k->name, v);
+        else if (k->type == ATTN_GPT_KEY_BOOL)
+            cJSON_AddBoolToObject(c, k->name, strcmp(v, "true") == 0);
+        else
+            cJSON_AddNumberToObject(c, k->name, strtod(v, NULL));
+    }
     cJSON_AddItemToObject(o, "model", c);
     cJSON_AddNumberToObject(o, "parameters", (double)in->n_params);
     cJSON_AddStringToObject(o, "vocabulary", in->vocabulary);

@@ -172,9 +172,12 @@ static int print_plan(const attn_gpt_config *m, const attn_train_config *t, cons
         return 1;
     }
     const int64_t steps = t->max_steps - step; /* still to take */
+    char variant[512];
+    attn_gpt_config_describe_variants(m, 0, variant, sizeof variant);
     printf("attn train --dry-run: nothing is trained or written\n"
            "preset      %s\n"
            "model       %s\n"
+           "variant     %s\n"
            "training    %s\n"
            "corpus      %s (%zu bytes, vocabulary %d)\n"
            "output      %s\n"
@@ -183,8 +186,8 @@ static int print_plan(const attn_gpt_config *m, const attn_train_config *t, cons
            "memory      ~%.1f MiB: weights, gradients, AdamW moments %.1f MiB + activations "
            "~%.1f MiB\n"
            "checkpoint  %.1f MiB per save\n",
-           preset ? preset : "saved config", mj, tj, data, n, m->vocab_size, out, run, p.n_params,
-           (double)p.n_params / 1e6, (p.state_bytes + p.act_bytes) / 1048576.0,
+           preset ? preset : "saved config", mj, variant, tj, data, n, m->vocab_size, out, run,
+           p.n_params, (double)p.n_params / 1e6, (p.state_bytes + p.act_bytes) / 1048576.0,
            p.state_bytes / 1048576.0, p.act_bytes / 1048576.0, p.ckpt_bytes / 1048576.0);
     if (steps > 0) {
         double gflops, sec = plan_seconds(&p, steps, threads, ranks, &gflops);
@@ -305,7 +308,7 @@ static cli_option train_rows[TRAIN_OPT_COUNT] = {
 };
 CLI_TABLE_CHECK(train_rows, TRAIN_OPT_COUNT);
 
-static const cli_command train_cli = {
+static cli_command train_cli = {
     "train",
     "attn train [--data FILE] [--preset NAME] [--config FILE.json]\n"
     "                  [--out DIR] [--resume | --force | --init-from CKPT]\n"
@@ -375,9 +378,24 @@ static cli_option key_row(int i, char *help, size_t cap) {
 /* The rows made from the library's tables, filled on the first call. */
 const cli_command *train_cli_table(void) {
     static char help[ATTN_TRAIN_KEY_COUNT][256];
+    static char about[8192];
     if (train_rows[T_KEY0].name) return &train_cli;
     for (int i = 0; i < ATTN_TRAIN_KEY_COUNT; i++)
         train_rows[T_KEY0 + i] = key_row(i, help[i], sizeof help[i]);
+    /* The model keys of --config, from the library's table. */
+    size_t used = (size_t)snprintf(about, sizeof about,
+                                   "%s  Model keys of --config (the variant keys from pos_emb on "
+                                   "default to the book's\n  GPTModel; docs/model-variants.md):\n",
+                                   train_cli.about);
+    for (int i = 0; i < ATTN_GPT_KEY_COUNT && used < sizeof about; i++) {
+        const attn_gpt_key *k = attn_gpt_key_at(i);
+        char range[96];
+        attn_gpt_key_describe(k, range, sizeof range);
+        used += (size_t)snprintf(about + used, sizeof about - used, "    %s%s%s: %s\n      %s\n",
+                                 k->name, k->alias ? ", " : "", k->alias ? k->alias : "", range,
+                                 k->help);
+    }
+    train_cli.about = about;
     return &train_cli;
 }
 
@@ -584,6 +602,10 @@ static int resolve(train_cmd *c) {
         fprintf(stderr, "attn train: %s\n", err.msg);
         return c->su.request_error ? 2 : 1;
     }
+    if (c->device == ATTN_DEVICE_CUDA && attn_cuda_gpt_supports(&c->su.model, &err)) {
+        fprintf(stderr, "attn train: --device cuda: %s\n", err.msg);
+        return 2;
+    }
     if (attn_file_read_all(c->su.data, 0, (void **)&c->text, &c->n, &err)) {
         fprintf(stderr, "attn train: cannot read the corpus: %s\n", err.msg);
         return 1;
@@ -721,6 +743,9 @@ static void announce(const train_cmd *c, const attn_trainer *tr) {
             tr->val.n_ids, t->batch_size, t->max_steps);
     if (c->o.resume)
         fprintf(stderr, "attn train: resuming %s at step %" PRId64 "\n", c->su.out, tr->step);
+    char variant[512];
+    attn_gpt_config_describe_variants(m, 1, variant, sizeof variant);
+    if (variant[0]) fprintf(stderr, "attn train: not the book's GPTModel: %s\n", variant);
 }
 
 /* The steps, drawn as they come; Ctrl-C, SIGTERM and SIGHUP save and stop. */

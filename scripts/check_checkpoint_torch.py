@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Load a checkpoint written by `attn train` into the book's PyTorch GPTModel
-(scripts/gpt_parity.py) and compare its logits and loss with
-`attn forward gpt`'s on the same ids.
+(scripts/gpt_parity.py; a variant's: python/attn/variants.py) and compare its
+logits and loss with `attn forward gpt`'s on the same ids.
 
   check_checkpoint_torch.py DIR IDS.npy TARGETS.npy LOGITS.npy LOSS
 
@@ -17,17 +17,16 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gpt_parity import GPTModel, st_read  # noqa: E402
+from gpt_parity import load_weights, st_read, variants  # noqa: E402
 
 d, ids_p, tg_p, logits_p, loss_s = sys.argv[1:6]
 tensors, meta = st_read(os.path.join(d, "model.safetensors"))
 cfg = json.loads(meta["config"])
 assert len(meta["vocabulary"]) == cfg["vocab_size"], "vocabulary size != vocab_size"
-model = GPTModel(cfg)
-missing, unexpected = model.load_state_dict({k: torch.from_numpy(v) for k, v in tensors.items()},
-                                            strict=False)
-assert all(k.endswith(".att.mask") for k in missing), missing
-assert not unexpected, unexpected
+model = variants.gpt_model(cfg)  # the book's GPTModel, or the variant cfg names
+assert sorted(tensors) == sorted(n for n, _ in model.named_parameters()), \
+    (sorted(tensors), [n for n, _ in model.named_parameters()])
+load_weights(model, tensors)
 model.eval()
 ids = torch.from_numpy(np.load(ids_p).astype(np.int64))
 tg = torch.from_numpy(np.load(tg_p).astype(np.int64))

@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """PyTorch parity for attn's GPT: the book's chapter-4 GPTModel (written from
 the book in python/attn/book.py: LayerNorm, GELU, FeedForward,
-MultiHeadAttention, TransformerBlock, GPTModel) against attn's forward/backward.
+MultiHeadAttention, TransformerBlock, GPTModel) against attn's forward/backward,
+and the same for the model variants (python/attn/variants.py: norm, act,
+tie_weights, pos_emb none).
 
   gen  OUT.safetensors   write the committed fixture: torch.manual_seed(SEED)
                          + GPTModel(CFG) weights, ids/targets, and PyTorch's
@@ -9,10 +11,14 @@ MultiHeadAttention, TransformerBlock, GPTModel) against attn's forward/backward.
                          in training mode (dropout on, torch.manual_seed(DROP_SEED)
                          right before the forward; Debian's non-MKL torch =
                          attn's torch-cpu stream).
+  gen-variants DIR       the same for each of VARIANTS (CFG plus its keys), one
+                         DIR/<name>.safetensors each (tests/test_gpt_variants.c).
   check DUMP.safetensors load a dump written by attn (test_gpt_parity with
-                         ATTN_GPT_PARITY_DUMP set: attn's own init, ids,
-                         targets, logits, loss, grads), run the book's model on
-                         those weights and compare. Exit 1 above TOL.
+                         ATTN_GPT_PARITY_DUMP set, or test_gpt_variants with
+                         ATTN_GPT_VARIANT_DUMP: attn's own init, ids, targets,
+                         logits, loss, grads), run the book's model (or the
+                         variant its config names) on those weights and
+                         compare. Exit 1 above TOL.
 
 safetensors is read and written with json + struct + numpy (no package).
 Run with /usr/bin/python3 (torch 1.13.1).
@@ -26,13 +32,25 @@ import numpy as np
 import torch
 
 TOL = 1e-4  # max |attn - torch| / max |torch| per tensor (see rel_err)
+FWD_TOL = 1e-5  # the same for the forward's results: logits and loss
 
 # ---------------------------------------------------------------- the book's model
 
 
 # The book's model (python/attn/book.py) is shared with the other scripts.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from book_attention import GPTModel  # noqa: E402,F401
+from book_attention import GPTModel, variants  # noqa: E402,F401
+
+# The variant fixtures: CFG (gen's) plus these keys.
+VARIANTS = {
+    "rmsnorm": {"norm": "rmsnorm"},
+    "relu2": {"act": "relu2"},
+    "swiglu": {"act": "swiglu"},
+    "tie_weights": {"tie_weights": True},
+    "pos_none": {"pos_emb": "none"},
+    "combo": {"norm": "rmsnorm", "act": "swiglu", "tie_weights": True, "pos_emb": "none",
+              "qkv_bias": False},
+}
 
 # ---------------------------------------------------------------- safetensors
 
@@ -86,17 +104,22 @@ def run(model, ids, targets, training, drop_seed):
 def load_weights(model, tensors):
     sd = {n: torch.from_numpy(tensors[n]) for n, _ in model.named_parameters()}
     missing, unexpected = model.load_state_dict(sd, strict=False)
-    # The only keys attn does not store are the causal-mask buffers.
-    assert all(k.endswith(".att.mask") for k in missing), missing
+    # The only keys attn does not store are the causal-mask buffers (and a
+    # tied out_head.weight, which is tok_emb.weight).
+    tied = model.out_head.weight is model.tok_emb.weight
+    assert all(k.endswith(".att.mask") or (tied and k == "out_head.weight") for k in missing), \
+        missing
     assert not unexpected, unexpected
 
 
-def gen(path):
-    cfg = {"vocab_size": 13, "context_length": 8, "emb_dim": 12, "n_heads": 3, "n_layers": 2,
-           "drop_rate": 0.25, "qkv_bias": True}
+CFG = {"vocab_size": 13, "context_length": 8, "emb_dim": 12, "n_heads": 3, "n_layers": 2,
+       "drop_rate": 0.25, "qkv_bias": True}
+
+
+def gen(path, cfg=CFG, generator="scripts/gpt_parity.py gen"):
     seed, drop_seed, B, T = 123, 7, 2, 6
     torch.manual_seed(seed)
-    model = GPTModel(cfg)
+    model = variants.gpt_model(cfg)
     g = torch.Generator().manual_seed(99)
     ids = torch.randint(0, cfg["vocab_size"], (B, T), generator=g)
     targets = torch.randint(0, cfg["vocab_size"], (B, T), generator=g)
@@ -110,9 +133,16 @@ def gen(path):
         for n, gr in grads.items():
             out[f"{tag}.grad.{n}"] = gr.numpy()
     meta = {"config": json.dumps(cfg), "seed": str(seed), "drop_seed": str(drop_seed),
-            "torch": torch.__version__, "generator": "scripts/gpt_parity.py gen"}
+            "torch": torch.__version__, "generator": generator}
     st_write(path, out, meta)
     print(f"wrote {path}", file=sys.stderr)
+
+
+def gen_variants(folder):
+    os.makedirs(folder, exist_ok=True)
+    for name, keys in VARIANTS.items():
+        gen(os.path.join(folder, f"{name}.safetensors"), {**CFG, **keys},
+            f"scripts/gpt_parity.py gen-variants ({name})")
 
 
 def rel_err(a, b, floor=1e-12):
@@ -127,7 +157,9 @@ def rel_err(a, b, floor=1e-12):
 def check(path):
     t, meta = st_read(path)
     cfg = json.loads(meta["config"])
-    model = GPTModel(cfg)
+    model = variants.gpt_model(cfg)
+    if variants.variant(cfg):
+        print(f"variant: {variants.variant(cfg)}")
     load_weights(model, t)
     ids = torch.from_numpy(t["ids"].astype(np.int64))
     targets = torch.from_numpy(t["targets"].astype(np.int64))
@@ -137,10 +169,14 @@ def check(path):
     worst = 0.0
     e = rel_err(t["logits"], logits.numpy())
     print(f"logits: max rel err {e:.3g}")
-    worst = max(worst, e)
+    fwd = e
     e = abs(float(t["loss"][0]) - float(loss)) / abs(float(loss))
     print(f"loss: attn {float(t['loss'][0]):.7f} torch {float(loss):.7f} rel err {e:.3g}")
-    worst = max(worst, e)
+    fwd = max(fwd, e)
+    if fwd > FWD_TOL:
+        print(f"FAIL: forward {fwd:.3g} (tolerance {FWD_TOL:g})")
+        return 1
+    worst = max(worst, fwd)
     gw, gname = 0.0, ""
     for n, gr in grads.items():
         e = rel_err(t["grad." + n], gr.numpy(), 1e-3)
@@ -154,10 +190,13 @@ def check(path):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3 or sys.argv[1] not in ("gen", "check"):
+    if len(sys.argv) != 3 or sys.argv[1] not in ("gen", "gen-variants", "check"):
         print(__doc__, file=sys.stderr)
         sys.exit(2)
     if sys.argv[1] == "gen":
         gen(sys.argv[2])
+        sys.exit(0)
+    if sys.argv[1] == "gen-variants":
+        gen_variants(sys.argv[2])
         sys.exit(0)
     sys.exit(check(sys.argv[2]))

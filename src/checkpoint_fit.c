@@ -7,46 +7,66 @@
 #include <string.h>
 
 /* Where a dimension comes from: the config key it is read against. */
-typedef enum dim { D_EMB, D_HIDDEN, D_VOCAB, D_CTX } dim;
+typedef enum dim { D_EMB, D_HIDDEN, D_FC1, D_VOCAB, D_CTX } dim;
 
-static const char *const DIM_KEY[] = {"emb_dim", "emb_dim", "vocab_size", "context_length"};
+static const char *const DIM_KEY[] = {"emb_dim", "emb_dim", "emb_dim", "vocab_size",
+                                      "context_length"};
 
 static int64_t dim_value(const attn_gpt_config *c, dim d) {
+    const int64_t hidden = attn_feedforward_hidden(c->emb_dim, c->act); /* 4C (swiglu: H) */
     switch (d) {
     case D_EMB: return c->emb_dim;
-    case D_HIDDEN: return 4 * (int64_t)c->emb_dim; /* the feed-forward's 4C */
+    case D_HIDDEN: return hidden;
+    case D_FC1: return c->act == ATTN_ACT_SWIGLU ? 2 * hidden : hidden; /* [gate | value] */
     case D_VOCAB: return c->vocab_size;
     case D_CTX: return c->context_length;
     }
     return -1;
 }
 
+/* Tensors only some variants have. */
+typedef enum when { ALWAYS, IF_POS_LEARNED, IF_UNTIED, IF_LAYERNORM } when;
+
+static int present_in(const attn_gpt_config *c, when w) {
+    switch (w) {
+    case ALWAYS: return 1;
+    case IF_POS_LEARNED: return c->pos_emb == ATTN_POS_LEARNED;
+    case IF_UNTIED: return !c->tie_weights;
+    case IF_LAYERNORM: return c->norm == ATTN_NORM_LAYERNORM;
+    }
+    return 1;
+}
+
 typedef struct expect {
     const char *name;
     int ndim;
     dim dims[2];
+    when when;
 } expect;
 
-/* The book's GPTModel (attn_gpt_init builds these, attn/gpt.h). */
+/* The book's GPTModel (attn_gpt_init builds these, attn/gpt.h), less what a
+ * variant drops. */
 static const expect TOP[] = {
-    {"tok_emb.weight", 2, {D_VOCAB, D_EMB}},  {"pos_emb.weight", 2, {D_CTX, D_EMB}},
-    {"final_norm.scale", 1, {D_EMB}},         {"final_norm.shift", 1, {D_EMB}},
-    {"out_head.weight", 2, {D_VOCAB, D_EMB}},
+    {"tok_emb.weight", 2, {D_VOCAB, D_EMB}, ALWAYS},
+    {"pos_emb.weight", 2, {D_CTX, D_EMB}, IF_POS_LEARNED},
+    {"final_norm.scale", 1, {D_EMB}, ALWAYS},
+    {"final_norm.shift", 1, {D_EMB}, IF_LAYERNORM},
+    {"out_head.weight", 2, {D_VOCAB, D_EMB}, IF_UNTIED},
 };
 static const expect BLOCK[] = {
-    {"att.W_query.weight", 2, {D_EMB, D_EMB}},
-    {"att.W_key.weight", 2, {D_EMB, D_EMB}},
-    {"att.W_value.weight", 2, {D_EMB, D_EMB}},
-    {"att.out_proj.weight", 2, {D_EMB, D_EMB}},
-    {"att.out_proj.bias", 1, {D_EMB}},
-    {"ff.layers.0.weight", 2, {D_HIDDEN, D_EMB}},
-    {"ff.layers.0.bias", 1, {D_HIDDEN}},
-    {"ff.layers.2.weight", 2, {D_EMB, D_HIDDEN}},
-    {"ff.layers.2.bias", 1, {D_EMB}},
-    {"norm1.scale", 1, {D_EMB}},
-    {"norm1.shift", 1, {D_EMB}},
-    {"norm2.scale", 1, {D_EMB}},
-    {"norm2.shift", 1, {D_EMB}},
+    {"att.W_query.weight", 2, {D_EMB, D_EMB}, ALWAYS},
+    {"att.W_key.weight", 2, {D_EMB, D_EMB}, ALWAYS},
+    {"att.W_value.weight", 2, {D_EMB, D_EMB}, ALWAYS},
+    {"att.out_proj.weight", 2, {D_EMB, D_EMB}, ALWAYS},
+    {"att.out_proj.bias", 1, {D_EMB}, ALWAYS},
+    {"ff.layers.0.weight", 2, {D_FC1, D_EMB}, ALWAYS},
+    {"ff.layers.0.bias", 1, {D_FC1}, ALWAYS},
+    {"ff.layers.2.weight", 2, {D_EMB, D_HIDDEN}, ALWAYS},
+    {"ff.layers.2.bias", 1, {D_EMB}, ALWAYS},
+    {"norm1.scale", 1, {D_EMB}, ALWAYS},
+    {"norm1.shift", 1, {D_EMB}, IF_LAYERNORM},
+    {"norm2.scale", 1, {D_EMB}, ALWAYS},
+    {"norm2.shift", 1, {D_EMB}, IF_LAYERNORM},
 };
 static const char *const QKV_BIAS[] = {"att.W_query.bias", "att.W_key.bias", "att.W_value.bias"};
 
@@ -85,11 +105,29 @@ static attn_status check_one(const attn_gpt_config *cfg, const attn_safetensors 
         shape_text(got, sizeof got, t->ndim, t->shape);
         shape_text(wanted, sizeof wanted, e->ndim, want);
         const dim d = e->dims[i < e->ndim ? i : 0];
-        return attn_fail(
-            err, ATTN_ERR_SHAPE, "%s: the config says %s %d, but tensor '%s' has shape %s, not %s",
-            file, DIM_KEY[d], (int)(d == D_HIDDEN ? want[i] / 4 : want[i]), name, got, wanted);
+        return attn_fail(err, ATTN_ERR_SHAPE,
+                         "%s: the config says %s %d, but tensor '%s' has shape %s, not %s", file,
+                         DIM_KEY[d], (int)(d == D_HIDDEN || d == D_FC1 ? cfg->emb_dim : want[i]),
+                         name, got, wanted);
     }
     return ATTN_OK;
+}
+
+/* check_one for a tensor of the config's variant; one its variant does not
+ * have must be absent ("the config says tie_weights true, but tensor
+ * 'out_head.weight' is present"). */
+static attn_status check_entry(const attn_gpt_config *cfg, const attn_safetensors *st,
+                               const char *name, const expect *e, int beyond_first,
+                               const char *file, attn_error *err) {
+    if (present_in(cfg, e->when)) return check_one(cfg, st, name, e, beyond_first, file, err);
+    if (!attn_safetensors_find(st, name)) return ATTN_OK;
+    const char *key = e->when == IF_POS_LEARNED ? "pos_emb"
+                      : e->when == IF_UNTIED    ? "tie_weights"
+                                                : "norm";
+    char v[64];
+    attn_gpt_key_value(cfg, attn_gpt_key_find(key), v, sizeof v);
+    return attn_fail(err, ATTN_ERR_SHAPE, "%s: the config says %s %s, but tensor '%s' is present",
+                     file, key, v, name);
 }
 
 static int full_name(char *out, size_t cap, const char *prefix, const char *block,
@@ -105,7 +143,7 @@ attn_status attn_ckpt_fit_config(const attn_gpt_config *cfg, const attn_safetens
     for (size_t i = 0; i < sizeof TOP / sizeof TOP[0] && !s; i++) {
         if (full_name(name, sizeof name, prefix, "", TOP[i].name))
             return attn_fail(err, ATTN_ERR_INVALID_ARG, "tensor prefix '%s' is too long", prefix);
-        s = check_one(cfg, st, name, &TOP[i], 0, file, err);
+        s = check_entry(cfg, st, name, &TOP[i], 0, file, err);
     }
     /* Block by block, so a config claiming more layers than the file holds
      * stops at the first one that is not there. */
@@ -115,10 +153,10 @@ attn_status attn_ckpt_fit_config(const attn_gpt_config *cfg, const attn_safetens
             if (full_name(name, sizeof name, prefix, block, BLOCK[i].name))
                 return attn_fail(err, ATTN_ERR_INVALID_ARG, "tensor prefix '%s' is too long",
                                  prefix);
-            s = check_one(cfg, st, name, &BLOCK[i], l > 0, file, err);
+            s = check_entry(cfg, st, name, &BLOCK[i], l > 0, file, err);
         }
         for (size_t i = 0; i < sizeof QKV_BIAS / sizeof QKV_BIAS[0] && !s; i++) {
-            static const expect bias = {NULL, 1, {D_EMB}};
+            static const expect bias = {NULL, 1, {D_EMB}, ALWAYS};
             full_name(name, sizeof name, prefix, block, QKV_BIAS[i]);
             const int present = attn_safetensors_find(st, name) != NULL;
             if (present != (cfg->qkv_bias != 0))

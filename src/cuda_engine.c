@@ -34,11 +34,21 @@ attn_status attn_cuda_check(attn_error *err) {
     return s ? s : ops->check(err);
 }
 
+/* The engine's kernels are the book's GPTModel; a variant waits for a
+ * device to write and test its kernels on. */
+attn_status attn_cuda_gpt_supports(const attn_gpt_config *cfg, attn_error *err) {
+    char what[96];
+    if (attn_gpt_config_first_variant(cfg, what, sizeof what) < 0) return ATTN_OK;
+    return attn_fail(err, ATTN_ERR_INVALID_ARG, "%s is not on the cuda engine yet", what);
+}
+
 attn_status attn_cuda_gpt_create(attn_cuda_gpt **out, const attn_gpt *m, int max_B, int max_T,
                                  attn_precision precision, attn_error *err) {
     const attn_cuda_ops *ops;
     *out = NULL;
-    attn_status s = engine(&ops, err);
+    attn_status s = attn_cuda_gpt_supports(&m->cfg, err);
+    if (s) return s;
+    s = engine(&ops, err);
     return s ? s : ops->gpt_create(out, m, max_B, max_T, precision, err);
 }
 

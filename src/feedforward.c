@@ -1,4 +1,5 @@
-/* The book's FeedForward: Linear(C, 4C), GELU, Linear(4C, C) (see attn/feedforward.h). */
+/* The book's FeedForward: Linear(C, 4C), GELU, Linear(4C, C), or another
+ * activation (see attn/feedforward.h). */
 #include "attn/feedforward.h"
 
 #include <stdio.h>
@@ -8,24 +9,63 @@
 #include "attn/gelu.h"
 #include "linear_step.h"
 
-/* The activation between the two Linears: the book's GELU (tanh). The
- * forward, backward and step all go through these two. */
-static void act_forward(const float *x, float *y, size_t n) {
-    attn_gelu_forward(x, y, n);
+/* The activation between the two Linears (ff->act): the book's GELU
+ * (tanh), ReLU^2 or SwiGLU. The forward, backward and step all go through
+ * these three. h (N, fc1 width) -> g (N, hidden). */
+static void act_forward(const attn_feedforward *ff, const float *h, float *g, size_t N) {
+    const size_t n = N * (size_t)ff->hidden;
+    switch (ff->act) {
+    case ATTN_ACT_GELU: attn_gelu_forward(h, g, n); break;
+    case ATTN_ACT_RELU2: attn_relu2_forward(h, g, n); break;
+    case ATTN_ACT_SWIGLU: attn_swiglu_forward(h, g, N, (size_t)ff->hidden); break;
+    }
 }
 
-static void act_backward_inplace(const float *x, float *d, size_t n) {
-    attn_gelu_backward_inplace(x, d, n);
+/* dh (N, fc1 width) from dg (N, hidden): in place (dh == dg) for the
+ * element-wise ones; SwiGLU accumulates into a zeroed dh of its own. */
+static void act_backward(const attn_feedforward *ff, const float *h, float *dg, float *dh,
+                         size_t N) {
+    const size_t n = N * (size_t)ff->hidden;
+    switch (ff->act) {
+    case ATTN_ACT_GELU: attn_gelu_backward_inplace(h, dg, n); break;
+    case ATTN_ACT_RELU2: attn_relu2_backward_inplace(h, dg, n); break;
+    case ATTN_ACT_SWIGLU: attn_swiglu_backward(h, dg, dh, N, (size_t)ff->hidden); break;
+    }
+}
+
+/* One token's hidden units [r0, r1) in place, on the calling thread. */
+static void act_step(const attn_feedforward *ff, float *hidden, int r0, int r1) {
+    const size_t n = (size_t)(r1 - r0);
+    switch (ff->act) {
+    case ATTN_ACT_GELU: attn_gelu_forward(hidden + r0, hidden + r0, n); break;
+    case ATTN_ACT_RELU2: attn_relu2_forward(hidden + r0, hidden + r0, n); break;
+    case ATTN_ACT_SWIGLU:
+        attn_swiglu_pair(hidden + r0, hidden + ff->hidden + r0, hidden + r0, n);
+        break;
+    }
+}
+
+int attn_feedforward_hidden(int C, attn_act act) {
+    return act == ATTN_ACT_SWIGLU ? 8 * ((C + 2) / 3) : 4 * C;
 }
 
 attn_status attn_feedforward_init(attn_feedforward *ff, int C, attn_rng *rng, attn_error *err) {
+    return attn_feedforward_init_act(ff, C, ATTN_ACT_GELU, rng, err);
+}
+
+attn_status attn_feedforward_init_act(attn_feedforward *ff, int C, attn_act act, attn_rng *rng,
+                                      attn_error *err) {
     memset(ff, 0, sizeof *ff);
     if (C <= 0)
         return attn_fail(err, ATTN_ERR_INVALID_ARG, "feedforward: emb_dim %d must be >= 1", C);
+    if (act != ATTN_ACT_GELU && act != ATTN_ACT_RELU2 && act != ATTN_ACT_SWIGLU)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "feedforward: unknown activation %d", (int)act);
     ff->C = C;
-    ff->hidden = 4 * C;
+    ff->act = act;
+    ff->hidden = attn_feedforward_hidden(C, act);
+    const int width = act == ATTN_ACT_SWIGLU ? 2 * ff->hidden : ff->hidden; /* [gate | value] */
     /* nn.Sequential builds layers.0 then layers.2: that is the draw order. */
-    attn_status s = attn_linear_init(&ff->fc1, C, ff->hidden, 1, rng, err);
+    attn_status s = attn_linear_init(&ff->fc1, C, width, 1, rng, err);
     if (s == ATTN_OK) s = attn_linear_init(&ff->fc2, ff->hidden, C, 1, rng, err);
     if (s != ATTN_OK) attn_feedforward_free(ff);
     return s;
@@ -50,7 +90,7 @@ attn_status attn_feedforward_cache_init(attn_feedforward_cache *cache, const att
                                         size_t N, attn_error *err) {
     memset(cache, 0, sizeof *cache);
     const size_t n = N * (size_t)ff->hidden;
-    cache->h = malloc(n * sizeof(float));
+    cache->h = malloc(N * (size_t)ff->fc1.out_features * sizeof(float));
     cache->g = malloc(n * sizeof(float));
     if (!cache->h || !cache->g) {
         attn_feedforward_cache_free(cache);
@@ -69,35 +109,50 @@ void attn_feedforward_cache_free(attn_feedforward_cache *cache) {
 void attn_feedforward_forward(const attn_feedforward *ff, const float *x, float *y, size_t N,
                               attn_feedforward_cache *cache) {
     attn_linear_forward(&ff->fc1, x, cache->h, N);
-    act_forward(cache->h, cache->g, N * (size_t)ff->hidden);
+    act_forward(ff, cache->h, cache->g, N);
     attn_linear_forward(&ff->fc2, cache->g, y, N);
+}
+
+size_t attn_feedforward_scratch(const attn_feedforward *ff) {
+    return (size_t)ff->hidden * (ff->act == ATTN_ACT_SWIGLU ? 3 : 1);
 }
 
 void attn_feedforward_backward(attn_feedforward *ff, const float *x, const float *dy, float *dx,
                                size_t N, const attn_feedforward_cache *cache, float *d_hidden) {
-    const size_t nh = N * (size_t)ff->hidden;
-    memset(d_hidden, 0, nh * sizeof(float));
-    attn_linear_backward(&ff->fc2, cache->g, dy, d_hidden, N);
-    act_backward_inplace(cache->h, d_hidden, nh);
-    attn_linear_backward(&ff->fc1, x, d_hidden, dx, N);
+    memset(d_hidden, 0, N * attn_feedforward_scratch(ff) * sizeof(float));
+    /* SwiGLU: dh (N, 2H) first, then dg (N, H); else one (N, hidden) in place. */
+    float *dh = d_hidden;
+    float *dg = ff->act == ATTN_ACT_SWIGLU ? d_hidden + N * 2 * (size_t)ff->hidden : d_hidden;
+    attn_linear_backward(&ff->fc2, cache->g, dy, dg, N);
+    act_backward(ff, cache->h, dg, dh, N);
+    attn_linear_backward(&ff->fc1, x, dh, dx, N);
 }
 
 void attn_feedforward_step(const attn_feedforward *ff, const uint16_t *w_bf16, const float *x,
                            float *hidden, float *y) {
     const int H = ff->hidden;
-    const uint16_t *w2 = w_bf16 ? w_bf16 + (size_t)H * (size_t)ff->C : NULL;
-    /* fc1 then the activation on the same rows, while they are in cache. */
+    const uint16_t *w2 = w_bf16 ? w_bf16 + (size_t)ff->fc1.out_features * (size_t)ff->C : NULL;
+    if (ff->act == ATTN_ACT_SWIGLU) {
+        /* A gate row and its value row are H rows apart: all of fc1 first. */
+        attn_linear_step(&ff->fc1, w_bf16, x, hidden);
 #pragma omp for schedule(static)
-    for (int r = 0; r < H; r += ATTN_STEP_ROWS) {
-        const int r1 = r + ATTN_STEP_ROWS < H ? r + ATTN_STEP_ROWS : H;
-        attn_linear_rows(&ff->fc1, w_bf16, x, hidden, r, r1);
-        act_forward(hidden + r, hidden + r, (size_t)(r1 - r));
+        for (int r = 0; r < H; r += ATTN_STEP_ROWS)
+            act_step(ff, hidden, r, r + ATTN_STEP_ROWS < H ? r + ATTN_STEP_ROWS : H);
+    } else {
+        /* fc1 then the activation on the same rows, while they are in cache. */
+#pragma omp for schedule(static)
+        for (int r = 0; r < H; r += ATTN_STEP_ROWS) {
+            const int r1 = r + ATTN_STEP_ROWS < H ? r + ATTN_STEP_ROWS : H;
+            attn_linear_rows(&ff->fc1, w_bf16, x, hidden, r, r1);
+            act_step(ff, hidden, r, r1);
+        }
     }
     attn_linear_step(&ff->fc2, w2, hidden, y);
 }
 
 size_t attn_feedforward_bf16_numel(const attn_feedforward *ff) {
-    return 2 * (size_t)ff->hidden * (size_t)ff->C;
+    return (size_t)ff->fc1.out_features * (size_t)ff->fc1.in_features +
+           (size_t)ff->fc2.out_features * (size_t)ff->fc2.in_features;
 }
 
 void attn_feedforward_bf16_copy(const attn_feedforward *ff, uint16_t *w) {

@@ -16,14 +16,29 @@ static attn_status add_params(attn_gpt *m, attn_error *err) {
     attn_param_list *L = &m->params;
     char p[ATTN_PARAM_NAME_MAX];
     attn_status s = attn_embedding_params(&m->tok_emb, "tok_emb.", L, err);
-    if (s == ATTN_OK) s = attn_embedding_params(&m->pos_emb, "pos_emb.", L, err);
+    if (s == ATTN_OK && m->pos_emb.weight)
+        s = attn_embedding_params(&m->pos_emb, "pos_emb.", L, err);
     for (int i = 0; i < m->cfg.n_layers && s == ATTN_OK; i++) {
         snprintf(p, sizeof p, "trf_blocks.%d.", i);
         s = attn_block_params(&m->blocks[i], p, L, err);
     }
     if (s == ATTN_OK) s = attn_layernorm_params(&m->final_norm, "final_norm.", L, err);
-    if (s == ATTN_OK) s = attn_linear_params(&m->out_head, "out_head.", L, err);
+    /* Tied: one tensor, tok_emb.weight, as PyTorch's named_parameters()
+     * lists a shared parameter once. */
+    if (s == ATTN_OK && !m->cfg.tie_weights)
+        s = attn_linear_params(&m->out_head, "out_head.", L, err);
     return s;
+}
+
+/* out_head.weight becomes tok_emb.weight (both (V, C)): the head's and the
+ * embedding's backward both accumulate into tok_emb.grad_weight, so its
+ * gradient is their sum. The head's own draw is made first and dropped, as
+ * PyTorch's `out_head.weight = tok_emb.weight` after the constructor. */
+static void tie(attn_gpt *m) {
+    free(m->out_head.weight);
+    free(m->out_head.grad_weight);
+    m->out_head.weight = m->tok_emb.weight;
+    m->out_head.grad_weight = m->tok_emb.grad_weight;
 }
 
 attn_status attn_gpt_init(attn_gpt *m, const attn_gpt_config *cfg, attn_rng *rng, attn_error *err) {
@@ -39,17 +54,21 @@ attn_status attn_gpt_init(attn_gpt *m, const attn_gpt_config *cfg, attn_rng *rng
     /* GPTModel.__init__ order: tok_emb, pos_emb, blocks (att, ff, norm1, norm2),
      * final_norm, out_head — the order the generator is consumed in. */
     s = attn_embedding_init(&m->tok_emb, cfg->vocab_size, C, rng, err);
-    if (s == ATTN_OK) s = attn_embedding_init(&m->pos_emb, cfg->context_length, C, rng, err);
+    if (s == ATTN_OK && cfg->pos_emb == ATTN_POS_LEARNED) /* else no table */
+        s = attn_embedding_init(&m->pos_emb, cfg->context_length, C, rng, err);
     for (int i = 0; i < cfg->n_layers && s == ATTN_OK; i++)
         s = attn_block_init(&m->blocks[i], cfg, rng, err);
-    if (s == ATTN_OK) s = attn_layernorm_init(&m->final_norm, C, err);
+    if (s == ATTN_OK) s = attn_norm_init(&m->final_norm, C, cfg->norm, err);
     if (s == ATTN_OK) s = attn_linear_init(&m->out_head, C, cfg->vocab_size, 0, rng, err);
+    if (s == ATTN_OK && cfg->tie_weights) tie(m);
     if (s == ATTN_OK) s = add_params(m, err);
     if (s != ATTN_OK) attn_gpt_free(m);
     return s;
 }
 
 void attn_gpt_free(attn_gpt *m) {
+    if (m->out_head.weight && m->out_head.weight == m->tok_emb.weight) /* tied: tok_emb's */
+        m->out_head.weight = m->out_head.grad_weight = NULL;
     attn_embedding_free(&m->tok_emb);
     attn_embedding_free(&m->pos_emb);
     for (int i = 0; m->blocks && i < m->cfg.n_layers; i++)
@@ -158,7 +177,7 @@ attn_status attn_gpt_acts_init(attn_gpt_acts *a, const attn_gpt *m, int B, int T
     a->d_resid = xmalloc(N * C, sizeof(float), &fail);
     a->d_tmp = xmalloc(N * C, sizeof(float), &fail);
     a->d_ln = xmalloc(N * C, sizeof(float), &fail);
-    a->d_hidden = xmalloc(N * (size_t)m->blocks[0].ff.hidden, sizeof(float), &fail);
+    a->d_hidden = xmalloc(N * attn_feedforward_scratch(&m->blocks[0].ff), sizeof(float), &fail);
     a->d_logits = xmalloc(N * V, sizeof(float), &fail);
     if (fail) {
         attn_gpt_acts_free(a);
@@ -206,6 +225,7 @@ static void add_pos(const attn_gpt *m, float *x, long r, int T, int pos0) {
 
 void attn_gpt_embed(const attn_gpt *m, const int32_t *ids, size_t N, int T, int pos0, float *x) {
     attn_embedding_forward(&m->tok_emb, ids, x, N);
+    if (!m->pos_emb.weight) return; /* pos_emb none */
     const long rows = (long)N;
     /* Not even a one-thread region for a generated token. */
     if (N * (size_t)m->cfg.emb_dim < ATTN_PAR_MIN) {
@@ -328,7 +348,7 @@ attn_status attn_gpt_backward(attn_gpt *m, attn_gpt_acts *a, float loss_scale, a
             a->d_resid[i] = a->keep_emb[i] ? a->d_resid[i] * scale : 0.0f;
     }
     attn_embedding_backward(&m->tok_emb, a->ids, a->d_resid, N);
-    for (size_t b = 0; b < (size_t)B; b++)
+    for (size_t b = 0; m->pos_emb.weight && b < (size_t)B; b++)
         for (size_t t = 0; t < (size_t)T; t++) {
             float *g = m->pos_emb.grad_weight + t * C;
             const float *d = a->d_resid + (b * (size_t)T + t) * C;

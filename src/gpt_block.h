@@ -6,6 +6,9 @@
  * Shapes: C = emb_dim, N = B * T rows; x is the residual stream.
  *   x_mid = x_in + drop_shortcut(att(norm1(x_in)))     (N, C)
  *   x_out = x_mid + drop_shortcut(ff(norm2(x_mid)))    (N, C)
+ * The variant keys live in the modules: norm1/norm2 switch LayerNorm /
+ * RMSNorm inside attn_layernorm_* (layernorm.h), ff its activation inside
+ * attn_feedforward_* (feedforward.h); the block itself is the same for all.
  * The forward saves what the backward reads in attn_gpt_block_acts
  * (attn/gpt.h). */
 #ifndef ATTN_SRC_GPT_BLOCK_H
@@ -46,7 +49,7 @@ attn_status attn_block_forward(const attn_gpt_block *blk, attn_gpt_block_acts *a
                                const attn_block_shape *s, const attn_forward_mode *mode,
                                float *x_out, int *dropped, attn_error *err);
 
-/* Backward scratch, (N, C) each but d_hidden (N, ff.hidden). */
+/* Backward scratch, (N, C) each but d_hidden (N, attn_feedforward_scratch(ff)). */
 typedef struct attn_block_grads {
     float *d_resid; /* in: d loss / d x_out; out: d loss / d x_in */
     float *d_tmp, *d_ln, *d_hidden;
@@ -60,7 +63,7 @@ attn_status attn_block_backward(attn_gpt_block *blk, const attn_gpt_block_acts *
 /* One token's scratch: x (C) is the residual stream, updated in place. */
 typedef struct attn_block_step_buf {
     float *x, *ln, *proj; /* (C) each */
-    float *hidden;        /* (ff.hidden) */
+    float *hidden;        /* (ff.fc1.out_features) */
     attn_mha_step_buf att;
 } attn_block_step_buf;
 
@@ -76,9 +79,10 @@ void attn_block_step(const attn_gpt_block *blk, float *k_cache, float *v_cache, 
 size_t attn_block_bf16_numel(const attn_gpt_block *blk);
 void attn_block_bf16_copy(const attn_gpt_block *blk, uint16_t *w);
 
-/* x (N, C) = tok_emb[ids] + pos_emb[pos0 + r % T] for rows r: the input of
- * the first block, for the batched forward (pos0 0) and the step (N = T = 1,
- * pos0 = the token's position). In gpt.c. */
+/* x (N, C) = tok_emb[ids] + pos_emb[pos0 + r % T] for rows r (pos_emb
+ * "none": tok_emb[ids] alone): the input of the first block, for the
+ * batched forward (pos0 0) and the step (N = T = 1, pos0 = the token's
+ * position). In gpt.c. */
 void attn_gpt_embed(const attn_gpt *m, const int32_t *ids, size_t N, int T, int pos0, float *x);
 
 #endif

@@ -22,6 +22,114 @@ attn_status attn_gpt_config_preset(const char *name, attn_gpt_config *cfg, attn_
     return ATTN_OK;
 }
 
+enum field {
+    F_VOCAB,
+    F_CTX,
+    F_EMB,
+    F_HEADS,
+    F_LAYERS,
+    F_DROP,
+    F_BIAS,
+    F_POS_EMB,
+    F_N_KV_HEADS,
+    F_WINDOW,
+    F_NORM,
+    F_ACT,
+    F_QK_NORM,
+    F_SOFTCAP,
+    F_TIE,
+    F_HEAD_SIZE
+};
+_Static_assert(F_POS_EMB == ATTN_GPT_KEY_VARIANT0 && F_HEAD_SIZE + 1 == ATTN_GPT_KEY_COUNT &&
+                   F_TIE + 1 == ATTN_GPT_KEY_VARIANT0 + ATTN_GPT_KEY_VARIANTS,
+               "the key rows follow attn_gpt_config's fields");
+
+/* The choices' order is the enums' (attn_pos_emb, attn_norm_kind, attn_act). */
+static const char *const POS_EMB[] = {"learned", "rope", "alibi", "none", NULL};
+static const char *const NORM[] = {"layernorm", "rmsnorm", NULL};
+static const char *const ACT[] = {"gelu", "relu2", "swiglu", NULL};
+
+/* One row per model key, in attn_gpt_config's order (ATTN_GPT_KEY_* types);
+ * the limits are attn_gpt_config_validate's. */
+static const attn_gpt_key KEYS[ATTN_GPT_KEY_COUNT] = {
+    {"vocab_size", "vocabulary_size", ATTN_GPT_KEY_INT, 1, 1 << 24, 0, NULL,
+     "tokens (the corpus's characters unless given)"},
+    {"context_length", "context_size", ATTN_GPT_KEY_INT, 1, 1 << 20, 0, NULL,
+     "longest sequence the model reads"},
+    {"emb_dim", "embedding_dim", ATTN_GPT_KEY_INT, 1, 1 << 16, 0, NULL, "width of the model"},
+    {"n_heads", "heads_num", ATTN_GPT_KEY_INT, 1, 1 << 16, 0, NULL, "attention heads"},
+    {"n_layers", "layers_num", ATTN_GPT_KEY_INT, 1, 4096, 0, NULL, "transformer blocks"},
+    {"drop_rate", "dropout_rate", ATTN_GPT_KEY_NUMBER, 0, 1, 1, NULL, "dropout while training"},
+    {"qkv_bias", "use_bias", ATTN_GPT_KEY_BOOL, 0, 1, 0, NULL, "biases on W_query, W_key, W_value"},
+    {"pos_emb", NULL, ATTN_GPT_KEY_CHOICE, 0, 3, 0, POS_EMB,
+     "positions: the book's learned table, rotary, ALiBi biases, or none"},
+    {"n_kv_heads", NULL, ATTN_GPT_KEY_INT, 1, 1 << 16, 0, NULL,
+     "key/value heads, dividing n_heads (grouped-query; default n_heads)"},
+    {"window", NULL, ATTN_GPT_KEY_INT, 0, 1 << 20, 0, NULL,
+     "sliding attention window in tokens (0: the whole context)"},
+    {"norm", NULL, ATTN_GPT_KEY_CHOICE, 0, 1, 0, NORM, "the book's LayerNorm or RMSNorm"},
+    {"act", NULL, ATTN_GPT_KEY_CHOICE, 0, 2, 0, ACT,
+     "feed-forward activation: the book's GELU, ReLU^2 or SwiGLU"},
+    {"qk_norm", NULL, ATTN_GPT_KEY_BOOL, 0, 1, 0, NULL, "RMSNorm on queries and keys"},
+    {"softcap", NULL, ATTN_GPT_KEY_NUMBER, 0, 1e6, 0, NULL,
+     "attention scores c tanh(s / c) (0: off)"},
+    {"tie_weights", NULL, ATTN_GPT_KEY_BOOL, 0, 1, 0, NULL, "out_head shares tok_emb's matrix"},
+    {"head_size", NULL, ATTN_GPT_KEY_INT, 1, 1 << 16, 0, NULL, "emb_dim / n_heads (seed 004's)"},
+};
+
+/* n_kv_heads as the model uses it. */
+static int kv_heads(const attn_gpt_config *c) {
+    return c->n_kv_heads ? c->n_kv_heads : c->n_heads;
+}
+
+/* Variant keys the attention core computes; until it is built, every
+ * value but the book's is refused here, by name. */
+static attn_status attention_core_not_built(const attn_gpt_config *c, attn_error *err) {
+    for (int i = F_POS_EMB; i <= F_TIE; i++) {
+        if (i == F_NORM || i == F_ACT || i == F_TIE) continue; /* built */
+        if (i == F_POS_EMB && c->pos_emb == ATTN_POS_NONE) continue;
+        if (attn_gpt_key_is_book(c, i)) continue;
+        char v[64];
+        attn_gpt_key_value(c, i, v, sizeof v);
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         KEYS[i].type == ATTN_GPT_KEY_CHOICE
+                             ? "%s '%s' needs the attention core (not built yet)"
+                             : "%s %s needs the attention core (not built yet)",
+                         KEYS[i].name, v);
+    }
+    return ATTN_OK;
+}
+
+static attn_status validate_variants(const attn_gpt_config *c, attn_error *err) {
+    if ((unsigned)c->pos_emb > ATTN_POS_NONE)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "pos_emb must be one of learned, rope, alibi, "
+                         "none (got %d)",
+                         (int)c->pos_emb);
+    if ((unsigned)c->norm > ATTN_NORM_RMSNORM)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "norm must be one of layernorm, rmsnorm (got %d)", (int)c->norm);
+    if ((unsigned)c->act > ATTN_ACT_SWIGLU)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "act must be one of gelu, relu2, swiglu (got %d)", (int)c->act);
+    if (c->n_kv_heads < 0 || kv_heads(c) > c->n_heads || c->n_heads % kv_heads(c) != 0)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "n_kv_heads %d must divide n_heads %d (each key/value head serves "
+                         "n_heads / n_kv_heads query heads)",
+                         c->n_kv_heads, c->n_heads);
+    if (c->window < 0 || c->window > (1 << 20))
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "window must be in [0, 1048576] (got %d)",
+                         c->window);
+    if (!(c->softcap >= 0.0 && c->softcap <= 1e6))
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "softcap must be in [0, 1e6] (got %g)",
+                         c->softcap);
+    if ((c->qk_norm != 0 && c->qk_norm != 1) || (c->tie_weights != 0 && c->tie_weights != 1))
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "qk_norm and tie_weights must be false or true (got %d, %d)", c->qk_norm,
+                         c->tie_weights);
+    return attention_core_not_built(c, err);
+}
+
 attn_status attn_gpt_config_validate(const attn_gpt_config *c, attn_error *err) {
     if (c->vocab_size < 1)
         return attn_fail(err, ATTN_ERR_INVALID_ARG, "vocab_size must be >= 1 (got %d)",
@@ -52,23 +160,8 @@ attn_status attn_gpt_config_validate(const attn_gpt_config *c, attn_error *err) 
         return attn_fail(err, ATTN_ERR_INVALID_ARG,
                          "config too large (emb_dim <= 65536, vocab_size <= 2^24, "
                          "context_length <= 2^20, n_layers <= 4096)");
-    return ATTN_OK;
+    return validate_variants(c, err);
 }
-
-enum field { F_VOCAB, F_CTX, F_EMB, F_HEADS, F_LAYERS, F_DROP, F_BIAS, F_HEAD_SIZE };
-
-/* One row per model key, in attn_gpt_config's order (ATTN_GPT_KEY_* types);
- * the limits are attn_gpt_config_validate's. */
-static const attn_gpt_key KEYS[ATTN_GPT_KEY_COUNT] = {
-    {"vocab_size", "vocabulary_size", ATTN_GPT_KEY_INT, 1, 1 << 24, 0},
-    {"context_length", "context_size", ATTN_GPT_KEY_INT, 1, 1 << 20, 0},
-    {"emb_dim", "embedding_dim", ATTN_GPT_KEY_INT, 1, 1 << 16, 0},
-    {"n_heads", "heads_num", ATTN_GPT_KEY_INT, 1, 1 << 16, 0},
-    {"n_layers", "layers_num", ATTN_GPT_KEY_INT, 1, 4096, 0},
-    {"drop_rate", "dropout_rate", ATTN_GPT_KEY_NUMBER, 0, 1, 1},
-    {"qkv_bias", "use_bias", ATTN_GPT_KEY_BOOL, 0, 1, 0},
-    {"head_size", NULL, ATTN_GPT_KEY_INT, 1, 1 << 16, 0},
-};
 
 const attn_gpt_key *attn_gpt_key_at(int i) {
     return i >= 0 && i < ATTN_GPT_KEY_COUNT ? &KEYS[i] : NULL;
@@ -82,16 +175,22 @@ int attn_gpt_key_find(const char *name) {
 }
 
 void attn_gpt_key_describe(const attn_gpt_key *k, char *buf, size_t cap) {
-    if (k->type == ATTN_GPT_KEY_BOOL)
+    if (k->type == ATTN_GPT_KEY_BOOL) {
         snprintf(buf, cap, "true or false");
-    else
+    } else if (k->type == ATTN_GPT_KEY_CHOICE) {
+        size_t used = (size_t)snprintf(buf, cap, "one of");
+        for (int i = 0; k->choices[i] && used < cap; i++)
+            used += (size_t)snprintf(buf + used, cap - used, "%s %s", i ? "," : "", k->choices[i]);
+    } else {
         snprintf(buf, cap, "%s in [%.17g, %.17g%c",
                  k->type == ATTN_GPT_KEY_INT ? "an integer" : "a number", k->lo, k->hi,
                  k->hi_open ? ')' : ']');
+    }
 }
 
 #define KNOWN_KEYS                                                                                 \
-    "vocab_size, context_length, emb_dim, n_heads, n_layers, drop_rate, qkv_bias, or seed 004's "  \
+    "vocab_size, context_length, emb_dim, n_heads, n_layers, drop_rate, qkv_bias, pos_emb, "       \
+    "n_kv_heads, window, norm, act, qk_norm, softcap, tie_weights, or seed 004's "                 \
     "vocabulary_size, context_size, embedding_dim, heads_num, layers_num, dropout_rate, "          \
     "use_bias, head_size"
 
@@ -103,6 +202,14 @@ static attn_status key_value(const attn_gpt_key *k, const char *key, const cJSON
     if (k->type == ATTN_GPT_KEY_BOOL) {
         ok = cJSON_IsBool(v) || (cJSON_IsNumber(v) && (v->valuedouble == 0 || v->valuedouble == 1));
         *out = cJSON_IsBool(v) ? (cJSON_IsTrue(v) ? 1 : 0) : ok ? v->valuedouble : 0;
+    } else if (k->type == ATTN_GPT_KEY_CHOICE) {
+        ok = 0;
+        *out = 0;
+        for (int i = 0; cJSON_IsString(v) && k->choices[i] && !ok; i++)
+            if (strcmp(v->valuestring, k->choices[i]) == 0) {
+                ok = 1;
+                *out = i;
+            }
     } else {
         const double d = cJSON_IsNumber(v) ? v->valuedouble : NAN;
         ok = isfinite(d) && d >= k->lo && (k->hi_open ? d < k->hi : d <= k->hi) &&
@@ -135,6 +242,14 @@ static attn_status set_field(attn_gpt_config *cfg, const char *key, const cJSON 
     case F_LAYERS: cfg->n_layers = (int)d; break;
     case F_DROP: cfg->drop_rate = d; break;
     case F_BIAS: cfg->qkv_bias = (int)d; break;
+    case F_POS_EMB: cfg->pos_emb = (attn_pos_emb)d; break;
+    case F_N_KV_HEADS: cfg->n_kv_heads = (int)d; break;
+    case F_WINDOW: cfg->window = (int)d; break;
+    case F_NORM: cfg->norm = (attn_norm_kind)d; break;
+    case F_ACT: cfg->act = (attn_act)d; break;
+    case F_QK_NORM: cfg->qk_norm = (int)d; break;
+    case F_SOFTCAP: cfg->softcap = d; break;
+    case F_TIE: cfg->tie_weights = (int)d; break;
     case F_HEAD_SIZE:
         if (head_size) *head_size = (int)d;
         break;
@@ -151,9 +266,69 @@ static double field_value(const attn_gpt_config *c, enum field f, int head_size)
     case F_LAYERS: return c->n_layers;
     case F_DROP: return c->drop_rate;
     case F_BIAS: return c->qkv_bias;
+    case F_POS_EMB: return c->pos_emb;
+    case F_N_KV_HEADS: return c->n_kv_heads;
+    case F_WINDOW: return c->window;
+    case F_NORM: return c->norm;
+    case F_ACT: return c->act;
+    case F_QK_NORM: return c->qk_norm;
+    case F_SOFTCAP: return c->softcap;
+    case F_TIE: return c->tie_weights;
     case F_HEAD_SIZE: return head_size;
     }
     return 0.0;
+}
+
+void attn_gpt_key_value(const attn_gpt_config *c, int i, char *buf, size_t cap) {
+    if (i < 0 || i >= ATTN_GPT_KEY_COUNT) {
+        snprintf(buf, cap, "?");
+        return;
+    }
+    const attn_gpt_key *k = &KEYS[i];
+    const double v = i == F_N_KV_HEADS  ? kv_heads(c)
+                     : i == F_HEAD_SIZE ? (c->n_heads > 0 ? c->emb_dim / c->n_heads : 0)
+                                        : field_value(c, (enum field)i, 0);
+    int n = -1;
+    for (int j = 0; k->type == ATTN_GPT_KEY_CHOICE && k->choices[j]; j++)
+        if (v == j) n = j;
+    if (k->type == ATTN_GPT_KEY_CHOICE)
+        snprintf(buf, cap, "%s", n >= 0 ? k->choices[n] : "?");
+    else if (k->type == ATTN_GPT_KEY_BOOL)
+        snprintf(buf, cap, "%s", v != 0 ? "true" : "false");
+    else
+        snprintf(buf, cap, k->type == ATTN_GPT_KEY_INT ? "%.0f" : "%.15g", v);
+}
+
+int attn_gpt_key_is_book(const attn_gpt_config *c, int i) {
+    if (i < ATTN_GPT_KEY_VARIANT0 || i >= ATTN_GPT_KEY_VARIANT0 + ATTN_GPT_KEY_VARIANTS) return 1;
+    if (i == F_N_KV_HEADS) return kv_heads(c) == c->n_heads;
+    return field_value(c, (enum field)i, 0) == 0.0;
+}
+
+int attn_gpt_config_first_variant(const attn_gpt_config *c, char *buf, size_t cap) {
+    if (cap) buf[0] = '\0';
+    for (int i = ATTN_GPT_KEY_VARIANT0; i < ATTN_GPT_KEY_VARIANT0 + ATTN_GPT_KEY_VARIANTS; i++) {
+        if (attn_gpt_key_is_book(c, i)) continue;
+        char v[64];
+        attn_gpt_key_value(c, i, v, sizeof v);
+        snprintf(buf, cap, "%s %s", KEYS[i].name, v);
+        return i;
+    }
+    return -1;
+}
+
+void attn_gpt_config_describe_variants(const attn_gpt_config *c, int changed_only, char *buf,
+                                       size_t cap) {
+    size_t used = 0;
+    if (cap) buf[0] = '\0';
+    for (int i = ATTN_GPT_KEY_VARIANT0;
+         i < ATTN_GPT_KEY_VARIANT0 + ATTN_GPT_KEY_VARIANTS && used < cap; i++) {
+        if (changed_only && attn_gpt_key_is_book(c, i)) continue;
+        char v[64];
+        attn_gpt_key_value(c, i, v, sizeof v);
+        used +=
+            (size_t)snprintf(buf + used, cap - used, "%s%s %s", used ? ", " : "", KEYS[i].name, v);
+    }
 }
 
 attn_status attn_gpt_config_set_key(attn_gpt_config *cfg, const char *key,
@@ -256,6 +431,22 @@ attn_status attn_gpt_config_to_json(const attn_gpt_config *c, char **out, attn_e
     cJSON_AddNumberToObject(o, "n_layers", c->n_layers);
     cJSON_AddNumberToObject(o, "drop_rate", c->drop_rate);
     cJSON_AddBoolToObject(o, "qkv_bias", c->qkv_bias ? 1 : 0);
+    /* Variant keys only where they are not the book's: the book's model
+     * writes the bytes it wrote before they existed. */
+    for (int i = ATTN_GPT_KEY_VARIANT0; i < ATTN_GPT_KEY_VARIANT0 + ATTN_GPT_KEY_VARIANTS; i++) {
+        if (attn_gpt_key_is_book(c, i)) continue;
+        const attn_gpt_key *k = &KEYS[i];
+        const double v = i == F_N_KV_HEADS ? kv_heads(c) : field_value(c, (enum field)i, 0);
+        if (k->type == ATTN_GPT_KEY_CHOICE) {
+            char text[64];
+            attn_gpt_key_value(c, i, text, sizeof text);
+            cJSON_AddStringToObject(o, k->name, text);
+        } else if (k->type == ATTN_GPT_KEY_BOOL) {
+            cJSON_AddBoolToObject(o, k->name, v != 0);
+        } else {
+            cJSON_AddNumberToObject(o, k->name, v);
+        }
+    }
     *out = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     if (!*out) return attn_fail(err, ATTN_ERR_NOMEM, "out of memory");

@@ -44,7 +44,7 @@ attn_status attn_gpt_kv_init(attn_gpt_kv_cache *c, const attn_gpt *m, attn_error
     c->q = malloc(C * sizeof(float));
     c->att = malloc(C * sizeof(float));
     c->proj = malloc(C * sizeof(float));
-    c->hidden = malloc((size_t)m->blocks[0].ff.hidden * sizeof(float));
+    c->hidden = malloc((size_t)m->blocks[0].ff.fc1.out_features * sizeof(float));
     c->scores = malloc((size_t)c->H * cap * sizeof(float));
     c->logits = malloc((size_t)m->cfg.vocab_size * sizeof(float));
     if (!c->k || !c->v || !c->x || !c->ln || !c->q || !c->att || !c->proj || !c->hidden ||

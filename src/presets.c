@@ -7,16 +7,46 @@
 /* vocab_size 65 = Tiny Shakespeare's sorted unique characters (seed 004). */
 static const attn_preset PRESETS[] = {
     /* seed004: a GPT-2-small-like width; conservative lr. */
-    {"seed004", {65, 256, 768, 12, 10, 0.1, 0}, {16, 5000, 3e-4, 3e-5, 200, 0.95, 500, 20, 10}},
+    {"seed004",
+     {.vocab_size = 65,
+      .context_length = 256,
+      .emb_dim = 768,
+      .n_heads = 12,
+      .n_layers = 10,
+      .drop_rate = 0.1,
+      .qkv_bias = 0},
+     {16, 5000, 3e-4, 3e-5, 200, 0.95, 500, 20, 10}},
     /* nanoGPT's config/train_shakespeare_char.py (GPU recipe). */
     {"shakespeare-char",
-     {65, 256, 384, 6, 6, 0.2, 0},
+     {.vocab_size = 65,
+      .context_length = 256,
+      .emb_dim = 384,
+      .n_heads = 6,
+      .n_layers = 6,
+      .drop_rate = 0.2,
+      .qkv_bias = 0},
      {64, 5000, 1e-3, 1e-4, 100, 0.99, 250, 200, 10}},
     /* nanoGPT README's CPU run of config/train_shakespeare_char.py. */
-    {"nanogpt-cpu", {65, 64, 128, 4, 4, 0.0, 0}, {12, 2000, 1e-3, 1e-4, 100, 0.99, 250, 20, 10}},
+    {"nanogpt-cpu",
+     {.vocab_size = 65,
+      .context_length = 64,
+      .emb_dim = 128,
+      .n_heads = 4,
+      .n_layers = 4,
+      .drop_rate = 0.0,
+      .qkv_bias = 0},
+     {12, 2000, 1e-3, 1e-4, 100, 0.99, 250, 20, 10}},
     /* Sized for `make run`: about 90 s on two cores (3 layers), val loss
      * ~1.76, which samples as recognisable play text. */
-    {"tiny", {65, 64, 128, 4, 3, 0.0, 0}, {12, 2000, 2e-3, 2e-4, 50, 0.99, 250, 10, 50}},
+    {"tiny",
+     {.vocab_size = 65,
+      .context_length = 64,
+      .emb_dim = 128,
+      .n_heads = 4,
+      .n_layers = 3,
+      .drop_rate = 0.0,
+      .qkv_bias = 0},
+     {12, 2000, 2e-3, 2e-4, 50, 0.99, 250, 10, 50}},
 };
 #define N_PRESETS (sizeof PRESETS / sizeof PRESETS[0])
 

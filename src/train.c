@@ -488,6 +488,17 @@ static void config_diff(const char *a, const char *b, char *out, size_t size) {
                 if (differ) goto done;
             }
         }
+        /* A key only now has (a variant key the checkpoint left at the book's). */
+        for (const cJSON *sect = jb->child; sect; sect = sect->next) {
+            const cJSON *other = cJSON_GetObjectItemCaseSensitive(ja, sect->string);
+            for (const cJSON *it = sect->child; it && other; it = it->next) {
+                if (cJSON_GetObjectItemCaseSensitive(other, it->string)) continue;
+                char *pb = cJSON_PrintUnformatted(it);
+                snprintf(out, size, "%s (checkpoint absent, now %s)", it->string, pb ? pb : "?");
+                free(pb);
+                goto done;
+            }
+        }
     }
 done:
     cJSON_Delete(ja);
@@ -638,6 +649,20 @@ out:
     return s;
 }
 
+/* The variant keys of a (the checkpoint's model) and b (the run's) agree. */
+static attn_status same_variant(const char *dir, const attn_gpt_config *a, const attn_gpt_config *b,
+                                attn_error *err) {
+    for (int i = ATTN_GPT_KEY_VARIANT0; i < ATTN_GPT_KEY_VARIANT0 + ATTN_GPT_KEY_VARIANTS; i++) {
+        char va[64], vb[64];
+        attn_gpt_key_value(a, i, va, sizeof va);
+        attn_gpt_key_value(b, i, vb, sizeof vb);
+        if (strcmp(va, vb) != 0)
+            return attn_fail(err, ATTN_ERR_INVALID_ARG, "%s: its model has %s %s, this run's %s",
+                             dir, attn_gpt_key_at(i)->name, va, vb);
+    }
+    return ATTN_OK;
+}
+
 attn_status attn_trainer_init_from(attn_trainer *tr, const char *dir, attn_error *err) {
     if (tr->step != 0 || tr->gpu)
         return attn_fail(err, ATTN_ERR_STATE,
@@ -657,6 +682,8 @@ attn_status attn_trainer_init_from(attn_trainer *tr, const char *dir, attn_error
                       dir, a->vocab_size, a->context_length, a->emb_dim, a->n_heads, a->n_layers,
                       a->qkv_bias, b->vocab_size, b->context_length, b->emb_dim, b->n_heads,
                       b->n_layers, b->qkv_bias);
+    } else if ((s = same_variant(dir, a, b, err))) {
+        /* named there */
     } else if (memcmp(tok.chars, tr->tok.chars, (size_t)tok.vocab_size * sizeof *tok.chars)) {
         s = attn_fail(err, ATTN_ERR_INVALID_ARG,
                       "%s: its vocabulary differs from this trainer's (same size, other "

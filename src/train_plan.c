@@ -15,10 +15,17 @@ void attn_train_plan_of(const attn_gpt_config *m, const attn_train_config *t, at
     const double V = m->vocab_size, T = m->context_length, C = m->emb_dim, H = m->n_heads,
                  L = m->n_layers;
     /* The book's GPTModel: per block W_q,k,v (+bias), out_proj + bias, two
-     * LayerNorms, the 4C feed-forward with biases. */
-    const double block = 4 * C * C + (m->qkv_bias ? 3 * C : 0) + C + 4 * C + 8 * C * C + 5 * C;
-    const double embed = V * C + T * C;
-    p->n_params = (size_t)(embed + L * block + 2 * C + C * V);
+     * LayerNorms (RMSNorm: no shift), the feed-forward with biases (4C
+     * hidden; swiglu: layers.0 is (2H, C)); pos_emb and out_head unless
+     * the variant drops them. */
+    const double F = attn_feedforward_hidden(m->emb_dim, m->act);
+    const double F1 = m->act == ATTN_ACT_SWIGLU ? 2 * F : F; /* layers.0's rows */
+    const double norm = m->norm == ATTN_NORM_RMSNORM ? C : 2 * C;
+    const double ff = F1 * C + F1 + F * C + C;
+    const double block = 4 * C * C + (m->qkv_bias ? 3 * C : 0) + C + 2 * norm + ff;
+    const double embed = V * C + (m->pos_emb == ATTN_POS_LEARNED ? T * C : 0);
+    const double head = m->tie_weights ? 0 : C * V;
+    p->n_params = (size_t)(embed + L * block + norm + head);
     const int accum = t->grad_accum > 1 ? t->grad_accum : 1;
     p->tokens_per_step = (double)t->batch_size * T * accum;
     const double tokens = (double)t->batch_size * T; /* one micro-batch */
@@ -33,7 +40,8 @@ void attn_train_plan_of(const attn_gpt_config *m, const attn_train_config *t, at
     p->ckpt_bytes = (double)p->n_params * 4 * 3;
     /* Forward + backward: 6 per parameter per token, plus attention's
      * QK^T and AV (12 L T C per token, causal mask not discounted). */
-    p->flops_per_step = p->tokens_per_step * (6 * (double)p->n_params + 12 * L * T * C);
+    p->flops_per_step = p->tokens_per_step * (6 * ((double)p->n_params + C * V - head) +
+                                              12 * L * T * C); /* a tied head still multiplies */
 }
 
 double attn_train_probe_gflops(int threads) {

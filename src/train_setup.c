@@ -139,6 +139,15 @@ static void first_conflict(const attn_gpt_config *sm, const attn_train_config *s
             snprintf(buf, cap, "%g, the checkpoint has %g", model[i].a, model[i].b);
             return;
         }
+    for (int i = ATTN_GPT_KEY_VARIANT0; i < ATTN_GPT_KEY_VARIANT0 + ATTN_GPT_KEY_VARIANTS; i++) {
+        char va[64], vb[64];
+        attn_gpt_key_value(sm, i, va, sizeof va);
+        attn_gpt_key_value(m, i, vb, sizeof vb);
+        if (strcmp(va, vb) == 0) continue;
+        *key = attn_gpt_key_at(i)->name;
+        snprintf(buf, cap, "%s, the checkpoint has %s", va, vb);
+        return;
+    }
     for (int i = 0; i < ATTN_TRAIN_KEY_COUNT; i++) {
         const attn_train_key *k = attn_train_key_at(i);
         if (resume_may_change(k->name)) continue;

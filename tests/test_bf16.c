@@ -136,7 +136,13 @@ static double rel_err(const float *a, const float *b, size_t n) {
  * bias, dropout off) in bf16 vs fp32: relative L2 error within bf16's. */
 Test(bf16, gpt_forward_and_gradients_within_bf16_tolerance) {
     if (!have_bf16()) cr_skip_test("no AVX512-BF16 on this CPU");
-    const attn_gpt_config cfg = {29, 16, 64, 4, 2, 0.0, 1};
+    const attn_gpt_config cfg = {.vocab_size = 29,
+                                 .context_length = 16,
+                                 .emb_dim = 64,
+                                 .n_heads = 4,
+                                 .n_layers = 2,
+                                 .drop_rate = 0.0,
+                                 .qkv_bias = 1};
     const int B = 3, T = 16, N = B * T;
     attn_gpt m32, m16;
     attn_rng r1, r2;
@@ -235,7 +241,13 @@ Test(bf16, short_loss_curve_within_one_percent_of_fp32) {
 /* KV-cached steps with bf16 weight copies stay within bf16 tolerance of the
  * fp32 steps; the portable and AVX-512 matrix-vector kernels agree. */
 Test(bf16, kv_steps_with_bf16_weights) {
-    const attn_gpt_config cfg = {29, 16, 64, 4, 2, 0.0, 1};
+    const attn_gpt_config cfg = {.vocab_size = 29,
+                                 .context_length = 16,
+                                 .emb_dim = 64,
+                                 .n_heads = 4,
+                                 .n_layers = 2,
+                                 .drop_rate = 0.0,
+                                 .qkv_bias = 1};
     attn_gpt m;
     attn_rng rng;
     attn_rng_seed(&rng, 8);

@@ -15,7 +15,13 @@
 #include "support/gpt_ref.h"
 
 static attn_gpt_config tiny_cfg(int qkv_bias) {
-    attn_gpt_config c = {11, 8, 8, 2, 2, 0.0, qkv_bias};
+    attn_gpt_config c = {.vocab_size = 11,
+                         .context_length = 8,
+                         .emb_dim = 8,
+                         .n_heads = 2,
+                         .n_layers = 2,
+                         .drop_rate = 0.0,
+                         .qkv_bias = qkv_bias};
     return c;
 }
 
@@ -211,7 +217,13 @@ Test(gpt, json_book_and_seed004_keys) {
                                           "\"drop_rate\": 0.25, \"qkv_bias\": true}",
                                           &err),
                  ATTN_OK, "%s", err.msg);
-    want = (attn_gpt_config){50, 32, 64, 8, 2, 0.25, 1};
+    want = (attn_gpt_config){.vocab_size = 50,
+                             .context_length = 32,
+                             .emb_dim = 64,
+                             .n_heads = 8,
+                             .n_layers = 2,
+                             .drop_rate = 0.25,
+                             .qkv_bias = 1};
     cr_assert(memcmp(&c.vocab_size, &want.vocab_size, 5 * sizeof(int)) == 0 &&
               c.drop_rate == 0.25 && c.qkv_bias == 1);
     /* Seed 004's config cell (In [9]) including its derived head_size. */

@@ -135,7 +135,13 @@ Test(gpt_parity, dump) {
     if (!path || !*path) return;
     const char *tr = getenv("ATTN_GPT_PARITY_TRAINING");
     const int training = tr && strcmp(tr, "1") == 0;
-    attn_gpt_config cfg = {65, 32, 48, 4, 3, 0.1, 0};
+    attn_gpt_config cfg = {.vocab_size = 65,
+                           .context_length = 32,
+                           .emb_dim = 48,
+                           .n_heads = 4,
+                           .n_layers = 3,
+                           .drop_rate = 0.1,
+                           .qkv_bias = 0};
     const int B = 3, T = 32;
     const uint64_t seed = 1234, drop_seed = 99;
     attn_rng rng;

@@ -90,7 +90,13 @@ Test(viz, fused_weights_before_dropout_in_training) {
 }
 
 static attn_gpt_config small_cfg(void) {
-    attn_gpt_config c = {12, 40, 24, 3, 2, 0.1, 0};
+    attn_gpt_config c = {.vocab_size = 12,
+                         .context_length = 40,
+                         .emb_dim = 24,
+                         .n_heads = 3,
+                         .n_layers = 2,
+                         .drop_rate = 0.1,
+                         .qkv_bias = 0};
     return c;
 }
 

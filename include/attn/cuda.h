@@ -75,8 +75,15 @@ typedef struct attn_cuda_dropout {
 
 typedef struct attn_cuda_gpt attn_cuda_gpt; /* opaque */
 
-/* Allocate the engine for m's config and activations of up to
- * (max_B, max_T), and upload m's weights (moments start at zero). */
+/* ATTN_OK when the engine computes a model of cfg: the book's GPTModel
+ * only; any other value of a variant key (attn_gpt_key_at) is refused
+ * naming it, "norm rmsnorm is not on the cuda engine yet"
+ * (ATTN_ERR_INVALID_ARG). Needs no GPU. */
+attn_status attn_cuda_gpt_supports(const attn_gpt_config *cfg, attn_error *err);
+
+/* Allocate the engine for m's config (attn_cuda_gpt_supports first) and
+ * activations of up to (max_B, max_T), and upload m's weights (moments
+ * start at zero). */
 attn_status attn_cuda_gpt_create(attn_cuda_gpt **out, const attn_gpt *m, int max_B, int max_T,
                                  attn_precision precision, attn_error *err);
 void attn_cuda_gpt_free(attn_cuda_gpt *g);

@@ -2,13 +2,24 @@
  *   nn.Sequential(Linear(C, 4C), GELU(), Linear(4C, C))
  * x (N, C) -> y (N, C). Parameters "layers.0.weight" (4C, C),
  * "layers.0.bias" (4C), "layers.2.weight" (C, 4C), "layers.2.bias" (C),
- * drawn in that order as nn.Linear does. */
+ * drawn in that order as nn.Linear does.
+ *
+ * The activation is the config's "act" (attn/activation.h), the rest keeps
+ * the book's shape, names and biases:
+ *   gelu    (the book's)  Linear(C, 4C), GELU,  Linear(4C, C)
+ *   relu2                 Linear(C, 4C), ReLU^2, Linear(4C, C)
+ *   swiglu                Linear(C, 2H), SwiGLU, Linear(H, C), H = 8 ceil(C/3):
+ *     layers.0's output row is [gate | value] (H each); H is Llama's 2/3 of
+ *     4C rounded up to a multiple of 8, so the block keeps about the book's
+ *     8 C^2 feed-forward weights (exactly for C divisible by 3: 2048 for
+ *     C = 768). */
 #ifndef ATTN_FEEDFORWARD_H
 #define ATTN_FEEDFORWARD_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "attn/activation.h"
 #include "attn/linear.h"
 #include "attn/param.h"
 #include "attn/rng.h"
@@ -19,19 +30,26 @@ extern "C" {
 #endif
 
 typedef struct attn_feedforward {
-    int C, hidden;   /* hidden = 4 C */
-    attn_linear fc1; /* layers.0 */
-    attn_linear fc2; /* layers.2 */
+    int C, hidden;   /* hidden = layers.2's input width: 4 C (swiglu: H) */
+    attn_act act;    /* the activation between the two Linears */
+    attn_linear fc1; /* layers.0: (hidden, C), swiglu (2 H, C) */
+    attn_linear fc2; /* layers.2: (C, hidden) */
 } attn_feedforward;
 
 /* Saved activations for N rows. */
 typedef struct attn_feedforward_cache {
     size_t N;
-    float *h; /* (N, 4C) fc1 output (GELU input) */
-    float *g; /* (N, 4C) GELU output (fc2 input) */
+    float *h; /* (N, fc1.out_features) fc1 output (the activation's input) */
+    float *g; /* (N, hidden) the activation's output (fc2 input) */
 } attn_feedforward_cache;
 
+/* hidden for emb_dim C and act: 4 C, or 8 ceil(C / 3) for swiglu. */
+int attn_feedforward_hidden(int C, attn_act act);
+
+/* The book's FeedForward (gelu); _act: with activation act. */
 attn_status attn_feedforward_init(attn_feedforward *ff, int C, attn_rng *rng, attn_error *err);
+attn_status attn_feedforward_init_act(attn_feedforward *ff, int C, attn_act act, attn_rng *rng,
+                                      attn_error *err);
 void attn_feedforward_free(attn_feedforward *ff);
 attn_status attn_feedforward_params(attn_feedforward *ff, const char *prefix, attn_param_list *list,
                                     attn_error *err);
@@ -44,11 +62,14 @@ void attn_feedforward_cache_free(attn_feedforward_cache *cache);
 void attn_feedforward_forward(const attn_feedforward *ff, const float *x, float *y, size_t N,
                               attn_feedforward_cache *cache);
 /* Accumulates parameter grads and dx (N, C) += ... (dx may be NULL).
- * d_hidden is (N, 4C) scratch, overwritten. */
+ * d_hidden is (N, attn_feedforward_scratch(ff)) scratch, overwritten. */
 void attn_feedforward_backward(attn_feedforward *ff, const float *x, const float *dy, float *dx,
                                size_t N, const attn_feedforward_cache *cache, float *d_hidden);
+/* Floats per row of backward's d_hidden: hidden (swiglu: 3 H, the
+ * activation's input and output gradients). */
+size_t attn_feedforward_scratch(const attn_feedforward *ff);
 
-/* One row (generation): y (C) = forward of x (C), hidden (4C) scratch,
+/* One row (generation): y (C) = forward of x (C), hidden (fc1.out_features) scratch,
  * through the matrix-vector kernels; w_bf16 NULL (the fp32 weights) or
  * attn_feedforward_bf16_copy's values. Equals a row of
  * attn_feedforward_forward to a few ulps. Splits its rows with OpenMP
@@ -57,8 +78,8 @@ void attn_feedforward_backward(attn_feedforward *ff, const float *x, const float
 void attn_feedforward_step(const attn_feedforward *ff, const uint16_t *w_bf16, const float *x,
                            float *hidden, float *y);
 
-/* bf16 weights for the step: layers.0 (4C, C) then layers.2 (C, 4C), rounded
- * to nearest even, back to back. */
+/* bf16 weights for the step: layers.0 then layers.2, rounded to nearest
+ * even, back to back. */
 size_t attn_feedforward_bf16_numel(const attn_feedforward *ff);
 void attn_feedforward_bf16_copy(const attn_feedforward *ff, uint16_t *w);
 

@@ -1,4 +1,5 @@
-/* attn/gpt.h — the book's chapter-4 GPTModel (char-level GPT, seed 004).
+/* attn/gpt.h — the book's chapter-4 GPTModel (char-level GPT, seed 004), and
+ * its variants (config keys norm, act, tie_weights, pos_emb; below).
  *
  * Shapes: ids/targets (B, T) token ids, T <= context_length; C = emb_dim,
  * V = vocab_size, H = n_heads, head_dim = C / H.
@@ -36,6 +37,25 @@
  * ff.layers.0, ff.layers.2 as nn.Linear, LayerNorms ones/zeros, then out_head.
  * (normal_ may differ from PyTorch's by an ulp: PyTorch uses SIMD log/sin.)
  *
+ * Variants (config keys after qkv_bias; every default is the book's model,
+ * and python/attn/variants.py is the PyTorch model of each, same names and
+ * draw order):
+ *   norm rmsnorm   norm1, norm2, final_norm are RMSNorm (layernorm.h): only
+ *                  ".scale" each, no ".shift".
+ *   act relu2      ff is Linear(C,4C), ReLU^2, Linear(4C,C).
+ *   act swiglu     ff is Linear(C,2H), SwiGLU, Linear(H,C), H = 8 ceil(C/3)
+ *                  (feedforward.h): ff.layers.0.weight (2H, C), rows [gate | value].
+ *   tie_weights    out_head.weight is tok_emb.weight (one matrix; both
+ *                  backward passes accumulate into its gradient); the list
+ *                  and the checkpoint hold it once, as tok_emb.weight (as
+ *                  PyTorch's named_parameters() of a tied model); out_head
+ *                  is still drawn at init, then dropped, as PyTorch's
+ *                  `out_head.weight = tok_emb.weight` after the constructor.
+ *   pos_emb none   no pos_emb table: x = tok_emb[ids]; the causal mask is
+ *                  the only position signal.
+ *   pos_emb rope|alibi, n_kv_heads, window, qk_norm, softcap: the attention
+ *                  core's; refused by attn_gpt_config_validate until built.
+ *
  * Threading: the large products go through CBLAS (OpenBLAS threads); the
  * element-wise layers use OpenMP. Nothing allocates inside forward/backward. */
 #ifndef ATTN_GPT_H
@@ -64,7 +84,17 @@ struct cJSON; /* <cjson/cJSON.h>; only needed by attn_gpt_config_set_json */
 
 /* ---------------------------------------------------------------- config */
 
-/* The book's GPT_CONFIG keys. */
+/* Where positions come from (config key "pos_emb"). */
+typedef enum attn_pos_emb {
+    ATTN_POS_LEARNED = 0, /* the book's pos_emb table, added to tok_emb */
+    ATTN_POS_ROPE,        /* rotary q/k (the attention core; not built yet) */
+    ATTN_POS_ALIBI,       /* linear score biases (the attention core; not built yet) */
+    ATTN_POS_NONE         /* no position input at all (the causal mask alone) */
+} attn_pos_emb;
+
+/* The book's GPT_CONFIG keys, then the variant keys. Every variant field is
+ * 0 for the book's GPTModel, so a zeroed struct, a preset and a checkpoint
+ * written before the keys existed are all the book's model. */
 typedef struct attn_gpt_config {
     int vocab_size;     /* seed 004: vocabulary_size */
     int context_length; /* seed 004: context_size    */
@@ -73,6 +103,14 @@ typedef struct attn_gpt_config {
     int n_layers;       /* seed 004: layers_num      */
     double drop_rate;   /* seed 004: dropout_rate    */
     int qkv_bias;       /* seed 004: use_bias (bool) */
+    attn_pos_emb pos_emb;
+    int n_kv_heads;      /* key/value heads (grouped-query attention); 0: n_heads */
+    int window;          /* sliding attention window in tokens; 0: the whole context */
+    attn_norm_kind norm; /* layernorm (the book's) | rmsnorm (layernorm.h) */
+    attn_act act;        /* gelu (the book's) | relu2 | swiglu (activation.h) */
+    int qk_norm;         /* bool: RMSNorm on each head's queries and keys */
+    double softcap;      /* attention scores c tanh(s / c); 0: off */
+    int tie_weights;     /* bool: out_head.weight is tok_emb.weight */
 } attn_gpt_config;
 
 /* Presets ("train" owns the training hyper-parameters that go with them):
@@ -88,16 +126,22 @@ attn_status attn_gpt_config_preset(const char *name, attn_gpt_config *cfg, attn_
 const char *const *attn_gpt_preset_names(void);
 
 /* Checks every field: dims >= 1, emb_dim % n_heads == 0 ("emb_dim 770 is not
- * divisible by n_heads 12"), drop_rate in [0, 1), qkv_bias 0/1. */
+ * divisible by n_heads 12"), drop_rate in [0, 1), qkv_bias 0/1, each variant
+ * key in its range (n_kv_heads divides n_heads). A variant the library does
+ * not compute yet is refused naming it ("pos_emb 'rope' needs the attention
+ * core (not built yet)"). */
 attn_status attn_gpt_config_validate(const attn_gpt_config *cfg, attn_error *err);
 
 /* The model keys of a JSON config, one row each in attn_gpt_config's order,
  * then seed 004's derived head_size: the book's name, seed 004's, the type
- * and the valid range (attn_gpt_config_validate's limits). */
+ * and the valid range (attn_gpt_config_validate's limits) or choices. Rows
+ * from ATTN_GPT_KEY_VARIANT0 on (before head_size) are the variant keys;
+ * their defaults are the book's GPTModel. */
 typedef enum attn_gpt_key_type {
     ATTN_GPT_KEY_INT,
     ATTN_GPT_KEY_NUMBER,
-    ATTN_GPT_KEY_BOOL
+    ATTN_GPT_KEY_BOOL,
+    ATTN_GPT_KEY_CHOICE /* a string of choices; the field holds its index */
 } attn_gpt_key_type;
 
 typedef struct attn_gpt_key {
@@ -106,9 +150,13 @@ typedef struct attn_gpt_key {
     attn_gpt_key_type type;
     double lo, hi; /* [lo, hi], or [lo, hi) with hi_open; BOOL: 0 or 1 */
     int hi_open;
+    const char *const *choices; /* CHOICE: NULL-terminated, index = field value */
+    const char *help;           /* one line: what the key changes */
 } attn_gpt_key;
 
-#define ATTN_GPT_KEY_COUNT 8
+#define ATTN_GPT_KEY_COUNT 16
+#define ATTN_GPT_KEY_VARIANT0 7 /* pos_emb: the first variant key */
+#define ATTN_GPT_KEY_VARIANTS 8 /* pos_emb ... tie_weights */
 
 /* Row i (0 <= i < ATTN_GPT_KEY_COUNT); NULL outside. */
 const attn_gpt_key *attn_gpt_key_at(int i);
@@ -116,10 +164,32 @@ const attn_gpt_key *attn_gpt_key_at(int i);
 /* The row index of a key by either name; -1 when unknown. */
 int attn_gpt_key_find(const char *name);
 
-/* "an integer in [1, 4096]", "a number in [0, 1)", "true or false". */
+/* "an integer in [1, 4096]", "a number in [0, 1)", "true or false",
+ * "one of learned, rope, alibi, none". */
 void attn_gpt_key_describe(const attn_gpt_key *k, char *buf, size_t cap);
 
-/* Set one key from a cJSON value (number, or bool/0/1 for qkv_bias). Accepts
+/* Key i's value in cfg as text: "128", "0.1", "true", "rmsnorm"
+ * (n_kv_heads 0 reads as n_heads). head_size: emb_dim / n_heads. */
+void attn_gpt_key_value(const attn_gpt_config *cfg, int i, char *buf, size_t cap);
+
+/* 1 when variant key i (ATTN_GPT_KEY_VARIANT0 <= i < + ATTN_GPT_KEY_VARIANTS)
+ * has the book's value in cfg (n_kv_heads: 0 or n_heads); 1 for other rows. */
+int attn_gpt_key_is_book(const attn_gpt_config *cfg, int i);
+
+/* The first variant key whose value is not the book's, as "norm rmsnorm"
+ * in buf; its row index, or -1 (buf "") when cfg is the book's GPTModel. A
+ * path that computes only the book's model refuses the rest with it
+ * ("norm rmsnorm is not on the cuda engine yet"). */
+int attn_gpt_config_first_variant(const attn_gpt_config *cfg, char *buf, size_t cap);
+
+/* Every variant key with its value, "pos_emb learned, n_kv_heads 4, ...",
+ * for attn info and attn train --dry-run; changed_only: those that are not
+ * the book's ("" for the book's model). */
+void attn_gpt_config_describe_variants(const attn_gpt_config *cfg, int changed_only, char *buf,
+                                       size_t cap);
+
+/* Set one key from a cJSON value (number, bool/0/1 for qkv_bias, qk_norm,
+ * tie_weights, a string for pos_emb, norm and act). Accepts
  * the book's keys and seed 004's aliases, plus seed 004's derived
  * "head_size" (checked against emb_dim / n_heads by
  * attn_gpt_config_set_json). Unknown key -> ATTN_ERR_NOT_FOUND
@@ -142,6 +212,8 @@ attn_status attn_gpt_config_load_json(attn_gpt_config *cfg, const char *path, at
 /* The config as a compact JSON object with the book's keys, e.g.
  * {"vocab_size":65,"context_length":64,"emb_dim":128,"n_heads":4,
  *  "n_layers":4,"drop_rate":0,"qkv_bias":false}
+ * then only the variant keys that are not the book's ("norm":"rmsnorm"), so
+ * the book's model writes exactly what it wrote before the keys existed
  * (for checkpoint metadata). *out is malloc'd; the caller frees it. */
 attn_status attn_gpt_config_to_json(const attn_gpt_config *cfg, char **out, attn_error *err);
 
@@ -151,17 +223,17 @@ typedef struct attn_gpt_block {
     attn_layernorm norm1;
     attn_mha att; /* d_in = d_out = emb_dim, out_proj with bias */
     attn_layernorm norm2;
-    attn_feedforward ff; /* layers.0 Linear(C,4C), GELU, layers.2 Linear(4C,C) */
+    attn_feedforward ff; /* layers.0 Linear(C,4C), GELU, layers.2 Linear(4C,C) (or cfg.act's) */
 } attn_gpt_block;
 
 /* Owns every parameter and its gradient (zeroed at init). */
 typedef struct attn_gpt {
     attn_gpt_config cfg;
     attn_embedding tok_emb; /* (V, C) */
-    attn_embedding pos_emb; /* (context_length, C) */
+    attn_embedding pos_emb; /* (context_length, C); weight NULL unless pos_emb learned */
     attn_gpt_block *blocks; /* n_layers */
     attn_layernorm final_norm;
-    attn_linear out_head;        /* Linear(C, V, bias=False) */
+    attn_linear out_head;        /* Linear(C, V, bias=False); tied: tok_emb's matrix */
     attn_param_list params;      /* state_dict names, book's order */
     attn_precision precision;    /* of the products (attn_gpt_set_precision); FP32 at init */
     struct attn_bf16_gemm *bf16; /* owned: the engine every Linear / MHA uses under BF16 */
@@ -198,7 +270,7 @@ typedef struct attn_gpt_block_acts {
     uint8_t *keep1;                   /* (B,T,C) drop_shortcut mask after att */
     float *x_mid;                     /* (B,T,C) residual after the attention half */
     float *ln2, *ln2_mean, *ln2_rstd;
-    attn_feedforward_cache ff; /* hidden pre/post GELU */
+    attn_feedforward_cache ff; /* hidden pre/post activation */
     float *ff_out;             /* (B,T,C) */
     uint8_t *keep2;            /* (B,T,C) drop_shortcut mask after ff */
 } attn_gpt_block_acts;
@@ -221,7 +293,7 @@ typedef struct attn_gpt_acts {
     float loss;    /* mean cross-entropy of the last forward (NAN if no targets) */
     /* backward scratch */
     float *d_resid, *d_tmp, *d_ln; /* (B,T,C) */
-    float *d_hidden;               /* (B,T,4C) */
+    float *d_hidden;               /* (B,T,attn_feedforward_scratch) */
     float *d_logits;               /* (B,T,V) */
 } attn_gpt_acts;
 
@@ -267,7 +339,7 @@ typedef struct attn_gpt_kv_cache {
     int threads;  /* OpenMP threads a step uses; attn_default_threads() at init */
     float *k, *v; /* (n_layers, capacity, C) each */
     /* one-token scratch */
-    float *x, *ln, *q, *att, *proj, *hidden; /* C, C, C, C, C, 4C */
+    float *x, *ln, *q, *att, *proj, *hidden; /* C, C, C, C, C, ff.fc1.out_features */
     float *scores;                           /* (H, capacity) */
     float *logits;                           /* V — last step's logits */
     attn_precision precision; /* weights a step reads: FP32 (the model's) or BF16 copies */

@@ -10,7 +10,8 @@ trainer and attention pages, on numpy arrays (pure Python over libattn.so).
 
 attn.torch (imported on its own: it needs PyTorch) has the book's classes as
 torch.nn.Module drop-ins and scaled_dot_product_attention; attn.book holds the
-book's own PyTorch classes. Every failure is an attn.Error."""
+book's own PyTorch classes, attn.variants the GPTModel with the model variant
+keys (norm, act, tie_weights, pos_emb). Every failure is an attn.Error."""
 from ._lib import Error
 from ._lib import lib as _c
 from ._lib import library_path as library  # the libattn.so in use

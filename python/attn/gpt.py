@@ -201,13 +201,17 @@ class GPT:
 
     def to_torch(self):
         """The book's GPTModel (attn.book) holding these weights, in eval
-        mode: the same logits as forward() to float rounding."""
+        mode: the same logits as forward() to float rounding. A model of
+        other variant keys (norm, act, tie_weights, pos_emb) is
+        attn.variants.GPTModel, which is the book's with those parts swapped."""
         import torch
-        from .book import GPTModel
-        model = GPTModel(dict(self.config))
+        from .variants import gpt_model
+        model = gpt_model(dict(self.config))
         sd = {k: torch.from_numpy(v) for k, v in self.state_dict().items()}
         missing, unexpected = model.load_state_dict(sd, strict=False)
-        if unexpected or any(not k.endswith(".att.mask") for k in missing):
+        tied = model.out_head.weight is model.tok_emb.weight  # loaded as tok_emb.weight
+        if unexpected or any(not k.endswith(".att.mask") and not (tied and k == "out_head.weight")
+                             for k in missing):
             raise Error(f"to_torch: names differ: missing {missing}, unexpected {unexpected}")
         return model.eval()
 

@@ -305,7 +305,13 @@ done:
 /* ------------------------------------------------------- 3. dropout */
 
 static void gpt_dropout(void) {
-    attn_gpt_config cfg = {65, 48, 64, 4, 2, 0.2, 0};
+    attn_gpt_config cfg = {.vocab_size = 65,
+                           .context_length = 48,
+                           .emb_dim = 64,
+                           .n_heads = 4,
+                           .n_layers = 2,
+                           .drop_rate = 0.2,
+                           .qkv_bias = 0};
     const int B = 2, T = 40;
     const size_t N = (size_t)B * T;
     attn_rng rng;
@@ -395,10 +401,22 @@ int main(void) {
         attention_case(shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3], 0.0, &rng);
     attention_case(2, 70, 2, 64, 0.1, &rng);
     attention_case(1, 45, 3, 40, 0.5, &rng);
-    attn_gpt_config c1 = {65, 64, 128, 4, 2, 0.0, 0};
+    attn_gpt_config c1 = {.vocab_size = 65,
+                          .context_length = 64,
+                          .emb_dim = 128,
+                          .n_heads = 4,
+                          .n_layers = 2,
+                          .drop_rate = 0.0,
+                          .qkv_bias = 0};
     gpt_parity(&c1, 3, 64, "GPT C128 H4 L2 T64");
     gpt_parity(&c1, 2, 50, "GPT C128 H4 L2 T50");
-    attn_gpt_config c2 = {65, 40, 96, 2, 2, 0.0, 1};
+    attn_gpt_config c2 = {.vocab_size = 65,
+                          .context_length = 40,
+                          .emb_dim = 96,
+                          .n_heads = 2,
+                          .n_layers = 2,
+                          .drop_rate = 0.0,
+                          .qkv_bias = 1};
     gpt_parity(&c2, 2, 37, "GPT C96 H2 L2 qkv_bias T37");
     gpt_dropout();
     printf("%d checks, %d failed\n", checks, failures);
