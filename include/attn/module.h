@@ -97,8 +97,9 @@ const attn_param_list *attn_module_params(const attn_module *m);
  * inside the module (caches are reallocated only when B or T change). */
 attn_status attn_module_forward(attn_module *m, const float *x, int B, int T, float *y,
                                 const attn_forward_mode *mode, attn_error *err);
-/* After forward on the same x: zeroes nothing, accumulates parameter grads;
- * dx (B, T, d_in) is overwritten when non-NULL. */
+/* After forward on the same x: accumulates (+=) the parameter grads and, when
+ * dx != NULL, dx (B, T, d_in), as every backward does (docs/library.md);
+ * zero them first (attn_param_list_zero_grad) for this call's alone. */
 attn_status attn_module_backward(attn_module *m, const float *x, const float *dy, float *dx,
                                  attn_error *err);
 
