@@ -87,6 +87,10 @@ attn_status attn_h_module_forward(attn_module *m, const float *x, int B, int T, 
  *   seed004-mha: num_heads x (B, T, T), then the output (B, T, d_in). */
 size_t attn_h_module_mask_numel(const attn_module *m, int B, int T);
 
+/* The backward rule (every attn backward; docs/library.md#conventions):
+ * it adds (+=) into dx and into the parameter gradients, never overwrites;
+ * the caller zeroes them first. */
+
 /* attn_module_backward for the last forward, whose (B, T) these are: adds
  * (+=) into every parameter gradient and into dx (B, T, d_in; NULL: not
  * wanted), as every backward does; the caller zeroes them first. */
