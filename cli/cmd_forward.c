@@ -393,7 +393,7 @@ static attn_status compute(fwd_run *r, attn_error *err) {
     attn_status s = attn_module_forward(r->m, r->x.data, r->B, r->T, r->y, &mode, err);
     if (s || !r->o->grad_output) return s;
     attn_param_list_zero_grad(r->params);
-    if (!(r->dx = malloc(r->x.numel * sizeof *r->dx)))
+    if (!(r->dx = calloc(r->x.numel, sizeof *r->dx))) /* backward accumulates */
         return attn_fail(err, ATTN_ERR_NOMEM, "out of memory");
     return attn_module_backward(r->m, r->x.data, r->dy.data, r->dx, err);
 }

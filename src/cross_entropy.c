@@ -45,7 +45,7 @@ void attn_cross_entropy_backward(const float *logits, const int32_t *targets, co
         const float *row = logits + n * V;
         float *d = dlogits + n * V;
         for (size_t v = 0; v < V; v++)
-            d[v] = expf(row[v] - lse[n]) * scale;
+            d[v] += expf(row[v] - lse[n]) * scale;
         d[targets[n]] -= scale;
     }
 }

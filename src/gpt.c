@@ -326,6 +326,7 @@ attn_status attn_gpt_backward(attn_gpt *m, attn_gpt_acts *a, float loss_scale, a
     const double p = c->drop_rate;
     const int dropped = a->dropout_used;
 
+    memset(a->d_logits, 0, N * V * sizeof(float)); /* every backward accumulates */
     attn_cross_entropy_backward(a->logits, a->targets, a->lse, loss_scale, a->d_logits, N, V);
     memset(a->d_ln, 0, NC * sizeof(float));
     attn_linear_backward(&m->out_head, a->lnf, a->d_logits, a->d_ln, N);

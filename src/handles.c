@@ -159,10 +159,6 @@ attn_status attn_h_module_backward(attn_module *m, const float *x, int B, int T,
     if (!m || !x || !dy) return attn_fail(err, ATTN_ERR_INVALID_ARG, "module backward: NULL array");
     if (B <= 0 || T <= 0)
         return attn_fail(err, ATTN_ERR_SHAPE, "module backward: B and T must be > 0");
-    attn_param_list_zero_grad(attn_module_params(m));
-    if (dx)
-        memset(dx, 0,
-               (size_t)B * (size_t)T * (size_t)attn_module_get_config(m)->d_in * sizeof(float));
     const int blas = blas_one();
     const attn_status s = attn_module_backward(m, x, dy, dx, err);
     blas_restore(blas);
@@ -265,17 +261,22 @@ attn_status attn_h_sdpa_backward(int B, int H, int T, int D, const float *q, con
                                keep_bits, precision, threads, err);
     if (s) return s;
     const size_t n = (size_t)B * (size_t)H * (size_t)T * (size_t)D;
-    memset(dq, 0, n * sizeof(float)); /* the kernel accumulates */
-    memset(dk, 0, n * sizeof(float));
-    memset(dv, 0, n * sizeof(float));
+    /* The kernel accumulates into its dq; with a scaled q that is a zeroed
+     * scratch, added in times f = d(q * f) / dq. */
+    float *dq_scaled = NULL;
+    if (c.q_scaled && !(dq_scaled = calloc(n, sizeof(float)))) {
+        free(c.q_scaled);
+        return attn_fail(err, ATTN_ERR_NOMEM, "attention backward: out of memory");
+    }
     const size_t ld = (size_t)D;
-    const attn_flash_grads g = {d_o, ld, dq, dk, dv, ld, ld, ld};
+    const attn_flash_grads g = {d_o, ld, dq_scaled ? dq_scaled : dq, dk, dv, ld, ld, ld};
     attn_flash_workspace ws = {0};
     s = attn_flash_backward(&c.pb, &g, &c.opt, &ws, err);
     attn_flash_workspace_free(&ws);
-    if (s == ATTN_OK && c.q_scaled) /* d(q * f) / dq = f */
+    if (s == ATTN_OK && dq_scaled)
         for (size_t i = 0; i < n; i++)
-            dq[i] *= c.q_factor;
+            dq[i] += dq_scaled[i] * c.q_factor;
+    free(dq_scaled);
     free(c.q_scaled);
     return s;
 }

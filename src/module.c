@@ -433,9 +433,7 @@ attn_status attn_module_backward(attn_module *m, const float *x, const float *dy
     if (!m->have_forward)
         return attn_fail(err, ATTN_ERR_STATE, "%s: backward called before a successful forward",
                          kinds[m->cfg.kind].info.name);
-    const int B = m->B, T = m->T;
-    if (dx) memset(dx, 0, (size_t)B * (size_t)T * (size_t)m->cfg.d_in * sizeof(float));
-    return kinds[m->cfg.kind].backward(m, x, B, T, dy, dx, err);
+    return kinds[m->cfg.kind].backward(m, x, m->B, m->T, dy, dx, err);
 }
 
 const struct attn_attention_cache *attn_module_attention_cache(const attn_module *m, int index) {

@@ -28,7 +28,7 @@ fwd "$tmp/x.npy" --output "$tmp/ref.npy" > /dev/null 2>&1 || { bad "reference fo
 mkfifo "$tmp/fifo"
 cat "$tmp/fifo" > "$tmp/from_fifo.npy" &
 reader=$!
-timeout 20 "$ATTN" forward mha --d-out 4 --heads 2 --input "$tmp/x.npy" --output "$tmp/fifo" > /dev/null 2>&1
+timeout 300 "$ATTN" forward mha --d-out 4 --heads 2 --input "$tmp/x.npy" --output "$tmp/fifo" > /dev/null 2>&1
 rc=$?
 wait $reader
 [ $rc -eq 0 ] && [ -p "$tmp/fifo" ] && cmp -s "$tmp/from_fifo.npy" "$tmp/ref.npy" &&

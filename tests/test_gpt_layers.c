@@ -184,7 +184,7 @@ static double ce_loss_v(const void *p) {
 
 Test(gpt_layers, cross_entropy_forward_and_fd_gradient) {
     const size_t N = 4, V = 6;
-    float logits[24], lse[4], dl[24];
+    float logits[24], lse[4], dl[24] = {0};
     gref_fill(logits, N * V, 21, 3.0f);
     logits[5] = 40.0f; /* large logit: the stable form must not overflow */
     const int32_t t[4] = {0, 5, 2, 2};

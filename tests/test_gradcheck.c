@@ -87,7 +87,7 @@ static void run_case(const gc_case *c, uint64_t seed) {
     const size_t nx = (size_t)B * T * d_in, ny = (size_t)B * T * od;
     float *x = malloc(nx * sizeof(float)), *dy = malloc(ny * sizeof(float));
     float *y = malloc(ny * sizeof(float)), *y2 = malloc(ny * sizeof(float));
-    float *dx = malloc(nx * sizeof(float));
+    float *dx = calloc(nx, sizeof(float));
     attn_rng data;
     attn_rng_seed(&data, seed + 1000);
     attn_rng_uniform(&data, x, nx, -1.0f, 1.0f);

@@ -93,14 +93,13 @@ Test(given, masks_equal_drawn_in_every_module) {
                      "%s given: %s", k->kind, err.msg);
         cr_expect(memcmp(ya, yb, ny * sizeof *ya) == 0, "%s: outputs with given masks differ",
                   k->kind);
-        /* Backward twice into buffers holding other values: each call's
-         * gradients alone (dx and the grads are zeroed first). */
-        for (size_t i = 0; i < nx; i++)
-            dxa[i] = 7.0f, dxb[i] = 0.0f;
-        for (int rep = 0; rep < 2; rep++) {
-            cr_assert_eq(attn_h_module_backward(a, x, B, T, dy, dxa, &err), ATTN_OK, "%s", err.msg);
-            cr_assert_eq(attn_h_module_backward(b, x, B, T, dy, dxb, &err), ATTN_OK, "%s", err.msg);
-        }
+        /* Backward accumulates (tests/test_backward_rule.c): zeroed first. */
+        memset(dxa, 0, nx * sizeof *dxa);
+        memset(dxb, 0, nx * sizeof *dxb);
+        attn_param_list_zero_grad(attn_module_params(a));
+        attn_param_list_zero_grad(attn_module_params(b));
+        cr_assert_eq(attn_h_module_backward(a, x, B, T, dy, dxa, &err), ATTN_OK, "%s", err.msg);
+        cr_assert_eq(attn_h_module_backward(b, x, B, T, dy, dxb, &err), ATTN_OK, "%s", err.msg);
         cr_expect(memcmp(dxa, dxb, nx * sizeof *dxa) == 0, "%s: dx differs", k->kind);
         const attn_param_list *pa = attn_module_params(a), *pb = attn_module_params(b);
         for (int i = 0; i < attn_h_param_count(pa); i++) {
@@ -240,7 +239,7 @@ static void expect_close(const float *got, const double *want, size_t n, double 
 static void sdpa_case(int B, int H, int T, int D, float scale, double p) {
     const size_t n = (size_t)B * H * T * D, nm = (size_t)B * H * T * T;
     float *q = malloc(n * 4), *k = malloc(n * 4), *v = malloc(n * 4), *o = malloc(n * 4),
-          *d_o = malloc(n * 4), *dq = malloc(n * 4), *dk = malloc(n * 4), *dv = malloc(n * 4),
+          *d_o = malloc(n * 4), *dq = calloc(n, 4), *dk = calloc(n, 4), *dv = calloc(n, 4),
           *lse = malloc((size_t)B * H * T * 4);
     double *ro = calloc(n, 8), *rdq = calloc(n, 8), *rdk = calloc(n, 8), *rdv = calloc(n, 8);
     uint8_t *keep = malloc(nm), *bits = calloc((nm + 7) / 8, 1);

@@ -156,7 +156,7 @@ static int run_case(const char *dir, const char *cs, const char *module) {
     cr_assert_eq(dy.numel, y_ref.numel);
 
     float *y = malloc(y_ref.numel * sizeof *y);
-    float *dx = malloc(x.numel * sizeof *dx);
+    float *dx = calloc(x.numel, sizeof *dx);
     cr_assert(y && dx);
     cr_assert(attn_module_forward(m, x.data, B, T, y, &mode, &err) == ATTN_OK, "%s: %s", cs,
               err.msg);

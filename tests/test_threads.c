@@ -144,7 +144,7 @@ Test(threads, cross_entropy_is_the_same_for_any_thread_count) {
     float loss_ref = 0.0f;
     for (int threads = 1; threads <= 3; threads++) {
         omp_set_num_threads(threads);
-        float *lse = malloc(ROWS * sizeof(float)), *d = malloc(NUMEL * sizeof(float));
+        float *lse = malloc(ROWS * sizeof(float)), *d = calloc(NUMEL, sizeof(float));
         const float loss = attn_cross_entropy_forward(logits, targets, lse, ROWS, COLS);
         attn_cross_entropy_backward(logits, targets, lse, 1.0f, d, ROWS, COLS);
         cr_assert(fabs(loss - want) <= 1e-6 * fabs(want), "loss %.9g, reference %.9g", loss, want);

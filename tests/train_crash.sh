@@ -7,10 +7,11 @@
 #     happened (never a mix, never none once one was committed), `--resume`
 #     succeeds and ends with the uninterrupted run's weights and loss.csv, and
 #     no temp files or orphan checkpoint folders are left.
-#  2. kill -9 at 24 random instants of a 24-step run (every other one after
-#     the first checkpoint appeared): resume
-#     succeeds whenever a checkpoint had completed and its loss lines, final
-#     weights and loss.csv equal the uninterrupted run's.
+#  2. kill -9 at 24 drawn instants inside a 24-step run (held there by the
+#     shim's stop mode, so none falls after the end; every other one after
+#     the first checkpoint appeared): resume succeeds whenever a checkpoint
+#     had completed and its loss lines, final weights and loss.csv equal the
+#     uninterrupted run's.
 # The fault loop hits every operation except the middle ones of a run of
 # writes to one temp file (they all precede the same fsync and rename, so
 # they prove the same thing as its first and last); ATTN_CRASH_ALL=1 hits
@@ -119,48 +120,78 @@ echo "fault injection: $nops operations per run, $nhits hit in each mode (kill, 
   bad "inconsistent folders after faults"
 
 # ---- 2. kill -9 at random instants ---------------------------------------
+# Every kill lands inside the run by construction, at any machine speed: each
+# run is started with the shim holding it (SIGSTOP) at a drawn file-system
+# operation k of the 24-step run, and is killed after a drawn delay or as soon
+# as it is held, whichever comes first - mid-computation or at operation k,
+# never after the run ended. Even tries draw k after the first commit and
+# start their delay only once `latest` exists, so at least 12 kills leave a
+# checkpoint whose resume is checked; every fourth try (1, 5, ...) draws k up
+# to the first commit, so 6 kills land before it (resume refused, or the
+# renamed ckpt-1 folder resumed). Time bounds only a hung run (a failure).
 sed 's/"max_steps": 2/"max_steps": 24/; s/"eval_interval": 2/"eval_interval": 8/' "$tmp/c2.json" > "$tmp/c24.json"
 t0=$(date +%s%N)
 train --config "$tmp/c24.json" --out "$tmp/ref24" > "$tmp/ref24.log" 2> /dev/null || bad "24-step reference failed"
 dur_ms=$((($(date +%s%N) - t0) / 1000000))
 [ "$dur_ms" -lt 1 ] && dur_ms=1
-# Kills until 24 landed while the run was still going (a run that finished
-# first does not count; the machine's load moves the instants around).
-tries=0 kills=0 clean=0 none=0 finished=0
-RANDOM=8 # reproducible instants
-while [ $kills -lt 24 ] && [ $tries -lt 60 ]; do
+rm -f "$tmp/ops24.log"
+ATTN_FAULT_DIR="$tmp/count24/" ATTN_FAULT_LOG="$tmp/ops24.log" LD_PRELOAD=$SHIM \
+  train --config "$tmp/c24.json" --out "$tmp/count24" > /dev/null 2>&1 || bad "24-step counting run failed"
+nops24=$(wc -l < "$tmp/ops24.log")
+first24=$(grep -m1 " rename $tmp/count24/latest\$" "$tmp/ops24.log" | cut -d' ' -f1)
+[ -n "$first24" ] && [ "$nops24" -gt "$first24" ] || { bad "24-step operation log: $nops24 operations, first commit at ${first24:-none}"; first24=1; }
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+held() { [ "$(cut -d' ' -f3 "/proc/$1/stat" 2> /dev/null)" = T ]; }
+tries=0 kills=0 clean=0 none=0 after=0 limit_ms=300000
+RANDOM=8 # reproducible draws
+while [ $tries -lt 24 ]; do
   tries=$((tries + 1))
-  i=$tries
-  d="$tmp/k$i"
-  delay_ms=$((RANDOM % (dur_ms + 1)))
-  "$ATTN" train --data "$tmp/corpus.txt" --threads 1 --config "$tmp/c24.json" --out "$d" \
+  d="$tmp/k$tries"
+  if [ $((tries % 2)) -eq 0 ]; then
+    k=$((first24 + 1 + RANDOM % (nops24 - first24)))
+    delay_ms=$((RANDOM % (dur_ms / 2 + 1)))
+  elif [ $((tries % 4)) -eq 1 ]; then # at the latest at the first commit
+    k=$((1 + RANDOM % first24))
+    delay_ms=$((RANDOM % (dur_ms + 1)))
+  else
+    k=$((1 + RANDOM % nops24))
+    delay_ms=$((RANDOM % (dur_ms + 1)))
+  fi
+  ATTN_FAULT_DIR="$d/" ATTN_FAULT_AT=$k ATTN_FAULT_MODE=stop LD_PRELOAD=$SHIM \
+    "$ATTN" train --data "$tmp/corpus.txt" --threads 1 --config "$tmp/c24.json" --out "$d" \
     > "$tmp/k.log" 2> /dev/null & # no function: $! must be attn itself
   pid=$!
+  start=$(now_ms)
+  # Even tries: the delay counts from the first checkpoint's pointer.
   if [ $((tries % 2)) -eq 0 ]; then
-    # Every other instant falls after the first checkpoint appeared, so on a
-    # loaded machine (slow start-up) there are still resumes to check.
-    for _ in $(seq 1000); do
-      if [ -e "$d/latest" ] || ! kill -0 $pid 2> /dev/null; then break; fi
-      sleep 0.01
-    done
-    delay_ms=$((RANDOM % (dur_ms / 2 + 1)))
+    while [ ! -e "$d/latest" ] && kill -0 $pid 2> /dev/null && ! held $pid &&
+      [ $(($(now_ms) - start)) -lt $limit_ms ]; do sleep 0.005; done
   fi
-  sleep "$(printf '%d.%03d' $((delay_ms / 1000)) $((delay_ms % 1000)))"
+  go=$(($(now_ms) + delay_ms))
+  while [ "$(now_ms)" -lt $go ] && kill -0 $pid 2> /dev/null && ! held $pid; do sleep 0.005; done
+  where="after ${delay_ms} ms"
+  held $pid && where="held at operation $k ($(sed -n "${k}p" "$tmp/ops24.log" | cut -d' ' -f2))"
+  had_latest=0
+  [ -e "$d/latest" ] && had_latest=1
   kill -9 $pid 2> /dev/null
   wait $pid 2> /dev/null
   rc=$?
-  if [ $rc -eq 0 ]; then
-    finished=$((finished + 1))
+  if [ $rc -ne 137 ]; then
+    bad "try $tries: the run held at operation $k exited $rc before the kill (timeout ${limit_ms} ms?)"
     rm -rf "$d"
     continue
   fi
   kills=$((kills + 1))
+  if [ $((tries % 4)) -eq 1 ] && [ -e "$d/latest" ]; then
+    bad "try $tries: killed $where, before the first commit (operation $first24), yet latest exists"
+  fi
   if [ ! -e "$d/latest" ] && ! ls -d "$d"/ckpt-* > /dev/null 2>&1; then
     if "$ATTN" train --out "$d" --resume > /dev/null 2> "$tmp/r.err" || ! grep -q "holds no checkpoint" "$tmp/r.err"; then
-      bad "kill -9 at ${delay_ms} ms: no checkpoint, yet resume said: $(cat "$tmp/r.err")"
+      bad "kill -9 $where: no checkpoint, yet resume said: $(cat "$tmp/r.err")"
     else
       none=$((none + 1))
     fi
+    rm -rf "$d"
     continue
   fi
   "$ATTN" train --out "$d" --resume --threads 1 > "$tmp/k2.log" 2> "$tmp/k2.err"
@@ -172,17 +203,18 @@ while [ $kills -lt 24 ] && [ $tries -lt 60 ]; do
      cmp -s "$tmp/ref24/model.safetensors" "$d/model.safetensors" &&
      cmp -s "$tmp/ref24/loss.csv" "$d/loss.csv" && [ -z "$(debris "$d")" ]; then
     clean=$((clean + 1))
+    after=$((after + had_latest))
   else
-    bad "kill -9 at ${delay_ms} ms (step ${s:-?}): resume rc=$rc2 $(tail -1 "$tmp/k2.err") $(debris "$d")"
+    bad "kill -9 $where (step ${s:-?}): resume rc=$rc2 $(tail -1 "$tmp/k2.err") $(debris "$d")"
   fi
   rm -rf "$d"
 done
-echo "kill -9: $kills kills at random instants of a ${dur_ms} ms run ($tries tries, $finished finished" \
-  "first): $clean clean resumes equal to the uninterrupted run, $none before the first checkpoint" \
-  "(resume refused, as it must)"
-[ $kills -ge 24 ] && [ $((clean + none)) -eq $kills ] && [ "$clean" -ge 10 ] &&
-  ok "kill -9 at $kills random instants: every resume matches the uninterrupted run" ||
-  bad "kill -9: $clean clean of $kills ($none without a checkpoint)"
+echo "kill -9: $kills kills of $tries runs (a ${dur_ms} ms run, $nops24 operations, each held at a drawn one):" \
+  "$clean clean resumes equal to the uninterrupted run ($after killed after a commit), $none before" \
+  "the first checkpoint (resume refused, as it must)"
+[ $kills -eq 24 ] && [ $((clean + none)) -eq $kills ] && [ "$after" -ge 12 ] && [ "$after" -le 18 ] &&
+  ok "kill -9 at $kills instants inside the run: every resume matches the uninterrupted run" ||
+  bad "kill -9: $clean clean of $kills ($none without a checkpoint, $after after a commit)"
 
 [ $fails -eq 0 ] && echo "all crash-safety checks passed" && exit 0
 echo "$fails check(s) failed"

@@ -27,11 +27,12 @@ start_long() { # dir; sets pid
     > "$1.log" 2> "$1.err" &
   pid=$!
   pids+=("$pid")
-  for _ in $(seq 1 400); do
-    grep -q "^iter 20:" "$1.log" 2>/dev/null && return 0
+  # Bounded (300 s) only as a safety net against a run that hangs.
+  local deadline=$((SECONDS + 300))
+  until grep -q "^iter 20:" "$1.log" 2>/dev/null; do
+    kill -0 "$pid" 2>/dev/null && [ $SECONDS -lt $deadline ] || return 1
     sleep 0.05
   done
-  return 1
 }
 train() { "$ATTN" train --data "$tmp/corpus.txt" --config "$tmp/cfg.json" --threads 1 "$@"; }
 

@@ -22,6 +22,11 @@ typedef enum attn_act { ATTN_ACT_GELU = 0, ATTN_ACT_RELU2, ATTN_ACT_SWIGLU } att
 /* y = relu2(x) for n elements (in place allowed); split over OpenMP
  * threads above a size. */
 void attn_relu2_forward(const float *x, float *y, size_t n);
+/* The backward rule (every attn backward; docs/library.md#conventions):
+ * it adds (+=) into dx and into the parameter gradients, never overwrites;
+ * the caller zeroes them first. Exception: the _inplace form, whose
+ * one buffer holds dy on entry and dx on return. */
+
 /* d = relu2'(x) * d = 2 max(x, 0) * d in place (d holds dy on entry). */
 void attn_relu2_backward_inplace(const float *x, float *d, size_t n);
 

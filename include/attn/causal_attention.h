@@ -61,10 +61,15 @@ void attn_causal_attention_free(attn_causal_attention *m);
 attn_status attn_causal_attention_params(attn_causal_attention *m, const char *prefix,
                                          attn_param_list *list, attn_error *err);
 
-/* Fails when T > context_length or the cache was made for another shape. */
+/* Fails when T > context_length or the cache was made for another shape.
+ * mode NULL = eval (no dropout). */
 attn_status attn_causal_attention_forward(const attn_causal_attention *m, const float *x, int B,
                                           int T, float *context, const attn_forward_mode *mode,
                                           attn_attention_cache *cache, attn_error *err);
+/* The backward rule (every attn backward; docs/library.md#conventions):
+ * it adds (+=) into dx and into the parameter gradients, never overwrites;
+ * the caller zeroes them first. */
+
 /* Accumulates parameter gradients, and dx (B, T, d_in) += ... when dx != NULL. */
 attn_status attn_causal_attention_backward(attn_causal_attention *m, const float *x, int B, int T,
                                            const float *d_context, float *dx,

@@ -51,7 +51,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "attn/gpt.h"
 #include "attn/status.h"
+#include "attn/tokenizer.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -131,6 +133,19 @@ attn_status attn_ckpt_repair(const char *dir, char *what, size_t cap, attn_error
  * The user's entries stay. *removed (may be NULL) counts the entries removed.
  * Under the run lock. */
 attn_status attn_ckpt_remove_all(const char *dir, int *removed, attn_error *err);
+
+/* ------------------------------------------------------ loading a model */
+
+/* Load a checkpoint folder's live model (dir/model.safetensors) or a
+ * .safetensors path into m (not initialised: this initialises it), its
+ * tokenizer into tok and its step into *step (-1 for a file without one;
+ * step NULL: not wanted). Checks that the config in the metadata is valid,
+ * that the vocabulary has vocab_size characters and that every tensor's
+ * shape matches the config (ATTN_ERR_SHAPE naming the tensor otherwise). On
+ * failure nothing is left allocated; on success free with attn_gpt_free and
+ * attn_tokenizer_free. */
+attn_status attn_gpt_load_checkpoint(const char *path, attn_gpt *m, attn_tokenizer *tok,
+                                     int64_t *step, attn_error *err);
 
 #ifdef __cplusplus
 }

@@ -19,7 +19,11 @@ extern "C" {
 float attn_cross_entropy_forward(const float *logits, const int32_t *targets, float *lse, size_t N,
                                  size_t V);
 
-/* dlogits (N, V) = (exp(logits - lse) - onehot) * dloss / N  (overwrites). */
+/* The backward rule (every attn backward; docs/library.md#conventions):
+ * it adds (+=) into dx and into the parameter gradients, never overwrites;
+ * the caller zeroes them first. */
+
+/* dlogits (N, V) += (exp(logits - lse) - onehot) * dloss / N. */
 void attn_cross_entropy_backward(const float *logits, const int32_t *targets, const float *lse,
                                  float dloss, float *dlogits, size_t N, size_t V);
 

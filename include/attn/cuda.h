@@ -107,6 +107,12 @@ attn_status attn_cuda_gpt_forward(attn_cuda_gpt *g, const int32_t *ids, const in
 /* Copy rows [row0, row0 + n) of the last forward's (B*T, V) logits. */
 attn_status attn_cuda_gpt_logits(attn_cuda_gpt *g, size_t row0, size_t n, float *out,
                                  attn_error *err);
+/* The backward rule (every attn backward; docs/library.md#conventions):
+ * it adds (+=) into dx and into the parameter gradients, never overwrites;
+ * the caller zeroes them first. Exception: attn_cuda_gpt_backward takes no
+ * caller arrays; it fills the engine's own device gradient buffer with one
+ * backward's gradients (read them with attn_cuda_gpt_download_grads). */
+
 /* Gradients of the last forward's mean loss (which had targets), written
  * (not accumulated) into the engine's gradient buffer. */
 attn_status attn_cuda_gpt_backward(attn_cuda_gpt *g, attn_error *err);

@@ -20,7 +20,8 @@ extern "C" {
 #endif
 
 /* How a forward pass runs: eval (no dropout) or training (dropout drawn from
- * rng using stream). Passed to every module forward that has dropout. */
+ * rng using stream). Passed to every module forward that has dropout; a
+ * NULL mode means eval in every one of them. */
 typedef struct attn_forward_mode {
     int training;
     attn_rng *rng; /* required when training and some dropout p > 0 */
@@ -70,6 +71,10 @@ float attn_dropout_scale(double p);
 
 /* y = x * keep * scale (in place allowed). */
 void attn_dropout_apply(const float *x, const uint8_t *keep, double p, float *y, size_t n);
+
+/* The backward rule (every attn backward; docs/library.md#conventions):
+ * it adds (+=) into dx and into the parameter gradients, never overwrites;
+ * the caller zeroes them first. */
 
 /* dx += dy * keep * scale. */
 void attn_dropout_backward(const float *dy, const uint8_t *keep, double p, float *dx, size_t n);

@@ -37,6 +37,10 @@ attn_status attn_embedding_check_ids(const attn_embedding *e, const int32_t *ids
 void attn_embedding_forward(const attn_embedding *e, const int32_t *ids, float *out, size_t N);
 /* out (N, dim) += weight[ids]. */
 void attn_embedding_forward_add(const attn_embedding *e, const int32_t *ids, float *out, size_t N);
+/* The backward rule (every attn backward; docs/library.md#conventions):
+ * it adds (+=) into dx and into the parameter gradients, never overwrites;
+ * the caller zeroes them first. */
+
 /* grad_weight[ids[n]] += dout[n]. */
 void attn_embedding_backward(attn_embedding *e, const int32_t *ids, const float *dout, size_t N);
 

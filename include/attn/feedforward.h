@@ -61,6 +61,10 @@ void attn_feedforward_cache_free(attn_feedforward_cache *cache);
 /* y (N, C); N must not exceed cache->N. */
 void attn_feedforward_forward(const attn_feedforward *ff, const float *x, float *y, size_t N,
                               attn_feedforward_cache *cache);
+/* The backward rule (every attn backward; docs/library.md#conventions):
+ * it adds (+=) into dx and into the parameter gradients, never overwrites;
+ * the caller zeroes them first. */
+
 /* Accumulates parameter grads and dx (N, C) += ... (dx may be NULL).
  * d_hidden is (N, attn_feedforward_scratch(ff)) scratch, overwritten. */
 void attn_feedforward_backward(attn_feedforward *ff, const float *x, const float *dy, float *dx,

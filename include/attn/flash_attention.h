@@ -137,6 +137,10 @@ typedef struct attn_flash_grads {
 
 attn_status attn_flash_forward(const attn_flash_problem *pb, const attn_flash_options *opt,
                                attn_flash_workspace *ws, attn_error *err);
+/* The backward rule (every attn backward; docs/library.md#conventions):
+ * it adds (+=) into dx and into the parameter gradients, never overwrites;
+ * the caller zeroes them first. */
+
 attn_status attn_flash_backward(const attn_flash_problem *pb, const attn_flash_grads *g,
                                 const attn_flash_options *opt, attn_flash_workspace *ws,
                                 attn_error *err);

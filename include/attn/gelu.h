@@ -16,6 +16,11 @@ float attn_tanhf(float u);
 /* y = gelu(x) for n elements (in place allowed). */
 void attn_gelu_forward(const float *x, float *y, size_t n);
 
+/* The backward rule (every attn backward; docs/library.md#conventions):
+ * it adds (+=) into dx and into the parameter gradients, never overwrites;
+ * the caller zeroes them first. Exception: the _inplace form, whose
+ * one buffer holds dy on entry and dx on return. */
+
 /* dx += gelu'(x) * dy for n elements (x is the forward input). */
 void attn_gelu_backward(const float *x, const float *dy, float *dx, size_t n);
 

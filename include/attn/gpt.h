@@ -314,6 +314,10 @@ attn_status attn_gpt_forward_i64(attn_gpt *m, const int64_t *ids, const int64_t 
                                  int T, const attn_forward_mode *mode, attn_gpt_acts *acts,
                                  float *loss, attn_error *err);
 
+/* The backward rule (every attn backward; docs/library.md#conventions):
+ * it adds (+=) into dx and into the parameter gradients, never overwrites;
+ * the caller zeroes them first. */
+
 /* d(loss)/d(params) for the last forward (which must have had targets:
  * ATTN_ERR_STATE otherwise). Accumulates (+=) into the parameter grads,
  * scaled by loss_scale (1 for a plain step; 1/k to average k micro-batches).

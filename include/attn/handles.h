@@ -87,10 +87,13 @@ attn_status attn_h_module_forward(attn_module *m, const float *x, int B, int T, 
  *   seed004-mha: num_heads x (B, T, T), then the output (B, T, d_in). */
 size_t attn_h_module_mask_numel(const attn_module *m, int B, int T);
 
-/* Zero every parameter gradient and dx (B, T, d_in; may be NULL), then
- * attn_module_backward for the last forward, whose (B, T) these are: grads
- * and dx hold this call's gradients alone, whichever rule (+= or =) the
- * modules' backward passes follow. */
+/* The backward rule (every attn backward; docs/library.md#conventions):
+ * it adds (+=) into dx and into the parameter gradients, never overwrites;
+ * the caller zeroes them first. */
+
+/* attn_module_backward for the last forward, whose (B, T) these are: adds
+ * (+=) into every parameter gradient and into dx (B, T, d_in; NULL: not
+ * wanted), as every backward does; the caller zeroes them first. */
 attn_status attn_h_module_backward(attn_module *m, const float *x, int B, int T, const float *dy,
                                    float *dx, attn_error *err);
 
@@ -108,7 +111,8 @@ attn_status attn_h_sdpa_forward(int B, int H, int T, int D, const float *q, cons
                                 int precision, int threads, float *o, float *lse, attn_error *err);
 
 /* Gradients of the forward above (same q, k, v, o, lse, scale, p, mask):
- * d_o (B, H, T, D) -> dq, dk, dv (B, H, T, D), overwritten. */
+ * d_o (B, H, T, D) -> dq, dk, dv (B, H, T, D), accumulated (+=) as by every
+ * backward: the caller zeroes them first. */
 attn_status attn_h_sdpa_backward(int B, int H, int T, int D, const float *q, const float *k,
                                  const float *v, const float *o, const float *lse, float scale,
                                  double p, const uint8_t *keep_bits, int precision, int threads,

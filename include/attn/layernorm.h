@@ -48,6 +48,10 @@ attn_status attn_layernorm_params(attn_layernorm *ln, const char *prefix, attn_p
 void attn_layernorm_forward(const attn_layernorm *ln, const float *x, float *y, float *mean,
                             float *rstd, size_t N);
 
+/* The backward rule (every attn backward; docs/library.md#conventions):
+ * it adds (+=) into dx and into the parameter gradients, never overwrites;
+ * the caller zeroes them first. */
+
 /* Accumulates grad_scale, grad_shift (LayerNorm) and dx (N, C) += ... (dx
  * may be NULL). */
 void attn_layernorm_backward(attn_layernorm *ln, const float *x, const float *mean,

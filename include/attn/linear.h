@@ -44,6 +44,10 @@ attn_status attn_linear_params(attn_linear *layer, const char *prefix, attn_para
 /* y (N, out) = x (N, in) W^T + b. */
 void attn_linear_forward(const attn_linear *layer, const float *x, float *y, size_t N);
 
+/* The backward rule (every attn backward; docs/library.md#conventions):
+ * it adds (+=) into dx and into the parameter gradients, never overwrites;
+ * the caller zeroes them first. */
+
 /* Accumulates (+=): grad_weight += dy^T x, grad_bias += sum_n dy, and, when
  * dx != NULL, dx (N, in) += dy W. */
 void attn_linear_backward(attn_linear *layer, const float *x, const float *dy, float *dx, size_t N);

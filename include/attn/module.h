@@ -94,11 +94,17 @@ const attn_param_list *attn_module_params(const attn_module *m);
 /* x (B, T, d_in) -> y (B, T, out_dim). v1/v2 take B = 1 (a single (T, d_in)
  * sequence, as the book's classes do; B != 1 fails with ATTN_ERR_SHAPE).
  * T > context_length fails for the causal kinds. Saves what backward needs
- * inside the module (caches are reallocated only when B or T change). */
+ * inside the module (caches are reallocated only when B or T change). mode
+ * NULL = eval (no dropout). */
 attn_status attn_module_forward(attn_module *m, const float *x, int B, int T, float *y,
                                 const attn_forward_mode *mode, attn_error *err);
-/* After forward on the same x: zeroes nothing, accumulates parameter grads;
- * dx (B, T, d_in) is overwritten when non-NULL. */
+/* The backward rule (every attn backward; docs/library.md#conventions):
+ * it adds (+=) into dx and into the parameter gradients, never overwrites;
+ * the caller zeroes them first. */
+
+/* After forward on the same x: accumulates (+=) the parameter grads and, when
+ * dx != NULL, dx (B, T, d_in), as every backward does (docs/library.md);
+ * zero them first (attn_param_list_zero_grad) for this call's alone. */
 attn_status attn_module_backward(attn_module *m, const float *x, const float *dy, float *dx,
                                  attn_error *err);
 

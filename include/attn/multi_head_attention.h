@@ -45,10 +45,15 @@ attn_status attn_mha_wrapper_params(attn_mha_wrapper *m, const char *prefix, att
 attn_status attn_mha_wrapper_cache_init(attn_mha_wrapper_cache *cache, const attn_mha_wrapper *m,
                                         int B, int T, attn_error *err);
 void attn_mha_wrapper_cache_free(attn_mha_wrapper_cache *cache);
-/* out is (B, T, num_heads * d_out). Dropout masks are drawn head by head. */
+/* out is (B, T, num_heads * d_out). Dropout masks are drawn head by head;
+ * mode NULL = eval (no dropout). dx may be NULL in the backward. */
 attn_status attn_mha_wrapper_forward(const attn_mha_wrapper *m, const float *x, int B, int T,
                                      float *out, const attn_forward_mode *mode,
                                      attn_mha_wrapper_cache *cache, attn_error *err);
+/* The backward rule (every attn backward; docs/library.md#conventions):
+ * it adds (+=) into dx and into the parameter gradients, never overwrites;
+ * the caller zeroes them first. */
+
 attn_status attn_mha_wrapper_backward(attn_mha_wrapper *m, const float *x, int B, int T,
                                       const float *d_out, float *dx, attn_mha_wrapper_cache *cache,
                                       attn_error *err);
@@ -89,7 +94,8 @@ attn_status attn_mha_params(attn_mha *m, const char *prefix, attn_param_list *li
 attn_status attn_mha_cache_init(attn_attention_cache *cache, const attn_mha *m, int B, int T,
                                 attn_error *err);
 /* cache: attn_mha_cache_init, or attn_attention_cache_init(cache, B, T,
- * num_heads, d_out). */
+ * num_heads, d_out). mode NULL = eval (no dropout); dx may be NULL in the
+ * backward. */
 attn_status attn_mha_forward(const attn_mha *m, const float *x, int B, int T, float *out,
                              const attn_forward_mode *mode, attn_attention_cache *cache,
                              attn_error *err);

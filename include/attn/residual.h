@@ -18,9 +18,14 @@ int attn_dropout_active(const attn_forward_mode *mode, double p);
 
 /* out = dropout(f) + shortcut over n elements. When dropout is active a
  * mask is drawn into keep (n) from mode's generator/stream and returns 1;
- * otherwise keep is untouched and returns 0. out may alias shortcut. */
+ * otherwise keep is untouched and returns 0 (always with mode NULL = eval).
+ * out may alias shortcut. */
 int attn_residual_dropout_forward(const float *f, const float *shortcut, float *out, uint8_t *keep,
                                   double p, const attn_forward_mode *mode, size_t n);
+
+/* The backward rule (every attn backward; docs/library.md#conventions):
+ * it adds (+=) into dx and into the parameter gradients, never overwrites;
+ * the caller zeroes them first. */
 
 /* df += d(out)/d(f) * dout (masked and scaled when dropped == 1). The
  * shortcut's gradient is dout itself (the caller keeps it). */

@@ -59,10 +59,15 @@ attn_status attn_seed004_head_cache_init(attn_seed004_head_cache *c, const attn_
                                          int B, int T, attn_error *err);
 void attn_seed004_head_cache_free(attn_seed004_head_cache *c);
 
-/* out (B, T, head_size). Fails when T > context_size or the cache shape differs. */
+/* out (B, T, head_size). Fails when T > context_size or the cache shape
+ * differs. mode NULL = eval (no dropout). */
 attn_status attn_seed004_head_forward(const attn_seed004_head *h, const float *x, int B, int T,
                                       float *out, const attn_forward_mode *mode,
                                       attn_seed004_head_cache *cache, attn_error *err);
+/* The backward rule (every attn backward; docs/library.md#conventions):
+ * it adds (+=) into dx and into the parameter gradients, never overwrites;
+ * the caller zeroes them first. */
+
 /* Accumulates parameter grads and dx (B, T, E) += ... (dx may be NULL). */
 attn_status attn_seed004_head_backward(attn_seed004_head *h, const float *x, int B, int T,
                                        const float *d_out, float *dx,
@@ -98,7 +103,8 @@ attn_status attn_seed004_mha_params(attn_seed004_mha *m, const char *prefix, att
 attn_status attn_seed004_mha_cache_init(attn_seed004_mha_cache *c, const attn_seed004_mha *m, int B,
                                         int T, attn_error *err);
 void attn_seed004_mha_cache_free(attn_seed004_mha_cache *c);
-/* out (B, T, E). */
+/* out (B, T, E). mode NULL = eval (no dropout); dx may be NULL in the
+ * backward. */
 attn_status attn_seed004_mha_forward(const attn_seed004_mha *m, const float *x, int B, int T,
                                      float *out, const attn_forward_mode *mode,
                                      attn_seed004_mha_cache *cache, attn_error *err);

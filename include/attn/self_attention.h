@@ -52,6 +52,10 @@ attn_status attn_sa_v1_params(attn_sa_v1 *m, const char *prefix, attn_param_list
                               attn_error *err);
 attn_status attn_sa_v1_forward(const attn_sa_v1 *m, const float *x, int T, float *context,
                                attn_sa_cache *cache, attn_error *err);
+/* The backward rule (every attn backward; docs/library.md#conventions):
+ * it adds (+=) into dx and into the parameter gradients, never overwrites;
+ * the caller zeroes them first. */
+
 /* Accumulates parameter gradients, and dx (T, d_in) += ... when dx != NULL. */
 attn_status attn_sa_v1_backward(attn_sa_v1 *m, const float *x, int T, const float *d_context,
                                 float *dx, const attn_sa_cache *cache, attn_error *err);
@@ -64,6 +68,8 @@ attn_status attn_sa_v2_params(attn_sa_v2 *m, const char *prefix, attn_param_list
                               attn_error *err);
 attn_status attn_sa_v2_forward(const attn_sa_v2 *m, const float *x, int T, float *context,
                                attn_sa_cache *cache, attn_error *err);
+/* As v1's: parameter gradients (and the biases') and dx (T, d_in) +=, dx
+ * may be NULL. */
 attn_status attn_sa_v2_backward(attn_sa_v2 *m, const float *x, int T, const float *d_context,
                                 float *dx, const attn_sa_cache *cache, attn_error *err);
 

@@ -15,6 +15,10 @@ extern "C" {
 void attn_softmax_forward(const float *x, float *y, size_t rows, size_t cols);
 void attn_softmax_naive(const float *x, float *y, size_t rows, size_t cols);
 
+/* The backward rule (every attn backward; docs/library.md#conventions):
+ * it adds (+=) into dx and into the parameter gradients, never overwrites;
+ * the caller zeroes them first. */
+
 /* Given y = softmax(x) and dy, accumulates dx += y * (dy - sum(dy * y)). */
 void attn_softmax_backward(const float *y, const float *dy, float *dx, size_t rows, size_t cols);
 

@@ -15,6 +15,10 @@
 
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct attn_thread_tuner {
     int max;           /* the larger count (all cores) */
     int cur;           /* the count chosen so far */
@@ -34,4 +38,7 @@ void attn_thread_tuner_init(attn_thread_tuner *t, int max);
  * should run with. */
 int attn_thread_tuner_step(attn_thread_tuner *t, int64_t step, double step_s);
 
+#ifdef __cplusplus
+}
+#endif
 #endif

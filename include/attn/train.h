@@ -50,7 +50,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "attn/checkpoint.h" /* ATTN_CKPT_MODEL, ATTN_CKPT_STATE */
+#include "attn/checkpoint.h" /* ATTN_CKPT_MODEL, ATTN_CKPT_STATE, attn_gpt_load_checkpoint */
 #include "attn/dataset.h"
 #include "attn/dist.h"
 #include "attn/engine.h"
@@ -373,16 +373,6 @@ void attn_train_plan_of(const attn_gpt_config *m, const attn_train_config *t, at
  * the rest of a step is not matrix products, and a busy machine measures
  * slower). 0 when out of memory. */
 double attn_train_probe_gflops(int threads);
-
-/* ------------------------------------------------------ loading a model */
-
-/* Load dir/model.safetensors (or a .safetensors path) into a freshly
- * initialised model, its tokenizer and its step. Checks that the config in
- * the metadata is valid, that the vocabulary has vocab_size characters and
- * that every tensor's shape matches the config (ATTN_ERR_SHAPE naming the
- * tensor otherwise). On failure nothing is left allocated. */
-attn_status attn_gpt_load_checkpoint(const char *path, attn_gpt *m, attn_tokenizer *tok,
-                                     int64_t *step, attn_error *err);
 
 #ifdef __cplusplus
 }

@@ -108,6 +108,10 @@ class Core:
                   self.rng, stream, keep_ptr, n_keep)
 
     def backward(self, x_ptr, B, T, dy_ptr, dx_ptr):
+        """This call's gradients alone: the C backward accumulates (+=) into the
+        parameter grads and dx, so they are zeroed first (dx_ptr: zeros or None)."""
+        for q in self.params:
+            ctypes.memset(q.grad, 0, q.numel * 4)
         _lib.call(lib.attn_h_module_backward, self.handle, x_ptr, B, T, dy_ptr, dx_ptr)
 
 
@@ -224,7 +228,7 @@ class Module:
         if dy.shape != self._out_shape:
             raise Error(f"{name}.backward: dy must be shaped as the output "
                         f"{self._out_shape}, got {tuple(dy.shape)}", "shape")
-        dx = np.empty_like(self._x)
+        dx = np.zeros_like(self._x)  # the C backward accumulates into it
         B, T = (1, dx.shape[0]) if self._input_rank == 2 else dx.shape[:2]
         core.backward(ptr(self._x), B, T, ptr(dy), ptr(dx))
         return dx

@@ -67,7 +67,7 @@ class _Bridge:
         dy = dy.contiguous()
         if dy.dtype != torch.float32:
             dy = dy.float()
-        dx = torch.empty_like(x) if need_x else None
+        dx = torch.zeros_like(x) if need_x else None  # the C backward accumulates
         self.core.backward(x.data_ptr(), B, T, dy.data_ptr(), dx.data_ptr() if need_x else None)
         return dx, [torch.from_numpy(_c_array(q.grad, q.shape).copy()) for q in self.core.params]
 
@@ -295,7 +295,7 @@ class _SDPA(torch.autograd.Function):
         B, H, T, D = q.shape
         q32, k32, v32 = (t.float().contiguous() for t in (q, k, v))
         d_o = d_o.float().contiguous()
-        dq, dk, dv = (torch.empty((B, H, T, D), dtype=torch.float32) for _ in range(3))
+        dq, dk, dv = (torch.zeros((B, H, T, D), dtype=torch.float32) for _ in range(3))
         _lib.call(lib.attn_h_sdpa_backward, B, H, T, D, q32.data_ptr(), k32.data_ptr(),
                   v32.data_ptr(), o.data_ptr(), lse.data_ptr(), scale, p,
                   bits.data_ptr() if bits is not None else None, precision, 0, d_o.data_ptr(),

@@ -5,8 +5,10 @@
  *   ATTN_FAULT_DIR   only operations on paths containing this string count
  *   ATTN_FAULT_LOG   append "N op path" for every counted operation
  *   ATTN_FAULT_AT    1-based number of the counted operation to hit (0: none)
- *   ATTN_FAULT_MODE  kill (SIGKILL before doing it) or fail (return -1, EIO;
- *                    ENOSPC for writes)
+ *   ATTN_FAULT_MODE  kill (SIGKILL before doing it), fail (return -1, EIO;
+ *                    ENOSPC for writes) or stop (SIGSTOP before doing it: the
+ *                    run is held there, so a test's kill -9 always lands
+ *                    inside the run, however fast the machine is)
  * Counted: every call that changes the folder or makes data durable (open for
  * writing, mkstemp, mkdir, write, pwrite, ftruncate, fchmod, fsync, close,
  * rename, symlink, unlink, unlinkat, rmdir). */
@@ -64,6 +66,10 @@ static int hit(const char *op, const char *path, int fd, int fail_errno) {
     if (!at || atol(at) != n) return 0;
     const char *mode = getenv("ATTN_FAULT_MODE");
     if (mode && !strcmp(mode, "kill")) raise(SIGKILL);
+    if (mode && !strcmp(mode, "stop")) {
+        raise(SIGSTOP); /* a SIGCONT goes on as if nothing happened */
+        return 0;
+    }
     errno = fail_errno;
     return -1;
 }
