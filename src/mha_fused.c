@@ -75,9 +75,20 @@ static attn_flash_problem problem_of(const attn_mha *m, attn_mha_fused_state *st
     return pb;
 }
 
+/* The kernels compute the book's attention; a variant is refused by name. */
+static attn_status book_only(const attn_mha *m, attn_error *err) {
+    if (attn_attention_is_book(&m->spec)) return ATTN_OK;
+    return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                     "MultiHeadAttention: the fused attention kernels compute the book's "
+                     "attention only (no grouped-query, window, RoPE, ALiBi, qk_norm or softcap "
+                     "yet); use the reference path (ATTN_MHA_REFERENCE)");
+}
+
 attn_status attn_mha_fused_forward(const attn_mha *m, const float *x, int B, int T, float *out,
                                    const attn_forward_mode *mode, attn_attention_cache *cache,
                                    attn_error *err) {
+    attn_status s0 = book_only(m, err);
+    if (s0 != ATTN_OK) return s0;
     attn_status s = ensure_state(m, B, T, cache, err);
     if (s != ATTN_OK) return s;
     attn_mha_fused_state *st = cache->fused;

@@ -41,18 +41,22 @@
 #define BOOK_RUN ATTN_SOURCE_DIR "/tests/fixtures/book_run"
 
 /* scripts/gpt_parity.py's VARIANTS, one fixture each. */
-static const char *const CASES[] = {"rmsnorm",  "relu2", "swiglu", "tie_weights",
-                                    "pos_none", "combo", NULL};
+static const char *const CASES[] = {"rmsnorm",  "relu2",           "swiglu",      "tie_weights",
+                                    "pos_none", "combo",           "gqa",         "mqa",
+                                    "rope",     "alibi",           "window",      "qk_norm",
+                                    "softcap",  "attention_combo", "alibi_combo", NULL};
 
 /* The same variants as config keys, for attn's own models. */
 static const char *const VARIANTS[] = {
-    "{\"norm\": \"rmsnorm\"}",
-    "{\"act\": \"relu2\"}",
-    "{\"act\": \"swiglu\"}",
-    "{\"tie_weights\": true}",
-    "{\"pos_emb\": \"none\"}",
+    "{\"norm\": \"rmsnorm\"}", "{\"act\": \"relu2\"}", "{\"act\": \"swiglu\"}",
+    "{\"tie_weights\": true}", "{\"pos_emb\": \"none\"}",
     "{\"norm\": \"rmsnorm\", \"act\": \"swiglu\", \"tie_weights\": true, \"pos_emb\": \"none\"}",
     "{\"norm\": \"rmsnorm\", \"act\": \"relu2\", \"tie_weights\": true}",
+    /* the attention keys (SMALL has 3 heads, the others 2 or 4) */
+    "{\"n_kv_heads\": 1}", "{\"pos_emb\": \"rope\"}", "{\"pos_emb\": \"alibi\"}", "{\"window\": 3}",
+    "{\"qk_norm\": true}", "{\"softcap\": 0.5}",
+    "{\"pos_emb\": \"rope\", \"window\": 4, \"qk_norm\": true, \"softcap\": 1.5, "
+    "\"n_kv_heads\": 1, \"norm\": \"rmsnorm\", \"act\": \"swiglu\"}",
     NULL};
 
 static attn_gpt_config variant_cfg(attn_gpt_config base, const char *json) {
@@ -690,12 +694,8 @@ Test(gpt_variants, key_table_json_and_text) {
         {"{\"softcap\": -1}", "'softcap' must be a number in [0, 1000000]"},
         {"{\"n_kv_heads\": 0}", "'n_kv_heads' must be an integer in [1, 65536]"},
         {"{\"n_kv_heads\": 3}", "n_kv_heads 3 must divide n_heads 4"},
-        {"{\"pos_emb\": \"rope\"}", "pos_emb 'rope' needs the attention core (not built yet)"},
-        {"{\"pos_emb\": \"alibi\"}", "pos_emb 'alibi' needs the attention core (not built yet)"},
-        {"{\"n_kv_heads\": 2}", "n_kv_heads 2 needs the attention core (not built yet)"},
-        {"{\"window\": 16}", "window 16 needs the attention core (not built yet)"},
-        {"{\"qk_norm\": true}", "qk_norm true needs the attention core (not built yet)"},
-        {"{\"softcap\": 30}", "softcap 30 needs the attention core (not built yet)"},
+        {"{\"window\": -1}", "'window' must be an integer in [0, 1048576]"},
+        {"{\"pos_emb\": \"rope\", \"emb_dim\": 4}", "pos_emb 'rope' needs head_dim >= 2"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         attn_gpt_config x = c;
@@ -721,8 +721,10 @@ Test(gpt_variants, cuda_engine_refuses_variants_by_name) {
     attn_gpt_config_preset("tiny", &c, NULL);
     attn_error err;
     cr_expect_eq(attn_cuda_gpt_supports(&c, &err), ATTN_OK);
-    const char *want[] = {"norm rmsnorm", "act relu2",    "act swiglu",  "tie_weights true",
-                          "pos_emb none", "pos_emb none", "norm rmsnorm"};
+    const char *want[] = {"norm rmsnorm", "act relu2",     "act swiglu",   "tie_weights true",
+                          "pos_emb none", "pos_emb none",  "norm rmsnorm", "n_kv_heads 1",
+                          "pos_emb rope", "pos_emb alibi", "window 3",     "qk_norm true",
+                          "softcap 0.5",  "pos_emb rope"};
     for (int v = 0; VARIANTS[v]; v++) {
         attn_gpt_config x = variant_cfg(c, VARIANTS[v]);
         cr_expect_eq(attn_cuda_gpt_supports(&x, &err), ATTN_ERR_INVALID_ARG);
