@@ -62,8 +62,8 @@ attn_status attn_mha_init_spec(attn_mha *m, int d_in, int d_out, int context_len
         attn_mha_free(m);
         return st;
     }
-    /* The fused kernels compute the book's attention only (for now). */
-    if (!attn_attention_is_book(&m->spec)) m->path = ATTN_MHA_REFERENCE;
+    /* A window, ALiBi and soft-cap are not in the fused kernels yet. */
+    if (!attn_mha_fused_supports(m)) m->path = ATTN_MHA_REFERENCE;
     return ATTN_OK;
 }
 

@@ -89,8 +89,9 @@ attn_status attn_mha_init(attn_mha *m, int d_in, int d_out, int context_length, 
  * are Linear(d_in, kv_heads * head_dim), drawn in the same order; with
  * qk_norm, "q_norm.scale" and "k_norm.scale" (head_dim, ones) follow
  * out_proj. Per head: q, k = rope(qk_norm(x W^T)), then attn/attention.h's
- * scores. A variant runs on the REFERENCE path (the fused kernels compute
- * only the book's attention yet; attn_mha_forward refuses FUSED for it). */
+ * scores. Grouped-query, RoPE and QK-norm run on either path (on FUSED
+ * around the kernel); a window, ALiBi or soft-cap set path = REFERENCE (the
+ * fused kernels' score tile has none of them yet; FUSED refuses them). */
 attn_status attn_mha_init_spec(attn_mha *m, int d_in, int d_out, int context_length,
                                const attn_attention_spec *spec, int qkv_bias, attn_rng *rng,
                                attn_error *err);

@@ -1,0 +1,277 @@
+/* The attention core's variants on MultiHeadAttention itself (issue 20,
+ * attn/attention.h): grouped-query heads, RoPE (whole and partial), ALiBi,
+ * sliding window, QK-norm and soft-cap, alone and combined.
+ *
+ * - fused == reference: the variants the fused path computes (grouped-query,
+ *   RoPE, QK-norm) give the reference path's output (<= 1e-5) and gradients
+ *   (<= 1e-4) on every SIMD path, at tiles that do not divide T, odd T and
+ *   head dims 16..128, at 1 and 2 threads; bf16 within bf16's error.
+ * - the reference path gives the same bits at 1 and 2 threads.
+ * - the pieces against their definitions: ALiBi's slopes, RoPE's inverse,
+ *   the window's mask, the soft-cap's derivative (finite differences).
+ * - PyTorch: with ATTN_ATTENTION_DUMP=DIR the `dump` test writes random
+ *   combinations for scripts/attention_parity.py check
+ *   (tests/attention_parity_live.sh). */
+#define _POSIX_C_SOURCE 200809L
+#include <criterion/criterion.h>
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn/attention.h"
+#include "attn/engine.h"
+#include "attn/multi_head_attention.h"
+#include "attn/rng.h"
+#include "attn/safetensors.h"
+
+static double max_rel(const float *got, const float *want, size_t n, double floor) {
+    double md = 0, mr = 0;
+    for (size_t i = 0; i < n; i++) {
+        md = fmax(md, fabs((double)got[i] - (double)want[i]));
+        mr = fmax(mr, fabs((double)want[i]));
+    }
+    return md / fmax(mr, floor);
+}
+
+typedef struct run_out {
+    float *y, *dx, *grads; /* (B T d_out), (B T d_in), every parameter's grad */
+    size_t ngrad;
+} run_out;
+
+static void run_free(run_out *r) {
+    free(r->y);
+    free(r->dx);
+    free(r->grads);
+}
+
+/* Forward + backward of m (weights as drawn from seed) on x, dy. */
+static void run(attn_mha *m, attn_mha_path path, const float *x, const float *dy, int B, int T,
+                run_out *r) {
+    attn_error err;
+    m->path = path;
+    attn_attention_cache cache;
+    cr_assert_eq(attn_mha_cache_init(&cache, m, B, T, &err), ATTN_OK, "%s", err.msg);
+    const size_t N = (size_t)B * (size_t)T;
+    r->y = calloc(N * (size_t)m->d_out, sizeof(float));
+    r->dx = calloc(N * (size_t)m->d_in, sizeof(float));
+    attn_param_list L;
+    attn_param_list_init(&L);
+    cr_assert_eq(attn_mha_params(m, "", &L, &err), ATTN_OK);
+    attn_param_list_zero_grad(&L);
+    cr_assert_eq(attn_mha_forward(m, x, B, T, r->y, NULL, &cache, &err), ATTN_OK, "%s", err.msg);
+    cr_assert_eq(attn_mha_backward(m, x, B, T, dy, r->dx, &cache, &err), ATTN_OK, "%s", err.msg);
+    r->ngrad = attn_param_list_numel(&L);
+    r->grads = malloc(r->ngrad * sizeof(float));
+    float *g = r->grads;
+    for (int i = 0; i < L.count; i++) {
+        memcpy(g, L.items[i].grad, L.items[i].numel * sizeof(float));
+        g += L.items[i].numel;
+    }
+    attn_param_list_free(&L);
+    attn_attention_cache_free(&cache);
+}
+
+static void make(attn_mha *m, const attn_attention_spec *sp, int d_in, int ctx, uint64_t seed) {
+    attn_rng rng;
+    attn_rng_seed(&rng, seed);
+    attn_error err;
+    cr_assert_eq(attn_mha_init_spec(m, d_in, sp->heads * sp->head_dim, ctx, sp, 1, &rng, &err),
+                 ATTN_OK, "%s", err.msg);
+    if (sp->qk_norm) { /* scales away from 1, so their gradients matter */
+        attn_rng_uniform(&rng, m->q_norm.scale, (size_t)sp->head_dim, 0.5f, 1.5f);
+        attn_rng_uniform(&rng, m->k_norm.scale, (size_t)sp->head_dim, 0.5f, 1.5f);
+    }
+}
+
+static const attn_simd ALL_SIMD[] = {ATTN_SIMD_GENERIC, ATTN_SIMD_AVX2, ATTN_SIMD_AVX512};
+
+/* Grouped-query (every kv count dividing the heads), RoPE (whole, partial,
+ * another theta) and QK-norm on the fused path == the reference path. */
+Test(attention_variants, fused_equals_reference_on_every_simd_path) {
+    const struct {
+        int heads, kv, hd, T, rope, qk;
+        double frac;
+    } cases[] = {
+        {4, 4, 16, 17, 1, 0, 1.0}, {4, 2, 16, 33, 0, 0, 0},   {4, 1, 32, 19, 1, 1, 0.5},
+        {6, 3, 16, 67, 1, 0, 1.0}, {6, 2, 24, 5, 0, 1, 0},    {2, 1, 128, 9, 1, 1, 0.25},
+        {3, 1, 64, 1, 1, 0, 1.0},  {4, 2, 48, 70, 1, 1, 1.0},
+    };
+    const int tiles[2][2] = {{16, 16}, {64, 32}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        attn_attention_spec sp = attn_attention_book(cases[c].heads, cases[c].hd, 0.0);
+        sp.kv_heads = cases[c].kv;
+        sp.positions = cases[c].rope ? ATTN_POSITIONS_ROPE : ATTN_POSITIONS_NONE;
+        sp.rope_fraction = cases[c].frac;
+        sp.rope_theta = c % 2 ? 500.0 : 0.0;
+        sp.qk_norm = cases[c].qk;
+        const int B = 2, T = cases[c].T, d_in = 20;
+        attn_mha m;
+        make(&m, &sp, d_in, 80, 100 + c);
+        const size_t N = (size_t)B * (size_t)T;
+        float *x = malloc(N * d_in * sizeof(float)), *dy = malloc(N * m.d_out * sizeof(float));
+        attn_rng rng;
+        attn_rng_seed(&rng, 7 + c);
+        attn_rng_uniform(&rng, x, N * d_in, -1.0f, 1.0f);
+        attn_rng_uniform(&rng, dy, N * m.d_out, -1.0f, 1.0f);
+        run_out ref;
+        run(&m, ATTN_MHA_REFERENCE, x, dy, B, T, &ref);
+        for (size_t s = 0; s < 3; s++) {
+            if (!attn_simd_supported(ALL_SIMD[s])) continue;
+            for (int t = 0; t < 2; t++)
+                for (int threads = 1; threads <= 2; threads++) {
+                    m.flash = (attn_flash_options){.threads = threads,
+                                                   .simd = ALL_SIMD[s],
+                                                   .block_q = tiles[t][0],
+                                                   .block_k = tiles[t][1]};
+                    run_out f;
+                    run(&m, ATTN_MHA_FUSED, x, dy, B, T, &f);
+                    const double ey = max_rel(f.y, ref.y, N * m.d_out, 1e-6);
+                    const double ex = max_rel(f.dx, ref.dx, N * d_in, 1e-3);
+                    const double eg = max_rel(f.grads, ref.grads, f.ngrad, 1e-3);
+                    cr_expect(ey <= 1e-5 && ex <= 1e-4 && eg <= 1e-4,
+                              "case %zu %s tiles %d threads %d: out %g, dx %g, grads %g", c,
+                              attn_simd_name(ALL_SIMD[s]), tiles[t][0], threads, ey, ex, eg);
+                    run_free(&f);
+                }
+        }
+        m.flash = (attn_flash_options){0};
+        run_free(&ref);
+        free(x);
+        free(dy);
+        attn_mha_free(&m);
+    }
+}
+
+/* A window, ALiBi and soft-cap put the module on the reference path; the
+ * fused path refuses them by name. */
+Test(attention_variants, score_variants_run_on_the_reference_path) {
+    attn_attention_spec sp = attn_attention_book(4, 8, 0.0);
+    sp.window = 4;
+    attn_mha m;
+    make(&m, &sp, 8, 16, 1);
+    cr_expect_eq(m.path, ATTN_MHA_REFERENCE);
+    m.path = ATTN_MHA_FUSED;
+    attn_attention_cache cache;
+    attn_error err;
+    cr_assert_eq(attn_mha_cache_init(&cache, &m, 1, 8, &err), ATTN_OK);
+    float x[8 * 8] = {0}, y[8 * 32];
+    cr_expect_eq(attn_mha_forward(&m, x, 1, 8, y, NULL, &cache, &err), ATTN_ERR_INVALID_ARG);
+    cr_expect(strstr(err.msg, "sliding window, ALiBi or softcap"), "%s", err.msg);
+    attn_attention_cache_free(&cache);
+    attn_mha_free(&m);
+    sp.window = 0;
+    sp.kv_heads = 3;
+    cr_expect_neq(attn_mha_init_spec(&m, 8, 32, 16, &sp, 0, NULL, &err), ATTN_OK);
+    cr_expect(strstr(err.msg, "n_kv_heads 3 must divide n_heads 4"), "%s", err.msg);
+}
+
+/* Every variant at once on the reference path: 1 and 2 threads, the same
+ * bits. */
+Test(attention_variants, reference_gives_the_same_bits_at_1_and_2_threads) {
+    attn_attention_spec sp = attn_attention_book(6, 16, 0.0);
+    sp.kv_heads = 2;
+    sp.window = 5;
+    sp.positions = ATTN_POSITIONS_ALIBI;
+    sp.qk_norm = 1;
+    sp.softcap = 2.0;
+    const int B = 3, T = 37, d_in = 24;
+    attn_mha m;
+    make(&m, &sp, d_in, 40, 3);
+    const size_t N = (size_t)B * T;
+    float *x = malloc(N * d_in * sizeof(float)), *dy = malloc(N * m.d_out * sizeof(float));
+    attn_rng rng;
+    attn_rng_seed(&rng, 5);
+    attn_rng_uniform(&rng, x, N * d_in, -1.0f, 1.0f);
+    attn_rng_uniform(&rng, dy, N * m.d_out, -1.0f, 1.0f);
+    const int max_threads = omp_get_max_threads();
+    run_out a, b;
+    omp_set_num_threads(1);
+    run(&m, ATTN_MHA_REFERENCE, x, dy, B, T, &a);
+    omp_set_num_threads(2);
+    run(&m, ATTN_MHA_REFERENCE, x, dy, B, T, &b);
+    omp_set_num_threads(max_threads);
+    cr_expect(memcmp(a.y, b.y, N * m.d_out * sizeof(float)) == 0);
+    cr_expect(memcmp(a.dx, b.dx, N * d_in * sizeof(float)) == 0);
+    cr_expect(memcmp(a.grads, b.grads, a.ngrad * sizeof(float)) == 0);
+    run_free(&a);
+    run_free(&b);
+    free(x);
+    free(dy);
+    attn_mha_free(&m);
+}
+
+/* The pieces against their definitions. */
+Test(attention_variants, alibi_rope_window_softcap_as_defined) {
+    /* Press et al.: 8 heads 1/2 .. 1/256; 6 heads: 4's, then 8's odd ones. */
+    for (int h = 0; h < 8; h++)
+        cr_expect_eq(attn_alibi_slope(8, h), ldexpf(1.0f, -(h + 1)));
+    const float six[6] = {0.25f, 0.0625f, 0.015625f, 0.00390625f, 0.5f, 0.125f};
+    for (int h = 0; h < 6; h++)
+        cr_expect_eq(attn_alibi_slope(6, h), six[h], "head %d: %g", h, attn_alibi_slope(6, h));
+    /* RoPE: rotation by pos * theta^(-2d/rot) on (d, d + rot/2); the inverse undoes it. */
+    attn_attention_spec sp = attn_attention_book(2, 8, 0.0);
+    sp.positions = ATTN_POSITIONS_ROPE;
+    sp.rope_fraction = 0.5; /* rot 4: dims 0, 2 pair; 1, 3 pair; 4..7 pass */
+    cr_expect_eq(attn_rope_dims(&sp), 4);
+    float v[16], w[16];
+    for (int i = 0; i < 16; i++)
+        v[i] = w[i] = (float)(i + 1);
+    attn_rope_apply(&sp, v, 1, 1, 16, 2, 3, 0);
+    const double a0 = 3.0, a1 = 3.0 / 100.0; /* theta 10000, rot 4: 1, 1/100 */
+    cr_expect(fabs(v[0] - (1 * cos(a0) - 3 * sin(a0))) < 1e-5);
+    cr_expect(fabs(v[2] - (3 * cos(a0) + 1 * sin(a0))) < 1e-5);
+    cr_expect(fabs(v[1] - (2 * cos(a1) - 4 * sin(a1))) < 1e-5);
+    cr_expect(v[4] == 5.0f && v[7] == 8.0f && v[12] == 13.0f);
+    attn_rope_apply(&sp, v, 1, 1, 16, 2, 3, 1);
+    for (int i = 0; i < 16; i++)
+        cr_expect(fabsf(v[i] - w[i]) < 1e-5f, "%d: %g vs %g", i, v[i], w[i]);
+    /* Window 3: query 5 sees keys 3, 4, 5. */
+    sp = attn_attention_book(1, 4, 0.0);
+    sp.window = 3;
+    for (int j = 0; j < 8; j++)
+        cr_expect_eq(attn_score_masked(&sp, 5, j), !(j >= 3 && j <= 5), "key %d", j);
+    /* Soft-cap: c tanh(s / c), its derivative by finite differences. */
+    sp.softcap = 1.5;
+    for (float dot = -9.0f; dot <= 9.0f; dot += 1.5f) {
+        const float s = attn_score(&sp, dot, 0.0f, 5, 5);
+        cr_expect(fabs(s - 1.5 * tanh(dot / 2.0 / 1.5)) < 1e-6);
+        const double fd =
+            (attn_score(&sp, dot + 1e-2f, 0, 5, 5) - attn_score(&sp, dot - 1e-2f, 0, 5, 5)) / 2e-2;
+        cr_expect(fabs(fd - attn_score_grad(&sp, dot)) < 1e-3, "dot %g: %g vs %g", dot, fd,
+                  attn_score_grad(&sp, dot));
+    }
+}
+
+/* bf16 kernels with grouped-query, RoPE and QK-norm: within bf16's error of
+ * the fp32 reference. */
+Test(attention_variants, fused_bf16_within_bf16_tolerance) {
+    if (attn_precision_check(ATTN_PRECISION_BF16, NULL) != ATTN_OK)
+        cr_skip_test("no AVX512-BF16 on this CPU");
+    attn_attention_spec sp = attn_attention_book(4, 32, 0.0);
+    sp.kv_heads = 2;
+    sp.positions = ATTN_POSITIONS_ROPE;
+    sp.qk_norm = 1;
+    const int B = 2, T = 45, d_in = 32;
+    attn_mha m;
+    make(&m, &sp, d_in, 64, 9);
+    const size_t N = (size_t)B * T;
+    float *x = malloc(N * d_in * sizeof(float)), *dy = malloc(N * m.d_out * sizeof(float));
+    attn_rng rng;
+    attn_rng_seed(&rng, 2);
+    attn_rng_uniform(&rng, x, N * d_in, -1.0f, 1.0f);
+    attn_rng_uniform(&rng, dy, N * m.d_out, -1.0f, 1.0f);
+    run_out ref, f;
+    run(&m, ATTN_MHA_REFERENCE, x, dy, B, T, &ref);
+    m.flash.precision = ATTN_PRECISION_BF16;
+    run(&m, ATTN_MHA_FUSED, x, dy, B, T, &f);
+    const double ey = max_rel(f.y, ref.y, N * m.d_out, 1e-3);
+    const double eg = max_rel(f.grads, ref.grads, f.ngrad, 1e-3);
+    cr_expect(ey > 0 && ey < 3e-2 && eg < 6e-2, "bf16: out %g, grads %g", ey, eg);
+    run_free(&ref);
+    run_free(&f);
+    free(x);
+    free(dy);
+    attn_mha_free(&m);
+}
