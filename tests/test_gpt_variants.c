@@ -335,6 +335,50 @@ Test(gpt_variants, kv_cache_matches_full_forward) {
     }
 }
 
+/* A window and no learned table: the KV cache is a ring of window rows and
+ * generation runs past context_length; each token's logits equal the full
+ * forward's last row on the context_length tokens ending at it (the window
+ * reaches back n_layers (W - 1) < context_length tokens, so the crop loses
+ * nothing; RoPE sees shifted absolute positions, so float rounding of its
+ * angles only). */
+Test(gpt_variants, windowed_kv_cache_runs_past_the_context) {
+    const char *keys[] = {"{\"pos_emb\": \"rope\", \"window\": 3}",
+                          "{\"pos_emb\": \"alibi\", \"window\": 3, \"n_kv_heads\": 1}",
+                          "{\"pos_emb\": \"none\", \"window\": 3, \"qk_norm\": true}"};
+    const double tol[] = {1e-4, 1e-5, 1e-5};
+    const int T = SMALL.context_length, V = SMALL.vocab_size, steps = 30;
+    int32_t ids[30];
+    for (int i = 0; i < steps; i++)
+        ids[i] = (i * 7 + 2) % V;
+    for (int v = 0; v < 3; v++) {
+        const attn_gpt_config cfg = variant_cfg(SMALL, keys[v]);
+        attn_gpt m;
+        make_model(&m, &cfg, 13);
+        attn_gpt_kv_cache kv;
+        attn_gpt_acts acts;
+        attn_error err;
+        cr_assert_eq(attn_gpt_kv_init(&kv, &m, &err), ATTN_OK, "%s", err.msg);
+        cr_expect_eq(kv.rows, 3, "%s: the cache keeps the window's rows", keys[v]);
+        cr_expect_eq(kv.kv_dim, cfg.n_kv_heads ? cfg.n_kv_heads * 4 : 12);
+        cr_assert_eq(attn_gpt_acts_init(&acts, &m, 1, T, &err), ATTN_OK);
+        float logits[11];
+        for (int t = 0; t < steps; t++) {
+            cr_assert_eq(attn_gpt_kv_step(&m, &kv, ids[t], logits, &err), ATTN_OK, "%s t %d: %s",
+                         keys[v], t, err.msg);
+            if (t + 1 < T) continue; /* the prefix: kv_cache_matches_full_forward's */
+            const int n = T;
+            cr_assert_eq(attn_gpt_forward(&m, ids + t + 1 - n, NULL, 1, n, NULL, &acts, NULL, &err),
+                         ATTN_OK);
+            const double e =
+                max_rel_floor(logits, acts.logits + (size_t)(n - 1) * V, (size_t)V, 1e-3);
+            cr_expect(e <= tol[v], "%s t %d: kv vs full forward max rel err %g", keys[v], t, e);
+        }
+        attn_gpt_kv_free(&kv);
+        attn_gpt_acts_free(&acts);
+        attn_gpt_free(&m);
+    }
+}
+
 /* The feed-forward's one-token step for each activation: a team of 2 gives
  * the serial bits, both equal the batched forward, and the bf16 copy is
  * layers.0 ((2H, C) for swiglu) then layers.2. */
