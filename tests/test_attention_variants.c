@@ -275,3 +275,87 @@ Test(attention_variants, fused_bf16_within_bf16_tolerance) {
     free(dy);
     attn_mha_free(&m);
 }
+
+/* Random combinations for scripts/attention_parity.py check: with
+ * ATTN_ATTENTION_DUMP=DIR, DIR/case<i>.safetensors per case holds the spec
+ * (metadata), the module's weights, x, dy, attn's output, dx and parameter
+ * gradients (on the path the module picks: fused for grouped-query, RoPE
+ * and QK-norm, reference with a window, ALiBi or soft-cap). Odd T, T not a
+ * multiple of the tiles, head dims 16..128, every kv count dividing the
+ * heads. */
+Test(attention_variants, dump) {
+    const char *dir = getenv("ATTN_ATTENTION_DUMP");
+    if (!dir || !*dir) return;
+    const int n_cases = getenv("ATTN_ATTENTION_CASES") ? atoi(getenv("ATTN_ATTENTION_CASES")) : 24;
+    const int heads_of[] = {1, 2, 3, 4, 6, 8}, hd_of[] = {16, 24, 32, 48, 64, 128};
+    const int T_of[] = {1, 7, 33, 65, 67, 97};
+    attn_rng pick;
+    attn_rng_seed(&pick, 2026);
+    for (int c = 0; c < n_cases; c++) {
+        const int H = heads_of[attn_rng_u32(&pick) % 6], hd = hd_of[attn_rng_u32(&pick) % 6];
+        int divisors[8], nd = 0;
+        for (int k = 1; k <= H; k++)
+            if (H % k == 0) divisors[nd++] = k;
+        attn_attention_spec sp = attn_attention_book(H, hd, 0.0);
+        sp.kv_heads = divisors[c % nd]; /* every divisor, in turn */
+        sp.positions = (attn_positions)(attn_rng_u32(&pick) % 3);
+        if (sp.positions == ATTN_POSITIONS_ROPE) {
+            sp.rope_fraction = attn_rng_u32(&pick) % 2 ? 1.0 : 0.5;
+            sp.rope_theta = attn_rng_u32(&pick) % 2 ? 10000.0 : 500.0;
+        }
+        const int T = T_of[attn_rng_u32(&pick) % 6], B = 2, d_in = 24;
+        sp.window = attn_rng_u32(&pick) % 2 ? 1 + (int)(attn_rng_u32(&pick) % (uint32_t)T) : 0;
+        sp.qk_norm = (int)(attn_rng_u32(&pick) % 2);
+        sp.softcap = attn_rng_u32(&pick) % 3 == 0 ? 0.5 + (attn_rng_u32(&pick) % 4) : 0.0;
+        attn_mha m;
+        make(&m, &sp, d_in, 128, 500 + (uint64_t)c);
+        const size_t N = (size_t)B * (size_t)T, C = (size_t)m.d_out;
+        float *x = malloc(N * d_in * sizeof(float)), *dy = malloc(N * C * sizeof(float));
+        attn_rng rng;
+        attn_rng_seed(&rng, 900 + (uint64_t)c);
+        attn_rng_uniform(&rng, x, N * d_in, -1.0f, 1.0f);
+        attn_rng_uniform(&rng, dy, N * C, -1.0f, 1.0f);
+        run_out r;
+        const attn_mha_path path = m.path;
+        run(&m, path, x, dy, B, T, &r);
+        attn_param_list L;
+        attn_param_list_init(&L);
+        attn_error err;
+        cr_assert_eq(attn_mha_params(&m, "", &L, &err), ATTN_OK);
+        attn_st_entry e[32];
+        char names[12][ATTN_PARAM_NAME_MAX + 8];
+        int k = 0;
+        const float *g = r.grads;
+        for (int i = 0; i < L.count; i++) {
+            const attn_param *p = &L.items[i];
+            snprintf(names[i], sizeof names[i], "grad.%s", p->name);
+            e[k++] = (attn_st_entry){p->name,  "F32",   p->ndim,
+                                     p->shape, p->data, p->numel * sizeof(float)};
+            e[k++] =
+                (attn_st_entry){names[i], "F32", p->ndim, p->shape, g, p->numel * sizeof(float)};
+            g += p->numel;
+        }
+        const int64_t sx[3] = {B, T, d_in}, sy[3] = {B, T, (int64_t)C};
+        e[k++] = (attn_st_entry){"x", "F32", 3, sx, x, N * d_in * sizeof(float)};
+        e[k++] = (attn_st_entry){"dy", "F32", 3, sy, dy, N * C * sizeof(float)};
+        e[k++] = (attn_st_entry){"y", "F32", 3, sy, r.y, N * C * sizeof(float)};
+        e[k++] = (attn_st_entry){"dx", "F32", 3, sx, r.dx, N * d_in * sizeof(float)};
+        char spec[512], file[1024];
+        static const char *const POS[] = {"none", "rope", "alibi"};
+        snprintf(spec, sizeof spec,
+                 "{\"heads\": %d, \"kv_heads\": %d, \"head_dim\": %d, \"positions\": \"%s\", "
+                 "\"rope_theta\": %.17g, \"rope_fraction\": %.17g, \"window\": %d, "
+                 "\"qk_norm\": %d, \"softcap\": %.17g, \"path\": \"%s\"}",
+                 H, sp.kv_heads, hd, POS[sp.positions], sp.rope_theta ? sp.rope_theta : 10000.0,
+                 sp.rope_fraction ? sp.rope_fraction : 1.0, sp.window, sp.qk_norm, sp.softcap,
+                 path == ATTN_MHA_FUSED ? "fused" : "reference");
+        const attn_st_kv meta[1] = {{"spec", spec}};
+        snprintf(file, sizeof file, "%s/case%02d.safetensors", dir, c);
+        cr_assert_eq(attn_safetensors_write(file, e, k, meta, 1, &err), ATTN_OK, "%s", err.msg);
+        attn_param_list_free(&L);
+        run_free(&r);
+        free(x);
+        free(dy);
+        attn_mha_free(&m);
+    }
+}

@@ -141,9 +141,10 @@ class Attention(nn.Module):
     """Causal multi-head attention with the attention keys (written as math:
     torch 1.13 has no SDPA)."""
 
-    def __init__(self, cfg, rope_theta=10000.0, rope_fraction=1.0):
+    def __init__(self, cfg, rope_theta=10000.0, rope_fraction=1.0, d_in=None):
         super().__init__()
         C, H = cfg["emb_dim"], cfg["n_heads"]
+        d_in = d_in or C
         self.H, self.hd = H, C // H
         self.KV = cfg.get("n_kv_heads") or H
         self.pos = cfg.get("pos_emb", "learned")
@@ -152,9 +153,9 @@ class Attention(nn.Module):
         self.rot = 2 * int(rope_fraction * self.hd / 2) if self.pos == "rope" else 0
         self.theta = rope_theta
         bias = cfg["qkv_bias"]
-        self.W_query = nn.Linear(C, C, bias=bias)
-        self.W_key = nn.Linear(C, self.KV * self.hd, bias=bias)
-        self.W_value = nn.Linear(C, self.KV * self.hd, bias=bias)
+        self.W_query = nn.Linear(d_in, C, bias=bias)
+        self.W_key = nn.Linear(d_in, self.KV * self.hd, bias=bias)
+        self.W_value = nn.Linear(d_in, self.KV * self.hd, bias=bias)
         self.out_proj = nn.Linear(C, C)
         self.dropout = nn.Dropout(cfg["drop_rate"])
         if cfg.get("qk_norm", False):
@@ -164,7 +165,7 @@ class Attention(nn.Module):
             self.q_norm = self.k_norm = None
 
     def forward(self, x):
-        b, T, C = x.shape
+        b, T, _ = x.shape
         q = self.W_query(x).view(b, T, self.H, self.hd)
         k = self.W_key(x).view(b, T, self.KV, self.hd)
         v = self.W_value(x).view(b, T, self.KV, self.hd)
@@ -189,7 +190,7 @@ class Attention(nn.Module):
             mask = mask | (i - j >= self.window)
         w = torch.softmax(s.masked_fill(mask, -torch.inf), dim=-1)
         w = self.dropout(w)
-        ctx = (w @ v).transpose(1, 2).contiguous().view(b, T, C)
+        ctx = (w @ v).transpose(1, 2).contiguous().view(b, T, self.H * self.hd)
         return self.out_proj(ctx)
 
 
