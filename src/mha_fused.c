@@ -35,7 +35,7 @@ void attn_mha_fused_state_free(attn_mha_fused_state *st) {
 
 int attn_mha_fused_supports(const attn_mha *m) {
     const attn_attention_spec *s = &m->spec;
-    return s->window == 0 && s->softcap == 0.0 && s->positions != ATTN_POSITIONS_ALIBI;
+    return s->softcap == 0.0 && s->positions != ATTN_POSITIONS_ALIBI;
 }
 
 static int grouped(const attn_mha *m) {
@@ -106,8 +106,9 @@ attn_flash_problem attn_mha_fused_problem(const attn_mha *m, attn_mha_fused_stat
     const float *k = st->kv_x ? st->kv_x : st->qkv + d;
     const float *v = st->kv_x ? st->kv_x + d : st->qkv + d + (size_t)m->kv_dim;
     const size_t ldkv = st->kv_x ? 2 * d : d3;
-    attn_flash_problem pb = {B,  T,    m->num_heads, m->head_dim,    st->qkv, k,       v,
-                             d3, ldkv, ldkv,         cache->context, d,       st->lse, &st->drop};
+    attn_flash_problem pb = {B,       T,         m->num_heads,  m->head_dim, st->qkv,        k,
+                             v,       d3,        ldkv,          ldkv,        cache->context, d,
+                             st->lse, &st->drop, m->spec.window};
     return pb;
 }
 
@@ -173,8 +174,8 @@ static void unprepare(attn_mha *m, attn_mha_fused_state *st, size_t N, int T) {
 static attn_status supported(const attn_mha *m, attn_error *err) {
     if (attn_mha_fused_supports(m)) return ATTN_OK;
     return attn_fail(err, ATTN_ERR_INVALID_ARG,
-                     "MultiHeadAttention: the fused attention kernels have no sliding window, "
-                     "ALiBi or softcap yet; use the reference path (ATTN_MHA_REFERENCE)");
+                     "MultiHeadAttention: the fused attention kernels have no ALiBi or softcap "
+                     "yet; use the reference path (ATTN_MHA_REFERENCE)");
 }
 
 attn_status attn_mha_fused_forward(const attn_mha *m, const float *x, int B, int T, float *out,

@@ -3,7 +3,7 @@
  * sliding window, QK-norm and soft-cap, alone and combined.
  *
  * - fused == reference: the variants the fused path computes (grouped-query,
- *   RoPE, QK-norm) give the reference path's output (<= 1e-5) and gradients
+ *   RoPE, QK-norm, window) give the reference path's output (<= 1e-5) and gradients
  *   (<= 1e-4) on every SIMD path, at tiles that do not divide T, odd T and
  *   head dims 16..128, at 1 and 2 threads; bf16 within bf16's error.
  * - the reference path gives the same bits at 1 and 2 threads.
@@ -46,9 +46,10 @@ static void run_free(run_out *r) {
     free(r->grads);
 }
 
-/* Forward + backward of m (weights as drawn from seed) on x, dy. */
-static void run(attn_mha *m, attn_mha_path path, const float *x, const float *dy, int B, int T,
-                run_out *r) {
+/* Forward + backward of m on x, dy; training with dropout when stream >= 0
+ * (the generator seeded 77). */
+static void run_mode(attn_mha *m, attn_mha_path path, const float *x, const float *dy, int B, int T,
+                     int stream, run_out *r) {
     attn_error err;
     m->path = path;
     attn_attention_cache cache;
@@ -60,7 +61,11 @@ static void run(attn_mha *m, attn_mha_path path, const float *x, const float *dy
     attn_param_list_init(&L);
     cr_assert_eq(attn_mha_params(m, "", &L, &err), ATTN_OK);
     attn_param_list_zero_grad(&L);
-    cr_assert_eq(attn_mha_forward(m, x, B, T, r->y, NULL, &cache, &err), ATTN_OK, "%s", err.msg);
+    attn_rng drop;
+    attn_rng_seed(&drop, 77);
+    attn_forward_mode mode = {1, &drop, (attn_dropout_stream)(stream >= 0 ? stream : 0)};
+    cr_assert_eq(attn_mha_forward(m, x, B, T, r->y, stream >= 0 ? &mode : NULL, &cache, &err),
+                 ATTN_OK, "%s", err.msg);
     cr_assert_eq(attn_mha_backward(m, x, B, T, dy, r->dx, &cache, &err), ATTN_OK, "%s", err.msg);
     r->ngrad = attn_param_list_numel(&L);
     r->grads = malloc(r->ngrad * sizeof(float));
@@ -71,6 +76,11 @@ static void run(attn_mha *m, attn_mha_path path, const float *x, const float *dy
     }
     attn_param_list_free(&L);
     attn_attention_cache_free(&cache);
+}
+
+static void run(attn_mha *m, attn_mha_path path, const float *x, const float *dy, int B, int T,
+                run_out *r) {
+    run_mode(m, path, x, dy, B, T, -1, r);
 }
 
 static void make(attn_mha *m, const attn_attention_spec *sp, int d_in, int ctx, uint64_t seed) {
@@ -91,12 +101,14 @@ static const attn_simd ALL_SIMD[] = {ATTN_SIMD_GENERIC, ATTN_SIMD_AVX2, ATTN_SIM
  * another theta) and QK-norm on the fused path == the reference path. */
 Test(attention_variants, fused_equals_reference_on_every_simd_path) {
     const struct {
-        int heads, kv, hd, T, rope, qk;
+        int heads, kv, hd, T, rope, qk, window;
         double frac;
     } cases[] = {
-        {4, 4, 16, 17, 1, 0, 1.0}, {4, 2, 16, 33, 0, 0, 0},   {4, 1, 32, 19, 1, 1, 0.5},
-        {6, 3, 16, 67, 1, 0, 1.0}, {6, 2, 24, 5, 0, 1, 0},    {2, 1, 128, 9, 1, 1, 0.25},
-        {3, 1, 64, 1, 1, 0, 1.0},  {4, 2, 48, 70, 1, 1, 1.0},
+        {4, 4, 16, 17, 1, 0, 0, 1.0},   {4, 2, 16, 33, 0, 0, 0, 0},   {4, 1, 32, 19, 1, 1, 0, 0.5},
+        {6, 3, 16, 67, 1, 0, 0, 1.0},   {6, 2, 24, 5, 0, 1, 0, 0},    {2, 1, 128, 9, 1, 1, 0, 0.25},
+        {3, 1, 64, 1, 1, 0, 0, 1.0},    {4, 2, 48, 70, 1, 1, 0, 1.0}, {4, 4, 16, 97, 0, 0, 5, 0},
+        {4, 2, 32, 97, 1, 0, 20, 1.0},  {2, 2, 16, 70, 0, 1, 33, 0},  {3, 3, 24, 67, 0, 0, 1, 0},
+        {2, 1, 64, 130, 1, 1, 64, 1.0},
     };
     const int tiles[2][2] = {{16, 16}, {64, 32}};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
@@ -106,9 +118,10 @@ Test(attention_variants, fused_equals_reference_on_every_simd_path) {
         sp.rope_fraction = cases[c].frac;
         sp.rope_theta = c % 2 ? 500.0 : 0.0;
         sp.qk_norm = cases[c].qk;
+        sp.window = cases[c].window;
         const int B = 2, T = cases[c].T, d_in = 20;
         attn_mha m;
-        make(&m, &sp, d_in, 80, 100 + c);
+        make(&m, &sp, d_in, 160, 100 + c);
         const size_t N = (size_t)B * (size_t)T;
         float *x = malloc(N * d_in * sizeof(float)), *dy = malloc(N * m.d_out * sizeof(float));
         attn_rng rng;
@@ -144,11 +157,44 @@ Test(attention_variants, fused_equals_reference_on_every_simd_path) {
     }
 }
 
-/* A window, ALiBi and soft-cap put the module on the reference path; the
- * fused path refuses them by name. */
+/* A window with dropout: the fused kernel skips key tiles, yet draws (or
+ * jumps to) the mask PyTorch draws, on both streams: the reference path's
+ * numbers. */
+Test(attention_variants, fused_window_with_dropout_equals_reference) {
+    const attn_dropout_stream streams[2] = {ATTN_STREAM_TORCH_CPU, ATTN_STREAM_TORCH_MKL};
+    for (int k = 0; k < 2; k++) {
+        attn_attention_spec sp = attn_attention_book(4, 16, 0.3);
+        sp.kv_heads = 2;
+        sp.window = 7;
+        const int B = 2, T = 70, d_in = 16;
+        attn_mha m;
+        make(&m, &sp, d_in, 80, 31);
+        m.flash = (attn_flash_options){.threads = 2, .block_q = 16, .block_k = 16};
+        const size_t N = (size_t)B * T;
+        float *x = malloc(N * d_in * sizeof(float)), *dy = malloc(N * m.d_out * sizeof(float));
+        attn_rng rng;
+        attn_rng_seed(&rng, 4);
+        attn_rng_uniform(&rng, x, N * d_in, -1.0f, 1.0f);
+        attn_rng_uniform(&rng, dy, N * m.d_out, -1.0f, 1.0f);
+        run_out ref, f;
+        run_mode(&m, ATTN_MHA_REFERENCE, x, dy, B, T, (int)streams[k], &ref);
+        run_mode(&m, ATTN_MHA_FUSED, x, dy, B, T, (int)streams[k], &f);
+        const double ey = max_rel(f.y, ref.y, N * m.d_out, 1e-6);
+        const double eg = max_rel(f.grads, ref.grads, f.ngrad, 1e-3);
+        cr_expect(ey <= 1e-5 && eg <= 1e-4, "stream %d: out %g, grads %g", k, ey, eg);
+        run_free(&ref);
+        run_free(&f);
+        free(x);
+        free(dy);
+        attn_mha_free(&m);
+    }
+}
+
+/* ALiBi and soft-cap put the module on the reference path; the fused path
+ * refuses them by name. */
 Test(attention_variants, score_variants_run_on_the_reference_path) {
     attn_attention_spec sp = attn_attention_book(4, 8, 0.0);
-    sp.window = 4;
+    sp.softcap = 4;
     attn_mha m;
     make(&m, &sp, 8, 16, 1);
     cr_expect_eq(m.path, ATTN_MHA_REFERENCE);
@@ -158,10 +204,10 @@ Test(attention_variants, score_variants_run_on_the_reference_path) {
     cr_assert_eq(attn_mha_cache_init(&cache, &m, 1, 8, &err), ATTN_OK);
     float x[8 * 8] = {0}, y[8 * 32];
     cr_expect_eq(attn_mha_forward(&m, x, 1, 8, y, NULL, &cache, &err), ATTN_ERR_INVALID_ARG);
-    cr_expect(strstr(err.msg, "sliding window, ALiBi or softcap"), "%s", err.msg);
+    cr_expect(strstr(err.msg, "no ALiBi or softcap"), "%s", err.msg);
     attn_attention_cache_free(&cache);
     attn_mha_free(&m);
-    sp.window = 0;
+    sp.softcap = 0;
     sp.kv_heads = 3;
     cr_expect_neq(attn_mha_init_spec(&m, 8, 32, 16, &sp, 0, NULL, &err), ATTN_OK);
     cr_expect(strstr(err.msg, "n_kv_heads 3 must divide n_heads 4"), "%s", err.msg);
@@ -244,8 +290,8 @@ Test(attention_variants, alibi_rope_window_softcap_as_defined) {
     }
 }
 
-/* bf16 kernels with grouped-query, RoPE and QK-norm: within bf16's error of
- * the fp32 reference. */
+/* bf16 kernels with grouped-query, RoPE, QK-norm and a window: within
+ * bf16's error of the fp32 reference. */
 Test(attention_variants, fused_bf16_within_bf16_tolerance) {
     if (attn_precision_check(ATTN_PRECISION_BF16, NULL) != ATTN_OK)
         cr_skip_test("no AVX512-BF16 on this CPU");
@@ -253,6 +299,7 @@ Test(attention_variants, fused_bf16_within_bf16_tolerance) {
     sp.kv_heads = 2;
     sp.positions = ATTN_POSITIONS_ROPE;
     sp.qk_norm = 1;
+    sp.window = 9;
     const int B = 2, T = 45, d_in = 32;
     attn_mha m;
     make(&m, &sp, d_in, 64, 9);
@@ -279,8 +326,8 @@ Test(attention_variants, fused_bf16_within_bf16_tolerance) {
 /* Random combinations for scripts/attention_parity.py check: with
  * ATTN_ATTENTION_DUMP=DIR, DIR/case<i>.safetensors per case holds the spec
  * (metadata), the module's weights, x, dy, attn's output, dx and parameter
- * gradients (on the path the module picks: fused for grouped-query, RoPE
- * and QK-norm, reference with a window, ALiBi or soft-cap). Odd T, T not a
+ * gradients (on the path the module picks: fused for grouped-query, RoPE,
+ * QK-norm and a window, reference with ALiBi or a soft-cap). Odd T, T not a
  * multiple of the tiles, head dims 16..128, every kv count dividing the
  * heads. */
 Test(attention_variants, dump) {

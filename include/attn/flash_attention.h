@@ -125,6 +125,8 @@ typedef struct attn_flash_problem {
     size_t ld_o;
     float *lse;                        /* (B, H, T): forward writes, backward reads */
     const attn_flash_dropout *dropout; /* NULL or p == 0: none */
+    int window; /* > 0: query i sees keys i - window + 1 .. i only (sliding window); the key
+                   tiles outside every row's window are skipped */
 } attn_flash_problem;
 
 /* Gradients: d_o is read; dq, dk, dv are accumulated (+=). */
