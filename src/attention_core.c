@@ -246,11 +246,21 @@ void attn_rope_apply(const attn_attention_spec *s, float *x, size_t rows, int T,
     const int rot = attn_rope_dims(s), half = rot / 2;
     if (rot == 0) return;
     const double theta = s->rope_theta > 0.0 ? s->rope_theta : 10000.0;
-    for (size_t r = 0; r < rows; r++) {
+    /* theta^(-2d / rot) once per call for the usual head dims (float32, as
+     * the PyTorch reference's table); past 512 dims, per use. */
+    enum { INV_MAX = 256 };
+    float inv_tab[INV_MAX];
+    for (int d = 0; d < half && d < INV_MAX; d++)
+        inv_tab[d] = (float)(1.0 / pow(theta, (double)(2 * d) / rot));
+    /* Rows are independent: split them (same bits at any thread count). */
+    const long nrows = (long)rows;
+#pragma omp parallel for schedule(static) if (rows * (size_t)half * (size_t)n_heads >= 65536)
+    for (long ri = 0; ri < nrows; ri++) {
+        const size_t r = (size_t)ri;
         const float pos = (float)(pos0 + (int)(r % (size_t)T));
         for (int d = 0; d < half; d++) {
-            /* float32 steps, as the PyTorch reference computes its tables */
-            const float inv = (float)(1.0 / pow(theta, (double)(2 * d) / rot));
+            const float inv =
+                d < INV_MAX ? inv_tab[d] : (float)(1.0 / pow(theta, (double)(2 * d) / rot));
             const float ang = pos * inv;
             const float c = (float)cos((double)ang);
             const float sn = inverse ? -(float)sin((double)ang) : (float)sin((double)ang);
