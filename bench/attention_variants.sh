@@ -20,7 +20,7 @@ echo "# $(date -u +%FT%TZ) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 |
 time_case() {
   local name=$1
   shift
-  "$attn" bench mha --threads "$threads" --repeat 1 --warmup 1 "$@" | awk -v c="case=$name" '$1 == c { sub("min_s=", "", $8); print $8 }'
+  "$attn" bench mha --threads "$threads" --repeat 1 --warmup 1 "$@" | awk -v c="case=$name" '$1 == c { for (i = 2; i <= NF; i++) if (sub("^min_s=", "", $i)) print $i }'
 }
 
 # best of $repeat alternating rounds of two option sets (separated by --);
