@@ -191,24 +191,27 @@ attn_status attn_mha_backward(attn_mha *m, const float *x, int B, int T, const f
     return ATTN_OK;
 }
 
+attn_status attn_mha_cache_init_any(attn_attention_cache *cache, const attn_mha *m, int B, int T,
+                                    attn_error *err) {
+    attn_status st = attn_attention_cache_init(cache, B, T, m->num_heads, m->d_out, err);
+    if (st != ATTN_OK || !m->spec.qk_norm) return st;
+    /* QK-norm's inputs, 1/rms per head row, and the gradient through it. */
+    const size_t N = (size_t)B * (size_t)T;
+    cache->q_raw = malloc(N * (size_t)m->d_out * sizeof(float));
+    cache->k_raw = malloc(N * (size_t)m->kv_dim * sizeof(float));
+    cache->d_raw = malloc(N * (size_t)m->d_out * sizeof(float));
+    cache->q_rstd = malloc(N * (size_t)m->num_heads * sizeof(float));
+    cache->k_rstd = malloc(N * (size_t)m->spec.kv_heads * sizeof(float));
+    if (!cache->q_raw || !cache->k_raw || !cache->d_raw || !cache->q_rstd || !cache->k_rstd) {
+        attn_attention_cache_free(cache);
+        return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for QK-norm's cache");
+    }
+    return ATTN_OK;
+}
+
 attn_status attn_mha_cache_init(attn_attention_cache *cache, const attn_mha *m, int B, int T,
                                 attn_error *err) {
-    if (m->path == ATTN_MHA_REFERENCE) {
-        attn_status st = attn_attention_cache_init(cache, B, T, m->num_heads, m->d_out, err);
-        if (st != ATTN_OK || !m->spec.qk_norm) return st;
-        /* QK-norm's inputs, 1/rms per head row, and the gradient through it. */
-        const size_t N = (size_t)B * (size_t)T;
-        cache->q_raw = malloc(N * (size_t)m->d_out * sizeof(float));
-        cache->k_raw = malloc(N * (size_t)m->kv_dim * sizeof(float));
-        cache->d_raw = malloc(N * (size_t)m->d_out * sizeof(float));
-        cache->q_rstd = malloc(N * (size_t)m->num_heads * sizeof(float));
-        cache->k_rstd = malloc(N * (size_t)m->spec.kv_heads * sizeof(float));
-        if (!cache->q_raw || !cache->k_raw || !cache->d_raw || !cache->q_rstd || !cache->k_rstd) {
-            attn_attention_cache_free(cache);
-            return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for QK-norm's cache");
-        }
-        return ATTN_OK;
-    }
+    if (m->path == ATTN_MHA_REFERENCE) return attn_mha_cache_init_any(cache, m, B, T, err);
     memset(cache, 0, sizeof *cache);
     if (B <= 0 || T <= 0)
         return attn_fail(err, ATTN_ERR_INVALID_ARG, "attention cache needs B, T > 0 (got %d, %d)",

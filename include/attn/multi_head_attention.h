@@ -106,6 +106,10 @@ attn_status attn_mha_params(attn_mha *m, const char *prefix, attn_param_list *li
  * either path. */
 attn_status attn_mha_cache_init(attn_attention_cache *cache, const attn_mha *m, int B, int T,
                                 attn_error *err);
+/* A cache for either path: attn_attention_cache_init's, plus what m's
+ * variants need (QK-norm's saved inputs). */
+attn_status attn_mha_cache_init_any(attn_attention_cache *cache, const attn_mha *m, int B, int T,
+                                    attn_error *err);
 /* cache: attn_mha_cache_init, or attn_attention_cache_init(cache, B, T,
  * num_heads, d_out). */
 attn_status attn_mha_forward(const attn_mha *m, const float *x, int B, int T, float *out,
