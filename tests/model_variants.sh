@@ -84,6 +84,8 @@ expect 2 "attn train: --device cuda: pos_emb rope is not on the cuda engine yet"
   ok "a rope + grouped-query + window + qk_norm + softcap model trains" || bad "rope train: $(cat "$tmp/rope.txt")"
 "$ATTN" info "$tmp/rope" | grep -q "pos_emb rope, n_kv_heads 2, window 4" &&
   ok "info shows the attention keys" || bad "rope info: $("$ATTN" info "$tmp/rope" 2>&1)"
+"$ATTN" viz "$tmp/rope" --prompt "First Citizen" --layer 0 --head 1 --svg "$tmp/rope.svg" > /dev/null 2>&1 &&
+  grep -q "<svg" "$tmp/rope.svg" && ok "viz draws a variant's attention" || bad "rope viz: $("$ATTN" viz "$tmp/rope" --prompt First --layer 0 --head 1 --svg "$tmp/rope.svg" 2>&1)"
 # A window and no learned table: the KV ring runs past context_length 12.
 "$ATTN" generate "$tmp/rope" --prompt "First" --max-new-tokens 40 --seed 3 > "$tmp/rope-gen.txt" 2> "$tmp/rope-gen.err" &&
   [ "$(wc -c < "$tmp/rope-gen.txt")" -ge 45 ] && ok "a windowed model generates past its context" ||

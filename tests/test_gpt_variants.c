@@ -27,6 +27,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "attn/attention_weights.h"
 #include "attn/checkpoint.h"
 #include "attn/cuda.h"
 #include "attn/fileio.h"
@@ -374,6 +375,45 @@ Test(gpt_variants, windowed_kv_cache_runs_past_the_context) {
             cr_expect(e <= tol[v], "%s t %d: kv vs full forward max rel err %g", keys[v], t, e);
         }
         attn_gpt_kv_free(&kv);
+        attn_gpt_acts_free(&acts);
+        attn_gpt_free(&m);
+    }
+}
+
+/* What attn viz draws for a variant: each head's weights (fused path for a
+ * window, reference path for ALiBi) are a distribution over the keys the
+ * query sees and exactly 0 elsewhere: a window draws a band. */
+Test(gpt_variants, attention_weights_of_a_window_are_a_band) {
+    const char *keys[] = {"{\"window\": 3, \"n_kv_heads\": 1, \"pos_emb\": \"rope\"}",
+                          "{\"window\": 3, \"pos_emb\": \"alibi\"}"};
+    const int T = SMALL.context_length, H = SMALL.n_heads;
+    const int32_t ids[8] = {3, 1, 4, 1, 5, 9, 2, 6};
+    for (int v = 0; v < 2; v++) {
+        const attn_gpt_config cfg = variant_cfg(SMALL, keys[v]);
+        attn_gpt m;
+        make_model(&m, &cfg, 17);
+        cr_expect_eq(m.blocks[0].att.path, v == 0 ? ATTN_MHA_FUSED : ATTN_MHA_REFERENCE);
+        attn_gpt_acts acts;
+        attn_error err;
+        cr_assert_eq(attn_gpt_acts_init(&acts, &m, 1, T, &err), ATTN_OK);
+        cr_assert_eq(attn_gpt_forward(&m, ids, NULL, 1, T, NULL, &acts, NULL, &err), ATTN_OK);
+        float w[3 * 8 * 8];
+        for (int l = 0; l < cfg.n_layers; l++) {
+            cr_assert_eq(attn_gpt_attention_weights(&m, &acts, l, 0, w, &err), ATTN_OK, "%s",
+                         err.msg);
+            for (int h = 0; h < H; h++)
+                for (int i = 0; i < T; i++) {
+                    double sum = 0;
+                    for (int j = 0; j < T; j++) {
+                        const float x = w[(h * T + i) * T + j];
+                        const int seen = j <= i && i - j < 3;
+                        cr_expect(seen ? x > 0.0f : x == 0.0f, "%s l %d h %d (%d, %d): %g", keys[v],
+                                  l, h, i, j, x);
+                        sum += x;
+                    }
+                    cr_expect(fabs(sum - 1.0) < 1e-5, "%s row %d sums to %g", keys[v], i, sum);
+                }
+        }
         attn_gpt_acts_free(&acts);
         attn_gpt_free(&m);
     }
