@@ -298,8 +298,8 @@ static int bench_core(const bench_args *a, const float *dy, double *t, double co
                               .block_q = (int)a->block_q,
                               .block_k = (int)a->block_k,
                               .precision = a->precision};
-    attn_flash_problem pb = {B,  T,  H, hd,        qkv, qkv + D, qkv + 2 * D,   ld,
-                             ld, ld, o, (size_t)D, lse, NULL,    (int)a->window};
+    attn_flash_problem pb = {B,  T,  H, hd,        qkv, qkv + D, qkv + 2 * D,    ld,
+                             ld, ld, o, (size_t)D, lse, NULL,    (int)a->window, NULL};
     attn_flash_grads g = {dy, (size_t)D, dqkv, dqkv + D, dqkv + 2 * D, ld, ld, ld};
     int rc = 0;
     if (!qkv || !o || !lse || !dqkv) {

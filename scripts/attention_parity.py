@@ -9,8 +9,9 @@ them (math, no SDPA: Debian's torch 1.13 has none).
               dx and parameter gradients for one random combination; the
               PyTorch module on the same weights must give the output within
               1e-5 and the gradients within 1e-4 (max |attn - torch| / max
-              |torch|; a 1e-3 floor for gradients, a bias's is its weight's
-              gradient's scale). Exit 1 above.
+              |torch|, with a floor for gradients: 1% of the case's largest,
+              at least 1e-3, as some are rounding noise; see check_case).
+              Exit 1 above.
 
 Run with /usr/bin/python3 (torch 1.13.1)."""
 import glob
@@ -48,13 +49,14 @@ def check_case(path):
     y.backward(torch.from_numpy(t["dy"]))
     ey = rel_err(t["y"], y.detach().numpy())
     errs = {"dx": rel_err(t["dx"], x.grad.numpy(), 1e-3)}
+    # A gradient that is zero in exact arithmetic is rounding noise in both:
+    # W_key.bias (it shifts a score row by a constant; not so with a
+    # soft-cap, then a small second-order term), and every q/k gradient when
+    # each query sees one key (T = 1, window 1). So each tensor's floor is
+    # 1% of the case's largest gradient (and at least 1e-3).
+    top = max(float(abs(p.grad.numpy()).max()) for p in att.parameters())
+    floor = max(1e-3, 1e-2 * top)
     for n, p in att.named_parameters():
-        # W_key.bias shifts each score row by a constant: its gradient is 0
-        # in exact arithmetic (a second-order term with a soft-cap), a sum
-        # of cancelling terms; its floor is its weight's gradient's scale.
-        floor = 1e-3
-        if n.endswith(".bias"):
-            floor = max(floor, float(abs(t["grad." + n[:-5] + ".weight"]).max()))
         errs[n] = rel_err(t["grad." + n], p.grad.numpy(), floor)
     worst = max(errs, key=errs.get)
     eg = errs[worst]

@@ -327,6 +327,10 @@ static float *carve(char **cursor, size_t nfloats) {
 typedef struct run_ctx {
     int B, T, H, hd, bq, bk, threads;
     int window; /* 0: causal only; else the sliding window (attn/attention.h) */
+    /* Score transform (soft-cap, ALiBi): the tiles hold transformed scores
+     * and scale (the softmax's) is 1; qk_scale is 1 / sqrt(head_dim). */
+    int xform, alibi;
+    float softcap, qk_scale;
     size_t hdp, bqp, bkp;
     float scale;
     const attn_flash_kernels *K;
@@ -396,7 +400,11 @@ static attn_status setup(run_ctx *c, const attn_flash_problem *pb, const attn_fl
     c->bqp = pad_to((size_t)c->bq, ATTN_FLASH_PAD);
     c->bkp = pad_to((size_t)c->bk, ATTN_FLASH_PAD);
     /* The book divides the scores by sqrt(head_dim) in float32. */
-    c->scale = 1.0f / sqrtf((float)c->hd);
+    c->qk_scale = 1.0f / sqrtf((float)c->hd);
+    c->softcap = pb->scores ? (float)pb->scores->softcap : 0.0f;
+    c->alibi = pb->scores && pb->scores->positions == ATTN_POSITIONS_ALIBI;
+    c->xform = c->softcap > 0.0f || c->alibi;
+    c->scale = c->xform ? 1.0f : c->qk_scale;
     drop_ctx_init(&c->drop, d, c->T);
     return ATTN_OK;
 }
@@ -459,6 +467,46 @@ static void mask_diag_st(float *St, size_t bqp, int nk, int nq, int j0, int i0) 
         const int upto = imin(nq, j0 + jj - i0);
         for (int ii = 0; ii < upto; ii++)
             St[(size_t)jj * bqp + ii] = -INFINITY;
+    }
+}
+
+/* Soft-cap and ALiBi on a tile of raw dot products (before any mask):
+ * element (r, c) at S[r * ld + c] is query i0 + (keys_in_rows ? c : r), key
+ * j0 + (keys_in_rows ? r : c) of head h. */
+static void transform_tile(const run_ctx *c, float *S, size_t ld, int rows, int cols,
+                           int keys_in_rows, int i0, int j0, int h) {
+    const float slope = c->alibi ? attn_alibi_slope(c->H, h) : 0.0f, cap = c->softcap;
+    for (int r = 0; r < rows; r++) {
+        float *row = S + (size_t)r * ld;
+        for (int k = 0; k < cols; k++) {
+            float v = row[k] * c->qk_scale;
+            if (cap > 0.0f) v = cap * tanhf(v / cap);
+            if (c->alibi)
+                v += slope * (float)(keys_in_rows ? (j0 + r) - (i0 + k) : (j0 + k) - (i0 + r));
+            row[k] = v;
+        }
+    }
+}
+
+static void visible(const run_ctx *c, int i, int j0, int nk, int *lo, int *hi);
+
+/* dS *= d score / d dot on the visible keys of a (nq, nk) tile (from query
+ * i0, key j0), from the raw dot products R (soft-cap). */
+static void transform_grad(const run_ctx *c, float *dS, const float *R, size_t ld, int nq, int nk,
+                           int i0, int j0) {
+    const float cap = c->softcap;
+    for (int r = 0; r < nq; r++) {
+        int lo, hi;
+        visible(c, i0 + r, j0, nk, &lo, &hi);
+        for (int k = lo; k < hi; k++) {
+            const size_t e = (size_t)r * ld + (size_t)k;
+            float g = c->qk_scale;
+            if (cap > 0.0f) {
+                const float t = tanhf(R[e] * c->qk_scale / cap);
+                g *= 1.0f - t * t;
+            }
+            dS[e] *= g;
+        }
     }
 }
 
@@ -572,6 +620,7 @@ static void fwd_task(const run_ctx *c, const attn_flash_problem *pb, int b, int 
             c->K->gemm(nk, nqp, hd, kb, (ptrdiff_t)pb->ld_k, 1, Qt, (ptrdiff_t)bqp, St,
                        (ptrdiff_t)bqp, 0, NULL);
         }
+        if (c->xform) transform_tile(c, St, bqp, nk, nqp, 1, i0, j0, h);
         if (diag) /* masks every entry the split left out too */
             mask_diag_st(St, bqp, nk, nq, j0, i0);
         if (c->window > 0 && last - j0 >= c->window)
@@ -652,6 +701,7 @@ static void fwd_task_bf16(const run_ctx *c, const attn_flash_problem *pb, int b,
         KB->cvt_rows(kb, (ptrdiff_t)pb->ld_k, nk, hd, K16, (ptrdiff_t)hdp);
         KB->gemm(nk, nqp, hd2, (const uint32_t *)K16, (ptrdiff_t)(hdp / 2), 1, Qt, (ptrdiff_t)bqp,
                  St, (ptrdiff_t)bqp, 0, NULL);
+        if (c->xform) transform_tile(c, St, bqp, nk, nqp, 1, i0, j0, h);
         if (j0 + nk - 1 > i0) /* diagonal tile */
             mask_diag_st(St, bqp, nk, nq, j0, i0);
         if (c->window > 0 && last - j0 >= c->window)
@@ -715,7 +765,7 @@ attn_status attn_flash_forward(const attn_flash_problem *pb, const attn_flash_op
 
 static size_t bwd_thread_bytes(const run_ctx *c) {
     const size_t f = 2 * (size_t)c->hd * c->bkp    /* K^T, V^T */
-                     + 4 * (size_t)c->bq * c->bkp  /* P, dP/dS, mask, dropped P */
+                     + 5 * (size_t)c->bq * c->bkp  /* P, dP/dS, mask, dropped P, raw S */
                      + 3 * (size_t)c->bk * c->hdp  /* dK, dV accumulators, K rows */
                      + 2 * (size_t)c->bq * c->hdp; /* Q, dO rows */
     return f * sizeof(float) + 8 * 64;
@@ -822,6 +872,7 @@ static void bwd_task(const run_ctx *c, const attn_flash_problem *pb, const attn_
     float *Kt = carve(&cur, (size_t)hd * bkp), *Vt = carve(&cur, (size_t)hd * bkp);
     float *P = carve(&cur, (size_t)c->bq * bkp), *dS = carve(&cur, (size_t)c->bq * bkp);
     float *M = carve(&cur, (size_t)c->bq * bkp), *Pd = carve(&cur, (size_t)c->bq * bkp);
+    float *R = carve(&cur, (size_t)c->bq * bkp);
     float *dKa = carve(&cur, (size_t)c->bk * hdp), *dVa = carve(&cur, (size_t)c->bk * hdp);
     float *Kp = carve(&cur, (size_t)c->bk * hdp);
     float *Qp = carve(&cur, (size_t)c->bq * hdp), *Op = carve(&cur, (size_t)c->bq * hdp);
@@ -887,6 +938,10 @@ static void bwd_task(const run_ctx *c, const attn_flash_problem *pb, const attn_
             c->K->gemm(nq, nk, hd, Qp, (ptrdiff_t)hdp, 1, Kt, (ptrdiff_t)bkp, P, (ptrdiff_t)bkp, 0,
                        NULL);
         }
+        if (c->xform) { /* soft-cap / ALiBi: the raw products kept for dS */
+            memcpy(R, P, (size_t)nq * bkp * sizeof(float));
+            transform_tile(c, P, bkp, nq, nk, 0, i0, j0, h);
+        }
         exp_rows(c, P, bkp, nq, nk, i0, j0, lse);
         const float *Pused = drop_rows(c, P, M, Pd, bkp, nq, nk, i0, j0, bh_base, &xs);
         /* dV (nk, hd) += P^T dO */
@@ -914,6 +969,7 @@ static void bwd_task(const run_ctx *c, const attn_flash_problem *pb, const attn_
         }
         /* dS = P (dP * mask - D) / sqrt(hd) on the visible keys, 0 beyond */
         ds_rows(c, P, M, dS, bkp, nq, nk, i0, j0, D);
+        if (c->xform) transform_grad(c, dS, R, bkp, nq, nk, i0, j0);
         /* dK (nk, hd) += dS^T Q;  dQ (nq, hd) += dS K */
         if (split) {
             c->K->gemm(ks, hd, nq, dS, 1, (ptrdiff_t)bkp, Qp, (ptrdiff_t)hdp, dKa, (ptrdiff_t)hdp,
@@ -945,7 +1001,7 @@ static size_t bwd_thread_bytes_bf16(const run_ctx *c) {
                  bq2 = ((size_t)c->bq + 1) / 2;
     const size_t f = 2 * hd2 * c->bkp             /* K^T, V^T pairs */
                      + bk2 * c->hdp               /* K, key pairs */
-                     + 4 * (size_t)c->bq * c->bkp /* P, dP/dS, mask, dropped P */
+                     + 5 * (size_t)c->bq * c->bkp /* P, dP/dS, mask, dropped P, raw S */
                      + bq2 * c->bkp               /* P^T / dS^T, query pairs */
                      + (size_t)c->bq * c->bkp / 2 /* dS, bf16 rows */
                      + 2 * (size_t)c->bk * c->hdp /* dK, dV accumulators */
@@ -967,6 +1023,7 @@ static void bwd_task_bf16(const run_ctx *c, const attn_flash_problem *pb, const 
     uint32_t *K2 = (uint32_t *)carve(&cur, bk2 * hdp);
     float *P = carve(&cur, (size_t)c->bq * bkp), *dS = carve(&cur, (size_t)c->bq * bkp);
     float *M = carve(&cur, (size_t)c->bq * bkp), *Pd = carve(&cur, (size_t)c->bq * bkp);
+    float *R = carve(&cur, (size_t)c->bq * bkp);
     uint32_t *A2 = (uint32_t *)carve(&cur, bq2 * bkp);
     uint16_t *dS16 = (uint16_t *)carve(&cur, (size_t)c->bq * bkp / 2);
     float *dKa = carve(&cur, (size_t)c->bk * hdp), *dVa = carve(&cur, (size_t)c->bk * hdp);
@@ -1008,6 +1065,10 @@ static void bwd_task_bf16(const run_ctx *c, const attn_flash_problem *pb, const 
         /* S (nq, nk) = Q_tile K_tile^T; P = exp(S / sqrt(hd) - lse) */
         KB->gemm(nq, nk, hd2, (const uint32_t *)Q16, hw, 1, Kt, (ptrdiff_t)bkp, P, (ptrdiff_t)bkp,
                  0, NULL);
+        if (c->xform) { /* soft-cap / ALiBi: the raw products kept for dS */
+            memcpy(R, P, (size_t)nq * bkp * sizeof(float));
+            transform_tile(c, P, bkp, nq, nk, 0, i0, j0, h);
+        }
         exp_rows(c, P, bkp, nq, nk, i0, j0, lse);
         const float *Pused = drop_rows(c, P, M, Pd, bkp, nq, nk, i0, j0, bh_base, &xs);
         /* dV (nk, hd) += P^T dO over pairs of queries */
@@ -1018,6 +1079,7 @@ static void bwd_task_bf16(const run_ctx *c, const attn_flash_problem *pb, const 
         KB->gemm(nq, nk, hd2, (const uint32_t *)O16, hw, 1, Vt, (ptrdiff_t)bkp, dS, (ptrdiff_t)bkp,
                  0, NULL);
         ds_rows(c, P, M, dS, bkp, nq, nk, i0, j0, D);
+        if (c->xform) transform_grad(c, dS, R, bkp, nq, nk, i0, j0);
         /* dK (nk, hd) += dS^T Q over pairs of queries; dQ (nq, hd) += dS K
          * over pairs of keys */
         KB->pack_rows_interleave(dS, (ptrdiff_t)bkp, nq, nk, A2, (ptrdiff_t)bkp);
@@ -1137,6 +1199,7 @@ attn_status attn_flash_weights(const attn_flash_problem *pb, const attn_flash_op
     for (int i = 0; i < T; i++)
         memcpy(Qp + (size_t)i * hdp, qb + (size_t)i * pb->ld_q, (size_t)hd * sizeof(float));
     c.K->gemm(T, T, hd, Qp, (ptrdiff_t)hdp, 1, Kt, (ptrdiff_t)Tp, S, (ptrdiff_t)Tp, 0, NULL);
+    if (c.xform) transform_tile(&c, S, Tp, T, T, 0, 0, 0, h);
     const float *lse = pb->lse + ((size_t)b * c.H + (size_t)h) * (size_t)T;
     for (int i = 0; i < T; i++) {
         float *srow = S + (size_t)i * Tp, *prow = p + (size_t)i * ld_p;

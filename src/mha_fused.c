@@ -3,7 +3,8 @@
  * (attn/flash_attention.h) straight on the packed projections, then out_proj.
  * The public weights stay W_query / W_key / W_value; their gradients are
  * accumulated in place, straight from the packed gradient by three sgemms.
- * The variants the kernel does not see are done around it with the
+ * The variants: the window, soft-cap and ALiBi inside the kernel (its score
+ * tile, attn_flash_problem.window and .scores); the rest around it with the
  * attention core's functions (attn/attention.h): QK-norm and RoPE on the
  * packed q and k, grouped-query K and V repeated per query head (their
  * gradients summed back over each group). */
@@ -33,10 +34,6 @@ void attn_mha_fused_state_free(attn_mha_fused_state *st) {
     free(st);
 }
 
-int attn_mha_fused_supports(const attn_mha *m) {
-    const attn_attention_spec *s = &m->spec;
-    return s->softcap == 0.0 && s->positions != ATTN_POSITIONS_ALIBI;
-}
 
 static int grouped(const attn_mha *m) {
     return m->kv_dim != m->d_out;
@@ -106,9 +103,9 @@ attn_flash_problem attn_mha_fused_problem(const attn_mha *m, attn_mha_fused_stat
     const float *k = st->kv_x ? st->kv_x : st->qkv + d;
     const float *v = st->kv_x ? st->kv_x + d : st->qkv + d + (size_t)m->kv_dim;
     const size_t ldkv = st->kv_x ? 2 * d : d3;
-    attn_flash_problem pb = {B,       T,         m->num_heads,  m->head_dim, st->qkv,        k,
-                             v,       d3,        ldkv,          ldkv,        cache->context, d,
-                             st->lse, &st->drop, m->spec.window};
+    attn_flash_problem pb = {B,       T,         m->num_heads,   m->head_dim, st->qkv,        k,
+                             v,       d3,        ldkv,           ldkv,        cache->context, d,
+                             st->lse, &st->drop, m->spec.window, &m->spec};
     return pb;
 }
 
@@ -170,19 +167,11 @@ static void unprepare(attn_mha *m, attn_mha_fused_state *st, size_t N, int T) {
     }
 }
 
-/* The kernels compute these variants only; the rest is refused by name. */
-static attn_status supported(const attn_mha *m, attn_error *err) {
-    if (attn_mha_fused_supports(m)) return ATTN_OK;
-    return attn_fail(err, ATTN_ERR_INVALID_ARG,
-                     "MultiHeadAttention: the fused attention kernels have no ALiBi or softcap "
-                     "yet; use the reference path (ATTN_MHA_REFERENCE)");
-}
 
 attn_status attn_mha_fused_forward(const attn_mha *m, const float *x, int B, int T, float *out,
                                    const attn_forward_mode *mode, attn_attention_cache *cache,
                                    attn_error *err) {
-    attn_status s = supported(m, err);
-    if (s == ATTN_OK) s = ensure_state(m, B, T, cache, err);
+    attn_status s = ensure_state(m, B, T, cache, err);
     if (s != ATTN_OK) return s;
     attn_mha_fused_state *st = cache->fused;
     const size_t N = (size_t)B * (size_t)T, d = (size_t)m->d_out, din = (size_t)m->d_in;

@@ -29,12 +29,6 @@ typedef struct attn_mha_fused_state {
 
 void attn_mha_fused_state_free(attn_mha_fused_state *st);
 
-/* 1 when the fused path computes m's attention: the book's, or with
- * grouped-query heads, RoPE and QK-norm (done around the kernel); a window,
- * ALiBi and soft-cap need the kernel's score tile and run on the reference
- * path. */
-int attn_mha_fused_supports(const attn_mha *m);
-
 /* The kernel's problem after a fused forward on cache (attention_weights.c
  * recomputes the weights from it). */
 attn_flash_problem attn_mha_fused_problem(const attn_mha *m, attn_mha_fused_state *st,

@@ -62,8 +62,6 @@ attn_status attn_mha_init_spec(attn_mha *m, int d_in, int d_out, int context_len
         attn_mha_free(m);
         return st;
     }
-    /* A window, ALiBi and soft-cap are not in the fused kernels yet. */
-    if (!attn_mha_fused_supports(m)) m->path = ATTN_MHA_REFERENCE;
     return ATTN_OK;
 }
 

@@ -2,8 +2,8 @@
  * attn/attention.h): grouped-query heads, RoPE (whole and partial), ALiBi,
  * sliding window, QK-norm and soft-cap, alone and combined.
  *
- * - fused == reference: the variants the fused path computes (grouped-query,
- *   RoPE, QK-norm, window) give the reference path's output (<= 1e-5) and gradients
+ * - fused == reference: every variant on the fused path gives the reference path's output (<= 1e-5)
+ * and gradients
  *   (<= 1e-4) on every SIMD path, at tiles that do not divide T, odd T and
  *   head dims 16..128, at 1 and 2 threads; bf16 within bf16's error.
  * - the reference path gives the same bits at 1 and 2 threads.
@@ -101,20 +101,25 @@ static const attn_simd ALL_SIMD[] = {ATTN_SIMD_GENERIC, ATTN_SIMD_AVX2, ATTN_SIM
  * another theta) and QK-norm on the fused path == the reference path. */
 Test(attention_variants, fused_equals_reference_on_every_simd_path) {
     const struct {
-        int heads, kv, hd, T, rope, qk, window;
-        double frac;
+        int heads, kv, hd, T, pos, qk, window; /* pos 1: RoPE, 2: ALiBi */
+        double frac, softcap;
     } cases[] = {
-        {4, 4, 16, 17, 1, 0, 0, 1.0},   {4, 2, 16, 33, 0, 0, 0, 0},   {4, 1, 32, 19, 1, 1, 0, 0.5},
-        {6, 3, 16, 67, 1, 0, 0, 1.0},   {6, 2, 24, 5, 0, 1, 0, 0},    {2, 1, 128, 9, 1, 1, 0, 0.25},
-        {3, 1, 64, 1, 1, 0, 0, 1.0},    {4, 2, 48, 70, 1, 1, 0, 1.0}, {4, 4, 16, 97, 0, 0, 5, 0},
-        {4, 2, 32, 97, 1, 0, 20, 1.0},  {2, 2, 16, 70, 0, 1, 33, 0},  {3, 3, 24, 67, 0, 0, 1, 0},
-        {2, 1, 64, 130, 1, 1, 64, 1.0},
+        {4, 4, 16, 17, 1, 0, 0, 1.0, 0},   {4, 2, 16, 33, 0, 0, 0, 0, 0},
+        {4, 1, 32, 19, 1, 1, 0, 0.5, 0},   {6, 3, 16, 67, 1, 0, 0, 1.0, 0},
+        {6, 2, 24, 5, 0, 1, 0, 0, 0},      {2, 1, 128, 9, 1, 1, 0, 0.25, 0},
+        {3, 1, 64, 1, 1, 0, 0, 1.0, 0},    {4, 2, 48, 70, 1, 1, 0, 1.0, 0},
+        {4, 4, 16, 97, 0, 0, 5, 0, 0},     {4, 2, 32, 97, 1, 0, 20, 1.0, 0},
+        {2, 2, 16, 70, 0, 1, 33, 0, 0},    {3, 3, 24, 67, 0, 0, 1, 0, 0},
+        {2, 1, 64, 130, 1, 1, 64, 1.0, 0}, {6, 3, 16, 67, 2, 0, 0, 0, 0},
+        {4, 4, 32, 45, 0, 0, 0, 0, 1.5},   {6, 2, 16, 97, 2, 1, 17, 0, 3.0},
+        {3, 1, 24, 70, 1, 0, 9, 0.5, 0.8}, {5, 5, 16, 33, 2, 0, 0, 0, 0.5},
     };
     const int tiles[2][2] = {{16, 16}, {64, 32}};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         attn_attention_spec sp = attn_attention_book(cases[c].heads, cases[c].hd, 0.0);
         sp.kv_heads = cases[c].kv;
-        sp.positions = cases[c].rope ? ATTN_POSITIONS_ROPE : ATTN_POSITIONS_NONE;
+        sp.positions = (attn_positions)cases[c].pos;
+        sp.softcap = cases[c].softcap;
         sp.rope_fraction = cases[c].frac;
         sp.rope_theta = c % 2 ? 500.0 : 0.0;
         sp.qk_norm = cases[c].qk;
@@ -190,24 +195,20 @@ Test(attention_variants, fused_window_with_dropout_equals_reference) {
     }
 }
 
-/* ALiBi and soft-cap put the module on the reference path; the fused path
- * refuses them by name. */
-Test(attention_variants, score_variants_run_on_the_reference_path) {
+/* Every variant runs on the fused path; a kv count that does not divide
+ * the heads is refused by name. */
+Test(attention_variants, every_variant_is_on_the_fused_path) {
     attn_attention_spec sp = attn_attention_book(4, 8, 0.0);
+    sp.kv_heads = 2;
+    sp.window = 4;
+    sp.positions = ATTN_POSITIONS_ALIBI;
+    sp.qk_norm = 1;
     sp.softcap = 4;
     attn_mha m;
     make(&m, &sp, 8, 16, 1);
-    cr_expect_eq(m.path, ATTN_MHA_REFERENCE);
-    m.path = ATTN_MHA_FUSED;
-    attn_attention_cache cache;
-    attn_error err;
-    cr_assert_eq(attn_mha_cache_init(&cache, &m, 1, 8, &err), ATTN_OK);
-    float x[8 * 8] = {0}, y[8 * 32];
-    cr_expect_eq(attn_mha_forward(&m, x, 1, 8, y, NULL, &cache, &err), ATTN_ERR_INVALID_ARG);
-    cr_expect(strstr(err.msg, "no ALiBi or softcap"), "%s", err.msg);
-    attn_attention_cache_free(&cache);
+    cr_expect_eq(m.path, ATTN_MHA_FUSED);
     attn_mha_free(&m);
-    sp.softcap = 0;
+    attn_error err;
     sp.kv_heads = 3;
     cr_expect_neq(attn_mha_init_spec(&m, 8, 32, 16, &sp, 0, NULL, &err), ATTN_OK);
     cr_expect(strstr(err.msg, "n_kv_heads 3 must divide n_heads 4"), "%s", err.msg);
@@ -290,8 +291,8 @@ Test(attention_variants, alibi_rope_window_softcap_as_defined) {
     }
 }
 
-/* bf16 kernels with grouped-query, RoPE, QK-norm and a window: within
- * bf16's error of the fp32 reference. */
+/* bf16 kernels with every variant: within bf16's error of the fp32
+ * reference. */
 Test(attention_variants, fused_bf16_within_bf16_tolerance) {
     if (attn_precision_check(ATTN_PRECISION_BF16, NULL) != ATTN_OK)
         cr_skip_test("no AVX512-BF16 on this CPU");
@@ -300,6 +301,7 @@ Test(attention_variants, fused_bf16_within_bf16_tolerance) {
     sp.positions = ATTN_POSITIONS_ROPE;
     sp.qk_norm = 1;
     sp.window = 9;
+    sp.softcap = 2.0;
     const int B = 2, T = 45, d_in = 32;
     attn_mha m;
     make(&m, &sp, d_in, 64, 9);
@@ -326,8 +328,7 @@ Test(attention_variants, fused_bf16_within_bf16_tolerance) {
 /* Random combinations for scripts/attention_parity.py check: with
  * ATTN_ATTENTION_DUMP=DIR, DIR/case<i>.safetensors per case holds the spec
  * (metadata), the module's weights, x, dy, attn's output, dx and parameter
- * gradients (on the path the module picks: fused for grouped-query, RoPE,
- * QK-norm and a window, reference with ALiBi or a soft-cap). Odd T, T not a
+ * gradients (the fused path, as the module picks). Odd T, T not a
  * multiple of the tiles, head dims 16..128, every kv count dividing the
  * heads. */
 Test(attention_variants, dump) {

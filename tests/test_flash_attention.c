@@ -163,7 +163,7 @@ static attn_flash_problem view(problem *pb, const attn_flash_dropout *drop) {
     attn_flash_problem v = {
         pb->B,  pb->T,  pb->H,  pb->hd, pb->qkv, pb->qkv + row, pb->qkv + 2 * row,
         pb->ld, pb->ld, pb->ld, pb->o,  row,     pb->lse,       drop,
-        0};
+        0,      NULL};
     return v;
 }
 

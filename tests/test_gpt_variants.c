@@ -380,9 +380,10 @@ Test(gpt_variants, windowed_kv_cache_runs_past_the_context) {
     }
 }
 
-/* What attn viz draws for a variant: each head's weights (fused path for a
- * window, reference path for ALiBi) are a distribution over the keys the
- * query sees and exactly 0 elsewhere: a window draws a band. */
+/* What attn viz draws for a variant: each head's weights (recomputed by the
+ * fused kernel from its LSE, with RoPE and with ALiBi) are a distribution
+ * over the keys the query sees and exactly 0 elsewhere: a window draws a
+ * band. */
 Test(gpt_variants, attention_weights_of_a_window_are_a_band) {
     const char *keys[] = {"{\"window\": 3, \"n_kv_heads\": 1, \"pos_emb\": \"rope\"}",
                           "{\"window\": 3, \"pos_emb\": \"alibi\"}"};
@@ -392,7 +393,7 @@ Test(gpt_variants, attention_weights_of_a_window_are_a_band) {
         const attn_gpt_config cfg = variant_cfg(SMALL, keys[v]);
         attn_gpt m;
         make_model(&m, &cfg, 17);
-        cr_expect_eq(m.blocks[0].att.path, v == 0 ? ATTN_MHA_FUSED : ATTN_MHA_REFERENCE);
+        cr_expect_eq(m.blocks[0].att.path, ATTN_MHA_FUSED);
         attn_gpt_acts acts;
         attn_error err;
         cr_assert_eq(attn_gpt_acts_init(&acts, &m, 1, T, &err), ATTN_OK);

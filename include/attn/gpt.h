@@ -66,8 +66,8 @@
  *                  trf_blocks.<i>.att.q_norm.scale, .att.k_norm.scale
  *                  (after out_proj's).
  *   softcap c      scores c tanh(s / c) before the mask.
- *   A model with an attention variant runs its attention on the reference
- *   path (the fused kernels compute the book's only).
+ *   Every key runs on MultiHeadAttention's fused path (fp32 and bf16), the
+ *   reference path and the KV step; the CUDA engine refuses them by name.
  *
  * Threading: the large products go through CBLAS (OpenBLAS threads); the
  * element-wise layers use OpenMP. Nothing allocates inside forward/backward. */

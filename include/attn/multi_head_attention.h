@@ -89,11 +89,9 @@ attn_status attn_mha_init(attn_mha *m, int d_in, int d_out, int context_length, 
  * are Linear(d_in, kv_heads * head_dim), drawn in the same order; with
  * qk_norm, "q_norm.scale" and "k_norm.scale" (head_dim, ones) follow
  * out_proj. Per head: q, k = rope(qk_norm(x W^T)), then attn/attention.h's
- * scores. Grouped-query, RoPE, QK-norm and a window run on either path
- * (on FUSED: QK-norm, RoPE and the K/V head mapping around the kernel, the
- * window in it, skipping the key tiles no row sees); ALiBi or a soft-cap set
- * path = REFERENCE (the fused kernels' score tile has neither yet; FUSED
- * refuses them). */
+ * scores. Every variant runs on either path: on FUSED, QK-norm, RoPE and the
+ * K/V head mapping around the kernel, the window, soft-cap and ALiBi in its
+ * score tile (attn_flash_problem). */
 attn_status attn_mha_init_spec(attn_mha *m, int d_in, int d_out, int context_length,
                                const attn_attention_spec *spec, int qkv_bias, attn_rng *rng,
                                attn_error *err);
