@@ -22,9 +22,10 @@
 
 typedef struct bench_args {
     long long B, T, D, H, repeat, warmup, threads, block_q, block_k, m, n, k;
+    long long kv_heads, window;
     int backward, reference, mha_only;
     double dropout;
-    const char *simd_name, *rng, *precision_name;
+    const char *simd_name, *rng, *precision_name, *positions_name;
     /* Resolved from the names after parsing: */
     attn_simd simd;
     attn_dropout_stream stream;
@@ -51,11 +52,15 @@ enum {
     BENCH_M,
     BENCH_N,
     BENCH_K,
+    BENCH_KV_HEADS,
+    BENCH_WINDOW,
+    BENCH_POSITIONS,
     BENCH_OPT_COUNT
 };
 
 #define BIG 1000000000
 static const char *const simd_names[] = {"auto", "generic", "avx2", "avx512", NULL};
+static const char *const position_names[] = {"none", "rope", "alibi", NULL};
 
 #define OFF(f) offsetof(bench_args, f)
 static const cli_option bench_opts_table[] = {
@@ -98,6 +103,13 @@ static const cli_option bench_opts_table[] = {
     [BENCH_M] = {"m", CLI_INT, "M", OFF(m), 1, BIG, .help = "sgemm: rows (default B*T)"},
     [BENCH_N] = {"n", CLI_INT, "N", OFF(n), 1, BIG, .help = "sgemm: columns (default 3*D)"},
     [BENCH_K] = {"k", CLI_INT, "K", OFF(k), 1, BIG, .help = "sgemm: inner size (default D)"},
+    [BENCH_KV_HEADS] = {"kv-heads", CLI_INT, "K", OFF(kv_heads), 1, BIG,
+                        .help = "grouped-query: key/value heads, dividing H (default H)"},
+    [BENCH_WINDOW] = {"window", CLI_INT, "W", OFF(window), 0, BIG, .def = "0",
+                      .help = "sliding window: a query sees its last W keys (0: all)"},
+    [BENCH_POSITIONS] = {"positions", CLI_CHOICE, NULL, OFF(positions_name),
+                         .choices = position_names, .def = "none",
+                         .help = "positions inside attention: rope or alibi"},
 };
 CLI_TABLE_CHECK(bench_opts_table, BENCH_OPT_COUNT);
 
@@ -108,6 +120,7 @@ const cli_command bench_cli = {
     "                      [--reference] [--mha-only] [--simd PATH]\n"
     "                      [--block-q N --block-k N] [--precision fp32|bf16]\n"
     "                      [--dropout P [--rng torch-cpu|torch-mkl]]\n"
+    "                      [--kv-heads K] [--window W] [--positions none|rope|alibi]\n"
     "       attn bench sgemm [--m M] [--n N] [--k K] [--repeat N] [--threads N]\n"
     "                        [--precision fp32|bf16]\n"
     "       attn bench train|generate ... (whole model; attn bench train --help)",
@@ -117,7 +130,9 @@ const cli_command bench_cli = {
     "  size (case=sgemm; both skipped with --mha-only). One line per case:\n"
     "  case B T D H mode threads median_s min_s gflops peak_rss_mb.\n"
     "  FLOPs count the causal half only: projections 8 B T D^2 (x3 with backward),\n"
-    "  attention 2 B D T (T+1) (x3.5 with backward).\n",
+    "  attention 2 B D T (T+1) (x3.5 with backward), also with a window.\n"
+    "  --kv-heads, --window, --positions: the attention variants\n"
+    "  (docs/model-variants.md); the kernel-alone case takes --window.\n",
     bench_opts_table,
     BENCH_OPT_COUNT,
     1};
@@ -216,13 +231,19 @@ static int setup_mha(const bench_args *a, attn_mha *m, attn_bf16_gemm **bf16) {
     attn_rng rng;
     attn_rng_seed(&rng, 123);
     *bf16 = NULL;
-    const attn_status s = attn_mha_init(m, a->D, a->D, a->T, a->dropout, a->H, 0, &rng, &err);
+    attn_attention_spec sp = attn_attention_book((int)a->H, (int)(a->D / a->H), a->dropout);
+    sp.kv_heads = (int)a->kv_heads;
+    sp.window = (int)a->window;
+    sp.positions = strcmp(a->positions_name, "rope") == 0    ? ATTN_POSITIONS_ROPE
+                   : strcmp(a->positions_name, "alibi") == 0 ? ATTN_POSITIONS_ALIBI
+                                                             : ATTN_POSITIONS_NONE;
+    const attn_status s = attn_mha_init_spec(m, a->D, a->D, a->T, &sp, 0, &rng, &err);
     if (s != ATTN_OK) {
         fprintf(stderr, "attn bench: %s\n", err.msg);
         return s == ATTN_ERR_NOMEM ? 1 : 2; /* out of memory is a run-time failure */
     }
-    m->path = a->reference ? ATTN_MHA_REFERENCE : ATTN_MHA_FUSED;
-    if (a->precision == ATTN_PRECISION_BF16) { /* the projections in bf16 */
+    if (a->reference) m->path = ATTN_MHA_REFERENCE; /* else the module's own choice */
+    if (a->precision == ATTN_PRECISION_BF16) {      /* the projections in bf16 */
         if (attn_bf16_gemm_create(bf16, &err) != ATTN_OK) {
             fprintf(stderr, "attn bench: %s\n", err.msg);
             attn_mha_free(m);
@@ -277,8 +298,8 @@ static int bench_core(const bench_args *a, const float *dy, double *t, double co
                               .block_q = (int)a->block_q,
                               .block_k = (int)a->block_k,
                               .precision = a->precision};
-    attn_flash_problem pb = {B,  T,  H,  hd, qkv,       qkv + D, qkv + 2 * D,
-                             ld, ld, ld, o,  (size_t)D, lse,     NULL};
+    attn_flash_problem pb = {B,  T,  H, hd,        qkv, qkv + D, qkv + 2 * D,    ld,
+                             ld, ld, o, (size_t)D, lse, NULL,    (int)a->window, NULL};
     attn_flash_grads g = {dy, (size_t)D, dqkv, dqkv + D, dqkv + 2 * D, ld, ld, ld};
     int rc = 0;
     if (!qkv || !o || !lse || !dqkv) {
@@ -322,8 +343,8 @@ static int bench_mha(const bench_args *a) {
     const double N = (double)a->B * a->T, D = (double)a->D;
     const double proj = 8.0 * N * D * D, core = 2.0 * a->B * D * a->T * (a->T + 1.0);
     if (rc == 0)
-        print_case(a->reference ? "mha_reference" : "mha", a->B, a->T, a->D, a->H, mode_name(a),
-                   a->threads, summarize(t, a->repeat),
+        print_case(m.path == ATTN_MHA_REFERENCE ? "mha_reference" : "mha", a->B, a->T, a->D, a->H,
+                   mode_name(a), a->threads, summarize(t, a->repeat),
                    a->backward ? 3.0 * proj + 3.5 * core : proj + core);
     if (rc == 0 && !a->reference && !a->mha_only) {
         rc = bench_core(a, dy, t, core);

@@ -41,9 +41,10 @@
 
 typedef struct fwd_opts {
     const char *input, *output, *rng, *weights, *save_weights, *grad_output, *grad_dir;
-    long long d_in, d_out, heads, context_length, threads;
-    double dropout;
-    int qkv_bias, train;
+    const char *positions;
+    long long d_in, d_out, heads, context_length, threads, kv_heads, window;
+    double dropout, rope_theta, rope_fraction, softcap;
+    int qkv_bias, train, qk_norm;
     unsigned long long seed;
 } fwd_opts;
 
@@ -64,10 +65,18 @@ enum {
     FWD_GRAD_OUTPUT,
     FWD_GRAD_DIR,
     FWD_THREADS,
+    FWD_KV_HEADS,
+    FWD_WINDOW,
+    FWD_POSITIONS,
+    FWD_ROPE_THETA,
+    FWD_ROPE_FRACTION,
+    FWD_QK_NORM,
+    FWD_SOFTCAP,
     FWD_OPT_COUNT
 };
 
 #define OFF(f) offsetof(fwd_opts, f)
+static const char *const position_names[] = {"none", "rope", "alibi", NULL};
 static const cli_option fwd_opts_table[] = {
     [FWD_INPUT] = {"input", CLI_STRING, "X.npy", OFF(input), .required = 1,
                    .help = "input, float32 (float64, int32 and int64 arrays are\n"
@@ -105,6 +114,21 @@ static const cli_option fwd_opts_table[] = {
                       .help = "with --grad-output: writes DIR/input.npy (dX) and\n"
                               "DIR/<state_dict name>.npy per parameter gradient"},
     [FWD_THREADS] = CLI_THREADS_OPTION(OFF(threads)),
+    /* mha's attention variants (docs/model-variants.md) */
+    [FWD_KV_HEADS] = {"kv-heads", CLI_INT, "K", OFF(kv_heads), 1, DIM_MAX,
+                      .help = "mha: key/value heads, dividing --heads (grouped-query)"},
+    [FWD_WINDOW] = {"window", CLI_INT, "W", OFF(window), 0, DIM_MAX, .def = "0",
+                    .help = "mha: a query sees its last W keys (0: all)"},
+    [FWD_POSITIONS] = {"positions", CLI_CHOICE, NULL, OFF(positions), .choices = position_names,
+                       .def = "none", .help = "mha: rope (rotary q, k) or alibi (score biases)"},
+    [FWD_ROPE_THETA] = {"rope-theta", CLI_FLOAT, "T", OFF(rope_theta), 0, 1e12, .lo_open = 1,
+                        .def = "10000", .help = "mha: RoPE's base"},
+    [FWD_ROPE_FRACTION] = {"rope-fraction", CLI_FLOAT, "F", OFF(rope_fraction), 0, 1, .lo_open = 1,
+                           .def = "1", .help = "mha: the share of head_dim RoPE rotates"},
+    [FWD_QK_NORM] = {"qk-norm", CLI_FLAG, .offset = OFF(qk_norm),
+                     .help = "mha: RMSNorm on each head's q and k"},
+    [FWD_SOFTCAP] = {"softcap", CLI_FLOAT, "C", OFF(softcap), 0, 1e6, .def = "0",
+                     .help = "mha: scores C tanh(s / C) (0: off)"},
 };
 CLI_TABLE_CHECK(fwd_opts_table, FWD_OPT_COUNT);
 
@@ -187,7 +211,14 @@ static int check_opts(const attn_module_kind_info *k, const cli_parsed *p, const
     } applies[] = {{FWD_HEADS, ATTN_MODULE_USES_HEADS},
                    {FWD_CONTEXT, ATTN_MODULE_USES_CONTEXT},
                    {FWD_DROPOUT, ATTN_MODULE_USES_DROPOUT},
-                   {FWD_QKV_BIAS, ATTN_MODULE_USES_QKV_BIAS}};
+                   {FWD_QKV_BIAS, ATTN_MODULE_USES_QKV_BIAS},
+                   {FWD_KV_HEADS, ATTN_MODULE_USES_VARIANTS},
+                   {FWD_WINDOW, ATTN_MODULE_USES_VARIANTS},
+                   {FWD_POSITIONS, ATTN_MODULE_USES_VARIANTS},
+                   {FWD_ROPE_THETA, ATTN_MODULE_USES_VARIANTS},
+                   {FWD_ROPE_FRACTION, ATTN_MODULE_USES_VARIANTS},
+                   {FWD_QK_NORM, ATTN_MODULE_USES_VARIANTS},
+                   {FWD_SOFTCAP, ATTN_MODULE_USES_VARIANTS}};
     for (size_t i = 0; i < sizeof applies / sizeof applies[0]; i++)
         if (p->given[applies[i].row] && !(k->uses & applies[i].uses)) {
             fprintf(stderr, CMD ": --%s does not apply to %s\n",
@@ -303,6 +334,25 @@ static attn_status load_input(fwd_run *r, attn_error *err) {
 }
 
 /* The module's config from the options and X; a bad one is a usage error. */
+/* mha's attention variants from the options (zeros for the other kinds). */
+static attn_attention_spec variants_of(const fwd_run *r) {
+    const fwd_opts *o = r->o;
+    attn_attention_spec v;
+    memset(&v, 0, sizeof v);
+    if (r->kind->uses & ATTN_MODULE_USES_VARIANTS) {
+        v.kv_heads = (int)o->kv_heads;
+        v.window = (int)o->window;
+        v.positions = strcmp(o->positions, "rope") == 0    ? ATTN_POSITIONS_ROPE
+                      : strcmp(o->positions, "alibi") == 0 ? ATTN_POSITIONS_ALIBI
+                                                           : ATTN_POSITIONS_NONE;
+        v.rope_theta = o->rope_theta;
+        v.rope_fraction = o->rope_fraction;
+        v.qk_norm = o->qk_norm;
+        v.softcap = o->softcap;
+    }
+    return v;
+}
+
 static int make_config(const fwd_run *r, attn_module_config *cfg) {
     const fwd_opts *o = r->o;
     memset(cfg, 0, sizeof *cfg);
@@ -321,7 +371,8 @@ static int make_config(const fwd_run *r, attn_module_config *cfg) {
     cfg->dropout = o->dropout;
     cfg->qkv_bias = o->qkv_bias;
     attn_error err;
-    if (attn_module_config_validate(cfg, &err) == ATTN_OK) return 0;
+    const attn_attention_spec v = variants_of(r);
+    if (attn_module_variant_validate(cfg, &v, &err) == ATTN_OK) return 0;
     fprintf(stderr, CMD ": %s\n", err.msg);
     return 2;
 }
@@ -329,7 +380,8 @@ static int make_config(const fwd_run *r, attn_module_config *cfg) {
 /* torch.manual_seed(seed); Class(...) [; load_state_dict(file)], and Y's shape. */
 static attn_status create_module(fwd_run *r, const attn_module_config *cfg, attn_error *err) {
     attn_rng_seed(&r->rng, r->o->seed);
-    attn_status s = attn_module_create(cfg, &r->rng, &r->m, err);
+    const attn_attention_spec v = variants_of(r);
+    attn_status s = attn_module_create_variant(cfg, &v, &r->rng, &r->m, err);
     if (s) return s;
     r->params = attn_module_params(r->m);
     if (r->o->weights && (s = attn_safetensors_load_params(r->o->weights, r->params, err)))

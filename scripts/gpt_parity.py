@@ -3,7 +3,8 @@
 the book in python/attn/book.py: LayerNorm, GELU, FeedForward,
 MultiHeadAttention, TransformerBlock, GPTModel) against attn's forward/backward,
 and the same for the model variants (python/attn/variants.py: norm, act,
-tie_weights, pos_emb none).
+tie_weights, pos_emb, and the attention keys n_kv_heads, window, qk_norm,
+softcap).
 
   gen  OUT.safetensors   write the committed fixture: torch.manual_seed(SEED)
                          + GPTModel(CFG) weights, ids/targets, and PyTorch's
@@ -50,6 +51,19 @@ VARIANTS = {
     "pos_none": {"pos_emb": "none"},
     "combo": {"norm": "rmsnorm", "act": "swiglu", "tie_weights": True, "pos_emb": "none",
               "qkv_bias": False},
+    # the attention keys (attn/attention.h)
+    "gqa": {"emb_dim": 16, "n_heads": 4, "n_kv_heads": 2},
+    "mqa": {"n_kv_heads": 1},
+    "rope": {"pos_emb": "rope"},
+    "alibi": {"pos_emb": "alibi"},
+    "window": {"window": 3},
+    "qk_norm": {"qk_norm": True},
+    "softcap": {"softcap": 0.3},
+    "attention_combo": {"emb_dim": 16, "n_heads": 4, "n_kv_heads": 2, "pos_emb": "rope",
+                        "window": 4, "qk_norm": True, "softcap": 0.5, "norm": "rmsnorm",
+                        "act": "swiglu"},
+    "alibi_combo": {"emb_dim": 24, "n_heads": 6, "n_kv_heads": 3, "pos_emb": "alibi",
+                    "window": 4},
 }
 
 # ---------------------------------------------------------------- safetensors

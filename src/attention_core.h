@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "attn/attention.h"
 #include "attn/dropout.h"
 #include "attn/linear.h"
 #include "attn/param.h"
@@ -18,6 +19,11 @@
 typedef struct attn_core_shape {
     int B, T, heads, hd; /* ld = heads * hd */
     int causal;          /* mask j > i with -inf before scaling */
+    /* NULL: the book's attention (causal as above); else the call's variants
+     * (attn/attention.h): K and V are then (B, T, kv_heads * hd), query head
+     * h reading kv head h / (heads / kv_heads), and the scores go through
+     * attn_score. q and k arrive already QK-normed and rotated. */
+    const attn_attention_spec *spec;
 } attn_core_shape;
 
 /* weights (B, heads, T, T) = softmax(masked(Q K^T) / sqrt(hd)); then, when
@@ -30,7 +36,7 @@ attn_status attn_core_forward(const attn_core_shape *s, const float *Q, const fl
                               int *dropout_applied, double p, const attn_forward_mode *mode,
                               float *out, attn_error *err);
 
-/* Overwrites dQ, dK, dV (B, T, ld) with the gradients of out w.r.t. Q, K, V
+/* Overwrites dQ (B, T, ld), dK, dV (B, T, kv_heads * hd) with the gradients of out w.r.t. Q, K, V
  * given d_out (B, T, ld). scratch holds 2 * T * T floats. keep is used only
  * when dropout_applied. */
 void attn_core_backward(const attn_core_shape *s, const float *Q, const float *K, const float *V,

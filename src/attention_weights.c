@@ -25,14 +25,13 @@ attn_status attn_mha_attention_weights(const attn_mha *m, const attn_attention_c
     }
     const attn_mha_fused_state *st = cache->fused;
     if (!st || st->B != cache->B || st->T != T || st->heads != m->num_heads ||
-        st->d_out != m->d_out)
+        st->d_out != m->d_out || st->kv_dim != m->kv_dim)
         return attn_fail(err, ATTN_ERR_STATE,
                          "attention weights: no fused forward has run on this cache");
     /* The problem the forward solved: Q | K | V interleaved in the packed qkv. */
-    const size_t d = (size_t)m->d_out, d3 = 3 * d;
-    attn_flash_problem pb = {
-        cache->B, T,  m->num_heads, m->head_dim,    st->qkv, st->qkv + d, st->qkv + 2 * d,
-        d3,       d3, d3,           cache->context, d,       st->lse,     NULL};
+    attn_flash_problem pb = attn_mha_fused_problem(m, (attn_mha_fused_state *)st,
+                                                   (attn_attention_cache *)cache, cache->B, T);
+    pb.dropout = NULL;
     for (int h = 0; h < m->num_heads; h++) {
         attn_status s =
             attn_flash_weights(&pb, &m->flash, b, h, weights + (size_t)h * TT, (size_t)T, err);

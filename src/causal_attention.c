@@ -44,6 +44,11 @@ attn_status attn_attention_cache_init(attn_attention_cache *cache, int B, int T,
 }
 
 void attn_attention_cache_free(attn_attention_cache *cache) {
+    free(cache->q_raw);
+    free(cache->k_raw);
+    free(cache->d_raw);
+    free(cache->q_rstd);
+    free(cache->k_rstd);
     free(cache->queries);
     free(cache->keys);
     free(cache->values);
@@ -127,7 +132,7 @@ attn_status attn_causal_attention_forward(const attn_causal_attention *m, const 
     attn_linear_forward(&m->W_query, x, cache->queries, N);
     attn_linear_forward(&m->W_key, x, cache->keys, N);
     attn_linear_forward(&m->W_value, x, cache->values, N);
-    const attn_core_shape s = {B, T, 1, m->d_out, 1};
+    const attn_core_shape s = {B, T, 1, m->d_out, 1, NULL};
     st = attn_core_forward(&s, cache->queries, cache->keys, cache->values, cache->attn_weights,
                            cache->dropped_weights, cache->keep, &cache->dropout_applied, m->dropout,
                            mode, cache->context, err);
@@ -143,7 +148,7 @@ attn_status attn_causal_attention_backward(attn_causal_attention *m, const float
     attn_status st = check_call(m, B, T, cache, err);
     if (st != ATTN_OK) return st;
     const size_t N = (size_t)B * (size_t)T;
-    const attn_core_shape s = {B, T, 1, m->d_out, 1};
+    const attn_core_shape s = {B, T, 1, m->d_out, 1, NULL};
     attn_core_backward(&s, cache->queries, cache->keys, cache->values, cache->attn_weights,
                        cache->dropped_weights, cache->keep, cache->dropout_applied, m->dropout,
                        d_context, cache->d_queries, cache->d_keys, cache->d_values, cache->scratch);

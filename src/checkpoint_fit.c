@@ -7,10 +7,14 @@
 #include <string.h>
 
 /* Where a dimension comes from: the config key it is read against. */
-typedef enum dim { D_EMB, D_HIDDEN, D_FC1, D_VOCAB, D_CTX } dim;
+typedef enum dim { D_EMB, D_HIDDEN, D_FC1, D_VOCAB, D_CTX, D_KV, D_HEAD } dim;
 
-static const char *const DIM_KEY[] = {"emb_dim", "emb_dim", "emb_dim", "vocab_size",
-                                      "context_length"};
+static const char *const DIM_KEY[] = {"emb_dim",        "emb_dim",    "emb_dim",  "vocab_size",
+                                      "context_length", "n_kv_heads", "head_size"};
+
+static int64_t kv_heads(const attn_gpt_config *c) {
+    return c->n_kv_heads > 0 ? c->n_kv_heads : c->n_heads;
+}
 
 static int64_t dim_value(const attn_gpt_config *c, dim d) {
     const int64_t hidden = attn_feedforward_hidden(c->emb_dim, c->act); /* 4C (swiglu: H) */
@@ -20,12 +24,14 @@ static int64_t dim_value(const attn_gpt_config *c, dim d) {
     case D_FC1: return c->act == ATTN_ACT_SWIGLU ? 2 * hidden : hidden; /* [gate | value] */
     case D_VOCAB: return c->vocab_size;
     case D_CTX: return c->context_length;
+    case D_KV: return kv_heads(c) * (c->emb_dim / c->n_heads); /* grouped-query K, V */
+    case D_HEAD: return c->emb_dim / c->n_heads;
     }
     return -1;
 }
 
 /* Tensors only some variants have. */
-typedef enum when { ALWAYS, IF_POS_LEARNED, IF_UNTIED, IF_LAYERNORM } when;
+typedef enum when { ALWAYS, IF_POS_LEARNED, IF_UNTIED, IF_LAYERNORM, IF_QK_NORM } when;
 
 static int present_in(const attn_gpt_config *c, when w) {
     switch (w) {
@@ -33,6 +39,7 @@ static int present_in(const attn_gpt_config *c, when w) {
     case IF_POS_LEARNED: return c->pos_emb == ATTN_POS_LEARNED;
     case IF_UNTIED: return !c->tie_weights;
     case IF_LAYERNORM: return c->norm == ATTN_NORM_LAYERNORM;
+    case IF_QK_NORM: return c->qk_norm != 0;
     }
     return 1;
 }
@@ -55,10 +62,12 @@ static const expect TOP[] = {
 };
 static const expect BLOCK[] = {
     {"att.W_query.weight", 2, {D_EMB, D_EMB}, ALWAYS},
-    {"att.W_key.weight", 2, {D_EMB, D_EMB}, ALWAYS},
-    {"att.W_value.weight", 2, {D_EMB, D_EMB}, ALWAYS},
+    {"att.W_key.weight", 2, {D_KV, D_EMB}, ALWAYS},
+    {"att.W_value.weight", 2, {D_KV, D_EMB}, ALWAYS},
     {"att.out_proj.weight", 2, {D_EMB, D_EMB}, ALWAYS},
     {"att.out_proj.bias", 1, {D_EMB}, ALWAYS},
+    {"att.q_norm.scale", 1, {D_HEAD}, IF_QK_NORM},
+    {"att.k_norm.scale", 1, {D_HEAD}, IF_QK_NORM},
     {"ff.layers.0.weight", 2, {D_FC1, D_EMB}, ALWAYS},
     {"ff.layers.0.bias", 1, {D_FC1}, ALWAYS},
     {"ff.layers.2.weight", 2, {D_EMB, D_HIDDEN}, ALWAYS},
@@ -107,7 +116,10 @@ static attn_status check_one(const attn_gpt_config *cfg, const attn_safetensors 
         const dim d = e->dims[i < e->ndim ? i : 0];
         return attn_fail(err, ATTN_ERR_SHAPE,
                          "%s: the config says %s %d, but tensor '%s' has shape %s, not %s", file,
-                         DIM_KEY[d], (int)(d == D_HIDDEN || d == D_FC1 ? cfg->emb_dim : want[i]),
+                         DIM_KEY[d],
+                         (int)(d == D_HIDDEN || d == D_FC1 ? cfg->emb_dim
+                               : d == D_KV                 ? kv_heads(cfg)
+                                                           : want[i]),
                          name, got, wanted);
     }
     return ATTN_OK;
@@ -123,6 +135,7 @@ static attn_status check_entry(const attn_gpt_config *cfg, const attn_safetensor
     if (!attn_safetensors_find(st, name)) return ATTN_OK;
     const char *key = e->when == IF_POS_LEARNED ? "pos_emb"
                       : e->when == IF_UNTIED    ? "tie_weights"
+                      : e->when == IF_QK_NORM   ? "qk_norm"
                                                 : "norm";
     char v[64];
     attn_gpt_key_value(cfg, attn_gpt_key_find(key), v, sizeof v);
@@ -156,14 +169,15 @@ attn_status attn_ckpt_fit_config(const attn_gpt_config *cfg, const attn_safetens
             s = check_entry(cfg, st, name, &BLOCK[i], l > 0, file, err);
         }
         for (size_t i = 0; i < sizeof QKV_BIAS / sizeof QKV_BIAS[0] && !s; i++) {
-            static const expect bias = {NULL, 1, {D_EMB}, ALWAYS};
+            static const expect bias_q = {NULL, 1, {D_EMB}, ALWAYS};
+            static const expect bias_kv = {NULL, 1, {D_KV}, ALWAYS};
             full_name(name, sizeof name, prefix, block, QKV_BIAS[i]);
             const int present = attn_safetensors_find(st, name) != NULL;
             if (present != (cfg->qkv_bias != 0))
                 return attn_fail(
                     err, ATTN_ERR_SHAPE, "%s: the config says qkv_bias %s, but tensor '%s' is %s",
                     file, cfg->qkv_bias ? "true" : "false", name, present ? "present" : "missing");
-            if (present) s = check_one(cfg, st, name, &bias, 0, file, err);
+            if (present) s = check_one(cfg, st, name, i ? &bias_kv : &bias_q, 0, file, err);
         }
     }
     return s;

@@ -326,6 +326,11 @@ static float *carve(char **cursor, size_t nfloats) {
 
 typedef struct run_ctx {
     int B, T, H, hd, bq, bk, threads;
+    int window; /* 0: causal only; else the sliding window (attn/attention.h) */
+    /* Score transform (soft-cap, ALiBi): the tiles hold transformed scores
+     * and scale (the softmax's) is 1; qk_scale is 1 / sqrt(head_dim). */
+    int xform, alibi;
+    float softcap, qk_scale;
     size_t hdp, bqp, bkp;
     float scale;
     const attn_flash_kernels *K;
@@ -364,6 +369,10 @@ static attn_status setup(run_ctx *c, const attn_flash_problem *pb, const attn_fl
     c->T = pb->T;
     c->H = pb->H;
     c->hd = pb->head_dim;
+    if (pb->window < 0)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "flash attention: window must be >= 0 (got %d)",
+                         pb->window);
+    c->window = pb->window;
     c->bq = o.block_q > 0 ? o.block_q : DEFAULT_BLOCK_Q;
     c->bk = o.block_k > 0 ? o.block_k : DEFAULT_BLOCK_K;
     c->threads = o.threads > 0 ? o.threads : attn_default_threads();
@@ -391,7 +400,11 @@ static attn_status setup(run_ctx *c, const attn_flash_problem *pb, const attn_fl
     c->bqp = pad_to((size_t)c->bq, ATTN_FLASH_PAD);
     c->bkp = pad_to((size_t)c->bk, ATTN_FLASH_PAD);
     /* The book divides the scores by sqrt(head_dim) in float32. */
-    c->scale = 1.0f / sqrtf((float)c->hd);
+    c->qk_scale = 1.0f / sqrtf((float)c->hd);
+    c->softcap = pb->scores ? (float)pb->scores->softcap : 0.0f;
+    c->alibi = pb->scores && pb->scores->positions == ATTN_POSITIONS_ALIBI;
+    c->xform = c->softcap > 0.0f || c->alibi;
+    c->scale = c->xform ? 1.0f : c->qk_scale;
     drop_ctx_init(&c->drop, d, c->T);
     return ATTN_OK;
 }
@@ -457,6 +470,69 @@ static void mask_diag_st(float *St, size_t bqp, int nk, int nq, int j0, int i0) 
     }
 }
 
+/* Soft-cap and ALiBi on a tile of raw dot products (before any mask):
+ * element (r, c) at S[r * ld + c] is query i0 + (keys_in_rows ? c : r), key
+ * j0 + (keys_in_rows ? r : c) of head h. */
+static void transform_tile(const run_ctx *c, float *S, size_t ld, int rows, int cols,
+                           int keys_in_rows, int i0, int j0, int h) {
+    const float slope = c->alibi ? attn_alibi_slope(c->H, h) : 0.0f, cap = c->softcap;
+    for (int r = 0; r < rows; r++) {
+        float *row = S + (size_t)r * ld;
+        for (int k = 0; k < cols; k++) {
+            float v = row[k] * c->qk_scale;
+            if (cap > 0.0f) v = cap * tanhf(v / cap);
+            if (c->alibi)
+                v += slope * (float)(keys_in_rows ? (j0 + r) - (i0 + k) : (j0 + k) - (i0 + r));
+            row[k] = v;
+        }
+    }
+}
+
+static void visible(const run_ctx *c, int i, int j0, int nk, int *lo, int *hi);
+
+/* dS *= d score / d dot on the visible keys of a (nq, nk) tile (from query
+ * i0, key j0), from the raw dot products R (soft-cap). */
+static void transform_grad(const run_ctx *c, float *dS, const float *R, size_t ld, int nq, int nk,
+                           int i0, int j0) {
+    const float cap = c->softcap;
+    for (int r = 0; r < nq; r++) {
+        int lo, hi;
+        visible(c, i0 + r, j0, nk, &lo, &hi);
+        for (int k = lo; k < hi; k++) {
+            const size_t e = (size_t)r * ld + (size_t)k;
+            float g = c->qk_scale;
+            if (cap > 0.0f) {
+                const float t = tanhf(R[e] * c->qk_scale / cap);
+                g *= 1.0f - t * t;
+            }
+            dS[e] *= g;
+        }
+    }
+}
+
+/* Sliding window: key j0+jj is masked for query i0+ii when (i0+ii) - (j0+jj)
+ * >= W (S^T = -inf). Only tiles reaching back past some row's window. */
+static void mask_window_st(float *St, size_t bqp, int nk, int nq, int j0, int i0, int W) {
+    for (int jj = 0; jj < nk; jj++)
+        for (int ii = imax(0, j0 + jj + W - i0); ii < nq; ii++)
+            St[(size_t)jj * bqp + ii] = -INFINITY;
+}
+
+/* The first key tile a query tile from i0 sees: 0, or with a window the
+ * tile holding key i0 - W + 1 (tiles stay aligned to multiples of bk). */
+static int first_key_tile(const run_ctx *c, int i0) {
+    if (c->window <= 0 || i0 - c->window + 1 <= 0) return 0;
+    return (i0 - c->window + 1) / c->bk * c->bk;
+}
+
+/* Move each row's MCG31 state from key 0 to key j0 (skipped tiles). */
+static void drop_skip_keys(const run_ctx *c, int nq, int j0, uint32_t *xst) {
+    if (!(c->drop.on && c->drop.mkl) || j0 == 0) return;
+    const uint32_t jump = powmod(MCG_A, (uint64_t)j0);
+    for (int ii = 0; ii < nq; ii++)
+        xst[ii] = mulmod(xst[ii], jump);
+}
+
 /* Dropout on P^T: column ii (query i0+ii) times its keys' multipliers;
  * advances each row's MCG31 state xst[ii] by one key tile. */
 static void drop_cols_st(const run_ctx *c, float *St, size_t bqp, int nq, int nk, uint64_t row0,
@@ -516,7 +592,9 @@ static void fwd_task(const run_ctx *c, const attn_flash_problem *pb, int b, int 
     const uint32_t a_bk = fwd_rows_init(c, nq, nqp, row0, m, l, xst);
 
     const int last = i0 + nq - 1; /* keys past the last query are masked for every row */
-    for (int j0 = 0; j0 <= last; j0 += c->bk) {
+    const int jfirst = first_key_tile(c, i0);
+    drop_skip_keys(c, nq, jfirst, xst);
+    for (int j0 = jfirst; j0 <= last; j0 += c->bk) {
         const int nk = imin(c->bk, last + 1 - j0);
         const float *kb = pb->k + ((size_t)b * T + (size_t)j0) * pb->ld_k + (size_t)h * hd;
         const float *vb = pb->v + ((size_t)b * T + (size_t)j0) * pb->ld_v + (size_t)h * hd;
@@ -542,8 +620,11 @@ static void fwd_task(const run_ctx *c, const attn_flash_problem *pb, int b, int 
             c->K->gemm(nk, nqp, hd, kb, (ptrdiff_t)pb->ld_k, 1, Qt, (ptrdiff_t)bqp, St,
                        (ptrdiff_t)bqp, 0, NULL);
         }
+        if (c->xform) transform_tile(c, St, bqp, nk, nqp, 1, i0, j0, h);
         if (diag) /* masks every entry the split left out too */
             mask_diag_st(St, bqp, nk, nq, j0, i0);
+        if (c->window > 0 && last - j0 >= c->window)
+            mask_window_st(St, bqp, nk, nq, j0, i0, c->window);
         c->K->softmax_cols(St, nk, nqp, (ptrdiff_t)bqp, m, l, alpha, c->scale);
         drop_cols_st(c, St, bqp, nq, nk, row0, j0, xst, a_bk, mult);
         /* Contiguous V rows: rows 3 d_out apart alias in L1. */
@@ -552,13 +633,13 @@ static void fwd_task(const run_ctx *c, const attn_flash_problem *pb, int b, int 
         /* acc (nq, hd) = alpha * acc + P (nq, nk) V_tile, P read from P^T */
         if (split) {
             c->K->gemm(qs, hd, ks, St, 1, (ptrdiff_t)bqp, Vp, (ptrdiff_t)hdp, acc, (ptrdiff_t)hdp,
-                       j0 > 0, alpha);
+                       j0 > jfirst, alpha);
             if (qs < nq)
                 c->K->gemm(nq - qs, hd, nk, St + qs, 1, (ptrdiff_t)bqp, Vp, (ptrdiff_t)hdp,
-                           acc + (size_t)qs * hdp, (ptrdiff_t)hdp, j0 > 0, alpha + qs);
+                           acc + (size_t)qs * hdp, (ptrdiff_t)hdp, j0 > jfirst, alpha + qs);
         } else {
             c->K->gemm(nq, hd, nk, St, 1, (ptrdiff_t)bqp, Vp, (ptrdiff_t)hdp, acc, (ptrdiff_t)hdp,
-                       j0 > 0, alpha);
+                       j0 > jfirst, alpha);
         }
     }
 
@@ -609,7 +690,9 @@ static void fwd_task_bf16(const run_ctx *c, const attn_flash_problem *pb, int b,
     const uint32_t a_bk = fwd_rows_init(c, nq, nqp, row0, m, l, xst);
 
     const int last = i0 + nq - 1;
-    for (int j0 = 0; j0 <= last; j0 += c->bk) {
+    const int jfirst = first_key_tile(c, i0);
+    drop_skip_keys(c, nq, jfirst, xst);
+    for (int j0 = jfirst; j0 <= last; j0 += c->bk) {
         const int nk = imin(c->bk, last + 1 - j0), nk2 = (nk + 1) / 2;
         const float *kb = pb->k + ((size_t)b * T + (size_t)j0) * pb->ld_k + (size_t)h * hd;
         const float *vb = pb->v + ((size_t)b * T + (size_t)j0) * pb->ld_v + (size_t)h * hd;
@@ -618,15 +701,18 @@ static void fwd_task_bf16(const run_ctx *c, const attn_flash_problem *pb, int b,
         KB->cvt_rows(kb, (ptrdiff_t)pb->ld_k, nk, hd, K16, (ptrdiff_t)hdp);
         KB->gemm(nk, nqp, hd2, (const uint32_t *)K16, (ptrdiff_t)(hdp / 2), 1, Qt, (ptrdiff_t)bqp,
                  St, (ptrdiff_t)bqp, 0, NULL);
+        if (c->xform) transform_tile(c, St, bqp, nk, nqp, 1, i0, j0, h);
         if (j0 + nk - 1 > i0) /* diagonal tile */
             mask_diag_st(St, bqp, nk, nq, j0, i0);
+        if (c->window > 0 && last - j0 >= c->window)
+            mask_window_st(St, bqp, nk, nq, j0, i0, c->window);
         c->K->softmax_cols(St, nk, nqp, (ptrdiff_t)bqp, m, l, alpha, c->scale);
         drop_cols_st(c, St, bqp, nq, nk, row0, j0, xst, a_bk, mult);
         /* acc (nq, hd) = alpha * acc + P (nq, nk) V_tile over pairs of keys */
         KB->pack_rows_interleave(St, (ptrdiff_t)bqp, nk, nqp, P2, (ptrdiff_t)bqp);
         KB->pack_rows_interleave(vb, (ptrdiff_t)pb->ld_v, nk, hd, V2, (ptrdiff_t)hdp);
         KB->gemm(nq, hd, nk2, P2, 1, (ptrdiff_t)bqp, V2, (ptrdiff_t)hdp, acc, (ptrdiff_t)hdp,
-                 j0 > 0, alpha);
+                 j0 > jfirst, alpha);
     }
 
     fwd_write_out(c, pb, b, h, i0, nq, acc, m, l);
@@ -679,7 +765,7 @@ attn_status attn_flash_forward(const attn_flash_problem *pb, const attn_flash_op
 
 static size_t bwd_thread_bytes(const run_ctx *c) {
     const size_t f = 2 * (size_t)c->hd * c->bkp    /* K^T, V^T */
-                     + 4 * (size_t)c->bq * c->bkp  /* P, dP/dS, mask, dropped P */
+                     + 5 * (size_t)c->bq * c->bkp  /* P, dP/dS, mask, dropped P, raw S */
                      + 3 * (size_t)c->bk * c->hdp  /* dK, dV accumulators, K rows */
                      + 2 * (size_t)c->bq * c->hdp; /* Q, dO rows */
     return f * sizeof(float) + 8 * 64;
@@ -714,15 +800,26 @@ static void add_dkdv(const run_ctx *c, const attn_flash_grads *g, int nk, const 
     }
 }
 
-/* P = exp(S * scale - lse) on each row's visible keys (j <= i), 0 beyond. */
+/* Row i's visible keys of the tile from j0: [*lo, *hi) (j <= i, and
+ * i - j < W with a window); empty when *lo >= *hi. */
+static void visible(const run_ctx *c, int i, int j0, int nk, int *lo, int *hi) {
+    *hi = imin(nk, i - j0 + 1);
+    *lo = c->window > 0 ? imin(imax(0, i - c->window + 1 - j0), nk) : 0;
+    if (*hi < *lo) *hi = *lo;
+}
+
+/* P = exp(S * scale - lse) on each row's visible keys, 0 elsewhere. */
 static void exp_rows(const run_ctx *c, float *P, size_t bkp, int nq, int nk, int i0, int j0,
                      const float *lse) {
     for (int ii = 0; ii < nq; ii++) {
         const int i = i0 + ii;
-        const int valid = imin(nk, i - j0 + 1);
+        int lo, hi;
+        visible(c, i, j0, nk, &lo, &hi);
         float *prow = P + (size_t)ii * bkp;
-        c->K->exp_row(prow, prow, valid, c->scale, lse[i]);
-        for (int jj = valid; jj < nk; jj++)
+        for (int jj = 0; jj < lo; jj++)
+            prow[jj] = 0.0f;
+        c->K->exp_row(prow + lo, prow + lo, hi - lo, c->scale, lse[i]);
+        for (int jj = hi; jj < nk; jj++)
             prow[jj] = 0.0f;
     }
 }
@@ -745,17 +842,25 @@ static const float *drop_rows(const run_ctx *c, const float *P, float *M, float 
     return Pd;
 }
 
-/* dS = P (dP * mask - D) * scale on the visible keys, 0 beyond (dS holds dP). */
+/* dS = P (dP * mask - D) * scale on the visible keys, 0 elsewhere (dS holds dP). */
 static void ds_rows(const run_ctx *c, const float *P, const float *M, float *dS, size_t bkp, int nq,
                     int nk, int i0, int j0, const float *D) {
     for (int ii = 0; ii < nq; ii++) {
-        const int valid = imin(nk, i0 + ii - j0 + 1);
+        int lo, hi;
+        visible(c, i0 + ii, j0, nk, &lo, &hi);
         float *srow = dS + (size_t)ii * bkp;
-        c->K->ds_row(P + (size_t)ii * bkp, srow, c->drop.on ? M + (size_t)ii * bkp : NULL, valid,
-                     D[i0 + ii], c->scale);
-        for (int jj = valid; jj < nk; jj++)
+        const size_t r = (size_t)ii * bkp + (size_t)lo;
+        for (int jj = 0; jj < lo; jj++)
+            srow[jj] = 0.0f;
+        c->K->ds_row(P + r, srow + lo, c->drop.on ? M + r : NULL, hi - lo, D[i0 + ii], c->scale);
+        for (int jj = hi; jj < nk; jj++)
             srow[jj] = 0.0f;
     }
+}
+
+/* The end of the query rows that see some key of the tile [j0, j0 + nk). */
+static int last_query_end(const run_ctx *c, int j0, int nk) {
+    return c->window > 0 ? imin(c->T, j0 + nk - 1 + c->window) : c->T;
 }
 
 static void bwd_task(const run_ctx *c, const attn_flash_problem *pb, const attn_flash_grads *g,
@@ -767,6 +872,7 @@ static void bwd_task(const run_ctx *c, const attn_flash_problem *pb, const attn_
     float *Kt = carve(&cur, (size_t)hd * bkp), *Vt = carve(&cur, (size_t)hd * bkp);
     float *P = carve(&cur, (size_t)c->bq * bkp), *dS = carve(&cur, (size_t)c->bq * bkp);
     float *M = carve(&cur, (size_t)c->bq * bkp), *Pd = carve(&cur, (size_t)c->bq * bkp);
+    float *R = carve(&cur, (size_t)c->bq * bkp);
     float *dKa = carve(&cur, (size_t)c->bk * hdp), *dVa = carve(&cur, (size_t)c->bk * hdp);
     float *Kp = carve(&cur, (size_t)c->bk * hdp);
     float *Qp = carve(&cur, (size_t)c->bq * hdp), *Op = carve(&cur, (size_t)c->bq * hdp);
@@ -799,8 +905,10 @@ static void bwd_task(const run_ctx *c, const attn_flash_problem *pb, const attn_
 
     const float *lse = pb->lse + bh * (size_t)T;
     const float *D = sh->D + bh * (size_t)T;
-    /* Query tiles start at the diagonal: rows above it see none of these keys. */
-    for (int i0 = j0; i0 < T; i0 += c->bq) {
+    /* Query tiles start at the diagonal: rows above it see none of these keys
+     * (nor, with a window, rows from qend on). */
+    const int qend = last_query_end(c, j0, nk);
+    for (int i0 = j0; i0 < qend; i0 += c->bq) {
         const int nq = imin(c->bq, T - i0);
         const float *qb = pb->q + ((size_t)b * T + (size_t)i0) * pb->ld_q + (size_t)h * hd;
         const float *dob = g->d_o + ((size_t)b * T + (size_t)i0) * g->ld_do + (size_t)h * hd;
@@ -830,6 +938,10 @@ static void bwd_task(const run_ctx *c, const attn_flash_problem *pb, const attn_
             c->K->gemm(nq, nk, hd, Qp, (ptrdiff_t)hdp, 1, Kt, (ptrdiff_t)bkp, P, (ptrdiff_t)bkp, 0,
                        NULL);
         }
+        if (c->xform) { /* soft-cap / ALiBi: the raw products kept for dS */
+            memcpy(R, P, (size_t)nq * bkp * sizeof(float));
+            transform_tile(c, P, bkp, nq, nk, 0, i0, j0, h);
+        }
         exp_rows(c, P, bkp, nq, nk, i0, j0, lse);
         const float *Pused = drop_rows(c, P, M, Pd, bkp, nq, nk, i0, j0, bh_base, &xs);
         /* dV (nk, hd) += P^T dO */
@@ -857,6 +969,7 @@ static void bwd_task(const run_ctx *c, const attn_flash_problem *pb, const attn_
         }
         /* dS = P (dP * mask - D) / sqrt(hd) on the visible keys, 0 beyond */
         ds_rows(c, P, M, dS, bkp, nq, nk, i0, j0, D);
+        if (c->xform) transform_grad(c, dS, R, bkp, nq, nk, i0, j0);
         /* dK (nk, hd) += dS^T Q;  dQ (nq, hd) += dS K */
         if (split) {
             c->K->gemm(ks, hd, nq, dS, 1, (ptrdiff_t)bkp, Qp, (ptrdiff_t)hdp, dKa, (ptrdiff_t)hdp,
@@ -888,7 +1001,7 @@ static size_t bwd_thread_bytes_bf16(const run_ctx *c) {
                  bq2 = ((size_t)c->bq + 1) / 2;
     const size_t f = 2 * hd2 * c->bkp             /* K^T, V^T pairs */
                      + bk2 * c->hdp               /* K, key pairs */
-                     + 4 * (size_t)c->bq * c->bkp /* P, dP/dS, mask, dropped P */
+                     + 5 * (size_t)c->bq * c->bkp /* P, dP/dS, mask, dropped P, raw S */
                      + bq2 * c->bkp               /* P^T / dS^T, query pairs */
                      + (size_t)c->bq * c->bkp / 2 /* dS, bf16 rows */
                      + 2 * (size_t)c->bk * c->hdp /* dK, dV accumulators */
@@ -910,6 +1023,7 @@ static void bwd_task_bf16(const run_ctx *c, const attn_flash_problem *pb, const 
     uint32_t *K2 = (uint32_t *)carve(&cur, bk2 * hdp);
     float *P = carve(&cur, (size_t)c->bq * bkp), *dS = carve(&cur, (size_t)c->bq * bkp);
     float *M = carve(&cur, (size_t)c->bq * bkp), *Pd = carve(&cur, (size_t)c->bq * bkp);
+    float *R = carve(&cur, (size_t)c->bq * bkp);
     uint32_t *A2 = (uint32_t *)carve(&cur, bq2 * bkp);
     uint16_t *dS16 = (uint16_t *)carve(&cur, (size_t)c->bq * bkp / 2);
     float *dKa = carve(&cur, (size_t)c->bk * hdp), *dVa = carve(&cur, (size_t)c->bk * hdp);
@@ -938,7 +1052,8 @@ static void bwd_task_bf16(const run_ctx *c, const attn_flash_problem *pb, const 
 
     const float *lse = pb->lse + bh * (size_t)T;
     const float *D = sh->D + bh * (size_t)T;
-    for (int i0 = j0; i0 < T; i0 += c->bq) {
+    const int qend = last_query_end(c, j0, nk);
+    for (int i0 = j0; i0 < qend; i0 += c->bq) {
         const int nq = imin(c->bq, T - i0), nq2 = (nq + 1) / 2;
         const float *qb = pb->q + ((size_t)b * T + (size_t)i0) * pb->ld_q + (size_t)h * hd;
         const float *dob = g->d_o + ((size_t)b * T + (size_t)i0) * g->ld_do + (size_t)h * hd;
@@ -950,6 +1065,10 @@ static void bwd_task_bf16(const run_ctx *c, const attn_flash_problem *pb, const 
         /* S (nq, nk) = Q_tile K_tile^T; P = exp(S / sqrt(hd) - lse) */
         KB->gemm(nq, nk, hd2, (const uint32_t *)Q16, hw, 1, Kt, (ptrdiff_t)bkp, P, (ptrdiff_t)bkp,
                  0, NULL);
+        if (c->xform) { /* soft-cap / ALiBi: the raw products kept for dS */
+            memcpy(R, P, (size_t)nq * bkp * sizeof(float));
+            transform_tile(c, P, bkp, nq, nk, 0, i0, j0, h);
+        }
         exp_rows(c, P, bkp, nq, nk, i0, j0, lse);
         const float *Pused = drop_rows(c, P, M, Pd, bkp, nq, nk, i0, j0, bh_base, &xs);
         /* dV (nk, hd) += P^T dO over pairs of queries */
@@ -960,6 +1079,7 @@ static void bwd_task_bf16(const run_ctx *c, const attn_flash_problem *pb, const 
         KB->gemm(nq, nk, hd2, (const uint32_t *)O16, hw, 1, Vt, (ptrdiff_t)bkp, dS, (ptrdiff_t)bkp,
                  0, NULL);
         ds_rows(c, P, M, dS, bkp, nq, nk, i0, j0, D);
+        if (c->xform) transform_grad(c, dS, R, bkp, nq, nk, i0, j0);
         /* dK (nk, hd) += dS^T Q over pairs of queries; dQ (nq, hd) += dS K
          * over pairs of keys */
         KB->pack_rows_interleave(dS, (ptrdiff_t)bkp, nq, nk, A2, (ptrdiff_t)bkp);
@@ -1079,13 +1199,15 @@ attn_status attn_flash_weights(const attn_flash_problem *pb, const attn_flash_op
     for (int i = 0; i < T; i++)
         memcpy(Qp + (size_t)i * hdp, qb + (size_t)i * pb->ld_q, (size_t)hd * sizeof(float));
     c.K->gemm(T, T, hd, Qp, (ptrdiff_t)hdp, 1, Kt, (ptrdiff_t)Tp, S, (ptrdiff_t)Tp, 0, NULL);
+    if (c.xform) transform_tile(&c, S, Tp, T, T, 0, 0, 0, h);
     const float *lse = pb->lse + ((size_t)b * c.H + (size_t)h) * (size_t)T;
     for (int i = 0; i < T; i++) {
         float *srow = S + (size_t)i * Tp, *prow = p + (size_t)i * ld_p;
-        c.K->exp_row(srow, srow, i + 1, c.scale, lse[i]);
-        memcpy(prow, srow, (size_t)(i + 1) * sizeof(float));
-        for (int j = i + 1; j < T; j++)
-            prow[j] = 0.0f;
+        int lo, hi;
+        visible(&c, i, 0, T, &lo, &hi);
+        c.K->exp_row(srow + lo, srow + lo, hi - lo, c.scale, lse[i]);
+        for (int j = 0; j < T; j++)
+            prow[j] = j >= lo && j < hi ? srow[j] : 0.0f;
     }
     free(Kt);
     free(Qp);

@@ -12,8 +12,9 @@ attn_status attn_block_init(attn_gpt_block *blk, const attn_gpt_config *cfg, att
                             attn_error *err) {
     const int C = cfg->emb_dim;
     /* TransformerBlock.__init__ order (the generator's): att, ff, norm1, norm2. */
-    attn_status s = attn_mha_init(&blk->att, C, C, cfg->context_length, cfg->drop_rate,
-                                  cfg->n_heads, cfg->qkv_bias, rng, err);
+    const attn_attention_spec spec = attn_gpt_attention_spec(cfg);
+    attn_status s =
+        attn_mha_init_spec(&blk->att, C, C, cfg->context_length, &spec, cfg->qkv_bias, rng, err);
     if (s == ATTN_OK) s = attn_feedforward_init_act(&blk->ff, C, cfg->act, rng, err);
     if (s == ATTN_OK) s = attn_norm_init(&blk->norm1, C, cfg->norm, err);
     if (s == ATTN_OK) s = attn_norm_init(&blk->norm2, C, cfg->norm, err);

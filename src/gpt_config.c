@@ -82,22 +82,17 @@ static int kv_heads(const attn_gpt_config *c) {
     return c->n_kv_heads ? c->n_kv_heads : c->n_heads;
 }
 
-/* Variant keys the attention core computes; until it is built, every
- * value but the book's is refused here, by name. */
-static attn_status attention_core_not_built(const attn_gpt_config *c, attn_error *err) {
-    for (int i = F_POS_EMB; i <= F_TIE; i++) {
-        if (i == F_NORM || i == F_ACT || i == F_TIE) continue; /* built */
-        if (i == F_POS_EMB && c->pos_emb == ATTN_POS_NONE) continue;
-        if (attn_gpt_key_is_book(c, i)) continue;
-        char v[64];
-        attn_gpt_key_value(c, i, v, sizeof v);
-        return attn_fail(err, ATTN_ERR_INVALID_ARG,
-                         KEYS[i].type == ATTN_GPT_KEY_CHOICE
-                             ? "%s '%s' needs the attention core (not built yet)"
-                             : "%s %s needs the attention core (not built yet)",
-                         KEYS[i].name, v);
-    }
-    return ATTN_OK;
+attn_attention_spec attn_gpt_attention_spec(const attn_gpt_config *c) {
+    const int heads = c->n_heads > 0 ? c->n_heads : 1;
+    attn_attention_spec s = attn_attention_book(heads, c->emb_dim / heads, c->drop_rate);
+    s.kv_heads = kv_heads(c);
+    s.window = c->window;
+    s.positions = c->pos_emb == ATTN_POS_ROPE    ? ATTN_POSITIONS_ROPE
+                  : c->pos_emb == ATTN_POS_ALIBI ? ATTN_POSITIONS_ALIBI
+                                                 : ATTN_POSITIONS_NONE;
+    s.qk_norm = c->qk_norm;
+    s.softcap = c->softcap;
+    return s;
 }
 
 static attn_status validate_variants(const attn_gpt_config *c, attn_error *err) {
@@ -127,7 +122,11 @@ static attn_status validate_variants(const attn_gpt_config *c, attn_error *err) 
         return attn_fail(err, ATTN_ERR_INVALID_ARG,
                          "qk_norm and tie_weights must be false or true (got %d, %d)", c->qk_norm,
                          c->tie_weights);
-    return attention_core_not_built(c, err);
+    if (c->pos_emb == ATTN_POS_ROPE && c->emb_dim / c->n_heads < 2)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "pos_emb 'rope' needs head_dim >= 2 (emb_dim %d / n_heads %d)", c->emb_dim,
+                         c->n_heads);
+    return ATTN_OK;
 }
 
 attn_status attn_gpt_config_validate(const attn_gpt_config *c, attn_error *err) {

@@ -1,4 +1,5 @@
 /* Incremental (KV-cached) GPT forward for generation (see attn/gpt.h). */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,11 +24,20 @@ void attn_gpt_kv_free(attn_gpt_kv_cache *c) {
     memset(c, 0, sizeof *c);
 }
 
+/* Tokens a cache takes: context_length, or with a window and no learned
+ * table (positions past context_length exist) as many as an int counts. */
+static int kv_capacity(const attn_gpt *m) {
+    const int ring = m->cfg.window > 0 && m->cfg.window < m->cfg.context_length;
+    return ring && m->cfg.pos_emb != ATTN_POS_LEARNED ? INT_MAX : m->cfg.context_length;
+}
+
 attn_status attn_gpt_kv_init(attn_gpt_kv_cache *c, const attn_gpt *m, attn_error *err) {
     memset(c, 0, sizeof *c);
     const size_t C = (size_t)m->cfg.emb_dim, L = (size_t)m->cfg.n_layers;
     const size_t cap = (size_t)m->cfg.context_length;
-    c->capacity = (int)cap;
+    c->rows = attn_mha_step_rows(&m->blocks[0].att);
+    c->kv_dim = m->blocks[0].att.kv_dim;
+    c->capacity = kv_capacity(m);
     c->C = (int)C;
     c->H = m->cfg.n_heads;
     c->n_layers = (int)L;
@@ -37,8 +47,9 @@ attn_status attn_gpt_kv_init(attn_gpt_kv_cache *c, const attn_gpt *m, attn_error
     c->threads = weights * sizeof(float) >= ((size_t)8 << 20) ? attn_default_threads() : 1;
     /* Zeroed (touched now, not a page per few tokens while generating) and
      * on huge pages: a step reads every layer's cached rows. */
-    c->k = attn_calloc_streamed(L * cap * C, sizeof(float));
-    c->v = attn_calloc_streamed(L * cap * C, sizeof(float));
+    const size_t kv = L * (size_t)c->rows * (size_t)c->kv_dim;
+    c->k = attn_calloc_streamed(kv, sizeof(float));
+    c->v = attn_calloc_streamed(kv, sizeof(float));
     c->x = malloc(C * sizeof(float));
     c->ln = malloc(C * sizeof(float));
     c->q = malloc(C * sizeof(float));
@@ -84,12 +95,12 @@ attn_status attn_gpt_kv_set_precision(attn_gpt_kv_cache *c, const attn_gpt *m,
 /* Every block for the token at c->len: called by each thread of a team (the
  * block's worksharing splits the rows and heads) or alone, serially. */
 static void layers(const attn_gpt *m, attn_gpt_kv_cache *c, const uint16_t *wb) {
-    const size_t C = (size_t)c->C, cap = (size_t)c->capacity;
+    const size_t per_layer = (size_t)c->rows * (size_t)c->kv_dim;
     const size_t per = attn_block_bf16_numel(&m->blocks[0]);
     attn_block_step_buf b = {c->x, c->ln, c->proj, c->hidden, {NULL, c->q, c->att, c->scores}};
     for (int l = 0; l < c->n_layers; l++) {
         b.att.w_bf16 = wb ? wb + (size_t)l * per : NULL;
-        attn_block_step(&m->blocks[l], c->k + (size_t)l * cap * C, c->v + (size_t)l * cap * C,
+        attn_block_step(&m->blocks[l], c->k + (size_t)l * per_layer, c->v + (size_t)l * per_layer,
                         c->len, &b);
     }
 }
@@ -97,12 +108,13 @@ static void layers(const attn_gpt *m, attn_gpt_kv_cache *c, const uint16_t *wb) 
 attn_status attn_gpt_kv_step(const attn_gpt *m, attn_gpt_kv_cache *c, int32_t token, float *logits,
                              attn_error *err) {
     const attn_gpt_config *cfg = &m->cfg;
-    if (c->capacity != cfg->context_length || c->C != cfg->emb_dim || c->H != cfg->n_heads ||
+    if (c->capacity != kv_capacity(m) || c->rows != attn_mha_step_rows(&m->blocks[0].att) ||
+        c->kv_dim != m->blocks[0].att.kv_dim || c->C != cfg->emb_dim || c->H != cfg->n_heads ||
         c->n_layers != cfg->n_layers)
         return attn_fail(err, ATTN_ERR_SHAPE, "KV cache was made for another model config");
     if (c->len >= c->capacity)
         return attn_fail(err, ATTN_ERR_STATE,
-                         "KV cache is full (context_length %d): slide the window by re-priming "
+                         "KV cache is full (%d tokens): slide the window by re-priming "
                          "with attn_gpt_kv_prefill",
                          c->capacity);
     if (token < 0 || token >= cfg->vocab_size)
@@ -131,9 +143,9 @@ attn_status attn_gpt_kv_step(const attn_gpt *m, attn_gpt_kv_cache *c, int32_t to
 
 attn_status attn_gpt_kv_prefill(const attn_gpt *m, attn_gpt_kv_cache *c, const int32_t *ids, int n,
                                 float *logits, attn_error *err) {
-    if (n < 1 || n > c->capacity)
+    if (n < 1 || n > m->cfg.context_length)
         return attn_fail(err, ATTN_ERR_SHAPE, "prefill length %d must be in [1, context_length %d]",
-                         n, c->capacity);
+                         n, m->cfg.context_length);
     c->len = 0;
     for (int i = 0; i < n; i++) {
         attn_status s = attn_gpt_kv_step(m, c, ids[i], i + 1 == n ? logits : NULL, err);

@@ -9,17 +9,30 @@
 /* Lives in attn_attention_cache.fused; sized for one (module, B, T). */
 typedef struct attn_mha_fused_state {
     int B, T, d_in, d_out, heads, qkv_bias;
-    float *w_qkv;  /* (3 d_out, d_in): W_query, W_key, W_value rows, refreshed each forward */
-    float *b_qkv;  /* (3 d_out) or NULL */
-    float *qkv;    /* (B, T, 3 d_out): queries | keys | values per token */
+    int kv_dim;    /* kv_heads * head_dim; the packed width is d3 = d_out + 2 kv_dim */
+    float *w_qkv;  /* (d3, d_in): W_query, W_key, W_value rows, refreshed each forward */
+    float *b_qkv;  /* (d3) or NULL */
+    float *qkv;    /* (B, T, d3): queries | keys | values per token, as the kernel reads them
+                      (QK-normed and rotated) */
     float *d_qkv;  /* same, gradients */
     float *lse;    /* (B, heads, T) */
-    float *dw_qkv; /* (3 d_out, d_in) weight gradients (bf16 engine only; made on first use) */
+    float *dw_qkv; /* (d3, d_in) weight gradients (bf16 engine only; made on first use) */
+    /* Variants (attn/attention.h) around the kernel: */
+    float *raw;    /* qk_norm: (B T, d_out + kv_dim) q | k before the norm */
+    float *rstd;   /* qk_norm: (B T, heads + kv_heads) 1/rms per head row */
+    float *d_raw;  /* qk_norm: (B T, d_out + kv_dim) gradient through the norm */
+    float *kv_x;   /* grouped-query: (B T, 2 d_out) K | V repeated per query head */
+    float *d_kv_x; /* same, gradients */
     attn_flash_dropout drop;
     attn_flash_workspace ws;
 } attn_mha_fused_state;
 
 void attn_mha_fused_state_free(attn_mha_fused_state *st);
+
+/* The kernel's problem after a fused forward on cache (attention_weights.c
+ * recomputes the weights from it). */
+attn_flash_problem attn_mha_fused_problem(const attn_mha *m, attn_mha_fused_state *st,
+                                          attn_attention_cache *cache, int B, int T);
 
 attn_status attn_mha_fused_forward(const attn_mha *m, const float *x, int B, int T, float *out,
                                    const attn_forward_mode *mode, attn_attention_cache *cache,

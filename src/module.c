@@ -15,6 +15,7 @@
 
 struct attn_module {
     attn_module_config cfg;
+    attn_attention_spec variants; /* mha's (attn_module_create_variant); zeros: the book's */
     union {
         attn_sa_v1 v1;
         attn_sa_v2 v2;
@@ -125,6 +126,15 @@ static void ac_cache_free(attn_module *m) {
     attn_attention_cache_free(&m->ac);
 }
 
+/* The config's attention: its variants with the module's heads and dropout. */
+static attn_attention_spec mha_spec(const attn_module_config *c, const attn_attention_spec *v) {
+    attn_attention_spec s = *v;
+    s.heads = c->num_heads;
+    s.head_dim = c->num_heads > 0 ? c->d_out / c->num_heads : 0;
+    s.causal = 1;
+    s.dropout = c->dropout;
+    return s;
+}
 static attn_status mha_check(const attn_module_config *c, const char *k, attn_error *err) {
     if (c->d_out % c->num_heads != 0)
         return attn_fail(err, ATTN_ERR_INVALID_ARG,
@@ -134,15 +144,16 @@ static attn_status mha_check(const attn_module_config *c, const char *k, attn_er
 }
 static attn_status mha_init(attn_module *m, attn_rng *rng, attn_error *err) {
     const attn_module_config *c = &m->cfg;
-    attn_status s = attn_mha_init(&m->u.mha, c->d_in, c->d_out, c->context_length, c->dropout,
-                                  c->num_heads, c->qkv_bias, rng, err);
+    const attn_attention_spec spec = mha_spec(c, &m->variants);
+    attn_status s = attn_mha_init_spec(&m->u.mha, c->d_in, c->d_out, c->context_length, &spec,
+                                       c->qkv_bias, rng, err);
     return s ? s : attn_mha_params(&m->u.mha, "", &m->params, err);
 }
 static void mha_free(attn_module *m) {
     attn_mha_free(&m->u.mha);
 }
 static attn_status mha_cache_init(attn_module *m, int B, int T, attn_error *err) {
-    return attn_attention_cache_init(&m->ac, B, T, m->cfg.num_heads, m->cfg.d_out, err);
+    return attn_mha_cache_init_any(&m->ac, &m->u.mha, B, T, err);
 }
 static attn_status mha_forward(MODULE_FORWARD_ARGS) {
     return attn_mha_forward(&m->u.mha, x, B, T, y, mode, &m->ac, err);
@@ -279,7 +290,7 @@ static const kind_row kinds[] = {
                                  .forward = wrap_forward, .backward = wrap_backward,
                                  .attention_cache = wrap_saved},
     [ATTN_MODULE_MHA] = {INFO(MHA, "mha", "MultiHeadAttention (weight splits + out_proj)", 3,
-                              CAUSAL | HEADS, 0),
+                              CAUSAL | HEADS | ATTN_MODULE_USES_VARIANTS, 0),
                          .check = mha_check, .init = mha_init, .free = mha_free,
                          .cache_init = mha_cache_init, .cache_free = ac_cache_free,
                          .forward = mha_forward, .backward = mha_backward,
@@ -290,12 +301,12 @@ static const kind_row kinds[] = {
                                     .init = head_init, .free = head_free,
                                     .cache_init = head_cache_init, .cache_free = head_cache_free,
                                     .forward = head_forward, .backward = head_backward},
-    [ATTN_MODULE_SEED004_MHA] =
-        {INFO(SEED004_MHA, "seed004-mha",
-              "seed 004's MultiHeadAttention (heads, linear; d_out = d_in)", 3, CAUSAL | HEADS,
-              0),
-         .check = s4_check, .init = s4_init, .free = s4_free, .cache_init = s4_cache_init,
-         .cache_free = s4_cache_free, .forward = s4_forward, .backward = s4_backward},
+    [ATTN_MODULE_SEED004_MHA] = {INFO(SEED004_MHA, "seed004-mha",
+                                      "seed 004's MultiHeadAttention (heads, linear; d_out = d_in)",
+                                      3, CAUSAL | HEADS, 0),
+                                 .check = s4_check, .init = s4_init, .free = s4_free,
+                                 .cache_init = s4_cache_init, .cache_free = s4_cache_free,
+                                 .forward = s4_forward, .backward = s4_backward},
 };
 #undef INFO
 #define N_KINDS ((int)(sizeof kinds / sizeof kinds[0]))
@@ -351,12 +362,39 @@ attn_status attn_module_config_validate(const attn_module_config *cfg, attn_erro
 
 attn_status attn_module_create(const attn_module_config *cfg, attn_rng *rng, attn_module **out,
                                attn_error *err) {
-    *out = NULL;
+    return attn_module_create_variant(cfg, NULL, rng, out, err);
+}
+
+attn_status attn_module_variant_validate(const attn_module_config *cfg,
+                                         const attn_attention_spec *variants, attn_error *err) {
     attn_status st = attn_module_config_validate(cfg, err);
+    if (st != ATTN_OK || !variants) return st;
+    const attn_attention_spec *v = variants;
+    const attn_module_kind_info *info = attn_module_kind_get(cfg->kind);
+    if (!(info->uses & ATTN_MODULE_USES_VARIANTS) &&
+        (v->kv_heads || v->window || v->positions || v->rope_theta != 0 || v->rope_fraction != 0 ||
+         v->qk_norm || v->softcap != 0))
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "%s has the book's attention only (the attention variants are mha's)",
+                         info->name);
+    if (!(info->uses & ATTN_MODULE_USES_VARIANTS)) return ATTN_OK;
+    const attn_attention_spec s = mha_spec(cfg, v);
+    return attn_attention_check(&s, info->name, err);
+}
+
+attn_status attn_module_create_variant(const attn_module_config *cfg,
+                                       const attn_attention_spec *variants, attn_rng *rng,
+                                       attn_module **out, attn_error *err) {
+    *out = NULL;
+    attn_status st = attn_module_variant_validate(cfg, variants, err);
     if (st != ATTN_OK) return st;
+    attn_attention_spec v;
+    memset(&v, 0, sizeof v);
+    if (variants) v = *variants;
     attn_module *m = calloc(1, sizeof *m);
     if (!m) return attn_fail(err, ATTN_ERR_NOMEM, "out of memory creating a module");
     m->cfg = *cfg;
+    m->variants = v;
     attn_param_list_init(&m->params);
     st = kinds[cfg->kind].init(m, rng, err);
     if (st != ATTN_OK) {

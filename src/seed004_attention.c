@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attention_core.h"
 #include "attn/softmax.h"
 
 static attn_status check_rate(double p, const char *what, attn_error *err) {
@@ -96,7 +97,9 @@ attn_status attn_seed004_head_cache_init(attn_seed004_head_cache *c, const attn_
     c->dV = malloc(nq * sizeof(float));
     c->weights = malloc(nw * sizeof(float));
     c->dropped = malloc(nw * sizeof(float));
-    c->d_weights = malloc(nw * sizeof(float));
+    /* the attention core's backward scratch: 2 (T, T) */
+    c->d_weights =
+        malloc((nw > 2 * (size_t)T * (size_t)T ? nw : 2 * (size_t)T * (size_t)T) * sizeof(float));
     c->keep = malloc(nw);
     if (!c->Q || !c->K || !c->V || !c->dQ || !c->dK || !c->dV || !c->weights || !c->dropped ||
         !c->d_weights || !c->keep) {
@@ -136,41 +139,15 @@ attn_status attn_seed004_head_forward(const attn_seed004_head *h, const float *x
     if (drop && !mode->rng)
         return attn_fail(err, ATTN_ERR_INVALID_ARG,
                          "AttentionHead: training with dropout %g needs a generator", p);
-    const size_t N = (size_t)B * (size_t)T, hs = (size_t)h->head_size, TT = (size_t)T * T;
+    const size_t N = (size_t)B * (size_t)T;
     attn_linear_forward(&h->Q_weights, x, c->Q, N);
     attn_linear_forward(&h->K_weights, x, c->K, N);
     attn_linear_forward(&h->V_weights, x, c->V, N);
-    /* K.shape[-1] ** 0.5 is a Python float; PyTorch divides the float32
-     * scores by it as a float32 scalar. */
-    const float scale = (float)sqrt((double)hs);
-    for (int b = 0; b < B; b++) {
-        const size_t off = (size_t)b * (size_t)T * hs;
-        float *w = c->weights + (size_t)b * TT;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, (int)hs, 1.0f, c->Q + off,
-                    (int)hs, c->K + off, (int)hs, 0.0f, w, T);
-        /* Seed 004 masks first, then scales: -inf / scale stays -inf. */
-        for (int i = 0; i < T; i++)
-            for (int j = 0; j < T; j++) {
-                float *v = &w[(size_t)i * T + j];
-                if (j > i) *v = -INFINITY;
-                *v = *v / scale;
-            }
-        attn_softmax_forward(w, w, (size_t)T, (size_t)T);
-    }
-    const size_t nw = (size_t)B * TT;
-    if (drop) {
-        attn_dropout_mask(mode->rng, mode->stream, p, c->keep, nw);
-        attn_dropout_apply(c->weights, c->keep, p, c->dropped, nw);
-    } else {
-        memcpy(c->dropped, c->weights, nw * sizeof(float));
-    }
-    c->dropout_applied = drop;
-    for (int b = 0; b < B; b++) {
-        const size_t off = (size_t)b * (size_t)T * hs;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, (int)hs, T, 1.0f,
-                    c->dropped + (size_t)b * TT, T, c->V + off, (int)hs, 0.0f, out + off, (int)hs);
-    }
-    return ATTN_OK;
+    /* One causal head: the attention core's (seed 004 masks, then divides by
+     * K.shape[-1] ** 0.5 as a float32 scalar: the core's order). */
+    const attn_core_shape cs = {B, T, 1, h->head_size, 1, NULL};
+    return attn_core_forward(&cs, c->Q, c->K, c->V, c->weights, c->dropped, c->keep,
+                             &c->dropout_applied, p, mode, out, err);
 }
 
 attn_status attn_seed004_head_backward(attn_seed004_head *h, const float *x, int B, int T,
@@ -178,41 +155,10 @@ attn_status attn_seed004_head_backward(attn_seed004_head *h, const float *x, int
                                        attn_error *err) {
     attn_status s = head_check(h, B, T, c, err);
     if (s != ATTN_OK) return s;
-    const size_t N = (size_t)B * (size_t)T, hs = (size_t)h->head_size, TT = (size_t)T * T;
-    const float scale = (float)sqrt((double)hs);
-    const int ihs = (int)hs;
-    for (int b = 0; b < B; b++) {
-        const size_t off = (size_t)b * (size_t)T * hs;
-        const float *w = c->weights + (size_t)b * TT, *wd = c->dropped + (size_t)b * TT;
-        float *dw = c->d_weights + (size_t)b * TT;
-        /* out = wd V: d(wd) = d_out V^T, dV = wd^T d_out. */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, ihs, 1.0f, d_out + off, ihs,
-                    c->V + off, ihs, 0.0f, dw, T);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, ihs, T, 1.0f, wd, T, d_out + off,
-                    ihs, 0.0f, c->dV + off, ihs);
-        if (c->dropout_applied) {
-            const float ds = attn_dropout_scale(h->dropout_rate);
-            const uint8_t *keep = c->keep + (size_t)b * TT;
-            for (size_t i = 0; i < TT; i++)
-                dw[i] = keep[i] ? dw[i] * ds : 0.0f;
-        }
-        /* Softmax backward in place, then the 1/scale of the scaling step;
-         * masked entries have w = 0, so their gradient is 0. */
-        for (int i = 0; i < T; i++) {
-            const float *wr = w + (size_t)i * T;
-            float *dr = dw + (size_t)i * T;
-            float dot = 0.0f;
-            for (int j = 0; j < T; j++)
-                dot += dr[j] * wr[j];
-            for (int j = 0; j < T; j++)
-                dr[j] = wr[j] * (dr[j] - dot) / scale;
-        }
-        /* scores = Q K^T: dQ = dS K, dK = dS^T Q. */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, ihs, T, 1.0f, dw, T, c->K + off,
-                    ihs, 0.0f, c->dQ + off, ihs);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, ihs, T, 1.0f, dw, T, c->Q + off,
-                    ihs, 0.0f, c->dK + off, ihs);
-    }
+    const size_t N = (size_t)B * (size_t)T;
+    const attn_core_shape cs = {B, T, 1, h->head_size, 1, NULL};
+    attn_core_backward(&cs, c->Q, c->K, c->V, c->weights, c->dropped, c->keep, c->dropout_applied,
+                       h->dropout_rate, d_out, c->dQ, c->dK, c->dV, c->d_weights);
     attn_linear_backward(&h->Q_weights, x, c->dQ, dx, N);
     attn_linear_backward(&h->K_weights, x, c->dK, dx, N);
     attn_linear_backward(&h->V_weights, x, c->dV, dx, N);

@@ -65,7 +65,7 @@ static attn_status check_call(const char *what, int T, int d_out, const attn_sa_
 
 /* Runs the shared core on the projections already in the cache. */
 static void sa_core_forward(const attn_sa_cache *c, int T, int d_out, float *context) {
-    const attn_core_shape s = {1, T, 1, d_out, 0};
+    const attn_core_shape s = {1, T, 1, d_out, 0, NULL};
     int applied = 0;
     /* No dropout and no mode: cannot fail. */
     (void)attn_core_forward(&s, c->queries, c->keys, c->values, c->attn_weights, c->attn_weights,
@@ -73,7 +73,7 @@ static void sa_core_forward(const attn_sa_cache *c, int T, int d_out, float *con
 }
 
 static void sa_core_backward(const attn_sa_cache *c, int T, int d_out, const float *d_context) {
-    const attn_core_shape s = {1, T, 1, d_out, 0};
+    const attn_core_shape s = {1, T, 1, d_out, 0, NULL};
     attn_core_backward(&s, c->queries, c->keys, c->values, c->attn_weights, c->attn_weights, NULL,
                        0, 0.0, d_context, c->d_queries, c->d_keys, c->d_values, c->scratch);
 }

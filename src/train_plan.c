@@ -22,7 +22,12 @@ void attn_train_plan_of(const attn_gpt_config *m, const attn_train_config *t, at
     const double F1 = m->act == ATTN_ACT_SWIGLU ? 2 * F : F; /* layers.0's rows */
     const double norm = m->norm == ATTN_NORM_RMSNORM ? C : 2 * C;
     const double ff = F1 * C + F1 + F * C + C;
-    const double block = 4 * C * C + (m->qkv_bias ? 3 * C : 0) + C + 2 * norm + ff;
+    /* Grouped-query: W_key, W_value are (KV, C), KV = n_kv_heads head_dim;
+     * qk_norm adds two head_dim scales. */
+    const double hd = C / H, KV = (m->n_kv_heads > 0 ? m->n_kv_heads : H) * hd;
+    const double att =
+        2 * C * C + 2 * KV * C + (m->qkv_bias ? C + 2 * KV : 0) + C + (m->qk_norm ? 2 * hd : 0);
+    const double block = att + 2 * norm + ff;
     const double embed = V * C + (m->pos_emb == ATTN_POS_LEARNED ? T * C : 0);
     const double head = m->tie_weights ? 0 : C * V;
     p->n_params = (size_t)(embed + L * block + norm + head);

@@ -10,6 +10,8 @@
 #
 #   bash tests/cli_options.sh ATTN SRCDIR
 set -uo pipefail
+# (help texts are piped into grep without -q: -q stops at the first match and
+# cuts the pipe, a SIGPIPE that pipefail reports as a failure)
 ATTN=$1
 SRC=$2
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/attn-cli-options.XXXXXX")
@@ -96,7 +98,7 @@ expect 2 "^attn bench generate: unknown option '--nope'" "bench generate unknown
 for cmd in chapter3 viz generate "forward mha" "forward gpt" "bench mha" "bench sgemm" "bench train" "bench generate"; do
   name=${cmd% mha}; name=${name% sgemm}
   expect 2 "^attn $name: --threads must be an integer in \[1, 4096\], not '0'$" "$cmd --threads 0" -- $cmd --threads=0
-  "$ATTN" $cmd --help | grep -q "^  --threads N " && ok "$cmd --help lists --threads" || bad "$cmd --help lacks --threads"
+  "$ATTN" $cmd --help | grep "^  --threads N " > /dev/null && ok "$cmd --help lists --threads" || bad "$cmd --help lacks --threads"
 done
 "$ATTN" chapter3 --threads 1 > "$tmp/ch1.txt" && "$ATTN" chapter3 --threads=2 | cmp -s - "$tmp/ch1.txt" &&
   ok "chapter3 prints the same tables at 1 and 2 threads" || bad "chapter3 --threads changes the output"
@@ -112,7 +114,7 @@ b=$("$ATTN" bench sgemm --m=32 --n=16 --k=8 --repeat=1 --threads=1 | grep -o 'mo
   ok "forward mha --flag=value gives the same Y" || bad "forward --flag=value: $(cat "$tmp/s1.txt" "$tmp/s2.txt")"
 expect 2 "^attn forward: --heads does not apply to causal-attention$" "forward: a flag the kind does not use" -- forward causal-attention --d-out 2 --heads=2 --input "$tmp/x.npy"
 expect 2 "^attn forward: seed004-mha: d_out \(4\) must equal d_in = embedding_dim \(3\)$" "forward: a config the kind refuses (exit 2)" -- forward seed004-mha --d-out 4 --input "$tmp/x.npy"
-"$ATTN" forward --help | grep -q "^  seed004-mha " && ok "forward --help lists the library's module kinds" || bad "forward --help lacks the modules"
+"$ATTN" forward --help | grep "^  seed004-mha " > /dev/null && ok "forward --help lists the library's module kinds" || bad "forward --help lacks the modules"
 
 # Runtime failures exit 1.
 expect 1 "nothere" "info on a missing folder" -- info "$tmp/nothere"
@@ -142,15 +144,16 @@ done
 grep -q "(an integer in \[1, 1000000\]; default 6)" "$tmp/help" &&
   grep -q "(one of torch-mkl, torch-cpu; default torch-mkl)" "$tmp/help" &&
   ok "rng --help shows ranges and defaults (--rng default torch-mkl)" || bad "rng --help: $(cat "$tmp/help")"
-"$ATTN" chapter3 --help | grep -q "default torch-mkl" && ok "chapter3 --help shows the --rng default" ||
+"$ATTN" chapter3 --help | grep "default torch-mkl" > /dev/null && ok "chapter3 --help shows the --rng default" ||
   bad "chapter3 --help lacks the --rng default"
-"$ATTN" viz --help | grep -q "default 0.8" && ok "viz --help shows the temperature default" ||
+"$ATTN" viz --help | grep "default 0.8" > /dev/null && ok "viz --help shows the temperature default" ||
   bad "viz --help lacks defaults"
-"$ATTN" generate --help | grep -q "(a number in (0, 1\]; default 1)" && ok "generate --help shows top-p's half-open range" ||
+"$ATTN" generate --help | grep "(a number in (0, 1\]; default 1)" > /dev/null && ok "generate --help shows top-p's half-open range" ||
   bad "generate --help lacks top-p's range"
-"$ATTN" bench --help | grep -q "(one of torch-mkl, torch-cpu; default torch-mkl)" && ok "bench --help shows the --rng default" ||
+"$ATTN" bench --help > "$tmp/help"
+grep -q "(one of torch-mkl, torch-cpu; default torch-mkl)" "$tmp/help" && ok "bench --help shows the --rng default" ||
   bad "bench --help lacks the --rng default"
-"$ATTN" --help | grep -q "^  info " && ok "attn --help lists info" || bad "attn --help lacks info"
+"$ATTN" --help | grep "^  info " > /dev/null && ok "attn --help lists info" || bad "attn --help lacks info"
 
 # 6. Did you mean: commands, options (every table, attn train's key rows
 # too), choices, modules, benchmarks, presets; exit 2.
@@ -183,7 +186,7 @@ expect 2 "^attn generate: the checkpoint is given twice: give DIR or --checkpoin
 expect 2 "^attn viz: the checkpoint is given twice" "viz --checkpoint DIR DIR" -- viz --checkpoint a b --prompt x --out "$tmp/x.html"
 expect 2 "^attn generate: unexpected argument 'b'|given twice" "generate a b" -- generate a b
 for cmd in generate viz "forward gpt"; do
-  "$ATTN" $cmd --help | grep -q "^usage: attn $cmd \[--checkpoint\] DIR " &&
+  "$ATTN" $cmd --help | grep "^usage: attn $cmd \[--checkpoint\] DIR " > /dev/null &&
     "$ATTN" $cmd --help | grep -A1 "^  \[--checkpoint\] DIR " | grep -q "the flag may be left out" &&
     ok "$cmd --help shows both forms" || bad "$cmd --help: $("$ATTN" $cmd --help | head -3)"
 done

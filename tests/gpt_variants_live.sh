@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Live PyTorch parity of the model variants (issue 20): for each variant
+# Live PyTorch parity of the model variants (issue 20; the attention keys
+# too, on the fused path and the reference one): for each variant
 # config below, attn initialises a model (seed 4321), runs forward + backward
 # (eval, then training with dropout on the torch-cpu stream) and dumps
 # weights, logits, loss and gradients (tests/test_gpt_variants.c, `dump`);
@@ -25,6 +26,10 @@ configs=(
     '{"pos_emb": "none"}'
     '{"norm": "rmsnorm", "act": "swiglu", "tie_weights": true, "pos_emb": "none", "qkv_bias": false}'
     '{"norm": "rmsnorm", "act": "relu2", "tie_weights": true}'
+    '{"n_kv_heads": 2}'
+    '{"n_kv_heads": 1, "pos_emb": "rope", "qk_norm": true}'
+    '{"pos_emb": "alibi", "window": 7}'
+    '{"window": 5, "softcap": 2.5, "pos_emb": "rope", "norm": "rmsnorm", "act": "swiglu"}'
 )
 for cfg in "${configs[@]}"; do
     for training in 0 1; do

@@ -3,7 +3,7 @@
 # trains, `attn info` (text and --json) and `attn train --dry-run` show every
 # variant key, the announcement names what differs from the book's model;
 # --device cuda refuses a variant by name (exit 2, nothing made), an
-# attention key is refused until the attention core is built; a resume or
+# attention-key model trains and generates past its context with a window; a resume or
 # --init-from with another variant is refused naming the key; the checkpoint
 # loads into the PyTorch variant model with attn's logits (when torch is
 # there).
@@ -74,12 +74,22 @@ expect 2 "attn train: --device cuda: norm rmsnorm is not on the cuda engine yet"
 [ ! -e "$tmp/gpu" ] && ok "... and makes no folder" || bad "the refused run left $tmp/gpu"
 expect 2 "attn generate: --device cuda: pos_emb none is not on the cuda engine yet" \
   "generate --device cuda refuses a variant" -- generate "$tmp/run" --device cuda --prompt First
-echo '{"pos_emb": "rope"}' > "$tmp/rope.json"
-expect 2 "pos_emb 'rope' needs the attention core (not built yet)" "rope waits for the attention core" \
-  -- train --data "$tmp/c.txt" --config "$tmp/rope.json" --out "$tmp/rope"
-echo '{"softcap": 50}' > "$tmp/cap.json"
-expect 2 "softcap 50 needs the attention core (not built yet)" "softcap waits for the attention core" \
-  -- train --data "$tmp/c.txt" --config "$tmp/cap.json" --out "$tmp/cap" --dry-run
+# The attention keys: trained and sampled on the CPU, refused by name on cuda.
+echo '{"context_length": 12, "emb_dim": 24, "n_heads": 4, "n_layers": 1, "pos_emb": "rope",
+  "n_kv_heads": 2, "window": 4, "qk_norm": true, "softcap": 30}' > "$tmp/rope.json"
+expect 2 "attn train: --device cuda: pos_emb rope is not on the cuda engine yet" \
+  "train --device cuda refuses rope by name" -- train --data "$tmp/c.txt" --config "$tmp/rope.json" \
+  --out "$tmp/rope-gpu" --device cuda
+"$ATTN" train --data "$tmp/c.txt" --config "$tmp/rope.json" --out "$tmp/rope" --steps 3 > "$tmp/rope.txt" 2>&1 &&
+  ok "a rope + grouped-query + window + qk_norm + softcap model trains" || bad "rope train: $(cat "$tmp/rope.txt")"
+"$ATTN" info "$tmp/rope" | grep -q "pos_emb rope, n_kv_heads 2, window 4" &&
+  ok "info shows the attention keys" || bad "rope info: $("$ATTN" info "$tmp/rope" 2>&1)"
+"$ATTN" viz "$tmp/rope" --prompt "First Citizen" --layer 0 --head 1 --svg "$tmp/rope.svg" > /dev/null 2>&1 &&
+  grep -q "<svg" "$tmp/rope.svg" && ok "viz draws a variant's attention" || bad "rope viz: $("$ATTN" viz "$tmp/rope" --prompt First --layer 0 --head 1 --svg "$tmp/rope.svg" 2>&1)"
+# A window and no learned table: the KV ring runs past context_length 12.
+"$ATTN" generate "$tmp/rope" --prompt "First" --max-new-tokens 40 --seed 3 > "$tmp/rope-gen.txt" 2> "$tmp/rope-gen.err" &&
+  [ "$(wc -c < "$tmp/rope-gen.txt")" -ge 45 ] && ok "a windowed model generates past its context" ||
+  bad "rope generate: $(cat "$tmp/rope-gen.err")"
 echo '{"act": "tanh"}' > "$tmp/tanh.json"
 expect 2 "config key 'act' must be one of gelu, relu2, swiglu (got \"tanh\")" "a bad choice names the choices" \
   -- train --data "$tmp/c.txt" --config "$tmp/tanh.json" --out "$tmp/tanh"

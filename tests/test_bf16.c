@@ -327,7 +327,8 @@ static attn_status flash_run(flash_case *fc, const attn_flash_dropout *drop,
     const size_t row = (size_t)fc->H * fc->hd, n = (size_t)fc->B * fc->T * row;
     attn_flash_problem pb = {
         fc->B,   fc->T,   fc->H,   fc->hd, fc->qkv, fc->qkv + row, fc->qkv + 2 * row,
-        3 * row, 3 * row, 3 * row, fc->o,  row,     fc->lse,       drop};
+        3 * row, 3 * row, 3 * row, fc->o,  row,     fc->lse,       drop,
+        0,       NULL};
     attn_flash_grads g = {fc->d_o, row, fc->dq, fc->dk, fc->dv, row, row, row};
     memset(fc->dq, 0, n * sizeof(float));
     memset(fc->dk, 0, n * sizeof(float));

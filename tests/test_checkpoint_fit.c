@@ -122,6 +122,40 @@ Test(checkpoint_fit, a_lying_config_names_its_key_before_allocating) {
                      "missing"));
 }
 
+/* Grouped-query K/V and QK-norm's scales against the config's n_kv_heads
+ * and qk_norm (src/checkpoint_fit.c): an honest file loads; a config that
+ * says otherwise names its key. */
+Test(checkpoint_fit, attention_keys_are_checked_against_the_tensors) {
+    attn_gpt_config c = small(1);
+    c.n_kv_heads = 1;
+    c.qk_norm = 1;
+    const char *p = save("gqa.safetensors", &c, NULL, "3", NULL);
+    attn_gpt m;
+    attn_tokenizer tok;
+    attn_error err;
+    cr_assert_eq(attn_gpt_load_checkpoint(p, &m, &tok, NULL, &err), ATTN_OK, "%s", err.msg);
+    cr_expect(m.cfg.n_kv_heads == 1 && m.cfg.qk_norm == 1);
+    cr_expect_eq(m.blocks[0].att.W_key.out_features, 4);
+    attn_gpt_free(&m);
+    attn_tokenizer_free(&tok);
+    p = save("mha.safetensors", &c,
+             "{\"vocab_size\":5,\"context_length\":8,\"emb_dim\":8,\"n_heads\":2,"
+             "\"n_layers\":2,\"drop_rate\":0,\"qkv_bias\":true,\"qk_norm\":true}",
+             "1", NULL);
+    const char *msg = load_fail(p, ATTN_ERR_SHAPE);
+    cr_assert(strstr(msg, "the config says n_kv_heads 2, but tensor "
+                          "'trf_blocks.0.att.W_key.weight' has shape (4, 8), not (8, 8)"),
+              "%s", msg);
+    p = save("noqk.safetensors", &c,
+             "{\"vocab_size\":5,\"context_length\":8,\"emb_dim\":8,\"n_heads\":2,"
+             "\"n_layers\":2,\"drop_rate\":0,\"qkv_bias\":true,\"n_kv_heads\":1}",
+             "1", NULL);
+    msg = load_fail(p, ATTN_ERR_SHAPE);
+    cr_assert(strstr(msg, "the config says qk_norm false, but tensor "
+                          "'trf_blocks.0.att.q_norm.scale' is present"),
+              "%s", msg);
+}
+
 static void poison(attn_gpt *m) {
     const attn_param *p = attn_param_list_find(&m->params, "trf_blocks.1.norm2.shift");
     cr_assert(p);

@@ -162,7 +162,8 @@ static attn_flash_problem view(problem *pb, const attn_flash_dropout *drop) {
     const size_t row = (size_t)pb->H * pb->hd;
     attn_flash_problem v = {
         pb->B,  pb->T,  pb->H,  pb->hd, pb->qkv, pb->qkv + row, pb->qkv + 2 * row,
-        pb->ld, pb->ld, pb->ld, pb->o,  row,     pb->lse,       drop};
+        pb->ld, pb->ld, pb->ld, pb->o,  row,     pb->lse,       drop,
+        0,      NULL};
     return v;
 }
 

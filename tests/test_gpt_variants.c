@@ -27,6 +27,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "attn/attention_weights.h"
 #include "attn/checkpoint.h"
 #include "attn/cuda.h"
 #include "attn/fileio.h"
@@ -41,18 +42,22 @@
 #define BOOK_RUN ATTN_SOURCE_DIR "/tests/fixtures/book_run"
 
 /* scripts/gpt_parity.py's VARIANTS, one fixture each. */
-static const char *const CASES[] = {"rmsnorm",  "relu2", "swiglu", "tie_weights",
-                                    "pos_none", "combo", NULL};
+static const char *const CASES[] = {"rmsnorm",  "relu2",           "swiglu",      "tie_weights",
+                                    "pos_none", "combo",           "gqa",         "mqa",
+                                    "rope",     "alibi",           "window",      "qk_norm",
+                                    "softcap",  "attention_combo", "alibi_combo", NULL};
 
 /* The same variants as config keys, for attn's own models. */
 static const char *const VARIANTS[] = {
-    "{\"norm\": \"rmsnorm\"}",
-    "{\"act\": \"relu2\"}",
-    "{\"act\": \"swiglu\"}",
-    "{\"tie_weights\": true}",
-    "{\"pos_emb\": \"none\"}",
+    "{\"norm\": \"rmsnorm\"}", "{\"act\": \"relu2\"}", "{\"act\": \"swiglu\"}",
+    "{\"tie_weights\": true}", "{\"pos_emb\": \"none\"}",
     "{\"norm\": \"rmsnorm\", \"act\": \"swiglu\", \"tie_weights\": true, \"pos_emb\": \"none\"}",
     "{\"norm\": \"rmsnorm\", \"act\": \"relu2\", \"tie_weights\": true}",
+    /* the attention keys (SMALL has 3 heads, the others 2 or 4) */
+    "{\"n_kv_heads\": 1}", "{\"pos_emb\": \"rope\"}", "{\"pos_emb\": \"alibi\"}", "{\"window\": 3}",
+    "{\"qk_norm\": true}", "{\"softcap\": 0.5}",
+    "{\"pos_emb\": \"rope\", \"window\": 4, \"qk_norm\": true, \"softcap\": 1.5, "
+    "\"n_kv_heads\": 1, \"norm\": \"rmsnorm\", \"act\": \"swiglu\"}",
     NULL};
 
 static attn_gpt_config variant_cfg(attn_gpt_config base, const char *json) {
@@ -326,6 +331,90 @@ Test(gpt_variants, kv_cache_matches_full_forward) {
         }
         attn_gpt_kv_free(&kv);
         attn_gpt_kv_free(&kb);
+        attn_gpt_acts_free(&acts);
+        attn_gpt_free(&m);
+    }
+}
+
+/* A window and no learned table: the KV cache is a ring of window rows and
+ * generation runs past context_length; each token's logits equal the full
+ * forward's last row on the context_length tokens ending at it (the window
+ * reaches back n_layers (W - 1) < context_length tokens, so the crop loses
+ * nothing; RoPE sees shifted absolute positions, so float rounding of its
+ * angles only). */
+Test(gpt_variants, windowed_kv_cache_runs_past_the_context) {
+    const char *keys[] = {"{\"pos_emb\": \"rope\", \"window\": 3}",
+                          "{\"pos_emb\": \"alibi\", \"window\": 3, \"n_kv_heads\": 1}",
+                          "{\"pos_emb\": \"none\", \"window\": 3, \"qk_norm\": true}"};
+    const double tol[] = {1e-4, 1e-5, 1e-5};
+    const int T = SMALL.context_length, V = SMALL.vocab_size, steps = 30;
+    int32_t ids[30];
+    for (int i = 0; i < steps; i++)
+        ids[i] = (i * 7 + 2) % V;
+    for (int v = 0; v < 3; v++) {
+        const attn_gpt_config cfg = variant_cfg(SMALL, keys[v]);
+        attn_gpt m;
+        make_model(&m, &cfg, 13);
+        attn_gpt_kv_cache kv;
+        attn_gpt_acts acts;
+        attn_error err;
+        cr_assert_eq(attn_gpt_kv_init(&kv, &m, &err), ATTN_OK, "%s", err.msg);
+        cr_expect_eq(kv.rows, 3, "%s: the cache keeps the window's rows", keys[v]);
+        cr_expect_eq(kv.kv_dim, cfg.n_kv_heads ? cfg.n_kv_heads * 4 : 12);
+        cr_assert_eq(attn_gpt_acts_init(&acts, &m, 1, T, &err), ATTN_OK);
+        float logits[11];
+        for (int t = 0; t < steps; t++) {
+            cr_assert_eq(attn_gpt_kv_step(&m, &kv, ids[t], logits, &err), ATTN_OK, "%s t %d: %s",
+                         keys[v], t, err.msg);
+            if (t + 1 < T) continue; /* the prefix: kv_cache_matches_full_forward's */
+            const int n = T;
+            cr_assert_eq(attn_gpt_forward(&m, ids + t + 1 - n, NULL, 1, n, NULL, &acts, NULL, &err),
+                         ATTN_OK);
+            const double e =
+                max_rel_floor(logits, acts.logits + (size_t)(n - 1) * V, (size_t)V, 1e-3);
+            cr_expect(e <= tol[v], "%s t %d: kv vs full forward max rel err %g", keys[v], t, e);
+        }
+        attn_gpt_kv_free(&kv);
+        attn_gpt_acts_free(&acts);
+        attn_gpt_free(&m);
+    }
+}
+
+/* What attn viz draws for a variant: each head's weights (recomputed by the
+ * fused kernel from its LSE, with RoPE and with ALiBi) are a distribution
+ * over the keys the query sees and exactly 0 elsewhere: a window draws a
+ * band. */
+Test(gpt_variants, attention_weights_of_a_window_are_a_band) {
+    const char *keys[] = {"{\"window\": 3, \"n_kv_heads\": 1, \"pos_emb\": \"rope\"}",
+                          "{\"window\": 3, \"pos_emb\": \"alibi\"}"};
+    const int T = SMALL.context_length, H = SMALL.n_heads;
+    const int32_t ids[8] = {3, 1, 4, 1, 5, 9, 2, 6};
+    for (int v = 0; v < 2; v++) {
+        const attn_gpt_config cfg = variant_cfg(SMALL, keys[v]);
+        attn_gpt m;
+        make_model(&m, &cfg, 17);
+        cr_expect_eq(m.blocks[0].att.path, ATTN_MHA_FUSED);
+        attn_gpt_acts acts;
+        attn_error err;
+        cr_assert_eq(attn_gpt_acts_init(&acts, &m, 1, T, &err), ATTN_OK);
+        cr_assert_eq(attn_gpt_forward(&m, ids, NULL, 1, T, NULL, &acts, NULL, &err), ATTN_OK);
+        float w[3 * 8 * 8];
+        for (int l = 0; l < cfg.n_layers; l++) {
+            cr_assert_eq(attn_gpt_attention_weights(&m, &acts, l, 0, w, &err), ATTN_OK, "%s",
+                         err.msg);
+            for (int h = 0; h < H; h++)
+                for (int i = 0; i < T; i++) {
+                    double sum = 0;
+                    for (int j = 0; j < T; j++) {
+                        const float x = w[(h * T + i) * T + j];
+                        const int seen = j <= i && i - j < 3;
+                        cr_expect(seen ? x > 0.0f : x == 0.0f, "%s l %d h %d (%d, %d): %g", keys[v],
+                                  l, h, i, j, x);
+                        sum += x;
+                    }
+                    cr_expect(fabs(sum - 1.0) < 1e-5, "%s row %d sums to %g", keys[v], i, sum);
+                }
+        }
         attn_gpt_acts_free(&acts);
         attn_gpt_free(&m);
     }
@@ -690,12 +779,8 @@ Test(gpt_variants, key_table_json_and_text) {
         {"{\"softcap\": -1}", "'softcap' must be a number in [0, 1000000]"},
         {"{\"n_kv_heads\": 0}", "'n_kv_heads' must be an integer in [1, 65536]"},
         {"{\"n_kv_heads\": 3}", "n_kv_heads 3 must divide n_heads 4"},
-        {"{\"pos_emb\": \"rope\"}", "pos_emb 'rope' needs the attention core (not built yet)"},
-        {"{\"pos_emb\": \"alibi\"}", "pos_emb 'alibi' needs the attention core (not built yet)"},
-        {"{\"n_kv_heads\": 2}", "n_kv_heads 2 needs the attention core (not built yet)"},
-        {"{\"window\": 16}", "window 16 needs the attention core (not built yet)"},
-        {"{\"qk_norm\": true}", "qk_norm true needs the attention core (not built yet)"},
-        {"{\"softcap\": 30}", "softcap 30 needs the attention core (not built yet)"},
+        {"{\"window\": -1}", "'window' must be an integer in [0, 1048576]"},
+        {"{\"pos_emb\": \"rope\", \"emb_dim\": 4}", "pos_emb 'rope' needs head_dim >= 2"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         attn_gpt_config x = c;
@@ -721,8 +806,10 @@ Test(gpt_variants, cuda_engine_refuses_variants_by_name) {
     attn_gpt_config_preset("tiny", &c, NULL);
     attn_error err;
     cr_expect_eq(attn_cuda_gpt_supports(&c, &err), ATTN_OK);
-    const char *want[] = {"norm rmsnorm", "act relu2",    "act swiglu",  "tie_weights true",
-                          "pos_emb none", "pos_emb none", "norm rmsnorm"};
+    const char *want[] = {"norm rmsnorm", "act relu2",     "act swiglu",   "tie_weights true",
+                          "pos_emb none", "pos_emb none",  "norm rmsnorm", "n_kv_heads 1",
+                          "pos_emb rope", "pos_emb alibi", "window 3",     "qk_norm true",
+                          "softcap 0.5",  "pos_emb rope"};
     for (int v = 0; VARIANTS[v]; v++) {
         attn_gpt_config x = variant_cfg(c, VARIANTS[v]);
         cr_expect_eq(attn_cuda_gpt_supports(&x, &err), ATTN_ERR_INVALID_ARG);

@@ -133,8 +133,8 @@ static long flash_faults(void) {
     attn_rng_seed(&rng, 5);
     attn_rng_uniform(&rng, qkv, 3 * n, -1.0f, 1.0f);
     attn_rng_uniform(&rng, d_o, n, -1.0f, 1.0f);
-    attn_flash_problem pb = {B,   T,   H,   hd, qkv, qkv + n, qkv + 2 * n,
-                             row, row, row, o,  row, lse,     NULL};
+    attn_flash_problem pb = {B,   T,   H, hd,  qkv, qkv + n, qkv + 2 * n, row,
+                             row, row, o, row, lse, NULL,    0,           NULL};
     attn_flash_grads g = {d_o, row, dqkv, dqkv + n, dqkv + 2 * n, row, row, row};
     attn_flash_options opt = {.threads = 2, .simd = ATTN_SIMD_AUTO};
     attn_flash_workspace ws = {0};

@@ -43,6 +43,9 @@ typedef struct attn_attention_cache {
     float *d_queries, *d_keys, *d_values; /* (B, T, d_out) */
     float *d_context; /* (B, T, d_out) grad at context (MHA: after out_proj^T) */
     float *scratch;   /* 2 * T * T per-(b, head) dP and dS */
+    /* MultiHeadAttention with qk_norm (attn_mha_cache_init): q and k before
+     * the norm, 1/rms per head row, and the gradient through the norm. */
+    float *q_raw, *k_raw, *d_raw, *q_rstd, *k_rstd;
     /* MultiHeadAttention's fused path (packed QKV, LSE, dropout state,
      * workspace); NULL until that path first runs. Freed with the cache. */
     struct attn_mha_fused_state *fused;

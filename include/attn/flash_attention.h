@@ -2,6 +2,8 @@
  *
  * Computes, for every batch b and head h, the chapter's
  *     context = dropout(softmax(masked(Q K^T) / sqrt(head_dim))) V
+ * (with a sliding window, soft-cap and ALiBi when the problem asks:
+ * attn/attention.h's scores)
  * without ever holding a (T, T) matrix: Q is cut into query tiles and K/V
  * into key tiles sized to the caches; an online softmax keeps a running row
  * max and sum and rescales the partial output; tiles above the diagonal are
@@ -44,6 +46,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "attn/attention.h"
 #include "attn/dropout.h"
 #include "attn/engine.h"
 #include "attn/rng.h"
@@ -125,6 +128,12 @@ typedef struct attn_flash_problem {
     size_t ld_o;
     float *lse;                        /* (B, H, T): forward writes, backward reads */
     const attn_flash_dropout *dropout; /* NULL or p == 0: none */
+    int window; /* > 0: query i sees keys i - window + 1 .. i only (sliding window); the key
+                   tiles outside every row's window are skipped */
+    /* NULL: scores q.k / sqrt(head_dim). Else its softcap and ALiBi
+     * (attn/attention.h's attn_score) transform each score tile; the LSE is
+     * then of the transformed scores. Only those two fields are read. */
+    const attn_attention_spec *scores;
 } attn_flash_problem;
 
 /* Gradients: d_o is read; dq, dk, dv are accumulated (+=). */

@@ -53,8 +53,21 @@
  *                  `out_head.weight = tok_emb.weight` after the constructor.
  *   pos_emb none   no pos_emb table: x = tok_emb[ids]; the causal mask is
  *                  the only position signal.
- *   pos_emb rope|alibi, n_kv_heads, window, qk_norm, softcap: the attention
- *                  core's; refused by attn_gpt_config_validate until built.
+ *   The attention keys are attn/attention.h's spec (attn_gpt_attention_spec):
+ *   pos_emb rope   no pos_emb table; q and k rotated (theta 10000, all of
+ *                  head_dim) in each block.
+ *   pos_emb alibi  no pos_emb table; ALiBi slopes bias the scores.
+ *   n_kv_heads K   W_key, W_value are (K head_dim, C); query head h reads
+ *                  kv head h / (n_heads / K); the KV cache is K head_dim wide.
+ *   window W       a query sees its last W keys; the KV cache keeps
+ *                  min(W, context_length) rows as a ring, so generation
+ *                  without learned positions runs past context_length.
+ *   qk_norm        RMSNorm(head_dim) on each head's q and k:
+ *                  trf_blocks.<i>.att.q_norm.scale, .att.k_norm.scale
+ *                  (after out_proj's).
+ *   softcap c      scores c tanh(s / c) before the mask.
+ *   Every key runs on MultiHeadAttention's fused path (fp32 and bf16), the
+ *   reference path and the KV step; the CUDA engine refuses them by name.
  *
  * Threading: the large products go through CBLAS (OpenBLAS threads); the
  * element-wise layers use OpenMP. Nothing allocates inside forward/backward. */
@@ -64,6 +77,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "attn/attention.h"
 #include "attn/causal_attention.h"
 #include "attn/dropout.h"
 #include "attn/embedding.h"
@@ -87,8 +101,8 @@ struct cJSON; /* <cjson/cJSON.h>; only needed by attn_gpt_config_set_json */
 /* Where positions come from (config key "pos_emb"). */
 typedef enum attn_pos_emb {
     ATTN_POS_LEARNED = 0, /* the book's pos_emb table, added to tok_emb */
-    ATTN_POS_ROPE,        /* rotary q/k (the attention core; not built yet) */
-    ATTN_POS_ALIBI,       /* linear score biases (the attention core; not built yet) */
+    ATTN_POS_ROPE,        /* rotary q/k (attn/attention.h) */
+    ATTN_POS_ALIBI,       /* linear score biases (attn/attention.h) */
     ATTN_POS_NONE         /* no position input at all (the causal mask alone) */
 } attn_pos_emb;
 
@@ -127,10 +141,12 @@ const char *const *attn_gpt_preset_names(void);
 
 /* Checks every field: dims >= 1, emb_dim % n_heads == 0 ("emb_dim 770 is not
  * divisible by n_heads 12"), drop_rate in [0, 1), qkv_bias 0/1, each variant
- * key in its range (n_kv_heads divides n_heads). A variant the library does
- * not compute yet is refused naming it ("pos_emb 'rope' needs the attention
- * core (not built yet)"). */
+ * key in its range (n_kv_heads divides n_heads). */
 attn_status attn_gpt_config_validate(const attn_gpt_config *cfg, attn_error *err);
+
+/* The attention of each block of cfg (attn/attention.h): causal, n_heads,
+ * n_kv_heads, window, pos_emb rope/alibi, qk_norm, softcap, drop_rate. */
+attn_attention_spec attn_gpt_attention_spec(const attn_gpt_config *cfg);
 
 /* The model keys of a JSON config, one row each in attn_gpt_config's order,
  * then seed 004's derived head_size: the book's name, seed 004's, the type
@@ -329,22 +345,27 @@ attn_status attn_gpt_backward(attn_gpt *m, attn_gpt_acts *acts, float loss_scale
 /* KV cache for one sequence (batch 1): per layer keys/values of the tokens
  * seen so far, at positions 0..len-1. Each step costs O(len * C + C^2 + V*C).
  *
- * Sliding window (the caller's job): positions are absolute within the
- * window, so once len == context_length the cache is full and
+ * With the config's window (and no learned table) the cache is a ring of
+ * window rows and never fills: generation runs past context_length at
+ * constant memory. Otherwise, sliding the context is the caller's job:
+ * positions are absolute within the window, so once len == context_length
+ * the cache is full and
  * attn_gpt_kv_step fails with ATTN_ERR_STATE. The caller then re-primes with
  * attn_gpt_kv_prefill on the most recent tokens it wants to keep (e.g. the
  * last context_length/2, which keeps each token O(T) amortised; re-priming
  * with context_length - 1 tokens reproduces the book's generate(), which
  * crops idx[:, -context_length:] every step, at O(T^2) per token). */
 typedef struct attn_gpt_kv_cache {
-    int capacity; /* context_length */
+    int capacity; /* tokens it takes: context_length; INT_MAX with a window and no learned table */
     int len;      /* tokens cached */
     int C, H, n_layers;
+    int rows;     /* rows kept per layer: context_length, or the window (a ring, len % rows) */
+    int kv_dim;   /* n_kv_heads * head_dim */
     int threads;  /* OpenMP threads a step uses; attn_default_threads() at init */
-    float *k, *v; /* (n_layers, capacity, C) each */
+    float *k, *v; /* (n_layers, rows, kv_dim) each */
     /* one-token scratch */
     float *x, *ln, *q, *att, *proj, *hidden; /* C, C, C, C, C, ff.fc1.out_features */
-    float *scores;                           /* (H, capacity) */
+    float *scores;                           /* (H, context_length) */
     float *logits;                           /* V — last step's logits */
     attn_precision precision; /* weights a step reads: FP32 (the model's) or BF16 copies */
     uint16_t *w_bf16;         /* BF16: every Linear weight rounded to bf16 */

@@ -8,6 +8,7 @@
 #ifndef ATTN_MODULE_H
 #define ATTN_MODULE_H
 
+#include "attn/attention.h"
 #include "attn/dropout.h"
 #include "attn/param.h"
 #include "attn/rng.h"
@@ -38,6 +39,7 @@ enum {
     ATTN_MODULE_USES_CONTEXT = 1u << 1,  /* context_length (the causal mask size) */
     ATTN_MODULE_USES_DROPOUT = 1u << 2,  /* dropout on the attention weights */
     ATTN_MODULE_USES_QKV_BIAS = 1u << 3, /* qkv_bias */
+    ATTN_MODULE_USES_VARIANTS = 1u << 4, /* variants: the attention core's (mha) */
 };
 
 /* One kind as tools list and check it (attn forward's modules and flags). */
@@ -83,6 +85,18 @@ attn_status attn_module_config_validate(const attn_module_config *cfg, attn_erro
  * constructor would. */
 attn_status attn_module_create(const attn_module_config *cfg, attn_rng *rng, attn_module **out,
                                attn_error *err);
+/* The same with the attention variants of *variants (attn/attention.h:
+ * kv_heads, window, positions, rope_theta, rope_fraction, qk_norm,
+ * softcap; heads, head_dim, causal and dropout come from cfg). Only mha
+ * (ATTN_MODULE_USES_VARIANTS) takes any; NULL or zeros: the book's. */
+attn_status attn_module_create_variant(const attn_module_config *cfg,
+                                       const attn_attention_spec *variants, attn_rng *rng,
+                                       attn_module **out, attn_error *err);
+/* attn_module_config_validate, then the variants: a kind without
+ * ATTN_MODULE_USES_VARIANTS refuses any; mha checks them
+ * (attn_attention_check: "n_kv_heads 3 must divide n_heads 4"). */
+attn_status attn_module_variant_validate(const attn_module_config *cfg,
+                                         const attn_attention_spec *variants, attn_error *err);
 void attn_module_destroy(attn_module *m);
 
 const attn_module_config *attn_module_get_config(const attn_module *m);

@@ -16,8 +16,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "attn/attention.h"
 #include "attn/causal_attention.h"
 #include "attn/flash_attention.h"
+#include "attn/layernorm.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -71,19 +73,33 @@ typedef enum attn_mha_path { ATTN_MHA_FUSED = 0, ATTN_MHA_REFERENCE = 1 } attn_m
 typedef struct attn_mha {
     int d_in, d_out, context_length, num_heads, head_dim, qkv_bias;
     double dropout;
-    attn_linear W_query, W_key, W_value, out_proj;
-    attn_mha_path path;          /* ATTN_MHA_FUSED after attn_mha_init */
-    attn_flash_options flash;    /* threads / SIMD / tiles of the fused path (zeros: defaults) */
-    struct attn_bf16_gemm *bf16; /* NULL: fp32; else the fused path's projections and its
-                                    attention kernel in bf16 (attn/gemm.h,
-                                    attn_flash_options.precision; borrowed; set out_proj.bf16
-                                    alike) */
+    attn_linear W_query, W_key, W_value, out_proj; /* W_key, W_value: (kv_dim, d_in) */
+    attn_attention_spec spec; /* the call's variants (attn/attention.h); the book's by default */
+    int kv_dim;               /* kv_heads * head_dim (d_out unless grouped-query) */
+    attn_layernorm q_norm, k_norm; /* spec.qk_norm: RMSNorm(head_dim) each, "q_norm.scale" */
+    attn_mha_path path;            /* ATTN_MHA_FUSED after attn_mha_init */
+    attn_flash_options flash;      /* threads / SIMD / tiles of the fused path (zeros: defaults) */
+    struct attn_bf16_gemm *bf16;   /* NULL: fp32; else the fused path's projections and its
+                                      attention kernel in bf16 (attn/gemm.h,
+                                      attn_flash_options.precision; borrowed; set out_proj.bf16
+                                      alike) */
 } attn_mha;
 
 /* Fails with a message when d_out % num_heads != 0, any dim <= 0 or dropout
  * is outside [0, 1). */
 attn_status attn_mha_init(attn_mha *m, int d_in, int d_out, int context_length, double dropout,
                           int num_heads, int qkv_bias, attn_rng *rng, attn_error *err);
+/* The same with the variants of spec (heads, kv_heads, window, positions,
+ * qk_norm, softcap, dropout; head_dim is d_out / heads): W_key and W_value
+ * are Linear(d_in, kv_heads * head_dim), drawn in the same order; with
+ * qk_norm, "q_norm.scale" and "k_norm.scale" (head_dim, ones) follow
+ * out_proj. Per head: q, k = rope(qk_norm(x W^T)), then attn/attention.h's
+ * scores. Every variant runs on either path: on FUSED, QK-norm, RoPE and the
+ * K/V head mapping around the kernel, the window, soft-cap and ALiBi in its
+ * score tile (attn_flash_problem). */
+attn_status attn_mha_init_spec(attn_mha *m, int d_in, int d_out, int context_length,
+                               const attn_attention_spec *spec, int qkv_bias, attn_rng *rng,
+                               attn_error *err);
 void attn_mha_free(attn_mha *m);
 attn_status attn_mha_params(attn_mha *m, const char *prefix, attn_param_list *list,
                             attn_error *err);
@@ -93,6 +109,10 @@ attn_status attn_mha_params(attn_mha *m, const char *prefix, attn_param_list *li
  * either path. */
 attn_status attn_mha_cache_init(attn_attention_cache *cache, const attn_mha *m, int B, int T,
                                 attn_error *err);
+/* A cache for either path: attn_attention_cache_init's, plus what m's
+ * variants need (QK-norm's saved inputs). */
+attn_status attn_mha_cache_init_any(attn_attention_cache *cache, const attn_mha *m, int B, int T,
+                                    attn_error *err);
 /* cache: attn_mha_cache_init, or attn_attention_cache_init(cache, B, T,
  * num_heads, d_out). mode NULL = eval (no dropout); dx may be NULL in the
  * backward. */
@@ -105,8 +125,12 @@ attn_status attn_mha_backward(attn_mha *m, const float *x, int B, int T, const f
 /* One token at a time (generation, eval mode: no dropout), against a KV cache
  * of the keys and values of earlier positions:
  *   x (d_in) at position pos -> out (d_out);
- *   k_cache, v_cache (context_length, d_out): rows 0..pos-1 hold the earlier
+ *   k_cache, v_cache (context_length, kv_dim): rows 0..pos-1 hold the earlier
  *   tokens' keys and values; the step writes row pos and attends over 0..pos.
+ *   With a window W (spec.window) the cache is a ring of rows
+ *   attn_mha_step_rows(m) = min(W, context_length): position p lives in row
+ *   p % rows, so pos may run past context_length at constant memory (keys
+ *   are rotated at their own position before they are stored).
  * Equals row pos of attn_mha_forward on the same prefix to a few ulps (the
  * matrix-vector products sum in their own order). The step splits its rows
  * and heads with OpenMP worksharing: call it from every thread of a team, or
@@ -120,6 +144,9 @@ typedef struct attn_mha_step_buf {
 
 void attn_mha_step(const attn_mha *m, const float *x, float *k_cache, float *v_cache, int pos,
                    float *out, const attn_mha_step_buf *buf);
+
+/* Rows of the step's KV cache: context_length, or the window when smaller. */
+int attn_mha_step_rows(const attn_mha *m);
 
 /* bf16 weights for attn_mha_step (half the bytes a token streams; sums stay
  * fp32): W_query, W_key, W_value (d_out, d_in) then out_proj (d_out, d_out),

@@ -43,7 +43,7 @@ typedef struct attn_seed004_head_cache {
     float *dropped;   /* (B, T, T) after dropout */
     uint8_t *keep;    /* (B, T, T) */
     int dropout_applied;
-    float *d_weights;    /* (B, T, T) backward scratch */
+    float *d_weights;    /* max(B, 2) (T, T) backward scratch */
     float *dQ, *dK, *dV; /* (B, T, head_size) backward scratch */
 } attn_seed004_head_cache;
 

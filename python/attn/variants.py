@@ -18,9 +18,18 @@ same state_dict names and the same numbers. A variant changes only its part:
                  shared matrix once, as tok_emb.weight.
   pos_emb none   no pos_emb table: x = tok_emb(ids) alone.
 
-The attention keys (pos_emb rope/alibi, n_kv_heads, window, qk_norm,
-softcap) are refused until attn's attention core computes them; the
-attention module of a block is made by make_attention(cfg).
+The attention keys (attn/attention.h's formulas; Attention below, used when
+any of them is set, else the book's MultiHeadAttention):
+
+  n_kv_heads K   W_key, W_value are Linear(C, K head_dim); query head h reads
+                 kv head h // (n_heads / K) (repeat_interleave).
+  pos_emb rope   no pos_emb table; q, k rotated per head in GPT-NeoX's half
+                 layout, theta 10000 (rope_theta), all dims (rope_fraction).
+  pos_emb alibi  no pos_emb table; scores + slope_h (j - i), the paper's slopes.
+  window W       query i sees keys i-W+1..i.
+  qk_norm        RMSNorm(head_dim) on each head's q and k: att.q_norm.scale,
+                 att.k_norm.scale (after out_proj).
+  softcap c      scores c tanh(s / c) (after the division by sqrt(head_dim)).
 
 Needs only torch; scripts load this file by path (scripts/book_attention.py,
 which registers book.py as the module "attn_book" first)."""
@@ -47,15 +56,6 @@ def variant(cfg):
         if v != book_value:
             out[k] = v
     return out
-
-
-def check_built(cfg):
-    """Raises NotImplementedError for an attention variant (not built yet)."""
-    for k, v in variant(cfg).items():
-        if k in ("norm", "act", "tie_weights") or (k == "pos_emb" and v == "none"):
-            continue
-        shown = f"'{v}'" if isinstance(v, str) else str(v).lower()
-        raise NotImplementedError(f"{k} {shown} needs the attention core (not built yet)")
 
 
 class RMSNorm(nn.Module):
@@ -101,7 +101,102 @@ def make_norm(cfg):
     return RMSNorm(C) if cfg.get("norm", "layernorm") == "rmsnorm" else book.LayerNorm(C)
 
 
+ATTENTION_KEYS = ("n_kv_heads", "window", "qk_norm", "softcap")
+
+
+def attention_variant(cfg):
+    """1 when cfg's attention is not the book's MultiHeadAttention."""
+    v = variant(cfg)
+    return any(k in v for k in ATTENTION_KEYS) or v.get("pos_emb") in ("rope", "alibi")
+
+
+def alibi_slopes(n):
+    """ALiBi's slopes for n heads (Press et al.): a power of two m <= n, then
+    every other slope of 2m for the rest."""
+    m = 1
+    while 2 * m <= n:
+        m *= 2
+    slopes = [2.0 ** (-8.0 * (h + 1) / m) for h in range(m)]
+    slopes += [2.0 ** (-8.0 * (2 * k + 1) / (2 * m)) for k in range(n - m)]
+    return torch.tensor(slopes, dtype=torch.float64).float()
+
+
+def rope_tables(T, rot, theta=10000.0, pos0=0):
+    """cos, sin (T, rot / 2): angle pos * theta^(-2d / rot), in float32 steps."""
+    inv = torch.tensor([1.0 / theta ** (2.0 * d / rot) for d in range(rot // 2)],
+                       dtype=torch.float64).float()
+    pos = torch.arange(pos0, pos0 + T, dtype=torch.float32)
+    ang = pos[:, None] * inv[None, :]
+    return ang.double().cos().float(), ang.double().sin().float()
+
+
+def rope(x, cos, sin, rot):
+    """x (..., T, head_dim): the first rot dims rotated, pairs (d, d + rot/2)."""
+    half = rot // 2
+    x1, x2 = x[..., :half], x[..., half:rot]
+    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin, x[..., rot:]], dim=-1)
+
+
+class Attention(nn.Module):
+    """Causal multi-head attention with the attention keys (written as math:
+    torch 1.13 has no SDPA)."""
+
+    def __init__(self, cfg, rope_theta=10000.0, rope_fraction=1.0, d_in=None):
+        super().__init__()
+        C, H = cfg["emb_dim"], cfg["n_heads"]
+        d_in = d_in or C
+        self.H, self.hd = H, C // H
+        self.KV = cfg.get("n_kv_heads") or H
+        self.pos = cfg.get("pos_emb", "learned")
+        self.window = cfg.get("window", 0)
+        self.softcap = cfg.get("softcap", 0)
+        self.rot = 2 * int(rope_fraction * self.hd / 2) if self.pos == "rope" else 0
+        self.theta = rope_theta
+        bias = cfg["qkv_bias"]
+        self.W_query = nn.Linear(d_in, C, bias=bias)
+        self.W_key = nn.Linear(d_in, self.KV * self.hd, bias=bias)
+        self.W_value = nn.Linear(d_in, self.KV * self.hd, bias=bias)
+        self.out_proj = nn.Linear(C, C)
+        self.dropout = nn.Dropout(cfg["drop_rate"])
+        if cfg.get("qk_norm", False):
+            self.q_norm = RMSNorm(self.hd)
+            self.k_norm = RMSNorm(self.hd)
+        else:
+            self.q_norm = self.k_norm = None
+
+    def forward(self, x):
+        b, T, _ = x.shape
+        q = self.W_query(x).view(b, T, self.H, self.hd)
+        k = self.W_key(x).view(b, T, self.KV, self.hd)
+        v = self.W_value(x).view(b, T, self.KV, self.hd)
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
+        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+        if self.rot:
+            cos, sin = rope_tables(T, self.rot, self.theta)
+            q, k = rope(q, cos, sin, self.rot), rope(k, cos, sin, self.rot)
+        if self.KV != self.H:
+            k = k.repeat_interleave(self.H // self.KV, dim=1)
+            v = v.repeat_interleave(self.H // self.KV, dim=1)
+        s = q @ k.transpose(2, 3) / self.hd ** 0.5
+        if self.softcap:
+            s = torch.tanh(s / self.softcap) * self.softcap
+        i = torch.arange(T)[:, None]
+        j = torch.arange(T)[None, :]
+        if self.pos == "alibi":
+            s = s + alibi_slopes(self.H).view(self.H, 1, 1) * (j - i).float()
+        mask = j > i
+        if self.window:
+            mask = mask | (i - j >= self.window)
+        w = torch.softmax(s.masked_fill(mask, -torch.inf), dim=-1)
+        w = self.dropout(w)
+        ctx = (w @ v).transpose(1, 2).contiguous().view(b, T, self.H * self.hd)
+        return self.out_proj(ctx)
+
+
 def make_attention(cfg):
+    if attention_variant(cfg):
+        return Attention(cfg)
     return book.MultiHeadAttention(d_in=cfg["emb_dim"], d_out=cfg["emb_dim"],
                                    context_length=cfg["context_length"],
                                    num_heads=cfg["n_heads"], dropout=cfg["drop_rate"],
@@ -123,7 +218,6 @@ class TransformerBlock(book.TransformerBlock):
 class GPTModel(nn.Module):
     def __init__(self, cfg):
         super().__init__()
-        check_built(cfg)
         self.tok_emb = nn.Embedding(cfg["vocab_size"], cfg["emb_dim"])
         self.pos_emb = None
         if cfg.get("pos_emb", "learned") == "learned":

@@ -13,7 +13,10 @@ from conftest import TINY, TINY_KEYS
 
 CASES = [{"norm": "rmsnorm"}, {"act": "relu2"}, {"act": "swiglu"}, {"tie_weights": True},
          {"pos_emb": "none"},
-         {"norm": "rmsnorm", "act": "swiglu", "tie_weights": True, "pos_emb": "none"}]
+         {"norm": "rmsnorm", "act": "swiglu", "tie_weights": True, "pos_emb": "none"},
+         {"n_kv_heads": 1}, {"pos_emb": "rope"}, {"pos_emb": "alibi"}, {"window": 3},
+         {"qk_norm": True}, {"softcap": 5.0},
+         {"pos_emb": "rope", "n_kv_heads": 1, "window": 4, "qk_norm": True, "softcap": 5.0}]
 
 
 @pytest.mark.parametrize("keys", CASES, ids=lambda k: "+".join(f"{a}={b}" for a, b in k.items()))
@@ -55,10 +58,16 @@ def test_book_keys_are_the_books_model():
     assert torch.equal(a(ids), b(ids))
 
 
-def test_attention_variants_wait_for_the_attention_core(tmp_path, corpus):
-    with pytest.raises(NotImplementedError, match="pos_emb 'rope' needs the attention core"):
-        variants.GPTModel({**TINY, "vocab_size": 9, "qkv_bias": False, "pos_emb": "rope"})
-    with pytest.raises(attn.Error, match="n_kv_heads 1 needs the attention core"):
-        attn.train(preset="tiny", config={**TINY, "n_kv_heads": 1}, data=corpus,
-                   out=tmp_path / "x", progress=False, **TINY_KEYS)
-    assert not (tmp_path / "x").exists()
+def test_attention_reference_is_the_books_math_without_variants():
+    """variants.Attention with no attention key gives the book's
+    MultiHeadAttention's numbers on the same weights."""
+    cfg = {"emb_dim": 12, "n_heads": 3, "context_length": 8, "drop_rate": 0.0, "qkv_bias": True}
+    torch.manual_seed(3)
+    ref = book.MultiHeadAttention(12, 12, 8, 0.0, 3, qkv_bias=True).eval()
+    torch.manual_seed(3)
+    mine = variants.Attention(cfg).eval()
+    x = torch.randn(2, 7, 12)
+    assert torch.allclose(ref(x), mine(x), atol=1e-6)
+    assert variants.alibi_slopes(8).tolist()[0] == 0.5
+    assert variants.alibi_slopes(6).tolist() == pytest.approx(
+        [2 ** -2, 2 ** -4, 2 ** -6, 2 ** -8, 2 ** -1, 2 ** -3])
