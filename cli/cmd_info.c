@@ -3,6 +3,7 @@
  * (attn/checkpoint_info.h); this file only draws. */
 #include <cjson/cJSON.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,11 +93,12 @@ static void print_text(const char *dir, const attn_checkpoint_info *in) {
         printf("last step      %" PRId64 ": loss %.4f, lr %.3g, grad_norm %.3f\n", in->last.step,
                (double)in->last.loss, (double)in->last.lr, (double)in->last.grad_norm);
     if (in->n_evals) {
-        printf("last eval      step %" PRId64 ": train %.4f, val %.4f (%zu evaluations)\n",
-               in->last_eval.step, (double)in->last_eval.train_loss, (double)in->last_eval.val_loss,
-               in->n_evals);
-        printf("best val       step %" PRId64 ": val %.4f\n", in->best_eval.step,
-               (double)in->best_eval.val_loss);
+        const attn_eval_record *l = &in->last_eval, *b = &in->best_eval;
+        printf("last eval      step %" PRId64 ": train %.4f, val %.4f%s (%zu evaluations)\n",
+               l->step, (double)l->train_loss, (double)attn_eval_val(l),
+               isnan(l->val_exact) ? "" : " exact", in->n_evals);
+        printf("best val       step %" PRId64 ": val %.4f%s\n", b->step, (double)attn_eval_val(b),
+               isnan(b->val_exact) ? "" : " exact");
     }
 }
 
@@ -105,6 +107,7 @@ static cJSON *eval_json(const attn_eval_record *r) {
     cJSON_AddNumberToObject(o, "step", (double)r->step);
     cJSON_AddNumberToObject(o, "train_loss", (double)r->train_loss);
     cJSON_AddNumberToObject(o, "val_loss", (double)r->val_loss);
+    if (!isnan(r->val_exact)) cJSON_AddNumberToObject(o, "val_loss_exact", (double)r->val_exact);
     return o;
 }
 

@@ -476,9 +476,13 @@ static void on_eval(void *user, const attn_trainer *tr, const attn_eval_record *
     (void)tr;
     if (v->bar_shown) printf("\r\033[K");
     v->bar_shown = 0;
-    if (v->lead)
-        printf("step %" PRId64 ": train loss %.4f, val loss %.4f\n", ev->step,
-               (double)ev->train_loss, (double)ev->val_loss);
+    /* nanoGPT's line; an exact val loss (the whole split) says so. */
+    if (v->lead) {
+        printf("step %" PRId64 ": train loss %.4f", ev->step, (double)ev->train_loss);
+        if (!isnan(ev->val_loss)) printf(", val loss %.4f", (double)ev->val_loss);
+        if (!isnan(ev->val_exact)) printf(", exact val loss %.4f", (double)ev->val_exact);
+        printf("\n");
+    }
     fflush(stdout);
 }
 
@@ -509,10 +513,15 @@ static void report_end(const attn_trainer *tr, const attn_train_result *res, con
         return;
     }
     fprintf(stderr,
-            "attn train: %" PRId64 " steps in %.1f s (%.0f tokens/s); final val loss %.4f; "
+            "attn train: %" PRId64 " steps in %.1f s (%.0f tokens/s)%s; final val loss %.4f%s; "
             "checkpoint in %s (train on with: attn train --out %s --resume --steps N)\n",
             tr->step - res->start_step, res->wall_s, res->tokens_per_s,
-            tr->n_evals ? (double)tr->evals[tr->n_evals - 1].val_loss : NAN, out_abs, dir);
+            res->budget_spent ? ", the time budget spent" : "",
+            tr->n_evals ? (double)attn_eval_val(&tr->evals[tr->n_evals - 1]) : NAN,
+            tr->n_evals && !isnan(tr->evals[tr->n_evals - 1].val_exact)
+                ? " (exact: the whole val split)"
+                : "",
+            out_abs, dir);
     if (dist && dist->size > 1 && tr->step > res->start_step) {
         const double k = (double)(tr->step - res->start_step);
         fprintf(stderr,

@@ -23,7 +23,7 @@ static void read_history(const attn_safetensors *st, attn_checkpoint_info *info)
     for (size_t i = 0; i < h.n_evals; i++) {
         attn_eval_record r;
         train_history_eval(&h, i, &r);
-        if (i == 0 || r.val_loss < info->best_eval.val_loss) info->best_eval = r;
+        if (i == 0 || attn_eval_val(&r) < attn_eval_val(&info->best_eval)) info->best_eval = r;
         info->last_eval = r;
     }
     if (h.n_evals > 0) info->n_evals = h.n_evals;

@@ -225,8 +225,9 @@ Test(train, run_stops_on_request_saves_and_resumes_bit_for_bit) {
         cr_expect(memcmp(pb_->items[i].data, pw_->items[i].data,
                          pb_->items[i].numel * sizeof(float)) == 0,
                   "%s differs", pb_->items[i].name);
-    /* loss.svg: the 4 evaluations as 8 points (train, val), no line
-     * joining them, and the lr curve. */
+    /* loss.svg: the 4 evaluations as 8 points (train, val) and the final
+     * one's exact val loss as a ninth, no line joining them, and the lr
+     * curve. */
     cr_assert_eq(attn_trainer_write_loss_files(&whole, dir, &err), ATTN_OK, "%s", err.msg);
     char svgp[512], *svg = NULL;
     size_t svgn = 0;
@@ -237,7 +238,7 @@ Test(train, run_stops_on_request_saves_and_resumes_bit_for_bit) {
         points++;
     for (const char *q = svg; (q = strstr(q, "<polyline class=\"lr\"")); q++)
         lr_lines++;
-    cr_expect_eq(points, 8);
+    cr_expect_eq(points, 9);
     cr_expect_eq(lr_lines, 1);
     cr_expect(strstr(svg, "stroke-width=\"2\" points") == NULL, "eval points joined by a line");
     free(svg);
@@ -350,6 +351,10 @@ Test(train, key_table_drives_json_ranges_and_flags) {
     attn_train_config t, back;
     cr_assert_eq(attn_train_preset("nanogpt-cpu", &m, &t, NULL), ATTN_OK);
     t.grad_accum = 3; /* written only when > 1 */
+    /* The later keys are written only when not at their defaults. */
+    t.eval_mode = ATTN_EVAL_EXACT;
+    t.time_budget = 600;
+    t.lr_schedule = ATTN_LR_WSD;
     char *js = attn_train_config_to_json(&t);
     cr_assert(js);
     memset(&back, 0, sizeof back);

@@ -25,7 +25,7 @@ train --out "$tmp/ref" > "$tmp/ref.log" 2> "$tmp/ref.err" || bad "reference run 
 [ -s "$tmp/ref/model.safetensors" ] && [ -s "$tmp/ref/train_state.safetensors" ] &&
   [ -s "$tmp/ref/loss.csv" ] && grep -q "<svg" "$tmp/ref/loss.svg" &&
   ok "run writes model, training state, loss.csv and loss.svg" || bad "missing output files"
-grep -q "^step 40: train loss [0-9.]*, val loss [0-9.]*$" "$tmp/ref.log" &&
+grep -q "^step 40: train loss [0-9.]*, val loss [0-9.]*, exact val loss [0-9.]*$" "$tmp/ref.log" &&
   grep -q "^iter 39: loss [0-9.]*, time [0-9.]*ms$" "$tmp/ref.log" &&
   ok "log lines" || bad "log lines: $(tail -3 "$tmp/ref.log")"
 [ "$(grep -c . "$tmp/ref/loss.csv")" -eq 42 ] && ok "loss.csv has header + step 0 + 40 steps" ||
