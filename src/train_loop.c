@@ -123,8 +123,9 @@ attn_status attn_trainer_run(attn_trainer *tr, const char *out, int resumed,
             const double now = clock_now(&k), keep = final_eval_s(tr, &k) + k.save_s;
             spent = attn_dist_any(dist, now + keep + k.step_s >= budget);
             if (spent) break;
-            const double room = budget - keep;
-            tr->progress = room > 0 ? now / room : 1;
+            /* Never back (keep's estimate moves): the LR only goes down. */
+            const double room = budget - keep, prog = room > 0 ? now / room : 1;
+            tr->progress = prog > tr->progress ? (prog < 1 ? prog : 1) : tr->progress;
             tr->elapsed_s = now;
         }
         const double t0 = attn_now_s(), c0 = dist ? dist->comm_s : 0;
