@@ -167,9 +167,17 @@ attn_status attn_trainer_run(attn_trainer *tr, const char *out, int resumed,
         if ((s = timed_eval(tr, 1, &k, &er, err))) return s;
         if (ev->on_eval) ev->on_eval(ev->user, tr, &er);
         if ((s = save_best(tr, out, err))) return s;
-        saved_now = 0;
     }
-    if (!saved_now && (s = timed_save(tr, out, &k, err))) return s;
+    if (spent) {
+        /* The end kept time for the final evaluation and checkpoint: the
+         * saved clock says the whole budget is spent, so a --resume takes no
+         * further step. */
+        const double now = clock_now(&k);
+        tr->elapsed_s = now > budget ? now : budget;
+        if ((s = save(tr, out, err))) return s;
+    } else if (!saved_now && (s = timed_save(tr, out, &k, err))) {
+        return s;
+    }
     res.stopped = tr->step < c->max_steps && !spent;
     res.budget_spent = spent;
     res.wall_s = attn_now_s() - t_start;

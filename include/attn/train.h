@@ -403,7 +403,9 @@ typedef struct attn_train_result {
  * when the next step, the final evaluation and a checkpoint would no longer
  * fit in it (estimated from the last ones), with that final evaluation and
  * checkpoint (result->budget_spent). The budget's clock is tr->elapsed_s:
- * checkpointed, so a resumed run counts on from where it stopped; the
+ * checkpointed, so a resumed run counts on from where it stopped (a run
+ * the budget ended saves at least the whole budget: resuming it takes no
+ * further step, only the final evaluation again); the
  * steps' LR follows it (attn_train_lr), so the steps and rates a budgeted
  * run takes depend on the machine's speed, and a resumed one continues the
  * schedule but is not bit for bit an unbroken run. A checkpoint (attn_trainer_save,
