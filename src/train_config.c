@@ -244,6 +244,8 @@ attn_status attn_train_preset(const char *name, attn_gpt_config *model, attn_tra
     t->eval_interval = r->eval_interval;
     t->eval_iters = r->eval_iters;
     t->log_interval = r->log_interval;
+    t->lr_schedule = r->lr_schedule;
+    t->time_budget = r->time_budget;
     return ATTN_OK;
 }
 

@@ -92,7 +92,12 @@ static attn_status write_svg(const attn_trainer *tr, const char *path, attn_erro
     for (size_t i = 0; i < tr->n_hist; i++)
         if (isfinite(tr->hist[i].lr)) lr_max = fmax(lr_max, tr->hist[i].lr);
     if (!(lr_max > 0)) lr_max = tr->tcfg.learning_rate > 0 ? tr->tcfg.learning_rate : 1;
+    /* A time-budgeted run's steps are what fit: its x axis ends at the last. */
     double x_max = (double)tr->tcfg.max_steps, y_min = INFINITY, y_max = -INFINITY;
+    if (tr->tcfg.time_budget > 0)
+        x_max = tr->n_hist    ? (double)tr->hist[tr->n_hist - 1].step
+                : tr->n_evals ? (double)tr->evals[tr->n_evals - 1].step
+                              : 1;
     for (size_t i = 0; i < tr->n_hist; i++) {
         double v = tr->hist[i].loss;
         if (isfinite(v)) y_min = fmin(y_min, v), y_max = fmax(y_max, v);

@@ -54,10 +54,15 @@ Test(train, every_model_preset_has_a_training_recipe) {
         cr_expect(t.batch_size > 0 && t.max_steps > 0 && t.learning_rate > t.min_lr,
                   "%s: recipe looks unset", names[count]);
     }
-    cr_expect_eq(count, 4);
+    cr_expect_eq(count, 5);
     attn_gpt_config m;
     attn_train_config t;
     cr_expect_neq(attn_train_preset("no-such-preset", &m, &t, NULL), ATTN_OK);
+    /* speedrun: a time-budgeted WSD recipe on a variant model (issue 21). */
+    cr_assert_eq(attn_train_preset("speedrun", &m, &t, NULL), ATTN_OK);
+    cr_expect(t.time_budget == 600 && t.lr_schedule == ATTN_LR_WSD);
+    cr_expect(m.norm == ATTN_NORM_RMSNORM && m.act == ATTN_ACT_RELU2);
+    cr_expect_eq(attn_train_config_validate(&t, NULL), ATTN_OK);
 }
 
 Test(train, config_json_errors_name_the_key) {
