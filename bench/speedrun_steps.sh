@@ -7,11 +7,10 @@
 # activation, rate, tying), so a step-matched gain is a gain at 600 s too;
 # what trades steps for time (context, batch, width, bf16) is
 # bench/speedrun.sh's, at 600 s on an idle machine.
-#   bash bench/speedrun_steps.sh [ATTN] [STEPS] [JOBS]   (JOBS runs at a time, 1 thread each)
+#   bash bench/speedrun_steps.sh [ATTN] [STEPS]   (two rungs at a time, 1 thread each)
 set -uo pipefail
 ATTN=${1:-build/attn}
 STEPS=${2:-500}
-JOBS=${3:-2}
 DATA=${DATA:-/work/shared/data/tinyshakespeare.txt}
 out=${OUT:-runs/speedrun-steps}
 mkdir -p "$out"
