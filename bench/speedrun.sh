@@ -11,7 +11,7 @@
 set -uo pipefail
 ATTN=${1:-build/attn}
 BUDGET=${2:-600}
-DATA=${DATA:-/work/shared/data/tinyshakespeare.txt}
+DATA=${DATA:-data/tinyshakespeare.txt} # scripts/get-data.sh
 out=${OUT:-runs/speedrun}
 mkdir -p "$out"
 bf16=$(grep -q avx512_bf16 /proc/cpuinfo && echo 1 || echo 0)

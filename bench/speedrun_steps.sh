@@ -11,7 +11,7 @@
 set -uo pipefail
 ATTN=${1:-build/attn}
 STEPS=${2:-500}
-DATA=${DATA:-/work/shared/data/tinyshakespeare.txt}
+DATA=${DATA:-data/tinyshakespeare.txt} # scripts/get-data.sh
 out=${OUT:-runs/speedrun-steps}
 mkdir -p "$out"
 W=$((STEPS / 10))
