@@ -519,3 +519,28 @@ Test(train, lr_schedules_by_steps_and_by_the_clock) {
     cr_expect(fabs(attn_train_lr(&t, 200, 0.5) - 5.5e-4) < 1e-12);
     cr_expect(attn_train_lr(&t, 50, 0.9) == attn_lr_cosine(50, 100, 1000, 1e-3, 1e-4));
 }
+
+/* A time budget runs in one process: two ranks would each follow their own
+ * clock to their own learning rates. */
+Test(train, time_budget_refuses_ranks) {
+    attn_gpt_config m;
+    attn_train_config t;
+    attn_trainer tr;
+    attn_error err;
+    char *text = NULL;
+    size_t n = 0;
+    small_cfg(&m, &t);
+    t.time_budget = 5;
+    text = malloc(4000);
+    cr_assert(text);
+    for (size_t i = 0; i < 4000; i++)
+        text[i] = "ROMEO: a rose\n"[i % 14];
+    n = 4000;
+    cr_assert_eq(attn_trainer_init(&tr, &m, &t, 0, text, n, &err), ATTN_OK, "%s", err.msg);
+    attn_dist two = {.rank = 0, .size = 2};
+    cr_expect_eq(attn_trainer_set_dist(&tr, &two, &err), ATTN_ERR_INVALID_ARG);
+    cr_expect(strstr(err.msg, "one process") != NULL, "%s", err.msg);
+    cr_expect(tr.dist == NULL);
+    attn_trainer_free(&tr);
+    free(text);
+}

@@ -323,7 +323,8 @@ attn_status attn_trainer_init_from(attn_trainer *tr, const char *dir, attn_error
 attn_status attn_trainer_set_device(attn_trainer *tr, attn_device device, attn_precision precision,
                                     attn_error *err);
 /* Train as one of dist's ranks (dist.h): grad_accum must be a multiple of
- * the rank count (each rank takes grad_accum / size micro-batches). */
+ * the rank count (each rank takes grad_accum / size micro-batches); a
+ * time_budget runs in one process only. */
 attn_status attn_trainer_set_dist(attn_trainer *tr, attn_dist *dist, attn_error *err);
 
 /* Fingerprints for the ranks' start-up check: *config of the model and
