@@ -34,4 +34,8 @@ rung() { # name, then what it adds (training options; model keys as a JSON file)
   rung E-lr2e-3 '{"norm": "rmsnorm", "act": "relu2"}' --lr-schedule wsd --lr 2e-3 --min-lr 1e-4 &
   rung F-tied '{"norm": "rmsnorm", "act": "relu2", "tie_weights": true}' --lr-schedule wsd --lr 2e-3 --min-lr 1e-4 &
   wait
+  rung G-lr3e-3 '{"norm": "rmsnorm", "act": "relu2"}' --lr-schedule wsd --lr 3e-3 --min-lr 1e-4 &
+  rung H-swiglu '{"norm": "rmsnorm", "act": "swiglu"}' --lr-schedule wsd --lr 2e-3 --min-lr 1e-4 &
+  wait
+  rung I-swiglu-lr3e-3 '{"norm": "rmsnorm", "act": "swiglu"}' --lr-schedule wsd --lr 3e-3 --min-lr 1e-4
 } | tee "$out/ladder.txt"
