@@ -37,13 +37,15 @@ rung 1-wsd "+ warmup-stable-decay" --preset nanogpt-cpu --steps 1000000 --eval-i
   --lr-schedule wsd
 rung 2-rms-relu2 "+ RMSNorm, ReLU^2" --preset nanogpt-cpu --steps 1000000 --eval-interval 1000 \
   --lr-schedule wsd --config "$(model 2 '{"norm": "rmsnorm", "act": "relu2"}')"
-rung 3-speedrun "+ lr 2e-3 (= --preset speedrun)" --preset speedrun
+rung 3-swiglu "+ SwiGLU for ReLU^2" --preset nanogpt-cpu --steps 1000000 --eval-interval 1000 \
+  --lr-schedule wsd --config "$(model 3 '{"norm": "rmsnorm", "act": "swiglu"}')"
+rung 4-speedrun "+ lr 2e-3 (= --preset speedrun)" --preset speedrun
 if [ "$bf16" = 1 ]; then
-  rung 4-bf16 "+ bf16 products" --preset speedrun --precision bf16
-  rung 5-ctx128 "+ bf16, context 128, batch 6" --preset speedrun --precision bf16 \
-    --batch-size 6 --config "$(model 5 '{"context_length": 128}')"
-  rung 6-wide "+ bf16, emb 192, 6 heads" --preset speedrun --precision bf16 \
-    --config "$(model 6 '{"emb_dim": 192, "n_heads": 6}')"
+  rung 5-bf16 "+ bf16 products" --preset speedrun --precision bf16
+  rung 6-ctx128 "+ bf16, context 128, batch 6" --preset speedrun --precision bf16 \
+    --batch-size 6 --config "$(model 6 '{"context_length": 128}')"
+  rung 7-wide "+ bf16, emb 192, 6 heads" --preset speedrun --precision bf16 \
+    --config "$(model 7 '{"emb_dim": 192, "n_heads": 6}')"
 fi
 for seed in 1 2 3; do
   rung "seed$seed" "--preset speedrun --seed $seed" --preset speedrun --seed "$seed"

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """The speedrun recipe (attn train --preset speedrun) in PyTorch 1.13.1: the
-same model (nanogpt-cpu's shape; RMSNorm and ReLU^2 by default, the variant
+same model (nanogpt-cpu's shape; RMSNorm and SwiGLU by default, the variant
 GPTModel of python/attn/variants.py via scripts/gpt_parity.py), AdamW lr
 2e-3 -> 1e-4 with 100 warm-up steps then warmup-stable-decay (flat, then
 linear over the last 40% of the time budget), betas (0.9, 0.99), weight
@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from gpt_parity import variants  # noqa: E402
 
 CFG = {"vocab_size": 65, "context_length": 64, "emb_dim": 128, "n_heads": 4, "n_layers": 4,
-       "drop_rate": 0.0, "qkv_bias": False, "norm": "rmsnorm", "act": "relu2"}
+       "drop_rate": 0.0, "qkv_bias": False, "norm": "rmsnorm", "act": "swiglu"}
 BATCH, LR, MIN_LR, WARMUP, COOLDOWN = 12, 2e-3, 1e-4, 100, 0.4
 
 

@@ -61,7 +61,7 @@ Test(train, every_model_preset_has_a_training_recipe) {
     /* speedrun: a time-budgeted WSD recipe on a variant model (issue 21). */
     cr_assert_eq(attn_train_preset("speedrun", &m, &t, NULL), ATTN_OK);
     cr_expect(t.time_budget == 600 && t.lr_schedule == ATTN_LR_WSD);
-    cr_expect(m.norm == ATTN_NORM_RMSNORM && m.act == ATTN_ACT_RELU2);
+    cr_expect(m.norm == ATTN_NORM_RMSNORM && m.act == ATTN_ACT_SWIGLU);
     cr_expect_eq(attn_train_config_validate(&t, NULL), ATTN_OK);
 }
 
