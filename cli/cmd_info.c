@@ -3,6 +3,7 @@
  * (attn/checkpoint_info.h); this file only draws. */
 #include <cjson/cJSON.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,6 +55,16 @@ static void mib(char *buf, size_t cap, uint64_t bytes) {
     snprintf(buf, cap, "%" PRIu64 " bytes (%.2f MiB)", bytes, (double)bytes / 1048576.0);
 }
 
+/* "val 1.5012", "val 1.5012, exact 1.4893" or "val 1.4893 exact". */
+static void eval_val_text(const attn_eval_record *r, char *buf, size_t cap) {
+    if (isnan(r->val_exact))
+        snprintf(buf, cap, "val %.4f", (double)r->val_loss);
+    else if (isnan(r->val_loss))
+        snprintf(buf, cap, "val %.4f exact", (double)r->val_exact);
+    else
+        snprintf(buf, cap, "val %.4f, exact %.4f", (double)r->val_loss, (double)r->val_exact);
+}
+
 static void print_text(const char *dir, const attn_checkpoint_info *in) {
     const attn_gpt_config *m = &in->model;
     char size[64];
@@ -92,11 +103,13 @@ static void print_text(const char *dir, const attn_checkpoint_info *in) {
         printf("last step      %" PRId64 ": loss %.4f, lr %.3g, grad_norm %.3f\n", in->last.step,
                (double)in->last.loss, (double)in->last.lr, (double)in->last.grad_norm);
     if (in->n_evals) {
-        printf("last eval      step %" PRId64 ": train %.4f, val %.4f (%zu evaluations)\n",
-               in->last_eval.step, (double)in->last_eval.train_loss, (double)in->last_eval.val_loss,
-               in->n_evals);
-        printf("best val       step %" PRId64 ": val %.4f\n", in->best_eval.step,
-               (double)in->best_eval.val_loss);
+        const attn_eval_record *l = &in->last_eval, *b = &in->best_eval;
+        char lv[64], bv[64];
+        eval_val_text(l, lv, sizeof lv);
+        eval_val_text(b, bv, sizeof bv);
+        printf("last eval      step %" PRId64 ": train %.4f, %s (%zu evaluations)\n", l->step,
+               (double)l->train_loss, lv, in->n_evals);
+        printf("best val       step %" PRId64 ": %s\n", b->step, bv);
     }
 }
 
@@ -105,6 +118,7 @@ static cJSON *eval_json(const attn_eval_record *r) {
     cJSON_AddNumberToObject(o, "step", (double)r->step);
     cJSON_AddNumberToObject(o, "train_loss", (double)r->train_loss);
     cJSON_AddNumberToObject(o, "val_loss", (double)r->val_loss);
+    if (!isnan(r->val_exact)) cJSON_AddNumberToObject(o, "val_loss_exact", (double)r->val_exact);
     return o;
 }
 

@@ -189,7 +189,21 @@ static int print_plan(const attn_gpt_config *m, const attn_train_config *t, cons
            preset ? preset : "saved config", mj, variant, tj, data, n, m->vocab_size, out, run,
            p.n_params, (double)p.n_params / 1e6, (p.state_bytes + p.act_bytes) / 1048576.0,
            p.state_bytes / 1048576.0, p.act_bytes / 1048576.0, p.ckpt_bytes / 1048576.0);
-    if (steps > 0) {
+    if (steps > 0 && t->time_budget > 0) {
+        double gflops, sec = plan_seconds(&p, steps, threads, ranks, &gflops);
+        char budget[64];
+        fmt_duration(t->time_budget, budget, sizeof budget);
+        printf("time        %s (--time-budget %g s, evaluations included): the run then ends "
+               "with an exact evaluation and a checkpoint, at most %" PRId64 " steps; the LR "
+               "schedule (%s) follows the clock",
+               budget, t->time_budget, t->max_steps,
+               t->lr_schedule == ATTN_LR_WSD ? "warmup-stable-decay" : "cosine");
+        if (gflops > 0 && sec > 0)
+            printf(" (~%.0f steps fit at %.1f GFLOP/s, the speed of matrix products measured "
+                   "now)",
+                   (double)steps * t->time_budget / sec, gflops);
+        printf("\n");
+    } else if (steps > 0) {
         double gflops, sec = plan_seconds(&p, steps, threads, ranks, &gflops);
         char eta[64], hints[400] = "";
         if (gflops > 0)
@@ -476,9 +490,13 @@ static void on_eval(void *user, const attn_trainer *tr, const attn_eval_record *
     (void)tr;
     if (v->bar_shown) printf("\r\033[K");
     v->bar_shown = 0;
-    if (v->lead)
-        printf("step %" PRId64 ": train loss %.4f, val loss %.4f\n", ev->step,
-               (double)ev->train_loss, (double)ev->val_loss);
+    /* nanoGPT's line; an exact val loss (the whole split) says so. */
+    if (v->lead) {
+        printf("step %" PRId64 ": train loss %.4f", ev->step, (double)ev->train_loss);
+        if (!isnan(ev->val_loss)) printf(", val loss %.4f", (double)ev->val_loss);
+        if (!isnan(ev->val_exact)) printf(", exact val loss %.4f", (double)ev->val_exact);
+        printf("\n");
+    }
     fflush(stdout);
 }
 
@@ -508,11 +526,21 @@ static void report_end(const attn_trainer *tr, const attn_train_result *res, con
                 tr->step, out_abs, dir);
         return;
     }
+    /* A spent time budget is the run's end: --resume would stop at once. */
+    char hint[2 * ATTN_TRAIN_PATH_MAX + 64] = "";
+    if (tr->tcfg.time_budget <= 0)
+        snprintf(hint, sizeof hint, " (train on with: attn train --out %s --resume --steps N)",
+                 dir);
     fprintf(stderr,
-            "attn train: %" PRId64 " steps in %.1f s (%.0f tokens/s); final val loss %.4f; "
-            "checkpoint in %s (train on with: attn train --out %s --resume --steps N)\n",
+            "attn train: %" PRId64 " steps in %.1f s (%.0f tokens/s)%s; final val loss %.4f%s; "
+            "checkpoint in %s%s\n",
             tr->step - res->start_step, res->wall_s, res->tokens_per_s,
-            tr->n_evals ? (double)tr->evals[tr->n_evals - 1].val_loss : NAN, out_abs, dir);
+            res->budget_spent ? ", the time budget spent" : "",
+            tr->n_evals ? (double)attn_eval_val(&tr->evals[tr->n_evals - 1]) : NAN,
+            tr->n_evals && !isnan(tr->evals[tr->n_evals - 1].val_exact)
+                ? " (exact: the whole val split)"
+                : "",
+            out_abs, hint);
     if (dist && dist->size > 1 && tr->step > res->start_step) {
         const double k = (double)(tr->step - res->start_step);
         fprintf(stderr,

@@ -3,6 +3,7 @@
 #include "attn/checkpoint_info.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,10 +21,20 @@ static void read_history(const attn_safetensors *st, attn_checkpoint_info *info)
         train_history_step(&h, h.n_steps - 1, &info->last);
         info->n_history = h.n_steps;
     }
+    /* Best as best/ is chosen: by the sampled val losses when the run took
+     * any (its final exact one aside), else by the exact ones. */
+    int sampled = 0;
     for (size_t i = 0; i < h.n_evals; i++) {
         attn_eval_record r;
         train_history_eval(&h, i, &r);
-        if (i == 0 || r.val_loss < info->best_eval.val_loss) info->best_eval = r;
+        sampled |= !isnan(r.val_loss);
+    }
+    for (size_t i = 0; i < h.n_evals; i++) {
+        attn_eval_record r;
+        train_history_eval(&h, i, &r);
+        const float v = sampled ? r.val_loss : r.val_exact;
+        const float b = sampled ? info->best_eval.val_loss : info->best_eval.val_exact;
+        if (i == 0 || v < b) info->best_eval = r;
         info->last_eval = r;
     }
     if (h.n_evals > 0) info->n_evals = h.n_evals;

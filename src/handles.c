@@ -457,7 +457,7 @@ static void hook_on_step(void *user, const attn_trainer *tr, const attn_train_pr
 static void hook_on_eval(void *user, const attn_trainer *tr, const attn_eval_record *ev) {
     train_hooks *h = user;
     if (h->cb && h->cb(h->user, 1, ev->step, tr->tcfg.max_steps, (double)ev->train_loss,
-                       (double)ev->val_loss, 0.0))
+                       (double)attn_eval_val(ev), 0.0))
         h->stop = 1;
 }
 

@@ -15,7 +15,7 @@ static const attn_preset PRESETS[] = {
       .n_layers = 10,
       .drop_rate = 0.1,
       .qkv_bias = 0},
-     {16, 5000, 3e-4, 3e-5, 200, 0.95, 500, 20, 10}},
+     {16, 5000, 3e-4, 3e-5, 200, 0.95, 500, 20, 10, ATTN_LR_COSINE, 0}},
     /* nanoGPT's config/train_shakespeare_char.py (GPU recipe). */
     {"shakespeare-char",
      {.vocab_size = 65,
@@ -25,7 +25,7 @@ static const attn_preset PRESETS[] = {
       .n_layers = 6,
       .drop_rate = 0.2,
       .qkv_bias = 0},
-     {64, 5000, 1e-3, 1e-4, 100, 0.99, 250, 200, 10}},
+     {64, 5000, 1e-3, 1e-4, 100, 0.99, 250, 200, 10, ATTN_LR_COSINE, 0}},
     /* nanoGPT README's CPU run of config/train_shakespeare_char.py. */
     {"nanogpt-cpu",
      {.vocab_size = 65,
@@ -35,7 +35,7 @@ static const attn_preset PRESETS[] = {
       .n_layers = 4,
       .drop_rate = 0.0,
       .qkv_bias = 0},
-     {12, 2000, 1e-3, 1e-4, 100, 0.99, 250, 20, 10}},
+     {12, 2000, 1e-3, 1e-4, 100, 0.99, 250, 20, 10, ATTN_LR_COSINE, 0}},
     /* Sized for `make run`: about 90 s on two cores (3 layers), val loss
      * ~1.76, which samples as recognisable play text. */
     {"tiny",
@@ -46,11 +46,29 @@ static const attn_preset PRESETS[] = {
       .n_layers = 3,
       .drop_rate = 0.0,
       .qkv_bias = 0},
-     {12, 2000, 2e-3, 2e-4, 50, 0.99, 250, 10, 50}},
+     {12, 2000, 2e-3, 2e-4, 50, 0.99, 250, 10, 50, ATTN_LR_COSINE, 0}},
+    /* Issue 21: the lowest val loss this CPU reaches in 600 s of wall time
+     * (evaluations included), nanoGPT's A100 shakespeare-char run the mark
+     * (1.4697). nanogpt-cpu's shape with RMSNorm and SwiGLU, a doubled rate
+     * held flat then decayed (WSD) over the time budget; the step count is
+     * what fits. The rungs that chose it: bench/speedrun_steps.sh (step-
+     * matched) and bench/speedrun.sh (600 s each, idle machine). */
+    {"speedrun",
+     {.vocab_size = 65,
+      .context_length = 64,
+      .emb_dim = 128,
+      .n_heads = 4,
+      .n_layers = 4,
+      .drop_rate = 0.0,
+      .qkv_bias = 0,
+      .norm = ATTN_NORM_RMSNORM,
+      .act = ATTN_ACT_SWIGLU},
+     {12, 1000000, 2e-3, 1e-4, 100, 0.99, 1000, 20, 100, ATTN_LR_WSD, 600}},
 };
 #define N_PRESETS (sizeof PRESETS / sizeof PRESETS[0])
 
-static const char *const NAMES[] = {"seed004", "shakespeare-char", "nanogpt-cpu", "tiny", NULL};
+static const char *const NAMES[] = {"seed004", "shakespeare-char", "nanogpt-cpu",
+                                    "tiny",    "speedrun",         NULL};
 _Static_assert(sizeof NAMES / sizeof NAMES[0] == N_PRESETS + 1,
                "NAMES lists every preset (then NULL)");
 

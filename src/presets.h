@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "attn/gpt.h"
+#include "attn/train.h"
 
 /* The recipe fields that differ between presets; the rest are shared
  * (train_config.c: AdamW beta1 0.9, eps 1e-8, weight decay 0.1, clip 1.0,
@@ -20,6 +21,8 @@ typedef struct attn_preset_recipe {
     int64_t eval_interval;
     int eval_iters;
     int64_t log_interval;
+    attn_lr_schedule lr_schedule; /* 0: cosine */
+    double time_budget;           /* 0: none */
 } attn_preset_recipe;
 
 typedef struct attn_preset {
@@ -31,7 +34,7 @@ typedef struct attn_preset {
 /* The row named name, or NULL. */
 const attn_preset *attn_preset_find(const char *name);
 
-/* "seed004, shakespeare-char, nanogpt-cpu, tiny" into buf (for messages). */
+/* "seed004, shakespeare-char, nanogpt-cpu, tiny, speedrun" into buf (for messages). */
 void attn_preset_list(char *buf, size_t cap);
 
 #endif

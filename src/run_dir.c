@@ -26,7 +26,7 @@
 static const struct {
     const char *name, *sign;
     int at_start;
-} run_files[3] = {{"loss.csv", "step,loss,lr,grad_norm,train_loss,val_loss\n", 1},
+} run_files[3] = {{"loss.csv", "step,loss,lr,grad_norm,train_loss,val_loss", 1},
                   {"loss.svg", "attn train: cross-entropy loss</text>", 0},
                   {RUN_DIR_MARKER, "attn run folder\n", 1}};
 

@@ -166,11 +166,24 @@ static attn_status push_eval(attn_trainer *tr, const attn_eval_record *r, attn_e
     return ATTN_OK;
 }
 
+double attn_train_lr(const attn_train_config *c, int64_t step, double progress) {
+    const int64_t decay = c->lr_decay_steps ? c->lr_decay_steps : c->max_steps;
+    const double hi = c->learning_rate, lo = c->min_lr;
+    if (c->time_budget <= 0 && c->lr_schedule == ATTN_LR_COSINE)
+        return attn_lr_cosine(step, c->warmup_steps, decay, hi, lo);
+    if (step < c->warmup_steps) return hi * (double)(step + 1) / (double)(c->warmup_steps + 1);
+    double f = c->time_budget > 0 ? progress : (double)step / (double)(decay > 0 ? decay : 1);
+    f = f < 0 ? 0 : f > 1 ? 1 : f;
+    if (c->lr_schedule == ATTN_LR_COSINE)
+        return lo + 0.5 * (1.0 + cos(3.14159265358979323846 * f)) * (hi - lo);
+    const double start = 1.0 - ATTN_WSD_COOLDOWN; /* WSD: flat, then linear */
+    return f <= start ? hi : hi + (lo - hi) * (f - start) / ATTN_WSD_COOLDOWN;
+}
+
 attn_status attn_trainer_step(attn_trainer *tr, attn_train_record *rec, attn_error *err) {
     const attn_train_config *c = &tr->tcfg;
     const int B = c->batch_size, T = tr->mcfg.context_length;
-    int64_t decay = c->lr_decay_steps ? c->lr_decay_steps : c->max_steps;
-    double lr = attn_lr_cosine(tr->step, c->warmup_steps, decay, c->learning_rate, c->min_lr);
+    double lr = attn_train_lr(c, tr->step, tr->progress);
     float loss = 0;
     attn_status st;
     if (attn_train_accum_active(tr)) {
@@ -208,34 +221,62 @@ attn_status attn_trainer_record_step(attn_trainer *tr, float loss, double lr, do
     return ATTN_OK;
 }
 
-attn_status attn_trainer_evaluate(attn_trainer *tr, attn_eval_record *rec, attn_error *err) {
+/* The sampled estimate of split s (0 train, 1 val): eval_iters random
+ * batches (drawn on every rank, split over the ranks). */
+static attn_status sampled_loss(attn_trainer *tr, int s, float *mean, attn_error *err) {
     const int B = tr->tcfg.batch_size, T = tr->mcfg.context_length;
-    float means[2];
-    const attn_token_dataset *splits[2] = {&tr->train, &tr->val};
+    const attn_token_dataset *split = s ? &tr->val : &tr->train;
     const size_t n_it = (size_t)tr->tcfg.eval_iters;
     size_t lo, hi; /* this rank's share of the batches (all of them alone) */
     attn_dist_block(tr->dist, n_it, &lo, &hi);
-    for (int s = 0; s < 2; s++) {
-        double sum = 0;
-        for (size_t i = 0; i < n_it; i++) {
-            attn_dataset_random_batch(splits[s], &tr->eval_rng, B, tr->xb, tr->yb);
-            if (i < lo || i >= hi) continue;
-            attn_status st = tr->gpu ? attn_trainer_device_eval(tr, &tr->eval_loss[i], err)
-                                     : attn_gpt_forward(&tr->model, tr->xb, tr->yb, B, T, NULL,
-                                                        &tr->acts, &tr->eval_loss[i], err);
-            if (st) return st;
-        }
-        attn_status st = attn_dist_allgather(tr->dist, tr->eval_loss, n_it, err);
+    for (size_t i = 0; i < n_it; i++) {
+        attn_dataset_random_batch(split, &tr->eval_rng, B, tr->xb, tr->yb);
+        if (i < lo || i >= hi) continue;
+        attn_status st = tr->gpu ? attn_trainer_device_eval(tr, &tr->eval_loss[i], err)
+                                 : attn_gpt_forward(&tr->model, tr->xb, tr->yb, B, T, NULL,
+                                                    &tr->acts, &tr->eval_loss[i], err);
         if (st) return st;
-        for (size_t i = 0; i < n_it; i++)
-            sum += tr->eval_loss[i];
-        means[s] = (float)(sum / tr->tcfg.eval_iters);
     }
-    attn_eval_record r = {tr->step, means[0], means[1]};
-    attn_status st = push_eval(tr, &r, err);
+    attn_status st = attn_dist_allgather(tr->dist, tr->eval_loss, n_it, err);
+    if (st) return st;
+    double sum = 0;
+    for (size_t i = 0; i < n_it; i++)
+        sum += tr->eval_loss[i];
+    *mean = (float)(sum / tr->tcfg.eval_iters);
+    return ATTN_OK;
+}
+
+/* The exact val loss (every rank computes it whole: it is deterministic, and
+ * the ranks hold the same weights). */
+static attn_status exact_val(attn_trainer *tr, float *out, attn_error *err) {
+    attn_status st = tr->gpu ? attn_trainer_device_sync(tr, err) : ATTN_OK;
+    double loss = 0;
+    if (!st)
+        st = attn_gpt_loss_windows(&tr->model, &tr->acts, tr->val.ids, tr->val.n_ids, &loss, NULL,
+                                   err);
+    if (!st) *out = (float)loss;
+    return st;
+}
+
+static attn_status evaluate(attn_trainer *tr, int sampled_val, int exact, attn_eval_record *rec,
+                            attn_error *err) {
+    attn_eval_record r = {tr->step, NAN, NAN, NAN};
+    attn_status st = sampled_loss(tr, 0, &r.train_loss, err);
+    if (!st && sampled_val) st = sampled_loss(tr, 1, &r.val_loss, err);
+    if (!st && exact) st = exact_val(tr, &r.val_exact, err);
+    if (!st) st = push_eval(tr, &r, err);
     if (st) return st;
     if (rec) *rec = r;
     return ATTN_OK;
+}
+
+attn_status attn_trainer_evaluate(attn_trainer *tr, attn_eval_record *rec, attn_error *err) {
+    const int exact = tr->tcfg.eval_mode == ATTN_EVAL_EXACT;
+    return evaluate(tr, !exact, exact, rec, err);
+}
+
+attn_status attn_trainer_evaluate_final(attn_trainer *tr, attn_eval_record *rec, attn_error *err) {
+    return evaluate(tr, tr->tcfg.eval_mode != ATTN_EVAL_EXACT, 1, rec, err);
 }
 
 /* ------------------------------------------------------ serialisation */
@@ -300,7 +341,7 @@ attn_status attn_trainer_save(const attn_trainer *tr, const char *dir, attn_erro
     int64_t *hsteps = malloc((tr->n_hist + 1) * sizeof *hsteps);
     float *hvals = malloc((tr->n_hist + 1) * 3 * sizeof *hvals);
     int64_t *esteps = malloc((tr->n_evals + 1) * sizeof *esteps);
-    float *evals = malloc((tr->n_evals + 1) * 2 * sizeof *evals);
+    float *evals = malloc((tr->n_evals + 1) * 3 * sizeof *evals);
     uint32_t rngw[2][RNG_WORDS];
     if (tr->gpu && (st = attn_trainer_device_sync(tr, err))) goto done; /* GPU -> host */
     if (!e || !names || !shapes || !hsteps || !hvals || !esteps || !evals) {
@@ -353,19 +394,30 @@ attn_status attn_trainer_save(const attn_trainer *tr, const char *dir, attn_erro
         shapes[6] = 2;
         e[k++] = (attn_st_entry){"evals.step", "I64", 1, &shapes[4], esteps, ne * 8};
         e[k++] = (attn_st_entry){"evals.train_val", "F32", 2, &shapes[5], evals, ne * 8};
+        /* The exact val losses, when any evaluation took one (NAN where not). */
+        int any_exact = 0;
+        for (size_t i = 0; i < ne; i++) {
+            evals[2 * ne + i] = tr->evals[i].val_exact;
+            any_exact |= !isnan(tr->evals[i].val_exact);
+        }
+        shapes[7] = (int64_t)ne;
+        if (any_exact)
+            e[k++] =
+                (attn_st_entry){"evals.val_exact", "F32", 1, &shapes[7], evals + 2 * ne, ne * 4};
     }
     full = full_config_json(tr, err);
     if (!full) {
         st = err ? err->code : ATTN_ERR_NOMEM;
         goto done;
     }
-    char step_s[32], adam_s[32], epoch_s[32], cursor_s[32], bytes_s[32], hash_s[32];
+    char step_s[32], adam_s[32], epoch_s[32], cursor_s[32], bytes_s[32], hash_s[32], el_s[40];
     snprintf(step_s, sizeof step_s, "%" PRId64, tr->step);
     snprintf(adam_s, sizeof adam_s, "%" PRId64, tr->opt.step);
     snprintf(epoch_s, sizeof epoch_s, "%" PRIu64, tr->sampler.epoch);
     snprintf(cursor_s, sizeof cursor_s, "%zu", tr->sampler.cursor);
     snprintf(bytes_s, sizeof bytes_s, "%zu", tr->text_bytes);
     snprintf(hash_s, sizeof hash_s, "%016" PRIx64, tr->text_hash);
+    snprintf(el_s, sizeof el_s, "%.17g", tr->elapsed_s);
     attn_st_kv smeta[] = {{"format", "attn-train-state"},
                           {"step", step_s},
                           {"config", full},
@@ -374,12 +426,17 @@ attn_status attn_trainer_save(const attn_trainer *tr, const char *dir, attn_erro
                           {"sampler_cursor", cursor_s},
                           {"corpus_bytes", bytes_s},
                           {"corpus_fnv1a", hash_s},
-                          {"corpus_path", tr->corpus_path ? tr->corpus_path : ""}};
+                          {"corpus_path", tr->corpus_path ? tr->corpus_path : ""},
+                          {"elapsed_s", el_s}};
     if ((st = attn_ckpt_begin(&txn, dir, tr->step, err)) ||
         (st = attn_ckpt_file(&txn, ATTN_CKPT_STATE, path, err)))
         goto done;
     if ((st =
-             attn_safetensors_write(path, e, k, smeta, (int)(sizeof smeta / sizeof smeta[0]), err)))
+             /* elapsed_s (the last entry) only for a time-budgeted run: other
+              * runs' states stay the same bytes run to run. */
+         attn_safetensors_write(
+             path, e, k, smeta,
+             (int)(sizeof smeta / sizeof smeta[0]) - (tr->tcfg.time_budget > 0 ? 0 : 1), err)))
         goto done;
     if ((st = attn_gpt_config_to_json(&tr->mcfg, &mjson, err))) goto done;
     vocab = attn_tokenizer_vocab_string(&tr->tok);
@@ -641,6 +698,19 @@ attn_status attn_trainer_resume(attn_trainer *tr, const char *dir, attn_error *e
     }
     tr->opt.step = (int64_t)adam_step;
     tr->step = (int64_t)step;
+    /* time_budget's clock (absent in older checkpoints: 0). */
+    const char *el = attn_safetensors_meta(&st, "elapsed_s");
+    tr->elapsed_s = 0;
+    if (el) {
+        char *end = NULL;
+        const double v = strtod(el, &end);
+        if (end == el || *end || !isfinite(v) || v < 0) {
+            s = attn_fail(err, ATTN_ERR_FORMAT, "%s: metadata 'elapsed_s' is not a time ('%s')",
+                          path, el);
+            goto out;
+        }
+        tr->elapsed_s = v;
+    }
 out:
     free(now);
     free(then);

@@ -60,6 +60,10 @@ nomem:
 }
 
 attn_status attn_trainer_set_dist(attn_trainer *tr, attn_dist *dist, attn_error *err) {
+    /* Each rank's clock would give its own LR and the replicas would part. */
+    if (dist && dist->size > 1 && tr->tcfg.time_budget > 0)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "time_budget runs in one process (the ranks' clocks differ)");
     attn_dist *old = tr->dist;
     tr->dist = dist;
     attn_status st = attn_train_accum_setup(tr, err);

@@ -15,7 +15,7 @@
 
 /* ------------------------------------------------------------ the keys */
 
-enum storage { S_INT, S_I64, S_U64, S_F64, S_STREAM };
+enum storage { S_INT, S_I64, S_U64, S_F64, S_STREAM, S_ENUM /* int: index in choices */ };
 
 typedef struct key_row {
     attn_train_key key;
@@ -28,6 +28,8 @@ typedef struct key_row {
 #define INT_HI 2147483647.0
 #define JSON_INT 9007199254740992.0 /* 2^53: what a JSON number holds exactly */
 static const char *const STREAMS[] = {"torch-cpu", "torch-mkl", NULL};
+static const char *const EVAL_MODES[] = {"sampled", "exact", NULL}; /* attn_eval_mode */
+static const char *const LR_SCHEDULES[] = {"cosine", "wsd", NULL};  /* attn_lr_schedule */
 
 /* One row per key: JSON name, nanoGPT's alias, the `attn train` option,
  * type, range, help; in attn_train_config's order. */
@@ -101,6 +103,22 @@ static const key_row ROWS[] = {
       .help = "micro-batches per step (default 1; under\nmpirun the rank count)"},
      OFF(grad_accum),
      S_INT},
+    {{"eval_mode", NULL, "eval", ATTN_TKEY_CHOICE, .choices = EVAL_MODES,
+      .help =
+          "sampled: eval_iters batches per split;\nexact: val over the whole split (every\ntoken "
+          "once; the final eval always is)"},
+     OFF(eval_mode),
+     S_ENUM},
+    {{"time_budget", NULL, "time-budget", ATTN_TKEY_NUMBER, 0, 1e300,
+      .help = "end the run after SECONDS of wall time\n(evals included) with an exact eval and a\n"
+              "checkpoint; the LR schedule follows the\nclock (0 = none)"},
+     OFF(time_budget),
+     S_F64},
+    {{"lr_schedule", NULL, "lr-schedule", ATTN_TKEY_CHOICE, .choices = LR_SCHEDULES,
+      .help = "after warm-up: cosine to min_lr, or wsd\n(flat, then linear to min_lr over "
+              "the\nlast 40%)"},
+     OFF(lr_schedule),
+     S_ENUM},
 };
 _Static_assert(sizeof ROWS / sizeof ROWS[0] == ATTN_TRAIN_KEY_COUNT,
                "ROWS has a row for every training key");
@@ -146,6 +164,15 @@ attn_status attn_train_config_set(attn_train_config *c, int i, attn_train_value 
     const key_row *r = &ROWS[i];
     char what[160], got[64];
     attn_train_key_describe(&r->key, what, sizeof what);
+    if (r->storage == S_ENUM) {
+        for (int j = 0; v.s && r->key.choices[j]; j++)
+            if (strcmp(v.s, r->key.choices[j]) == 0) {
+                *FIELD(c, r, int) = j;
+                return ATTN_OK;
+            }
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "%s must be %s (got '%s')", r->key.name, what,
+                         v.s ? v.s : "");
+    }
     if (r->storage == S_STREAM) {
         if (!v.s || attn_dropout_stream_parse(v.s, FIELD(c, r, attn_dropout_stream)))
             return attn_fail(err, ATTN_ERR_INVALID_ARG, "%s must be %s (got '%s')", r->key.name,
@@ -163,7 +190,8 @@ attn_status attn_train_config_set(attn_train_config *c, int i, attn_train_value 
     case S_I64: *FIELD(c, r, int64_t) = v.i; break;
     case S_U64: *FIELD(c, r, uint64_t) = (uint64_t)v.i; break;
     case S_F64: *FIELD(c, r, double) = v.d; break;
-    case S_STREAM: break;
+    case S_STREAM:
+    case S_ENUM: break;
     }
     return ATTN_OK;
 }
@@ -179,6 +207,14 @@ attn_train_value attn_train_config_get(const attn_train_config *c, int i) {
     case S_U64: v.i = (int64_t)*FIELD(m, r, uint64_t); break;
     case S_F64: v.d = *FIELD(m, r, double); break;
     case S_STREAM: v.s = attn_dropout_stream_name(*FIELD(m, r, attn_dropout_stream)); break;
+    case S_ENUM: {
+        const int j = *FIELD(m, r, int);
+        int n = 0;
+        while (r->key.choices[n])
+            n++;
+        v.s = r->key.choices[j >= 0 && j < n ? j : 0];
+        break;
+    }
     }
     v.d = r->key.type == ATTN_TKEY_INT ? (double)v.i : v.d;
     return v;
@@ -208,6 +244,8 @@ attn_status attn_train_preset(const char *name, attn_gpt_config *model, attn_tra
     t->eval_interval = r->eval_interval;
     t->eval_iters = r->eval_iters;
     t->log_interval = r->log_interval;
+    t->lr_schedule = r->lr_schedule;
+    t->time_budget = r->time_budget;
     return ATTN_OK;
 }
 
@@ -396,6 +434,11 @@ char *attn_train_config_to_json(const attn_train_config *c) {
         const attn_train_value v = attn_train_config_get(c, i);
         /* grad_accum only when used, so earlier checkpoints keep their text. */
         if (ROWS[i].offset == OFF(grad_accum) && c->grad_accum <= 1) continue;
+        /* The keys added later, likewise only when not at their default. */
+        if ((ROWS[i].offset == OFF(eval_mode) && c->eval_mode == ATTN_EVAL_SAMPLED) ||
+            (ROWS[i].offset == OFF(time_budget) && c->time_budget == 0) ||
+            (ROWS[i].offset == OFF(lr_schedule) && c->lr_schedule == ATTN_LR_COSINE))
+            continue;
         if (k->type == ATTN_TKEY_CHOICE)
             cJSON_AddStringToObject(o, k->name, v.s);
         else

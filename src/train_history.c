@@ -1,6 +1,7 @@
 /* The loss history of a training state (see train_history.h). */
 #include "train_history.h"
 
+#include <math.h>
 #include <string.h>
 
 void train_history_find(const attn_safetensors *st, train_history *h) {
@@ -20,6 +21,8 @@ void train_history_find(const attn_safetensors *st, train_history *h) {
         h->eval_step = es;
         h->train_val = ev;
         h->n_evals = es->numel;
+        const attn_st_tensor *ex = attn_safetensors_find(st, "evals.val_exact");
+        if (ex && ex->numel == es->numel && !strcmp(ex->dtype, "F32")) h->val_exact = ex;
     }
 }
 
@@ -39,4 +42,6 @@ void train_history_eval(const train_history *h, size_t i, attn_eval_record *r) {
     memcpy(v, (const char *)h->train_val->data + 8 * i, 8);
     r->train_loss = v[0];
     r->val_loss = v[1];
+    r->val_exact = NAN;
+    if (h->val_exact) memcpy(&r->val_exact, (const char *)h->val_exact->data + 4 * i, 4);
 }

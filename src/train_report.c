@@ -46,7 +46,8 @@ static attn_status buf_printf(char **buf, size_t *len, size_t *cap, const char *
 static attn_status write_csv(const attn_trainer *tr, const char *path, attn_error *err) {
     char *buf = NULL;
     size_t len = 0, cap = 0;
-    attn_status s = buf_printf(&buf, &len, &cap, "step,loss,lr,grad_norm,train_loss,val_loss\n");
+    attn_status s =
+        buf_printf(&buf, &len, &cap, "step,loss,lr,grad_norm,train_loss,val_loss,val_loss_exact\n");
     size_t e = 0;
     for (size_t i = 0; !s && (i < tr->n_hist || e < tr->n_evals);) {
         int64_t hstep = i < tr->n_hist ? tr->hist[i].step : INT64_MAX;
@@ -62,10 +63,16 @@ static attn_status write_csv(const attn_trainer *tr, const char *path, attn_erro
         }
         if (!s && estep == step) {
             const attn_eval_record *r = &tr->evals[e++];
-            s = buf_printf(&buf, &len, &cap, "%.9g,%.9g\n", (double)r->train_loss,
-                           (double)r->val_loss);
+            /* An estimate not taken is an empty cell. */
+            s = buf_printf(&buf, &len, &cap, "%.9g,", (double)r->train_loss);
+            if (!s && !isnan(r->val_loss))
+                s = buf_printf(&buf, &len, &cap, "%.9g", (double)r->val_loss);
+            if (!s) s = buf_printf(&buf, &len, &cap, ",");
+            if (!s && !isnan(r->val_exact))
+                s = buf_printf(&buf, &len, &cap, "%.9g", (double)r->val_exact);
+            if (!s) s = buf_printf(&buf, &len, &cap, "\n");
         } else if (!s) {
-            s = buf_printf(&buf, &len, &cap, ",\n");
+            s = buf_printf(&buf, &len, &cap, ",,\n");
         }
     }
     if (s)
@@ -85,15 +92,21 @@ static attn_status write_svg(const attn_trainer *tr, const char *path, attn_erro
     for (size_t i = 0; i < tr->n_hist; i++)
         if (isfinite(tr->hist[i].lr)) lr_max = fmax(lr_max, tr->hist[i].lr);
     if (!(lr_max > 0)) lr_max = tr->tcfg.learning_rate > 0 ? tr->tcfg.learning_rate : 1;
+    /* A time-budgeted run's steps are what fit: its x axis ends at the last. */
     double x_max = (double)tr->tcfg.max_steps, y_min = INFINITY, y_max = -INFINITY;
+    if (tr->tcfg.time_budget > 0)
+        x_max = tr->n_hist    ? (double)tr->hist[tr->n_hist - 1].step
+                : tr->n_evals ? (double)tr->evals[tr->n_evals - 1].step
+                              : 1;
     for (size_t i = 0; i < tr->n_hist; i++) {
         double v = tr->hist[i].loss;
         if (isfinite(v)) y_min = fmin(y_min, v), y_max = fmax(y_max, v);
     }
     for (size_t i = 0; i < tr->n_evals; i++) {
-        double a = tr->evals[i].train_loss, b = tr->evals[i].val_loss;
+        double a = tr->evals[i].train_loss, b = tr->evals[i].val_loss, x = tr->evals[i].val_exact;
         if (isfinite(a)) y_min = fmin(y_min, a), y_max = fmax(y_max, a);
         if (isfinite(b)) y_min = fmin(y_min, b), y_max = fmax(y_max, b);
+        if (isfinite(x)) y_min = fmin(y_min, x), y_max = fmax(y_max, x);
     }
     if (!isfinite(y_min)) y_min = 0, y_max = 1;
     y_min = floor(y_min * 2) / 2;
@@ -159,10 +172,12 @@ static attn_status write_svg(const attn_trainer *tr, const char *path, attn_erro
                                SLR(tr->hist[i].lr));
         if (!s) s = buf_printf(&buf, &len, &cap, "\"/>\n");
     }
-    const char *colors[2] = {"#08519c", "#e6550d"};
-    for (int which = 0; which < 2 && !s && tr->n_evals; which++)
+    const char *colors[3] = {"#08519c", "#e6550d", "#7f0000"};
+    for (int which = 0; which < 3 && !s && tr->n_evals; which++)
         for (size_t i = 0; i < tr->n_evals && !s; i++) {
-            float v = which ? tr->evals[i].val_loss : tr->evals[i].train_loss;
+            float v = which == 2 ? tr->evals[i].val_exact
+                      : which    ? tr->evals[i].val_loss
+                                 : tr->evals[i].train_loss;
             if (isfinite(v))
                 s = buf_printf(&buf, &len, &cap,
                                "<circle class=\"eval\" cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" "
@@ -170,9 +185,10 @@ static attn_status write_svg(const attn_trainer *tr, const char *path, attn_erro
                                SX(tr->evals[i].step), SY(v), colors[which]);
         }
     /* Legend. */
-    const char *labels[4] = {"batch loss", "train loss (eval)", "val loss (eval)", "learning rate"};
-    const char *lc[4] = {"#9ecae1", "#08519c", "#e6550d", "#31a354"};
-    for (int i = 0; i < 4 && !s; i++)
+    const char *labels[5] = {"batch loss", "train loss (eval)", "val loss (eval)",
+                             "val loss (exact)", "learning rate"};
+    const char *lc[5] = {"#9ecae1", "#08519c", "#e6550d", "#7f0000", "#31a354"};
+    for (int i = 0; i < 5 && !s; i++)
         s = buf_printf(&buf, &len, &cap,
                        "<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"%s\" "
                        "stroke-width=\"3\"/><text x=\"%g\" y=\"%g\">%s</text>\n",

@@ -174,7 +174,7 @@ Test(gpt, presets) {
         cr_assert_eq(attn_gpt_config_preset(names[n], &c, &err), ATTN_OK);
         cr_assert_eq(attn_gpt_config_validate(&c, &err), ATTN_OK, "%s: %s", names[n], err.msg);
     }
-    cr_assert_eq(n, 4);
+    cr_assert_eq(n, 5); /* seed004, shakespeare-char, nanogpt-cpu, tiny, speedrun */
     cr_assert_eq(attn_gpt_config_preset("shakespeare-char", &c, NULL), ATTN_OK);
     cr_assert(c.context_length == 256 && c.emb_dim == 384 && c.n_heads == 6 && c.n_layers == 6 &&
               c.drop_rate == 0.2);

@@ -54,10 +54,15 @@ Test(train, every_model_preset_has_a_training_recipe) {
         cr_expect(t.batch_size > 0 && t.max_steps > 0 && t.learning_rate > t.min_lr,
                   "%s: recipe looks unset", names[count]);
     }
-    cr_expect_eq(count, 4);
+    cr_expect_eq(count, 5);
     attn_gpt_config m;
     attn_train_config t;
     cr_expect_neq(attn_train_preset("no-such-preset", &m, &t, NULL), ATTN_OK);
+    /* speedrun: a time-budgeted WSD recipe on a variant model (issue 21). */
+    cr_assert_eq(attn_train_preset("speedrun", &m, &t, NULL), ATTN_OK);
+    cr_expect(t.time_budget == 600 && t.lr_schedule == ATTN_LR_WSD);
+    cr_expect(m.norm == ATTN_NORM_RMSNORM && m.act == ATTN_ACT_SWIGLU);
+    cr_expect_eq(attn_train_config_validate(&t, NULL), ATTN_OK);
 }
 
 Test(train, config_json_errors_name_the_key) {
@@ -225,8 +230,9 @@ Test(train, run_stops_on_request_saves_and_resumes_bit_for_bit) {
         cr_expect(memcmp(pb_->items[i].data, pw_->items[i].data,
                          pb_->items[i].numel * sizeof(float)) == 0,
                   "%s differs", pb_->items[i].name);
-    /* loss.svg: the 4 evaluations as 8 points (train, val), no line
-     * joining them, and the lr curve. */
+    /* loss.svg: the 4 evaluations as 8 points (train, val) and the final
+     * one's exact val loss as a ninth, no line joining them, and the lr
+     * curve. */
     cr_assert_eq(attn_trainer_write_loss_files(&whole, dir, &err), ATTN_OK, "%s", err.msg);
     char svgp[512], *svg = NULL;
     size_t svgn = 0;
@@ -237,7 +243,7 @@ Test(train, run_stops_on_request_saves_and_resumes_bit_for_bit) {
         points++;
     for (const char *q = svg; (q = strstr(q, "<polyline class=\"lr\"")); q++)
         lr_lines++;
-    cr_expect_eq(points, 8);
+    cr_expect_eq(points, 9);
     cr_expect_eq(lr_lines, 1);
     cr_expect(strstr(svg, "stroke-width=\"2\" points") == NULL, "eval points joined by a line");
     free(svg);
@@ -350,6 +356,10 @@ Test(train, key_table_drives_json_ranges_and_flags) {
     attn_train_config t, back;
     cr_assert_eq(attn_train_preset("nanogpt-cpu", &m, &t, NULL), ATTN_OK);
     t.grad_accum = 3; /* written only when > 1 */
+    /* The later keys are written only when not at their defaults. */
+    t.eval_mode = ATTN_EVAL_EXACT;
+    t.time_budget = 600;
+    t.lr_schedule = ATTN_LR_WSD;
     char *js = attn_train_config_to_json(&t);
     cr_assert(js);
     memset(&back, 0, sizeof back);
@@ -426,4 +436,111 @@ Test(train, resolve_applies_preset_then_keys) {
     rq.force = 1;
     cr_expect_eq(attn_train_resolve(&rq, &su, &err), ATTN_ERR_INVALID_ARG);
     cr_expect(su.request_error);
+}
+
+/* attn_gpt_loss_windows is its definition: the mean over every prediction
+ * of the sequence once, each window of context_length (the last shorter)
+ * run on its own. The reference runs each window alone at its own length
+ * ((1, len) workspaces); the function, B windows at a time with padding,
+ * must agree whatever B, for n - 1 a multiple of T and not. */
+Test(train, loss_windows_is_every_token_once_in_context_windows) {
+    attn_gpt_config c = {.vocab_size = 11,
+                         .context_length = 8,
+                         .emb_dim = 12,
+                         .n_heads = 3,
+                         .n_layers = 2,
+                         .drop_rate = 0.0,
+                         .qkv_bias = 1};
+    attn_rng rng;
+    attn_rng_seed(&rng, 5);
+    attn_gpt m;
+    attn_error err;
+    cr_assert_eq(attn_gpt_init(&m, &c, &rng, &err), ATTN_OK, "%s", err.msg);
+    int32_t ids[60];
+    for (int i = 0; i < 60; i++)
+        ids[i] = (int32_t)((i * 7 + i / 5) % 11);
+    const size_t lens[3] = {33, 41, 2}; /* n - 1 = 32 (4 windows), 40 (5), 1 (one short) */
+    for (int li = 0; li < 3; li++) {
+        const size_t n = lens[li], T = 8;
+        double ref = 0;
+        for (size_t s = 0; s < n - 1; s += T) {
+            const int len = (int)(n - 1 - s < T ? n - 1 - s : T);
+            attn_gpt_acts a1;
+            float l = 0;
+            cr_assert_eq(attn_gpt_acts_init(&a1, &m, 1, len, &err), ATTN_OK, "%s", err.msg);
+            cr_assert_eq(attn_gpt_forward(&m, ids + s, ids + s + 1, 1, len, NULL, &a1, &l, &err),
+                         ATTN_OK, "%s", err.msg);
+            ref += (double)l * len;
+            attn_gpt_acts_free(&a1);
+        }
+        ref /= (double)(n - 1);
+        for (int B = 1; B <= 6; B += 2) {
+            attn_gpt_acts a;
+            cr_assert_eq(attn_gpt_acts_init(&a, &m, B, (int)T, &err), ATTN_OK, "%s", err.msg);
+            double got = 0;
+            size_t count = 0;
+            cr_assert_eq(attn_gpt_loss_windows(&m, &a, ids, n, &got, &count, &err), ATTN_OK, "%s",
+                         err.msg);
+            cr_expect_eq(count, n - 1);
+            cr_expect(fabs(got - ref) <= 1e-6 * ref, "n %zu B %d: %.9g vs %.9g", n, B, got, ref);
+            attn_gpt_acts_free(&a);
+        }
+    }
+    attn_gpt_acts a;
+    double l;
+    cr_assert_eq(attn_gpt_acts_init(&a, &m, 2, 8, &err), ATTN_OK);
+    cr_expect_eq(attn_gpt_loss_windows(&m, &a, ids, 1, &l, NULL, &err), ATTN_ERR_INVALID_ARG);
+    attn_gpt_acts_free(&a);
+    attn_gpt_free(&m);
+}
+
+/* attn_train_lr: cosine without a budget is attn_lr_cosine's; WSD is flat
+ * until 60% of the horizon, then linear to min_lr; with a time budget both
+ * follow the progress given, not the step (after the warm-up, in steps). */
+Test(train, lr_schedules_by_steps_and_by_the_clock) {
+    attn_gpt_config m;
+    attn_train_config t;
+    cr_assert_eq(attn_train_preset("nanogpt-cpu", &m, &t, NULL), ATTN_OK);
+    t.max_steps = 1000;
+    t.warmup_steps = 100;
+    for (int64_t s = 0; s < 1100; s += 37)
+        cr_expect(attn_train_lr(&t, s, 0.9) == attn_lr_cosine(s, 100, 1000, 1e-3, 1e-4));
+    t.lr_schedule = ATTN_LR_WSD;
+    cr_expect(attn_train_lr(&t, 50, 0) == attn_lr_cosine(50, 100, 1000, 1e-3, 1e-4)); /* warm-up */
+    cr_expect(attn_train_lr(&t, 600, 0) == 1e-3);
+    cr_expect(fabs(attn_train_lr(&t, 800, 0) - 5.5e-4) < 1e-12);
+    cr_expect(fabs(attn_train_lr(&t, 1000, 0) - 1e-4) < 1e-15 &&
+              attn_train_lr(&t, 5000, 0) == attn_train_lr(&t, 1000, 0));
+    t.time_budget = 60;
+    cr_expect(attn_train_lr(&t, 900, 0.5) == 1e-3, "the clock, not the step");
+    cr_expect(fabs(attn_train_lr(&t, 150, 0.8) - 5.5e-4) < 1e-12);
+    cr_expect(fabs(attn_train_lr(&t, 150, 1.0) - 1e-4) < 1e-15);
+    t.lr_schedule = ATTN_LR_COSINE;
+    cr_expect(fabs(attn_train_lr(&t, 200, 0.5) - 5.5e-4) < 1e-12);
+    cr_expect(attn_train_lr(&t, 50, 0.9) == attn_lr_cosine(50, 100, 1000, 1e-3, 1e-4));
+}
+
+/* A time budget runs in one process: two ranks would each follow their own
+ * clock to their own learning rates. */
+Test(train, time_budget_refuses_ranks) {
+    attn_gpt_config m;
+    attn_train_config t;
+    attn_trainer tr;
+    attn_error err;
+    char *text = NULL;
+    size_t n = 0;
+    small_cfg(&m, &t);
+    t.time_budget = 5;
+    text = malloc(4000);
+    cr_assert(text);
+    for (size_t i = 0; i < 4000; i++)
+        text[i] = "ROMEO: a rose\n"[i % 14];
+    n = 4000;
+    cr_assert_eq(attn_trainer_init(&tr, &m, &t, 0, text, n, &err), ATTN_OK, "%s", err.msg);
+    attn_dist two = {.rank = 0, .size = 2};
+    cr_expect_eq(attn_trainer_set_dist(&tr, &two, &err), ATTN_ERR_INVALID_ARG);
+    cr_expect(strstr(err.msg, "one process") != NULL, "%s", err.msg);
+    cr_expect(tr.dist == NULL);
+    attn_trainer_free(&tr);
+    free(text);
 }

@@ -25,7 +25,7 @@ train --out "$tmp/ref" > "$tmp/ref.log" 2> "$tmp/ref.err" || bad "reference run 
 [ -s "$tmp/ref/model.safetensors" ] && [ -s "$tmp/ref/train_state.safetensors" ] &&
   [ -s "$tmp/ref/loss.csv" ] && grep -q "<svg" "$tmp/ref/loss.svg" &&
   ok "run writes model, training state, loss.csv and loss.svg" || bad "missing output files"
-grep -q "^step 40: train loss [0-9.]*, val loss [0-9.]*$" "$tmp/ref.log" &&
+grep -q "^step 40: train loss [0-9.]*, val loss [0-9.]*, exact val loss [0-9.]*$" "$tmp/ref.log" &&
   grep -q "^iter 39: loss [0-9.]*, time [0-9.]*ms$" "$tmp/ref.log" &&
   ok "log lines" || bad "log lines: $(tail -3 "$tmp/ref.log")"
 [ "$(grep -c . "$tmp/ref/loss.csv")" -eq 42 ] && ok "loss.csv has header + step 0 + 40 steps" ||
@@ -103,7 +103,7 @@ head -c 100 "$tmp/corpus.txt" > "$tmp/short.txt"
 expect_fail "missing corpus" "no-such.txt" train --data "$tmp/no-such.txt" --out "$tmp/b1"
 expect_fail "empty corpus" "empty" train --data "$tmp/empty.txt" --out "$tmp/b2"
 expect_fail "corpus shorter than context_length + 1" "context_length + 1" train --data "$tmp/short.txt" --out "$tmp/b3"
-expect_fail "unknown preset" "--preset must be one of seed004, shakespeare-char, nanogpt-cpu, tiny, not .nope." "$ATTN" train --data "$tmp/corpus.txt" --preset nope --out "$tmp/b4"
+expect_fail "unknown preset" "--preset must be one of seed004, shakespeare-char, nanogpt-cpu, tiny, speedrun, not .nope." "$ATTN" train --data "$tmp/corpus.txt" --preset nope --out "$tmp/b4"
 echo '{"emb_dim": 32, "n_heads": 2, "bogus_key": 1}' > "$tmp/badkey.json"
 expect_fail "unknown config key" "bogus_key" "$ATTN" train --data "$tmp/corpus.txt" --config "$tmp/badkey.json" --out "$tmp/b5"
 echo '{"emb_dim": 30, "n_heads": 4}' > "$tmp/heads.json"

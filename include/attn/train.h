@@ -11,9 +11,11 @@
  *   - sampler: the shuffled order of training windows (attn_sampler, seed+1);
  *   - eval: the random batches of loss estimates (seed+2).
  *
- * One step: lr = attn_lr_cosine(step), next shuffled batch, forward in
+ * One step: lr = attn_train_lr(step), next shuffled batch, forward in
  * training mode, backward, clip to grad_clip, AdamW. An evaluation averages
- * the eval-mode loss of eval_iters random batches of each split.
+ * the eval-mode loss of eval_iters random batches of each split; an exact
+ * one takes the val loss over the whole split (attn_gpt_loss_windows), as
+ * the final evaluation of every run does.
  *
  * Gradient accumulation (grad_accum = M > 1): a step takes the next M
  * batches of batch_size windows (micro-batches j = 0..M-1), runs forward +
@@ -68,6 +70,22 @@ struct cJSON;
 
 #define ATTN_CKPT_BEST "best" /* attn_trainer_run: the best-val checkpoint, out/best */
 
+/* What an evaluation measures (attn_trainer_evaluate). */
+typedef enum attn_eval_mode {
+    ATTN_EVAL_SAMPLED = 0, /* eval_iters random batches of each split (nanoGPT's estimate) */
+    ATTN_EVAL_EXACT = 1    /* val: the whole split, every token once (attn_gpt_loss_windows);
+                              train: still eval_iters random batches */
+} attn_eval_mode;
+
+/* The learning-rate schedule after warmup_steps of linear warm-up. */
+typedef enum attn_lr_schedule {
+    ATTN_LR_COSINE = 0, /* nanoGPT's cosine from learning_rate to min_lr */
+    ATTN_LR_WSD = 1     /* warmup-stable-decay: learning_rate until the last
+                           ATTN_WSD_COOLDOWN of the run, then linear to min_lr */
+} attn_lr_schedule;
+
+#define ATTN_WSD_COOLDOWN 0.4 /* the share of the run WSD spends decaying */
+
 typedef struct attn_train_config {
     int batch_size;
     int64_t max_steps;
@@ -83,6 +101,9 @@ typedef struct attn_train_config {
     uint64_t seed;
     attn_dropout_stream dropout_stream;
     int grad_accum; /* micro-batches per step over all ranks; 0 or 1 = none */
+    attn_eval_mode eval_mode;
+    double time_budget; /* seconds of wall time for the whole run; 0 = none */
+    attn_lr_schedule lr_schedule;
 } attn_train_config;
 
 /* The training config's keys, one row each: the JSON key (as written by
@@ -114,7 +135,7 @@ typedef struct attn_train_value {
     const char *s;
 } attn_train_value;
 
-#define ATTN_TRAIN_KEY_COUNT 18
+#define ATTN_TRAIN_KEY_COUNT 21
 
 /* Row i (0 <= i < ATTN_TRAIN_KEY_COUNT, in attn_train_config's field order);
  * NULL outside. */
@@ -188,9 +209,30 @@ typedef struct attn_train_record {
 } attn_train_record;
 
 typedef struct attn_eval_record {
-    int64_t step; /* steps completed when evaluated */
-    float train_loss, val_loss;
+    int64_t step;     /* steps completed when evaluated */
+    float train_loss; /* mean of eval_iters random batches of the training split */
+    float val_loss;   /* the same estimate on the val split; NAN when not taken (eval exact) */
+    float val_exact;  /* the whole val split (attn_gpt_loss_windows); NAN when not taken */
 } attn_eval_record;
+
+/* The val loss an evaluation is judged by (best/, the report): the exact one
+ * when taken, else the sampled estimate. */
+float attn_eval_val(const attn_eval_record *r);
+
+/* ------------------------------------------------------ exact evaluation */
+
+/* The mean cross-entropy of the model over every token of ids[0..n) once:
+ * the n - 1 predictions split into consecutive windows of acts->T tokens
+ * (inputs ids[kT .. kT+T), targets ids[kT+1 .. kT+T+1)), the last window
+ * shorter when T does not divide n - 1, run acts->B windows per eval-mode
+ * forward (rows past the end repeat window 0 and are not counted; a short
+ * window's missing positions come after it, which a causal model never
+ * sees). The per-token losses are summed in double in token order, so the
+ * result is deterministic and the same at every thread count (the fp32
+ * forward is). *count (may be NULL) gets n - 1. n must be >= 2. acts is
+ * scratch (any (B, T) with T <= context_length); ids must be valid tokens. */
+attn_status attn_gpt_loss_windows(attn_gpt *m, attn_gpt_acts *acts, const int32_t *ids, size_t n,
+                                  double *loss, size_t *count, attn_error *err);
 
 typedef struct attn_trainer {
     attn_gpt_config mcfg;
@@ -219,6 +261,10 @@ typedef struct attn_trainer {
     int n_gflat;
     float *mb_loss;   /* grad_accum micro-batch losses */
     float *eval_loss; /* eval_iters batch losses */
+    /* time_budget's clock: the run's wall time so far (steps, evaluations,
+     * saves; checkpointed, so a resumed run goes on counting), and the share
+     * of the budget spent when the next step begins (its LR follows it). */
+    double elapsed_s, progress;
 } attn_trainer;
 
 /* Fresh run on text (n bytes of UTF-8). mcfg->vocab_size is replaced by
@@ -277,7 +323,8 @@ attn_status attn_trainer_init_from(attn_trainer *tr, const char *dir, attn_error
 attn_status attn_trainer_set_device(attn_trainer *tr, attn_device device, attn_precision precision,
                                     attn_error *err);
 /* Train as one of dist's ranks (dist.h): grad_accum must be a multiple of
- * the rank count (each rank takes grad_accum / size micro-batches). */
+ * the rank count (each rank takes grad_accum / size micro-batches); a
+ * time_budget runs in one process only. */
 attn_status attn_trainer_set_dist(attn_trainer *tr, attn_dist *dist, attn_error *err);
 
 /* Fingerprints for the ranks' start-up check: *config of the model and
@@ -285,11 +332,25 @@ attn_status attn_trainer_set_dist(attn_trainer *tr, attn_dist *dist, attn_error 
  * moments, generators and step. */
 void attn_trainer_fingerprint(const attn_trainer *tr, uint64_t *config, uint64_t *state);
 
-/* One optimisation step; *rec (may be NULL) gets its record. */
+/* The learning rate of step (0-based): warmup_steps of linear warm-up to
+ * learning_rate, then lr_schedule down to min_lr over the run's horizon,
+ * which is lr_decay_steps (0 = max_steps) or, with a time_budget, the
+ * budget: progress is then the share of it spent (tr->progress, from the
+ * run's clock). A cosine run without a budget is attn_lr_cosine's. */
+double attn_train_lr(const attn_train_config *c, int64_t step, double progress);
+
+/* One optimisation step at attn_train_lr(tcfg, step, tr->progress); *rec
+ * (may be NULL) gets its record. */
 attn_status attn_trainer_step(attn_trainer *tr, attn_train_record *rec, attn_error *err);
 
-/* Loss estimate on both splits at the current step (recorded in history). */
+/* An evaluation at the current step (recorded in history) as tcfg.eval_mode
+ * says: the sampled estimate of both splits (ATTN_EVAL_SAMPLED), or the
+ * train estimate and the exact val loss (ATTN_EVAL_EXACT). */
 attn_status attn_trainer_evaluate(attn_trainer *tr, attn_eval_record *rec, attn_error *err);
+/* The final evaluation of a run: the sampled estimates (eval_mode sampled,
+ * so best/ compares like with like) and the exact val loss. On the GPU the
+ * exact loss runs the forward on the CPU copy of the weights. */
+attn_status attn_trainer_evaluate_final(attn_trainer *tr, attn_eval_record *rec, attn_error *err);
 
 /* Write the checkpoint (both files, as one atomic unit) into dir, which must
  * exist; the caller holds dir's run lock (attn/runlock.h). */
@@ -327,6 +388,7 @@ typedef struct attn_trainer_events {
 /* How a run ended (attn_trainer_run's *result). */
 typedef struct attn_train_result {
     int stopped;         /* 1: a stop request ended it before max_steps */
+    int budget_spent;    /* 1: time_budget ended it (with a final evaluation) */
     int64_t start_step;  /* tr->step when the run began */
     double wall_s;       /* the whole run, evaluations and saves included */
     double train_s;      /* in steps */
@@ -337,7 +399,17 @@ typedef struct attn_train_result {
 
 /* The loop's rhythm, from tr->step to tcfg.max_steps: an evaluation first
  * when the run is fresh (step 0, !resumed); then steps; an evaluation every
- * eval_interval steps and at max_steps; a checkpoint (attn_trainer_save,
+ * eval_interval steps and the final one (attn_trainer_evaluate_final: the
+ * exact val loss too) at max_steps; with a time_budget the run also ends
+ * when the next step, the final evaluation and a checkpoint would no longer
+ * fit in it (estimated from the last ones), with that final evaluation and
+ * checkpoint (result->budget_spent). The budget's clock is tr->elapsed_s:
+ * checkpointed, so a resumed run counts on from where it stopped (a run
+ * the budget ended saves at least the whole budget: resuming it takes no
+ * further step, only the final evaluation again); the
+ * steps' LR follows it (attn_train_lr), so the steps and rates a budgeted
+ * run takes depend on the machine's speed, and a resumed one continues the
+ * schedule but is not bit for bit an unbroken run. A checkpoint (attn_trainer_save,
  * then attn_trainer_write_loss_files) into out after every evaluation,
  * every checkpoint_interval steps, and when the run ends or is stopped
  * unless the state on disk is already current (resumed = the checkpoint in

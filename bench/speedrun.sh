@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Issue 21's ladder at 600 s of wall time each (run it on an IDLE machine:
+# ~2.5 hours): every rung is `attn train --time-budget 600` (start to final
+# evaluation, evaluations included; measured here from process start to
+# exit) and reports its steps and exact val loss (the whole val split).
+# Rungs add one change each; then the final recipe (--preset speedrun) on
+# three seeds, and the same recipe in PyTorch 1.13 (bench/speedrun_torch.py,
+# fp32 and bf16 autocast). The mark: nanoGPT's A100 shakespeare-char val
+# loss 1.4697. Output: one line per rung, and runs/speedrun/RUNG/loss.svg.
+#   bash bench/speedrun.sh [ATTN] [BUDGET]      (BUDGET default 600)
+set -uo pipefail
+ATTN=${1:-build/attn}
+BUDGET=${2:-600}
+DATA=${DATA:-data/tinyshakespeare.txt} # scripts/get-data.sh
+out=${OUT:-runs/speedrun}
+mkdir -p "$out"
+bf16=$(grep -q avx512_bf16 /proc/cpuinfo && echo 1 || echo 0)
+echo "# $(date -u +%FT%TZ) $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), budget $BUDGET s, avx512_bf16 $bf16"
+printf '%-22s %7s %8s %10s  %s\n' rung steps wall_s exact_val what
+rung() { # name, what it is, then attn train's options
+  local name=$1 what=$2
+  shift 2
+  local t0 t1
+  t0=$(date +%s.%N)
+  "$ATTN" train --data "$DATA" --out "$out/$name" --force --time-budget "$BUDGET" "$@" \
+    > "$out/$name.log" 2>&1
+  t1=$(date +%s.%N)
+  local last
+  last=$(tail -1 "$out/$name/loss.csv")
+  printf '%-22s %7s %8.1f %10s  %s\n' "$name" "${last%%,*}" "$(echo "$t1 - $t0" | bc)" \
+    "$(echo "$last" | cut -d, -f7)" "$what"
+}
+model() { echo "$2" > "$out/$1.json"; echo "$out/$1.json"; }
+rung 0-nanogpt-cpu "nanogpt-cpu, cosine over the budget, fp32" --preset nanogpt-cpu --steps 1000000 \
+  --eval-interval 1000
+rung 1-wsd "+ warmup-stable-decay" --preset nanogpt-cpu --steps 1000000 --eval-interval 1000 \
+  --lr-schedule wsd
+rung 2-rms-relu2 "+ RMSNorm, ReLU^2" --preset nanogpt-cpu --steps 1000000 --eval-interval 1000 \
+  --lr-schedule wsd --config "$(model 2 '{"norm": "rmsnorm", "act": "relu2"}')"
+rung 3-swiglu "+ SwiGLU for ReLU^2" --preset nanogpt-cpu --steps 1000000 --eval-interval 1000 \
+  --lr-schedule wsd --config "$(model 3 '{"norm": "rmsnorm", "act": "swiglu"}')"
+rung 4-speedrun "+ lr 2e-3 (= --preset speedrun)" --preset speedrun
+if [ "$bf16" = 1 ]; then
+  rung 5-bf16 "+ bf16 products" --preset speedrun --precision bf16
+  rung 6-ctx128 "+ bf16, context 128, batch 6" --preset speedrun --precision bf16 \
+    --batch-size 6 --config "$(model 6 '{"context_length": 128}')"
+  rung 7-wide "+ bf16, emb 192, 6 heads" --preset speedrun --precision bf16 \
+    --config "$(model 7 '{"emb_dim": 192, "n_heads": 6}')"
+fi
+for seed in 1 2 3; do
+  rung "seed$seed" "--preset speedrun --seed $seed" --preset speedrun --seed "$seed"
+done
+for b in "" --bf16; do
+  /usr/bin/python3 "$(dirname "$0")/speedrun_torch.py" --data "$DATA" --budget "$BUDGET" --threads 2 $b
+done

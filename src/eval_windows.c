@@ -1,0 +1,58 @@
+/* The exact loss of a token sequence: every token once, in windows of the
+ * model's context (attn_gpt_loss_windows, attn/train.h). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn/train.h"
+
+float attn_eval_val(const attn_eval_record *r) {
+    return isnan(r->val_exact) ? r->val_loss : r->val_exact;
+}
+
+attn_status attn_gpt_loss_windows(attn_gpt *m, attn_gpt_acts *acts, const int32_t *ids, size_t n,
+                                  double *loss, size_t *count, attn_error *err) {
+    const int B = acts->B, T = acts->T;
+    const size_t V = (size_t)m->cfg.vocab_size, bt = (size_t)B * (size_t)T;
+    if (n < 2)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "the sequence needs 2 tokens, has %zu", n);
+    const size_t preds = n - 1, n_win = (preds + (size_t)T - 1) / (size_t)T;
+    int32_t *x = malloc(bt * sizeof *x), *y = malloc(bt * sizeof *y);
+    if (!x || !y) {
+        free(x);
+        free(y);
+        return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for the evaluation windows");
+    }
+    double sum = 0;
+    attn_status st = ATTN_OK;
+    for (size_t w0 = 0; w0 < n_win && !st; w0 += (size_t)B) {
+        /* Row b holds window w0 + b, or window 0 (not counted) past the end;
+         * a short window is padded with its first token after its end. */
+        for (int b = 0; b < B; b++) {
+            const size_t w = w0 + (size_t)b < n_win ? w0 + (size_t)b : 0;
+            const size_t s = w * (size_t)T, len = preds - s < (size_t)T ? preds - s : (size_t)T;
+            for (size_t t = 0; t < (size_t)T; t++) {
+                const size_t i = t < len ? s + t : s;
+                x[(size_t)b * T + t] = ids[i];
+                y[(size_t)b * T + t] = ids[i + 1];
+            }
+        }
+        st = attn_gpt_forward(m, x, y, B, T, NULL, acts, NULL, err);
+        for (int b = 0; b < B && !st && w0 + (size_t)b < n_win; b++) {
+            const size_t s = (w0 + (size_t)b) * (size_t)T;
+            const size_t len = preds - s < (size_t)T ? preds - s : (size_t)T;
+            for (size_t t = 0; t < len; t++) {
+                const size_t r = (size_t)b * T + t;
+                /* -log softmax(logits)[target] = lse - logit[target], as the
+                 * forward's own mean loss forms it. */
+                sum += (double)acts->lse[r] - (double)acts->logits[r * V + (size_t)y[r]];
+            }
+        }
+    }
+    free(x);
+    free(y);
+    if (st) return st;
+    *loss = sum / (double)preds;
+    if (count) *count = preds;
+    return ATTN_OK;
+}
