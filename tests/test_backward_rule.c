@@ -269,6 +269,67 @@ Test(rule, every_module_kind_and_the_handle) {
         }
 }
 
+/* ---- MultiHeadAttention with the attention variants, both paths ------- */
+
+typedef struct mha_ctx {
+    attn_mha *m;
+    const float *x;
+    float *dy, *dx;
+    attn_attention_cache *cache;
+    int B, T;
+} mha_ctx;
+static void mha_run(void *p) {
+    mha_ctx *c = p;
+    attn_error err;
+    cr_assert_eq(attn_mha_backward(c->m, c->x, c->B, c->T, c->dy, c->dx, c->cache, &err), ATTN_OK,
+                 "%s", err.msg);
+}
+Test(rule, mha_variants_on_both_paths) {
+    /* grouped-query + QK-norm + RoPE, then ALiBi + window + soft-cap */
+    for (int v = 0; v < 2; v++)
+        for (int path = 0; path < 2; path++) {
+            const int B = 2, T = 7, d_in = 6, d_out = 8;
+            attn_attention_spec sp = attn_attention_book(4, 2, 0.0);
+            if (v == 0) {
+                sp.kv_heads = 2, sp.qk_norm = 1, sp.positions = ATTN_POSITIONS_ROPE;
+            } else {
+                sp.positions = ATTN_POSITIONS_ALIBI, sp.window = 3, sp.softcap = 2.0;
+            }
+            attn_rng rng;
+            attn_rng_seed(&rng, 9);
+            attn_mha m;
+            attn_error err;
+            cr_assert_eq(attn_mha_init_spec(&m, d_in, d_out, T, &sp, 1, &rng, &err), ATTN_OK, "%s",
+                         err.msg);
+            m.path = path ? ATTN_MHA_REFERENCE : ATTN_MHA_FUSED;
+            attn_attention_cache cache;
+            cr_assert_eq(attn_mha_cache_init_any(&cache, &m, B, T, &err), ATTN_OK, "%s", err.msg);
+            const size_t nx = (size_t)B * T * d_in, ny = (size_t)B * T * d_out;
+            float *x = malloc(nx * sizeof(float)), *dx = malloc(nx * sizeof(float));
+            float *y = malloc(ny * sizeof(float)), *dy = malloc(ny * sizeof(float));
+            cr_assert(x && dx && y && dy);
+            ramp(x, nx, 0.5f), ramp(dy, ny, 2);
+            cr_assert_eq(attn_mha_forward(&m, x, B, T, y, NULL, &cache, &err), ATTN_OK, "%s",
+                         err.msg);
+            attn_param_list pl;
+            attn_param_list_init(&pl);
+            cr_assert_eq(attn_mha_params(&m, "", &pl, &err), ATTN_OK, "%s", err.msg);
+            outs o = {0};
+            add_params(&o, &pl);
+            add(&o, dx, nx);
+            mha_ctx c = {&m, x, dy, dx, &cache, B, T};
+            char what[96];
+            snprintf(what, sizeof what, "attn_mha_backward (%s, %s)",
+                     v ? "alibi+window+softcap" : "gqa+qk_norm+rope",
+                     path ? "reference" : "fused");
+            check_rule(what, mha_run, &c, &o);
+            attn_param_list_free(&pl);
+            attn_attention_cache_free(&cache);
+            attn_mha_free(&m);
+            free(x), free(dx), free(y), free(dy);
+        }
+}
+
 /* ---- fused attention (attn_h_sdpa_backward, over attn_flash_backward) -- */
 
 typedef struct sdpa_ctx {
