@@ -7,7 +7,8 @@
 #   2. sliding window W 256 at B 1 T 4096 H 12 head_dim 64: the fused kernel
 #      alone (case=core), forward+backward, against full causal (>= 3x faster).
 #   3. RoPE: the fused MHA forward+backward with and without it at the sizes
-#      of 1 (<= 5% of the time).
+#      of 1, and its share of one run: the rotations alone (case=rope) over
+#      the module with them (<= 5% of the time).
 #   bench/attention_variants.sh [BUILD] [THREADS] [REPEAT]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -48,4 +49,8 @@ long=(--batch 1 --tokens 4096 --d-model 768 --heads 12 --backward)
 read -r full win r <<< "$(compare core "${long[@]}" -- "${long[@]}" --window 256)"
 echo "window: fused kernel fwd+bwd, full causal ${full}s, window 256 ${win}s: $(awk -v r="$r" 'BEGIN { printf "%.2f", 1 / r }')x faster (target >= 3)"
 read -r none rope r <<< "$(compare mha "${big[@]}" -- "${big[@]}" --positions rope)"
-echo "rope: fused MHA fwd+bwd ${none}s, with RoPE ${rope}s: +$(awk -v r="$r" 'BEGIN { printf "%.1f", (r - 1) * 100 }')% (target <= 5%)"
+echo "rope: fused MHA fwd+bwd ${none}s, with RoPE ${rope}s: $(awk -v r="$r" 'BEGIN { printf "%+.1f", (r - 1) * 100 }')% (two runs: noise of a few % either way)"
+# The share from one run: the rotations alone (case=rope) over the module with them (case=mha).
+"$attn" bench mha --threads "$threads" --repeat "$((repeat * 2))" --warmup 1 "${big[@]}" --positions rope |
+  awk '{ for (i = 2; i <= NF; i++) if (sub("^min_s=", "", $i)) t[$1] = $i }
+       END { printf "rope: its rotations alone %.4fs of the fused MHA fwd+bwd %.4fs: %.2f%% (target <= 5%%)\n", t["case=rope"], t["case=mha"], 100 * t["case=rope"] / t["case=mha"] }'

@@ -132,7 +132,8 @@ const cli_command bench_cli = {
     "  FLOPs count the causal half only: projections 8 B T D^2 (x3 with backward),\n"
     "  attention 2 B D T (T+1) (x3.5 with backward), also with a window.\n"
     "  --kv-heads, --window, --positions: the attention variants\n"
-    "  (docs/model-variants.md); the kernel-alone case takes --window.\n",
+    "  (docs/model-variants.md); the kernel-alone case takes --window;\n"
+    "  --positions rope adds case=rope: the rotations alone, same sizes.\n",
     bench_opts_table,
     BENCH_OPT_COUNT,
     1};
@@ -324,6 +325,33 @@ static int bench_core(const bench_args *a, const float *dy, double *t, double co
     return rc;
 }
 
+/* RoPE alone at the module's sizes (case=rope, with --positions rope): the
+ * rotations of q and k, and with --backward their transposes, so that its
+ * share of case=mha comes from one run rather than two noisy ones. */
+static int bench_rope(const bench_args *a, const attn_mha *m, double *t) {
+    const size_t N = (size_t)a->B * a->T, ld = (size_t)m->d_out + 2 * (size_t)m->kv_dim;
+    float *qkv = random_floats(N * ld, 3); /* the fused path's packed rows */
+    if (!qkv) {
+        fprintf(stderr, "attn bench: out of memory\n");
+        return 1;
+    }
+    const attn_attention_spec *sp = &m->spec;
+    for (int r = (int)-a->warmup; r < a->repeat; r++) {
+        const double t0 = attn_now_s();
+        for (int inverse = 0; inverse <= (a->backward ? 1 : 0); inverse++) {
+            attn_rope_apply(sp, qkv, N, (int)a->T, ld, m->num_heads, 0, inverse);
+            attn_rope_apply(sp, qkv + m->d_out, N, (int)a->T, ld, sp->kv_heads, 0, inverse);
+        }
+        if (r >= 0) t[r] = attn_now_s() - t0;
+    }
+    /* 6 flops per rotated pair (4 mul, 2 add), the angles not counted */
+    const double pairs = (double)N * (m->num_heads + sp->kv_heads) * attn_rope_dims(sp) / 2.0;
+    print_case("rope", a->B, a->T, a->D, a->H, mode_name(a), a->threads,
+               summarize(t, a->repeat), (a->backward ? 2.0 : 1.0) * 6.0 * pairs);
+    free(qkv);
+    return 0;
+}
+
 static int bench_mha(const bench_args *a) {
     attn_mha m;
     attn_bf16_gemm *bf16;
@@ -346,6 +374,7 @@ static int bench_mha(const bench_args *a) {
         print_case(m.path == ATTN_MHA_REFERENCE ? "mha_reference" : "mha", a->B, a->T, a->D, a->H,
                    mode_name(a), a->threads, summarize(t, a->repeat),
                    a->backward ? 3.0 * proj + 3.5 * core : proj + core);
+    if (rc == 0 && m.spec.positions == ATTN_POSITIONS_ROPE) rc = bench_rope(a, &m, t);
     if (rc == 0 && !a->reference && !a->mha_only) {
         rc = bench_core(a, dy, t, core);
         if (rc == 0) rc = bench_sgemm(a, "sgemm", a->B * a->T, 3 * a->D, a->D);
