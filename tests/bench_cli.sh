@@ -18,6 +18,9 @@ for c in mha core sgemm; do
   done
 done
 check "mode is forward+backward" 'grep -q "^case=mha .*mode=forward+backward" <<<"$out"'
+rope=$("$attn" bench mha --batch 1 --tokens 9 --d-model 16 --heads 4 --kv-heads 2 --repeat 1 --backward --mha-only --positions rope)
+check "--positions rope adds case=rope, same sizes" 'grep -q "^case=rope B=1 T=9 D=16 H=4 mode=forward+backward " <<<"$rope"'
+check "no case=rope without rope" '! grep -q "^case=rope" <<<"$out"'
 ref=$("$attn" bench mha --batch 1 --tokens 9 --d-model 8 --heads 2 --repeat 1 --reference)
 check "reference path timed" 'grep -q "^case=mha_reference .*mode=forward " <<<"$ref"'
 sg=$("$attn" bench sgemm --m 32 --n 16 --k 8 --repeat 1 --threads 1)
