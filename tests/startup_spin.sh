@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The short OpenMP spin (GOMP_SPINCOUNT=1000, src/ompwait/ompwait.c) is in
-# effect without a second process. libgomp itself reports what it read:
+# effect without a second process, and so are OpenBLAS's kernels for the CPU. libgomp itself reports what it read:
 # with OMP_DISPLAY_ENV=verbose it prints its settings once, as it starts, so
 # one block means one process image (a restart through /proc/self/exe
 # printed two, the first with libgomp's default 300000), and its
@@ -76,6 +76,43 @@ fi
 clean "${pre[@]}" /usr/bin/python3 -c "import ctypes, sys; ctypes.CDLL(sys.argv[1])" "$build/libattn.so" \
   2> "$tmp/py.err"
 expect "python3: ctypes.CDLL(libattn.so)" "$tmp/py.err" $? 1000
+
+# OpenBLAS's kernels (ompwait.c, 2.): on an Intel CPU, the ones its features
+# allow, whatever its model number; elsewhere OpenBLAS's own choice. OpenBLAS
+# says what it picked with OPENBLAS_VERBOSE=2 ("Core: NAME").
+flags=" $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2) "
+has() { for f in "$@"; do [[ $flags == *" $f "* ]] || return 1; done; }
+want=
+if grep -q -m1 'GenuineIntel' /proc/cpuinfo; then
+  if has avx512f avx512cd avx512bw avx512dq avx512vl; then want=SkylakeX
+  elif has avx2 fma; then want=Haswell; fi
+fi
+blas() { env -u OPENBLAS_CORETYPE OPENBLAS_VERBOSE=2 "$@"; }
+core() { sed -n 's/^Core: *\([A-Za-z0-9]*\).*/\1/p' "$1" | head -1; }
+expect_core() { # name, file, rc, core
+  local c
+  c=$(core "$2")
+  [ "$3" -eq 0 ] && [ "$c" = "$4" ] && ok "$1: OpenBLAS runs its $c kernels" ||
+    bad "$1: rc $3, OpenBLAS core '$c' (want $4): $(head -c 300 "$2")"
+}
+blas "$ATTN" --version > /dev/null 2> "$tmp/blas.err"
+rc=$?
+if [ -z "$(core "$tmp/blas.err")" ]; then
+  echo "skip: this OpenBLAS does not name its kernels (not a DYNAMIC_ARCH build)"
+elif [ -n "$want" ]; then
+  expect_core "attn --version" "$tmp/blas.err" $rc "$want"
+  [ -x "$tmp/v" ] && { blas "$tmp/v" > /dev/null 2> "$tmp/blas_c.err"; \
+    expect_core "a program linked with libattn.so" "$tmp/blas_c.err" $? "$want"; }
+  blas "${pre[@]}" /usr/bin/python3 -c "import ctypes, sys; ctypes.CDLL(sys.argv[1])" \
+    "$build/libattn.so" 2> "$tmp/blas_py.err"
+  expect_core "python3: ctypes.CDLL(libattn.so)" "$tmp/blas_py.err" $? "$want"
+else
+  echo "skip: not an Intel CPU with AVX2 or AVX-512: OpenBLAS chose $(core "$tmp/blas.err") itself"
+fi
+if [ -n "$(core "$tmp/blas.err")" ]; then # the user's choice wins (SSE3: any x86-64 runs it)
+  OPENBLAS_CORETYPE=Prescott OPENBLAS_VERBOSE=2 "$ATTN" --version > /dev/null 2> "$tmp/blas_user.err"
+  expect_core "OPENBLAS_CORETYPE=Prescott attn --version" "$tmp/blas_user.err" $? Prescott
+fi
 
 [ $fails -eq 0 ] || { echo "$fails failure(s)"; exit 1; }
 echo "all start-up checks passed"
