@@ -106,6 +106,14 @@ elif [ -n "$want" ]; then
   blas "${pre[@]}" /usr/bin/python3 -c "import ctypes, sys; ctypes.CDLL(sys.argv[1])" \
     "$build/libattn.so" 2> "$tmp/blas_py.err"
   expect_core "python3: ctypes.CDLL(libattn.so)" "$tmp/blas_py.err" $? "$want"
+  # numpy first starts OpenBLAS with its own choice: the package says so, once.
+  py() { blas "${pre[@]}" ATTN_LIBRARY="$build/libattn.so" PYTHONPATH="$SRC/python" \
+    /usr/bin/python3 -W always -c "$1" 2>&1 | grep -c "RuntimeWarning: attn: OpenBLAS"; }
+  n=$(py "import numpy, attn")
+  [ "$n" = 1 ] && ok "import numpy, attn: warns that OpenBLAS runs other kernels" ||
+    bad "import numpy, attn: $n warnings (want 1)"
+  n=$(py "import attn, numpy")
+  [ "$n" = 0 ] && ok "import attn, numpy: no warning" || bad "import attn, numpy: $n warnings"
 else
   echo "skip: not an Intel CPU with AVX2 or AVX-512: OpenBLAS chose $(core "$tmp/blas.err") itself"
 fi

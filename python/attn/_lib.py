@@ -66,8 +66,31 @@ def _load():
                       "or name it in ATTN_LIBRARY")
 
 
+def _check_blas_kernels(lib):
+    """libattn-ompwait.so names OpenBLAS's kernels for an Intel CPU before
+    OpenBLAS starts (docs/engines.md). When numpy started OpenBLAS first, it
+    runs what it chose itself, which on a CPU newer than its table is the
+    generic SSE3 one: 4x slower there, and the last bits differ from the attn
+    program's. Say so; nothing can restart it."""
+    try:
+        corename = lib.openblas_get_corename
+        libc_getenv = ctypes.CDLL(None).getenv
+    except AttributeError:  # not OpenBLAS, or not a dynamic-arch one
+        return
+    corename.restype = libc_getenv.restype = ctypes.c_char_p
+    libc_getenv.argtypes = [ctypes.c_char_p]
+    want, got = libc_getenv(b"OPENBLAS_CORETYPE"), corename()
+    if want and got and want.decode().lower() != got.decode().lower():
+        import warnings
+        warnings.warn(f"attn: OpenBLAS was started (by numpy?) before attn and runs its "
+                      f"{got.decode()} kernels, not {want.decode()}: import attn before numpy, "
+                      f"or set OPENBLAS_CORETYPE={want.decode()} before starting Python",
+                      RuntimeWarning, stacklevel=3)
+
+
 _short_spin()
 lib, library_path = _load()
+_check_blas_kernels(lib)
 
 c_int, c_double, c_float, c_size_t = ctypes.c_int, ctypes.c_double, ctypes.c_float, ctypes.c_size_t
 c_int64, c_uint64, c_char_p, c_void_p = ctypes.c_int64, ctypes.c_uint64, ctypes.c_char_p, ctypes.c_void_p

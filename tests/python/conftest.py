@@ -13,6 +13,10 @@ sys.path.insert(0, os.path.join(SRC, "python"))
 sys.path.insert(1, os.path.join(SRC, "scripts"))  # gen_seed004_fixtures: seed 004's classes
 ATTN_BIN = os.environ.get("ATTN_BIN", os.path.join(SRC, "build", "attn"))
 
+# attn before numpy: OpenBLAS then runs the kernels the attn program runs
+# (docs/engines.md), so the pages and numbers compared with it are the same.
+import attn  # noqa: E402,F401
+
 # The chapter's "Your journey starts with one step" (seed 000, In [1]).
 INPUTS = [[0.43, 0.15, 0.89], [0.55, 0.87, 0.66], [0.57, 0.85, 0.64],
           [0.22, 0.58, 0.33], [0.77, 0.25, 0.10], [0.05, 0.80, 0.55]]
