@@ -346,8 +346,8 @@ static int bench_rope(const bench_args *a, const attn_mha *m, double *t) {
     }
     /* 6 flops per rotated pair (4 mul, 2 add), the angles not counted */
     const double pairs = (double)N * (m->num_heads + sp->kv_heads) * attn_rope_dims(sp) / 2.0;
-    print_case("rope", a->B, a->T, a->D, a->H, mode_name(a), a->threads,
-               summarize(t, a->repeat), (a->backward ? 2.0 : 1.0) * 6.0 * pairs);
+    print_case("rope", a->B, a->T, a->D, a->H, mode_name(a), a->threads, summarize(t, a->repeat),
+               (a->backward ? 2.0 : 1.0) * 6.0 * pairs);
     free(qkv);
     return 0;
 }

@@ -320,8 +320,7 @@ Test(rule, mha_variants_on_both_paths) {
             mha_ctx c = {&m, x, dy, dx, &cache, B, T};
             char what[96];
             snprintf(what, sizeof what, "attn_mha_backward (%s, %s)",
-                     v ? "alibi+window+softcap" : "gqa+qk_norm+rope",
-                     path ? "reference" : "fused");
+                     v ? "alibi+window+softcap" : "gqa+qk_norm+rope", path ? "reference" : "fused");
             check_rule(what, mha_run, &c, &o);
             attn_param_list_free(&pl);
             attn_attention_cache_free(&cache);
