@@ -34,7 +34,6 @@ void attn_mha_fused_state_free(attn_mha_fused_state *st) {
     free(st);
 }
 
-
 static int grouped(const attn_mha *m) {
     return m->kv_dim != m->d_out;
 }
@@ -166,7 +165,6 @@ static void unprepare(attn_mha *m, attn_mha_fused_state *st, size_t N, int T) {
         memcpy(g, dr, (d + kv) * sizeof(float));
     }
 }
-
 
 attn_status attn_mha_fused_forward(const attn_mha *m, const float *x, int B, int T, float *out,
                                    const attn_forward_mode *mode, attn_attention_cache *cache,
