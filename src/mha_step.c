@@ -7,9 +7,15 @@
 #include "attn/multi_head_attention.h"
 #include "linear_step.h"
 
+/* Where weight `which` (0 W_query, 1 W_key, 2 W_value, 3 out_proj) starts in
+ * attn_mha_bf16_copy's layout: the four one after the other. */
+static size_t bf16_offset(const attn_mha *m, int which) {
+    const size_t in = (size_t)m->d_in, wq = (size_t)m->d_out * in, wk = (size_t)m->kv_dim * in;
+    return which == 0 ? 0 : wq + (size_t)(which - 1) * wk;
+}
+
 size_t attn_mha_bf16_numel(const attn_mha *m) {
-    const size_t in = (size_t)m->d_in, out = (size_t)m->d_out, kv = (size_t)m->kv_dim;
-    return out * in + 2 * kv * in + out * out;
+    return bf16_offset(m, 3) + (size_t)m->d_out * (size_t)m->d_out;
 }
 
 void attn_mha_bf16_copy(const attn_mha *m, uint16_t *w) {
@@ -30,7 +36,6 @@ static void qkv(const attn_mha *m, const float *x, float *k_row, float *v_row,
                 const attn_mha_step_buf *b) {
     const int nq = (m->d_out + ATTN_STEP_ROWS - 1) / ATTN_STEP_ROWS;
     const int nk = (m->kv_dim + ATTN_STEP_ROWS - 1) / ATTN_STEP_ROWS;
-    const size_t wq = (size_t)m->d_out * (size_t)m->d_in, wk = (size_t)m->kv_dim * (size_t)m->d_in;
 #pragma omp for schedule(static)
     for (int k = 0; k < nq + 2 * nk; k++) {
         const int which = k < nq ? 0 : k < nq + nk ? 1 : 2;
@@ -39,7 +44,7 @@ static void qkv(const attn_mha *m, const float *x, float *k_row, float *v_row,
         const int r1 = r0 + ATTN_STEP_ROWS < rows ? r0 + ATTN_STEP_ROWS : rows;
         const attn_linear *lin = which == 0 ? &m->W_query : which == 1 ? &m->W_key : &m->W_value;
         float *y = which == 0 ? b->q : which == 1 ? k_row : v_row;
-        const uint16_t *w = b->w_bf16 ? b->w_bf16 + (which == 0 ? 0 : wq + (which - 1) * wk) : NULL;
+        const uint16_t *w = b->w_bf16 ? b->w_bf16 + bf16_offset(m, which) : NULL;
         attn_linear_rows(lin, w, x, y, r0, r1);
     }
 }
@@ -111,9 +116,6 @@ void attn_mha_step(const attn_mha *m, const float *x, float *k_cache, float *v_c
 #pragma omp for schedule(static)
     for (int h = 0; h < m->num_heads; h++)
         head(m, h, k_cache, v_cache, pos, b);
-    const size_t C = (size_t)m->d_out;
-    const uint16_t *wo =
-        b->w_bf16 ? b->w_bf16 + C * (size_t)m->d_in + 2 * (size_t)m->kv_dim * (size_t)m->d_in
-                  : NULL;
+    const uint16_t *wo = b->w_bf16 ? b->w_bf16 + bf16_offset(m, 3) : NULL;
     attn_linear_step(&m->out_proj, wo, b->ctx, out);
 }
