@@ -14,14 +14,15 @@ static float score_scale(int hd) {
     return (float)sqrt((double)hd);
 }
 
-/* Head h's ALiBi slope (heads <= 1 << 16: a small table on the stack would
- * not do for every count, so one slope at a time). */
-static void alibi_slope(int heads, int h, float *slope) {
+/* Head h's ALiBi slope, one at a time (heads <= 1 << 16: a table on the
+ * stack would not do for every count): 2^(-8 (h+1) / m) for the largest
+ * power of two m <= heads, the odd steps of 2 m's slopes after it. */
+float attn_alibi_slope(int heads, int h) {
     int m = 1;
     while (2 * m <= heads)
         m *= 2;
-    *slope = h < m ? (float)pow(2.0, -8.0 * (h + 1) / m)
-                   : (float)pow(2.0, -8.0 * (2 * (h - m) + 1) / (2 * m));
+    return h < m ? (float)pow(2.0, -8.0 * (h + 1) / m)
+                 : (float)pow(2.0, -8.0 * (2 * (h - m) + 1) / (2 * m));
 }
 
 /* The spec a shape computes: its own, or the book's (causal as the shape says). */
@@ -67,8 +68,8 @@ attn_status attn_core_forward(const attn_core_shape *s, const float *Q, const fl
             float *w = weights + ((size_t)b * (size_t)s->heads + (size_t)h) * TT;
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hd, 1.0f, Q + o.q, ld,
                         K + o.kv, ldk, 0.0f, w, T);
-            float slope = 0.0f;
-            if (sp.positions == ATTN_POSITIONS_ALIBI) alibi_slope(s->heads, h, &slope);
+            const float slope =
+                sp.positions == ATTN_POSITIONS_ALIBI ? attn_alibi_slope(s->heads, h) : 0.0f;
             for (int i = 0; i < T; i++) {
                 float *row = w + (size_t)i * (size_t)T;
                 for (int j = 0; j < T; j++)
@@ -214,12 +215,6 @@ int attn_rope_dims(const attn_attention_spec *s) {
     if (s->positions != ATTN_POSITIONS_ROPE) return 0;
     const double f = s->rope_fraction > 0.0 ? s->rope_fraction : 1.0;
     return 2 * (int)floor(f * s->head_dim / 2.0);
-}
-
-float attn_alibi_slope(int heads, int h) {
-    float slope;
-    alibi_slope(heads, h, &slope);
-    return slope;
 }
 
 int attn_score_masked(const attn_attention_spec *s, int i, int j) {
