@@ -7,6 +7,8 @@
 #pragma GCC target("avx512f,avx512dq,avx512vl,avx2,fma")
 #include <immintrin.h>
 
+#include "exp_avx512.h"
+
 #define MR 6 /* rows of C per register block */
 #define NV 4 /* 16-float vectors of C per register block: 6 x 4 = 24 accumulators */
 
@@ -88,33 +90,6 @@ static void gemm_avx512(int M, int N, int K, const float *A, ptrdiff_t rsa, ptrd
     }
 }
 
-/* exp(x) (Cody-Waite reduction + Cephes' expf polynomial, ~1 ulp); x < -87
- * (and -inf) gives exactly 0, x above ln(FLT_MAX) (and +inf) gives +inf and
- * NaN stays NaN, as expf does: every SIMD path agrees with the generic one. */
-static inline __m512 exp16(__m512 x) {
-    const __m512 lo = _mm512_set1_ps(-87.0f), hi = _mm512_set1_ps(88.7228317f);
-    const __mmask16 ok = _mm512_cmp_ps_mask(x, lo, _CMP_GE_OQ);
-    const __mmask16 big = _mm512_cmp_ps_mask(x, hi, _CMP_GT_OQ);
-    const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
-    const __m512 x0 = x;
-    x = _mm512_min_ps(_mm512_max_ps(x, lo), hi);
-    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-    const __m512 r2 = _mm512_mul_ps(r, r);
-    p = _mm512_fmadd_ps(p, r2, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-    __m512 y = _mm512_maskz_scalef_ps(ok, p, n); /* p * 2^n */
-    y = _mm512_mask_mov_ps(y, big, _mm512_set1_ps(__builtin_inff()));
-    return _mm512_mask_add_ps(y, nan, x0, x0); /* NaN in, (quiet) NaN out */
-}
-
 static void softmax_cols_avx512(float *st, int nk, int ncols, ptrdiff_t ld, float *m, float *l,
                                 float *alpha, float scale) {
     const __m512 vscale = _mm512_set1_ps(scale);
@@ -130,14 +105,15 @@ static void softmax_cols_avx512(float *st, int nk, int ncols, ptrdiff_t ld, floa
         /* Columns still fully masked shift by 0 so everything stays 0. */
         const __m512 shift =
             _mm512_mask_blend_ps(_mm512_cmp_ps_mask(mn, ninf, _CMP_EQ_OQ), mn, _mm512_setzero_ps());
-        const __m512 al = exp16(_mm512_mul_ps(_mm512_sub_ps(mo, shift), vscale));
+        const __m512 al = attn_exp16(_mm512_mul_ps(_mm512_sub_ps(mo, shift), vscale));
         __m512 sum = _mm512_setzero_ps();
         for (int r = 0; r < nk; r++) {
             float *s = st + r * ld + c;
             /* (s - shift) * scale, not a fused s * scale - shift * scale: for
              * huge scores the fused form is far from 0 at the maximum (its
              * rounding differs from shift * scale's), exp overflows, NaN. */
-            const __m512 p = exp16(_mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(s), shift), vscale));
+            const __m512 p =
+                attn_exp16(_mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(s), shift), vscale));
             _mm512_storeu_ps(s, p);
             sum = _mm512_add_ps(sum, p);
         }
@@ -154,7 +130,7 @@ static void exp_row_avx512(const float *s, float *p, int n, float scale, float s
         /* Unfused, rounded as the generic s * scale - shift. */
         const __m512 x =
             _mm512_sub_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(k, s + j), vscale), vshift);
-        _mm512_mask_storeu_ps(p + j, k, exp16(x));
+        _mm512_mask_storeu_ps(p + j, k, attn_exp16(x));
     }
 }
 
