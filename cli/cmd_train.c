@@ -823,6 +823,7 @@ static int train_loop(train_cmd *c, attn_trainer *tr) {
 }
 
 static int train_run(train_cmd *c, int argc, char **argv) {
+    const double t_cmd = attn_now_s();
     int rc = parse(c, argc, argv);
     const int dry = c->o.dry_run;
     /* A run to continue is locked before its checkpoint is read. */
@@ -844,6 +845,9 @@ static int train_run(train_cmd *c, int argc, char **argv) {
         c->collective = 1;
         rc = c->lead ? dry_run_report(c, &tr) : 0;
     } else if (rc < 0) {
+        /* --time-budget is wall time from the command's start: the set-up
+         * (corpus, model, checkpoint) is on the run's clock too. */
+        if (tr.tcfg.time_budget > 0) tr.elapsed_s += attn_now_s() - t_cmd;
         if (c->lead) announce(c, &tr);
         rc = train_loop(c, &tr);
     }

@@ -120,7 +120,9 @@ attn_status attn_trainer_run(attn_trainer *tr, const char *out, int resumed,
             /* Stop while the final evaluation and checkpoint still fit; the
              * ranks agree (their clocks differ). The LR follows the share of
              * the budget the steps have. */
-            const double now = clock_now(&k), keep = final_eval_s(tr, &k) + k.save_s;
+            /* keep: the final evaluation, then up to two saves (best/ and
+             * the checkpoint). */
+            const double now = clock_now(&k), keep = final_eval_s(tr, &k) + 2 * k.save_s;
             spent = attn_dist_any(dist, now + keep + k.step_s >= budget);
             if (spent) break;
             /* Never back (keep's estimate moves): the LR only goes down. */
