@@ -65,4 +65,29 @@ train --out "$tmp/r" --time-budget 2 --resume > /dev/null 2>&1 &&
 # 5. --dry-run states the budget.
 train --out "$tmp/d" --time-budget 600 --dry-run | grep -q "^time .*--time-budget 600 s, evaluations included" &&
   ok "--dry-run shows the budget" || bad "dry-run: $(train --out "$tmp/d" --time-budget 600 --dry-run | tail -2)"
+# 6. The set-up is on the clock: the fault shim holds the run (SIGSTOP) at
+#    its first operation in the run folder, before any step, for 3 s; a 2-s
+#    budget is then spent, so the run evaluates and saves at step 0.
+SHIM=$(dirname "$ATTN")/libattn_fault.so
+if [ -f "$SHIM" ]; then
+  ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" ATTN_FAULT_DIR="$tmp/s" \
+    ATTN_FAULT_AT=1 ATTN_FAULT_MODE=stop LD_PRELOAD=$SHIM "$ATTN" train --data "$tmp/c.txt" \
+    --config "$tmp/c.json" --threads 1 --out "$tmp/s" --time-budget 2 > /dev/null 2> "$tmp/s.err" &
+  pid=$!
+  for _ in $(seq 1 3000); do # up to 300 s for the process to reach the hold
+    [ "$(cut -d' ' -f3 "/proc/$pid/stat" 2> /dev/null)" = T ] && break
+    sleep 0.1
+  done
+  sleep 3
+  kill -CONT $pid
+  wait $pid
+  rc=$?
+  e=$(elapsed "$tmp/s")
+  [ $rc -eq 0 ] && grep -q "the time budget spent" "$tmp/s.err" &&
+    [ "$(tail -1 "$tmp/s/loss.csv" | cut -d, -f1)" = 0 ] && awk -v e="$e" 'BEGIN { exit !(e >= 3) }' &&
+    ok "set-up held 3 s of a 2-s budget: no step, final evaluation at step 0 (clock $e s)" ||
+    bad "set-up not on the clock: rc=$rc clock '$e' last '$(tail -1 "$tmp/s/loss.csv")' $(tail -1 "$tmp/s.err")"
+else
+  bad "fault shim $SHIM not built"
+fi
 [ "$fails" -eq 0 ] || exit 1
