@@ -3,8 +3,7 @@
 
 #include <string.h>
 
-#define MCG31_M 2147483647U   /* 2^31 - 1 */
-#define MCG31_A 1132489760ULL /* MKL's VSL_BRNG_MCG31 multiplier */
+#include "mcg31.h"
 
 void attn_dropout_mask(attn_rng *rng, attn_dropout_stream stream, double p, uint8_t *keep,
                        size_t n) {
@@ -16,12 +15,7 @@ void attn_dropout_mask(attn_rng *rng, attn_dropout_stream stream, double p, uint
     }
     if (stream == ATTN_STREAM_TORCH_MKL) {
         /* One 32-bit draw seeds the MCG31 stream for the whole tensor. */
-        uint64_t x = attn_rng_u32(rng) % MCG31_M;
-        if (x == 0) x = 1;
-        for (size_t i = 0; i < n; i++) {
-            keep[i] = ((double)x / (double)MCG31_M) < keep_prob;
-            x = (MCG31_A * x) % MCG31_M;
-        }
+        attn_mcg31_keep(attn_mcg31_seed(attn_rng_u32(rng)), attn_mcg31_threshold(p), keep, n);
         return;
     }
     attn_rng_keep_mask(rng, keep_prob, keep, n, 0);

@@ -22,11 +22,10 @@
 #include <string.h>
 
 #include "flash_kernels.h"
+#include "mcg31.h"
 
 #define DEFAULT_BLOCK_Q 64
 #define DEFAULT_BLOCK_K 64
-#define MCG_M 2147483647u   /* 2^31 - 1 */
-#define MCG_A 1132489760ull /* MKL's VSL_BRNG_MCG31 multiplier */
 
 /* ---- SIMD selection ---------------------------------------------------- */
 
@@ -108,37 +107,6 @@ int attn_default_threads(void) {
 
 /* ---- dropout ------------------------------------------------------------ */
 
-static uint32_t mulmod(uint64_t a, uint64_t b) {
-    uint64_t p = a * b; /* < 2^62; 2^31 == 1 (mod 2^31 - 1) */
-    p = (p & MCG_M) + (p >> 31);
-    p = (p & MCG_M) + (p >> 31);
-    return (uint32_t)(p >= MCG_M ? p - MCG_M : p);
-}
-
-static uint32_t powmod(uint64_t base, uint64_t e) {
-    uint32_t r = 1, b = (uint32_t)(base % MCG_M);
-    for (; e; e >>= 1) {
-        if (e & 1) r = mulmod(r, b);
-        b = mulmod(b, b);
-    }
-    return r;
-}
-
-/* Smallest x with (double)x / m >= 1 - p, so that PyTorch's double-precision
- * test x / m < 1 - p is exactly x < threshold. */
-static uint32_t mcg_threshold(double p) {
-    const double keep = 1.0 - p;
-    uint32_t lo = 0, hi = MCG_M;
-    while (lo < hi) {
-        const uint32_t mid = lo + (hi - lo) / 2;
-        if ((double)mid / (double)MCG_M >= keep)
-            hi = mid;
-        else
-            lo = mid + 1;
-    }
-    return lo;
-}
-
 attn_status attn_flash_dropout_draw(attn_flash_dropout *d, attn_rng *rng,
                                     attn_dropout_stream stream, double p, int B, int H, int T,
                                     attn_error *err) {
@@ -157,9 +125,7 @@ attn_status attn_flash_dropout_draw(attn_flash_dropout *d, attn_rng *rng,
         return attn_fail(err, ATTN_ERR_INVALID_ARG,
                          "training with dropout needs a generator (mode rng)");
     if (stream == ATTN_STREAM_TORCH_MKL) {
-        const uint32_t s = attn_rng_u32(rng);
-        d->x0 = s % MCG_M;
-        if (d->x0 == 0) d->x0 = 1;
+        d->x0 = attn_mcg31_seed(attn_rng_u32(rng));
         return ATTN_OK;
     }
     const uint64_t n = (uint64_t)B * (uint64_t)H * (uint64_t)T * (uint64_t)T;
@@ -203,7 +169,7 @@ int attn_flash_dropout_keep(const attn_flash_dropout *d, int b, int h, int i, in
             (uint64_t)d->T +
         (uint64_t)j;
     if (d->stream == ATTN_STREAM_TORCH_MKL)
-        return mulmod(d->x0, powmod(MCG_A, k)) < mcg_threshold(d->p);
+        return attn_mcg31_mul(d->x0, attn_mcg31_pow(k)) < attn_mcg31_threshold(d->p);
     return (d->bits[k >> 3] >> (k & 7)) & 1;
 }
 
@@ -212,12 +178,7 @@ void attn_flash_dropout_expand(const attn_flash_dropout *d, uint8_t *keep) {
     if (d->p == 0.0) {
         memset(keep, 1, (size_t)n);
     } else if (d->stream == ATTN_STREAM_TORCH_MKL) {
-        const uint32_t thr = mcg_threshold(d->p);
-        uint32_t x = d->x0;
-        for (uint64_t k = 0; k < n; k++) {
-            keep[k] = x < thr;
-            x = mulmod(x, MCG_A);
-        }
+        attn_mcg31_keep(d->x0, attn_mcg31_threshold(d->p), keep, (size_t)n);
     } else {
         for (uint64_t k = 0; k < n; k++)
             keep[k] = (d->bits[k >> 3] >> (k & 7)) & 1;
@@ -229,8 +190,8 @@ typedef struct drop_ctx {
     int on, mkl;
     float scale;
     uint32_t thr, x0;
-    uint32_t apow[9]; /* a^0 .. a^8 */
-    uint32_t a_T;     /* a^T: one row further */
+    uint32_t a_T; /* a^T: one row further */
+    const attn_mcg31_rows *rows;
     const uint8_t *bits;
 } drop_ctx;
 
@@ -240,32 +201,23 @@ static void drop_ctx_init(drop_ctx *dc, const attn_flash_dropout *d, int T) {
     dc->on = 1;
     dc->mkl = d->stream == ATTN_STREAM_TORCH_MKL;
     dc->scale = attn_dropout_scale(d->p);
-    dc->thr = mcg_threshold(d->p);
+    dc->thr = attn_mcg31_threshold(d->p);
     dc->x0 = d->x0;
-    for (int l = 0; l <= 8; l++)
-        dc->apow[l] = powmod(MCG_A, (uint64_t)l);
-    dc->a_T = powmod(MCG_A, (uint64_t)T);
+    dc->a_T = attn_mcg31_pow((uint64_t)T);
+    dc->rows = attn_mcg31_pick();
     dc->bits = d->bits;
 }
 
 /* MCG31 state at flat element k. */
 static uint32_t drop_state_at(const drop_ctx *dc, uint64_t k) {
-    return mulmod(dc->x0, powmod(MCG_A, k));
+    return attn_mcg31_mul(dc->x0, attn_mcg31_pow(k));
 }
 
 /* mult[j] = keep(k0 + j) ? scale : 0 for j < n; xs is the MCG31 state at k0
- * (torch-mkl). Eight interleaved sub-streams x_{k0+j+8t} = x_{k0+j} a^(8t)
- * keep the multiplies independent. */
+ * (torch-mkl). */
 static void drop_row(const drop_ctx *dc, uint64_t k0, uint32_t xs, int n, float *mult) {
     if (dc->mkl) {
-        uint32_t x[8];
-        for (int l = 0; l < 8; l++)
-            x[l] = mulmod(xs, dc->apow[l]);
-        for (int j = 0; j < n; j += 8)
-            for (int l = 0; l < 8; l++) {
-                if (j + l < n) mult[j + l] = x[l] < dc->thr ? dc->scale : 0.0f;
-                x[l] = mulmod(x[l], dc->apow[8]);
-            }
+        dc->rows->mult(xs, dc->thr, dc->scale, mult, (size_t)n);
         return;
     }
     /* Up to 57 bits at a time from one little-endian word: no per-element
@@ -443,9 +395,9 @@ static uint32_t fwd_rows_init(const run_ctx *c, int nq, int nqp, uint64_t row0, 
         uint32_t xs = drop_state_at(&c->drop, row0);
         for (int ii = 0; ii < nq; ii++) {
             xst[ii] = xs;
-            xs = mulmod(xs, c->drop.a_T);
+            xs = attn_mcg31_mul(xs, c->drop.a_T);
         }
-        a_bk = powmod(MCG_A, (uint64_t)c->bk);
+        a_bk = attn_mcg31_pow((uint64_t)c->bk);
     }
     return a_bk;
 }
@@ -528,9 +480,9 @@ static int first_key_tile(const run_ctx *c, int i0) {
 /* Move each row's MCG31 state from key 0 to key j0 (skipped tiles). */
 static void drop_skip_keys(const run_ctx *c, int nq, int j0, uint32_t *xst) {
     if (!(c->drop.on && c->drop.mkl) || j0 == 0) return;
-    const uint32_t jump = powmod(MCG_A, (uint64_t)j0);
+    const uint32_t jump = attn_mcg31_pow((uint64_t)j0);
     for (int ii = 0; ii < nq; ii++)
-        xst[ii] = mulmod(xst[ii], jump);
+        xst[ii] = attn_mcg31_mul(xst[ii], jump);
 }
 
 /* Dropout on P^T: column ii (query i0+ii) times its keys' multipliers;
@@ -541,7 +493,7 @@ static void drop_cols_st(const run_ctx *c, float *St, size_t bqp, int nq, int nk
         for (int ii = 0; ii < nq; ii++) {
             const uint64_t k0 = row0 + (uint64_t)ii * (uint64_t)c->T + (uint64_t)j0;
             drop_row(&c->drop, k0, c->drop.mkl ? xst[ii] : 0, nk, mult);
-            if (c->drop.mkl) xst[ii] = mulmod(xst[ii], a_bk);
+            if (c->drop.mkl) xst[ii] = attn_mcg31_mul(xst[ii], a_bk);
             for (int jj = 0; jj < nk; jj++)
                 St[(size_t)jj * bqp + ii] *= mult[jj];
         }
@@ -833,7 +785,7 @@ static const float *drop_rows(const run_ctx *c, const float *P, float *M, float 
         const int i = i0 + ii;
         float *mrow = M + (size_t)ii * bkp;
         drop_row(&c->drop, bh_base + (uint64_t)i * (uint64_t)c->T + (uint64_t)j0, *xs, nk, mrow);
-        if (c->drop.mkl) *xs = mulmod(*xs, c->drop.a_T);
+        if (c->drop.mkl) *xs = attn_mcg31_mul(*xs, c->drop.a_T);
         const float *prow = P + (size_t)ii * bkp;
         float *pdrow = Pd + (size_t)ii * bkp;
         for (int jj = 0; jj < nk; jj++)
