@@ -125,6 +125,19 @@ static int reserve(uint16_t **buf, size_t *cap, size_t n) {
     return 0;
 }
 
+/* C = [C +] A B on operands already in g->a16 and g->b16; 0 on success. */
+static int run_prim(attn_bf16_gemm *g, prim *q, float *C) {
+    dnnl_memory_set_data_handle(q->a, g->a16);
+    dnnl_memory_set_data_handle(q->b, g->b16);
+    dnnl_memory_set_data_handle(q->c, C);
+    dnnl_exec_arg_t args[3] = {
+        {DNNL_ARG_SRC, q->a}, {DNNL_ARG_WEIGHTS, q->b}, {DNNL_ARG_DST, q->c}};
+    return dnnl_primitive_execute(q->p, g->stream, 3, args) == dnnl_success &&
+                   dnnl_stream_wait(g->stream) == dnnl_success
+               ? 0
+               : -1;
+}
+
 void attn_gemm(attn_bf16_gemm *g, int threads, int trans_a, int trans_b, int M, int N, int K,
                float alpha, const float *A, int lda, const float *B, int ldb, float beta, float *C,
                int ldc) {
@@ -149,12 +162,34 @@ void attn_gemm(attn_bf16_gemm *g, int threads, int trans_a, int trans_b, int M, 
         to_bf16(B, N, K, ldb, g->b16);
     else
         to_bf16(B, K, N, ldb, g->b16);
-    dnnl_memory_set_data_handle(q->a, g->a16);
-    dnnl_memory_set_data_handle(q->b, g->b16);
-    dnnl_memory_set_data_handle(q->c, C);
-    dnnl_exec_arg_t args[3] = {
-        {DNNL_ARG_SRC, q->a}, {DNNL_ARG_WEIGHTS, q->b}, {DNNL_ARG_DST, q->c}};
-    if (dnnl_primitive_execute(q->p, g->stream, 3, args) != dnnl_success ||
-        dnnl_stream_wait(g->stream) != dnnl_success)
+    if (run_prim(g, q, C) != 0)
         attn_sgemm(threads, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void attn_gemm_linear_backward(attn_bf16_gemm *g, int threads, int N, int in, int out,
+                               const float *x, const float *dy, const float *W, float beta_w,
+                               float *dW, float *dx) {
+    if (N <= 0 || in <= 0 || out <= 0) return;
+    prim *qw = NULL, *qx = NULL;
+    const size_t nx = (size_t)N * (size_t)in, nw = (size_t)out * (size_t)in;
+    if (g && (beta_w == 0.0f || beta_w == 1.0f) &&
+        reserve(&g->a16, &g->a_cap, (size_t)N * (size_t)out) == 0 &&
+        reserve(&g->b16, &g->b_cap, nx > nw ? nx : nw) == 0) {
+        qw = get_prim(g, out, in, N, 1, 0, beta_w != 0.0f, in);
+        if (dx) qx = get_prim(g, N, in, out, 0, 0, 1, in);
+    }
+    if (!qw || (dx && !qx)) { /* no engine, or a shape oneDNN refused */
+        attn_gemm(g, threads, 1, 0, out, in, N, 1.0f, dy, out, x, in, beta_w, dW, in);
+        if (dx) attn_gemm(g, threads, 0, 0, N, in, out, 1.0f, dy, out, W, in, 1.0f, dx, in);
+        return;
+    }
+    /* dy (N, out) compact in a16 serves both: read transposed for dW. */
+    to_bf16(dy, N, out, out, g->a16);
+    to_bf16(x, N, in, in, g->b16);
+    if (run_prim(g, qw, dW) != 0)
+        attn_sgemm(threads, 1, 0, out, in, N, 1.0f, dy, out, x, in, beta_w, dW, in);
+    if (!dx) return;
+    to_bf16(W, out, in, in, g->b16);
+    if (run_prim(g, qx, dx) != 0)
+        attn_sgemm(threads, 0, 0, N, in, out, 1.0f, dy, out, W, in, 1.0f, dx, in);
 }

@@ -85,9 +85,10 @@ void attn_linear_backward(attn_linear *layer, const float *x, const float *dy, f
                           size_t N) {
     const int in = layer->in_features, out = layer->out_features;
     if (N == 0) return;
-    /* grad_weight (out, in) += dy^T (out, N) x (N, in) */
-    attn_gemm(layer->bf16, 0, 1, 0, out, in, (int)N, 1.0f, dy, out, x, in, 1.0f, layer->grad_weight,
-              in);
+    /* grad_weight (out, in) += dy^T (out, N) x (N, in);
+     * dx (N, in) += dy (N, out) W (out, in) */
+    attn_gemm_linear_backward(layer->bf16, 0, (int)N, in, out, x, dy, layer->weight, 1.0f,
+                              layer->grad_weight, dx);
     if (layer->has_bias) {
         for (size_t n = 0; n < N; n++) {
             const float *row = dy + n * (size_t)out;
@@ -95,7 +96,4 @@ void attn_linear_backward(attn_linear *layer, const float *x, const float *dy, f
                 layer->grad_bias[o] += row[o];
         }
     }
-    if (dx) /* dx (N, in) += dy (N, out) W (out, in) */
-        attn_gemm(layer->bf16, 0, 0, 0, (int)N, in, out, 1.0f, dy, out, layer->weight, in, 1.0f, dx,
-                  in);
 }

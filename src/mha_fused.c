@@ -230,12 +230,13 @@ attn_status attn_mha_fused_backward(attn_mha *m, const float *x, int B, int T, c
     attn_linear *lin[3] = {&m->W_query, &m->W_key, &m->W_value};
     const size_t row0[3] = {0, d, d + kv}, rows[3] = {d, kv, kv};
     if (m->bf16) {
-        /* bf16: one product for the three weight gradients (x converted once,
-         * one large GEMM), then added into each public grad. */
+        /* bf16: one product for the three weight gradients (x and dQKV
+         * converted once, one large GEMM), added into each public grad; and
+         * dx (N, d_in) += dQKV (N, d3) W_qkv (d3, d_in). */
         if (!st->dw_qkv && !(st->dw_qkv = malloc(d3 * din * sizeof(float))))
             return attn_fail(err, ATTN_ERR_NOMEM, "MultiHeadAttention: out of memory");
-        attn_gemm(m->bf16, m->flash.threads, 1, 0, (int)d3, (int)din, (int)N, 1.0f, st->d_qkv,
-                  (int)d3, x, (int)din, 0.0f, st->dw_qkv, (int)din);
+        attn_gemm_linear_backward(m->bf16, m->flash.threads, (int)N, (int)din, (int)d3, x,
+                                  st->d_qkv, st->w_qkv, 0.0f, st->dw_qkv, dx);
         for (int i = 0; i < 3; i++) {
             const float *src = st->dw_qkv + row0[i] * din;
             float *dst = lin[i]->grad_weight;
@@ -248,6 +249,10 @@ attn_status attn_mha_fused_backward(attn_mha *m, const float *x, int B, int T, c
             attn_gemm(NULL, m->flash.threads, 1, 0, (int)rows[i], (int)din, (int)N, 1.0f,
                       st->d_qkv + row0[i], (int)d3, x, (int)din, 1.0f, lin[i]->grad_weight,
                       (int)din);
+        /* dx (N, d_in) += dQKV (N, d3) W_qkv (d3, d_in) in one sgemm */
+        if (dx)
+            attn_gemm(NULL, m->flash.threads, 0, 0, (int)N, (int)din, (int)d3, 1.0f, st->d_qkv,
+                      (int)d3, st->w_qkv, (int)din, 1.0f, dx, (int)din);
     }
     if (m->qkv_bias)
         for (int i = 0; i < 3; i++)
@@ -256,9 +261,5 @@ attn_status attn_mha_fused_backward(attn_mha *m, const float *x, int B, int T, c
                 for (size_t o = 0; o < rows[i]; o++)
                     lin[i]->grad_bias[o] += row[o];
             }
-    /* dx (N, d_in) += dQKV (N, d3) W_qkv (d3, d_in) in one sgemm */
-    if (dx)
-        attn_gemm(m->bf16, m->flash.threads, 0, 0, (int)N, (int)din, (int)d3, 1.0f, st->d_qkv,
-                  (int)d3, st->w_qkv, (int)din, 1.0f, dx, (int)din);
     return ATTN_OK;
 }

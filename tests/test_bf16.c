@@ -123,6 +123,56 @@ Test(bf16, gemm_engine_matches_rounded_operands_in_every_layout) {
     free(A), free(B), free(C), free(C0), free(R), free(F), free(S);
 }
 
+/* The backward pair with dy converted once gives each product exactly as
+ * attn_gemm does (same rounding, same primitive), for both beta_w and with
+ * dx skipped; and with no engine, attn_sgemm's bits. */
+Test(bf16, linear_backward_pair_equals_two_products) {
+    if (!have_bf16()) cr_skip_test("no AVX512-BF16 on this CPU");
+    attn_bf16_gemm *g;
+    attn_error err;
+    cr_assert_eq(attn_bf16_gemm_create(&g, &err), ATTN_OK, "%s", err.msg);
+    const int N = 45, in = 33, out = 70;
+    float *x = malloc(sizeof(float) * N * in), *dy = malloc(sizeof(float) * N * out);
+    float *W = malloc(sizeof(float) * out * in);
+    float *dW0 = malloc(sizeof(float) * out * in), *dx0 = malloc(sizeof(float) * N * in);
+    float *dW[2], *dx[2];
+    for (int k = 0; k < 2; k++) {
+        dW[k] = malloc(sizeof(float) * out * in);
+        dx[k] = malloc(sizeof(float) * N * in);
+    }
+    attn_rng rng;
+    attn_rng_seed(&rng, 11);
+    attn_rng_uniform(&rng, x, (size_t)N * in, -1.0f, 1.0f);
+    attn_rng_uniform(&rng, dy, (size_t)N * out, -1.0f, 1.0f);
+    attn_rng_uniform(&rng, W, (size_t)out * in, -1.0f, 1.0f);
+    attn_rng_uniform(&rng, dW0, (size_t)out * in, -1.0f, 1.0f);
+    attn_rng_uniform(&rng, dx0, (size_t)N * in, -1.0f, 1.0f);
+    for (int engine = 0; engine < 2; engine++)
+        for (int acc = 0; acc < 2; acc++)
+            for (int with_dx = 0; with_dx < 2; with_dx++) {
+                attn_bf16_gemm *e = engine ? g : NULL;
+                const float beta = acc ? 1.0f : 0.0f;
+                for (int k = 0; k < 2; k++) {
+                    memcpy(dW[k], dW0, sizeof(float) * out * in);
+                    memcpy(dx[k], dx0, sizeof(float) * N * in);
+                }
+                attn_gemm_linear_backward(e, 1, N, in, out, x, dy, W, beta, dW[0],
+                                          with_dx ? dx[0] : NULL);
+                attn_gemm(e, 1, 1, 0, out, in, N, 1.0f, dy, out, x, in, beta, dW[1], in);
+                if (with_dx)
+                    attn_gemm(e, 1, 0, 0, N, in, out, 1.0f, dy, out, W, in, 1.0f, dx[1], in);
+                cr_expect(memcmp(dW[0], dW[1], sizeof(float) * out * in) == 0,
+                          "engine %d beta %g: dW differs", engine, (double)beta);
+                cr_expect(memcmp(dx[0], dx[1], sizeof(float) * N * in) == 0,
+                          "engine %d beta %g dx %d: dx differs", engine, (double)beta, with_dx);
+                if (!with_dx) cr_expect(memcmp(dx[0], dx0, sizeof(float) * N * in) == 0);
+            }
+    attn_bf16_gemm_free(g);
+    free(x), free(dy), free(W), free(dW0), free(dx0);
+    for (int k = 0; k < 2; k++)
+        free(dW[k]), free(dx[k]);
+}
+
 static double rel_err(const float *a, const float *b, size_t n) {
     double d = 0, s = 0;
     for (size_t i = 0; i < n; i++) {
