@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Issue 21's ladder at 600 s of wall time each (run it on an IDLE machine:
-# ~2.5 hours): every rung is `attn train --time-budget 600` (start to final
+# ~3.5 hours): every rung is `attn train --time-budget 600` (start to final
 # evaluation, evaluations included; measured here from process start to
 # exit) and reports its steps and exact val loss (the whole val split).
 # Rungs add one change each; then the final recipe (--preset speedrun) on
 # three seeds, and the same recipe in PyTorch 1.13 (bench/speedrun_torch.py,
-# fp32 and bf16 autocast). The mark: nanoGPT's A100 shakespeare-char val
-# loss 1.4697. Output: one line per rung, and runs/speedrun/RUNG/loss.svg.
+# fp32 and bf16 autocast, 1 and 2 threads). The mark: nanoGPT's A100
+# shakespeare-char val loss 1.4697. Output: one line per rung, and
+# runs/speedrun/RUNG/loss.svg.
 #   bash bench/speedrun.sh [ATTN] [BUDGET]      (BUDGET default 600)
 set -uo pipefail
 ATTN=${1:-build/attn}
@@ -39,17 +40,29 @@ rung 2-rms-relu2 "+ RMSNorm, ReLU^2" --preset nanogpt-cpu --steps 1000000 --eval
   --lr-schedule wsd --config "$(model 2 '{"norm": "rmsnorm", "act": "relu2"}')"
 rung 3-swiglu "+ SwiGLU for ReLU^2" --preset nanogpt-cpu --steps 1000000 --eval-interval 1000 \
   --lr-schedule wsd --config "$(model 3 '{"norm": "rmsnorm", "act": "swiglu"}')"
-rung 4-speedrun "+ lr 2e-3 (= --preset speedrun)" --preset speedrun
+rung 4-lr "+ lr 2e-3 (context 64, batch 12)" --preset speedrun --batch-size 12 \
+  --config "$(model 4 '{"context_length": 64}')"
+rung 5-speedrun "+ context 256 at batch 3 (= --preset speedrun)" --preset speedrun
+prec=()
 if [ "$bf16" = 1 ]; then
-  rung 5-bf16 "+ bf16 products" --preset speedrun --precision bf16
-  rung 6-ctx128 "+ bf16, context 128, batch 6" --preset speedrun --precision bf16 \
-    --batch-size 6 --config "$(model 6 '{"context_length": 128}')"
-  rung 7-wide "+ bf16, emb 192, 6 heads" --preset speedrun --precision bf16 \
-    --config "$(model 7 '{"emb_dim": 192, "n_heads": 6}')"
+  rung 6-bf16 "+ bf16 products" --preset speedrun --precision bf16
+  rung 7-ctx64 "bf16, back to context 64, batch 12" --preset speedrun --precision bf16 \
+    --batch-size 12 --config "$(model 7 '{"context_length": 64}')"
+  rung 8-ctx512 "bf16, context 512, batch 2" --preset speedrun --precision bf16 \
+    --batch-size 2 --config "$(model 8 '{"context_length": 512}')"
+  rung 9-deep6 "bf16, 6 layers" --preset speedrun --precision bf16 \
+    --config "$(model 9 '{"n_layers": 6}')"
+  rung 10-drop "bf16, dropout 0.1 (torch-mkl masks)" --preset speedrun --precision bf16 \
+    --dropout-stream torch-mkl --config "$(model 10 '{"drop_rate": 0.1}')"
+  prec=(--precision bf16)
 fi
 for seed in 1 2 3; do
-  rung "seed$seed" "--preset speedrun --seed $seed" --preset speedrun --seed "$seed"
+  rung "seed$seed" "--preset speedrun ${prec[*]} --seed $seed" --preset speedrun "${prec[@]}" \
+    --seed "$seed"
 done
-for b in "" --bf16; do
-  /usr/bin/python3 "$(dirname "$0")/speedrun_torch.py" --data "$DATA" --budget "$BUDGET" --threads 2 $b
+for t in 1 2; do # the peer at its best thread count, fp32 and bf16 autocast
+  for b in "" --bf16; do
+    /usr/bin/python3 "$(dirname "$0")/speedrun_torch.py" --data "$DATA" --budget "$BUDGET" \
+      --threads "$t" $b
+  done
 done
