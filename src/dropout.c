@@ -1,9 +1,11 @@
 /* Dropout masks drawn as PyTorch draws them (see attn/dropout.h, attn/rng.h). */
 #include "attn/dropout.h"
 
+#include <omp.h>
 #include <string.h>
 
 #include "mcg31.h"
+#include "parallel.h"
 
 void attn_dropout_mask(attn_rng *rng, attn_dropout_stream stream, double p, uint8_t *keep,
                        size_t n) {
@@ -25,14 +27,18 @@ float attn_dropout_scale(double p) {
     return 1.0f / (float)(1.0 - p);
 }
 
+/* Element-wise, so split over threads when large and not already inside a
+ * parallel region (the attention cores call these per head). */
 void attn_dropout_apply(const float *x, const uint8_t *keep, double p, float *y, size_t n) {
     const float scale = attn_dropout_scale(p);
+#pragma omp parallel for schedule(static) if (n >= ATTN_PAR_MIN && !omp_in_parallel())
     for (size_t i = 0; i < n; i++)
         y[i] = keep[i] ? x[i] * scale : 0.0f;
 }
 
 void attn_dropout_backward(const float *dy, const uint8_t *keep, double p, float *dx, size_t n) {
     const float scale = attn_dropout_scale(p);
+#pragma omp parallel for schedule(static) if (n >= ATTN_PAR_MIN && !omp_in_parallel())
     for (size_t i = 0; i < n; i++)
         if (keep[i]) dx[i] += dy[i] * scale;
 }

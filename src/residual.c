@@ -32,19 +32,13 @@ void attn_residual_dropout_backward(const float *dout, const uint8_t *keep, doub
             df[i] += dout[i];
         return;
     }
-    const float scale = attn_dropout_scale(p);
-#pragma omp parallel for schedule(static) if (n >= ATTN_PAR_MIN)
-    for (size_t i = 0; i < n; i++)
-        if (keep[i]) df[i] += dout[i] * scale;
+    attn_dropout_backward(dout, keep, p, df, n);
 }
 
 int attn_dropout_forward_inplace(float *x, uint8_t *keep, double p, const attn_forward_mode *mode,
                                  size_t n) {
     if (!attn_dropout_active(mode, p)) return 0;
     attn_dropout_mask(mode->rng, mode->stream, p, keep, n);
-    const float scale = attn_dropout_scale(p);
-#pragma omp parallel for schedule(static) if (n >= ATTN_PAR_MIN)
-    for (size_t i = 0; i < n; i++)
-        x[i] = keep[i] ? x[i] * scale : 0.0f;
+    attn_dropout_apply(x, keep, p, x, n);
     return 1;
 }
