@@ -166,9 +166,8 @@ void attn_gemm(attn_bf16_gemm *g, int threads, int trans_a, int trans_b, int M, 
         attn_sgemm(threads, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
-void attn_gemm_linear_backward(attn_bf16_gemm *g, int threads, int N, int in, int out,
-                               const float *x, const float *dy, const float *W, float beta_w,
-                               float *dW, float *dx) {
+void attn_gemm_linear_grads(attn_bf16_gemm *g, int threads, int N, int in, int out, const float *x,
+                            const float *dy, const float *W, float beta_w, float *dW, float *dx) {
     if (N <= 0 || in <= 0 || out <= 0) return;
     prim *qw = NULL, *qx = NULL;
     const size_t nx = (size_t)N * (size_t)in, nw = (size_t)out * (size_t)in;

@@ -87,8 +87,8 @@ void attn_linear_backward(attn_linear *layer, const float *x, const float *dy, f
     if (N == 0) return;
     /* grad_weight (out, in) += dy^T (out, N) x (N, in);
      * dx (N, in) += dy (N, out) W (out, in) */
-    attn_gemm_linear_backward(layer->bf16, 0, (int)N, in, out, x, dy, layer->weight, 1.0f,
-                              layer->grad_weight, dx);
+    attn_gemm_linear_grads(layer->bf16, 0, (int)N, in, out, x, dy, layer->weight, 1.0f,
+                           layer->grad_weight, dx);
     if (layer->has_bias) {
         for (size_t n = 0; n < N; n++) {
             const float *row = dy + n * (size_t)out;

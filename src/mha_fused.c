@@ -235,8 +235,8 @@ attn_status attn_mha_fused_backward(attn_mha *m, const float *x, int B, int T, c
          * dx (N, d_in) += dQKV (N, d3) W_qkv (d3, d_in). */
         if (!st->dw_qkv && !(st->dw_qkv = malloc(d3 * din * sizeof(float))))
             return attn_fail(err, ATTN_ERR_NOMEM, "MultiHeadAttention: out of memory");
-        attn_gemm_linear_backward(m->bf16, m->flash.threads, (int)N, (int)din, (int)d3, x,
-                                  st->d_qkv, st->w_qkv, 0.0f, st->dw_qkv, dx);
+        attn_gemm_linear_grads(m->bf16, m->flash.threads, (int)N, (int)din, (int)d3, x, st->d_qkv,
+                               st->w_qkv, 0.0f, st->dw_qkv, dx);
         for (int i = 0; i < 3; i++) {
             const float *src = st->dw_qkv + row0[i] * din;
             float *dst = lin[i]->grad_weight;

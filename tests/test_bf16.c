@@ -156,8 +156,8 @@ Test(bf16, linear_backward_pair_equals_two_products) {
                     memcpy(dW[k], dW0, sizeof(float) * out * in);
                     memcpy(dx[k], dx0, sizeof(float) * N * in);
                 }
-                attn_gemm_linear_backward(e, 1, N, in, out, x, dy, W, beta, dW[0],
-                                          with_dx ? dx[0] : NULL);
+                attn_gemm_linear_grads(e, 1, N, in, out, x, dy, W, beta, dW[0],
+                                       with_dx ? dx[0] : NULL);
                 attn_gemm(e, 1, 1, 0, out, in, N, 1.0f, dy, out, x, in, beta, dW[1], in);
                 if (with_dx)
                     attn_gemm(e, 1, 0, 0, N, in, out, 1.0f, dy, out, W, in, 1.0f, dx[1], in);

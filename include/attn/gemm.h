@@ -50,9 +50,8 @@ void attn_gemm(attn_bf16_gemm *g, int threads, int trans_a, int trans_b, int M, 
  *     dx (N, in)  += dy W                    (skipped when dx is NULL)
  * x (N, in), dy (N, out) and W (out, in) compact row-major. Each product is
  * exactly what attn_gemm gives for it (two attn_sgemm calls when g is NULL). */
-void attn_gemm_linear_backward(attn_bf16_gemm *g, int threads, int N, int in, int out,
-                               const float *x, const float *dy, const float *W, float beta_w,
-                               float *dW, float *dx);
+void attn_gemm_linear_grads(attn_bf16_gemm *g, int threads, int N, int in, int out, const float *x,
+                            const float *dy, const float *W, float beta_w, float *dW, float *dx);
 
 #ifdef __cplusplus
 }
