@@ -185,10 +185,12 @@ static int print_plan(const attn_gpt_config *m, const attn_train_config *t, cons
            "parameters  %zu (%.2f M)\n"
            "memory      ~%.1f MiB: weights, gradients, AdamW moments %.1f MiB + activations "
            "~%.1f MiB\n"
-           "checkpoint  %.1f MiB per save\n",
+           "checkpoint  %.1f MiB per save\n"
+           "engine      %s, %s\n",
            preset ? preset : "saved config", mj, variant, tj, data, n, m->vocab_size, out, run,
            p.n_params, (double)p.n_params / 1e6, (p.state_bytes + p.act_bytes) / 1048576.0,
-           p.state_bytes / 1048576.0, p.act_bytes / 1048576.0, p.ckpt_bytes / 1048576.0);
+           p.state_bytes / 1048576.0, p.act_bytes / 1048576.0, p.ckpt_bytes / 1048576.0,
+           attn_device_name(dev), attn_precision_name(prec));
     if (steps > 0 && t->time_budget > 0) {
         double gflops, sec = plan_seconds(&p, steps, threads, ranks, &gflops);
         char budget[64];
@@ -350,7 +352,8 @@ static cli_command train_cli = {
     "  Philox, so with dropout it differs from a CPU run of the same seed);\n"
     "  --precision bf16 runs the matrix products with bf16 operands and fp32\n"
     "  sums: on the GPU's tensor cores, or on the CPU with AVX512-BF16 (oneDNN);\n"
-    "  weights, optimizer and checkpoints stay fp32.\n"
+    "  weights, optimizer and checkpoints stay fp32. --preset speedrun runs bf16\n"
+    "  where the CPU has AVX512-BF16 (else fp32) unless --precision says.\n"
     "  --grad-accum N: N micro-batches of --batch-size per step, gradients averaged\n"
     "  (summed in a fixed order). Under `mpirun -np R` the N micro-batches (default\n"
     "  R; N a multiple of R) are split over the R ranks, bit for bit the same run\n"
@@ -562,6 +565,7 @@ typedef struct train_cmd {
     attn_train_setup su;
     attn_device device;
     attn_precision precision;
+    int preset_bf16_denied; /* the preset asks for bf16 and this CPU has none */
     attn_dist *dist;
     attn_run_lock *lock;
     attn_train_claim cl; /* the run folder, released (and undone on failure) at the end */
@@ -604,6 +608,16 @@ static int parse(train_cmd *c, int argc, char **argv) {
     attn_error err; /* the table allows only valid names */
     attn_device_parse(c->o.device, &c->device, &err);
     attn_precision_parse(c->o.precision, &c->precision, &err);
+    /* A preset may ask for bf16 (speedrun); --precision, or a CPU without
+     * AVX512-BF16, says fp32. */
+    if (!c->parsed.given[T_PRECISION] && c->parsed.given[T_PRESET] &&
+        c->device == ATTN_DEVICE_CPU &&
+        attn_train_preset_precision(c->o.preset) == ATTN_PRECISION_BF16) {
+        if (attn_precision_check(ATTN_PRECISION_BF16, NULL) == ATTN_OK)
+            c->precision = ATTN_PRECISION_BF16;
+        else
+            c->preset_bf16_denied = 1;
+    }
     const char *clash = !c->o.resume     ? NULL
                         : c->o.init_from ? "--init-from starts a new run from trained weights"
                         : c->o.force     ? "--force replaces the run"
@@ -739,6 +753,11 @@ static int start(train_cmd *c, attn_trainer *tr) {
         c->collective = 1;
         return 2;
     }
+    if (c->preset_bf16_denied && lead)
+        fprintf(stderr,
+                "attn train: --preset %s runs in bf16 where the CPU has AVX512-BF16; this one "
+                "has not: fp32 (the preset's 600-s figures are bf16's)\n",
+                c->o.preset);
     if (dev != ATTN_DEVICE_CPU || c->precision != ATTN_PRECISION_FP32) {
         if (attn_trainer_set_device(tr, dev, c->precision, &err)) {
             fprintf(stderr, "attn train: --device %s: %s\n", attn_device_name(dev), err.msg);

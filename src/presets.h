@@ -29,6 +29,7 @@ typedef struct attn_preset {
     const char *name;
     attn_gpt_config model;
     attn_preset_recipe recipe;
+    attn_precision precision; /* its products where the CPU can (attn_train_preset_precision) */
 } attn_preset;
 
 /* The row named name, or NULL. */

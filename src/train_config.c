@@ -222,6 +222,11 @@ attn_train_value attn_train_config_get(const attn_train_config *c, int i) {
 
 /* ------------------------------------------------------------ presets */
 
+attn_precision attn_train_preset_precision(const char *name) {
+    const attn_preset *p = attn_preset_find(name);
+    return p ? p->precision : ATTN_PRECISION_FP32;
+}
+
 attn_status attn_train_preset(const char *name, attn_gpt_config *model, attn_train_config *t,
                               attn_error *err) {
     attn_status st = attn_gpt_config_preset(name, model, err);

@@ -63,6 +63,11 @@ Test(train, every_model_preset_has_a_training_recipe) {
     cr_expect(t.time_budget == 600 && t.lr_schedule == ATTN_LR_WSD);
     cr_expect(m.norm == ATTN_NORM_RMSNORM && m.act == ATTN_ACT_SWIGLU);
     cr_expect_eq(attn_train_config_validate(&t, NULL), ATTN_OK);
+    /* Its figures are bf16's, so it asks for bf16; the others are fp32. */
+    cr_expect_eq(attn_train_preset_precision("speedrun"), ATTN_PRECISION_BF16);
+    cr_expect_eq(attn_train_preset_precision("tiny"), ATTN_PRECISION_FP32);
+    cr_expect_eq(attn_train_preset_precision("nanogpt-cpu"), ATTN_PRECISION_FP32);
+    cr_expect_eq(attn_train_preset_precision("no-such-preset"), ATTN_PRECISION_FP32);
 }
 
 Test(train, config_json_errors_name_the_key) {

@@ -86,5 +86,20 @@ echo '{"head_size": -5}' > "$tmp/neg.json"
 same "JSON with a negative head_size" never --data "$tmp/corpus.txt" --config "$tmp/neg.json" --steps 2 --threads 1
 same "a folder holding a checkpoint, without --resume" fin --data "$tmp/corpus.txt" --config "$tmp/small.json" --threads 1
 
+# The engine line: --preset speedrun runs bf16 where the CPU has AVX512-BF16
+# (else fp32, saying why); --precision overrides it; other presets are fp32.
+engine() { "$ATTN" train --data "$tmp/corpus.txt" --out "$tmp/never" --dry-run --threads 1 "$@" 2> "$tmp/eng.err" |
+  sed -n 's/^engine *//p'; }
+if grep -qw avx512_bf16 /proc/cpuinfo; then want=bf16; else want=fp32; fi
+e=$(engine --preset speedrun)
+[ "$e" = "cpu, $want" ] && { [ $want = bf16 ] || grep -q 'runs in bf16 where the CPU has AVX512-BF16; this one has not' "$tmp/eng.err"; } &&
+  ok "--preset speedrun: engine cpu, $want" || bad "speedrun engine '$e' (want $want): $(cat "$tmp/eng.err")"
+e=$(engine --preset speedrun --precision fp32)
+[ "$e" = "cpu, fp32" ] && ! grep -q 'bf16' "$tmp/eng.err" && ok "--precision fp32 overrides the preset" ||
+  bad "speedrun --precision fp32: engine '$e' $(cat "$tmp/eng.err")"
+e=$(engine --preset tiny)
+[ "$e" = "cpu, fp32" ] && ok "--preset tiny: engine cpu, fp32" || bad "tiny engine '$e'"
+[ ! -e "$tmp/never" ] || bad "the engine dry runs wrote"
+
 [ $fails -eq 0 ] && echo "all ok" || echo "$fails failed"
 exit $((fails > 0))

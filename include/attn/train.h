@@ -163,6 +163,12 @@ attn_train_value attn_train_config_get(const attn_train_config *cfg, int i);
 attn_status attn_train_preset(const char *name, attn_gpt_config *model, attn_train_config *train,
                               attn_error *err);
 
+/* The precision a preset's recipe was measured in: BF16 for speedrun (its
+ * 600-s figures, docs/benchmarks.md), FP32 for the others and for unknown
+ * names. attn train uses it when --precision is not given, on the CPU, if
+ * attn_precision_check allows it, else fp32. */
+attn_precision attn_train_preset_precision(const char *name);
+
 /* Set one training key from JSON: a key of attn_train_key_at or its alias
  * (nanoGPT's max_iters, lr, warmup_iters, lr_decay_iters,
  * gradient_accumulation_steps), range-checked as attn_train_config_set
