@@ -23,6 +23,7 @@
 
 #include "flash_kernels.h"
 #include "mcg31.h"
+#include "vec_clones.h"
 
 #define DEFAULT_BLOCK_Q 64
 #define DEFAULT_BLOCK_K 64
@@ -215,6 +216,20 @@ static uint32_t drop_state_at(const drop_ctx *dc, uint64_t k) {
 
 /* mult[j] = keep(k0 + j) ? scale : 0 for j < n; xs is the MCG31 state at k0
  * (torch-mkl). */
+/* out[t] = bit t of w ? scale : 0, t < m (<= 64): as bit masks on scale's
+ * bits over 32-bit halves, so the loops vectorise (32-bit shifts by lane). */
+static inline void bits32_to_mult(uint32_t w, int m, uint32_t scale_bits, uint32_t *out) {
+    for (int t = 0; t < m; t++)
+        out[t] = scale_bits & (0u - ((w >> t) & 1u));
+}
+ATTN_VEC_CLONES static void bits_to_mult(uint64_t w, int m, float scale, float *out) {
+    uint32_t sb, o[64];
+    memcpy(&sb, &scale, sizeof sb);
+    bits32_to_mult((uint32_t)w, m < 32 ? m : 32, sb, o);
+    if (m > 32) bits32_to_mult((uint32_t)(w >> 32), m - 32, sb, o + 32);
+    memcpy(out, o, (size_t)m * sizeof *out);
+}
+
 static void drop_row(const drop_ctx *dc, uint64_t k0, uint32_t xs, int n, float *mult) {
     if (dc->mkl) {
         dc->rows->mult(xs, dc->thr, dc->scale, mult, (size_t)n);
@@ -230,9 +245,7 @@ static void drop_row(const drop_ctx *dc, uint64_t k0, uint32_t xs, int n, float 
         uint64_t w = 0;
         for (int b = 0; b < nb; b++)
             w |= (uint64_t)src[b] << (8 * b);
-        w >>= sh;
-        for (int t = 0; t < m; t++)
-            mult[j + t] = ((w >> t) & 1) ? dc->scale : 0.0f;
+        bits_to_mult(w >> sh, m, dc->scale, mult + j);
         j += m;
     }
 }

@@ -10,20 +10,14 @@
 #include <string.h>
 
 #include "parallel.h"
+#include "vec_clones.h"
 
 /* Let GCC compute both sides of the selects below so the loops vectorise;
  * this only drops assumptions about FP exception flags (which attn never
  * reads), not IEEE results. On x86-64 the loops are also cloned for AVX2 and
- * AVX-512 and picked at load time. */
+ * AVX-512 and picked at load time (vec_clones.h). */
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("no-trapping-math")
-#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
-#define ATTN_VEC_CLONES                                                                            \
-    __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#endif
-#endif
-#ifndef ATTN_VEC_CLONES
-#define ATTN_VEC_CLONES
 #endif
 
 /* sqrt(2 / pi) as the book computes it: torch.sqrt(torch.tensor(2.0 / pi)) in float32. */

@@ -5,6 +5,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "vec_clones.h"
+
 #define MT_M 397
 #define MT_MATRIX_A 0x9908b0dfU
 #define MT_UPPER 0x80000000U
@@ -27,7 +29,7 @@ static inline uint32_t twist(uint32_t a, uint32_t b, uint32_t m) {
     return m ^ (y >> 1) ^ (-(y & 1U) & MT_MATRIX_A);
 }
 
-static void mt_refill(attn_rng *rng) {
+ATTN_VEC_CLONES static void mt_refill(attn_rng *rng) {
     uint32_t *mt = rng->mt;
     enum { N = ATTN_MT_N, K = ATTN_MT_N - MT_M };
     for (int i = 0; i < K; i++)
@@ -50,14 +52,17 @@ uint32_t attn_rng_u32(attn_rng *rng) {
     return temper(rng->mt[rng->index++]);
 }
 
+ATTN_VEC_CLONES static void temper_run(const uint32_t *mt, uint32_t *out, size_t k) {
+    for (size_t i = 0; i < k; i++)
+        out[i] = temper(mt[i]);
+}
+
 void attn_rng_fill_u32(attn_rng *rng, uint32_t *out, size_t n) {
     while (n > 0) {
         if (rng->index >= ATTN_MT_N) mt_refill(rng);
         size_t k = ATTN_MT_N - rng->index;
         if (k > n) k = n;
-        const uint32_t *mt = rng->mt + rng->index;
-        for (size_t i = 0; i < k; i++)
-            out[i] = temper(mt[i]);
+        temper_run(rng->mt + rng->index, out, k);
         rng->index += (uint32_t)k;
         out += k;
         n -= k;
@@ -75,28 +80,35 @@ static uint64_t keep_threshold(double keep) {
 /* Draws of n 64-bit values in chunks of CHUNK: 2 * CHUNK words at a time. */
 #define KEEP_CHUNK 256
 
+/* out[j] = draw j (words 2j, 2j + 1) < thr, for j < m. */
+ATTN_VEC_CLONES static void keep_bytes(const uint32_t *w, size_t m, uint64_t thr, uint8_t *out) {
+    for (size_t j = 0; j < m; j++) {
+        const uint64_t d = ((uint64_t)(w[2 * j] & 0x1FFFFFU) << 32) | w[2 * j + 1];
+        out[j] = d < thr;
+    }
+}
+
 void attn_rng_keep_mask(attn_rng *rng, double keep, uint8_t *out, size_t n, int packed) {
     const uint64_t thr = keep_threshold(keep);
     uint32_t w[2 * KEEP_CHUNK];
+    uint8_t bytes[KEEP_CHUNK];
     for (size_t k0 = 0; k0 < n; k0 += KEEP_CHUNK) {
         const size_t m = n - k0 < KEEP_CHUNK ? n - k0 : KEEP_CHUNK;
         attn_rng_fill_u32(rng, w, 2 * m);
         if (!packed) {
-            for (size_t j = 0; j < m; j++) {
-                const uint64_t d = ((uint64_t)(w[2 * j] & 0x1FFFFFU) << 32) | w[2 * j + 1];
-                out[k0 + j] = d < thr;
-            }
+            keep_bytes(w, m, thr, out + k0);
             continue;
         }
-        /* k0 is a multiple of 8: whole bytes, the last one possibly partial. */
+        /* k0 is a multiple of 8: whole bytes, the last one possibly partial
+         * (its bits past m zero). Eight 0/1 bytes to one byte: the multiply
+         * moves byte b's bit to bit 56 + b, and no two partial products
+         * share a bit, so nothing carries. */
+        keep_bytes(w, m, thr, bytes);
+        memset(bytes + m, 0, (8 - m % 8) % 8);
         for (size_t j = 0; j < m; j += 8) {
-            uint8_t byte = 0;
-            for (size_t b = 0; b < 8 && j + b < m; b++) {
-                const size_t e = j + b;
-                const uint64_t d = ((uint64_t)(w[2 * e] & 0x1FFFFFU) << 32) | w[2 * e + 1];
-                byte |= (uint8_t)((d < thr) << b);
-            }
-            out[(k0 + j) >> 3] = byte;
+            uint64_t x;
+            memcpy(&x, bytes + j, sizeof x);
+            out[(k0 + j) >> 3] = (uint8_t)((x * UINT64_C(0x0102040810204080)) >> 56);
         }
     }
 }

@@ -168,5 +168,7 @@ Test(rng, bulk_draws_equal_one_at_a_time) {
                 cr_assert_eq(keep[i], want[i], "keep %g element %zu", keeps[ki], i);
                 cr_assert_eq((bits[i >> 3] >> (i & 7)) & 1, want[i], "bit %zu", i);
             }
+            if (n % 8) /* the last byte's bits past n are zero */
+                cr_assert_eq(bits[n >> 3] >> (n % 8), 0, "bits past %zu", n);
         }
 }
