@@ -18,7 +18,7 @@ echo "# $(date -u +%FT%TZ) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 |
 out=$(mktemp -d "${TMPDIR:-/tmp}/attn-bench.XXXXXX")
 trap 'rm -rf "$out"' EXIT
 start=$(date +%s.%N)
-"./$build/attn" train --preset nanogpt-cpu --data data/tinyshakespeare.txt --out "$out" "$@" \
+"./$build/attn" train --preset nanogpt-cpu --data data/tinyshakespeare.txt --out "$out/run" "$@" \
   > "$out/log.txt" 2> "$out/err.txt"
 end=$(date +%s.%N)
 grep '^step ' "$out/log.txt"
