@@ -214,8 +214,6 @@ static uint32_t drop_state_at(const drop_ctx *dc, uint64_t k) {
     return attn_mcg31_mul(dc->x0, attn_mcg31_pow(k));
 }
 
-/* mult[j] = keep(k0 + j) ? scale : 0 for j < n; xs is the MCG31 state at k0
- * (torch-mkl). */
 /* out[t] = bit t of w ? scale : 0, t < m (<= 64): as bit masks on scale's
  * bits over 32-bit halves, so the loops vectorise (32-bit shifts by lane). */
 static inline void bits32_to_mult(uint32_t w, int m, uint32_t scale_bits, uint32_t *out) {
@@ -230,6 +228,8 @@ ATTN_VEC_CLONES static void bits_to_mult(uint64_t w, int m, float scale, float *
     memcpy(out, o, (size_t)m * sizeof *out);
 }
 
+/* mult[j] = keep(k0 + j) ? scale : 0 for j < n; xs is the MCG31 state at k0
+ * (torch-mkl). */
 static void drop_row(const drop_ctx *dc, uint64_t k0, uint32_t xs, int n, float *mult) {
     if (dc->mkl) {
         dc->rows->mult(xs, dc->thr, dc->scale, mult, (size_t)n);
