@@ -299,7 +299,8 @@ typedef struct run_ctx {
     size_t hdp, bqp, bkp;
     float scale;
     const attn_flash_kernels *K;
-    const attn_flash_bf16_kernels *KB; /* non-NULL: the bf16 path */
+    const attn_flash_bf16_kernels *KB; /* non-NULL: the bf16 path (&kb) */
+    attn_flash_bf16_kernels kb;        /* AVX512-BF16's, with AMX's gemm where usable */
     drop_ctx drop;
 } run_ctx;
 
@@ -355,7 +356,9 @@ static attn_status setup(run_ctx *c, const attn_flash_problem *pb, const attn_fl
         if (!__builtin_cpu_supports("avx512bw") || !__builtin_cpu_supports("avx512vl"))
             return attn_fail(err, ATTN_ERR_INVALID_ARG,
                              "flash attention: bf16 needs AVX512-BW and -VL; use fp32");
-        c->KB = &attn_flash_kernels_bf16;
+        c->kb = attn_flash_kernels_bf16;
+        if (attn_flash_amx_usable()) c->kb.gemm = attn_flash_gemm_amx;
+        c->KB = &c->kb;
 #endif
     } else if (o.precision != ATTN_PRECISION_FP32) {
         return attn_fail(err, ATTN_ERR_INVALID_ARG, "flash attention: unknown precision %d",

@@ -65,6 +65,15 @@ typedef struct attn_flash_bf16_kernels {
                          ptrdiff_t ldd);
 } attn_flash_bf16_kernels;
 
+/* AMX (flash_kernels_amx.c): 1 when the CPU has AMX-BF16 and the OS gave
+ * this process the tile state (asked for on the first call); then
+ * attn_flash_gemm_amx is the bf16 gemm above on tiles (edges and other
+ * layouts through attn_flash_kernels_bf16's), within rounding of it. */
+int attn_flash_amx_usable(void);
+void attn_flash_gemm_amx(int M, int N, int K2, const uint32_t *A, ptrdiff_t rsa, ptrdiff_t csa,
+                         const uint32_t *B, ptrdiff_t ldb, float *C, ptrdiff_t ldc, int accumulate,
+                         const float *row_scale);
+
 extern const attn_flash_kernels attn_flash_kernels_generic;
 #if defined(__x86_64__) && defined(__GNUC__)
 #define ATTN_FLASH_HAVE_X86 1

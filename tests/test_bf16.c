@@ -15,6 +15,7 @@
 #include "attn/flash_attention.h"
 #include "attn/gemm.h"
 #include "attn/train.h"
+#include "flash_kernels.h"
 #include "gemv.h"
 
 static int have_bf16(void) {
@@ -448,4 +449,67 @@ Test(bf16, flash_attention_within_bf16_tolerance_of_fp32) {
         flash_case_free(&f16);
         attn_flash_dropout_free(&drop);
     }
+}
+
+/* The AMX tile gemm against the AVX512-BF16 one it stands in for, on the
+ * pair layouts the attention uses (A's pairs along its rows, csa == 1, or
+ * down its columns, rsa == 1), sizes with and without 16-edges, K2 that
+ * the tiles take and that they leave to AVX-512, plain and accumulating
+ * with a row scale. Both add exact bf16 products in fp32 in different
+ * orders, so they agree to fp32 rounding of the sum of |terms| (2^-16 of
+ * it: a term left out or counted twice is far more). */
+Test(bf16, amx_tile_gemm_matches_the_avx512_kernel) {
+    if (!have_bf16()) cr_skip_test("no AVX512-BF16 on this CPU");
+    if (!attn_flash_amx_usable()) cr_skip_test("no AMX-BF16 (or no tile state from the OS)");
+    static const int shapes[][3] = {{16, 16, 16}, {64, 64, 16}, {64, 32, 32}, {20, 40, 16},
+                                    {37, 19, 48}, {5, 64, 16},  {64, 7, 32},  {48, 48, 8}};
+    attn_rng rng;
+    attn_rng_seed(&rng, 2026);
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+        for (int trans = 0; trans < 2; trans++)
+            for (int acc = 0; acc < 2; acc++) {
+                const int M = shapes[si][0], N = shapes[si][1], K2 = shapes[si][2];
+                /* A2(i, p) = A[i * rsa + p * csa]; padded strides */
+                const ptrdiff_t rsa = trans ? 1 : K2 + 3, csa = trans ? M + 5 : 1;
+                const ptrdiff_t ldb = N + 2, ldc = N + 1;
+                const size_t na = trans ? (size_t)K2 * csa : (size_t)M * rsa;
+                uint32_t *A = malloc(na * sizeof *A), *B = malloc((size_t)K2 * ldb * sizeof *B);
+                float *f = malloc(2 * (na > (size_t)K2 * ldb ? na : (size_t)K2 * ldb) * sizeof *f);
+                float *c1 = malloc((size_t)M * ldc * sizeof *c1);
+                float *c2 = malloc((size_t)M * ldc * sizeof *c2);
+                float *bound = malloc((size_t)M * N * sizeof *bound), rs[64];
+                uint16_t *h = malloc(2 * na * sizeof *h + 2 * (size_t)K2 * ldb * sizeof *h);
+                uint16_t *hb = h + 2 * na;
+                attn_rng_uniform(&rng, f, 2 * na, -2.0f, 2.0f);
+                attn_f32_to_bf16(f, h, 2 * na);
+                memcpy(A, h, na * sizeof *A);
+                attn_rng_uniform(&rng, f, 2 * (size_t)K2 * ldb, -2.0f, 2.0f);
+                attn_f32_to_bf16(f, hb, 2 * (size_t)K2 * ldb);
+                memcpy(B, hb, (size_t)K2 * ldb * sizeof *B);
+                attn_rng_uniform(&rng, c1, (size_t)M * ldc, -4.0f, 4.0f);
+                memcpy(c2, c1, (size_t)M * ldc * sizeof *c1);
+                attn_rng_uniform(&rng, rs, 64, 0.25f, 1.0f);
+                for (int i = 0; i < M; i++)
+                    for (int n = 0; n < N; n++) {
+                        double s = acc ? fabs((double)c1[i * ldc + n] * rs[i]) : 0.0;
+                        for (int p = 0; p < K2; p++)
+                            for (int e = 0; e < 2; e++) {
+                                const uint32_t a = A[i * rsa + p * csa], b = B[p * ldb + n];
+                                s += fabs((double)bits_f((e ? a >> 16 : a & 0xFFFFu) << 16) *
+                                          (double)bits_f((e ? b >> 16 : b & 0xFFFFu) << 16));
+                            }
+                        bound[i * N + n] = (float)(s * 0x1p-16 + 1e-30);
+                    }
+                attn_flash_kernels_bf16.gemm(M, N, K2, A, rsa, csa, B, ldb, c1, ldc, acc,
+                                             acc ? rs : NULL);
+                attn_flash_gemm_amx(M, N, K2, A, rsa, csa, B, ldb, c2, ldc, acc, acc ? rs : NULL);
+                for (int i = 0; i < M; i++)
+                    for (int n = 0; n < N; n++)
+                        cr_assert(fabsf(c1[i * ldc + n] - c2[i * ldc + n]) <= bound[i * N + n],
+                                  "M%d N%d K2 %d trans %d acc %d (%d, %d): %g vs %g", M, N, K2,
+                                  trans, acc, i, n, c1[i * ldc + n], c2[i * ldc + n]);
+                for (int i = 0; i < M; i++) /* the padding of C's rows is left alone */
+                    cr_assert(c1[i * ldc + N] == c2[i * ldc + N], "padding of row %d", i);
+                free(A), free(B), free(f), free(c1), free(c2), free(bound), free(h);
+            }
 }
