@@ -40,9 +40,11 @@ rung 2-rms-relu2 "+ RMSNorm, ReLU^2" --preset nanogpt-cpu --steps 1000000 --eval
   --lr-schedule wsd --config "$(model 2 '{"norm": "rmsnorm", "act": "relu2"}')"
 rung 3-swiglu "+ SwiGLU for ReLU^2" --preset nanogpt-cpu --steps 1000000 --eval-interval 1000 \
   --lr-schedule wsd --config "$(model 3 '{"norm": "rmsnorm", "act": "swiglu"}')"
-rung 4-lr "+ lr 2e-3 (context 64, batch 12)" --preset speedrun --batch-size 12 \
+# (the preset runs bf16 where the CPU has it: the fp32 rungs say fp32)
+rung 4-lr "+ lr 2e-3 (context 64, batch 12)" --preset speedrun --precision fp32 --batch-size 12 \
   --config "$(model 4 '{"context_length": 64}')"
-rung 5-speedrun "+ context 256 at batch 3 (= --preset speedrun)" --preset speedrun
+rung 5-speedrun "+ context 256 at batch 3 (= --preset speedrun, fp32)" --preset speedrun \
+  --precision fp32
 prec=()
 if [ "$bf16" = 1 ]; then
   rung 6-bf16 "+ bf16 products" --preset speedrun --precision bf16
