@@ -48,15 +48,26 @@ typedef struct __attribute__((packed, aligned(64))) tile_config {
 /* In-register transpose of 16 rows of 16 32-bit values (bit patterns moved,
  * never computed on): after stage b, rows i and i + b (i & b == 0) have
  * swapped their off-diagonal b-wide blocks; stages 8, 4, 2, 1 make the
- * whole transpose. */
+ * whole transpose. Stage s's permute indices: row i's lane l is x's lane l
+ * or y's lane l - b (LO); row i + b's is x's lane l + b or y's lane l (HI),
+ * y's lanes numbered from 16. */
+#define LO(b, l) (((l) & (b)) ? 16 + (l) - (b) : (l))
+#define HI(b, l) (((l) & (b)) ? 16 + (l) : (l) + (b))
+#define ROW(F, b)                                                                                  \
+    {                                                                                              \
+        F(b, 0), F(b, 1), F(b, 2), F(b, 3), F(b, 4), F(b, 5), F(b, 6), F(b, 7), F(b, 8), F(b, 9),  \
+            F(b, 10), F(b, 11), F(b, 12), F(b, 13), F(b, 14), F(b, 15)                             \
+    }
+static const int32_t PERM_LO[4][16] = {ROW(LO, 8), ROW(LO, 4), ROW(LO, 2), ROW(LO, 1)};
+static const int32_t PERM_HI[4][16] = {ROW(HI, 8), ROW(HI, 4), ROW(HI, 2), ROW(HI, 1)};
+#undef ROW
+#undef HI
+#undef LO
+
 static inline void transpose16(__m512 r[16]) {
-    for (int b = 8; b >= 1; b /= 2) {
-        int lo_idx[16], hi_idx[16];
-        for (int l = 0; l < 16; l++) {
-            lo_idx[l] = (l & b) ? 16 + l - b : l;
-            hi_idx[l] = (l & b) ? 16 + l : l + b;
-        }
-        const __m512i lo = _mm512_loadu_si512(lo_idx), hi = _mm512_loadu_si512(hi_idx);
+    for (int s = 0; s < 4; s++) {
+        const int b = 8 >> s;
+        const __m512i lo = _mm512_loadu_si512(PERM_LO[s]), hi = _mm512_loadu_si512(PERM_HI[s]);
         for (int i = 0; i < 16; i++) {
             if (i & b) continue;
             const __m512 x = r[i], y = r[i + b];
