@@ -81,7 +81,7 @@ static int finish_stdout(const char *cmd, int rc) {
 }
 
 /* The short OpenMP spin a busy machine needs is set before libgomp starts,
- * in this process, by libattn-ompwait.so (src/ompwait/ompwait.c). */
+ * in this process, by libattn-ompwait.so (src/base/ompwait/ompwait.c). */
 int main(int argc, char **argv) {
     reserve_std_fds();
     if (argc < 2) {

@@ -52,6 +52,12 @@ printf '#include "attn/checkpoint.h"\nint f(attn_gpt *m, attn_tokenizer *t, attn
 gcc -std=c11 -Wall -Wextra -Werror -fsyntax-only -I "$SRC/include" "$tmp/load.c" 2> "$tmp/err" ||
   bad "attn/checkpoint.h alone does not declare attn_gpt_load_checkpoint: $(head -2 "$tmp/err")"
 [ "$n" -ge 40 ] || bad "only $n headers found in $SRC/include/attn"
+# attn/attn.h is "everything in one include": every other public header.
+for h in "$SRC"/include/attn/*.h; do
+  b=$(basename "$h")
+  [ "$b" = attn.h ] || grep -q "^#include \"attn/$b\"" "$SRC/include/attn/attn.h" ||
+    bad "attn/attn.h does not include attn/$b"
+done
 [ $fails -eq 0 ] && ok "$n headers compile alone and twice as C11 (gcc, clang) and C++, with C linkage" &&
   exit 0
 exit 1

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The short OpenMP spin (GOMP_SPINCOUNT=1000, src/ompwait/ompwait.c) is in
+# The short OpenMP spin (GOMP_SPINCOUNT=1000, src/base/ompwait/ompwait.c) is in
 # effect without a second process, and so are OpenBLAS's kernels for the CPU. libgomp itself reports what it read:
 # with OMP_DISPLAY_ENV=verbose it prints its settings once, as it starts, so
 # one block means one process image (a restart through /proc/self/exe

@@ -15,8 +15,8 @@
 #include "attn/flash_attention.h"
 #include "attn/gemm.h"
 #include "attn/train.h"
-#include "flash_kernels.h"
-#include "gemv.h"
+#include "kernels/flash_kernels.h"
+#include "kernels/gemv.h"
 
 static int have_bf16(void) {
     attn_error err;

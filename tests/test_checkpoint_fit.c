@@ -123,7 +123,7 @@ Test(checkpoint_fit, a_lying_config_names_its_key_before_allocating) {
 }
 
 /* Grouped-query K/V and QK-norm's scales against the config's n_kv_heads
- * and qk_norm (src/checkpoint_fit.c): an honest file loads; a config that
+ * and qk_norm (src/io/checkpoint_fit.c): an honest file loads; a config that
  * says otherwise names its key. */
 Test(checkpoint_fit, attention_keys_are_checked_against_the_tensors) {
     attn_gpt_config c = small(1);

@@ -1,4 +1,4 @@
-/* The torch-mkl dropout stream drawn in pieces (src/mcg31.h) against the
+/* The torch-mkl dropout stream drawn in pieces (src/base/mcg31.h) against the
  * serial recurrence PyTorch's MKL build runs (x <- a x mod 2^31 - 1, kept
  * when x / m < 1 - p in double): the power table, every tail length, the
  * threshold's edges, both drawers (generic, AVX-512), the float multipliers,
@@ -11,7 +11,7 @@
 
 #include "attn/dropout.h"
 #include "attn/flash_attention.h"
-#include "mcg31.h"
+#include "base/mcg31.h"
 
 /* The serial recurrence with PyTorch's double-precision test, as MKL's
  * VSL_BRNG_MCG31 runs it (a plain % m, no folding). */

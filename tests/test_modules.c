@@ -386,7 +386,7 @@ Test(semantics, dropout_only_in_training) {
     attn_module_destroy(m);
 }
 
-/* ---- the kind table (src/module.c) --------------------------------------- */
+/* ---- the kind table (src/attention/module.c) --------------------------------------- */
 
 /* Every row sits at its own enum value, its name parses back to it, and
  * what it says it uses is what validation accepts: a field a kind does not

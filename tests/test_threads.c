@@ -1,4 +1,4 @@
-/* The element-wise layers split over OpenMP threads (src/parallel.h) above
+/* The element-wise layers split over OpenMP threads (src/base/parallel.h) above
  * ATTN_PAR_MIN elements. Two properties, on sizes well above that threshold
  * and not multiples of the chunk: (1) the result is bit-for-bit the same for
  * 1, 2 and 3 threads (training runs must not depend on --threads); (2) the
@@ -18,7 +18,7 @@
 #include "attn/optim.h"
 #include "attn/residual.h"
 #include "attn/rng.h"
-#include "parallel.h"
+#include "base/parallel.h"
 
 #define ROWS 701
 #define COLS 131 /* ROWS * COLS = 91,831: about 2.8 x ATTN_PAR_MIN */

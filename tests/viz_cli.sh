@@ -21,9 +21,9 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 . "$(dirname "${BASH_SOURCE[0]}")/support/lib.sh"
 
-# The embedded page sources are up to date with src/viz_page/.
-"$PY" "$SRC/scripts/gen_viz_page.py" "$tmp/page.inc" && cmp -s "$tmp/page.inc" "$SRC/src/viz_page.inc" &&
-  ok "src/viz_page.inc matches src/viz_page/" || bad "src/viz_page.inc is stale: run scripts/gen_viz_page.py"
+# The embedded page sources are up to date with src/viz/page/.
+"$PY" "$SRC/scripts/gen_viz_page.py" "$tmp/page.inc" && cmp -s "$tmp/page.inc" "$SRC/src/viz/page.inc" &&
+  ok "src/viz/page.inc matches src/viz/page/" || bad "src/viz/page.inc is stale: run scripts/gen_viz_page.py"
 
 make_corpus "$tmp/corpus.txt" 150
 # 3 heads, context 80 (a 70-character sequence spans two 64-row tiles).

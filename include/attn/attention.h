@@ -2,7 +2,7 @@
  * every path shares for it (issue 20): the score transform (scale, soft-cap,
  * ALiBi bias, causal / sliding-window mask), rotary positions on q and k,
  * the grouped-query head mapping and QK-norm. A new variant is a field here
- * and its few lines in src/attention_core.c; the reference attention
+ * and its few lines in src/attention/attention_core.c; the reference attention
  * (attention_core.h), the one-token KV step (mha_step.c) and the
  * MultiHeadAttention module call these.
  *

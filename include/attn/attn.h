@@ -2,10 +2,13 @@
 #ifndef ATTN_ATTN_H
 #define ATTN_ATTN_H
 
+#include "attn/activation.h"
+#include "attn/attention.h"
 #include "attn/attention_weights.h"
 #include "attn/causal_attention.h"
 #include "attn/checkpoint.h"
 #include "attn/checkpoint_info.h"
+#include "attn/cpu.h"
 #include "attn/cross_entropy.h"
 #include "attn/cuda.h"
 #include "attn/dataset.h"

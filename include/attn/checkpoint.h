@@ -60,6 +60,7 @@ extern "C" {
 #endif
 
 #define ATTN_CKPT_LATEST "latest"
+#define ATTN_CKPT_BEST "best" /* a run folder's best-val checkpoint (attn_trainer_run) */
 #define ATTN_CKPT_MODEL "model.safetensors"       /* metadata format "attn-gpt" */
 #define ATTN_CKPT_STATE "train_state.safetensors" /* metadata format "attn-train-state" */
 #define ATTN_CKPT_PATH_MAX 4096

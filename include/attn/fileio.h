@@ -93,6 +93,9 @@ attn_status attn_file_check_not_input(const char *path, const char *const *input
  * ".<base>.tmp-" then letters or digits (attn_atomic_open's, or a pid). */
 int attn_file_is_temp_name(const char *name, const char *base);
 
+/* out = "dir/name": 0, or -1 when that needs more than cap bytes. */
+int attn_path_join(char *out, size_t cap, const char *dir, const char *name);
+
 /* One-shot form: atomically replace path with the n bytes at data. */
 attn_status attn_file_write_atomic(const char *path, const void *data, size_t n, attn_error *err);
 

@@ -37,9 +37,8 @@
  * count; dQ may differ in the last bits (the order of the per-thread sums).
  *
  * SIMD: AVX-512 and AVX2+FMA micro-kernels are chosen at run time
- * (__builtin_cpu_supports); a portable C path is always available. The
- * environment variable ATTN_SIMD=generic|avx2|avx512 forces a path for
- * ATTN_SIMD_AUTO. */
+ * (attn/cpu.h); a portable C path is always available. The environment
+ * variable ATTN_SIMD=generic|avx2|avx512 forces a path for ATTN_SIMD_AUTO. */
 #ifndef ATTN_FLASH_ATTENTION_H
 #define ATTN_FLASH_ATTENTION_H
 
@@ -47,6 +46,7 @@
 #include <stdint.h>
 
 #include "attn/attention.h"
+#include "attn/cpu.h" /* attn_simd, attn_default_threads */
 #include "attn/dropout.h"
 #include "attn/engine.h"
 #include "attn/rng.h"
@@ -55,26 +55,6 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-typedef enum attn_simd {
-    ATTN_SIMD_AUTO = 0, /* ATTN_SIMD from the environment, else the best supported */
-    ATTN_SIMD_GENERIC,  /* portable C */
-    ATTN_SIMD_AVX2,     /* AVX2 + FMA */
-    ATTN_SIMD_AVX512    /* AVX-512F */
-} attn_simd;
-
-/* 1 when this CPU can run s (GENERIC and AUTO always can). */
-int attn_simd_supported(attn_simd s);
-/* AUTO -> the environment's ATTN_SIMD when set and supported, else the best
- * supported path; any other value is returned as is. */
-attn_simd attn_simd_resolve(attn_simd s);
-const char *attn_simd_name(attn_simd s);
-/* "auto", "generic", "avx2", "avx512"; 0 on success, -1 otherwise. */
-int attn_simd_parse(const char *name, attn_simd *out);
-
-/* Threads used when none are asked for: OMP_NUM_THREADS when set to a
- * positive number, else the number of CPUs this process may run on. */
-int attn_default_threads(void);
 
 typedef struct attn_flash_options {
     int threads;          /* <= 0: attn_default_threads() */

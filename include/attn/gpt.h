@@ -10,7 +10,7 @@
  *     x = x + dropout(att(norm1(x)))              att = attn_mha (multi_head_attention.h)
  *     x = x + dropout(ff(norm2(x)))               ff = Linear(C,4C), GELU(tanh), Linear(4C,C)
  *   logits = out_head(final_norm(x))              (B, T, V), out_head has no bias
- * The block is written once (src/gpt_block.c): the training forward, its
+ * The block is written once (src/model/gpt_block.c): the training forward, its
  * backward and the KV-cached step (attn_gpt_kv_step) all run it.
  *   loss = mean over B*T of cross_entropy(logits, targets)
  *

@@ -30,7 +30,7 @@ typedef enum attn_module_kind {
                                    num_heads = heads_num, qkv_bias = use_bias */
 } attn_module_kind;
 /* The number of kinds (the last one + 1): the library's kind table (one row
- * per kind, src/module.c) is checked against it at compile time. */
+ * per kind, src/attention/module.c) is checked against it at compile time. */
 #define ATTN_MODULE_KIND_COUNT ((int)ATTN_MODULE_SEED004_MHA + 1)
 
 /* What a kind reads from attn_module_config beyond d_in and d_out. */

@@ -68,6 +68,15 @@ double attn_clip_grad_norm(const attn_param_list *params, double max_norm);
 double attn_lr_cosine(int64_t it, int64_t warmup, int64_t decay_steps, double lr_max,
                       double lr_min);
 
+/* The learning-rate schedule after warmup_steps of linear warm-up. */
+typedef enum attn_lr_schedule {
+    ATTN_LR_COSINE = 0, /* nanoGPT's cosine from learning_rate to min_lr */
+    ATTN_LR_WSD = 1     /* warmup-stable-decay: learning_rate until the last
+                           ATTN_WSD_COOLDOWN of the run, then linear to min_lr */
+} attn_lr_schedule;
+
+#define ATTN_WSD_COOLDOWN 0.4 /* the share of the run WSD spends decaying */
+
 #ifdef __cplusplus
 }
 #endif

@@ -68,7 +68,6 @@ extern "C" {
 
 struct cJSON;
 
-#define ATTN_CKPT_BEST "best" /* attn_trainer_run: the best-val checkpoint, out/best */
 
 /* What an evaluation measures (attn_trainer_evaluate). */
 typedef enum attn_eval_mode {
@@ -76,15 +75,6 @@ typedef enum attn_eval_mode {
     ATTN_EVAL_EXACT = 1    /* val: the whole split, every token once (attn_gpt_loss_windows);
                               train: still eval_iters random batches */
 } attn_eval_mode;
-
-/* The learning-rate schedule after warmup_steps of linear warm-up. */
-typedef enum attn_lr_schedule {
-    ATTN_LR_COSINE = 0, /* nanoGPT's cosine from learning_rate to min_lr */
-    ATTN_LR_WSD = 1     /* warmup-stable-decay: learning_rate until the last
-                           ATTN_WSD_COOLDOWN of the run, then linear to min_lr */
-} attn_lr_schedule;
-
-#define ATTN_WSD_COOLDOWN 0.4 /* the share of the run WSD spends decaying */
 
 typedef struct attn_train_config {
     int batch_size;
@@ -159,7 +149,7 @@ attn_train_value attn_train_config_get(const attn_train_config *cfg, int i);
  * names): nanogpt-cpu is nanoGPT's shakespeare-char CPU recipe (batch 12,
  * lr 1e-3 -> 1e-4 cosine over 2000 steps, 100 warmup, betas (0.9, 0.99),
  * weight decay 0.1, clip 1.0, eval every 250 steps on 20 batches). Each
- * preset is one row, model and recipe, in src/presets.c. */
+ * preset is one row, model and recipe, in src/model/presets.c. */
 attn_status attn_train_preset(const char *name, attn_gpt_config *model, attn_train_config *train,
                               attn_error *err);
 

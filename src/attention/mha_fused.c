@@ -1,0 +1,265 @@
+/* MultiHeadAttention, fused path: one sgemm for Q, K and V against a packed
+ * copy of the three weights, the tiled attention kernel
+ * (attn/flash_attention.h) straight on the packed projections, then out_proj.
+ * The public weights stay W_query / W_key / W_value; their gradients are
+ * accumulated in place, straight from the packed gradient by three sgemms.
+ * The variants: the window, soft-cap and ALiBi inside the kernel (its score
+ * tile, attn_flash_problem.window and .scores); the rest around it with the
+ * attention core's functions (attn/attention.h): QK-norm and RoPE on the
+ * packed q and k, grouped-query K and V repeated per query head (their
+ * gradients summed back over each group). */
+#include "mha_fused.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc_huge.h"
+#include "attn/gemm.h"
+
+void attn_mha_fused_state_free(attn_mha_fused_state *st) {
+    if (!st) return;
+    free(st->w_qkv);
+    free(st->b_qkv);
+    free(st->qkv);
+    free(st->d_qkv);
+    free(st->lse);
+    free(st->dw_qkv);
+    free(st->raw);
+    free(st->rstd);
+    free(st->d_raw);
+    free(st->kv_x);
+    free(st->d_kv_x);
+    attn_flash_dropout_free(&st->drop);
+    attn_flash_workspace_free(&st->ws);
+    free(st);
+}
+
+static int grouped(const attn_mha *m) {
+    return m->kv_dim != m->d_out;
+}
+
+/* The fused state for (m, B, T), made on first use (a cache from either init
+ * function works). */
+static attn_status ensure_state(const attn_mha *m, int B, int T, attn_attention_cache *cache,
+                                attn_error *err) {
+    attn_mha_fused_state *st = cache->fused;
+    if (st && st->B == B && st->T == T && st->d_in == m->d_in && st->d_out == m->d_out &&
+        st->heads == m->num_heads && st->qkv_bias == m->qkv_bias && st->kv_dim == m->kv_dim &&
+        (!m->spec.qk_norm || st->raw))
+        return ATTN_OK;
+    attn_mha_fused_state_free(st);
+    cache->fused = NULL;
+    st = calloc(1, sizeof *st);
+    if (!st) return attn_fail(err, ATTN_ERR_NOMEM, "MultiHeadAttention: out of memory");
+    const size_t N = (size_t)B * (size_t)T, d = (size_t)m->d_out, kv = (size_t)m->kv_dim;
+    const size_t d3 = d + 2 * kv;
+    st->B = B;
+    st->T = T;
+    st->d_in = m->d_in;
+    st->d_out = m->d_out;
+    st->heads = m->num_heads;
+    st->qkv_bias = m->qkv_bias;
+    st->kv_dim = m->kv_dim;
+    st->w_qkv = malloc(d3 * (size_t)m->d_in * sizeof(float));
+    st->b_qkv = m->qkv_bias ? malloc(d3 * sizeof(float)) : NULL;
+    st->qkv = attn_alloc_huge(N * d3 * sizeof(float));
+    st->d_qkv = attn_alloc_huge(N * d3 * sizeof(float));
+    st->lse = malloc((size_t)B * (size_t)m->num_heads * (size_t)T * sizeof(float));
+    int fail = !st->w_qkv || (m->qkv_bias && !st->b_qkv) || !st->qkv || !st->d_qkv || !st->lse;
+    if (m->spec.qk_norm) {
+        st->raw = malloc(N * (d + kv) * sizeof(float));
+        st->d_raw = malloc(N * (d + kv) * sizeof(float));
+        st->rstd = malloc(N * (size_t)(m->num_heads + m->spec.kv_heads) * sizeof(float));
+        fail |= !st->raw || !st->d_raw || !st->rstd;
+    }
+    if (grouped(m)) {
+        st->kv_x = attn_alloc_huge(N * 2 * d * sizeof(float));
+        st->d_kv_x = attn_alloc_huge(N * 2 * d * sizeof(float));
+        fail |= !st->kv_x || !st->d_kv_x;
+    }
+    if (fail) {
+        attn_mha_fused_state_free(st);
+        return attn_fail(err, ATTN_ERR_NOMEM,
+                         "MultiHeadAttention: out of memory for the fused state (B = %d, T = %d)",
+                         B, T);
+    }
+    cache->fused = st;
+    return ATTN_OK;
+}
+
+/* The kernel's options: with the bf16 engine the attention runs in bf16 too
+ * (bf16 operands, fp32 accumulation, fp32 softmax), as autocast does. */
+static attn_flash_options flash_options(const attn_mha *m) {
+    attn_flash_options o = m->flash;
+    if (m->bf16) o.precision = ATTN_PRECISION_BF16;
+    return o;
+}
+
+attn_flash_problem attn_mha_fused_problem(const attn_mha *m, attn_mha_fused_state *st,
+                                          attn_attention_cache *cache, int B, int T) {
+    const size_t d = (size_t)m->d_out, d3 = d + 2 * (size_t)m->kv_dim;
+    /* Grouped-query: the kernel reads K | V repeated per query head. */
+    const float *k = st->kv_x ? st->kv_x : st->qkv + d;
+    const float *v = st->kv_x ? st->kv_x + d : st->qkv + d + (size_t)m->kv_dim;
+    const size_t ldkv = st->kv_x ? 2 * d : d3;
+    attn_flash_problem pb = {B,       T,         m->num_heads,   m->head_dim, st->qkv,        k,
+                             v,       d3,        ldkv,           ldkv,        cache->context, d,
+                             st->lse, &st->drop, m->spec.window, &m->spec};
+    return pb;
+}
+
+/* QK-norm (per token: the packed rows are strided) and RoPE on the packed q
+ * and k; then K and V repeated per query head when grouped. */
+static void prepare(const attn_mha *m, attn_mha_fused_state *st, size_t N, int T) {
+    const attn_attention_spec *sp = &m->spec;
+    const size_t d = (size_t)m->d_out, kv = (size_t)m->kv_dim, d3 = d + 2 * kv;
+    const size_t H = (size_t)m->num_heads, KV = (size_t)sp->kv_heads, hd = (size_t)m->head_dim;
+    if (sp->qk_norm) {
+        for (size_t n = 0; n < N; n++) {
+            float *q = st->qkv + n * d3, *raw = st->raw + n * (d + kv);
+            float *r = st->rstd + n * (H + KV);
+            memcpy(raw, q, (d + kv) * sizeof(float));
+            attn_layernorm_forward(&m->q_norm, raw, q, NULL, r, H);
+            attn_layernorm_forward(&m->k_norm, raw + d, q + d, NULL, r + H, KV);
+        }
+    }
+    attn_rope_apply(sp, st->qkv, N, T, d3, (int)H, 0, 0);
+    attn_rope_apply(sp, st->qkv + d, N, T, d3, (int)KV, 0, 0);
+    if (!st->kv_x) return;
+    const size_t group = H / KV;
+    for (size_t n = 0; n < N; n++)
+        for (size_t h = 0; h < H; h++) {
+            const float *src = st->qkv + n * d3 + d + (h / group) * hd;
+            memcpy(st->kv_x + n * 2 * d + h * hd, src, hd * sizeof(float));
+            memcpy(st->kv_x + n * 2 * d + d + h * hd, src + kv, hd * sizeof(float));
+        }
+}
+
+/* prepare's backward on d_qkv: the group sums of dK, dV (in head order),
+ * RoPE's inverse rotation, then QK-norm's backward. */
+static void unprepare(attn_mha *m, attn_mha_fused_state *st, size_t N, int T) {
+    const attn_attention_spec *sp = &m->spec;
+    const size_t d = (size_t)m->d_out, kv = (size_t)m->kv_dim, d3 = d + 2 * kv;
+    const size_t H = (size_t)m->num_heads, KV = (size_t)sp->kv_heads, hd = (size_t)m->head_dim;
+    if (st->kv_x) {
+        const size_t group = H / KV;
+        for (size_t n = 0; n < N; n++)
+            for (size_t h = 0; h < H; h++) {
+                const float *dk = st->d_kv_x + n * 2 * d + h * hd, *dv = dk + d;
+                float *tk = st->d_qkv + n * d3 + d + (h / group) * hd, *tv = tk + kv;
+                for (size_t i = 0; i < hd; i++) {
+                    tk[i] += dk[i];
+                    tv[i] += dv[i];
+                }
+            }
+    }
+    attn_rope_apply(sp, st->d_qkv, N, T, d3, (int)H, 0, 1);
+    attn_rope_apply(sp, st->d_qkv + d, N, T, d3, (int)KV, 0, 1);
+    if (!sp->qk_norm) return;
+    memset(st->d_raw, 0, N * (d + kv) * sizeof(float));
+    for (size_t n = 0; n < N; n++) {
+        float *g = st->d_qkv + n * d3, *dr = st->d_raw + n * (d + kv);
+        const float *raw = st->raw + n * (d + kv), *r = st->rstd + n * (H + KV);
+        attn_layernorm_backward(&m->q_norm, raw, NULL, r, g, dr, H);
+        attn_layernorm_backward(&m->k_norm, raw + d, NULL, r + H, g + d, dr + d, KV);
+        memcpy(g, dr, (d + kv) * sizeof(float));
+    }
+}
+
+attn_status attn_mha_fused_forward(const attn_mha *m, const float *x, int B, int T, float *out,
+                                   const attn_forward_mode *mode, attn_attention_cache *cache,
+                                   attn_error *err) {
+    attn_status s = ensure_state(m, B, T, cache, err);
+    if (s != ATTN_OK) return s;
+    attn_mha_fused_state *st = cache->fused;
+    const size_t N = (size_t)B * (size_t)T, d = (size_t)m->d_out, din = (size_t)m->d_in;
+    const size_t kv = (size_t)m->kv_dim, d3 = d + 2 * kv;
+    /* Packed weights: the three (rows, d_in) blocks one after the other. */
+    const attn_linear *lin[3] = {&m->W_query, &m->W_key, &m->W_value};
+    const size_t row0[3] = {0, d, d + kv}, rows[3] = {d, kv, kv};
+    for (int i = 0; i < 3; i++) {
+        memcpy(st->w_qkv + row0[i] * din, lin[i]->weight, rows[i] * din * sizeof(float));
+        if (st->b_qkv) memcpy(st->b_qkv + row0[i], lin[i]->bias, rows[i] * sizeof(float));
+    }
+    /* qkv (N, d3) = x W_qkv^T (+ b_qkv) in one sgemm */
+    if (st->b_qkv)
+        for (size_t n = 0; n < N; n++)
+            memcpy(st->qkv + n * d3, st->b_qkv, d3 * sizeof(float));
+    attn_gemm(m->bf16, m->flash.threads, 0, 1, (int)N, (int)d3, (int)din, 1.0f, x, (int)din,
+              st->w_qkv, (int)din, st->b_qkv ? 1.0f : 0.0f, st->qkv, (int)d3);
+    prepare(m, st, N, T);
+    /* Dropout only in training with p > 0, drawn as PyTorch draws it. */
+    const double p = mode && mode->training ? m->dropout : 0.0;
+    s = attn_flash_dropout_draw(&st->drop, mode ? mode->rng : NULL,
+                                mode ? mode->stream : ATTN_STREAM_TORCH_CPU, p, B, m->num_heads, T,
+                                err);
+    if (s != ATTN_OK) return s;
+    cache->dropout_applied = p > 0.0;
+    attn_flash_problem pb = attn_mha_fused_problem(m, st, cache, B, T);
+    const attn_flash_options fo = flash_options(m);
+    s = attn_flash_forward(&pb, &fo, &st->ws, err);
+    if (s != ATTN_OK) return s;
+    attn_linear_forward(&m->out_proj, cache->context, out, N);
+    return ATTN_OK;
+}
+
+attn_status attn_mha_fused_backward(attn_mha *m, const float *x, int B, int T, const float *d_out,
+                                    float *dx, const attn_attention_cache *cache, attn_error *err) {
+    attn_mha_fused_state *st = cache->fused;
+    if (!st || st->B != B || st->T != T)
+        return attn_fail(err, ATTN_ERR_STATE,
+                         "MultiHeadAttention: backward needs a fused forward on the same cache");
+    const size_t N = (size_t)B * (size_t)T, d = (size_t)m->d_out, din = (size_t)m->d_in;
+    const size_t kv = (size_t)m->kv_dim, d3 = d + 2 * kv;
+    memset(cache->d_context, 0, N * d * sizeof(float));
+    attn_linear_backward(&m->out_proj, cache->context, d_out, cache->d_context, N);
+    memset(st->d_qkv, 0, N * d3 * sizeof(float));
+    attn_flash_problem pb = attn_mha_fused_problem(m, st, (attn_attention_cache *)cache, B, T);
+    attn_flash_grads g = {cache->d_context,   d,  st->d_qkv, st->d_qkv + d,
+                          st->d_qkv + d + kv, d3, d3,        d3};
+    if (st->d_kv_x) { /* grouped: per query head, summed over each group after */
+        memset(st->d_kv_x, 0, N * 2 * d * sizeof(float));
+        g.dk = st->d_kv_x;
+        g.dv = st->d_kv_x + d;
+        g.ld_dk = g.ld_dv = 2 * d;
+    }
+    const attn_flash_options fo = flash_options(m);
+    attn_status s = attn_flash_backward(&pb, &g, &fo, &st->ws, err);
+    if (s != ATTN_OK) return s;
+    unprepare(m, st, N, T);
+    attn_linear *lin[3] = {&m->W_query, &m->W_key, &m->W_value};
+    const size_t row0[3] = {0, d, d + kv}, rows[3] = {d, kv, kv};
+    if (m->bf16) {
+        /* bf16: one product for the three weight gradients (x and dQKV
+         * converted once, one large GEMM), added into each public grad; and
+         * dx (N, d_in) += dQKV (N, d3) W_qkv (d3, d_in). */
+        if (!st->dw_qkv && !(st->dw_qkv = malloc(d3 * din * sizeof(float))))
+            return attn_fail(err, ATTN_ERR_NOMEM, "MultiHeadAttention: out of memory");
+        attn_gemm_linear_grads(m->bf16, m->flash.threads, (int)N, (int)din, (int)d3, x, st->d_qkv,
+                               st->w_qkv, 0.0f, st->dw_qkv, dx);
+        for (int i = 0; i < 3; i++) {
+            const float *src = st->dw_qkv + row0[i] * din;
+            float *dst = lin[i]->grad_weight;
+            for (size_t k = 0; k < rows[i] * din; k++)
+                dst[k] += src[k];
+        }
+    } else {
+        /* W.grad (rows, d_in) += dQKV_block^T x, straight into each public grad. */
+        for (int i = 0; i < 3; i++)
+            attn_gemm(NULL, m->flash.threads, 1, 0, (int)rows[i], (int)din, (int)N, 1.0f,
+                      st->d_qkv + row0[i], (int)d3, x, (int)din, 1.0f, lin[i]->grad_weight,
+                      (int)din);
+        /* dx (N, d_in) += dQKV (N, d3) W_qkv (d3, d_in) in one sgemm */
+        if (dx)
+            attn_gemm(NULL, m->flash.threads, 0, 0, (int)N, (int)din, (int)d3, 1.0f, st->d_qkv,
+                      (int)d3, st->w_qkv, (int)din, 1.0f, dx, (int)din);
+    }
+    if (m->qkv_bias)
+        for (int i = 0; i < 3; i++)
+            for (size_t n = 0; n < N; n++) {
+                const float *row = st->d_qkv + n * d3 + row0[i];
+                for (size_t o = 0; o < rows[i]; o++)
+                    lin[i]->grad_bias[o] += row[o];
+            }
+    return ATTN_OK;
+}

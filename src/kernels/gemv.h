@@ -1,0 +1,55 @@
+/* Matrix-vector products for one-token steps (internal): y = W x (+ b) with
+ * W (out, in) row-major, in fp32 or bf16 (the upper 16 bits of the fp32
+ * value, rounded to nearest even). Memory-bound: W is streamed once; callers
+ * split the rows over threads. Also the bf16 conversions the bf16 engine
+ * shares. */
+#ifndef ATTN_SRC_GEMV_H
+#define ATTN_SRC_GEMV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* y[o] = (b ? b[o] : 0) + sum_i W[o, i] x[i] for rows o in [r0, r1). The
+ * sum runs in 16 lanes then adds them: not the order of sgemm, within a few
+ * ulps of it. */
+void attn_gemv_f32(const float *W, const float *b, const float *x, float *y, int in, int r0,
+                   int r1);
+/* Same with bf16 weights, widened exactly to fp32 (fp32 x, fp32 sums). */
+void attn_gemv_bf16(const uint16_t *W, const float *b, const float *x, float *y, int in, int r0,
+                    int r1);
+
+/* Round fp32 to bf16 (nearest even; NaN stays NaN) and back (exact). */
+void attn_f32_to_bf16(const float *x, uint16_t *y, size_t n);
+static inline void attn_f32_to_bf16_scalar(const float *x, uint16_t *y, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        union {
+            float f;
+            uint32_t u;
+        } v = {x[i]};
+        const uint32_t u = v.u;
+        if ((u & 0x7fffffffu) > 0x7f800000u) /* NaN: keep it quiet, not rounded to inf */
+            y[i] = (uint16_t)((u >> 16) | 0x40u);
+        else
+            y[i] = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+    }
+}
+static inline float attn_bf16_to_f32(uint16_t h) {
+    union {
+        uint32_t u;
+        float f;
+    } v = {(uint32_t)h << 16};
+    return v.f;
+}
+
+/* Kernels with AVX-512 (gemv_avx512.c), on x86 only; called when
+ * attn_cpu_has(ATTN_CPU_AVX512_BW). */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define ATTN_GEMV_AVX512 1
+void attn_f32_to_bf16_avx512(const float *x, uint16_t *y, size_t n);
+void attn_gemv_f32_avx512(const float *W, const float *b, const float *x, float *y, int in, int r0,
+                          int r1);
+void attn_gemv_bf16_avx512(const uint16_t *W, const float *b, const float *x, float *y, int in,
+                           int r0, int r1);
+#endif
+
+#endif

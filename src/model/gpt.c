@@ -1,0 +1,360 @@
+/* The book's chapter-4 GPTModel: init, forward, backward (see attn/gpt.h). */
+#include "attn/gpt.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn/cross_entropy.h"
+#include "attn/gemm.h"
+#include "attn/residual.h"
+#include "gpt_block.h"
+#include "base/parallel.h"
+
+static attn_status add_params(attn_gpt *m, attn_error *err) {
+    attn_param_list *L = &m->params;
+    char p[ATTN_PARAM_NAME_MAX];
+    attn_status s = attn_embedding_params(&m->tok_emb, "tok_emb.", L, err);
+    if (s == ATTN_OK && m->pos_emb.weight)
+        s = attn_embedding_params(&m->pos_emb, "pos_emb.", L, err);
+    for (int i = 0; i < m->cfg.n_layers && s == ATTN_OK; i++) {
+        snprintf(p, sizeof p, "trf_blocks.%d.", i);
+        s = attn_block_params(&m->blocks[i], p, L, err);
+    }
+    if (s == ATTN_OK) s = attn_layernorm_params(&m->final_norm, "final_norm.", L, err);
+    /* Tied: one tensor, tok_emb.weight, as PyTorch's named_parameters()
+     * lists a shared parameter once. */
+    if (s == ATTN_OK && !m->cfg.tie_weights)
+        s = attn_linear_params(&m->out_head, "out_head.", L, err);
+    return s;
+}
+
+/* out_head.weight becomes tok_emb.weight (both (V, C)): the head's and the
+ * embedding's backward both accumulate into tok_emb.grad_weight, so its
+ * gradient is their sum. The head's own draw is made first and dropped, as
+ * PyTorch's `out_head.weight = tok_emb.weight` after the constructor. */
+static void tie(attn_gpt *m) {
+    free(m->out_head.weight);
+    free(m->out_head.grad_weight);
+    m->out_head.weight = m->tok_emb.weight;
+    m->out_head.grad_weight = m->tok_emb.grad_weight;
+}
+
+attn_status attn_gpt_init(attn_gpt *m, const attn_gpt_config *cfg, attn_rng *rng, attn_error *err) {
+    memset(m, 0, sizeof *m);
+    attn_status s = attn_gpt_config_validate(cfg, err);
+    if (s != ATTN_OK) return s;
+    m->cfg = *cfg;
+    const int C = cfg->emb_dim;
+    m->blocks = calloc((size_t)cfg->n_layers, sizeof *m->blocks);
+    if (!m->blocks)
+        return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for %d blocks", cfg->n_layers);
+    attn_param_list_init(&m->params);
+    /* GPTModel.__init__ order: tok_emb, pos_emb, blocks (att, ff, norm1, norm2),
+     * final_norm, out_head — the order the generator is consumed in. */
+    s = attn_embedding_init(&m->tok_emb, cfg->vocab_size, C, rng, err);
+    if (s == ATTN_OK && cfg->pos_emb == ATTN_POS_LEARNED) /* else no table */
+        s = attn_embedding_init(&m->pos_emb, cfg->context_length, C, rng, err);
+    for (int i = 0; i < cfg->n_layers && s == ATTN_OK; i++)
+        s = attn_block_init(&m->blocks[i], cfg, rng, err);
+    if (s == ATTN_OK) s = attn_norm_init(&m->final_norm, C, cfg->norm, err);
+    if (s == ATTN_OK) s = attn_linear_init(&m->out_head, C, cfg->vocab_size, 0, rng, err);
+    if (s == ATTN_OK && cfg->tie_weights) tie(m);
+    if (s == ATTN_OK) s = add_params(m, err);
+    if (s != ATTN_OK) attn_gpt_free(m);
+    return s;
+}
+
+void attn_gpt_free(attn_gpt *m) {
+    if (m->out_head.weight && m->out_head.weight == m->tok_emb.weight) /* tied: tok_emb's */
+        m->out_head.weight = m->out_head.grad_weight = NULL;
+    attn_embedding_free(&m->tok_emb);
+    attn_embedding_free(&m->pos_emb);
+    for (int i = 0; m->blocks && i < m->cfg.n_layers; i++)
+        attn_block_free(&m->blocks[i]);
+    free(m->blocks);
+    attn_layernorm_free(&m->final_norm);
+    attn_linear_free(&m->out_head);
+    attn_param_list_free(&m->params);
+    attn_bf16_gemm_free(m->bf16);
+    memset(m, 0, sizeof *m);
+}
+
+static void use_engine(attn_gpt *m, attn_bf16_gemm *g) {
+    for (int i = 0; i < m->cfg.n_layers; i++)
+        attn_block_use_engine(&m->blocks[i], g);
+    m->out_head.bf16 = g;
+}
+
+attn_status attn_gpt_set_precision(attn_gpt *m, attn_precision precision, attn_error *err) {
+    attn_status s = attn_precision_check(precision, err);
+    if (s != ATTN_OK) return s;
+    if (precision == m->precision) return ATTN_OK;
+    attn_bf16_gemm *g = NULL;
+    if (precision == ATTN_PRECISION_BF16 && (s = attn_bf16_gemm_create(&g, err)) != ATTN_OK)
+        return s;
+    use_engine(m, g);
+    attn_bf16_gemm_free(m->bf16);
+    m->bf16 = g;
+    m->precision = precision;
+    return ATTN_OK;
+}
+
+const attn_param_list *attn_gpt_params(const attn_gpt *m) {
+    return &m->params;
+}
+
+size_t attn_gpt_num_params(const attn_gpt *m) {
+    return attn_param_list_numel(&m->params);
+}
+
+void attn_gpt_zero_grad(attn_gpt *m) {
+    attn_param_list_zero_grad(&m->params);
+}
+
+/* ------------------------------------------------------------ activations */
+
+static void *xmalloc(size_t n, size_t size, int *fail) {
+    void *p = calloc(n ? n : 1, size);
+    if (!p) *fail = 1;
+    return p;
+}
+
+void attn_gpt_acts_free(attn_gpt_acts *a) {
+    for (int l = 0; a->blocks && l < a->n_layers; l++)
+        attn_block_acts_free(&a->blocks[l]);
+    free(a->blocks);
+    free(a->ids);
+    free(a->targets);
+    free(a->keep_emb);
+    free(a->x_final);
+    free(a->lnf);
+    free(a->lnf_mean);
+    free(a->lnf_rstd);
+    free(a->logits);
+    free(a->lse);
+    free(a->d_resid);
+    free(a->d_tmp);
+    free(a->d_ln);
+    free(a->d_hidden);
+    free(a->d_logits);
+    memset(a, 0, sizeof *a);
+}
+
+attn_status attn_gpt_acts_init(attn_gpt_acts *a, const attn_gpt *m, int B, int T, attn_error *err) {
+    memset(a, 0, sizeof *a);
+    const attn_gpt_config *c = &m->cfg;
+    if (B < 1 || T < 1)
+        return attn_fail(err, ATTN_ERR_SHAPE, "batch size %d and sequence length %d must be >= 1",
+                         B, T);
+    if (T > c->context_length)
+        return attn_fail(err, ATTN_ERR_SHAPE, "sequence length %d exceeds context_length %d", T,
+                         c->context_length);
+    const size_t N = (size_t)B * (size_t)T, C = (size_t)c->emb_dim, V = (size_t)c->vocab_size;
+    int fail = 0;
+    a->B = B;
+    a->T = T;
+    a->loss = NAN;
+    a->ids = xmalloc(N, sizeof(int32_t), &fail);
+    a->targets = xmalloc(N, sizeof(int32_t), &fail);
+    a->keep_emb = xmalloc(N * C, 1, &fail);
+    a->blocks = xmalloc((size_t)c->n_layers, sizeof *a->blocks, &fail);
+    if (!fail) a->n_layers = c->n_layers;
+    for (int l = 0; l < a->n_layers && !fail; l++) {
+        attn_status s = attn_block_acts_init(&a->blocks[l], &m->blocks[l], B, T, err);
+        if (s != ATTN_OK) {
+            attn_gpt_acts_free(a);
+            return s;
+        }
+    }
+    a->x_final = xmalloc(N * C, sizeof(float), &fail);
+    a->lnf = xmalloc(N * C, sizeof(float), &fail);
+    a->lnf_mean = xmalloc(N, sizeof(float), &fail);
+    a->lnf_rstd = xmalloc(N, sizeof(float), &fail);
+    a->logits = xmalloc(N * V, sizeof(float), &fail);
+    a->lse = xmalloc(N, sizeof(float), &fail);
+    a->d_resid = xmalloc(N * C, sizeof(float), &fail);
+    a->d_tmp = xmalloc(N * C, sizeof(float), &fail);
+    a->d_ln = xmalloc(N * C, sizeof(float), &fail);
+    a->d_hidden = xmalloc(N * attn_feedforward_scratch(&m->blocks[0].ff), sizeof(float), &fail);
+    a->d_logits = xmalloc(N * V, sizeof(float), &fail);
+    if (fail) {
+        attn_gpt_acts_free(a);
+        return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for activations of (B %d, T %d)", B,
+                         T);
+    }
+    return ATTN_OK;
+}
+
+/* ---------------------------------------------------------------- forward */
+
+static attn_status check_tokens(const attn_gpt *m, const int32_t *v, int B, int T, const char *what,
+                                attn_error *err) {
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            const int32_t id = v[(size_t)b * (size_t)T + (size_t)t];
+            if (id < 0 || id >= m->cfg.vocab_size)
+                return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                                 "%s %ld at (batch %d, position %d) is outside [0, vocab_size %d)",
+                                 what, (long)id, b, t, m->cfg.vocab_size);
+        }
+    return ATTN_OK;
+}
+
+static attn_status check_call(const attn_gpt *m, int B, int T, const attn_gpt_acts *a,
+                              attn_error *err) {
+    if (T > m->cfg.context_length)
+        return attn_fail(err, ATTN_ERR_SHAPE, "sequence length %d exceeds context_length %d", T,
+                         m->cfg.context_length);
+    if (!a || B != a->B || T != a->T || a->n_layers != m->cfg.n_layers)
+        return attn_fail(err, ATTN_ERR_SHAPE,
+                         "activations were made for (B %d, T %d), not (B %d, T %d)", a ? a->B : 0,
+                         a ? a->T : 0, B, T);
+    return ATTN_OK;
+}
+
+/* Row r of x += pos_emb[pos0 + r % T]. */
+static void add_pos(const attn_gpt *m, float *x, long r, int T, int pos0) {
+    const size_t C = (size_t)m->cfg.emb_dim, t = (size_t)pos0 + (size_t)r % (size_t)T;
+    float *row = x + (size_t)r * C;
+    const float *pe = m->pos_emb.weight + t * C;
+    for (size_t k = 0; k < C; k++)
+        row[k] += pe[k];
+}
+
+void attn_gpt_embed(const attn_gpt *m, const int32_t *ids, size_t N, int T, int pos0, float *x) {
+    attn_embedding_forward(&m->tok_emb, ids, x, N);
+    if (!m->pos_emb.weight) return; /* pos_emb none */
+    const long rows = (long)N;
+    /* Not even a one-thread region for a generated token. */
+    if (N * (size_t)m->cfg.emb_dim < ATTN_PAR_MIN) {
+        for (long r = 0; r < rows; r++)
+            add_pos(m, x, r, T, pos0);
+        return;
+    }
+#pragma omp parallel for schedule(static)
+    for (long r = 0; r < rows; r++)
+        add_pos(m, x, r, T, pos0);
+}
+
+/* Everything after ids/targets are copied and checked. */
+static attn_status forward_core(attn_gpt *m, int B, int T, const attn_forward_mode *mode,
+                                attn_gpt_acts *a, float *loss, attn_error *err) {
+    const attn_gpt_config *c = &m->cfg;
+    const size_t N = (size_t)B * (size_t)T, C = (size_t)c->emb_dim, V = (size_t)c->vocab_size;
+    const attn_block_shape shape = {B, T, c->drop_rate};
+
+    float *x = a->blocks[0].x_in;
+    attn_gpt_embed(m, a->ids, N, T, 0, x);
+    int dropped = attn_dropout_forward_inplace(x, a->keep_emb, c->drop_rate, mode, N * C);
+    for (int l = 0; l < c->n_layers; l++) {
+        float *x_out = l + 1 < c->n_layers ? a->blocks[l + 1].x_in : a->x_final;
+        attn_status s =
+            attn_block_forward(&m->blocks[l], &a->blocks[l], &shape, mode, x_out, &dropped, err);
+        if (s != ATTN_OK) return s;
+    }
+    a->dropout_used = dropped;
+    attn_layernorm_forward(&m->final_norm, a->x_final, a->lnf, a->lnf_mean, a->lnf_rstd, N);
+    attn_linear_forward(&m->out_head, a->lnf, a->logits, N);
+    a->loss = NAN;
+    if (a->has_targets) a->loss = attn_cross_entropy_forward(a->logits, a->targets, a->lse, N, V);
+    if (loss) *loss = a->loss;
+    return ATTN_OK;
+}
+
+attn_status attn_gpt_forward(attn_gpt *m, const int32_t *ids, const int32_t *targets, int B, int T,
+                             const attn_forward_mode *mode, attn_gpt_acts *a, float *loss,
+                             attn_error *err) {
+    attn_status s = check_call(m, B, T, a, err);
+    if (s == ATTN_OK) s = check_tokens(m, ids, B, T, "token id", err);
+    if (s == ATTN_OK && targets) s = check_tokens(m, targets, B, T, "target", err);
+    if (s != ATTN_OK) {
+        if (a && a->n_layers == m->cfg.n_layers) a->has_targets = 0;
+        return s;
+    }
+    const size_t N = (size_t)B * (size_t)T;
+    memcpy(a->ids, ids, N * sizeof(int32_t));
+    a->has_targets = targets != NULL;
+    if (targets) memcpy(a->targets, targets, N * sizeof(int32_t));
+    s = forward_core(m, B, T, mode, a, loss, err);
+    if (s != ATTN_OK) a->has_targets = 0;
+    return s;
+}
+
+static attn_status copy_i64(const attn_gpt *m, const int64_t *src, int32_t *dst, int B, int T,
+                            const char *what, attn_error *err) {
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            const size_t i = (size_t)b * (size_t)T + (size_t)t;
+            if (src[i] < 0 || src[i] >= m->cfg.vocab_size)
+                return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                                 "%s %lld at (batch %d, position %d) is outside [0, vocab_size %d)",
+                                 what, (long long)src[i], b, t, m->cfg.vocab_size);
+            dst[i] = (int32_t)src[i];
+        }
+    return ATTN_OK;
+}
+
+attn_status attn_gpt_forward_i64(attn_gpt *m, const int64_t *ids, const int64_t *targets, int B,
+                                 int T, const attn_forward_mode *mode, attn_gpt_acts *a,
+                                 float *loss, attn_error *err) {
+    attn_status s = check_call(m, B, T, a, err);
+    if (s != ATTN_OK) return s;
+    a->has_targets = 0;
+    s = copy_i64(m, ids, a->ids, B, T, "token id", err);
+    if (s == ATTN_OK && targets) s = copy_i64(m, targets, a->targets, B, T, "target", err);
+    if (s != ATTN_OK) return s;
+    a->has_targets = targets != NULL;
+    s = forward_core(m, B, T, mode, a, loss, err);
+    if (s != ATTN_OK) a->has_targets = 0;
+    return s;
+}
+
+/* --------------------------------------------------------------- backward */
+
+attn_status attn_gpt_backward(attn_gpt *m, attn_gpt_acts *a, float loss_scale, attn_error *err) {
+    if (!a || a->n_layers != m->cfg.n_layers || !a->blocks)
+        return attn_fail(err, ATTN_ERR_STATE, "backward needs the activations of a forward pass");
+    if (!a->has_targets)
+        return attn_fail(err, ATTN_ERR_STATE,
+                         "backward needs a forward pass with targets (no loss to differentiate)");
+    const attn_gpt_config *c = &m->cfg;
+    const int B = a->B, T = a->T;
+    const size_t N = (size_t)B * (size_t)T, C = (size_t)c->emb_dim, V = (size_t)c->vocab_size;
+    const size_t NC = N * C;
+    const double p = c->drop_rate;
+    const int dropped = a->dropout_used;
+
+    memset(a->d_logits, 0, N * V * sizeof(float)); /* every backward accumulates */
+    attn_cross_entropy_backward(a->logits, a->targets, a->lse, loss_scale, a->d_logits, N, V);
+    memset(a->d_ln, 0, NC * sizeof(float));
+    attn_linear_backward(&m->out_head, a->lnf, a->d_logits, a->d_ln, N);
+    memset(a->d_resid, 0, NC * sizeof(float));
+    attn_layernorm_backward(&m->final_norm, a->x_final, a->lnf_mean, a->lnf_rstd, a->d_ln,
+                            a->d_resid, N);
+
+    /* d_resid holds d(loss)/d(residual stream) on the way down. */
+    const attn_block_shape shape = {B, T, p};
+    const attn_block_grads grads = {a->d_resid, a->d_tmp, a->d_ln, a->d_hidden};
+    for (int l = c->n_layers - 1; l >= 0; l--) {
+        attn_status s =
+            attn_block_backward(&m->blocks[l], &a->blocks[l], &shape, dropped, &grads, err);
+        if (s != ATTN_OK) return s;
+    }
+    /* drop_emb, then the two embedding tables. */
+    if (dropped) {
+        const float scale = attn_dropout_scale(p);
+        for (size_t i = 0; i < NC; i++)
+            a->d_resid[i] = a->keep_emb[i] ? a->d_resid[i] * scale : 0.0f;
+    }
+    attn_embedding_backward(&m->tok_emb, a->ids, a->d_resid, N);
+    for (size_t b = 0; m->pos_emb.weight && b < (size_t)B; b++)
+        for (size_t t = 0; t < (size_t)T; t++) {
+            float *g = m->pos_emb.grad_weight + t * C;
+            const float *d = a->d_resid + (b * (size_t)T + t) * C;
+            for (size_t k = 0; k < C; k++)
+                g[k] += d[k];
+        }
+    return ATTN_OK;
+}

@@ -1,0 +1,158 @@
+/* Incremental (KV-cached) GPT forward for generation (see attn/gpt.h). */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc_huge.h"
+#include "attn/flash_attention.h"
+#include "attn/gpt.h"
+#include "gpt_block.h"
+#include "nn/linear_step.h"
+
+void attn_gpt_kv_free(attn_gpt_kv_cache *c) {
+    free(c->k);
+    free(c->v);
+    free(c->x);
+    free(c->ln);
+    free(c->q);
+    free(c->att);
+    free(c->proj);
+    free(c->hidden);
+    free(c->scores);
+    free(c->logits);
+    free(c->w_bf16);
+    memset(c, 0, sizeof *c);
+}
+
+/* Tokens a cache takes: context_length, or with a window and no learned
+ * table (positions past context_length exist) as many as an int counts. */
+static int kv_capacity(const attn_gpt *m) {
+    const int ring = m->cfg.window > 0 && m->cfg.window < m->cfg.context_length;
+    return ring && m->cfg.pos_emb != ATTN_POS_LEARNED ? INT_MAX : m->cfg.context_length;
+}
+
+attn_status attn_gpt_kv_init(attn_gpt_kv_cache *c, const attn_gpt *m, attn_error *err) {
+    memset(c, 0, sizeof *c);
+    const size_t C = (size_t)m->cfg.emb_dim, L = (size_t)m->cfg.n_layers;
+    const size_t cap = (size_t)m->cfg.context_length;
+    c->rows = attn_mha_step_rows(&m->blocks[0].att);
+    c->kv_dim = m->blocks[0].att.kv_dim;
+    c->capacity = kv_capacity(m);
+    c->C = (int)C;
+    c->H = m->cfg.n_heads;
+    c->n_layers = (int)L;
+    /* A second thread pays off only when a token streams enough weight bytes
+     * to hide the barriers between the products (several MB). */
+    const size_t weights = attn_block_bf16_numel(&m->blocks[0]) * L;
+    c->threads = weights * sizeof(float) >= ((size_t)8 << 20) ? attn_default_threads() : 1;
+    /* Zeroed (touched now, not a page per few tokens while generating) and
+     * on huge pages: a step reads every layer's cached rows. */
+    const size_t kv = L * (size_t)c->rows * (size_t)c->kv_dim;
+    c->k = attn_calloc_streamed(kv, sizeof(float));
+    c->v = attn_calloc_streamed(kv, sizeof(float));
+    c->x = malloc(C * sizeof(float));
+    c->ln = malloc(C * sizeof(float));
+    c->q = malloc(C * sizeof(float));
+    c->att = malloc(C * sizeof(float));
+    c->proj = malloc(C * sizeof(float));
+    c->hidden = malloc((size_t)m->blocks[0].ff.fc1.out_features * sizeof(float));
+    c->scores = malloc((size_t)c->H * cap * sizeof(float));
+    c->logits = malloc((size_t)m->cfg.vocab_size * sizeof(float));
+    if (!c->k || !c->v || !c->x || !c->ln || !c->q || !c->att || !c->proj || !c->hidden ||
+        !c->scores || !c->logits) {
+        attn_gpt_kv_free(c);
+        return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for the KV cache");
+    }
+    return ATTN_OK;
+}
+
+void attn_gpt_kv_reset(attn_gpt_kv_cache *c) {
+    c->len = 0;
+}
+
+/* bf16 copies: each block's (attn_block_bf16_copy), then out_head (V x C). */
+attn_status attn_gpt_kv_set_precision(attn_gpt_kv_cache *c, const attn_gpt *m,
+                                      attn_precision precision, attn_error *err) {
+    if (precision != ATTN_PRECISION_FP32 && precision != ATTN_PRECISION_BF16)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "unknown precision %d (fp32 or bf16)",
+                         (int)precision);
+    free(c->w_bf16);
+    c->w_bf16 = NULL;
+    c->precision = ATTN_PRECISION_FP32;
+    if (precision == ATTN_PRECISION_FP32) return ATTN_OK;
+    const size_t per = attn_block_bf16_numel(&m->blocks[0]);
+    const size_t head = (size_t)m->cfg.vocab_size * (size_t)m->cfg.emb_dim;
+    c->w_bf16 = attn_calloc_streamed(per * (size_t)m->cfg.n_layers + head, sizeof(uint16_t));
+    if (!c->w_bf16) return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for bf16 weights");
+    uint16_t *w = c->w_bf16;
+    for (int l = 0; l < m->cfg.n_layers; l++, w += per)
+        attn_block_bf16_copy(&m->blocks[l], w);
+    attn_linear_bf16_copy(&m->out_head, w);
+    c->precision = ATTN_PRECISION_BF16;
+    return ATTN_OK;
+}
+
+/* Every block for the token at c->len: called by each thread of a team (the
+ * block's worksharing splits the rows and heads) or alone, serially. */
+static void layers(const attn_gpt *m, attn_gpt_kv_cache *c, const uint16_t *wb) {
+    const size_t per_layer = (size_t)c->rows * (size_t)c->kv_dim;
+    const size_t per = attn_block_bf16_numel(&m->blocks[0]);
+    attn_block_step_buf b = {c->x, c->ln, c->proj, c->hidden, {NULL, c->q, c->att, c->scores}};
+    for (int l = 0; l < c->n_layers; l++) {
+        b.att.w_bf16 = wb ? wb + (size_t)l * per : NULL;
+        attn_block_step(&m->blocks[l], c->k + (size_t)l * per_layer, c->v + (size_t)l * per_layer,
+                        c->len, &b);
+    }
+}
+
+attn_status attn_gpt_kv_step(const attn_gpt *m, attn_gpt_kv_cache *c, int32_t token, float *logits,
+                             attn_error *err) {
+    const attn_gpt_config *cfg = &m->cfg;
+    if (c->capacity != kv_capacity(m) || c->rows != attn_mha_step_rows(&m->blocks[0].att) ||
+        c->kv_dim != m->blocks[0].att.kv_dim || c->C != cfg->emb_dim || c->H != cfg->n_heads ||
+        c->n_layers != cfg->n_layers)
+        return attn_fail(err, ATTN_ERR_SHAPE, "KV cache was made for another model config");
+    if (c->len >= c->capacity)
+        return attn_fail(err, ATTN_ERR_STATE,
+                         "KV cache is full (%d tokens): slide the window by re-priming "
+                         "with attn_gpt_kv_prefill",
+                         c->capacity);
+    if (token < 0 || token >= cfg->vocab_size)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "token id %ld is outside [0, vocab_size %d)",
+                         (long)token, cfg->vocab_size);
+    const uint16_t *wb = c->precision == ATTN_PRECISION_BF16 ? c->w_bf16 : NULL;
+    attn_gpt_embed(m, &token, 1, 1, c->len, c->x);
+
+    /* One team for the whole token (a region per product would cost more
+     * than the small products themselves); none at all on one thread. */
+    const int nt = c->threads > 0 ? c->threads : 1;
+    if (nt > 1) {
+#pragma omp parallel num_threads(nt)
+        layers(m, c, wb);
+    } else {
+        layers(m, c, wb);
+    }
+    attn_layernorm_forward(&m->final_norm, c->x, c->ln, NULL, NULL, 1);
+    const size_t per = attn_block_bf16_numel(&m->blocks[0]);
+    const uint16_t *wo = wb ? wb + per * (size_t)cfg->n_layers : NULL;
+    attn_linear_rows(&m->out_head, wo, c->ln, c->logits, 0, cfg->vocab_size);
+    if (logits) memcpy(logits, c->logits, (size_t)cfg->vocab_size * sizeof(float));
+    c->len++;
+    return ATTN_OK;
+}
+
+attn_status attn_gpt_kv_prefill(const attn_gpt *m, attn_gpt_kv_cache *c, const int32_t *ids, int n,
+                                float *logits, attn_error *err) {
+    if (n < 1 || n > m->cfg.context_length)
+        return attn_fail(err, ATTN_ERR_SHAPE, "prefill length %d must be in [1, context_length %d]",
+                         n, m->cfg.context_length);
+    c->len = 0;
+    for (int i = 0; i < n; i++) {
+        attn_status s = attn_gpt_kv_step(m, c, ids[i], i + 1 == n ? logits : NULL, err);
+        if (s != ATTN_OK) {
+            c->len = 0;
+            return s;
+        }
+    }
+    return ATTN_OK;
+}

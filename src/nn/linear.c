@@ -1,0 +1,99 @@
+/* nn.Linear forward/backward on row-major arrays (see attn/linear.h). */
+#include "attn/linear.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc_huge.h"
+#include "attn/gemm.h"
+
+attn_status attn_linear_init(attn_linear *layer, int in_features, int out_features, int has_bias,
+                             attn_rng *rng, attn_error *err) {
+    memset(layer, 0, sizeof *layer);
+    if (in_features <= 0 || out_features <= 0)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "Linear needs positive in_features and out_features (got %d, %d)",
+                         in_features, out_features);
+    const size_t nw = (size_t)in_features * (size_t)out_features;
+    const size_t nb = has_bias ? (size_t)out_features : 0;
+    layer->in_features = in_features;
+    layer->out_features = out_features;
+    layer->has_bias = has_bias ? 1 : 0;
+    /* Streamed once per token when generating: on huge pages. */
+    layer->weight = attn_calloc_streamed(nw, sizeof(float));
+    layer->grad_weight = calloc(nw, sizeof(float));
+    if (has_bias) {
+        layer->bias = calloc(nb, sizeof(float));
+        layer->grad_bias = calloc(nb, sizeof(float));
+    }
+    if (!layer->weight || !layer->grad_weight ||
+        (has_bias && (!layer->bias || !layer->grad_bias))) {
+        attn_linear_free(layer);
+        return attn_fail(err, ATTN_ERR_NOMEM, "out of memory allocating Linear(%d, %d)",
+                         in_features, out_features);
+    }
+    if (rng) {
+        /* kaiming_uniform_(a=sqrt(5)) computed in double exactly as torch.nn.init does:
+         * gain = sqrt(2 / (1 + a^2)), bound = sqrt(3) * gain / sqrt(fan_in). */
+        const double a = sqrt(5.0);
+        const double gain = sqrt(2.0 / (1.0 + a * a));
+        const double wbound = sqrt(3.0) * (gain / sqrt((double)in_features));
+        attn_rng_uniform(rng, layer->weight, nw, (float)-wbound, (float)wbound);
+        if (has_bias) {
+            const double bbound = 1.0 / sqrt((double)in_features);
+            attn_rng_uniform(rng, layer->bias, nb, (float)-bbound, (float)bbound);
+        }
+    }
+    return ATTN_OK;
+}
+
+void attn_linear_free(attn_linear *layer) {
+    free(layer->weight);
+    free(layer->bias);
+    free(layer->grad_weight);
+    free(layer->grad_bias);
+    layer->weight = layer->bias = layer->grad_weight = layer->grad_bias = NULL;
+}
+
+attn_status attn_linear_params(attn_linear *layer, const char *prefix, attn_param_list *list,
+                               attn_error *err) {
+    const int64_t wshape[2] = {layer->out_features, layer->in_features};
+    const int64_t bshape[1] = {layer->out_features};
+    attn_status s = attn_param_list_add(list, prefix, "weight", layer->weight, layer->grad_weight,
+                                        2, wshape, err);
+    if (s != ATTN_OK || !layer->has_bias) return s;
+    return attn_param_list_add(list, prefix, "bias", layer->bias, layer->grad_bias, 1, bshape, err);
+}
+
+void attn_linear_forward(const attn_linear *layer, const float *x, float *y, size_t N) {
+    const int in = layer->in_features, out = layer->out_features;
+    if (N == 0) return;
+    /* Start from the bias (or zero), then y += x W^T. */
+    for (size_t n = 0; n < N; n++) {
+        float *row = y + n * (size_t)out;
+        if (layer->has_bias)
+            memcpy(row, layer->bias, (size_t)out * sizeof(float));
+        else
+            memset(row, 0, (size_t)out * sizeof(float));
+    }
+    attn_gemm(layer->bf16, 0, 0, 1, (int)N, out, in, 1.0f, x, in, layer->weight, in, 1.0f, y, out);
+}
+
+void attn_linear_backward(attn_linear *layer, const float *x, const float *dy, float *dx,
+                          size_t N) {
+    const int in = layer->in_features, out = layer->out_features;
+    if (N == 0) return;
+    /* grad_weight (out, in) += dy^T (out, N) x (N, in);
+     * dx (N, in) += dy (N, out) W (out, in) */
+    attn_gemm_linear_grads(layer->bf16, 0, (int)N, in, out, x, dy, layer->weight, 1.0f,
+                           layer->grad_weight, dx);
+    if (layer->has_bias) {
+        for (size_t n = 0; n < N; n++) {
+            const float *row = dy + n * (size_t)out;
+            for (int o = 0; o < out; o++)
+                layer->grad_bias[o] += row[o];
+        }
+    }
+}

@@ -1,0 +1,36 @@
+/* One-row Linear products for the KV-cached step (internal): y = W x (+ b)
+ * through the GEMV kernels (gemv.h), from the fp32 weights or a bf16 copy.
+ *
+ * Shapes: x (in_features), y (out_features); a bf16 copy w is the weight
+ * (out_features, in_features) rounded to bf16, as attn_linear_bf16_copy
+ * writes it (w == NULL: the fp32 weight). */
+#ifndef ATTN_SRC_LINEAR_STEP_H
+#define ATTN_SRC_LINEAR_STEP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "attn/linear.h"
+#include "kernels/gemv.h"
+
+/* Rows of y a thread takes at a time: whole cache lines of y. */
+#define ATTN_STEP_ROWS 16
+
+/* Rows [r0, r1) of y. */
+static inline void attn_linear_rows(const attn_linear *l, const uint16_t *w, const float *x,
+                                    float *y, int r0, int r1) {
+    if (w)
+        attn_gemv_bf16(w, l->bias, x, y, l->in_features, r0, r1);
+    else
+        attn_gemv_f32(l->weight, l->bias, x, y, l->in_features, r0, r1);
+}
+
+/* All of y, its row chunks split over the calling team (an orphaned
+ * `omp for`): call from every thread of a team, or from one thread alone. */
+void attn_linear_step(const attn_linear *l, const uint16_t *w, const float *x, float *y);
+
+/* Writes the weight rounded to bf16 into w; returns the values written
+ * (out_features * in_features). */
+size_t attn_linear_bf16_copy(const attn_linear *l, uint16_t *w);
+
+#endif

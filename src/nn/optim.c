@@ -1,0 +1,136 @@
+/* AdamW, learning-rate schedule and gradient clipping (see attn/optim.h). */
+#include "attn/optim.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/parallel.h"
+
+static const double PI = 3.14159265358979323846;
+
+attn_adamw_config attn_adamw_defaults(void) {
+    attn_adamw_config c = {0.9, 0.999, 1e-8, 0.01};
+    return c;
+}
+
+attn_status attn_adamw_init(attn_adamw *opt, const attn_param_list *params,
+                            const attn_adamw_config *cfg, attn_error *err) {
+    memset(opt, 0, sizeof *opt);
+    if (!(cfg->beta1 >= 0 && cfg->beta1 < 1 && cfg->beta2 >= 0 && cfg->beta2 < 1))
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "AdamW betas must be in [0, 1) (got %g, %g)",
+                         cfg->beta1, cfg->beta2);
+    if (!(cfg->eps > 0) || !(cfg->weight_decay >= 0))
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "AdamW needs eps > 0 and weight decay >= 0 (got %g, %g)", cfg->eps,
+                         cfg->weight_decay);
+    opt->cfg = *cfg;
+    opt->n_params = params->count;
+    opt->total = attn_param_list_numel(params);
+    opt->offset = malloc((size_t)(params->count ? params->count : 1) * sizeof *opt->offset);
+    opt->decay = malloc((size_t)(params->count ? params->count : 1));
+    opt->m = calloc(opt->total ? opt->total : 1, sizeof *opt->m);
+    opt->v = calloc(opt->total ? opt->total : 1, sizeof *opt->v);
+    if (!opt->offset || !opt->decay || !opt->m || !opt->v) {
+        attn_adamw_free(opt);
+        return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for AdamW moments");
+    }
+    size_t off = 0;
+    for (int i = 0; i < params->count; i++) {
+        opt->offset[i] = off;
+        opt->decay[i] = params->items[i].ndim >= 2;
+        off += params->items[i].numel;
+    }
+    return ATTN_OK;
+}
+
+void attn_adamw_free(attn_adamw *opt) {
+    free(opt->offset);
+    free(opt->decay);
+    free(opt->m);
+    free(opt->v);
+    memset(opt, 0, sizeof *opt);
+}
+
+attn_status attn_adamw_step(attn_adamw *opt, const attn_param_list *params, double lr,
+                            attn_error *err) {
+    if (params->count != opt->n_params || attn_param_list_numel(params) != opt->total)
+        return attn_fail(err, ATTN_ERR_STATE,
+                         "AdamW was set up for %d parameters (%zu values), given %d", opt->n_params,
+                         opt->total, params->count);
+    opt->step++;
+    const double b1 = opt->cfg.beta1, b2 = opt->cfg.beta2;
+    const double t = (double)opt->step;
+    /* Scalars as Python computes them (double), then used as float32 by
+     * the tensor ops, as PyTorch's CPU kernels do for float tensors. */
+    const float decay_f = (float)(1.0 - lr * opt->cfg.weight_decay);
+    const float b1f = (float)b1, omb1 = (float)(1.0 - b1);
+    const float b2f = (float)b2, omb2 = (float)(1.0 - b2);
+    const double step_size = lr / (1.0 - pow(b1, t));
+    const float bc2_sqrt = (float)sqrt(1.0 - pow(b2, t));
+    const float neg_step = (float)(-step_size);
+    const float eps = (float)opt->cfg.eps;
+    for (int i = 0; i < params->count; i++) {
+        const attn_param *p = &params->items[i];
+        if (!p->grad) continue;
+        float *w = p->data;
+        const float *g = p->grad;
+        float *m = opt->m + opt->offset[i], *v = opt->v + opt->offset[i];
+        const int decay = opt->decay[i] && opt->cfg.weight_decay != 0;
+        const long n = (long)p->numel;
+#pragma omp parallel for schedule(static) if (n >= ATTN_PAR_MIN)
+        for (long k = 0; k < n; k++) {
+            float wk = w[k];
+            if (decay) wk = wk * decay_f;
+            float mk = m[k] * b1f + omb1 * g[k];
+            float vk = v[k] * b2f + omb2 * (g[k] * g[k]);
+            float denom = sqrtf(vk) / bc2_sqrt + eps;
+            w[k] = wk + neg_step * (mk / denom);
+            m[k] = mk;
+            v[k] = vk;
+        }
+    }
+    return ATTN_OK;
+}
+
+double attn_clip_grad_norm(const attn_param_list *params, double max_norm) {
+    /* Each tensor's sum of squares on its own (in parallel), then added in
+     * parameter order: the same norm whatever the thread count. */
+    double ss = 0.0;
+    const int count = params->count;
+    const size_t total = attn_param_list_numel(params);
+#pragma omp parallel for ordered schedule(dynamic, 1) if (total >= ATTN_PAR_MIN)
+    for (int i = 0; i < count; i++) {
+        const attn_param *p = &params->items[i];
+        double part = 0.0;
+        if (p->grad)
+            for (size_t k = 0; k < p->numel; k++)
+                part += (double)p->grad[k] * (double)p->grad[k];
+#pragma omp ordered
+        ss += part;
+    }
+    double norm = sqrt(ss);
+    if (max_norm > 0 && norm > max_norm) {
+        /* PyTorch forms the factor from the float32 norm, in float32. */
+        float coef = (float)max_norm / ((float)norm + 1e-6f);
+        for (int i = 0; i < params->count; i++) {
+            const attn_param *p = &params->items[i];
+            if (!p->grad) continue;
+            const long n = (long)p->numel;
+#pragma omp parallel for schedule(static) if (n >= ATTN_PAR_MIN)
+            for (long k = 0; k < n; k++)
+                p->grad[k] *= coef;
+        }
+    }
+    return norm;
+}
+
+double attn_lr_cosine(int64_t it, int64_t warmup, int64_t decay_steps, double lr_max,
+                      double lr_min) {
+    if (it < warmup) return lr_max * (double)(it + 1) / (double)(warmup + 1);
+    if (it > decay_steps) return lr_min;
+    if (decay_steps <= warmup) return lr_min;
+    double ratio = (double)(it - warmup) / (double)(decay_steps - warmup);
+    double coeff = 0.5 * (1.0 + cos(PI * ratio));
+    return lr_min + coeff * (lr_max - lr_min);
+}

@@ -1,0 +1,190 @@
+/* The training loop's rhythm: steps, evaluations, checkpoints, stop
+ * requests (see attn_trainer_run in attn/train.h). */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
+
+#include <errno.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "attn/train.h"
+#include "base/clock.h"
+
+/* The checkpoint, then the loss files that describe it (rank 0 writes). */
+static attn_status save(const attn_trainer *tr, const char *out, attn_error *err) {
+    if (!out || (tr->dist && tr->dist->rank != 0)) return ATTN_OK;
+    attn_status s = attn_trainer_save(tr, out, err);
+    return s ? s : attn_trainer_write_loss_files(tr, out, err);
+}
+
+/* After an evaluation at step > 0 that beats every earlier one on val
+ * loss: its checkpoint into out/best (rank 0). The runs with exact
+ * evaluations compare exact losses; the others the sampled estimates (the
+ * final exact loss of such a run is not compared with them). */
+static attn_status save_best(const attn_trainer *tr, const char *out, attn_error *err) {
+    if (!out || (tr->dist && tr->dist->rank != 0) || tr->n_evals == 0) return ATTN_OK;
+    const int exact = tr->tcfg.eval_mode == ATTN_EVAL_EXACT;
+    const attn_eval_record *now = &tr->evals[tr->n_evals - 1];
+    const float v = exact ? now->val_exact : now->val_loss;
+    if (now->step == 0 || !isfinite(v)) return ATTN_OK;
+    for (size_t i = 0; i + 1 < tr->n_evals; i++) {
+        const float w = exact ? tr->evals[i].val_exact : tr->evals[i].val_loss;
+        if (tr->evals[i].step > 0 && !isnan(w) && !(v < w)) return ATTN_OK;
+    }
+    char best[4096];
+    int k = snprintf(best, sizeof best, "%s/" ATTN_CKPT_BEST, out);
+    if (k < 0 || k >= (int)sizeof best)
+        return attn_fail(err, ATTN_ERR_IO, "output directory path is too long");
+    if (mkdir(best, 0777) != 0 && errno != EEXIST)
+        return attn_fail(err, ATTN_ERR_IO, "cannot create %s: %s", best, strerror(errno));
+    return attn_trainer_save(tr, best, err);
+}
+
+/* time_budget's bookkeeping: the run's clock and what the end must keep for
+ * its final evaluation and checkpoint. */
+typedef struct budget_clock {
+    double t0, elapsed0; /* attn_now_s() at the start; tr->elapsed_s then */
+    double fwd_token_s;  /* seconds per token of an eval forward (0 = not measured) */
+    double exact_s;      /* the last exact evaluation's seconds (0 = none yet) */
+    double save_s, step_s;
+} budget_clock;
+
+static double clock_now(const budget_clock *k) {
+    return k->elapsed0 + (attn_now_s() - k->t0);
+}
+
+/* Seconds the final evaluation will take: the last exact one's, else its
+ * tokens at the measured forward speed (an eval's, else a step's third),
+ * with a quarter to spare. */
+static double final_eval_s(const attn_trainer *tr, const budget_clock *k) {
+    if (k->exact_s > 0) return 1.25 * k->exact_s;
+    const double B = tr->tcfg.batch_size, T = tr->mcfg.context_length;
+    const double windows = ceil((double)(tr->val.n_ids - 1) / T);
+    const double tokens = ceil(windows / B) * B * T + 2.0 * tr->tcfg.eval_iters * B * T;
+    const double per = k->fwd_token_s > 0 ? k->fwd_token_s : k->step_s / (3 * B * T);
+    return 1.25 * per * tokens;
+}
+
+/* An evaluation (final: attn_trainer_evaluate_final), timed for the clock. */
+static attn_status timed_eval(attn_trainer *tr, int final, budget_clock *k, attn_eval_record *er,
+                              attn_error *err) {
+    const double t = attn_now_s();
+    attn_status s =
+        final ? attn_trainer_evaluate_final(tr, er, err) : attn_trainer_evaluate(tr, er, err);
+    const double dt = attn_now_s() - t;
+    if (!s && !isnan(er->val_exact)) k->exact_s = dt;
+    if (!s && isnan(er->val_exact)) {
+        const double tokens =
+            2.0 * tr->tcfg.eval_iters * tr->tcfg.batch_size * tr->mcfg.context_length;
+        k->fwd_token_s = dt / tokens;
+    }
+    return s;
+}
+
+static attn_status timed_save(attn_trainer *tr, const char *out, budget_clock *k, attn_error *err) {
+    tr->elapsed_s = clock_now(k);
+    const double t = attn_now_s();
+    attn_status s = save(tr, out, err);
+    k->save_s = attn_now_s() - t;
+    return s;
+}
+
+attn_status attn_trainer_run(attn_trainer *tr, const char *out, int resumed,
+                             const attn_trainer_events *events, attn_train_result *result,
+                             attn_error *err) {
+    static const attn_trainer_events none = {0};
+    const attn_trainer_events *ev = events ? events : &none;
+    const attn_train_config *c = &tr->tcfg;
+    attn_dist *dist = tr->dist;
+    const int accum = c->grad_accum > 1 ? c->grad_accum : 1;
+    const double tokens_per_step = (double)c->batch_size * tr->mcfg.context_length * accum;
+    const double budget = c->time_budget;
+    attn_train_result res = {.start_step = tr->step};
+    budget_clock k = {.t0 = attn_now_s(), .elapsed0 = tr->elapsed_s};
+    attn_eval_record er;
+    attn_status s;
+    const double t_start = k.t0;
+    if (!resumed && tr->step == 0) {
+        if ((s = timed_eval(tr, 0, &k, &er, err))) return s;
+        if (ev->on_eval) ev->on_eval(ev->user, tr, &er);
+    }
+    int saved_now = resumed; /* a resumed run's state is already on disk */
+    int spent = 0;           /* the time budget ended the run */
+    while (tr->step < c->max_steps) {
+        int stop = ev->should_stop ? ev->should_stop(ev->user, tr) : 0;
+        if (attn_dist_any(dist, stop)) break; /* all ranks stop together */
+        if (budget > 0) {
+            /* Stop while the final evaluation and checkpoint still fit; the
+             * ranks agree (their clocks differ). The LR follows the share of
+             * the budget the steps have. */
+            /* keep: the final evaluation, then up to two saves (best/ and
+             * the checkpoint). */
+            const double now = clock_now(&k), keep = final_eval_s(tr, &k) + 2 * k.save_s;
+            spent = attn_dist_any(dist, now + keep + k.step_s >= budget);
+            if (spent) break;
+            /* Never back (keep's estimate moves): the LR only goes down. */
+            const double room = budget - keep, prog = room > 0 ? now / room : 1;
+            tr->progress = prog > tr->progress ? (prog < 1 ? prog : 1) : tr->progress;
+            tr->elapsed_s = now;
+        }
+        const double t0 = attn_now_s(), c0 = dist ? dist->comm_s : 0;
+        const uint64_t b0 = dist ? dist->sent_bytes + dist->recv_bytes : 0;
+        attn_train_progress p = {.start_step = res.start_step};
+        if ((s = attn_trainer_step(tr, &p.rec, err))) return s;
+        p.step_s = attn_now_s() - t0;
+        k.step_s = p.step_s;
+        if (dist) {
+            p.step_comm_s = dist->comm_s - c0;
+            res.comm_bytes += dist->sent_bytes + dist->recv_bytes - b0;
+        }
+        res.comm_s += p.step_comm_s;
+        res.train_s += p.step_s;
+        saved_now = 0;
+        const double done = (double)(tr->step - res.start_step);
+        p.train_s = res.train_s;
+        p.tokens_per_s = done * tokens_per_step / res.train_s;
+        p.eta_s = (double)(c->max_steps - tr->step) * res.train_s / done;
+        if (budget > 0) {
+            const double left = budget - clock_now(&k);
+            p.eta_s = left < p.eta_s ? (left > 0 ? left : 0) : p.eta_s;
+        }
+        if (ev->on_step) ev->on_step(ev->user, tr, &p);
+        const int last = tr->step == c->max_steps;
+        const int did_eval = tr->step % c->eval_interval == 0 || last;
+        if (did_eval) {
+            if ((s = timed_eval(tr, last, &k, &er, err))) return s;
+            if (ev->on_eval) ev->on_eval(ev->user, tr, &er);
+            if ((s = save_best(tr, out, err))) return s;
+        }
+        if (did_eval || (c->checkpoint_interval > 0 && tr->step % c->checkpoint_interval == 0)) {
+            if ((s = timed_save(tr, out, &k, err))) return s;
+            saved_now = 1;
+        }
+    }
+    if (spent) {
+        /* The budget's end: the final (exact) evaluation, then its checkpoint. */
+        if ((s = timed_eval(tr, 1, &k, &er, err))) return s;
+        if (ev->on_eval) ev->on_eval(ev->user, tr, &er);
+        if ((s = save_best(tr, out, err))) return s;
+    }
+    if (spent) {
+        /* The end kept time for the final evaluation and checkpoint: the
+         * saved clock says the whole budget is spent, so a --resume takes no
+         * further step. */
+        const double now = clock_now(&k);
+        tr->elapsed_s = now > budget ? now : budget;
+        if ((s = save(tr, out, err))) return s;
+    } else if (!saved_now && (s = timed_save(tr, out, &k, err))) {
+        return s;
+    }
+    res.stopped = tr->step < c->max_steps && !spent;
+    res.budget_spent = spent;
+    res.wall_s = attn_now_s() - t_start;
+    res.tokens_per_s =
+        res.train_s > 0 ? (double)(tr->step - res.start_step) * tokens_per_step / res.train_s : 0;
+    if (result) *result = res;
+    return ATTN_OK;
+}
