@@ -40,7 +40,7 @@ run: build
 test: deps-test
 	@$(call configure,$(BUILD),-DCMAKE_BUILD_TYPE=Release -DATTN_BUILD_TESTS=ON)
 	cmake --build $(BUILD) -j $(JOBS)
-	ctest --test-dir $(BUILD) --output-on-failure -j 1
+	ctest --test-dir $(BUILD) --output-on-failure -j 1; rc=$$?; scripts/skipped.sh $(BUILD); exit $$rc
 
 # Only the GPU tests (tests/cuda/), on a machine with a CUDA device; they
 # report "Skipped" elsewhere.
@@ -54,7 +54,8 @@ test-sanitize: deps-test
 	@$(call configure,$(BUILD_ASAN),-DCMAKE_BUILD_TYPE=Debug -DATTN_SANITIZE=ON -DATTN_BUILD_TESTS=ON)
 	cmake --build $(BUILD_ASAN) -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	  ctest --test-dir $(BUILD_ASAN) --output-on-failure -j 1 -E 'parity_live|install_consumer'
+	  ctest --test-dir $(BUILD_ASAN) --output-on-failure -j 1 -E 'parity_live|install_consumer'; \
+	  rc=$$?; scripts/skipped.sh $(BUILD_ASAN); exit $$rc
 
 # attn against PyTorch on the issue's attention cases (same run), then the
 # nanoGPT-CPU training benchmark. Minutes; not part of `make test`.

@@ -13,8 +13,8 @@ src="$2"
 bin="$(dirname "$attn")/test_gpt_variants"
 py=/usr/bin/python3
 if ! "$py" -c 'import torch' 2>/dev/null; then
-    echo "gpt_variants_live: /usr/bin/python3 has no torch; skipping"
-    exit 0
+    echo "SKIP: /usr/bin/python3 has no torch (scripts/install-deps.sh test installs python3-torch)"
+    exit 77
 fi
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT

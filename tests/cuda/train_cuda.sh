@@ -17,13 +17,16 @@ fails=0
 ok() { echo "ok   - $1"; }
 bad() { echo "FAIL - $1"; fails=$((fails + 1)); }
 
-if [ ! -s "$corpus" ]; then echo "SKIP: no corpus at $corpus"; exit 77; fi
-probe=$("$ATTN" train --data "$corpus" --preset tiny --steps 1 --eval-iters 1 --device cuda \
+# The device first (on a small corpus of its own), so a skip names the GPU.
+for i in $(seq 200); do echo "ROMEO: wherefore art thou? JULIET: a rose by any other name."; done \
+  > "$tmp/probe.txt"
+probe=$("$ATTN" train --data "$tmp/probe.txt" --preset tiny --steps 1 --eval-iters 1 --device cuda \
   --out "$tmp/probe" 2>&1 >/dev/null)
 if echo "$probe" | grep -q -e "without CUDA" -e "no CUDA device"; then
   echo "SKIP: $(echo "$probe" | grep -e "without CUDA" -e "no CUDA device" | head -1)"
   exit 77
 fi
+if [ ! -s "$corpus" ]; then echo "SKIP: no corpus at $corpus"; exit 77; fi
 
 train() { "$ATTN" train --data "$corpus" --preset tiny --steps 300 --eval-interval 100 \
   --eval-iters 5 --log-interval 10 "$@"; }
