@@ -185,117 +185,125 @@ static attn_status npy_prefix(const unsigned char *b, size_t len, const char *na
     return ATTN_OK;
 }
 
-/* need == NULL: parse the whole file image. Else buf holds at least the
- * header: check it and set *need to the file's full size. */
-static attn_status parse_impl(const void *buf, size_t len, const char *name, unsigned accept,
-                              attn_npy *out, size_t *need, attn_error *err) {
-    memset(out, 0, sizeof *out);
-    const unsigned char *b = buf;
-    size_t pre, hlen;
-    attn_status ps = npy_prefix(b, len, name, &pre, &hlen, err);
-    if (ps) return ps;
-    if (len < pre) return attn_fail(err, ATTN_ERR_FORMAT, "%s: truncated .npy header", name);
-    if (hlen > len - pre)
-        return attn_fail(err, ATTN_ERR_FORMAT,
-                         "%s: truncated .npy header (header says %zu bytes, file has %zu)", name,
-                         hlen, len - pre);
-
-    cursor c = {(const char *)b + pre, (const char *)b + pre + hlen};
-    char descr[32] = "";
-    int have_descr = 0, have_fortran = 0, have_shape = 0, fortran = 0;
-    int ndim = 0;
+/* The header dict's fields. */
+typedef struct npy_header {
+    char descr[32];
+    int have_descr, have_fortran, have_shape, fortran;
+    int ndim;
     int64_t shape[ATTN_NPY_MAX_DIMS];
-    if (!eat(&c, '{')) return bad_header(err, name, "expected '{'");
+} npy_header;
+
+/* 'shape': a tuple of sizes, "(5)" being just 5 in Python (a 1-tuple needs
+ * the comma). */
+static attn_status parse_shape(cursor *c, npy_header *h, const char *name, attn_error *err) {
+    if (!eat(c, '(')) return bad_header(err, name, "'shape' is not a tuple");
+    int commas = 0;
     for (;;) {
-        if (eat(&c, '}')) break;
-        char key[32];
-        if (!parse_str(&c, key, sizeof key)) return bad_header(err, name, "expected a quoted key");
-        if (!eat(&c, ':')) return bad_header(err, name, "expected ':' after a key");
-        if (strcmp(key, "descr") == 0) {
-            if (have_descr++) return bad_header(err, name, "duplicate key 'descr'");
-            skip_ws(&c);
-            if (c.p < c.end && *c.p == '[')
-                return attn_fail(err, ATTN_ERR_FORMAT,
-                                 "%s: unsupported dtype (structured record array)", name);
-            if (!parse_str(&c, descr, sizeof descr))
-                return bad_header(err, name, "'descr' is not a dtype string");
-        } else if (strcmp(key, "fortran_order") == 0) {
-            if (have_fortran++) return bad_header(err, name, "duplicate key 'fortran_order'");
-            if (parse_word(&c, "True"))
-                fortran = 1;
-            else if (parse_word(&c, "False"))
-                fortran = 0;
-            else
-                return bad_header(err, name, "'fortran_order' is not True or False");
-        } else if (strcmp(key, "shape") == 0) {
-            if (have_shape++) return bad_header(err, name, "duplicate key 'shape'");
-            if (!eat(&c, '(')) return bad_header(err, name, "'shape' is not a tuple");
-            int commas = 0;
-            for (;;) {
-                if (eat(&c, ')')) break;
-                int64_t d;
-                if (!parse_dim(&c, &d))
-                    return bad_header(err, name, "'shape' holds something other than sizes");
-                if (ndim == ATTN_NPY_MAX_DIMS)
-                    return attn_fail(err, ATTN_ERR_FORMAT, "%s: more than %d dimensions", name,
-                                     ATTN_NPY_MAX_DIMS);
-                shape[ndim++] = d;
-                if (eat(&c, ',')) {
-                    commas++;
-                    continue;
-                }
-                if (eat(&c, ')')) break;
-                return bad_header(err, name, "expected ',' or ')' in 'shape'");
-            }
-            /* "(5)" is just 5 in Python; a 1-tuple needs the comma. */
-            if (ndim == 1 && commas == 0) return bad_header(err, name, "'shape' is not a tuple");
-        } else {
-            return attn_fail(err, ATTN_ERR_FORMAT, "%s: malformed .npy header: unexpected key '%s'",
-                             name, key);
+        if (eat(c, ')')) break;
+        int64_t d;
+        if (!parse_dim(c, &d))
+            return bad_header(err, name, "'shape' holds something other than sizes");
+        if (h->ndim == ATTN_NPY_MAX_DIMS)
+            return attn_fail(err, ATTN_ERR_FORMAT, "%s: more than %d dimensions", name,
+                             ATTN_NPY_MAX_DIMS);
+        h->shape[h->ndim++] = d;
+        if (eat(c, ',')) {
+            commas++;
+            continue;
         }
-        if (eat(&c, ',')) continue;
-        if (eat(&c, '}')) break;
+        if (eat(c, ')')) break;
+        return bad_header(err, name, "expected ',' or ')' in 'shape'");
+    }
+    if (h->ndim == 1 && commas == 0) return bad_header(err, name, "'shape' is not a tuple");
+    return ATTN_OK;
+}
+
+/* One key of the dict and its value. */
+static attn_status parse_field(cursor *c, npy_header *h, const char *name, attn_error *err) {
+    char key[32];
+    if (!parse_str(c, key, sizeof key)) return bad_header(err, name, "expected a quoted key");
+    if (!eat(c, ':')) return bad_header(err, name, "expected ':' after a key");
+    if (strcmp(key, "descr") == 0) {
+        if (h->have_descr++) return bad_header(err, name, "duplicate key 'descr'");
+        skip_ws(c);
+        if (c->p < c->end && *c->p == '[')
+            return attn_fail(err, ATTN_ERR_FORMAT,
+                             "%s: unsupported dtype (structured record array)", name);
+        if (!parse_str(c, h->descr, sizeof h->descr))
+            return bad_header(err, name, "'descr' is not a dtype string");
+    } else if (strcmp(key, "fortran_order") == 0) {
+        if (h->have_fortran++) return bad_header(err, name, "duplicate key 'fortran_order'");
+        if (parse_word(c, "True"))
+            h->fortran = 1;
+        else if (parse_word(c, "False"))
+            h->fortran = 0;
+        else
+            return bad_header(err, name, "'fortran_order' is not True or False");
+    } else if (strcmp(key, "shape") == 0) {
+        if (h->have_shape++) return bad_header(err, name, "duplicate key 'shape'");
+        return parse_shape(c, h, name, err);
+    } else {
+        return attn_fail(err, ATTN_ERR_FORMAT, "%s: malformed .npy header: unexpected key '%s'",
+                         name, key);
+    }
+    return ATTN_OK;
+}
+
+/* The dict {'descr': ..., 'fortran_order': ..., 'shape': ...} into h,
+ * each key once. */
+static attn_status parse_dict(cursor *c, npy_header *h, const char *name, attn_error *err) {
+    memset(h, 0, sizeof *h);
+    if (!eat(c, '{')) return bad_header(err, name, "expected '{'");
+    for (;;) {
+        if (eat(c, '}')) break;
+        attn_status s = parse_field(c, h, name, err);
+        if (s) return s;
+        if (eat(c, ',')) continue;
+        if (eat(c, '}')) break;
         return bad_header(err, name, "expected ',' or '}'");
     }
-    skip_ws(&c);
-    if (c.p != c.end) return bad_header(err, name, "text after the closing '}'");
-    if (!have_descr || !have_fortran || !have_shape)
+    skip_ws(c);
+    if (c->p != c->end) return bad_header(err, name, "text after the closing '}'");
+    if (!h->have_descr || !h->have_fortran || !h->have_shape)
         return bad_header(err, name,
-                          !have_descr     ? "missing key 'descr'"
-                          : !have_fortran ? "missing key 'fortran_order'"
-                                          : "missing key 'shape'");
+                          !h->have_descr     ? "missing key 'descr'"
+                          : !h->have_fortran ? "missing key 'fortran_order'"
+                                             : "missing key 'shape'");
+    return ATTN_OK;
+}
 
+/* The header's dtype, when accept has it, and C order; *numel its values. */
+static attn_status check_array(const npy_header *h, unsigned accept, const char *name,
+                               attn_npy_dtype *dtype, size_t *numel, attn_error *err) {
     attn_npy_dtype dt = 0;
     for (int t = ATTN_NPY_F32; t <= ATTN_NPY_F64; t++)
-        if (strcmp(descr, attn_npy_dtype_descr((attn_npy_dtype)t)) == 0) dt = (attn_npy_dtype)t;
+        if (strcmp(h->descr, attn_npy_dtype_descr((attn_npy_dtype)t)) == 0) dt = (attn_npy_dtype)t;
     if (!dt || !(accept & (1u << dt))) {
         char exp[160];
         expected_list(accept, exp, sizeof exp);
-        const char *hint = descr_hint(descr);
+        const char *hint = descr_hint(h->descr);
         return attn_fail(err, ATTN_ERR_FORMAT, "%s: unsupported dtype '%s'%s%s%s; expected %s",
-                         name, descr, hint ? " (" : "", hint ? hint : "", hint ? ")" : "", exp);
+                         name, h->descr, hint ? " (" : "", hint ? hint : "", hint ? ")" : "", exp);
     }
-    if (fortran)
+    if (h->fortran)
         return attn_fail(err, ATTN_ERR_FORMAT,
                          "%s: Fortran-order (column-major) arrays are not supported; save a "
                          "C-order array (numpy.ascontiguousarray)",
                          name);
+    const size_t esz = attn_npy_dtype_size(dt);
+    *numel = 1;
+    for (int i = 0; i < h->ndim; i++) {
+        if (h->shape[i] != 0 && *numel > SIZE_MAX / esz / (size_t)h->shape[i])
+            return attn_fail(err, ATTN_ERR_FORMAT, "%s: shape is too large", name);
+        *numel *= (size_t)h->shape[i];
+    }
+    *dtype = dt;
+    return ATTN_OK;
+}
 
-    size_t esz = attn_npy_dtype_size(dt);
-    size_t numel = 1;
-    for (int i = 0; i < ndim; i++) {
-        if (shape[i] != 0 && numel > SIZE_MAX / esz / (size_t)shape[i])
-            return attn_fail(err, ATTN_ERR_FORMAT, "%s: shape is too large", name);
-        numel *= (size_t)shape[i];
-    }
-    size_t nbytes = numel * esz;
-    if (need) {
-        if (nbytes > SIZE_MAX - pre - hlen - 1)
-            return attn_fail(err, ATTN_ERR_FORMAT, "%s: shape is too large", name);
-        *need = pre + hlen + nbytes;
-        return ATTN_OK;
-    }
-    size_t have = len - pre - hlen;
+/* out gets a copy of the have data bytes at data, which must be nbytes. */
+static attn_status take_data(const unsigned char *data, size_t have, size_t nbytes,
+                             const char *name, attn_npy *out, attn_error *err) {
     if (have < nbytes)
         return attn_fail(err, ATTN_ERR_FORMAT,
                          "%s: truncated .npy data (expected %zu bytes for the shape, found %zu)",
@@ -307,11 +315,42 @@ static attn_status parse_impl(const void *buf, size_t len, const char *name, uns
     out->data = malloc(nbytes ? nbytes : 1);
     if (!out->data)
         return attn_fail(err, ATTN_ERR_NOMEM, "%s: out of memory (%zu bytes)", name, nbytes);
-    memcpy(out->data, b + pre + hlen, nbytes);
+    memcpy(out->data, data, nbytes);
+    return ATTN_OK;
+}
+
+/* need == NULL: parse the whole file image. Else buf holds at least the
+ * header: check it and set *need to the file's full size. */
+static attn_status parse_impl(const void *buf, size_t len, const char *name, unsigned accept,
+                              attn_npy *out, size_t *need, attn_error *err) {
+    memset(out, 0, sizeof *out);
+    const unsigned char *b = buf;
+    size_t pre, hlen, numel = 0;
+    attn_status s = npy_prefix(b, len, name, &pre, &hlen, err);
+    if (s) return s;
+    if (len < pre) return attn_fail(err, ATTN_ERR_FORMAT, "%s: truncated .npy header", name);
+    if (hlen > len - pre)
+        return attn_fail(err, ATTN_ERR_FORMAT,
+                         "%s: truncated .npy header (header says %zu bytes, file has %zu)", name,
+                         hlen, len - pre);
+    cursor c = {(const char *)b + pre, (const char *)b + pre + hlen};
+    npy_header h;
+    attn_npy_dtype dt = 0;
+    if ((s = parse_dict(&c, &h, name, err)) ||
+        (s = check_array(&h, accept, name, &dt, &numel, err)))
+        return s;
+    const size_t nbytes = numel * attn_npy_dtype_size(dt);
+    if (need) {
+        if (nbytes > SIZE_MAX - pre - hlen - 1)
+            return attn_fail(err, ATTN_ERR_FORMAT, "%s: shape is too large", name);
+        *need = pre + hlen + nbytes;
+        return ATTN_OK;
+    }
+    if ((s = take_data(b + pre + hlen, len - pre - hlen, nbytes, name, out, err))) return s;
     out->dtype = dt;
-    out->ndim = ndim;
-    for (int i = 0; i < ndim; i++)
-        out->shape[i] = shape[i];
+    out->ndim = h.ndim;
+    for (int i = 0; i < h.ndim; i++)
+        out->shape[i] = h.shape[i];
     out->numel = numel;
     return ATTN_OK;
 }

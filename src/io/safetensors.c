@@ -212,151 +212,146 @@ static attn_status parse_meta(const cJSON *m, attn_safetensors *st, const char *
     return ATTN_OK;
 }
 
-/* Parse the image in st->buf_ (st->size_ bytes, owned by st). */
-static attn_status parse_owned(attn_safetensors *st, const char *name, attn_error *err) {
-    const unsigned char *b = st->buf_;
-    size_t len = st->size_;
+/* The header of the image b (len bytes) as JSON: *n its length. */
+static attn_status parse_header(const unsigned char *b, size_t len, const char *name, uint64_t *n,
+                                cJSON **root, attn_error *err) {
     /* A safetensors file starts with a u64 header length and '{'. */
-    uint64_t n = 0;
+    *n = 0;
     for (int i = 7; len >= 8 && i >= 0; i--)
-        n = n << 8 | b[i];
-    if (len < 9 || n < 2 || n > ATTN_ST_MAX_HEADER || b[8] != '{')
+        *n = *n << 8 | b[i];
+    if (len < 9 || *n < 2 || *n > ATTN_ST_MAX_HEADER || b[8] != '{')
         return attn_fail(err, ATTN_ERR_FORMAT,
                          "%s: not a safetensors file (it does not start with a header length "
                          "and '{')",
                          name);
-    if (n > len - 8)
+    if (*n > len - 8)
         return attn_fail(err, ATTN_ERR_FORMAT,
                          "%s: truncated safetensors file (header needs %llu bytes, file has %zu "
                          "after the length)",
-                         name, (unsigned long long)n, len - 8);
-
-    char *text = malloc((size_t)n + 1);
+                         name, (unsigned long long)*n, len - 8);
+    char *text = malloc((size_t)*n + 1);
     if (!text) return attn_fail(err, ATTN_ERR_NOMEM, "%s: out of memory", name);
-    memcpy(text, b + 8, (size_t)n);
-    text[n] = '\0';
-    if (strlen(text) != (size_t)n) {
+    memcpy(text, b + 8, (size_t)*n);
+    text[*n] = '\0';
+    if (strlen(text) != (size_t)*n) {
         free(text);
         return attn_fail(err, ATTN_ERR_FORMAT, "%s: safetensors header contains a NUL byte", name);
     }
     const char *end = NULL;
-    cJSON *root = cJSON_ParseWithOpts(text, &end, 1);
-    if (!root) {
-        size_t at = end ? (size_t)(end - text) : 0;
-        free(text);
+    *root = cJSON_ParseWithOpts(text, &end, 1);
+    const size_t at = end ? (size_t)(end - text) : 0;
+    free(text);
+    if (!*root)
         return attn_fail(err, ATTN_ERR_FORMAT,
                          "%s: invalid JSON in safetensors header (at byte %zu)", name, at);
-    }
-    free(text);
-    attn_status s = ATTN_OK;
-    attn_st_tensor **order = NULL;
-    if (!cJSON_IsObject(root)) {
-        s = attn_fail(err, ATTN_ERR_FORMAT, "%s: safetensors header is not a JSON object", name);
-        goto done;
-    }
-    int total = cJSON_GetArraySize(root);
-    st->tensors = calloc((size_t)total + 1, sizeof *st->tensors);
-    order = malloc(((size_t)total + 1) * sizeof *order);
-    if (!st->tensors || !order) {
-        s = attn_fail(err, ATTN_ERR_NOMEM, "%s: out of memory", name);
-        goto done;
-    }
+    if (!cJSON_IsObject(*root))
+        return attn_fail(err, ATTN_ERR_FORMAT, "%s: safetensors header is not a JSON object", name);
+    return ATTN_OK;
+}
+
+/* The header's entries: the metadata and the tensors (their offsets). */
+static attn_status parse_items(const cJSON *root, attn_safetensors *st, const char *name,
+                               attn_error *err) {
+    st->tensors = calloc((size_t)cJSON_GetArraySize(root) + 1, sizeof *st->tensors);
+    if (!st->tensors) return attn_fail(err, ATTN_ERR_NOMEM, "%s: out of memory", name);
     int have_meta = 0;
     const cJSON *item;
     cJSON_ArrayForEach(item, root) {
+        attn_status s;
         if (strcmp(item->string, "__metadata__") == 0) {
-            if (have_meta++) {
-                s = attn_fail(err, ATTN_ERR_FORMAT, "%s: __metadata__ appears twice", name);
-                goto done;
-            }
-            if ((s = parse_meta(item, st, name, err))) goto done;
+            if (have_meta++)
+                return attn_fail(err, ATTN_ERR_FORMAT, "%s: __metadata__ appears twice", name);
+            if ((s = parse_meta(item, st, name, err))) return s;
             continue;
         }
         attn_st_tensor *t = &st->tensors[st->count];
-        if (!(t->name = dupstr(item->string))) {
-            s = attn_fail(err, ATTN_ERR_NOMEM, "%s: out of memory", name);
-            goto done;
-        }
+        if (!(t->name = dupstr(item->string)))
+            return attn_fail(err, ATTN_ERR_NOMEM, "%s: out of memory", name);
         st->count++;
-        if (!*t->name) {
-            s = attn_fail(err, ATTN_ERR_FORMAT, "%s: a tensor has an empty name", name);
-            goto done;
-        }
-        if ((s = parse_entry(item, t, name, err))) goto done;
+        if (!*t->name)
+            return attn_fail(err, ATTN_ERR_FORMAT, "%s: a tensor has an empty name", name);
+        if ((s = parse_entry(item, t, name, err))) return s;
     }
+    return ATTN_OK;
+}
 
-    for (int i = 0; i < st->count; i++)
-        order[i] = &st->tensors[i];
-    qsort(order, (size_t)st->count, sizeof *order, cmp_name);
-    for (int i = 1; i < st->count; i++)
-        if (strcmp(order[i - 1]->name, order[i]->name) == 0) {
-            s = attn_fail(err, ATTN_ERR_FORMAT, "%s: tensor '%s' appears twice", name,
-                          order[i]->name);
-            goto done;
-        }
-
-    /* The buffer must be covered exactly: no holes, no overlaps, nothing
-     * past the end, nothing after the last tensor. */
-    size_t bufsize = len - 8 - (size_t)n;
-    qsort(order, (size_t)st->count, sizeof *order, cmp_begin);
+/* The tensors (order: st->count pointers) have distinct names and cover the
+ * bufsize data bytes exactly: no holes, no overlaps, nothing past the end,
+ * nothing after the last tensor. Sorts order. */
+static attn_status check_layout(const attn_st_tensor **order, int count, size_t bufsize,
+                                const char *name, attn_error *err) {
+    qsort(order, (size_t)count, sizeof *order, cmp_name);
+    for (int i = 1; i < count; i++)
+        if (strcmp(order[i - 1]->name, order[i]->name) == 0)
+            return attn_fail(err, ATTN_ERR_FORMAT, "%s: tensor '%s' appears twice", name,
+                             order[i]->name);
+    qsort(order, (size_t)count, sizeof *order, cmp_begin);
     size_t need = 0;
     const attn_st_tensor *last = NULL;
-    for (int i = 0; i < st->count; i++)
+    for (int i = 0; i < count; i++)
         if (order[i]->end > need) {
             need = order[i]->end;
             last = order[i];
         }
-    if (need > bufsize) {
-        s = attn_fail(err, ATTN_ERR_FORMAT,
-                      "%s: truncated safetensors file: tensor '%s' ends at data byte %zu but "
-                      "the file holds %zu data bytes",
-                      name, last->name, need, bufsize);
-        goto done;
-    }
+    if (need > bufsize)
+        return attn_fail(err, ATTN_ERR_FORMAT,
+                         "%s: truncated safetensors file: tensor '%s' ends at data byte %zu but "
+                         "the file holds %zu data bytes",
+                         name, last->name, need, bufsize);
     size_t pos = 0;
-    for (int i = 0; i < st->count; i++) {
-        const attn_st_tensor *t = order[i];
-        if (t->begin < pos) {
-            s = attn_fail(err, ATTN_ERR_FORMAT,
-                          "%s: tensor '%s' (bytes %zu..%zu) overlaps tensor '%s' (bytes %zu..%zu)",
-                          name, t->name, t->begin, t->end, order[i - 1]->name, order[i - 1]->begin,
-                          order[i - 1]->end);
-            goto done;
-        }
-        if (t->begin > pos) {
-            s = attn_fail(err, ATTN_ERR_FORMAT,
-                          "%s: unused gap in the data buffer before tensor '%s' (bytes %zu..%zu)",
-                          name, t->name, pos, t->begin);
-            goto done;
-        }
+    for (int i = 0; i < count; i++) {
+        const attn_st_tensor *t = order[i], *prev = i ? order[i - 1] : NULL;
+        if (t->begin < pos)
+            return attn_fail(
+                err, ATTN_ERR_FORMAT,
+                "%s: tensor '%s' (bytes %zu..%zu) overlaps tensor '%s' (bytes %zu..%zu)", name,
+                t->name, t->begin, t->end, prev->name, prev->begin, prev->end);
+        if (t->begin > pos)
+            return attn_fail(err, ATTN_ERR_FORMAT,
+                             "%s: unused gap in the data buffer before tensor '%s' (bytes "
+                             "%zu..%zu)",
+                             name, t->name, pos, t->begin);
         pos = t->end;
     }
-    if (pos != bufsize) {
-        s = attn_fail(err, ATTN_ERR_FORMAT,
-                      "%s: %zu unexpected bytes after the last tensor (data is %zu bytes)", name,
-                      bufsize - pos, pos);
-        goto done;
-    }
+    if (pos != bufsize)
+        return attn_fail(err, ATTN_ERR_FORMAT,
+                         "%s: %zu unexpected bytes after the last tensor (data is %zu bytes)", name,
+                         bufsize - pos, pos);
+    return ATTN_OK;
+}
 
-    /* Align the data buffer to 8 bytes if the writer did not. */
-    size_t base = 8 + (size_t)n;
+/* Point the tensors at their data, which starts at byte base of st->buf_,
+ * first moved to 8-byte alignment if the writer did not align it. */
+static attn_status place_data(attn_safetensors *st, size_t base, const char *name,
+                              attn_error *err) {
     size_t pad = (8 - base % 8) % 8;
     if (pad) {
-        unsigned char *nb = realloc(st->buf_, len + pad);
-        if (!nb) {
-            s = attn_fail(err, ATTN_ERR_NOMEM, "%s: out of memory", name);
-            goto done;
-        }
-        memmove(nb + pad, nb, len);
+        unsigned char *nb = realloc(st->buf_, st->size_ + pad);
+        if (!nb) return attn_fail(err, ATTN_ERR_NOMEM, "%s: out of memory", name);
+        memmove(nb + pad, nb, st->size_);
         st->buf_ = nb;
     }
     unsigned char *data = (unsigned char *)st->buf_ + pad + base;
     for (int i = 0; i < st->count; i++)
         st->tensors[i].data = data + st->tensors[i].begin;
-done:
-    free(order);
+    return ATTN_OK;
+}
+
+/* Parse the image in st->buf_ (st->size_ bytes, owned by st). */
+static attn_status parse_owned(attn_safetensors *st, const char *name, attn_error *err) {
+    uint64_t n;
+    cJSON *root = NULL;
+    attn_status s = parse_header(st->buf_, st->size_, name, &n, &root, err);
+    if (!s) s = parse_items(root, st, name, err);
     cJSON_Delete(root);
-    return s;
+    if (s) return s;
+    const attn_st_tensor **order = malloc(((size_t)st->count + 1) * sizeof *order);
+    if (!order) return attn_fail(err, ATTN_ERR_NOMEM, "%s: out of memory", name);
+    for (int i = 0; i < st->count; i++)
+        order[i] = &st->tensors[i];
+    s = check_layout(order, st->count, st->size_ - 8 - (size_t)n, name, err);
+    free(order);
+    return s ? s : place_data(st, 8 + (size_t)n, name, err);
 }
 
 attn_status attn_safetensors_parse(const void *buf, size_t len, const char *name,
@@ -574,106 +569,108 @@ static cJSON *raw_u64(uint64_t v) {
     return cJSON_CreateRaw(num);
 }
 
-attn_status attn_safetensors_write(const char *path, const attn_st_entry *entries, int count,
-                                   const attn_st_kv *meta, int meta_count, attn_error *err) {
-    if (count < 0 || meta_count < 0 || (count && !entries) || (meta_count && !meta))
-        return attn_fail(err, ATTN_ERR_INVALID_ARG, "%s: bad tensor or metadata count", path);
-    wentry *w = malloc(((size_t)count + 1) * sizeof *w);
-    if (!w) return attn_fail(err, ATTN_ERR_NOMEM, "%s: out of memory", path);
-    attn_status s = ATTN_OK;
-    cJSON *root = NULL;
-    char *json = NULL;
+/* entries[i] has a name, a known dtype (w->esz its size) and nbytes for
+ * its shape. */
+static attn_status check_entry(const char *path, const attn_st_entry *e, int i, wentry *w,
+                               attn_error *err) {
+    w->e = e;
+    if (!e->name || !*e->name || strcmp(e->name, "__metadata__") == 0)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "%s: tensor %d has an invalid name '%s'", path,
+                         i, e->name ? e->name : "(null)");
+    if (!(w->esz = attn_st_dtype_size(e->dtype)))
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "%s: tensor '%s' has unknown dtype '%s'", path,
+                         e->name, e->dtype ? e->dtype : "(null)");
+    if (e->ndim < 0 || e->ndim > ATTN_ST_MAX_DIMS)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "%s: tensor '%s' has %d dims (0..%d allowed)",
+                         path, e->name, e->ndim, ATTN_ST_MAX_DIMS);
+    uint64_t numel = 1;
+    for (int d = 0; d < e->ndim; d++) {
+        if (e->shape[d] < 0 || (double)e->shape[d] > MAX_JSON_INT ||
+            (e->shape[d] && numel > (uint64_t)(MAX_JSON_INT / (double)e->shape[d])))
+            return attn_fail(err, ATTN_ERR_INVALID_ARG, "%s: tensor '%s' has a bad shape", path,
+                             e->name);
+        numel *= (uint64_t)e->shape[d];
+    }
+    if (numel * w->esz != e->nbytes || (e->nbytes && !e->data))
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "%s: tensor '%s' has %zu bytes, its %s shape needs %llu", path, e->name,
+                         e->nbytes, e->dtype, (unsigned long long)(numel * w->esz));
+    return ATTN_OK;
+}
+
+/* Every entry valid, no name twice, no metadata key NULL or twice; w (one
+ * per entry) sorted in the order written. */
+static attn_status check_write(const char *path, const attn_st_entry *entries, int count,
+                               const attn_st_kv *meta, int meta_count, wentry *w, attn_error *err) {
     for (int i = 0; i < count; i++) {
-        const attn_st_entry *e = &entries[i];
-        w[i].e = e;
-        if (!e->name || !*e->name || strcmp(e->name, "__metadata__") == 0) {
-            s = attn_fail(err, ATTN_ERR_INVALID_ARG, "%s: tensor %d has an invalid name '%s'", path,
-                          i, e->name ? e->name : "(null)");
-            goto done;
-        }
-        if (!(w[i].esz = attn_st_dtype_size(e->dtype))) {
-            s = attn_fail(err, ATTN_ERR_INVALID_ARG, "%s: tensor '%s' has unknown dtype '%s'", path,
-                          e->name, e->dtype ? e->dtype : "(null)");
-            goto done;
-        }
-        if (e->ndim < 0 || e->ndim > ATTN_ST_MAX_DIMS) {
-            s = attn_fail(err, ATTN_ERR_INVALID_ARG, "%s: tensor '%s' has %d dims (0..%d allowed)",
-                          path, e->name, e->ndim, ATTN_ST_MAX_DIMS);
-            goto done;
-        }
-        uint64_t numel = 1;
-        for (int d = 0; d < e->ndim; d++) {
-            if (e->shape[d] < 0 || (double)e->shape[d] > MAX_JSON_INT ||
-                (e->shape[d] && numel > (uint64_t)(MAX_JSON_INT / (double)e->shape[d]))) {
-                s = attn_fail(err, ATTN_ERR_INVALID_ARG, "%s: tensor '%s' has a bad shape", path,
-                              e->name);
-                goto done;
-            }
-            numel *= (uint64_t)e->shape[d];
-        }
-        if (numel * w[i].esz != e->nbytes || (e->nbytes && !e->data)) {
-            s = attn_fail(err, ATTN_ERR_INVALID_ARG,
-                          "%s: tensor '%s' has %zu bytes, its %s shape needs %llu", path, e->name,
-                          e->nbytes, e->dtype, (unsigned long long)(numel * w[i].esz));
-            goto done;
-        }
+        attn_status s = check_entry(path, &entries[i], i, &w[i], err);
+        if (s) return s;
     }
     qsort(w, (size_t)count, sizeof *w, cmp_wname);
     for (int i = 1; i < count; i++)
-        if (strcmp(w[i - 1].e->name, w[i].e->name) == 0) {
-            s = attn_fail(err, ATTN_ERR_INVALID_ARG, "%s: tensor '%s' given twice", path,
-                          w[i].e->name);
-            goto done;
-        }
+        if (strcmp(w[i - 1].e->name, w[i].e->name) == 0)
+            return attn_fail(err, ATTN_ERR_INVALID_ARG, "%s: tensor '%s' given twice", path,
+                             w[i].e->name);
     for (int i = 0; i < meta_count; i++) {
-        if (!meta[i].key || !meta[i].value) {
-            s = attn_fail(err, ATTN_ERR_INVALID_ARG, "%s: metadata entry %d is NULL", path, i);
-            goto done;
-        }
+        if (!meta[i].key || !meta[i].value)
+            return attn_fail(err, ATTN_ERR_INVALID_ARG, "%s: metadata entry %d is NULL", path, i);
         for (int j = 0; j < i; j++)
-            if (strcmp(meta[i].key, meta[j].key) == 0) {
-                s = attn_fail(err, ATTN_ERR_INVALID_ARG, "%s: metadata key '%s' given twice", path,
-                              meta[i].key);
-                goto done;
-            }
+            if (strcmp(meta[i].key, meta[j].key) == 0)
+                return attn_fail(err, ATTN_ERR_INVALID_ARG, "%s: metadata key '%s' given twice",
+                                 path, meta[i].key);
     }
     qsort(w, (size_t)count, sizeof *w, cmp_write);
+    return ATTN_OK;
+}
 
-    root = cJSON_CreateObject();
-    if (!root) goto nomem;
-    if (meta_count) {
+/* One tensor's header entry: dtype, shape and data_offsets [off, off + nbytes]. */
+static int add_tensor(cJSON *root, const attn_st_entry *e, uint64_t off) {
+    cJSON *t = cJSON_AddObjectToObject(root, e->name);
+    if (!t || !cJSON_AddStringToObject(t, "dtype", e->dtype)) return 0;
+    cJSON *shape = cJSON_AddArrayToObject(t, "shape");
+    if (!shape) return 0;
+    for (int d = 0; d < e->ndim; d++) {
+        cJSON *v = raw_u64((uint64_t)e->shape[d]);
+        if (!v) return 0;
+        cJSON_AddItemToArray(shape, v);
+    }
+    cJSON *offs = cJSON_AddArrayToObject(t, "data_offsets");
+    cJSON *b = raw_u64(off), *en = raw_u64(off + e->nbytes);
+    if (!offs || !b || !en) {
+        cJSON_Delete(b);
+        cJSON_Delete(en);
+        return 0;
+    }
+    cJSON_AddItemToArray(offs, b);
+    cJSON_AddItemToArray(offs, en);
+    return 1;
+}
+
+/* The header's JSON text (cJSON_free it): the metadata in its order, then
+ * the tensors in w's; NULL when out of memory. */
+static char *header_json(const wentry *w, int count, const attn_st_kv *meta, int meta_count) {
+    cJSON *root = cJSON_CreateObject();
+    int ok = root != NULL;
+    if (ok && meta_count) {
         cJSON *m = cJSON_AddObjectToObject(root, "__metadata__");
-        if (!m) goto nomem;
-        for (int i = 0; i < meta_count; i++)
-            if (!cJSON_AddStringToObject(m, meta[i].key, meta[i].value)) goto nomem;
+        ok = m != NULL;
+        for (int i = 0; ok && i < meta_count; i++)
+            ok = cJSON_AddStringToObject(m, meta[i].key, meta[i].value) != NULL;
     }
     uint64_t off = 0;
-    for (int i = 0; i < count; i++) {
-        const attn_st_entry *e = w[i].e;
-        cJSON *t = cJSON_AddObjectToObject(root, e->name);
-        if (!t || !cJSON_AddStringToObject(t, "dtype", e->dtype)) goto nomem;
-        cJSON *shape = cJSON_AddArrayToObject(t, "shape");
-        if (!shape) goto nomem;
-        for (int d = 0; d < e->ndim; d++) {
-            cJSON *v = raw_u64((uint64_t)e->shape[d]);
-            if (!v) goto nomem;
-            cJSON_AddItemToArray(shape, v);
-        }
-        cJSON *offs = cJSON_AddArrayToObject(t, "data_offsets");
-        cJSON *b = raw_u64(off), *en = raw_u64(off + e->nbytes);
-        if (!offs || !b || !en) {
-            cJSON_Delete(b);
-            cJSON_Delete(en);
-            goto nomem;
-        }
-        cJSON_AddItemToArray(offs, b);
-        cJSON_AddItemToArray(offs, en);
-        off += e->nbytes;
+    for (int i = 0; ok && i < count; i++) {
+        ok = add_tensor(root, w[i].e, off);
+        off += w[i].e->nbytes;
     }
-    json = cJSON_PrintUnformatted(root);
-    if (!json) goto nomem;
+    char *json = ok ? cJSON_PrintUnformatted(root) : NULL;
+    cJSON_Delete(root);
+    return json;
+}
 
-    /* Pad the header with spaces so the data starts 8-byte aligned. */
+/* The file: the header's length, the header padded with spaces so the data
+ * starts 8-byte aligned, the data in w's order. */
+static attn_status write_file(const char *path, const char *json, const wentry *w, int count,
+                              attn_error *err) {
     size_t jl = strlen(json);
     size_t hl = (jl + 7) / 8 * 8;
     unsigned char lenbuf[8];
@@ -681,20 +678,27 @@ attn_status attn_safetensors_write(const char *path, const attn_st_entry *entrie
         lenbuf[i] = (unsigned char)((uint64_t)hl >> (8 * i) & 0xff);
     static const char spaces[8] = "        ";
     attn_atomic_file f;
-    if ((s = attn_atomic_open(&f, path, err))) goto done;
-    if ((s = attn_atomic_write(&f, lenbuf, 8, err))) goto done;
-    if ((s = attn_atomic_write(&f, json, jl, err))) goto done;
-    if ((s = attn_atomic_write(&f, spaces, hl - jl, err))) goto done;
-    for (int i = 0; i < count; i++)
-        if (w[i].e->nbytes && (s = attn_atomic_write(&f, w[i].e->data, w[i].e->nbytes, err)))
-            goto done;
-    s = attn_atomic_commit(&f, err);
-    goto done;
-nomem:
-    s = attn_fail(err, ATTN_ERR_NOMEM, "%s: out of memory building the header", path);
-done:
+    attn_status s = attn_atomic_open(&f, path, err);
+    if (!s) s = attn_atomic_write(&f, lenbuf, 8, err);
+    if (!s) s = attn_atomic_write(&f, json, jl, err);
+    if (!s) s = attn_atomic_write(&f, spaces, hl - jl, err);
+    for (int i = 0; i < count && !s; i++)
+        if (w[i].e->nbytes) s = attn_atomic_write(&f, w[i].e->data, w[i].e->nbytes, err);
+    return s ? s : attn_atomic_commit(&f, err);
+}
+
+attn_status attn_safetensors_write(const char *path, const attn_st_entry *entries, int count,
+                                   const attn_st_kv *meta, int meta_count, attn_error *err) {
+    if (count < 0 || meta_count < 0 || (count && !entries) || (meta_count && !meta))
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "%s: bad tensor or metadata count", path);
+    wentry *w = malloc(((size_t)count + 1) * sizeof *w);
+    if (!w) return attn_fail(err, ATTN_ERR_NOMEM, "%s: out of memory", path);
+    char *json = NULL;
+    attn_status s = check_write(path, entries, count, meta, meta_count, w, err);
+    if (!s && !(json = header_json(w, count, meta, meta_count)))
+        s = attn_fail(err, ATTN_ERR_NOMEM, "%s: out of memory building the header", path);
+    if (!s) s = write_file(path, json, w, count, err);
     cJSON_free(json);
-    cJSON_Delete(root);
     free(w);
     return s;
 }
