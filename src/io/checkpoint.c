@@ -23,7 +23,6 @@ static const struct {
 /* Largest safetensors header read to recognise a file (attn's are far smaller). */
 #define HEADER_MAX ((uint64_t)16 << 20)
 
-
 /* fsync a folder so renames inside it are durable; filesystems that cannot
  * sync a folder lose nothing by it. */
 static int sync_dir(const char *dir) {
@@ -197,7 +196,8 @@ static int folder_state(const char *path, folder_info *fi) {
         const char *nm = e->d_name;
         if (!strcmp(nm, ".") || !strcmp(nm, "..")) continue;
         struct stat sb;
-        if (attn_path_join(p, ATTN_CKPT_PATH_MAX, path, nm) || lstat(p, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        if (attn_path_join(p, ATTN_CKPT_PATH_MAX, path, nm) || lstat(p, &sb) != 0 ||
+            !S_ISREG(sb.st_mode)) {
             ours = 0;
             break;
         }
@@ -264,8 +264,10 @@ static enum entry_kind classify(const char *dir, const char *nm, entry_info *ei)
             char want[ATTN_CKPT_PATH_MAX], have[ATTN_CKPT_PATH_MAX];
             ssize_t k = readlink(p, have, sizeof have - 1);
             have[k > 0 ? k : 0] = '\0';
-            return ei->kind =
-                       !attn_path_join(want, ATTN_CKPT_PATH_MAX, ATTN_CKPT_LATEST, nm) && !strcmp(have, want) ? E_TOP : E_FOREIGN;
+            return ei->kind = !attn_path_join(want, ATTN_CKPT_PATH_MAX, ATTN_CKPT_LATEST, nm) &&
+                                      !strcmp(have, want)
+                                  ? E_TOP
+                                  : E_FOREIGN;
         }
         int state = file_state(p, ckpt_files[fi_index].format, &ei->fi.step);
         if (state != NOT_ATTN) ei->fi.files = 1;
@@ -317,7 +319,9 @@ static int live_folder(const char *dir, char *out, size_t n) {
     char p[ATTN_CKPT_PATH_MAX];
     struct stat sb;
     latest_target(dir, out, n);
-    if (out[0] && !attn_path_join(p, ATTN_CKPT_PATH_MAX, dir, out) && stat(p, &sb) == 0 && S_ISDIR(sb.st_mode)) return 1;
+    if (out[0] && !attn_path_join(p, ATTN_CKPT_PATH_MAX, dir, out) && stat(p, &sb) == 0 &&
+        S_ISDIR(sb.st_mode))
+        return 1;
     out[0] = '\0';
     return 0;
 }
@@ -372,7 +376,8 @@ attn_status attn_ckpt_begin(attn_ckpt_txn *t, const char *dir, int64_t step, att
 attn_status attn_ckpt_file(const attn_ckpt_txn *t, const char *name, char *out, attn_error *err) {
     if (!t->tmp[0])
         return attn_fail(err, ATTN_ERR_STATE, "checkpoint already committed or aborted");
-    if (attn_path_join(out, ATTN_CKPT_PATH_MAX, t->tmp, name)) return attn_fail(err, ATTN_ERR_IO, "checkpoint path is too long");
+    if (attn_path_join(out, ATTN_CKPT_PATH_MAX, t->tmp, name))
+        return attn_fail(err, ATTN_ERR_IO, "checkpoint path is too long");
     return ATTN_OK;
 }
 
@@ -387,7 +392,9 @@ void attn_ckpt_abort(attn_ckpt_txn *t) {
 static int top_link(const char *dir, const char *name, int *changed) {
     char path[ATTN_CKPT_PATH_MAX], want[ATTN_CKPT_PATH_MAX], have[ATTN_CKPT_PATH_MAX],
         tmp[ATTN_CKPT_PATH_MAX];
-    if (attn_path_join(path, ATTN_CKPT_PATH_MAX, dir, name) || attn_path_join(want, ATTN_CKPT_PATH_MAX, ATTN_CKPT_LATEST, name)) return ENAMETOOLONG;
+    if (attn_path_join(path, ATTN_CKPT_PATH_MAX, dir, name) ||
+        attn_path_join(want, ATTN_CKPT_PATH_MAX, ATTN_CKPT_LATEST, name))
+        return ENAMETOOLONG;
     ssize_t k = readlink(path, have, sizeof have - 1);
     if (k > 0) {
         have[k] = '\0';
@@ -414,7 +421,8 @@ static int point_latest(const char *dir, const char *name) {
     char link_tmp[ATTN_CKPT_PATH_MAX], link_path[ATTN_CKPT_PATH_MAX];
     int n = snprintf(link_tmp, sizeof link_tmp, "%s/.%s.tmp-%ld", dir, ATTN_CKPT_LATEST,
                      (long)getpid());
-    if (n < 0 || n >= (int)sizeof link_tmp || attn_path_join(link_path, ATTN_CKPT_PATH_MAX, dir, ATTN_CKPT_LATEST))
+    if (n < 0 || n >= (int)sizeof link_tmp ||
+        attn_path_join(link_path, ATTN_CKPT_PATH_MAX, dir, ATTN_CKPT_LATEST))
         return ENAMETOOLONG;
     unlink(link_tmp);
     if (symlink(name, link_tmp) != 0) return errno;
@@ -426,59 +434,46 @@ static int point_latest(const char *dir, const char *name) {
     return 0;
 }
 
-attn_status attn_ckpt_commit(attn_ckpt_txn *t, attn_error *err) {
-    if (!t->tmp[0])
-        return attn_fail(err, ATTN_ERR_STATE, "checkpoint already committed or aborted");
-    const char *dir = t->dir;
-    char cur[256], name[256], final_path[ATTN_CKPT_PATH_MAX];
-    struct stat sb;
-    int e;
-    if ((e = sync_dir(t->tmp))) goto fail_tmp;
-    /* The pointer must be attn's to be swapped (a folder or a user's file
-     * named latest is never replaced). */
+/* The pointer must be attn's to be swapped (a folder or a user's file named
+ * latest is never replaced); else t is aborted. */
+static attn_status check_latest(attn_ckpt_txn *t, attn_error *err) {
     entry_info li;
-    enum entry_kind lk = classify(dir, ATTN_CKPT_LATEST, &li);
-    if (lk == E_FOREIGN || (lk == E_POINTER && li.is_dir)) {
-        attn_ckpt_abort(t);
-        return attn_fail(err, ATTN_ERR_IO,
-                         "cannot save the checkpoint in '%s': %s/%s is %s, which attn does not "
-                         "replace",
-                         dir, dir, ATTN_CKPT_LATEST,
-                         li.is_dir ? "a folder" : "not a link of attn's");
-    }
-    /* A taken name (the live folder when the same step is saved twice, a
-     * folder of the user's) gets a suffix: nothing is replaced. */
+    enum entry_kind lk = classify(t->dir, ATTN_CKPT_LATEST, &li);
+    if (lk != E_FOREIGN && !(lk == E_POINTER && li.is_dir)) return ATTN_OK;
+    attn_ckpt_abort(t);
+    return attn_fail(err, ATTN_ERR_IO,
+                     "cannot save the checkpoint in '%s': %s/%s is %s, which attn does not "
+                     "replace",
+                     t->dir, t->dir, ATTN_CKPT_LATEST,
+                     li.is_dir ? "a folder" : "not a link of attn's");
+}
+
+/* The folder's name (name, cap bytes) and path: ckpt-<step>, or with a
+ * suffix when taken (the live folder when the same step is saved twice, a
+ * folder of the user's): nothing is replaced. 0 or an errno. */
+static int final_name(const char *dir, int64_t step, char *name, size_t cap, char *path) {
+    char cur[256];
+    struct stat sb;
     latest_target(dir, cur, sizeof cur);
-    snprintf(name, sizeof name, "ckpt-%" PRId64, t->step);
+    snprintf(name, cap, "ckpt-%" PRId64, step);
     for (int i = 1;; i++) {
-        if (attn_path_join(final_path, ATTN_CKPT_PATH_MAX, dir, name)) {
-            e = ENAMETOOLONG;
-            goto fail_tmp;
-        }
-        if (strcmp(name, cur) != 0 && lstat(final_path, &sb) != 0 && errno == ENOENT) break;
-        snprintf(name, sizeof name, "ckpt-%" PRId64 ".%d", t->step, i);
+        if (attn_path_join(path, ATTN_CKPT_PATH_MAX, dir, name)) return ENAMETOOLONG;
+        if (strcmp(name, cur) != 0 && lstat(path, &sb) != 0 && errno == ENOENT) return 0;
+        snprintf(name, cap, "ckpt-%" PRId64 ".%d", step, i);
     }
-    if (rename(t->tmp, final_path) != 0) {
-        e = errno;
-        goto fail_tmp;
-    }
-    t->tmp[0] = '\0';
-    if ((e = sync_dir(dir))) goto fail_final;
-    if ((e = point_latest(dir, name))) goto fail_final;
-    if ((e = sync_dir(dir)))
-        return attn_fail(err, ATTN_ERR_IO, "saved checkpoint %s but cannot sync '%s': %s", name,
-                         dir, strerror(e));
-    /* Stable top-level names, then the older checkpoints go. */
-    DIR *d = opendir(final_path);
-    if (!d) {
-        e = errno;
+}
+
+/* Stable top-level names: DIR/<file> links to latest/<file> for each file
+ * of the new folder (name, at path). */
+static attn_status link_files(const char *dir, const char *name, const char *path,
+                              attn_error *err) {
+    DIR *d = opendir(path);
+    if (!d)
         return attn_fail(err, ATTN_ERR_IO, "saved checkpoint %s but cannot list it: %s", name,
-                         strerror(e));
-    }
+                         strerror(errno));
     struct dirent *de;
-    int links_changed = 0;
+    int links_changed = 0, e = 0;
     char bad[256] = "";
-    e = 0;
     while ((de = readdir(d)) && !e) {
         if (de->d_name[0] == '.') continue;
         e = top_link(dir, de->d_name, &links_changed);
@@ -495,24 +490,54 @@ attn_status attn_ckpt_commit(attn_ckpt_txn *t, attn_error *err) {
         return attn_fail(err, ATTN_ERR_IO,
                          "saved checkpoint %s but cannot link its files in '%s': %s", name, dir,
                          strerror(e));
-    d = opendir(dir);
-    if (d) {
-        while ((de = readdir(d))) {
-            if (!ckpt_older(de->d_name, name)) continue;
-            entry_info ei;
-            char p[ATTN_CKPT_PATH_MAX];
-            if (classify(dir, de->d_name, &ei) == E_FOLDER && !attn_path_join(p, ATTN_CKPT_PATH_MAX, dir, de->d_name))
-                remove_tree(p); /* left: cleaned next time */
-        }
-        closedir(d);
-    }
     return ATTN_OK;
-fail_tmp:
-    attn_ckpt_abort(t);
-    return attn_fail(err, ATTN_ERR_IO, "cannot save the checkpoint in '%s': %s", dir, strerror(e));
-fail_final:
-    remove_tree(final_path);
-    return attn_fail(err, ATTN_ERR_IO, "cannot save the checkpoint in '%s': %s", dir, strerror(e));
+}
+
+/* The checkpoints older than name go (one left is cleaned next time). */
+static void remove_older(const char *dir, const char *name) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (!ckpt_older(de->d_name, name)) continue;
+        entry_info ei;
+        char p[ATTN_CKPT_PATH_MAX];
+        if (classify(dir, de->d_name, &ei) == E_FOLDER &&
+            !attn_path_join(p, ATTN_CKPT_PATH_MAX, dir, de->d_name))
+            remove_tree(p);
+    }
+    closedir(d);
+}
+
+attn_status attn_ckpt_commit(attn_ckpt_txn *t, attn_error *err) {
+    if (!t->tmp[0])
+        return attn_fail(err, ATTN_ERR_STATE, "checkpoint already committed or aborted");
+    const char *dir = t->dir;
+    char name[256], final_path[ATTN_CKPT_PATH_MAX];
+    int e = sync_dir(t->tmp);
+    if (!e) {
+        attn_status s = check_latest(t, err);
+        if (s) return s;
+        e = final_name(dir, t->step, name, sizeof name, final_path);
+    }
+    if (!e && rename(t->tmp, final_path) != 0) e = errno;
+    if (e) {
+        attn_ckpt_abort(t);
+        return attn_fail(err, ATTN_ERR_IO, "cannot save the checkpoint in '%s': %s", dir,
+                         strerror(e));
+    }
+    t->tmp[0] = '\0';
+    if ((e = sync_dir(dir)) || (e = point_latest(dir, name))) {
+        remove_tree(final_path);
+        return attn_fail(err, ATTN_ERR_IO, "cannot save the checkpoint in '%s': %s", dir,
+                         strerror(e));
+    }
+    if ((e = sync_dir(dir)))
+        return attn_fail(err, ATTN_ERR_IO, "saved checkpoint %s but cannot sync '%s': %s", name,
+                         dir, strerror(e));
+    attn_status s = link_files(dir, name, final_path, err);
+    if (!s) remove_older(dir, name);
+    return s;
 }
 
 /* ------------------------------------------------------------ reading */
@@ -520,7 +545,8 @@ fail_final:
 attn_status attn_ckpt_resolve(const char *dir, char *out, attn_error *err) {
     char name[256], p[ATTN_CKPT_PATH_MAX];
     if (live_folder(dir, name, sizeof name) || newest_folder(dir, 1, name, NULL)) {
-        if (attn_path_join(out, ATTN_CKPT_PATH_MAX, dir, name)) return attn_fail(err, ATTN_ERR_IO, "checkpoint path is too long");
+        if (attn_path_join(out, ATTN_CKPT_PATH_MAX, dir, name))
+            return attn_fail(err, ATTN_ERR_IO, "checkpoint path is too long");
         return ATTN_OK;
     }
     entry_info ei; /* a copy made of latest as a folder (cp -rL, zip) */
@@ -529,7 +555,8 @@ attn_status attn_ckpt_resolve(const char *dir, char *out, attn_error *err) {
                    ? attn_fail(err, ATTN_ERR_IO, "checkpoint path is too long")
                    : ATTN_OK;
     /* The older layout: the files at the top. */
-    if (attn_path_join(p, ATTN_CKPT_PATH_MAX, dir, ATTN_CKPT_STATE) || snprintf(out, ATTN_CKPT_PATH_MAX, "%s", dir) < 0)
+    if (attn_path_join(p, ATTN_CKPT_PATH_MAX, dir, ATTN_CKPT_STATE) ||
+        snprintf(out, ATTN_CKPT_PATH_MAX, "%s", dir) < 0)
         return attn_fail(err, ATTN_ERR_IO, "checkpoint path is too long");
     if (file_state(p, ckpt_files[1].format, NULL) != NOT_ATTN) return ATTN_OK;
     out[0] = '\0';
@@ -569,8 +596,10 @@ attn_status attn_ckpt_check_output(const char *ckpt, const char *path, attn_erro
     if (stat(ckpt, &sb) == 0 && S_ISDIR(sb.st_mode)) {
         const int has_live = attn_ckpt_resolve(ckpt, live, NULL) == ATTN_OK;
         for (int i = 0; i < 2; i++) {
-            if (!attn_path_join(files[2 * i], ATTN_CKPT_PATH_MAX, ckpt, ckpt_files[i].name)) inputs[1 + 2 * i] = files[2 * i];
-            if (has_live && !attn_path_join(files[2 * i + 1], ATTN_CKPT_PATH_MAX, live, ckpt_files[i].name))
+            if (!attn_path_join(files[2 * i], ATTN_CKPT_PATH_MAX, ckpt, ckpt_files[i].name))
+                inputs[1 + 2 * i] = files[2 * i];
+            if (has_live &&
+                !attn_path_join(files[2 * i + 1], ATTN_CKPT_PATH_MAX, live, ckpt_files[i].name))
                 inputs[2 + 2 * i] = files[2 * i + 1];
         }
     }
@@ -656,8 +685,8 @@ attn_status attn_ckpt_repair(const char *dir, char *what, size_t cap, attn_error
         }
     } else if (k == E_POINTER) {
         struct stat sb;
-        const int file =
-            !attn_path_join(from, ATTN_CKPT_PATH_MAX, dir, ATTN_CKPT_LATEST) && lstat(from, &sb) == 0 && S_ISREG(sb.st_mode);
+        const int file = !attn_path_join(from, ATTN_CKPT_PATH_MAX, dir, ATTN_CKPT_LATEST) &&
+                         lstat(from, &sb) == 0 && S_ISREG(sb.st_mode);
         snprintf(was, sizeof was, "%s naming %s",
                  file ? "a file (a copy made without symbolic links)" : "a link", ei.target);
     }

@@ -109,36 +109,39 @@ static int cmp_name(const void *a, const void *b) {
                   (*(const attn_st_tensor *const *)b)->name);
 }
 
-static attn_status parse_entry(const cJSON *item, attn_st_tensor *t, const char *name,
-                               attn_error *err) {
+/* A tensor's entry is an object of exactly dtype, shape and data_offsets
+ * (f[0..2]). */
+static attn_status entry_fields(const cJSON *item, const cJSON **f, const char *name,
+                                attn_error *err) {
     const char *tn = item->string;
     if (!cJSON_IsObject(item))
         return attn_fail(err, ATTN_ERR_FORMAT, "%s: tensor '%s' is not a JSON object", name, tn);
-    const cJSON *dtype = NULL, *shape = NULL, *offs = NULL, *f;
-    cJSON_ArrayForEach(f, item) {
-        const cJSON **slot = strcmp(f->string, "dtype") == 0          ? &dtype
-                             : strcmp(f->string, "shape") == 0        ? &shape
-                             : strcmp(f->string, "data_offsets") == 0 ? &offs
-                                                                      : NULL;
-        if (!slot)
+    static const char *const keys[3] = {"dtype", "shape", "data_offsets"};
+    const cJSON *x;
+    f[0] = f[1] = f[2] = NULL;
+    cJSON_ArrayForEach(x, item) {
+        int k = 0;
+        while (k < 3 && strcmp(x->string, keys[k]) != 0)
+            k++;
+        if (k == 3)
             return attn_fail(err, ATTN_ERR_FORMAT, "%s: tensor '%s' has unknown field '%s'", name,
-                             tn, f->string);
-        if (*slot)
+                             tn, x->string);
+        if (f[k])
             return attn_fail(err, ATTN_ERR_FORMAT, "%s: tensor '%s' repeats field '%s'", name, tn,
-                             f->string);
-        *slot = f;
+                             x->string);
+        f[k] = x;
     }
-    if (!dtype || !shape || !offs)
-        return attn_fail(err, ATTN_ERR_FORMAT, "%s: tensor '%s' lacks field '%s'", name, tn,
-                         !dtype   ? "dtype"
-                         : !shape ? "shape"
-                                  : "data_offsets");
-    if (!cJSON_IsString(dtype) || !(t->elem_size = attn_st_dtype_size(dtype->valuestring)))
-        return attn_fail(err, ATTN_ERR_FORMAT, "%s: tensor '%s' has unknown dtype %s%s%s", name, tn,
-                         cJSON_IsString(dtype) ? "'" : "(not a string)",
-                         cJSON_IsString(dtype) ? dtype->valuestring : "",
-                         cJSON_IsString(dtype) ? "'" : "");
-    snprintf(t->dtype, sizeof t->dtype, "%s", dtype->valuestring);
+    for (int k = 0; k < 3; k++)
+        if (!f[k])
+            return attn_fail(err, ATTN_ERR_FORMAT, "%s: tensor '%s' lacks field '%s'", name, tn,
+                             keys[k]);
+    return ATTN_OK;
+}
+
+/* The shape: at most ATTN_ST_MAX_DIMS sizes whose product (*numel) a JSON
+ * number holds. */
+static attn_status entry_shape(const cJSON *shape, attn_st_tensor *t, const char *tn,
+                               uint64_t *numel, const char *name, attn_error *err) {
     if (!cJSON_IsArray(shape))
         return attn_fail(err, ATTN_ERR_FORMAT, "%s: tensor '%s': shape is not an array", name, tn);
     int nd = cJSON_GetArraySize(shape);
@@ -146,18 +149,36 @@ static attn_status parse_entry(const cJSON *item, attn_st_tensor *t, const char 
         return attn_fail(err, ATTN_ERR_FORMAT, "%s: tensor '%s' has %d dims (at most %d)", name, tn,
                          nd, ATTN_ST_MAX_DIMS);
     t->ndim = 0;
-    uint64_t numel = 1;
+    *numel = 1;
     const cJSON *d;
     cJSON_ArrayForEach(d, shape) {
         uint64_t v;
         if (!json_size(d, &v))
             return attn_fail(err, ATTN_ERR_FORMAT,
                              "%s: tensor '%s': shape holds something other than sizes", name, tn);
-        if (v && numel > (uint64_t)(MAX_JSON_INT / (double)v))
+        if (v && *numel > (uint64_t)(MAX_JSON_INT / (double)v))
             return attn_fail(err, ATTN_ERR_FORMAT, "%s: tensor '%s': shape is too large", name, tn);
-        numel *= v;
+        *numel *= v;
         t->shape[t->ndim++] = (int64_t)v;
     }
+    return ATTN_OK;
+}
+
+static attn_status parse_entry(const cJSON *item, attn_st_tensor *t, const char *name,
+                               attn_error *err) {
+    const char *tn = item->string;
+    const cJSON *f[3];
+    attn_status s = entry_fields(item, f, name, err);
+    if (s) return s;
+    const cJSON *dtype = f[0], *offs = f[2];
+    if (!cJSON_IsString(dtype) || !(t->elem_size = attn_st_dtype_size(dtype->valuestring)))
+        return attn_fail(err, ATTN_ERR_FORMAT, "%s: tensor '%s' has unknown dtype %s%s%s", name, tn,
+                         cJSON_IsString(dtype) ? "'" : "(not a string)",
+                         cJSON_IsString(dtype) ? dtype->valuestring : "",
+                         cJSON_IsString(dtype) ? "'" : "");
+    snprintf(t->dtype, sizeof t->dtype, "%s", dtype->valuestring);
+    uint64_t numel = 0;
+    if ((s = entry_shape(f[1], t, tn, &numel, name, err))) return s;
     uint64_t b, e;
     if (!cJSON_IsArray(offs) || cJSON_GetArraySize(offs) != 2 ||
         !json_size(cJSON_GetArrayItem(offs, 0), &b) || !json_size(cJSON_GetArrayItem(offs, 1), &e))
