@@ -92,97 +92,121 @@ static attn_status timed_save(attn_trainer *tr, const char *out, budget_clock *k
     return s;
 }
 
+/* An evaluation (final: attn_trainer_evaluate_final), reported (on_eval),
+ * and its checkpoint into out/best when it is the best yet. */
+static attn_status eval_report(attn_trainer *tr, const char *out, int final, budget_clock *k,
+                               const attn_trainer_events *ev, attn_error *err) {
+    attn_eval_record er;
+    attn_status s = timed_eval(tr, final, k, &er, err);
+    if (s) return s;
+    if (ev->on_eval) ev->on_eval(ev->user, tr, &er);
+    return save_best(tr, out, err);
+}
+
+/* time_budget: 1 when the run must stop now, while the final evaluation
+ * and checkpoint still fit (the ranks agree: their clocks differ); else the
+ * LR follows the share of the budget the steps have. */
+static int budget_spent(attn_trainer *tr, const budget_clock *k) {
+    const double budget = tr->tcfg.time_budget;
+    /* keep: the final evaluation, then up to two saves (best/ and the
+     * checkpoint). */
+    const double now = clock_now(k), keep = final_eval_s(tr, k) + 2 * k->save_s;
+    if (attn_dist_any(tr->dist, now + keep + k->step_s >= budget)) return 1;
+    /* Never back (keep's estimate moves): the LR only goes down. */
+    const double room = budget - keep, prog = room > 0 ? now / room : 1;
+    tr->progress = prog > tr->progress ? (prog < 1 ? prog : 1) : tr->progress;
+    tr->elapsed_s = now;
+    return 0;
+}
+
+/* One step, timed into res and reported (on_step). */
+static attn_status timed_step(attn_trainer *tr, const attn_trainer_events *ev, budget_clock *k,
+                              attn_train_result *res, double tokens_per_step, attn_error *err) {
+    const attn_train_config *c = &tr->tcfg;
+    attn_dist *dist = tr->dist;
+    const double t0 = attn_now_s(), c0 = dist ? dist->comm_s : 0;
+    const uint64_t b0 = dist ? dist->sent_bytes + dist->recv_bytes : 0;
+    attn_train_progress p = {.start_step = res->start_step};
+    attn_status s = attn_trainer_step(tr, &p.rec, err);
+    if (s) return s;
+    p.step_s = attn_now_s() - t0;
+    k->step_s = p.step_s;
+    if (dist) {
+        p.step_comm_s = dist->comm_s - c0;
+        res->comm_bytes += dist->sent_bytes + dist->recv_bytes - b0;
+    }
+    res->comm_s += p.step_comm_s;
+    res->train_s += p.step_s;
+    const double done = (double)(tr->step - res->start_step);
+    p.train_s = res->train_s;
+    p.tokens_per_s = done * tokens_per_step / res->train_s;
+    p.eta_s = (double)(c->max_steps - tr->step) * res->train_s / done;
+    if (c->time_budget > 0) {
+        const double left = c->time_budget - clock_now(k);
+        p.eta_s = left < p.eta_s ? (left > 0 ? left : 0) : p.eta_s;
+    }
+    if (ev->on_step) ev->on_step(ev->user, tr, &p);
+    return ATTN_OK;
+}
+
+/* After a step: an evaluation every eval_interval steps and at the last, a
+ * checkpoint with it and every checkpoint_interval steps (*saved: one was). */
+static attn_status after_step(attn_trainer *tr, const char *out, const attn_trainer_events *ev,
+                              budget_clock *k, int *saved, attn_error *err) {
+    const attn_train_config *c = &tr->tcfg;
+    const int last = tr->step == c->max_steps;
+    const int did_eval = tr->step % c->eval_interval == 0 || last;
+    attn_status s;
+    *saved = 0;
+    if (did_eval && (s = eval_report(tr, out, last, k, ev, err))) return s;
+    if (did_eval || (c->checkpoint_interval > 0 && tr->step % c->checkpoint_interval == 0)) {
+        if ((s = timed_save(tr, out, k, err))) return s;
+        *saved = 1;
+    }
+    return ATTN_OK;
+}
+
+/* The end: a spent budget's final (exact) evaluation, then its checkpoint,
+ * whose clock says the whole budget is spent (it kept time for them), so a
+ * --resume takes no further step; else a checkpoint unless the last step
+ * saved one. */
+static attn_status finish(attn_trainer *tr, const char *out, int spent, int saved, budget_clock *k,
+                          const attn_trainer_events *ev, attn_error *err) {
+    if (!spent) return saved ? ATTN_OK : timed_save(tr, out, k, err);
+    attn_status s = eval_report(tr, out, 1, k, ev, err);
+    if (s) return s;
+    const double now = clock_now(k), budget = tr->tcfg.time_budget;
+    tr->elapsed_s = now > budget ? now : budget;
+    return save(tr, out, err);
+}
+
 attn_status attn_trainer_run(attn_trainer *tr, const char *out, int resumed,
                              const attn_trainer_events *events, attn_train_result *result,
                              attn_error *err) {
     static const attn_trainer_events none = {0};
     const attn_trainer_events *ev = events ? events : &none;
     const attn_train_config *c = &tr->tcfg;
-    attn_dist *dist = tr->dist;
     const int accum = c->grad_accum > 1 ? c->grad_accum : 1;
     const double tokens_per_step = (double)c->batch_size * tr->mcfg.context_length * accum;
-    const double budget = c->time_budget;
     attn_train_result res = {.start_step = tr->step};
     budget_clock k = {.t0 = attn_now_s(), .elapsed0 = tr->elapsed_s};
-    attn_eval_record er;
     attn_status s;
-    const double t_start = k.t0;
-    if (!resumed && tr->step == 0) {
-        if ((s = timed_eval(tr, 0, &k, &er, err))) return s;
-        if (ev->on_eval) ev->on_eval(ev->user, tr, &er);
-    }
-    int saved_now = resumed; /* a resumed run's state is already on disk */
-    int spent = 0;           /* the time budget ended the run */
+    /* The first evaluation (out NULL: step 0 is never a best). */
+    if (!resumed && tr->step == 0 && (s = eval_report(tr, NULL, 0, &k, ev, err))) return s;
+    int saved = resumed; /* a resumed run's state is already on disk */
+    int spent = 0;       /* the time budget ended the run */
     while (tr->step < c->max_steps) {
         int stop = ev->should_stop ? ev->should_stop(ev->user, tr) : 0;
-        if (attn_dist_any(dist, stop)) break; /* all ranks stop together */
-        if (budget > 0) {
-            /* Stop while the final evaluation and checkpoint still fit; the
-             * ranks agree (their clocks differ). The LR follows the share of
-             * the budget the steps have. */
-            /* keep: the final evaluation, then up to two saves (best/ and
-             * the checkpoint). */
-            const double now = clock_now(&k), keep = final_eval_s(tr, &k) + 2 * k.save_s;
-            spent = attn_dist_any(dist, now + keep + k.step_s >= budget);
-            if (spent) break;
-            /* Never back (keep's estimate moves): the LR only goes down. */
-            const double room = budget - keep, prog = room > 0 ? now / room : 1;
-            tr->progress = prog > tr->progress ? (prog < 1 ? prog : 1) : tr->progress;
-            tr->elapsed_s = now;
-        }
-        const double t0 = attn_now_s(), c0 = dist ? dist->comm_s : 0;
-        const uint64_t b0 = dist ? dist->sent_bytes + dist->recv_bytes : 0;
-        attn_train_progress p = {.start_step = res.start_step};
-        if ((s = attn_trainer_step(tr, &p.rec, err))) return s;
-        p.step_s = attn_now_s() - t0;
-        k.step_s = p.step_s;
-        if (dist) {
-            p.step_comm_s = dist->comm_s - c0;
-            res.comm_bytes += dist->sent_bytes + dist->recv_bytes - b0;
-        }
-        res.comm_s += p.step_comm_s;
-        res.train_s += p.step_s;
-        saved_now = 0;
-        const double done = (double)(tr->step - res.start_step);
-        p.train_s = res.train_s;
-        p.tokens_per_s = done * tokens_per_step / res.train_s;
-        p.eta_s = (double)(c->max_steps - tr->step) * res.train_s / done;
-        if (budget > 0) {
-            const double left = budget - clock_now(&k);
-            p.eta_s = left < p.eta_s ? (left > 0 ? left : 0) : p.eta_s;
-        }
-        if (ev->on_step) ev->on_step(ev->user, tr, &p);
-        const int last = tr->step == c->max_steps;
-        const int did_eval = tr->step % c->eval_interval == 0 || last;
-        if (did_eval) {
-            if ((s = timed_eval(tr, last, &k, &er, err))) return s;
-            if (ev->on_eval) ev->on_eval(ev->user, tr, &er);
-            if ((s = save_best(tr, out, err))) return s;
-        }
-        if (did_eval || (c->checkpoint_interval > 0 && tr->step % c->checkpoint_interval == 0)) {
-            if ((s = timed_save(tr, out, &k, err))) return s;
-            saved_now = 1;
-        }
+        if (attn_dist_any(tr->dist, stop)) break; /* all ranks stop together */
+        if (c->time_budget > 0 && (spent = budget_spent(tr, &k))) break;
+        if ((s = timed_step(tr, ev, &k, &res, tokens_per_step, err)) ||
+            (s = after_step(tr, out, ev, &k, &saved, err)))
+            return s;
     }
-    if (spent) {
-        /* The budget's end: the final (exact) evaluation, then its checkpoint. */
-        if ((s = timed_eval(tr, 1, &k, &er, err))) return s;
-        if (ev->on_eval) ev->on_eval(ev->user, tr, &er);
-        if ((s = save_best(tr, out, err))) return s;
-    }
-    if (spent) {
-        /* The end kept time for the final evaluation and checkpoint: the
-         * saved clock says the whole budget is spent, so a --resume takes no
-         * further step. */
-        const double now = clock_now(&k);
-        tr->elapsed_s = now > budget ? now : budget;
-        if ((s = save(tr, out, err))) return s;
-    } else if (!saved_now && (s = timed_save(tr, out, &k, err))) {
-        return s;
-    }
+    if ((s = finish(tr, out, spent, saved, &k, ev, err))) return s;
     res.stopped = tr->step < c->max_steps && !spent;
     res.budget_spent = spent;
-    res.wall_s = attn_now_s() - t_start;
+    res.wall_s = attn_now_s() - k.t0;
     res.tokens_per_s =
         res.train_s > 0 ? (double)(tr->step - res.start_step) * tokens_per_step / res.train_s : 0;
     if (result) *result = res;
