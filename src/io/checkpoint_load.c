@@ -14,6 +14,32 @@
 #include "attn/tokenizer.h"
 #include "checkpoint_fit.h"
 
+/* The config and the tokenizer a model file's metadata hold (tok freed by
+ * the caller on failure). */
+static attn_status read_meta(const attn_safetensors *st, const char *file, attn_gpt_config *cfg,
+                             attn_tokenizer *tok, attn_error *err) {
+    const char *cfg_text = attn_safetensors_meta(st, "config");
+    const char *vocab = attn_safetensors_meta(st, "vocabulary");
+    if (!cfg_text || !vocab)
+        return attn_fail(err, ATTN_ERR_FORMAT,
+                         "%s is not an attn GPT checkpoint (no config/vocabulary metadata)", file);
+    memset(cfg, 0, sizeof *cfg);
+    const char *bad = NULL;
+    attn_status s = attn_gpt_config_set_json(cfg, cfg_text, err);
+    if (s) bad = "config";
+    if (!s && (s = attn_tokenizer_from_vocab(tok, vocab, strlen(vocab), err))) bad = "vocabulary";
+    if (bad) {
+        char msg[ATTN_ERROR_MSG_MAX];
+        snprintf(msg, sizeof msg, "%s", err ? err->msg : "");
+        return attn_fail(err, ATTN_ERR_FORMAT, "%s: bad %s metadata: %s", file, bad, msg);
+    }
+    if (tok->vocab_size != cfg->vocab_size)
+        return attn_fail(err, ATTN_ERR_FORMAT,
+                         "%s: vocabulary has %d characters but the config says vocab_size %d", file,
+                         tok->vocab_size, cfg->vocab_size);
+    return ATTN_OK;
+}
+
 attn_status attn_gpt_load_checkpoint(const char *path, attn_gpt *m, attn_tokenizer *tok,
                                      int64_t *step, attn_error *err) {
     char file[ATTN_CKPT_PATH_MAX];
@@ -31,33 +57,8 @@ attn_status attn_gpt_load_checkpoint(const char *path, attn_gpt *m, attn_tokeniz
     attn_safetensors st;
     attn_status s = attn_safetensors_read(file, &st, err);
     if (s) return s;
-    const char *cfg_text = attn_safetensors_meta(&st, "config");
-    const char *vocab = attn_safetensors_meta(&st, "vocabulary");
-    if (!cfg_text || !vocab) {
-        s = attn_fail(err, ATTN_ERR_FORMAT,
-                      "%s is not an attn GPT checkpoint (no config/vocabulary metadata)", file);
-        goto out;
-    }
     attn_gpt_config cfg;
-    memset(&cfg, 0, sizeof cfg);
-    if ((s = attn_gpt_config_set_json(&cfg, cfg_text, err))) {
-        char msg[ATTN_ERROR_MSG_MAX];
-        snprintf(msg, sizeof msg, "%s", err ? err->msg : "");
-        s = attn_fail(err, ATTN_ERR_FORMAT, "%s: bad config metadata: %s", file, msg);
-        goto out;
-    }
-    if ((s = attn_tokenizer_from_vocab(tok, vocab, strlen(vocab), err))) {
-        char msg[ATTN_ERROR_MSG_MAX];
-        snprintf(msg, sizeof msg, "%s", err ? err->msg : "");
-        s = attn_fail(err, ATTN_ERR_FORMAT, "%s: bad vocabulary metadata: %s", file, msg);
-        goto out;
-    }
-    if (tok->vocab_size != cfg.vocab_size) {
-        s = attn_fail(err, ATTN_ERR_FORMAT,
-                      "%s: vocabulary has %d characters but the config says vocab_size %d", file,
-                      tok->vocab_size, cfg.vocab_size);
-        goto out;
-    }
+    if ((s = read_meta(&st, file, &cfg, tok, err))) goto out;
     const int has_step =
         attn_safetensors_meta(&st, "step") != NULL; /* files from elsewhere: none */
     uint64_t stp = 0;

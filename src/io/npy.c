@@ -360,6 +360,21 @@ attn_status attn_npy_parse(const void *buf, size_t len, const char *name, unsign
     return parse_impl(buf, len, name, accept, out, NULL, err);
 }
 
+/* *buf (*cap bytes) holds at least want bytes (say_size: the message
+ * names them). */
+static attn_status reserve(unsigned char **buf, size_t *cap, size_t want, int say_size,
+                           const char *path, attn_error *err) {
+    if (want <= *cap) return ATTN_OK;
+    unsigned char *nb = realloc(*buf, want);
+    if (!nb)
+        return say_size
+                   ? attn_fail(err, ATTN_ERR_NOMEM, "%s: out of memory (%zu bytes)", path, want)
+                   : attn_fail(err, ATTN_ERR_NOMEM, "%s: out of memory", path);
+    *buf = nb;
+    *cap = want;
+    return ATTN_OK;
+}
+
 /* Header first: a wrong file (or a stream of zeros) is refused after a few
  * bytes, not after reading gigabytes. */
 attn_status attn_npy_load(const char *path, unsigned accept, attn_npy *out, attn_error *err) {
@@ -382,15 +397,7 @@ attn_status attn_npy_load(const char *path, unsigned accept, attn_npy *out, attn
                           hlen);
             goto out;
         }
-        if (pre + hlen > cap) {
-            unsigned char *nb = realloc(buf, pre + hlen);
-            if (!nb) {
-                s = attn_fail(err, ATTN_ERR_NOMEM, "%s: out of memory", path);
-                goto out;
-            }
-            buf = nb;
-            cap = pre + hlen;
-        }
+        if ((s = reserve(&buf, &cap, pre + hlen, 0, path, err))) goto out;
         if (len < pre + hlen) {
             if ((s = attn_file_in_read(&in, path, buf + len, pre + hlen - len, &got, err)))
                 goto out;
@@ -404,15 +411,7 @@ attn_status attn_npy_load(const char *path, unsigned accept, attn_npy *out, attn
                       : in.regular     ? (in.size > need ? (size_t)in.size : need)
                                        : need + 1;
         if (want > ATTN_FILE_READ_DEFAULT_MAX) want = ATTN_FILE_READ_DEFAULT_MAX;
-        if (want > cap) {
-            unsigned char *nb = realloc(buf, want);
-            if (!nb) {
-                s = attn_fail(err, ATTN_ERR_NOMEM, "%s: out of memory (%zu bytes)", path, want);
-                goto out;
-            }
-            buf = nb;
-            cap = want;
-        }
+        if ((s = reserve(&buf, &cap, want, 1, path, err))) goto out;
         if (want > len) {
             if ((s = attn_file_in_read(&in, path, buf + len, want - len, &got, err))) goto out;
             len += got;
@@ -511,24 +510,10 @@ attn_status attn_npy_expect_shape(const attn_npy *a, const char *name, int ndim,
 
 /* ---- writer ------------------------------------------------------------ */
 
-attn_status attn_npy_save(const char *path, attn_npy_dtype dtype, const void *data, int ndim,
-                          const int64_t *shape, attn_error *err) {
-    size_t esz = attn_npy_dtype_size(dtype);
-    if (!esz) return attn_fail(err, ATTN_ERR_INVALID_ARG, "%s: unknown dtype %d", path, dtype);
-    if (ndim < 0 || ndim > ATTN_NPY_MAX_DIMS)
-        return attn_fail(err, ATTN_ERR_INVALID_ARG, "%s: %d dims (0..%d allowed)", path, ndim,
-                         ATTN_NPY_MAX_DIMS);
-    size_t numel = 1;
-    for (int i = 0; i < ndim; i++) {
-        if (shape[i] < 0)
-            return attn_fail(err, ATTN_ERR_INVALID_ARG, "%s: negative size %lld in dim %d", path,
-                             (long long)shape[i], i);
-        if (shape[i] != 0 && numel > SIZE_MAX / esz / (size_t)shape[i])
-            return attn_fail(err, ATTN_ERR_INVALID_ARG, "%s: shape is too large", path);
-        numel *= (size_t)shape[i];
-    }
-    if (numel && !data)
-        return attn_fail(err, ATTN_ERR_INVALID_ARG, "%s: no data for %zu elements", path, numel);
+/* The bytes before the data (returned: how many, at most 512) as
+ * numpy.save writes them. */
+static size_t header_bytes(attn_npy_dtype dtype, int ndim, const int64_t *shape,
+                           unsigned char *head) {
     /* Same text as numpy.save, including its spare room for the first axis
      * to grow (21 digits) and padding to a 64-byte boundary. */
     char dict[400];
@@ -555,7 +540,6 @@ attn_status attn_npy_save(const char *path, attn_npy_dtype dtype, const void *da
         pre = 12;
         pad = (64 - (pre + hlen) % 64) % 64;
     }
-    unsigned char head[512];
     memcpy(head, NPY_MAGIC, 6);
     head[6] = (unsigned char)major;
     head[7] = 0;
@@ -569,11 +553,33 @@ attn_status attn_npy_save(const char *path, attn_npy_dtype dtype, const void *da
     memcpy(head + pre, dict, u);
     memset(head + pre + u, ' ', pad);
     head[pre + u + pad] = '\n';
+    return pre + total;
+}
 
+attn_status attn_npy_save(const char *path, attn_npy_dtype dtype, const void *data, int ndim,
+                          const int64_t *shape, attn_error *err) {
+    size_t esz = attn_npy_dtype_size(dtype);
+    if (!esz) return attn_fail(err, ATTN_ERR_INVALID_ARG, "%s: unknown dtype %d", path, dtype);
+    if (ndim < 0 || ndim > ATTN_NPY_MAX_DIMS)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "%s: %d dims (0..%d allowed)", path, ndim,
+                         ATTN_NPY_MAX_DIMS);
+    size_t numel = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0)
+            return attn_fail(err, ATTN_ERR_INVALID_ARG, "%s: negative size %lld in dim %d", path,
+                             (long long)shape[i], i);
+        if (shape[i] != 0 && numel > SIZE_MAX / esz / (size_t)shape[i])
+            return attn_fail(err, ATTN_ERR_INVALID_ARG, "%s: shape is too large", path);
+        numel *= (size_t)shape[i];
+    }
+    if (numel && !data)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "%s: no data for %zu elements", path, numel);
+    unsigned char head[512];
+    const size_t n = header_bytes(dtype, ndim, shape, head);
     attn_atomic_file f;
     attn_status s = attn_atomic_open(&f, path, err);
     if (s) return s;
-    if ((s = attn_atomic_write(&f, head, pre + total, err))) return s;
+    if ((s = attn_atomic_write(&f, head, n, err))) return s;
     if ((s = attn_atomic_write(&f, data, numel * esz, err))) return s;
     return attn_atomic_commit(&f, err);
 }

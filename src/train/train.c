@@ -42,6 +42,29 @@ void attn_trainer_free(attn_trainer *tr) {
     memset(tr, 0, sizeof *tr);
 }
 
+/* The corpus as token ids, split into the training and validation sets
+ * (each at least context_length + 1 of them). */
+static attn_status init_corpus(attn_trainer *tr, const char *text, size_t n, attn_error *err) {
+    size_t count = 0;
+    attn_status st = attn_utf8_count(text, n, &count, err);
+    if (st) return st;
+    tr->ids = malloc(count * sizeof *tr->ids);
+    if (!tr->ids) return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for %zu token ids", count);
+    if ((st = attn_tokenizer_encode(&tr->tok, text, n, tr->ids, &tr->n_ids, err))) return st;
+    tr->text_bytes = n;
+    tr->text_hash = fnv1a(text, n);
+    const int T = tr->mcfg.context_length;
+    size_t split = attn_split_point(tr->n_ids);
+    if (split < (size_t)T + 1 || tr->n_ids - split < (size_t)T + 1)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "the corpus has %zu characters: its training split (%zu) and validation "
+                         "split (%zu) must each hold at least context_length + 1 = %d",
+                         tr->n_ids, split, tr->n_ids - split, T + 1);
+    attn_dataset_init(&tr->train, tr->ids, split, T, NULL);
+    attn_dataset_init(&tr->val, tr->ids + split, tr->n_ids - split, T, NULL);
+    return ATTN_OK;
+}
+
 /* attn_trainer_init(_vocab): the vocabulary is vocab's (a UTF-8 string of
  * its characters in id order) or, vocab NULL, the corpus's. */
 static attn_status trainer_init(attn_trainer *tr, const attn_gpt_config *mcfg,
@@ -68,27 +91,8 @@ static attn_status trainer_init(attn_trainer *tr, const attn_gpt_config *mcfg,
     }
     tr->mcfg.vocab_size = tr->tok.vocab_size;
     if ((st = attn_gpt_config_validate(&tr->mcfg, err))) goto fail;
-    size_t count = 0;
-    if ((st = attn_utf8_count(text, n, &count, err))) goto fail;
-    tr->ids = malloc(count * sizeof *tr->ids);
-    if (!tr->ids) {
-        st = attn_fail(err, ATTN_ERR_NOMEM, "out of memory for %zu token ids", count);
-        goto fail;
-    }
-    if ((st = attn_tokenizer_encode(&tr->tok, text, n, tr->ids, &tr->n_ids, err))) goto fail;
-    tr->text_bytes = n;
-    tr->text_hash = fnv1a(text, n);
+    if ((st = init_corpus(tr, text, n, err))) goto fail;
     const int T = tr->mcfg.context_length;
-    size_t split = attn_split_point(tr->n_ids);
-    if (split < (size_t)T + 1 || tr->n_ids - split < (size_t)T + 1) {
-        st = attn_fail(err, ATTN_ERR_INVALID_ARG,
-                       "the corpus has %zu characters: its training split (%zu) and validation "
-                       "split (%zu) must each hold at least context_length + 1 = %d",
-                       tr->n_ids, split, tr->n_ids - split, T + 1);
-        goto fail;
-    }
-    attn_dataset_init(&tr->train, tr->ids, split, T, NULL);
-    attn_dataset_init(&tr->val, tr->ids + split, tr->n_ids - split, T, NULL);
     if ((st = attn_sampler_init(&tr->sampler, attn_dataset_len(&tr->train), tcfg->seed + 1, err)))
         goto fail;
     attn_rng_seed(&tr->model_rng, tcfg->seed);
