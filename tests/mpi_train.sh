@@ -70,6 +70,21 @@ same_ckpt "$tmp/g4" "$tmp/m4" && same_ckpt "$tmp/g4" "$tmp/n4" &&
   ok "grad_accum 4 as 1x4, 2x2 and 4x1 ranks x micro-batches: identical checkpoints" ||
   bad "grad_accum 4 layouts differ"
 
+# 2b. A model whose products are split over threads (issue 31): 2 ranks of
+# one thread each against one process accumulating 2 micro-batches at the
+# default thread count (every CPU).
+cat > "$tmp/wide.json" <<'JSON'
+{"context_length": 64, "emb_dim": 128, "n_heads": 4, "n_layers": 2, "drop_rate": 0.1,
+ "batch_size": 8, "max_steps": 6, "eval_interval": 3, "eval_iters": 2, "log_interval": 1}
+JSON
+wide=(train --data "$tmp/corpus.txt" --config "$tmp/wide.json")
+env -u OMP_NUM_THREADS "$ATTN" "${wide[@]}" --grad-accum 2 --out "$tmp/wga" > /dev/null 2>&1
+mpi -np 2 "$ATTN" "${wide[@]}" --threads 1 --out "$tmp/wnp" > /dev/null 2> "$tmp/wnp.err"
+cmp -s "$tmp/wga/model.safetensors" "$tmp/wnp/model.safetensors" &&
+  cmp -s "$tmp/wga/train_state.safetensors" "$tmp/wnp/train_state.safetensors" &&
+  ok "emb 128: mpirun -np 2 (1 thread each) = --grad-accum 2 at the default threads, byte for byte" ||
+  bad "emb 128: mpirun -np 2 and --grad-accum 2 at the default thread count differ $(tail -1 "$tmp/wnp.err")"
+
 # 3. Rank 1 dies after step 13 (checkpoints every 5 steps): the job ends
 # with an error naming the rank, the step-10 checkpoint is intact, and
 # --resume under mpirun finishes the run exactly.

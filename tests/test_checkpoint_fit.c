@@ -122,6 +122,40 @@ Test(checkpoint_fit, a_lying_config_names_its_key_before_allocating) {
                      "missing"));
 }
 
+/* issue 31 item 7: a tensor with more dimensions than its entry (a 3-d
+ * tok_emb.weight) is refused naming its shape; it read past the expected
+ * shape (UBSan), and the message said "vocab_size 741881128". */
+Test(checkpoint_fit, a_tensor_of_higher_rank_is_refused_by_its_shape) {
+    const attn_gpt_config c = small(0);
+    attn_gpt m;
+    attn_rng rng;
+    attn_error err;
+    attn_rng_seed(&rng, 1);
+    cr_assert_eq(attn_gpt_init(&m, &c, &rng, &err), ATTN_OK, "%s", err.msg);
+    const attn_param_list *ps = attn_gpt_params(&m);
+    attn_st_entry *e = calloc((size_t)ps->count, sizeof *e);
+    const int64_t three[3] = {5, 8, 1};
+    for (int i = 0; i < ps->count; i++) {
+        const attn_param *p = &ps->items[i];
+        const int tok = strcmp(p->name, "tok_emb.weight") == 0;
+        e[i] = (attn_st_entry){p->name,           "F32",
+                               tok ? 3 : p->ndim, tok ? three : p->shape,
+                               p->data,           p->numel * sizeof(float)};
+    }
+    char *cfg = NULL;
+    cr_assert_eq(attn_gpt_config_to_json(&c, &cfg, &err), ATTN_OK);
+    attn_st_kv meta[] = {{"format", "attn-gpt"}, {"config", cfg}, {"vocabulary", VOCAB}};
+    const char *path = tio_path(dir, "rank3.safetensors");
+    cr_assert_eq(attn_safetensors_write(path, e, ps->count, meta, 3, &err), ATTN_OK, "%s", err.msg);
+    const char *msg = load_fail(path, ATTN_ERR_SHAPE);
+    cr_assert(strstr(msg, "the config says vocab_size 5, but tensor 'tok_emb.weight' has shape "
+                          "(5, 8, 1), not (5, 8)"),
+              "%s", msg);
+    free(cfg);
+    free(e);
+    attn_gpt_free(&m);
+}
+
 /* Grouped-query K/V and QK-norm's scales against the config's n_kv_heads
  * and qk_norm (src/io/checkpoint_fit.c): an honest file loads; a config that
  * says otherwise names its key. */

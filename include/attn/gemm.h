@@ -5,8 +5,10 @@
  * attention kernel) makes the two pools fight over the cores. attn therefore
  * runs one pool: when OpenBLAS is set to one thread (openblas_set_num_threads(1)
  * or OPENBLAS_NUM_THREADS=1, as the attn program does), attn_sgemm splits C
- * into blocks over OpenMP threads, each a single-threaded OpenBLAS call. When
- * OpenBLAS has several threads of its own, attn_sgemm is one plain call. */
+ * into blocks over OpenMP threads, each a single-threaded OpenBLAS call. The
+ * blocks depend on the product's shape alone (OpenBLAS rounds by a call's
+ * shape), so C has the same bits at every thread count. When OpenBLAS has
+ * several threads of its own, attn_sgemm is one plain call. */
 #ifndef ATTN_GEMM_H
 #define ATTN_GEMM_H
 

@@ -113,13 +113,15 @@ static attn_status check_one(const attn_gpt_config *cfg, const attn_safetensors 
         char got[96], wanted[96];
         shape_text(got, sizeof got, t->ndim, t->shape);
         shape_text(wanted, sizeof wanted, e->ndim, want);
-        const dim d = e->dims[i < e->ndim ? i : 0];
+        /* A tensor with more dimensions than expected: name the first. */
+        const int j = i < e->ndim ? i : 0;
+        const dim d = e->dims[j];
         return attn_fail(err, ATTN_ERR_SHAPE,
                          "%s: the config says %s %d, but tensor '%s' has shape %s, not %s", file,
                          DIM_KEY[d],
                          (int)(d == D_HIDDEN || d == D_FC1 ? cfg->emb_dim
                                : d == D_KV                 ? kv_heads(cfg)
-                                                           : want[i]),
+                                                           : want[j]),
                          name, got, wanted);
     }
     return ATTN_OK;

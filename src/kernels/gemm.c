@@ -12,33 +12,52 @@ static void one_call(int trans_a, int trans_b, int M, int N, int K, float alpha,
                 trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
+/* OpenBLAS picks its kernel (and with it the rounding) by a call's shape:
+ * its small-matrix kernel sums all of K in registers, its blocked one adds
+ * K in chunks into C. So C is cut into blocks whose shapes depend on the
+ * product alone, never on the thread count, and every thread count (1, 2,
+ * ... or a caller's parallel region) computes the same blocks: the same
+ * bits. At most BLOCKS blocks along the longer side of C, multiples of 16
+ * (whole vectors), at least 64 long. */
+#define BLOCKS 8
+
+static void block(int trans_a, int trans_b, int split_m, int lo, int n, int M, int N, int K,
+                  float alpha, const float *A, int lda, const float *B, int ldb, float beta,
+                  float *C, int ldc) {
+    if (split_m) {
+        const float *a = trans_a ? A + lo : A + (long)lo * lda;
+        one_call(trans_a, trans_b, n, N, K, alpha, a, lda, B, ldb, beta, C + (long)lo * ldc, ldc);
+    } else {
+        const float *b = trans_b ? B + (long)lo * ldb : B + lo;
+        one_call(trans_a, trans_b, M, n, K, alpha, A, lda, b, ldb, beta, C + lo, ldc);
+    }
+}
+
 void attn_sgemm(int threads, int trans_a, int trans_b, int M, int N, int K, float alpha,
                 const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc) {
     if (M <= 0 || N <= 0) return;
-    if (threads <= 0) threads = attn_default_threads();
-    /* Small products, OpenBLAS threading itself, or already inside a
-     * parallel region: one call. */
-    if (threads == 1 || openblas_get_num_threads() > 1 || omp_in_parallel() ||
-        (double)M * N * K < 4.0e6) {
+    /* Small products, or OpenBLAS threading itself (the user's choice): one
+     * call, whatever the thread count. */
+    if ((double)M * N * K < 4.0e6 || openblas_get_num_threads() > 1) {
         one_call(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }
-    /* Split the longer side of C into one block per thread (multiples of 16
-     * so every block keeps whole vectors). */
+    if (threads <= 0) threads = attn_default_threads();
     const int split_m = M >= N;
     const int len = split_m ? M : N;
-    const int step = ((len + threads - 1) / threads + 15) / 16 * 16;
+    int step = ((len + BLOCKS - 1) / BLOCKS + 15) / 16 * 16;
+    if (step < 64) step = 64;
     const int nblocks = (len + step - 1) / step;
-#pragma omp parallel for num_threads(threads) schedule(static, 1)
+    if (threads == 1 || nblocks == 1 || omp_in_parallel()) {
+        for (int b = 0; b < nblocks; b++) {
+            const int lo = b * step, n = len - lo < step ? len - lo : step;
+            block(trans_a, trans_b, split_m, lo, n, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        }
+        return;
+    }
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
     for (int b = 0; b < nblocks; b++) {
         const int lo = b * step, n = len - lo < step ? len - lo : step;
-        if (split_m) {
-            const float *a = trans_a ? A + lo : A + (long)lo * lda;
-            one_call(trans_a, trans_b, n, N, K, alpha, a, lda, B, ldb, beta, C + (long)lo * ldc,
-                     ldc);
-        } else {
-            const float *b2 = trans_b ? B + (long)lo * ldb : B + lo;
-            one_call(trans_a, trans_b, M, n, K, alpha, A, lda, b2, ldb, beta, C + lo, ldc);
-        }
+        block(trans_a, trans_b, split_m, lo, n, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     }
 }
