@@ -37,7 +37,11 @@ run: build
 	@echo "--- sample from $(RUN_DIR) ---"
 	$(BUILD)/attn generate --checkpoint $(RUN_DIR) --max-new-tokens 500 --seed 1337
 
+# The data the tests read (data/, from ../shared/data or its public home).
+TEST_DATA = tinyshakespeare the-verdict gpt2
+
 test: deps-test
+	@scripts/get-data.sh $(TEST_DATA)
 	@$(call configure,$(BUILD),-DCMAKE_BUILD_TYPE=Release -DATTN_BUILD_TESTS=ON)
 	cmake --build $(BUILD) -j $(JOBS)
 	ctest --test-dir $(BUILD) --output-on-failure -j 1; rc=$$?; scripts/skipped.sh $(BUILD); exit $$rc
@@ -51,6 +55,7 @@ test-cuda: deps-test
 
 # The suite again under AddressSanitizer + UndefinedBehaviorSanitizer.
 test-sanitize: deps-test
+	@scripts/get-data.sh $(TEST_DATA)
 	@$(call configure,$(BUILD_ASAN),-DCMAKE_BUILD_TYPE=Debug -DATTN_SANITIZE=ON -DATTN_BUILD_TESTS=ON)
 	cmake --build $(BUILD_ASAN) -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \

@@ -5,6 +5,7 @@
 #include "attn/activation.h"
 #include "attn/attention.h"
 #include "attn/attention_weights.h"
+#include "attn/bpe.h"
 #include "attn/causal_attention.h"
 #include "attn/checkpoint.h"
 #include "attn/checkpoint_info.h"

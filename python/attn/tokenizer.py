@@ -1,0 +1,157 @@
+"""GPT-2's tokenizer with tiktoken's calls, run by attn's C tokenizer
+(include/attn/bpe.h): byte-level BPE, equal to tiktoken's "gpt2" encoding.
+
+    import attn.tokenizer
+    enc = attn.tokenizer.get_encoding("gpt2")
+    ids = enc.encode("Hello, do you like tea? <|endoftext|>", allowed_special={"<|endoftext|>"})
+    enc.decode(ids), enc.n_vocab, enc.eot_token          # 50257, 50256
+
+The vocabulary is OpenAI's encoder.json + vocab.bpe. get_encoding looks for
+them in $ATTN_GPT2_DIR, then data/gpt2 of the source tree and the shared copy
+beside it (scripts/get-data.sh gpt2 puts them there); Encoding.from_files
+takes any two paths."""
+import ctypes
+import os
+
+from ._lib import Err, Error, check, error, lib, path
+
+_P = ctypes.POINTER
+_PROTOS = {
+    "attn_bpe_load": (ctypes.c_int, [_P(ctypes.c_void_p), ctypes.c_char_p, ctypes.c_char_p, Err]),
+    "attn_bpe_free": (None, [ctypes.c_void_p]),
+    "attn_bpe_n_vocab": (ctypes.c_int, [ctypes.c_void_p]),
+    "attn_bpe_eot": (ctypes.c_int32, [ctypes.c_void_p]),
+    "attn_bpe_encode": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t,
+                                       ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t,
+                                       _P(ctypes.c_size_t), Err]),
+    "attn_bpe_decode": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
+                                       ctypes.c_void_p, ctypes.c_size_t, _P(ctypes.c_size_t),
+                                       Err]),
+}
+for _name, (_res, _args) in _PROTOS.items():
+    _f = getattr(lib, _name)
+    _f.restype = _res
+    _f.argtypes = _args
+
+_EOT = "<|endoftext|>"
+_HERE = os.path.dirname(os.path.realpath(__file__))
+
+
+def _gpt2_dirs():
+    env = os.environ.get("ATTN_GPT2_DIR")
+    if env:
+        yield env
+    root = os.path.normpath(os.path.join(_HERE, "..", ".."))
+    yield os.path.join(root, "data", "gpt2")
+    yield os.path.join(root, "..", "shared", "data", "gpt2")
+    yield os.path.join(os.getcwd(), "data", "gpt2")
+
+
+class Encoding:
+    """A byte-level BPE encoding with tiktoken.Encoding's calls: encode,
+    encode_ordinary, decode, decode_bytes, n_vocab, eot_token, name. Encoding
+    and decoding run in C; ids are Python lists of ints."""
+
+    def __init__(self, handle, name):
+        self._h = handle
+        self.name = name
+        self.n_vocab = lib.attn_bpe_n_vocab(handle)
+        self.eot_token = lib.attn_bpe_eot(handle)
+        self.special_tokens_set = {_EOT} if self.eot_token >= 0 else set()
+
+    @classmethod
+    def from_files(cls, encoder_json, vocab_bpe, name="gpt2"):
+        """Load OpenAI's encoder.json and vocab.bpe (checked whole: a
+        truncated or mismatched pair raises attn.Error naming why)."""
+        h = ctypes.c_void_p()
+        err = error()
+        check(lib.attn_bpe_load(ctypes.byref(h), path(encoder_json), path(vocab_bpe),
+                                ctypes.byref(err)), err)
+        return cls(h, name)
+
+    def __del__(self):
+        h, self._h = getattr(self, "_h", None), None
+        if h:
+            lib.attn_bpe_free(h)
+
+    def __repr__(self):
+        return f"<attn.tokenizer.Encoding {self.name!r} n_vocab={self.n_vocab}>"
+
+    def _encode(self, text, special):
+        if not isinstance(text, str):
+            raise TypeError(f"encode: text must be str, not {type(text).__name__}")
+        # surrogatepass: a lone surrogate (from a bad decode) still round-trips as bytes
+        data = text.encode("utf-8", "surrogatepass")
+        ids = (ctypes.c_int32 * (len(data) + 1))()
+        n = ctypes.c_size_t()
+        err = error()
+        check(lib.attn_bpe_encode(self._h, data, len(data), int(special), ids, len(data) + 1,
+                                  ctypes.byref(n), ctypes.byref(err)), err)
+        return ids[:n.value]
+
+    def encode(self, text, *, allowed_special=set(), disallowed_special="all"):
+        """Token ids of text, as tiktoken: <|endoftext|> is one token only when
+        allowed_special has it (or is "all"); when disallowed_special has it
+        (the default "all") and the text contains it, ValueError; with
+        disallowed_special=() it is plain text."""
+        allowed = self.special_tokens_set if allowed_special == "all" else set(allowed_special)
+        disallowed = (self.special_tokens_set - allowed if disallowed_special == "all"
+                      else set(disallowed_special))
+        for tok in disallowed:
+            if tok in text:
+                raise ValueError(
+                    f"Encountered text corresponding to disallowed special token {tok!r}.\n"
+                    f"Pass allowed_special={{{tok!r}}} to encode it as a special token, or "
+                    f"disallowed_special=() to encode it as normal text.")
+        return self._encode(text, _EOT in allowed)
+
+    def encode_ordinary(self, text):
+        """Token ids of text with nothing special (<|endoftext|> is plain text)."""
+        return self._encode(text, False)
+
+    def decode_bytes(self, tokens):
+        """The bytes of a token sequence (a character split over tokens is
+        whole once its tokens are joined)."""
+        tokens = list(tokens)
+        arr = (ctypes.c_int32 * max(len(tokens), 1))()
+        for i, t in enumerate(tokens):
+            t = int(t)
+            if not 0 <= t < self.n_vocab:
+                raise ValueError(f"decode: token {t} at {i} is not in [0, {self.n_vocab})")
+            arr[i] = t
+        need = ctypes.c_size_t()
+        err = error()
+        lib.attn_bpe_decode(self._h, arr, len(tokens), None, 0, ctypes.byref(need), None)
+        out = ctypes.create_string_buffer(need.value + 1)
+        check(lib.attn_bpe_decode(self._h, arr, len(tokens), out, need.value + 1,
+                                  ctypes.byref(need), ctypes.byref(err)), err)
+        return out.raw[:need.value]
+
+    def decode(self, tokens, errors="replace"):
+        """The text of a token sequence; bytes that are not UTF-8 (a token
+        sequence cut inside a character) become U+FFFD, as tiktoken."""
+        return self.decode_bytes(tokens).decode("utf-8", errors)
+
+
+_cache = {}
+
+
+def get_encoding(name):
+    """tiktoken.get_encoding: "gpt2" (also "r50k_base", the same vocabulary)."""
+    if name not in ("gpt2", "r50k_base"):
+        raise ValueError(f"unknown encoding {name!r}: attn has gpt2 (r50k_base)")
+    if name not in _cache:
+        for d in _gpt2_dirs():
+            enc, bpe = os.path.join(d, "encoder.json"), os.path.join(d, "vocab.bpe")
+            if os.path.exists(enc) and os.path.exists(bpe):
+                _cache[name] = Encoding.from_files(enc, bpe, name)
+                break
+        else:
+            raise Error("GPT-2's encoder.json and vocab.bpe were not found (looked in "
+                        "$ATTN_GPT2_DIR, data/gpt2 and ../shared/data/gpt2): run "
+                        "scripts/get-data.sh gpt2, or use Encoding.from_files(encoder_json, "
+                        "vocab_bpe)", "not found")
+    return _cache[name]
+
+
+__all__ = ["Encoding", "get_encoding"]

@@ -1,0 +1,88 @@
+"""attn.tokenizer: tiktoken's calls over the C tokenizer, equal to npm
+tiktoken 1.0.22's gpt2 (tests/fixtures/gpt2_tokenizer/): the stress text and
+the short cases with and without <|endoftext|> allowed, The Verdict;
+tiktoken's ValueError for a disallowed special token; decode of a character
+split over tokens; bad arguments."""
+import json
+import os
+
+import pytest
+
+import attn
+import attn.tokenizer
+
+FIX = os.path.join(os.path.dirname(__file__), "..", "fixtures", "gpt2_tokenizer")
+
+
+@pytest.fixture(scope="module")
+def enc():
+    src = os.path.join(os.path.dirname(__file__), "..", "..")
+    if not any(os.path.exists(os.path.join(d, "gpt2", "vocab.bpe"))
+               for d in (os.path.join(src, "data"), os.path.join(src, "..", "shared", "data"))):
+        pytest.skip("no GPT-2 vocabulary in data/gpt2 (scripts/get-data.sh gpt2)")
+    return attn.tokenizer.get_encoding("gpt2")  # any other failure fails the tests
+
+
+def test_vocabulary_facts(enc):
+    assert enc.n_vocab == 50257 and enc.eot_token == 50256 and enc.name == "gpt2"
+    assert attn.tokenizer.get_encoding("gpt2") is enc  # loaded once
+
+
+def test_stress_text_and_short_cases_equal_tiktoken(enc):
+    with open(os.path.join(FIX, "stress.txt"), encoding="utf-8", newline="") as f:
+        stress = f.read()
+    with open(os.path.join(FIX, "stress_expected.json")) as f:
+        want = json.load(f)
+    assert enc.encode(stress, allowed_special="all") == want["ids_allowed_special"]
+    assert enc.encode(stress, disallowed_special=()) == want["ids_ordinary"]
+    assert enc.encode_ordinary(stress) == want["ids_ordinary"]
+    assert enc.decode(enc.encode_ordinary(stress)) == stress
+    with open(os.path.join(FIX, "short_cases.json")) as f:
+        cases = json.load(f)
+    for c in cases:
+        text = bytes.fromhex(c["utf8_hex"]).decode("utf-8")
+        assert enc.encode(text, allowed_special={"<|endoftext|>"}) == c["ids_allowed_special"]
+        assert enc.encode(text, disallowed_special=()) == c["ids"], repr(text)
+        if c["default_encode_throws"]:
+            with pytest.raises(ValueError, match="disallowed special token"):
+                enc.encode(text)
+        else:
+            assert enc.encode(text) == c["ids"]
+
+
+def test_the_verdict_equals_tiktoken(enc):
+    src = os.path.join(os.path.dirname(__file__), "..", "..")
+    for p in (os.path.join(src, "data", "the-verdict.txt"),
+              os.path.join(src, "..", "shared", "data", "the-verdict.txt")):
+        if os.path.exists(p):
+            break
+    else:
+        pytest.skip("no the-verdict.txt (scripts/get-data.sh the-verdict)")
+    with open(p, encoding="utf-8", newline="") as f:
+        text = f.read()
+    with open(os.path.join(FIX, "the_verdict.u16.bin"), "rb") as f:
+        raw = f.read()
+    want = [raw[i] | raw[i + 1] << 8 for i in range(0, len(raw), 2)]
+    assert enc.encode(text) == want
+    assert len(want) == 5145
+
+
+def test_decode_joins_split_characters(enc):
+    ids = enc.encode("🙂")
+    assert len(ids) == 2  # f09f + 9982
+    assert enc.decode_bytes(ids[:1]) == b"\xf0\x9f"
+    assert enc.decode(ids[:1]) == "\ufffd"  # cut inside a character: U+FFFD, as tiktoken
+    assert enc.decode(ids) == "🙂"
+
+
+def test_bad_arguments(enc):
+    with pytest.raises(TypeError):
+        enc.encode(b"bytes")
+    with pytest.raises(ValueError, match="50257"):
+        enc.decode([50257])
+    with pytest.raises(ValueError):
+        attn.tokenizer.get_encoding("cl100k_base")
+    with pytest.raises(attn.Error, match="vocab.bpe"):
+        d = os.path.join(os.path.dirname(__file__), "..", "..", "data", "gpt2")
+        attn.tokenizer.Encoding.from_files(os.path.join(d, "encoder.json"),
+                                           os.path.join(FIX, "stress.txt"))
