@@ -23,7 +23,8 @@ function arg(name, dflt) {
 }
 const nodeModules = arg("--node-modules", "");
 const dataDir = path.resolve(arg("--data", "/work/shared/data"));
-const outDir = path.resolve(arg("--out", path.join(here, "..", "tests", "fixtures", "gpt2_tokenizer")));
+const inDir = path.join(here, "..", "tests", "fixtures", "gpt2_tokenizer"); // stress inputs
+const outDir = path.resolve(arg("--out", inDir));
 
 let require_ = createRequire(import.meta.url);
 let tiktokenDir;
@@ -101,7 +102,7 @@ const manifest = {
 
 // ---- 1. stress.txt ------------------------------------------------------------------
 {
-  const buf = fs.readFileSync(path.join(outDir, "stress.txt"));
+  const buf = fs.readFileSync(path.join(inDir, "stress.txt"));
   const text = buf.toString("utf8");
   if (!utf8(text).equals(buf)) throw new Error("stress.txt is not valid UTF-8");
   const all = encAll(text), ord = encOrd(text);
@@ -116,7 +117,7 @@ const manifest = {
 
 // ---- 2. stress_invalid.bin: no reference ids (see README); record only its facts ------
 {
-  const buf = fs.readFileSync(path.join(outDir, "stress_invalid.bin"));
+  const buf = fs.readFileSync(path.join(inDir, "stress_invalid.bin"));
   let valid = true;
   try { new TextDecoder("utf-8", { fatal: true }).decode(buf); } catch (e) { valid = false; }
   if (valid) throw new Error("stress_invalid.bin should not be valid UTF-8");
@@ -293,9 +294,11 @@ for (const [name, file] of [["the_verdict", "the-verdict.txt"], ["tinyshakespear
 }
 
 // ---- manifest ------------------------------------------------------------------------
-for (const f of fs.readdirSync(outDir).sort()) {
-  if (f === "manifest.json" || f === "README.md") continue;
-  const b = fs.readFileSync(path.join(outDir, f));
+const listed = new Set(["stress.txt", "stress_invalid.bin"]);
+for (const f of fs.readdirSync(outDir)) listed.add(f);
+for (const f of [...listed].sort()) {
+  if (f === "manifest.json" || f === "README.md" || f.startsWith(".")) continue;
+  const b = fs.readFileSync(path.join(["stress.txt", "stress_invalid.bin"].includes(f) ? inDir : outDir, f));
   manifest.files[f] = Object.assign({}, manifest.files[f] || {}, { md5: md5(b), bytes: b.length });
 }
 writeJSON("manifest.json", manifest);
