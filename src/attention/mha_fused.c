@@ -136,10 +136,10 @@ static void prepare(const attn_mha *m, attn_mha_fused_state *st, size_t N, int T
     attn_rope_apply(sp, st->qkv, N, T, d3, (int)H, 0, 0);
     attn_rope_apply(sp, st->qkv + d, N, T, d3, (int)KV, 0, 0);
     if (!st->kv_x) return;
-    const size_t group = H / KV;
     for (size_t n = 0; n < N; n++)
         for (size_t h = 0; h < H; h++) {
-            const float *src = st->qkv + n * d3 + d + (h / group) * hd;
+            const size_t kvh = (size_t)attn_attention_kv_head(sp, (int)h);
+            const float *src = st->qkv + n * d3 + d + kvh * hd;
             memcpy(st->kv_x + n * 2 * d + h * hd, src, hd * sizeof(float));
             memcpy(st->kv_x + n * 2 * d + d + h * hd, src + kv, hd * sizeof(float));
         }
@@ -152,11 +152,11 @@ static void unprepare(attn_mha *m, attn_mha_fused_state *st, size_t N, int T) {
     const size_t d = (size_t)m->d_out, kv = (size_t)m->kv_dim, d3 = d + 2 * kv;
     const size_t H = (size_t)m->num_heads, KV = (size_t)sp->kv_heads, hd = (size_t)m->head_dim;
     if (st->kv_x) {
-        const size_t group = H / KV;
         for (size_t n = 0; n < N; n++)
             for (size_t h = 0; h < H; h++) {
+                const size_t kvh = (size_t)attn_attention_kv_head(sp, (int)h);
                 const float *dk = st->d_kv_x + n * 2 * d + h * hd, *dv = dk + d;
-                float *tk = st->d_qkv + n * d3 + d + (h / group) * hd, *tv = tk + kv;
+                float *tk = st->d_qkv + n * d3 + d + kvh * hd, *tv = tk + kv;
                 for (size_t i = 0; i < hd; i++) {
                     tk[i] += dk[i];
                     tv[i] += dv[i];
