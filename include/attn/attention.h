@@ -62,6 +62,11 @@ int attn_attention_is_book(const attn_attention_spec *s);
 /* kv_heads as used (0 reads as heads). */
 int attn_attention_kv_heads(const attn_attention_spec *s);
 
+/* The key/value head query head h reads: h / (heads / kv_heads), each run of
+ * heads / kv_heads consecutive query heads sharing one (grouped-query). The
+ * one mapping of the reference, fused and one-token step paths. */
+int attn_attention_kv_head(const attn_attention_spec *s, int h);
+
 /* Checks the fields (kv_heads divides heads, window needs causal, ranges);
  * what names the caller in the message. */
 attn_status attn_attention_check(const attn_attention_spec *s, const char *what, attn_error *err);

@@ -33,16 +33,17 @@ static attn_attention_spec spec_of(const attn_core_shape *s) {
     return b;
 }
 
-/* Rows of one (batch, head) block: queries at b, h; keys and values at b, h / group. */
+/* Rows of one (batch, head) block: queries at b, h; keys and values at b
+ * and h's key/value head. */
 typedef struct block_off {
     size_t q, kv;
 } block_off;
 
 static block_off offsets(const attn_core_shape *s, const attn_attention_spec *sp, int b, int h) {
-    const int kvh = attn_attention_kv_heads(sp), group = s->heads / kvh;
+    const int kvh = attn_attention_kv_heads(sp);
     const size_t T = (size_t)s->T, hd = (size_t)s->hd;
     block_off o = {(size_t)b * T * (size_t)s->heads * hd + (size_t)h * hd,
-                   (size_t)b * T * (size_t)kvh * hd + (size_t)(h / group) * hd};
+                   (size_t)b * T * (size_t)kvh * hd + (size_t)attn_attention_kv_head(sp, h) * hd};
     return o;
 }
 
@@ -105,7 +106,6 @@ void attn_core_backward(const attn_core_shape *s, const float *Q, const float *K
     const attn_attention_spec sp = spec_of(s);
     const int T = s->T, hd = s->hd, ld = s->heads * s->hd;
     const int ldk = attn_attention_kv_heads(&sp) * s->hd;
-    const int group = s->heads / attn_attention_kv_heads(&sp);
     const size_t TT = (size_t)T * (size_t)T;
     const float scale = score_scale(hd);
     float *dP = scratch;      /* d(dropped weights), (T, T) */
@@ -117,7 +117,9 @@ void attn_core_backward(const attn_core_shape *s, const float *Q, const float *K
             const float *w = weights + woff, *wd = dropped + woff;
             /* A key/value head's gradient sums over its group's query heads,
              * in head order: the group's first head overwrites. */
-            const float beta = h % group == 0 ? 0.0f : 1.0f;
+            const int first =
+                h == 0 || attn_attention_kv_head(&sp, h - 1) != attn_attention_kv_head(&sp, h);
+            const float beta = first ? 0.0f : 1.0f;
             /* out = wd V: dwd = d_out V^T, dV = wd^T d_out. */
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hd, 1.0f, d_out + o.q, ld,
                         V + o.kv, ldk, 0.0f, dP, T);
@@ -172,6 +174,10 @@ attn_attention_spec attn_attention_book(int heads, int head_dim, double dropout)
 
 int attn_attention_kv_heads(const attn_attention_spec *s) {
     return s->kv_heads > 0 ? s->kv_heads : s->heads;
+}
+
+int attn_attention_kv_head(const attn_attention_spec *s, int h) {
+    return h / (s->heads / attn_attention_kv_heads(s));
 }
 
 int attn_attention_is_book(const attn_attention_spec *s) {

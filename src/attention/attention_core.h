@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "attn/attention.h"
+#include "attn/causal_attention.h"
 #include "attn/dropout.h"
 #include "attn/linear.h"
 #include "attn/param.h"
@@ -43,6 +44,26 @@ void attn_core_backward(const attn_core_shape *s, const float *Q, const float *K
                         const float *weights, const float *dropped, const uint8_t *keep,
                         int dropout_applied, double p, const float *d_out, float *dQ, float *dK,
                         float *dV, float *scratch);
+
+/* Element counts of an attention cache's buffers (attn/causal_attention.h);
+ * 0: none. */
+typedef struct attn_cache_sizes {
+    size_t qkv;          /* queries, keys, values and their gradients */
+    size_t context;      /* context, d_context */
+    size_t weights;      /* attn_weights, dropped_weights, keep */
+    size_t scratch;      /* the backward's dP and dS */
+    size_t q_raw, k_raw; /* QK-norm's inputs (d_raw: q_raw's count) */
+    size_t q_rstd, k_rstd;
+    int huge_context; /* context, d_context from attn_alloc_huge (the fused path) */
+} attn_cache_sizes;
+
+/* The reference path's counts for (B, T, heads, d_out), no QK-norm. */
+attn_cache_sizes attn_cache_sizes_reference(int B, int T, int heads, int d_out);
+
+/* cache (zeroed first) for (B, T, heads, d_out) with buffers of s's counts;
+ * on failure nothing stays allocated. */
+attn_status attn_attention_cache_alloc(attn_attention_cache *cache, int B, int T, int heads,
+                                       int d_out, const attn_cache_sizes *s, attn_error *err);
 
 /* Validate a dropout rate: finite and in [0, 1). what names the module. */
 attn_status attn_check_dropout(double p, const char *what, attn_error *err);

@@ -6,61 +6,66 @@
 #include <string.h>
 
 #include "attention_core.h"
+#include "base/buffers.h"
 #include "mha_fused.h"
 
-attn_status attn_attention_cache_init(attn_attention_cache *cache, int B, int T, int heads,
-                                      int d_out, attn_error *err) {
+/* The cache's buffers, listed once (the fused state is its own). */
+static int cache_buffers(attn_attention_cache *c, const attn_cache_sizes *s, attn_bufs_op op) {
+    const attn_buf_kind ctx = s->huge_context ? ATTN_BUF_HUGE : ATTN_BUF_ZEROED;
+    const attn_buf t[] = {
+        ATTN_BUF(c->queries, s->qkv),
+        ATTN_BUF(c->keys, s->qkv),
+        ATTN_BUF(c->values, s->qkv),
+        ATTN_BUF(c->attn_weights, s->weights),
+        ATTN_BUF(c->dropped_weights, s->weights),
+        ATTN_BUF(c->keep, s->weights),
+        ATTN_BUF_KIND(c->context, s->context, ctx),
+        ATTN_BUF(c->d_queries, s->qkv),
+        ATTN_BUF(c->d_keys, s->qkv),
+        ATTN_BUF(c->d_values, s->qkv),
+        ATTN_BUF_KIND(c->d_context, s->context, ctx),
+        ATTN_BUF(c->scratch, s->scratch),
+        ATTN_BUF(c->q_raw, s->q_raw),
+        ATTN_BUF(c->k_raw, s->k_raw),
+        ATTN_BUF(c->d_raw, s->q_raw),
+        ATTN_BUF(c->q_rstd, s->q_rstd),
+        ATTN_BUF(c->k_rstd, s->k_rstd),
+    };
+    return ATTN_BUFS(t, op);
+}
+
+attn_cache_sizes attn_cache_sizes_reference(int B, int T, int heads, int d_out) {
+    const size_t n = (size_t)B * (size_t)T * (size_t)d_out, tt = (size_t)T * (size_t)T;
+    const attn_cache_sizes s = {n, n, (size_t)B * (size_t)heads * tt, 2 * tt, 0, 0, 0, 0, 0};
+    return s;
+}
+
+attn_status attn_attention_cache_alloc(attn_attention_cache *cache, int B, int T, int heads,
+                                       int d_out, const attn_cache_sizes *s, attn_error *err) {
     memset(cache, 0, sizeof *cache);
     if (B <= 0 || T <= 0 || heads <= 0 || d_out <= 0)
         return attn_fail(err, ATTN_ERR_INVALID_ARG,
                          "attention cache needs B, T, heads, d_out > 0 (got %d, %d, %d, %d)", B, T,
                          heads, d_out);
-    const size_t n = (size_t)B * (size_t)T * (size_t)d_out;
-    const size_t nw = (size_t)B * (size_t)heads * (size_t)T * (size_t)T;
     cache->B = B;
     cache->T = T;
     cache->heads = heads;
     cache->d_out = d_out;
-    cache->queries = malloc(n * sizeof(float));
-    cache->keys = malloc(n * sizeof(float));
-    cache->values = malloc(n * sizeof(float));
-    cache->attn_weights = malloc(nw * sizeof(float));
-    cache->dropped_weights = malloc(nw * sizeof(float));
-    cache->keep = malloc(nw);
-    cache->context = malloc(n * sizeof(float));
-    cache->d_queries = malloc(n * sizeof(float));
-    cache->d_keys = malloc(n * sizeof(float));
-    cache->d_values = malloc(n * sizeof(float));
-    cache->d_context = malloc(n * sizeof(float));
-    cache->scratch = malloc(2 * (size_t)T * (size_t)T * sizeof(float));
-    if (!cache->queries || !cache->keys || !cache->values || !cache->attn_weights ||
-        !cache->dropped_weights || !cache->keep || !cache->context || !cache->d_queries ||
-        !cache->d_keys || !cache->d_values || !cache->d_context || !cache->scratch) {
-        attn_attention_cache_free(cache);
+    if (cache_buffers(cache, s, ATTN_BUFS_ALLOC) != 0)
         return attn_fail(err, ATTN_ERR_NOMEM,
                          "out of memory allocating an attention cache for B = %d, T = %d", B, T);
-    }
     return ATTN_OK;
 }
 
+attn_status attn_attention_cache_init(attn_attention_cache *cache, int B, int T, int heads,
+                                      int d_out, attn_error *err) {
+    const attn_cache_sizes s = attn_cache_sizes_reference(B, T, heads, d_out);
+    return attn_attention_cache_alloc(cache, B, T, heads, d_out, &s, err);
+}
+
 void attn_attention_cache_free(attn_attention_cache *cache) {
-    free(cache->q_raw);
-    free(cache->k_raw);
-    free(cache->d_raw);
-    free(cache->q_rstd);
-    free(cache->k_rstd);
-    free(cache->queries);
-    free(cache->keys);
-    free(cache->values);
-    free(cache->attn_weights);
-    free(cache->dropped_weights);
-    free(cache->keep);
-    free(cache->context);
-    free(cache->d_queries);
-    free(cache->d_keys);
-    free(cache->d_values);
-    free(cache->d_context);
-    free(cache->scratch);
+    const attn_cache_sizes none = {0};
+    cache_buffers(cache, &none, ATTN_BUFS_FREE);
     attn_mha_fused_state_free(cache->fused);
     memset(cache, 0, sizeof *cache);
 }

@@ -21,9 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/flash_kernels.h"
 #include "base/mcg31.h"
 #include "base/vec_clones.h"
+#include "kernels/flash_kernels.h"
 
 #define DEFAULT_BLOCK_Q 64
 #define DEFAULT_BLOCK_K 64
@@ -236,8 +236,9 @@ typedef struct run_ctx {
     drop_ctx drop;
 } run_ctx;
 
-static attn_status setup(run_ctx *c, const attn_flash_problem *pb, const attn_flash_options *opt,
-                         attn_error *err) {
+/* The problem's own checks: sizes, pointers, strides, the mask's shape, the
+ * window. */
+static attn_status check_problem(const attn_flash_problem *pb, attn_error *err) {
     if (!pb) return attn_fail(err, ATTN_ERR_INVALID_ARG, "flash attention: no problem given");
     if (pb->B <= 0 || pb->T <= 0 || pb->H <= 0 || pb->head_dim <= 0)
         return attn_fail(err, ATTN_ERR_INVALID_ARG,
@@ -261,26 +262,21 @@ static attn_status setup(run_ctx *c, const attn_flash_problem *pb, const attn_fl
         if (d->stream != ATTN_STREAM_TORCH_MKL && !d->bits)
             return attn_fail(err, ATTN_ERR_STATE, "flash attention: dropout mask was not drawn");
     }
-    attn_flash_options o = {0};
-    if (opt) o = *opt;
-    c->B = pb->B;
-    c->T = pb->T;
-    c->H = pb->H;
-    c->hd = pb->head_dim;
     if (pb->window < 0)
         return attn_fail(err, ATTN_ERR_INVALID_ARG, "flash attention: window must be >= 0 (got %d)",
                          pb->window);
-    c->window = pb->window;
-    c->bq = o.block_q > 0 ? o.block_q : DEFAULT_BLOCK_Q;
-    c->bk = o.block_k > 0 ? o.block_k : DEFAULT_BLOCK_K;
-    c->threads = o.threads > 0 ? o.threads : attn_default_threads();
-    const attn_simd simd = attn_simd_resolve(o.simd);
+    return ATTN_OK;
+}
+
+/* c's kernels for o's SIMD path and precision. */
+static attn_status pick_kernels(run_ctx *c, const attn_flash_options *o, attn_error *err) {
+    const attn_simd simd = attn_simd_resolve(o->simd);
     if (!attn_simd_supported(simd))
         return attn_fail(err, ATTN_ERR_INVALID_ARG,
                          "flash attention: this CPU cannot run the %s path", attn_simd_name(simd));
     c->K = kernels_for(simd);
     c->KB = NULL;
-    if (o.precision == ATTN_PRECISION_BF16) {
+    if (o->precision == ATTN_PRECISION_BF16) {
         const attn_status ps = attn_precision_check(ATTN_PRECISION_BF16, err);
         if (ps != ATTN_OK) return ps;
 #ifdef ATTN_FLASH_HAVE_X86
@@ -292,10 +288,29 @@ static attn_status setup(run_ctx *c, const attn_flash_problem *pb, const attn_fl
         if (attn_flash_amx_usable()) c->kb.gemm = attn_flash_gemm_amx;
         c->KB = &c->kb;
 #endif
-    } else if (o.precision != ATTN_PRECISION_FP32) {
+    } else if (o->precision != ATTN_PRECISION_FP32) {
         return attn_fail(err, ATTN_ERR_INVALID_ARG, "flash attention: unknown precision %d",
-                         (int)o.precision);
+                         (int)o->precision);
     }
+    return ATTN_OK;
+}
+
+static attn_status setup(run_ctx *c, const attn_flash_problem *pb, const attn_flash_options *opt,
+                         attn_error *err) {
+    attn_status st = check_problem(pb, err);
+    if (st != ATTN_OK) return st;
+    attn_flash_options o = {0};
+    if (opt) o = *opt;
+    c->B = pb->B;
+    c->T = pb->T;
+    c->H = pb->H;
+    c->hd = pb->head_dim;
+    c->window = pb->window;
+    c->bq = o.block_q > 0 ? o.block_q : DEFAULT_BLOCK_Q;
+    c->bk = o.block_k > 0 ? o.block_k : DEFAULT_BLOCK_K;
+    c->threads = o.threads > 0 ? o.threads : attn_default_threads();
+    st = pick_kernels(c, &o, err);
+    if (st != ATTN_OK) return st;
     c->hdp = pad_to((size_t)c->hd, ATTN_FLASH_PAD);
     c->bqp = pad_to((size_t)c->bq, ATTN_FLASH_PAD);
     c->bkp = pad_to((size_t)c->bk, ATTN_FLASH_PAD);
@@ -305,7 +320,7 @@ static attn_status setup(run_ctx *c, const attn_flash_problem *pb, const attn_fl
     c->alibi = pb->scores && pb->scores->positions == ATTN_POSITIONS_ALIBI;
     c->xform = c->softcap > 0.0f || c->alibi;
     c->scale = c->xform ? 1.0f : c->qk_scale;
-    drop_ctx_init(&c->drop, d, c->T);
+    drop_ctx_init(&c->drop, pb->dropout, c->T);
     return ATTN_OK;
 }
 
@@ -315,6 +330,25 @@ static int imin(int a, int b) {
 
 static int imax(int a, int b) {
     return a > b ? a : b;
+}
+
+/* On the diagonal tile the second half of the keys (from ks) is seen only by
+ * queries from qs: the products skip what is masked anyway (the forward's
+ * diagonal mask covers it; the backward writes P, dS there as exact zeros).
+ * on = 0: whole-tile products. */
+typedef struct tile_split {
+    int ks, qs, rest, on;
+} tile_split;
+
+static tile_split diag_split(int i0, int nq, int j0, int nk) {
+    tile_split s = {nk, 0, 0, 0};
+    if (i0 < j0 + nk - 1 && nk >= 32) {
+        s.ks = nk / 2;
+        s.qs = imin(nq, imax(0, j0 + s.ks - i0));
+    }
+    s.rest = nq - s.qs;
+    s.on = s.ks < nk && s.qs > 0;
+    return s;
 }
 
 /* ---- forward ------------------------------------------------------------ */
@@ -464,86 +498,124 @@ static void fwd_write_out(const run_ctx *c, const attn_flash_problem *pb, int b,
     }
 }
 
+/* A forward task's buffers (fwd_thread_bytes' layout), carved from its
+ * thread's scratch. */
+typedef struct fwd_tiles {
+    float *Qt;            /* (hd, bqp): the query tile's Q^T */
+    float *St;            /* (bk, bqp): S^T, then P^T */
+    float *acc;           /* (bq, hdp): the output accumulator */
+    float *Vp;            /* (bk, hdp): the key tile's V rows, contiguous */
+    float *m, *l, *alpha; /* (bqp): online-softmax rows */
+    float *mult;          /* (bkp): a mask row */
+    uint32_t *xst;        /* (bqp): MCG31 states */
+} fwd_tiles;
+
+static fwd_tiles fwd_carve(const run_ctx *c, char *scratch) {
+    const size_t bqp = c->bqp, hdp = c->hdp;
+    char *cur = scratch;
+    fwd_tiles w;
+    w.Qt = carve(&cur, (size_t)c->hd * bqp);
+    w.St = carve(&cur, (size_t)c->bk * bqp);
+    w.acc = carve(&cur, (size_t)c->bq * hdp);
+    w.Vp = carve(&cur, (size_t)c->bk * hdp);
+    w.m = carve(&cur, bqp);
+    w.l = carve(&cur, bqp);
+    w.alpha = carve(&cur, bqp);
+    w.mult = carve(&cur, c->bkp);
+    w.xst = (uint32_t *)carve(&cur, bqp);
+    return w;
+}
+
+/* What a forward task (one query tile of one (b, h)) holds for its key tiles. */
+typedef struct fwd_rows {
+    int b, h, i0, nq, nqp;
+    int jfirst, last; /* its first key tile and its last query (keys past it are masked) */
+    uint64_t row0;    /* flat mask index of (b, h, i0, 0) */
+    uint32_t a_bk;    /* the MCG31 step of one key tile */
+} fwd_rows;
+
+/* S^T (nk, nq) = K_tile Q_tile^T, Q^T packed (hd, bqp). */
+static void fwd_scores_t(const run_ctx *c, const attn_flash_problem *pb, const tile_split *s,
+                         int nqp, int nk, const float *kb, const float *Qt, float *St) {
+    const ptrdiff_t bqp = (ptrdiff_t)c->bqp, ldk = (ptrdiff_t)pb->ld_k;
+    if (!s->on) {
+        c->K->gemm(nk, nqp, c->hd, kb, ldk, 1, Qt, bqp, St, bqp, 0, NULL);
+        return;
+    }
+    const int q16 = s->qs / ATTN_FLASH_PAD * ATTN_FLASH_PAD; /* whole vectors */
+    c->K->gemm(s->ks, nqp, c->hd, kb, ldk, 1, Qt, bqp, St, bqp, 0, NULL);
+    c->K->gemm(nk - s->ks, nqp - q16, c->hd, kb + (size_t)s->ks * pb->ld_k, ldk, 1, Qt + q16, bqp,
+               St + (size_t)s->ks * c->bqp + q16, bqp, 0, NULL);
+}
+
+/* acc (nq, hd) = alpha * acc + P (nq, nk) V_tile, P read from P^T; acc
+ * starts over (no alpha) when first. */
+static void fwd_acc_pv(const run_ctx *c, const tile_split *s, int nq, int nk, const float *St,
+                       const float *Vp, float *acc, const float *alpha, int first) {
+    const ptrdiff_t bqp = (ptrdiff_t)c->bqp, hdp = (ptrdiff_t)c->hdp;
+    if (!s->on) {
+        c->K->gemm(nq, c->hd, nk, St, 1, bqp, Vp, hdp, acc, hdp, !first, alpha);
+        return;
+    }
+    c->K->gemm(s->qs, c->hd, s->ks, St, 1, bqp, Vp, hdp, acc, hdp, !first, alpha);
+    if (s->rest > 0)
+        c->K->gemm(s->rest, c->hd, nk, St + s->qs, 1, bqp, Vp, hdp, acc + (size_t)s->qs * c->hdp,
+                   hdp, !first, alpha + s->qs);
+}
+
+/* Key tile j0 of a forward task: scores, masks, the online softmax, dropout,
+ * then P V into the accumulator. */
+static void fwd_key_tile(const run_ctx *c, const attn_flash_problem *pb, const fwd_tiles *w,
+                         const fwd_rows *r, int j0) {
+    const int hd = c->hd, nq = r->nq, i0 = r->i0, last = r->last;
+    const int nk = imin(c->bk, last + 1 - j0);
+    const size_t bqp = c->bqp, hdp = c->hdp, k0 = (size_t)r->b * c->T + (size_t)j0;
+    const float *kb = pb->k + k0 * pb->ld_k + (size_t)r->h * hd;
+    const float *vb = pb->v + k0 * pb->ld_v + (size_t)r->h * hd;
+    prefetch_next_kv(c, pb, kb, vb, j0, last);
+    const tile_split s = diag_split(i0, nq, j0, nk);
+    fwd_scores_t(c, pb, &s, r->nqp, nk, kb, w->Qt, w->St);
+    if (c->xform) transform_tile(c, w->St, bqp, nk, r->nqp, 1, i0, j0, r->h);
+    if (j0 + nk - 1 > i0) /* the diagonal tile: masks every entry a split left out too */
+        mask_diag_st(w->St, bqp, nk, nq, j0, i0);
+    if (c->window > 0 && last - j0 >= c->window)
+        mask_window_st(w->St, bqp, nk, nq, j0, i0, c->window);
+    c->K->softmax_cols(w->St, nk, r->nqp, (ptrdiff_t)bqp, w->m, w->l, w->alpha, c->scale);
+    drop_cols_st(c, w->St, bqp, nq, nk, r->row0, j0, w->xst, r->a_bk, w->mult);
+    /* Contiguous V rows: rows 3 d_out apart alias in L1. */
+    for (int jj = 0; jj < nk; jj++)
+        memcpy(w->Vp + (size_t)jj * hdp, vb + (size_t)jj * pb->ld_v, (size_t)hd * sizeof(float));
+    fwd_acc_pv(c, &s, nq, nk, w->St, w->Vp, w->acc, w->alpha, j0 == r->jfirst);
+}
+
 static void fwd_task(const run_ctx *c, const attn_flash_problem *pb, int b, int h, int qt,
                      char *scratch) {
     const int T = c->T, hd = c->hd;
-    const int i0 = qt * c->bq, nq = imin(c->bq, T - i0);
-    const int nqp = (int)pad_to((size_t)nq, ATTN_FLASH_PAD);
-    const size_t bqp = c->bqp, hdp = c->hdp;
-    char *cur = scratch;
-    float *Qt = carve(&cur, (size_t)hd * bqp);
-    float *St = carve(&cur, (size_t)c->bk * bqp);
-    float *acc = carve(&cur, (size_t)c->bq * hdp);
-    float *Vp = carve(&cur, (size_t)c->bk * hdp);
-    float *m = carve(&cur, bqp), *l = carve(&cur, bqp), *alpha = carve(&cur, bqp);
-    float *mult = carve(&cur, c->bkp);
-    uint32_t *xst = (uint32_t *)carve(&cur, bqp);
-
-    const float *qb = pb->q + ((size_t)b * T + (size_t)i0) * pb->ld_q + (size_t)h * hd;
-    for (int ii = 0; ii < nq; ii++) /* all the tile's rows in flight at once */
+    const fwd_tiles w = fwd_carve(c, scratch);
+    fwd_rows r;
+    r.b = b;
+    r.h = h;
+    r.i0 = qt * c->bq;
+    r.nq = imin(c->bq, T - r.i0);
+    r.nqp = (int)pad_to((size_t)r.nq, ATTN_FLASH_PAD);
+    const size_t bqp = c->bqp;
+    const float *qb = pb->q + ((size_t)b * T + (size_t)r.i0) * pb->ld_q + (size_t)h * hd;
+    for (int ii = 0; ii < r.nq; ii++) /* all the tile's rows in flight at once */
         for (int d = 0; d < hd; d += 16)
             __builtin_prefetch(qb + (size_t)ii * pb->ld_q + d);
-    c->K->pack_t(qb, (ptrdiff_t)pb->ld_q, nq, hd, Qt, (ptrdiff_t)bqp);
+    c->K->pack_t(qb, (ptrdiff_t)pb->ld_q, r.nq, hd, w.Qt, (ptrdiff_t)bqp);
     for (int d = 0; d < hd; d++)
-        for (int ii = nq; ii < nqp; ii++)
-            Qt[(size_t)d * bqp + ii] = 0.0f;
+        for (int ii = r.nq; ii < r.nqp; ii++)
+            w.Qt[(size_t)d * bqp + ii] = 0.0f;
     const size_t bh = (size_t)b * c->H + (size_t)h;
-    const uint64_t row0 = ((uint64_t)bh * (uint64_t)T + (uint64_t)i0) * (uint64_t)T;
-    const uint32_t a_bk = fwd_rows_init(c, nq, nqp, row0, m, l, xst);
-
-    const int last = i0 + nq - 1; /* keys past the last query are masked for every row */
-    const int jfirst = first_key_tile(c, i0);
-    drop_skip_keys(c, nq, jfirst, xst);
-    for (int j0 = jfirst; j0 <= last; j0 += c->bk) {
-        const int nk = imin(c->bk, last + 1 - j0);
-        const float *kb = pb->k + ((size_t)b * T + (size_t)j0) * pb->ld_k + (size_t)h * hd;
-        const float *vb = pb->v + ((size_t)b * T + (size_t)j0) * pb->ld_v + (size_t)h * hd;
-        prefetch_next_kv(c, pb, kb, vb, j0, last);
-        /* On the diagonal tile the second half of the keys (from ks) is seen
-         * only by queries from qs: skip the products that are masked anyway. */
-        const int diag = j0 + nk - 1 > i0;
-        int ks = nk, qs = 0;
-        if (diag && nk >= 32) {
-            ks = nk / 2;
-            qs = imin(nq, imax(0, j0 + ks - i0));
-        }
-        const int split = ks < nk && qs > 0;
-        /* S^T (nk, nq) = K_tile Q_tile^T */
-        if (split) {
-            const int q16 = qs / ATTN_FLASH_PAD * ATTN_FLASH_PAD; /* whole vectors */
-            c->K->gemm(ks, nqp, hd, kb, (ptrdiff_t)pb->ld_k, 1, Qt, (ptrdiff_t)bqp, St,
-                       (ptrdiff_t)bqp, 0, NULL);
-            c->K->gemm(nk - ks, nqp - q16, hd, kb + (size_t)ks * pb->ld_k, (ptrdiff_t)pb->ld_k, 1,
-                       Qt + q16, (ptrdiff_t)bqp, St + (size_t)ks * bqp + q16, (ptrdiff_t)bqp, 0,
-                       NULL);
-        } else {
-            c->K->gemm(nk, nqp, hd, kb, (ptrdiff_t)pb->ld_k, 1, Qt, (ptrdiff_t)bqp, St,
-                       (ptrdiff_t)bqp, 0, NULL);
-        }
-        if (c->xform) transform_tile(c, St, bqp, nk, nqp, 1, i0, j0, h);
-        if (diag) /* masks every entry the split left out too */
-            mask_diag_st(St, bqp, nk, nq, j0, i0);
-        if (c->window > 0 && last - j0 >= c->window)
-            mask_window_st(St, bqp, nk, nq, j0, i0, c->window);
-        c->K->softmax_cols(St, nk, nqp, (ptrdiff_t)bqp, m, l, alpha, c->scale);
-        drop_cols_st(c, St, bqp, nq, nk, row0, j0, xst, a_bk, mult);
-        /* Contiguous V rows: rows 3 d_out apart alias in L1. */
-        for (int jj = 0; jj < nk; jj++)
-            memcpy(Vp + (size_t)jj * hdp, vb + (size_t)jj * pb->ld_v, (size_t)hd * sizeof(float));
-        /* acc (nq, hd) = alpha * acc + P (nq, nk) V_tile, P read from P^T */
-        if (split) {
-            c->K->gemm(qs, hd, ks, St, 1, (ptrdiff_t)bqp, Vp, (ptrdiff_t)hdp, acc, (ptrdiff_t)hdp,
-                       j0 > jfirst, alpha);
-            if (qs < nq)
-                c->K->gemm(nq - qs, hd, nk, St + qs, 1, (ptrdiff_t)bqp, Vp, (ptrdiff_t)hdp,
-                           acc + (size_t)qs * hdp, (ptrdiff_t)hdp, j0 > jfirst, alpha + qs);
-        } else {
-            c->K->gemm(nq, hd, nk, St, 1, (ptrdiff_t)bqp, Vp, (ptrdiff_t)hdp, acc, (ptrdiff_t)hdp,
-                       j0 > jfirst, alpha);
-        }
-    }
-
-    fwd_write_out(c, pb, b, h, i0, nq, acc, m, l);
+    r.row0 = ((uint64_t)bh * (uint64_t)T + (uint64_t)r.i0) * (uint64_t)T;
+    r.a_bk = fwd_rows_init(c, r.nq, r.nqp, r.row0, w.m, w.l, w.xst);
+    r.last = r.i0 + r.nq - 1;
+    r.jfirst = first_key_tile(c, r.i0);
+    drop_skip_keys(c, r.nq, r.jfirst, w.xst);
+    for (int j0 = r.jfirst; j0 <= r.last; j0 += c->bk)
+        fwd_key_tile(c, pb, &w, &r, j0);
+    fwd_write_out(c, pb, b, h, r.i0, r.nq, w.acc, w.m, w.l);
 }
 
 /* The bf16 forward: fwd_task's steps with the two products in bf16 pairs.
@@ -763,135 +835,165 @@ static int last_query_end(const run_ctx *c, int j0, int nk) {
     return c->window > 0 ? imin(c->T, j0 + nk - 1 + c->window) : c->T;
 }
 
+/* A backward task's buffers (bwd_thread_bytes' layout), carved from its
+ * thread's scratch. */
+typedef struct bwd_tiles {
+    float *Kt, *Vt;             /* (hd, bkp): the key tile's K^T, V^T */
+    float *P, *dS, *M, *Pd, *R; /* (bq, bkp): P, dP / dS, mask, dropped P, raw S */
+    float *dKa, *dVa, *Kp;      /* (bk, hdp): dK, dV accumulators, contiguous K rows */
+    float *Qp, *Op;             /* (bq, hdp): contiguous Q and dO rows */
+} bwd_tiles;
+
+static bwd_tiles bwd_carve(const run_ctx *c, char *scratch) {
+    const size_t bkp = c->bkp, hdp = c->hdp, bq = (size_t)c->bq, bk = (size_t)c->bk;
+    char *cur = scratch;
+    bwd_tiles w;
+    w.Kt = carve(&cur, (size_t)c->hd * bkp);
+    w.Vt = carve(&cur, (size_t)c->hd * bkp);
+    w.P = carve(&cur, bq * bkp);
+    w.dS = carve(&cur, bq * bkp);
+    w.M = carve(&cur, bq * bkp);
+    w.Pd = carve(&cur, bq * bkp);
+    w.R = carve(&cur, bq * bkp);
+    w.dKa = carve(&cur, bk * hdp);
+    w.dVa = carve(&cur, bk * hdp);
+    w.Kp = carve(&cur, bk * hdp);
+    w.Qp = carve(&cur, bq * hdp);
+    w.Op = carve(&cur, bq * hdp);
+    return w;
+}
+
+/* What a backward task (one key tile of one (b, h)) holds for its query tiles. */
+typedef struct bwd_keys {
+    int b, h, j0, nk;
+    uint64_t bh_base;     /* flat mask index of (b, h, 0, 0) */
+    const float *lse, *D; /* (T) rows of this (b, h) */
+    float *dq;            /* dq at (b, row 0, head h) */
+} bwd_keys;
+
+static bwd_keys bwd_keys_at(const run_ctx *c, const attn_flash_problem *pb,
+                            const attn_flash_grads *g, const bwd_shared *sh, int b, int h, int kt) {
+    const size_t T = (size_t)c->T, bh = (size_t)b * c->H + (size_t)h;
+    bwd_keys k = {b,
+                  h,
+                  kt * c->bk,
+                  imin(c->bk, c->T - kt * c->bk),
+                  (uint64_t)bh * (uint64_t)T * (uint64_t)T,
+                  pb->lse + bh * T,
+                  sh->D + bh * T,
+                  g->dq + (size_t)b * T * g->ld_dq + (size_t)h * c->hd};
+    return k;
+}
+
+/* The MCG31 state at (j0, j0), the task's first row (torch-mkl; else 0). */
+static uint32_t bwd_drop_start(const run_ctx *c, const bwd_keys *k) {
+    if (!(c->drop.on && c->drop.mkl)) return 0;
+    return drop_state_at(&c->drop, k->bh_base + (uint64_t)k->j0 * (uint64_t)c->T + (uint64_t)k->j0);
+}
+
+/* X (nq, nk) = A (nq, hd) B^T, B^T packed (hd, bkp): S = Q K^T, dP = dO V^T. */
+static void bwd_rows_keys(const run_ctx *c, const tile_split *s, int nq, int nk, const float *A,
+                          const float *Bt, float *X) {
+    const ptrdiff_t hdp = (ptrdiff_t)c->hdp, bkp = (ptrdiff_t)c->bkp;
+    if (!s->on) {
+        c->K->gemm(nq, nk, c->hd, A, hdp, 1, Bt, bkp, X, bkp, 0, NULL);
+        return;
+    }
+    c->K->gemm(s->qs, s->ks, c->hd, A, hdp, 1, Bt, bkp, X, bkp, 0, NULL);
+    if (s->rest > 0)
+        c->K->gemm(s->rest, nk, c->hd, A + (size_t)s->qs * c->hdp, hdp, 1, Bt, bkp,
+                   X + (size_t)s->qs * c->bkp, bkp, 0, NULL);
+}
+
+/* acc (nk, hd) += X^T Y, X (nq, nk), Y (nq, hd): dV += P^T dO, dK += dS^T Q. */
+static void bwd_keys_acc(const run_ctx *c, const tile_split *s, int nq, int nk, const float *X,
+                         const float *Y, float *acc) {
+    const ptrdiff_t hdp = (ptrdiff_t)c->hdp, bkp = (ptrdiff_t)c->bkp;
+    if (!s->on) {
+        c->K->gemm(nk, c->hd, nq, X, 1, bkp, Y, hdp, acc, hdp, 1, NULL);
+        return;
+    }
+    c->K->gemm(s->ks, c->hd, nq, X, 1, bkp, Y, hdp, acc, hdp, 1, NULL);
+    if (s->rest > 0)
+        c->K->gemm(nk - s->ks, c->hd, s->rest, X + (size_t)s->qs * c->bkp + s->ks, 1, bkp,
+                   Y + (size_t)s->qs * c->hdp, hdp, acc + (size_t)s->ks * c->hdp, hdp, 1, NULL);
+}
+
+/* dq rows (nq, hd) += dS (nq, nk) K (nk, hd). */
+static void bwd_dq_acc(const run_ctx *c, const tile_split *s, int nq, int nk, const float *dS,
+                       const float *Kp, float *dq, ptrdiff_t ld_dq) {
+    const ptrdiff_t hdp = (ptrdiff_t)c->hdp, bkp = (ptrdiff_t)c->bkp;
+    if (!s->on) {
+        c->K->gemm(nq, c->hd, nk, dS, bkp, 1, Kp, hdp, dq, ld_dq, 1, NULL);
+        return;
+    }
+    c->K->gemm(s->qs, c->hd, s->ks, dS, bkp, 1, Kp, hdp, dq, ld_dq, 1, NULL);
+    if (s->rest > 0)
+        c->K->gemm(s->rest, c->hd, nk, dS + (size_t)s->qs * c->bkp, bkp, 1, Kp, hdp,
+                   dq + (size_t)s->qs * ld_dq, ld_dq, 1, NULL);
+}
+
+/* Query tile i0 of a task: P recomputed from the LSE, then dV, dS, dK, dQ.
+ * *xs: the MCG31 state at (i0, j0), moved on one row per query. */
+static void bwd_query_tile(const run_ctx *c, const attn_flash_problem *pb,
+                           const attn_flash_grads *g, const bwd_tiles *w, const bwd_keys *k, int i0,
+                           uint32_t *xs) {
+    const int hd = c->hd, nq = imin(c->bq, c->T - i0), j0 = k->j0, nk = k->nk;
+    const size_t bkp = c->bkp, hdp = c->hdp, r0 = (size_t)k->b * c->T + (size_t)i0;
+    const float *qb = pb->q + r0 * pb->ld_q + (size_t)k->h * hd;
+    const float *dob = g->d_o + r0 * g->ld_do + (size_t)k->h * hd;
+    prefetch_next_qdo(c, pb, g, qb, dob, i0);
+    /* Contiguous Q and dO rows (the strided ones alias in L1). */
+    for (int ii = 0; ii < nq; ii++) {
+        memcpy(w->Qp + (size_t)ii * hdp, qb + (size_t)ii * pb->ld_q, (size_t)hd * sizeof(float));
+        memcpy(w->Op + (size_t)ii * hdp, dob + (size_t)ii * g->ld_do, (size_t)hd * sizeof(float));
+    }
+    const tile_split s = diag_split(i0, nq, j0, nk);
+    /* S (nq, nk) = Q_tile K_tile^T; P = exp(S / sqrt(hd) - lse) */
+    bwd_rows_keys(c, &s, nq, nk, w->Qp, w->Kt, w->P);
+    if (c->xform) { /* soft-cap / ALiBi: the raw products kept for dS */
+        memcpy(w->R, w->P, (size_t)nq * bkp * sizeof(float));
+        transform_tile(c, w->P, bkp, nq, nk, 0, i0, j0, k->h);
+    }
+    exp_rows(c, w->P, bkp, nq, nk, i0, j0, k->lse);
+    const float *Pused = drop_rows(c, w->P, w->M, w->Pd, bkp, nq, nk, i0, j0, k->bh_base, xs);
+    bwd_keys_acc(c, &s, nq, nk, Pused, w->Op, w->dVa); /* dV (nk, hd) += P^T dO */
+    bwd_rows_keys(c, &s, nq, nk, w->Op, w->Vt, w->dS); /* dP (nq, nk) = dO V^T */
+    /* dS = P (dP * mask - D) / sqrt(hd) on the visible keys, 0 beyond */
+    ds_rows(c, w->P, w->M, w->dS, bkp, nq, nk, i0, j0, k->D);
+    if (c->xform) transform_grad(c, w->dS, w->R, bkp, nq, nk, i0, j0);
+    /* dK (nk, hd) += dS^T Q;  dQ (nq, hd) += dS K */
+    bwd_keys_acc(c, &s, nq, nk, w->dS, w->Qp, w->dKa);
+    bwd_dq_acc(c, &s, nq, nk, w->dS, w->Kp, k->dq + (size_t)i0 * g->ld_dq, (ptrdiff_t)g->ld_dq);
+}
+
 static void bwd_task(const run_ctx *c, const attn_flash_problem *pb, const attn_flash_grads *g,
                      const bwd_shared *sh, int b, int h, int kt, char *scratch) {
-    const int T = c->T, hd = c->hd;
-    const int j0 = kt * c->bk, nk = imin(c->bk, T - j0);
-    const size_t bkp = c->bkp, hdp = c->hdp;
-    char *cur = scratch;
-    float *Kt = carve(&cur, (size_t)hd * bkp), *Vt = carve(&cur, (size_t)hd * bkp);
-    float *P = carve(&cur, (size_t)c->bq * bkp), *dS = carve(&cur, (size_t)c->bq * bkp);
-    float *M = carve(&cur, (size_t)c->bq * bkp), *Pd = carve(&cur, (size_t)c->bq * bkp);
-    float *R = carve(&cur, (size_t)c->bq * bkp);
-    float *dKa = carve(&cur, (size_t)c->bk * hdp), *dVa = carve(&cur, (size_t)c->bk * hdp);
-    float *Kp = carve(&cur, (size_t)c->bk * hdp);
-    float *Qp = carve(&cur, (size_t)c->bq * hdp), *Op = carve(&cur, (size_t)c->bq * hdp);
-
-    const size_t bh = (size_t)b * c->H + (size_t)h;
-    const float *kb = pb->k + ((size_t)b * T + (size_t)j0) * pb->ld_k + (size_t)h * hd;
-    const float *vb = pb->v + ((size_t)b * T + (size_t)j0) * pb->ld_v + (size_t)h * hd;
-    float *dkb = g->dk + ((size_t)b * T + (size_t)j0) * g->ld_dk + (size_t)h * hd;
-    float *dvb = g->dv + ((size_t)b * T + (size_t)j0) * g->ld_dv + (size_t)h * hd;
+    const bwd_tiles w = bwd_carve(c, scratch);
+    const bwd_keys k = bwd_keys_at(c, pb, g, sh, b, h, kt);
+    const int hd = c->hd, nk = k.nk;
+    const size_t hdp = c->hdp, r0 = (size_t)b * c->T + (size_t)k.j0, col = (size_t)h * hd;
+    const float *kb = pb->k + r0 * pb->ld_k + col, *vb = pb->v + r0 * pb->ld_v + col;
+    float *dkb = g->dk + r0 * g->ld_dk + col, *dvb = g->dv + r0 * g->ld_dv + col;
     for (int jj = 0; jj < nk; jj++) /* the dK / dV rows this task adds to at the end */
         for (int d = 0; d < hd; d += 16) {
             __builtin_prefetch(dkb + (size_t)jj * g->ld_dk + d, 1, 1);
             __builtin_prefetch(dvb + (size_t)jj * g->ld_dv + d, 1, 1);
         }
-    c->K->pack_t(kb, (ptrdiff_t)pb->ld_k, nk, hd, Kt, (ptrdiff_t)bkp);
-    c->K->pack_t(vb, (ptrdiff_t)pb->ld_v, nk, hd, Vt, (ptrdiff_t)bkp);
+    c->K->pack_t(kb, (ptrdiff_t)pb->ld_k, nk, hd, w.Kt, (ptrdiff_t)c->bkp);
+    c->K->pack_t(vb, (ptrdiff_t)pb->ld_v, nk, hd, w.Vt, (ptrdiff_t)c->bkp);
     for (int jj = 0; jj < nk; jj++) /* contiguous K rows for dQ += dS K */
-        memcpy(Kp + (size_t)jj * hdp, kb + (size_t)jj * pb->ld_k, (size_t)hd * sizeof(float));
-    memset(dKa, 0, (size_t)nk * hdp * sizeof(float));
-    memset(dVa, 0, (size_t)nk * hdp * sizeof(float));
-
-    /* dQ rows go straight into dq: only this (b, h)'s task writes them. */
-    float *dq_base = g->dq + (size_t)b * T * g->ld_dq + (size_t)h * hd;
-    const ptrdiff_t ld_dq = (ptrdiff_t)g->ld_dq;
-
-    const uint64_t bh_base = (uint64_t)bh * (uint64_t)T * (uint64_t)T;
-    uint32_t xs = 0; /* MCG31 state at (i, j0) for the next row i */
-    if (c->drop.on && c->drop.mkl)
-        xs = drop_state_at(&c->drop, bh_base + (uint64_t)j0 * (uint64_t)T + (uint64_t)j0);
-
-    const float *lse = pb->lse + bh * (size_t)T;
-    const float *D = sh->D + bh * (size_t)T;
+        memcpy(w.Kp + (size_t)jj * hdp, kb + (size_t)jj * pb->ld_k, (size_t)hd * sizeof(float));
+    memset(w.dKa, 0, (size_t)nk * hdp * sizeof(float));
+    memset(w.dVa, 0, (size_t)nk * hdp * sizeof(float));
+    uint32_t xs = bwd_drop_start(c, &k); /* MCG31 state at (i, j0) for the next row i */
     /* Query tiles start at the diagonal: rows above it see none of these keys
-     * (nor, with a window, rows from qend on). */
-    const int qend = last_query_end(c, j0, nk);
-    for (int i0 = j0; i0 < qend; i0 += c->bq) {
-        const int nq = imin(c->bq, T - i0);
-        const float *qb = pb->q + ((size_t)b * T + (size_t)i0) * pb->ld_q + (size_t)h * hd;
-        const float *dob = g->d_o + ((size_t)b * T + (size_t)i0) * g->ld_do + (size_t)h * hd;
-        prefetch_next_qdo(c, pb, g, qb, dob, i0);
-        /* Contiguous Q and dO rows (the strided ones alias in L1). */
-        for (int ii = 0; ii < nq; ii++) {
-            memcpy(Qp + (size_t)ii * hdp, qb + (size_t)ii * pb->ld_q, (size_t)hd * sizeof(float));
-            memcpy(Op + (size_t)ii * hdp, dob + (size_t)ii * g->ld_do, (size_t)hd * sizeof(float));
-        }
-        /* On the diagonal tile the second half of the keys (from ks) is seen
-         * only by queries from qs: skip the products that are masked anyway
-         * (P, dS are written as exact zeros there). */
-        int ks = nk, qs = 0;
-        if (i0 < j0 + nk - 1 && nk >= 32) {
-            ks = nk / 2;
-            qs = imin(nq, imax(0, j0 + ks - i0));
-        }
-        const int split = ks < nk && qs > 0, rest = nq - qs;
-        /* S (nq, nk) = Q_tile K_tile^T; P = exp(S / sqrt(hd) - lse) */
-        if (split) {
-            c->K->gemm(qs, ks, hd, Qp, (ptrdiff_t)hdp, 1, Kt, (ptrdiff_t)bkp, P, (ptrdiff_t)bkp, 0,
-                       NULL);
-            if (rest > 0)
-                c->K->gemm(rest, nk, hd, Qp + (size_t)qs * hdp, (ptrdiff_t)hdp, 1, Kt,
-                           (ptrdiff_t)bkp, P + (size_t)qs * bkp, (ptrdiff_t)bkp, 0, NULL);
-        } else {
-            c->K->gemm(nq, nk, hd, Qp, (ptrdiff_t)hdp, 1, Kt, (ptrdiff_t)bkp, P, (ptrdiff_t)bkp, 0,
-                       NULL);
-        }
-        if (c->xform) { /* soft-cap / ALiBi: the raw products kept for dS */
-            memcpy(R, P, (size_t)nq * bkp * sizeof(float));
-            transform_tile(c, P, bkp, nq, nk, 0, i0, j0, h);
-        }
-        exp_rows(c, P, bkp, nq, nk, i0, j0, lse);
-        const float *Pused = drop_rows(c, P, M, Pd, bkp, nq, nk, i0, j0, bh_base, &xs);
-        /* dV (nk, hd) += P^T dO */
-        if (split) {
-            c->K->gemm(ks, hd, nq, Pused, 1, (ptrdiff_t)bkp, Op, (ptrdiff_t)hdp, dVa,
-                       (ptrdiff_t)hdp, 1, NULL);
-            if (rest > 0)
-                c->K->gemm(nk - ks, hd, rest, Pused + (size_t)qs * bkp + ks, 1, (ptrdiff_t)bkp,
-                           Op + (size_t)qs * hdp, (ptrdiff_t)hdp, dVa + (size_t)ks * hdp,
-                           (ptrdiff_t)hdp, 1, NULL);
-        } else {
-            c->K->gemm(nk, hd, nq, Pused, 1, (ptrdiff_t)bkp, Op, (ptrdiff_t)hdp, dVa,
-                       (ptrdiff_t)hdp, 1, NULL);
-        }
-        /* dP (nq, nk) = dO V^T */
-        if (split) {
-            c->K->gemm(qs, ks, hd, Op, (ptrdiff_t)hdp, 1, Vt, (ptrdiff_t)bkp, dS, (ptrdiff_t)bkp, 0,
-                       NULL);
-            if (rest > 0)
-                c->K->gemm(rest, nk, hd, Op + (size_t)qs * hdp, (ptrdiff_t)hdp, 1, Vt,
-                           (ptrdiff_t)bkp, dS + (size_t)qs * bkp, (ptrdiff_t)bkp, 0, NULL);
-        } else {
-            c->K->gemm(nq, nk, hd, Op, (ptrdiff_t)hdp, 1, Vt, (ptrdiff_t)bkp, dS, (ptrdiff_t)bkp, 0,
-                       NULL);
-        }
-        /* dS = P (dP * mask - D) / sqrt(hd) on the visible keys, 0 beyond */
-        ds_rows(c, P, M, dS, bkp, nq, nk, i0, j0, D);
-        if (c->xform) transform_grad(c, dS, R, bkp, nq, nk, i0, j0);
-        /* dK (nk, hd) += dS^T Q;  dQ (nq, hd) += dS K */
-        if (split) {
-            c->K->gemm(ks, hd, nq, dS, 1, (ptrdiff_t)bkp, Qp, (ptrdiff_t)hdp, dKa, (ptrdiff_t)hdp,
-                       1, NULL);
-            if (rest > 0)
-                c->K->gemm(nk - ks, hd, rest, dS + (size_t)qs * bkp + ks, 1, (ptrdiff_t)bkp,
-                           Qp + (size_t)qs * hdp, (ptrdiff_t)hdp, dKa + (size_t)ks * hdp,
-                           (ptrdiff_t)hdp, 1, NULL);
-            c->K->gemm(qs, hd, ks, dS, (ptrdiff_t)bkp, 1, Kp, (ptrdiff_t)hdp,
-                       dq_base + (size_t)i0 * ld_dq, ld_dq, 1, NULL);
-            if (rest > 0)
-                c->K->gemm(rest, hd, nk, dS + (size_t)qs * bkp, (ptrdiff_t)bkp, 1, Kp,
-                           (ptrdiff_t)hdp, dq_base + (size_t)(i0 + qs) * ld_dq, ld_dq, 1, NULL);
-        } else {
-            c->K->gemm(nk, hd, nq, dS, 1, (ptrdiff_t)bkp, Qp, (ptrdiff_t)hdp, dKa, (ptrdiff_t)hdp,
-                       1, NULL);
-            c->K->gemm(nq, hd, nk, dS, (ptrdiff_t)bkp, 1, Kp, (ptrdiff_t)hdp,
-                       dq_base + (size_t)i0 * ld_dq, ld_dq, 1, NULL);
-        }
-    }
-
-    add_dkdv(c, g, nk, dKa, dVa, dkb, dvb);
+     * (nor, with a window, rows from qend on). dQ rows go straight into dq:
+     * only this (b, h)'s task writes them. */
+    const int qend = last_query_end(c, k.j0, nk);
+    for (int i0 = k.j0; i0 < qend; i0 += c->bq)
+        bwd_query_tile(c, pb, g, &w, &k, i0, &xs);
+    add_dkdv(c, g, nk, w.dKa, w.dVa, dkb, dvb);
 }
 
 /* The bf16 backward: bwd_task's five products in bf16 pairs (fp32 P, dP,
@@ -910,87 +1012,141 @@ static size_t bwd_thread_bytes_bf16(const run_ctx *c) {
     return f * sizeof(float) + 16 * 64;
 }
 
+/* A bf16 backward task's buffers (bwd_thread_bytes_bf16's layout). */
+typedef struct bwd_tiles_bf16 {
+    uint32_t *Kt, *Vt;          /* (hd2, bkp): K^T, V^T pairs */
+    uint32_t *K2;               /* (bk2, hdp): K, key pairs */
+    float *P, *dS, *M, *Pd, *R; /* (bq, bkp): as bwd_tiles */
+    uint32_t *A2;               /* (bq2, bkp): P^T / dS^T, query pairs */
+    uint16_t *dS16;             /* (bq, bkp): dS, bf16 rows */
+    float *dKa, *dVa;           /* (bk, hdp): dK, dV accumulators */
+    uint16_t *Q16, *O16;        /* (bq, hdp): Q, dO bf16 rows */
+    uint32_t *Q2, *O2;          /* (bq2, hdp): Q, dO query pairs */
+} bwd_tiles_bf16;
+
+static bwd_tiles_bf16 bwd_carve_bf16(const run_ctx *c, char *scratch) {
+    const size_t bkp = c->bkp, hdp = c->hdp, bq = (size_t)c->bq, bk = (size_t)c->bk;
+    const size_t hd2 = ((size_t)c->hd + 1) / 2, bk2 = (bk + 1) / 2, bq2 = (bq + 1) / 2;
+    char *cur = scratch;
+    bwd_tiles_bf16 w;
+    w.Kt = (uint32_t *)carve(&cur, hd2 * bkp);
+    w.Vt = (uint32_t *)carve(&cur, hd2 * bkp);
+    w.K2 = (uint32_t *)carve(&cur, bk2 * hdp);
+    w.P = carve(&cur, bq * bkp);
+    w.dS = carve(&cur, bq * bkp);
+    w.M = carve(&cur, bq * bkp);
+    w.Pd = carve(&cur, bq * bkp);
+    w.R = carve(&cur, bq * bkp);
+    w.A2 = (uint32_t *)carve(&cur, bq2 * bkp);
+    w.dS16 = (uint16_t *)carve(&cur, bq * bkp / 2);
+    w.dKa = carve(&cur, bk * hdp);
+    w.dVa = carve(&cur, bk * hdp);
+    w.Q16 = (uint16_t *)carve(&cur, bq * hdp / 2);
+    w.O16 = (uint16_t *)carve(&cur, bq * hdp / 2);
+    w.Q2 = (uint32_t *)carve(&cur, bq2 * hdp);
+    w.O2 = (uint32_t *)carve(&cur, bq2 * hdp);
+    return w;
+}
+
+/* bwd_query_tile in bf16 pairs (no split of the diagonal tile). */
+static void bwd_query_tile_bf16(const run_ctx *c, const attn_flash_problem *pb,
+                                const attn_flash_grads *g, const bwd_tiles_bf16 *w,
+                                const bwd_keys *k, int i0, uint32_t *xs) {
+    const attn_flash_bf16_kernels *KB = c->KB;
+    const int hd = c->hd, hd2 = (hd + 1) / 2, j0 = k->j0, nk = k->nk, nk2 = (nk + 1) / 2;
+    const int nq = imin(c->bq, c->T - i0), nq2 = (nq + 1) / 2;
+    const size_t bkp = c->bkp, hdp = c->hdp, r0 = (size_t)k->b * c->T + (size_t)i0;
+    const ptrdiff_t hw = (ptrdiff_t)(hdp / 2), ld_dq = (ptrdiff_t)g->ld_dq;
+    const float *qb = pb->q + r0 * pb->ld_q + (size_t)k->h * hd;
+    const float *dob = g->d_o + r0 * g->ld_do + (size_t)k->h * hd;
+    prefetch_next_qdo(c, pb, g, qb, dob, i0);
+    KB->cvt_rows(qb, (ptrdiff_t)pb->ld_q, nq, hd, w->Q16, (ptrdiff_t)hdp);
+    KB->cvt_rows(dob, (ptrdiff_t)g->ld_do, nq, hd, w->O16, (ptrdiff_t)hdp);
+    KB->pack_rows_interleave(qb, (ptrdiff_t)pb->ld_q, nq, hd, w->Q2, (ptrdiff_t)hdp);
+    KB->pack_rows_interleave(dob, (ptrdiff_t)g->ld_do, nq, hd, w->O2, (ptrdiff_t)hdp);
+    /* S (nq, nk) = Q_tile K_tile^T; P = exp(S / sqrt(hd) - lse) */
+    KB->gemm(nq, nk, hd2, (const uint32_t *)w->Q16, hw, 1, w->Kt, (ptrdiff_t)bkp, w->P,
+             (ptrdiff_t)bkp, 0, NULL);
+    if (c->xform) { /* soft-cap / ALiBi: the raw products kept for dS */
+        memcpy(w->R, w->P, (size_t)nq * bkp * sizeof(float));
+        transform_tile(c, w->P, bkp, nq, nk, 0, i0, j0, k->h);
+    }
+    exp_rows(c, w->P, bkp, nq, nk, i0, j0, k->lse);
+    const float *Pused = drop_rows(c, w->P, w->M, w->Pd, bkp, nq, nk, i0, j0, k->bh_base, xs);
+    /* dV (nk, hd) += P^T dO over pairs of queries */
+    KB->pack_rows_interleave(Pused, (ptrdiff_t)bkp, nq, nk, w->A2, (ptrdiff_t)bkp);
+    KB->gemm(nk, hd, nq2, w->A2, 1, (ptrdiff_t)bkp, w->O2, (ptrdiff_t)hdp, w->dVa, (ptrdiff_t)hdp,
+             1, NULL);
+    /* dP (nq, nk) = dO V^T */
+    KB->gemm(nq, nk, hd2, (const uint32_t *)w->O16, hw, 1, w->Vt, (ptrdiff_t)bkp, w->dS,
+             (ptrdiff_t)bkp, 0, NULL);
+    ds_rows(c, w->P, w->M, w->dS, bkp, nq, nk, i0, j0, k->D);
+    if (c->xform) transform_grad(c, w->dS, w->R, bkp, nq, nk, i0, j0);
+    /* dK (nk, hd) += dS^T Q over pairs of queries; dQ (nq, hd) += dS K
+     * over pairs of keys */
+    KB->pack_rows_interleave(w->dS, (ptrdiff_t)bkp, nq, nk, w->A2, (ptrdiff_t)bkp);
+    KB->gemm(nk, hd, nq2, w->A2, 1, (ptrdiff_t)bkp, w->Q2, (ptrdiff_t)hdp, w->dKa, (ptrdiff_t)hdp,
+             1, NULL);
+    KB->cvt_rows(w->dS, (ptrdiff_t)bkp, nq, nk, w->dS16, (ptrdiff_t)bkp);
+    KB->gemm(nq, hd, nk2, (const uint32_t *)w->dS16, (ptrdiff_t)(bkp / 2), 1, w->K2, (ptrdiff_t)hdp,
+             k->dq + (size_t)i0 * ld_dq, ld_dq, 1, NULL);
+}
+
 static void bwd_task_bf16(const run_ctx *c, const attn_flash_problem *pb, const attn_flash_grads *g,
                           const bwd_shared *sh, int b, int h, int kt, char *scratch) {
     const attn_flash_bf16_kernels *KB = c->KB;
-    const int T = c->T, hd = c->hd, hd2 = (hd + 1) / 2;
-    const int j0 = kt * c->bk, nk = imin(c->bk, T - j0), nk2 = (nk + 1) / 2;
+    const bwd_tiles_bf16 w = bwd_carve_bf16(c, scratch);
+    const bwd_keys k = bwd_keys_at(c, pb, g, sh, b, h, kt);
+    const int hd = c->hd, nk = k.nk;
     const size_t bkp = c->bkp, hdp = c->hdp;
-    const size_t bk2 = ((size_t)c->bk + 1) / 2, bq2 = ((size_t)c->bq + 1) / 2;
-    char *cur = scratch;
-    uint32_t *Kt = (uint32_t *)carve(&cur, (size_t)hd2 * bkp);
-    uint32_t *Vt = (uint32_t *)carve(&cur, (size_t)hd2 * bkp);
-    uint32_t *K2 = (uint32_t *)carve(&cur, bk2 * hdp);
-    float *P = carve(&cur, (size_t)c->bq * bkp), *dS = carve(&cur, (size_t)c->bq * bkp);
-    float *M = carve(&cur, (size_t)c->bq * bkp), *Pd = carve(&cur, (size_t)c->bq * bkp);
-    float *R = carve(&cur, (size_t)c->bq * bkp);
-    uint32_t *A2 = (uint32_t *)carve(&cur, bq2 * bkp);
-    uint16_t *dS16 = (uint16_t *)carve(&cur, (size_t)c->bq * bkp / 2);
-    float *dKa = carve(&cur, (size_t)c->bk * hdp), *dVa = carve(&cur, (size_t)c->bk * hdp);
-    uint16_t *Q16 = (uint16_t *)carve(&cur, (size_t)c->bq * hdp / 2);
-    uint16_t *O16 = (uint16_t *)carve(&cur, (size_t)c->bq * hdp / 2);
-    uint32_t *Q2 = (uint32_t *)carve(&cur, bq2 * hdp), *O2 = (uint32_t *)carve(&cur, bq2 * hdp);
+    const size_t r0 = (size_t)b * c->T + (size_t)k.j0, col = (size_t)h * hd;
+    const float *kb = pb->k + r0 * pb->ld_k + col, *vb = pb->v + r0 * pb->ld_v + col;
+    float *dkb = g->dk + r0 * g->ld_dk + col, *dvb = g->dv + r0 * g->ld_dv + col;
+    KB->pack_pairs_t(kb, (ptrdiff_t)pb->ld_k, nk, hd, w.Kt, (ptrdiff_t)bkp);
+    KB->pack_pairs_t(vb, (ptrdiff_t)pb->ld_v, nk, hd, w.Vt, (ptrdiff_t)bkp);
+    KB->pack_rows_interleave(kb, (ptrdiff_t)pb->ld_k, nk, hd, w.K2, (ptrdiff_t)hdp);
+    memset(w.dKa, 0, (size_t)nk * hdp * sizeof(float));
+    memset(w.dVa, 0, (size_t)nk * hdp * sizeof(float));
+    uint32_t xs = bwd_drop_start(c, &k);
+    const int qend = last_query_end(c, k.j0, nk);
+    for (int i0 = k.j0; i0 < qend; i0 += c->bq)
+        bwd_query_tile_bf16(c, pb, g, &w, &k, i0, &xs);
+    add_dkdv(c, g, nk, w.dKa, w.dVa, dkb, dvb);
+}
 
-    const size_t bh = (size_t)b * c->H + (size_t)h;
-    const float *kb = pb->k + ((size_t)b * T + (size_t)j0) * pb->ld_k + (size_t)h * hd;
-    const float *vb = pb->v + ((size_t)b * T + (size_t)j0) * pb->ld_v + (size_t)h * hd;
-    float *dkb = g->dk + ((size_t)b * T + (size_t)j0) * g->ld_dk + (size_t)h * hd;
-    float *dvb = g->dv + ((size_t)b * T + (size_t)j0) * g->ld_dv + (size_t)h * hd;
-    KB->pack_pairs_t(kb, (ptrdiff_t)pb->ld_k, nk, hd, Kt, (ptrdiff_t)bkp);
-    KB->pack_pairs_t(vb, (ptrdiff_t)pb->ld_v, nk, hd, Vt, (ptrdiff_t)bkp);
-    KB->pack_rows_interleave(kb, (ptrdiff_t)pb->ld_k, nk, hd, K2, (ptrdiff_t)hdp);
-    memset(dKa, 0, (size_t)nk * hdp * sizeof(float));
-    memset(dVa, 0, (size_t)nk * hdp * sizeof(float));
+static attn_status check_grads(const run_ctx *c, const attn_flash_grads *g, attn_error *err) {
+    const size_t row = (size_t)c->H * (size_t)c->hd;
+    if (!g || !g->d_o || !g->dq || !g->dk || !g->dv)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "flash attention: a gradient pointer is NULL");
+    if (g->ld_do < row || g->ld_dq < row || g->ld_dk < row || g->ld_dv < row)
+        return attn_fail(err, ATTN_ERR_SHAPE,
+                         "flash attention: a gradient row stride is smaller than heads * head_dim "
+                         "= %zu",
+                         row);
+    return ATTN_OK;
+}
 
-    float *dq_base = g->dq + (size_t)b * T * g->ld_dq + (size_t)h * hd;
-    const ptrdiff_t ld_dq = (ptrdiff_t)g->ld_dq, hw = (ptrdiff_t)(hdp / 2);
+/* D's row r = (b, h, t): rowsum(dO * O). */
+static float d_row(const run_ctx *c, const attn_flash_problem *pb, const attn_flash_grads *g,
+                   long r) {
+    const long T = c->T, bh = r / T, t = r % T, b = bh / c->H, h = bh % c->H;
+    const float *o = pb->o + ((size_t)b * T + (size_t)t) * pb->ld_o + (size_t)h * c->hd;
+    const float *dO = g->d_o + ((size_t)b * T + (size_t)t) * g->ld_do + (size_t)h * c->hd;
+    float s = 0.0f;
+    for (int d = 0; d < c->hd; d++)
+        s += o[d] * dO[d];
+    return s;
+}
 
-    const uint64_t bh_base = (uint64_t)bh * (uint64_t)T * (uint64_t)T;
-    uint32_t xs = 0;
-    if (c->drop.on && c->drop.mkl)
-        xs = drop_state_at(&c->drop, bh_base + (uint64_t)j0 * (uint64_t)T + (uint64_t)j0);
-
-    const float *lse = pb->lse + bh * (size_t)T;
-    const float *D = sh->D + bh * (size_t)T;
-    const int qend = last_query_end(c, j0, nk);
-    for (int i0 = j0; i0 < qend; i0 += c->bq) {
-        const int nq = imin(c->bq, T - i0), nq2 = (nq + 1) / 2;
-        const float *qb = pb->q + ((size_t)b * T + (size_t)i0) * pb->ld_q + (size_t)h * hd;
-        const float *dob = g->d_o + ((size_t)b * T + (size_t)i0) * g->ld_do + (size_t)h * hd;
-        prefetch_next_qdo(c, pb, g, qb, dob, i0);
-        KB->cvt_rows(qb, (ptrdiff_t)pb->ld_q, nq, hd, Q16, (ptrdiff_t)hdp);
-        KB->cvt_rows(dob, (ptrdiff_t)g->ld_do, nq, hd, O16, (ptrdiff_t)hdp);
-        KB->pack_rows_interleave(qb, (ptrdiff_t)pb->ld_q, nq, hd, Q2, (ptrdiff_t)hdp);
-        KB->pack_rows_interleave(dob, (ptrdiff_t)g->ld_do, nq, hd, O2, (ptrdiff_t)hdp);
-        /* S (nq, nk) = Q_tile K_tile^T; P = exp(S / sqrt(hd) - lse) */
-        KB->gemm(nq, nk, hd2, (const uint32_t *)Q16, hw, 1, Kt, (ptrdiff_t)bkp, P, (ptrdiff_t)bkp,
-                 0, NULL);
-        if (c->xform) { /* soft-cap / ALiBi: the raw products kept for dS */
-            memcpy(R, P, (size_t)nq * bkp * sizeof(float));
-            transform_tile(c, P, bkp, nq, nk, 0, i0, j0, h);
+/* Warm the cache with the K / V rows of key tile kt of (b, h) = bh. */
+static void prefetch_key_tile(const run_ctx *c, const attn_flash_problem *pb, long bh, int kt) {
+    const int j2 = kt * c->bk, n2 = imin(c->bk, c->T - j2);
+    const size_t r0 = (size_t)(bh / c->H) * c->T + (size_t)j2, col = (size_t)(bh % c->H) * c->hd;
+    for (int jj = 0; jj < n2; jj++)
+        for (int d = 0; d < c->hd; d += 16) {
+            __builtin_prefetch(pb->k + (r0 + jj) * pb->ld_k + col + d, 0, 1);
+            __builtin_prefetch(pb->v + (r0 + jj) * pb->ld_v + col + d, 0, 1);
         }
-        exp_rows(c, P, bkp, nq, nk, i0, j0, lse);
-        const float *Pused = drop_rows(c, P, M, Pd, bkp, nq, nk, i0, j0, bh_base, &xs);
-        /* dV (nk, hd) += P^T dO over pairs of queries */
-        KB->pack_rows_interleave(Pused, (ptrdiff_t)bkp, nq, nk, A2, (ptrdiff_t)bkp);
-        KB->gemm(nk, hd, nq2, A2, 1, (ptrdiff_t)bkp, O2, (ptrdiff_t)hdp, dVa, (ptrdiff_t)hdp, 1,
-                 NULL);
-        /* dP (nq, nk) = dO V^T */
-        KB->gemm(nq, nk, hd2, (const uint32_t *)O16, hw, 1, Vt, (ptrdiff_t)bkp, dS, (ptrdiff_t)bkp,
-                 0, NULL);
-        ds_rows(c, P, M, dS, bkp, nq, nk, i0, j0, D);
-        if (c->xform) transform_grad(c, dS, R, bkp, nq, nk, i0, j0);
-        /* dK (nk, hd) += dS^T Q over pairs of queries; dQ (nq, hd) += dS K
-         * over pairs of keys */
-        KB->pack_rows_interleave(dS, (ptrdiff_t)bkp, nq, nk, A2, (ptrdiff_t)bkp);
-        KB->gemm(nk, hd, nq2, A2, 1, (ptrdiff_t)bkp, Q2, (ptrdiff_t)hdp, dKa, (ptrdiff_t)hdp, 1,
-                 NULL);
-        KB->cvt_rows(dS, (ptrdiff_t)bkp, nq, nk, dS16, (ptrdiff_t)bkp);
-        KB->gemm(nq, hd, nk2, (const uint32_t *)dS16, (ptrdiff_t)(bkp / 2), 1, K2, (ptrdiff_t)hdp,
-                 dq_base + (size_t)i0 * ld_dq, ld_dq, 1, NULL);
-    }
-
-    add_dkdv(c, g, nk, dKa, dVa, dkb, dvb);
 }
 
 attn_status attn_flash_backward(const attn_flash_problem *pb, const attn_flash_grads *g,
@@ -1000,14 +1156,7 @@ attn_status attn_flash_backward(const attn_flash_problem *pb, const attn_flash_g
     attn_status st = setup(&c, pb, opt, err);
     if (st != ATTN_OK) return st;
     if (!ws) return attn_fail(err, ATTN_ERR_INVALID_ARG, "flash attention: no workspace given");
-    const size_t row = (size_t)c.H * (size_t)c.hd;
-    if (!g || !g->d_o || !g->dq || !g->dk || !g->dv)
-        return attn_fail(err, ATTN_ERR_INVALID_ARG, "flash attention: a gradient pointer is NULL");
-    if (g->ld_do < row || g->ld_dq < row || g->ld_dk < row || g->ld_dv < row)
-        return attn_fail(err, ATTN_ERR_SHAPE,
-                         "flash attention: a gradient row stride is smaller than heads * head_dim "
-                         "= %zu",
-                         row);
+    if ((st = check_grads(&c, g, err)) != ATTN_OK) return st;
     /* One task per (b, h), its key tiles in order: the dQ rows of a (b, h)
      * get their tile contributions in the same order whatever the thread
      * count or schedule, so gradients are bit-identical run to run and
@@ -1020,42 +1169,22 @@ attn_status attn_flash_backward(const attn_flash_problem *pb, const attn_flash_g
     st = ws_reserve(ws, per * (size_t)nt + d_bytes, err);
     if (st != ATTN_OK) return st;
     char *base = ws->mem;
-    bwd_shared sh;
     float *D = (float *)(base + per * (size_t)nt);
-    sh.D = D;
-
-    const int T = c.T, H = c.H, hd = c.hd;
+    const bwd_shared sh = {D};
+    const int H = c.H;
 #pragma omp parallel num_threads(nt)
     {
         /* D = rowsum(dO * O) for every (b, h, t). */
 #pragma omp for schedule(static)
-        for (long r = 0; r < (long)BH * T; r++) {
-            const long bh = r / T, t = r % T;
-            const long b = bh / H, h = bh % H;
-            const float *o = pb->o + ((size_t)b * T + (size_t)t) * pb->ld_o + (size_t)h * hd;
-            const float *dO = g->d_o + ((size_t)b * T + (size_t)t) * g->ld_do + (size_t)h * hd;
-            float s = 0.0f;
-            for (int d = 0; d < hd; d++)
-                s += o[d] * dO[d];
-            D[r] = s;
-        }
+        for (long r = 0; r < (long)BH * c.T; r++)
+            D[r] = d_row(&c, pb, g, r);
         char *scratch = base + per * (size_t)omp_get_thread_num();
         /* Its Q and dO rows stay in cache across its key tiles; early key
          * tiles (the most queries) first. */
 #pragma omp for schedule(dynamic, 1)
         for (long bh = 0; bh < (long)BH; bh++)
             for (int kt = 0; kt < nkt; kt++) {
-                /* Warm the cache with the K / V rows of the next key tile. */
-                if (kt + 1 < nkt) {
-                    const int j2 = (kt + 1) * c.bk, n2 = imin(c.bk, T - j2);
-                    const size_t r0 = (size_t)(bh / H) * T + (size_t)j2,
-                                 col = (size_t)(bh % H) * hd;
-                    for (int jj = 0; jj < n2; jj++)
-                        for (int d = 0; d < hd; d += 16) {
-                            __builtin_prefetch(pb->k + (r0 + jj) * pb->ld_k + col + d, 0, 1);
-                            __builtin_prefetch(pb->v + (r0 + jj) * pb->ld_v + col + d, 0, 1);
-                        }
-                }
+                if (kt + 1 < nkt) prefetch_key_tile(&c, pb, bh, kt + 1);
                 if (c.KB)
                     bwd_task_bf16(&c, pb, g, &sh, (int)(bh / H), (int)(bh % H), kt, scratch);
                 else

@@ -13,29 +13,57 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/alloc_huge.h"
 #include "attn/gemm.h"
-
-void attn_mha_fused_state_free(attn_mha_fused_state *st) {
-    if (!st) return;
-    free(st->w_qkv);
-    free(st->b_qkv);
-    free(st->qkv);
-    free(st->d_qkv);
-    free(st->lse);
-    free(st->dw_qkv);
-    free(st->raw);
-    free(st->rstd);
-    free(st->d_raw);
-    free(st->kv_x);
-    free(st->d_kv_x);
-    attn_flash_dropout_free(&st->drop);
-    attn_flash_workspace_free(&st->ws);
-    free(st);
-}
+#include "base/buffers.h"
 
 static int grouped(const attn_mha *m) {
     return m->kv_dim != m->d_out;
+}
+
+/* Element counts of the state's buffers (0: none). */
+typedef struct state_sizes {
+    size_t w, b, qkv, lse, raw, rstd, kv_x;
+} state_sizes;
+
+static state_sizes sizes_for(const attn_mha *m, int B, int T) {
+    const size_t N = (size_t)B * (size_t)T, d = (size_t)m->d_out, kv = (size_t)m->kv_dim;
+    const size_t d3 = d + 2 * kv, H = (size_t)m->num_heads;
+    state_sizes s = {
+        d3 * (size_t)m->d_in, m->qkv_bias ? d3 : 0, N * d3, (size_t)B * H * (size_t)T, 0, 0, 0};
+    if (m->spec.qk_norm) {
+        s.raw = N * (d + kv);
+        s.rstd = N * (H + (size_t)m->spec.kv_heads);
+    }
+    if (grouped(m)) s.kv_x = N * 2 * d;
+    return s;
+}
+
+/* The state's buffers, listed once. dw_qkv is the bf16 backward's, made on
+ * its first use. */
+static int state_buffers(attn_mha_fused_state *st, const state_sizes *s, attn_bufs_op op) {
+    const attn_buf t[] = {
+        ATTN_BUF(st->w_qkv, s->w),
+        ATTN_BUF(st->b_qkv, s->b),
+        ATTN_BUF_KIND(st->qkv, s->qkv, ATTN_BUF_HUGE),
+        ATTN_BUF_KIND(st->d_qkv, s->qkv, ATTN_BUF_HUGE),
+        ATTN_BUF(st->lse, s->lse),
+        ATTN_BUF(st->dw_qkv, 0),
+        ATTN_BUF(st->raw, s->raw),
+        ATTN_BUF(st->rstd, s->rstd),
+        ATTN_BUF(st->d_raw, s->raw),
+        ATTN_BUF_KIND(st->kv_x, s->kv_x, ATTN_BUF_HUGE),
+        ATTN_BUF_KIND(st->d_kv_x, s->kv_x, ATTN_BUF_HUGE),
+    };
+    return ATTN_BUFS(t, op);
+}
+
+void attn_mha_fused_state_free(attn_mha_fused_state *st) {
+    if (!st) return;
+    const state_sizes none = {0};
+    state_buffers(st, &none, ATTN_BUFS_FREE);
+    attn_flash_dropout_free(&st->drop);
+    attn_flash_workspace_free(&st->ws);
+    free(st);
 }
 
 /* The fused state for (m, B, T), made on first use (a cache from either init
@@ -51,8 +79,6 @@ static attn_status ensure_state(const attn_mha *m, int B, int T, attn_attention_
     cache->fused = NULL;
     st = calloc(1, sizeof *st);
     if (!st) return attn_fail(err, ATTN_ERR_NOMEM, "MultiHeadAttention: out of memory");
-    const size_t N = (size_t)B * (size_t)T, d = (size_t)m->d_out, kv = (size_t)m->kv_dim;
-    const size_t d3 = d + 2 * kv;
     st->B = B;
     st->T = T;
     st->d_in = m->d_in;
@@ -60,24 +86,8 @@ static attn_status ensure_state(const attn_mha *m, int B, int T, attn_attention_
     st->heads = m->num_heads;
     st->qkv_bias = m->qkv_bias;
     st->kv_dim = m->kv_dim;
-    st->w_qkv = malloc(d3 * (size_t)m->d_in * sizeof(float));
-    st->b_qkv = m->qkv_bias ? malloc(d3 * sizeof(float)) : NULL;
-    st->qkv = attn_alloc_huge(N * d3 * sizeof(float));
-    st->d_qkv = attn_alloc_huge(N * d3 * sizeof(float));
-    st->lse = malloc((size_t)B * (size_t)m->num_heads * (size_t)T * sizeof(float));
-    int fail = !st->w_qkv || (m->qkv_bias && !st->b_qkv) || !st->qkv || !st->d_qkv || !st->lse;
-    if (m->spec.qk_norm) {
-        st->raw = malloc(N * (d + kv) * sizeof(float));
-        st->d_raw = malloc(N * (d + kv) * sizeof(float));
-        st->rstd = malloc(N * (size_t)(m->num_heads + m->spec.kv_heads) * sizeof(float));
-        fail |= !st->raw || !st->d_raw || !st->rstd;
-    }
-    if (grouped(m)) {
-        st->kv_x = attn_alloc_huge(N * 2 * d * sizeof(float));
-        st->d_kv_x = attn_alloc_huge(N * 2 * d * sizeof(float));
-        fail |= !st->kv_x || !st->d_kv_x;
-    }
-    if (fail) {
+    const state_sizes s = sizes_for(m, B, T);
+    if (state_buffers(st, &s, ATTN_BUFS_ALLOC) != 0) {
         attn_mha_fused_state_free(st);
         return attn_fail(err, ATTN_ERR_NOMEM,
                          "MultiHeadAttention: out of memory for the fused state (B = %d, T = %d)",
@@ -126,10 +136,10 @@ static void prepare(const attn_mha *m, attn_mha_fused_state *st, size_t N, int T
     attn_rope_apply(sp, st->qkv, N, T, d3, (int)H, 0, 0);
     attn_rope_apply(sp, st->qkv + d, N, T, d3, (int)KV, 0, 0);
     if (!st->kv_x) return;
-    const size_t group = H / KV;
     for (size_t n = 0; n < N; n++)
         for (size_t h = 0; h < H; h++) {
-            const float *src = st->qkv + n * d3 + d + (h / group) * hd;
+            const size_t kvh = (size_t)attn_attention_kv_head(sp, (int)h);
+            const float *src = st->qkv + n * d3 + d + kvh * hd;
             memcpy(st->kv_x + n * 2 * d + h * hd, src, hd * sizeof(float));
             memcpy(st->kv_x + n * 2 * d + d + h * hd, src + kv, hd * sizeof(float));
         }
@@ -142,11 +152,11 @@ static void unprepare(attn_mha *m, attn_mha_fused_state *st, size_t N, int T) {
     const size_t d = (size_t)m->d_out, kv = (size_t)m->kv_dim, d3 = d + 2 * kv;
     const size_t H = (size_t)m->num_heads, KV = (size_t)sp->kv_heads, hd = (size_t)m->head_dim;
     if (st->kv_x) {
-        const size_t group = H / KV;
         for (size_t n = 0; n < N; n++)
             for (size_t h = 0; h < H; h++) {
+                const size_t kvh = (size_t)attn_attention_kv_head(sp, (int)h);
                 const float *dk = st->d_kv_x + n * 2 * d + h * hd, *dv = dk + d;
-                float *tk = st->d_qkv + n * d3 + d + (h / group) * hd, *tv = tk + kv;
+                float *tk = st->d_qkv + n * d3 + d + kvh * hd, *tv = tk + kv;
                 for (size_t i = 0; i < hd; i++) {
                     tk[i] += dk[i];
                     tv[i] += dv[i];

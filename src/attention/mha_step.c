@@ -70,7 +70,7 @@ static void head(const attn_mha *m, int h, const float *K, const float *V, int p
                  const attn_mha_step_buf *b) {
     const attn_attention_spec *sp = &m->spec;
     const size_t ldk = (size_t)m->kv_dim, hd = (size_t)m->head_dim;
-    const size_t kvo = (size_t)(h / (m->num_heads / sp->kv_heads)) * hd;
+    const size_t kvo = (size_t)attn_attention_kv_head(sp, h) * hd;
     const int rows = attn_mha_step_rows(m), book = attn_attention_is_book(sp);
     const int j0 = sp->window > 0 && pos - sp->window + 1 > 0 ? pos - sp->window + 1 : 0;
     const float slope =

@@ -6,6 +6,7 @@
 
 #include "attention_core.h"
 #include "attn/multi_head_attention.h"
+#include "base/buffers.h"
 
 attn_status attn_mha_wrapper_init(attn_mha_wrapper *m, int d_in, int d_out, int context_length,
                                   double dropout, int num_heads, int qkv_bias, attn_rng *rng,
@@ -69,20 +70,22 @@ attn_status attn_mha_wrapper_params(attn_mha_wrapper *m, const char *prefix, att
     return ATTN_OK;
 }
 
+/* The wrapper cache's own buffers (each head's cache is its own), listed
+ * once: heads caches and the (B T, d_out) concatenation. */
+static int cache_buffers(attn_mha_wrapper_cache *cache, size_t heads, size_t n, attn_bufs_op op) {
+    const attn_buf t[] = {ATTN_BUF(cache->heads, heads), ATTN_BUF(cache->head_out, n)};
+    return ATTN_BUFS(t, op);
+}
+
 attn_status attn_mha_wrapper_cache_init(attn_mha_wrapper_cache *cache, const attn_mha_wrapper *m,
                                         int B, int T, attn_error *err) {
     memset(cache, 0, sizeof *cache);
     if (B <= 0 || T <= 0)
         return attn_fail(err, ATTN_ERR_INVALID_ARG,
                          "MultiHeadAttentionWrapper cache needs B, T > 0 (got %d, %d)", B, T);
-    cache->heads = calloc((size_t)m->num_heads, sizeof *cache->heads);
-    cache->head_out = malloc((size_t)B * (size_t)T * (size_t)m->d_out * sizeof(float));
-    if (!cache->heads || !cache->head_out) {
-        free(cache->heads);
-        free(cache->head_out);
-        memset(cache, 0, sizeof *cache);
+    if (cache_buffers(cache, (size_t)m->num_heads, (size_t)B * (size_t)T * (size_t)m->d_out,
+                      ATTN_BUFS_ALLOC) != 0)
         return attn_fail(err, ATTN_ERR_NOMEM, "out of memory allocating the wrapper cache");
-    }
     cache->B = B;
     cache->T = T;
     cache->num_heads = m->num_heads;
@@ -101,8 +104,7 @@ void attn_mha_wrapper_cache_free(attn_mha_wrapper_cache *cache) {
     if (cache->heads)
         for (int h = 0; h < cache->num_heads; h++)
             attn_attention_cache_free(&cache->heads[h]);
-    free(cache->heads);
-    free(cache->head_out);
+    cache_buffers(cache, 0, 0, ATTN_BUFS_FREE);
     memset(cache, 0, sizeof *cache);
 }
 

@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/alloc_huge.h"
 #include "attention_core.h"
 #include "attn/multi_head_attention.h"
 #include "mha_fused.h"
@@ -191,20 +190,15 @@ attn_status attn_mha_backward(attn_mha *m, const float *x, int B, int T, const f
 
 attn_status attn_mha_cache_init_any(attn_attention_cache *cache, const attn_mha *m, int B, int T,
                                     attn_error *err) {
-    attn_status st = attn_attention_cache_init(cache, B, T, m->num_heads, m->d_out, err);
-    if (st != ATTN_OK || !m->spec.qk_norm) return st;
-    /* QK-norm's inputs, 1/rms per head row, and the gradient through it. */
-    const size_t N = (size_t)B * (size_t)T;
-    cache->q_raw = malloc(N * (size_t)m->d_out * sizeof(float));
-    cache->k_raw = malloc(N * (size_t)m->kv_dim * sizeof(float));
-    cache->d_raw = malloc(N * (size_t)m->d_out * sizeof(float));
-    cache->q_rstd = malloc(N * (size_t)m->num_heads * sizeof(float));
-    cache->k_rstd = malloc(N * (size_t)m->spec.kv_heads * sizeof(float));
-    if (!cache->q_raw || !cache->k_raw || !cache->d_raw || !cache->q_rstd || !cache->k_rstd) {
-        attn_attention_cache_free(cache);
-        return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for QK-norm's cache");
+    attn_cache_sizes s = attn_cache_sizes_reference(B, T, m->num_heads, m->d_out);
+    if (m->spec.qk_norm) { /* QK-norm's inputs, 1/rms per head row, the gradient through it */
+        const size_t N = (size_t)B * (size_t)T;
+        s.q_raw = N * (size_t)m->d_out;
+        s.k_raw = N * (size_t)m->kv_dim;
+        s.q_rstd = N * (size_t)m->num_heads;
+        s.k_rstd = N * (size_t)m->spec.kv_heads;
     }
-    return ATTN_OK;
+    return attn_attention_cache_alloc(cache, B, T, m->num_heads, m->d_out, &s, err);
 }
 
 attn_status attn_mha_cache_init(attn_attention_cache *cache, const attn_mha *m, int B, int T,
@@ -214,18 +208,9 @@ attn_status attn_mha_cache_init(attn_attention_cache *cache, const attn_mha *m, 
     if (B <= 0 || T <= 0)
         return attn_fail(err, ATTN_ERR_INVALID_ARG, "attention cache needs B, T > 0 (got %d, %d)",
                          B, T);
-    const size_t n = (size_t)B * (size_t)T * (size_t)m->d_out;
-    cache->B = B;
-    cache->T = T;
-    cache->heads = m->num_heads;
-    cache->d_out = m->d_out;
     /* Only what the fused path reads: no (B, heads, T, T) buffers. */
-    cache->context = attn_alloc_huge(n * sizeof(float));
-    cache->d_context = attn_alloc_huge(n * sizeof(float));
-    if (!cache->context || !cache->d_context) {
-        attn_attention_cache_free(cache);
-        return attn_fail(err, ATTN_ERR_NOMEM,
-                         "out of memory allocating an attention cache for B = %d, T = %d", B, T);
-    }
-    return ATTN_OK;
+    attn_cache_sizes s = {0};
+    s.context = (size_t)B * (size_t)T * (size_t)m->d_out;
+    s.huge_context = 1;
+    return attn_attention_cache_alloc(cache, B, T, m->num_heads, m->d_out, &s, err);
 }

@@ -9,6 +9,7 @@
 
 #include "attention_core.h"
 #include "attn/softmax.h"
+#include "base/buffers.h"
 
 static attn_status check_rate(double p, const char *what, attn_error *err) {
     if (!(p >= 0.0 && p < 1.0))
@@ -67,17 +68,22 @@ attn_status attn_seed004_head_params(attn_seed004_head *h, const char *prefix,
     return ATTN_OK;
 }
 
+/* A head's cache buffers, listed once: nq = B T head_size, nw = B T T;
+ * d_weights is also the attention core's backward scratch, 2 (T, T). */
+static int head_cache_buffers(attn_seed004_head_cache *c, size_t nq, size_t nw, size_t scratch,
+                              attn_bufs_op op) {
+    const attn_buf t[] = {
+        ATTN_BUF(c->Q, nq),       ATTN_BUF(c->K, nq),
+        ATTN_BUF(c->V, nq),       ATTN_BUF(c->dQ, nq),
+        ATTN_BUF(c->dK, nq),      ATTN_BUF(c->dV, nq),
+        ATTN_BUF(c->weights, nw), ATTN_BUF(c->dropped, nw),
+        ATTN_BUF(c->keep, nw),    ATTN_BUF(c->d_weights, nw > scratch ? nw : scratch),
+    };
+    return ATTN_BUFS(t, op);
+}
+
 void attn_seed004_head_cache_free(attn_seed004_head_cache *c) {
-    free(c->Q);
-    free(c->K);
-    free(c->V);
-    free(c->weights);
-    free(c->dropped);
-    free(c->keep);
-    free(c->d_weights);
-    free(c->dQ);
-    free(c->dK);
-    free(c->dV);
+    head_cache_buffers(c, 0, 0, 0, ATTN_BUFS_FREE);
     memset(c, 0, sizeof *c);
 }
 
@@ -88,25 +94,10 @@ attn_status attn_seed004_head_cache_init(attn_seed004_head_cache *c, const attn_
         return attn_fail(err, ATTN_ERR_SHAPE, "AttentionHead: B and T must be > 0 (got %d, %d)", B,
                          T);
     const size_t nq = (size_t)B * (size_t)T * (size_t)h->head_size;
-    const size_t nw = (size_t)B * (size_t)T * (size_t)T;
-    c->Q = malloc(nq * sizeof(float));
-    c->K = malloc(nq * sizeof(float));
-    c->V = malloc(nq * sizeof(float));
-    c->dQ = malloc(nq * sizeof(float));
-    c->dK = malloc(nq * sizeof(float));
-    c->dV = malloc(nq * sizeof(float));
-    c->weights = malloc(nw * sizeof(float));
-    c->dropped = malloc(nw * sizeof(float));
-    /* the attention core's backward scratch: 2 (T, T) */
-    c->d_weights =
-        malloc((nw > 2 * (size_t)T * (size_t)T ? nw : 2 * (size_t)T * (size_t)T) * sizeof(float));
-    c->keep = malloc(nw);
-    if (!c->Q || !c->K || !c->V || !c->dQ || !c->dK || !c->dV || !c->weights || !c->dropped ||
-        !c->d_weights || !c->keep) {
-        attn_seed004_head_cache_free(c);
+    const size_t tt = (size_t)T * (size_t)T;
+    if (head_cache_buffers(c, nq, (size_t)B * tt, 2 * tt, ATTN_BUFS_ALLOC) != 0)
         return attn_fail(err, ATTN_ERR_NOMEM, "AttentionHead: out of memory for a (%d, %d) cache",
                          B, T);
-    }
     c->B = B;
     c->T = T;
     c->head_size = h->head_size;
@@ -226,18 +217,23 @@ attn_status attn_seed004_mha_params(attn_seed004_mha *m, const char *prefix, att
     return attn_linear_params(&m->linear, p, list, err);
 }
 
+/* The MHA cache's own buffers (each head's are its own), listed once: N = B T
+ * rows, E = embedding_dim, hs = head_size. */
+static int mha_cache_buffers(attn_seed004_mha_cache *c, size_t heads, size_t N, size_t E, size_t hs,
+                             attn_bufs_op op) {
+    const attn_buf t[] = {
+        ATTN_BUF(c->heads, heads),    ATTN_BUF(c->head_out, N * hs), ATTN_BUF(c->d_head, N * hs),
+        ATTN_BUF(c->concat, N * E),   ATTN_BUF(c->proj, N * E),      ATTN_BUF(c->d_proj, N * E),
+        ATTN_BUF(c->d_concat, N * E), ATTN_BUF(c->keep, N * E),
+    };
+    return ATTN_BUFS(t, op);
+}
+
 void attn_seed004_mha_cache_free(attn_seed004_mha_cache *c) {
     if (c->heads)
         for (int i = 0; i < c->n_heads; i++)
             attn_seed004_head_cache_free(&c->heads[i]);
-    free(c->heads);
-    free(c->head_out);
-    free(c->concat);
-    free(c->proj);
-    free(c->keep);
-    free(c->d_proj);
-    free(c->d_concat);
-    free(c->d_head);
+    mha_cache_buffers(c, 0, 0, 0, 0, ATTN_BUFS_FREE);
     memset(c, 0, sizeof *c);
 }
 
@@ -247,21 +243,9 @@ attn_status attn_seed004_mha_cache_init(attn_seed004_mha_cache *c, const attn_se
     if (B <= 0 || T <= 0)
         return attn_fail(err, ATTN_ERR_SHAPE,
                          "MultiHeadAttention (seed 004): B and T must be > 0 (got %d, %d)", B, T);
-    const size_t N = (size_t)B * (size_t)T, E = (size_t)m->embedding_dim;
-    const size_t hs = (size_t)m->head_size;
-    c->heads = calloc((size_t)m->heads_num, sizeof *c->heads);
-    c->head_out = malloc(N * hs * sizeof(float));
-    c->d_head = malloc(N * hs * sizeof(float));
-    c->concat = malloc(N * E * sizeof(float));
-    c->proj = malloc(N * E * sizeof(float));
-    c->d_proj = malloc(N * E * sizeof(float));
-    c->d_concat = malloc(N * E * sizeof(float));
-    c->keep = malloc(N * E);
-    if (!c->heads || !c->head_out || !c->d_head || !c->concat || !c->proj || !c->d_proj ||
-        !c->d_concat || !c->keep) {
-        attn_seed004_mha_cache_free(c);
+    if (mha_cache_buffers(c, (size_t)m->heads_num, (size_t)B * (size_t)T, (size_t)m->embedding_dim,
+                          (size_t)m->head_size, ATTN_BUFS_ALLOC) != 0)
         return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for a (%d, %d) cache", B, T);
-    }
     c->n_heads = m->heads_num;
     for (int i = 0; i < m->heads_num; i++) {
         attn_status s = attn_seed004_head_cache_init(&c->heads[i], &m->heads[i], B, T, err);

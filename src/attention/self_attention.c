@@ -7,6 +7,17 @@
 #include <string.h>
 
 #include "attention_core.h"
+#include "base/buffers.h"
+
+/* The cache's buffers, listed once: n = T d_out, tt = T T. */
+static int sa_cache_buffers(attn_sa_cache *c, size_t n, size_t tt, attn_bufs_op op) {
+    const attn_buf t[] = {
+        ATTN_BUF(c->queries, n),       ATTN_BUF(c->keys, n),         ATTN_BUF(c->values, n),
+        ATTN_BUF(c->attn_weights, tt), ATTN_BUF(c->d_queries, n),    ATTN_BUF(c->d_keys, n),
+        ATTN_BUF(c->d_values, n),      ATTN_BUF(c->scratch, 2 * tt),
+    };
+    return ATTN_BUFS(t, op);
+}
 
 attn_status attn_sa_cache_init(attn_sa_cache *cache, int T, int d_out, attn_error *err) {
     memset(cache, 0, sizeof *cache);
@@ -14,34 +25,18 @@ attn_status attn_sa_cache_init(attn_sa_cache *cache, int T, int d_out, attn_erro
         return attn_fail(err, ATTN_ERR_INVALID_ARG,
                          "self-attention cache needs T > 0 and d_out > 0 (got T = %d, d_out = %d)",
                          T, d_out);
-    const size_t n = (size_t)T * (size_t)d_out, tt = (size_t)T * (size_t)T;
     cache->T = T;
     cache->d_out = d_out;
-    cache->queries = malloc(n * sizeof(float));
-    cache->keys = malloc(n * sizeof(float));
-    cache->values = malloc(n * sizeof(float));
-    cache->attn_weights = malloc(tt * sizeof(float));
-    cache->d_queries = malloc(n * sizeof(float));
-    cache->d_keys = malloc(n * sizeof(float));
-    cache->d_values = malloc(n * sizeof(float));
-    cache->scratch = malloc(2 * tt * sizeof(float));
-    if (!cache->queries || !cache->keys || !cache->values || !cache->attn_weights ||
-        !cache->d_queries || !cache->d_keys || !cache->d_values || !cache->scratch) {
-        attn_sa_cache_free(cache);
+    if (sa_cache_buffers(cache, (size_t)T * (size_t)d_out, (size_t)T * (size_t)T,
+                         ATTN_BUFS_ALLOC) != 0) {
+        memset(cache, 0, sizeof *cache);
         return attn_fail(err, ATTN_ERR_NOMEM, "out of memory allocating a cache for T = %d", T);
     }
     return ATTN_OK;
 }
 
 void attn_sa_cache_free(attn_sa_cache *cache) {
-    free(cache->queries);
-    free(cache->keys);
-    free(cache->values);
-    free(cache->attn_weights);
-    free(cache->d_queries);
-    free(cache->d_keys);
-    free(cache->d_values);
-    free(cache->scratch);
+    sa_cache_buffers(cache, 0, 0, ATTN_BUFS_FREE);
     memset(cache, 0, sizeof *cache);
 }
 
@@ -80,6 +75,15 @@ static void sa_core_backward(const attn_sa_cache *c, int T, int d_out, const flo
 
 /* ---- SelfAttention_v1 ---------------------------------------------------- */
 
+/* v1's weights and their gradients, listed once: n = d_in d_out each. */
+static int sa_v1_buffers(attn_sa_v1 *m, size_t n, attn_bufs_op op) {
+    const attn_buf t[] = {
+        ATTN_BUF(m->W_query, n),      ATTN_BUF(m->W_key, n),      ATTN_BUF(m->W_value, n),
+        ATTN_BUF(m->grad_W_query, n), ATTN_BUF(m->grad_W_key, n), ATTN_BUF(m->grad_W_value, n),
+    };
+    return ATTN_BUFS(t, op);
+}
+
 attn_status attn_sa_v1_init(attn_sa_v1 *m, int d_in, int d_out, attn_rng *rng, attn_error *err) {
     memset(m, 0, sizeof *m);
     attn_status st = check_dims("SelfAttention_v1", d_in, d_out, err);
@@ -87,14 +91,9 @@ attn_status attn_sa_v1_init(attn_sa_v1 *m, int d_in, int d_out, attn_rng *rng, a
     const size_t n = (size_t)d_in * (size_t)d_out;
     m->d_in = d_in;
     m->d_out = d_out;
-    float **bufs[6] = {&m->W_query,      &m->W_key,      &m->W_value,
-                       &m->grad_W_query, &m->grad_W_key, &m->grad_W_value};
-    for (int i = 0; i < 6; i++) {
-        *bufs[i] = calloc(n, sizeof(float));
-        if (!*bufs[i]) {
-            attn_sa_v1_free(m);
-            return attn_fail(err, ATTN_ERR_NOMEM, "out of memory allocating SelfAttention_v1");
-        }
+    if (sa_v1_buffers(m, n, ATTN_BUFS_ALLOC) != 0) {
+        memset(m, 0, sizeof *m);
+        return attn_fail(err, ATTN_ERR_NOMEM, "out of memory allocating SelfAttention_v1");
     }
     if (rng) { /* torch.rand(d_in, d_out) three times, in the constructor's order */
         attn_rng_rand(rng, m->W_query, n);
@@ -105,12 +104,7 @@ attn_status attn_sa_v1_init(attn_sa_v1 *m, int d_in, int d_out, attn_rng *rng, a
 }
 
 void attn_sa_v1_free(attn_sa_v1 *m) {
-    free(m->W_query);
-    free(m->W_key);
-    free(m->W_value);
-    free(m->grad_W_query);
-    free(m->grad_W_key);
-    free(m->grad_W_value);
+    sa_v1_buffers(m, 0, ATTN_BUFS_FREE);
     memset(m, 0, sizeof *m);
 }
 

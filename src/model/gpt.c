@@ -9,8 +9,9 @@
 #include "attn/cross_entropy.h"
 #include "attn/gemm.h"
 #include "attn/residual.h"
-#include "gpt_block.h"
+#include "base/buffers.h"
 #include "base/parallel.h"
+#include "gpt_block.h"
 
 static attn_status add_params(attn_gpt *m, attn_error *err) {
     attn_param_list *L = &m->params;
@@ -115,30 +116,38 @@ void attn_gpt_zero_grad(attn_gpt *m) {
 
 /* ------------------------------------------------------------ activations */
 
-static void *xmalloc(size_t n, size_t size, int *fail) {
-    void *p = calloc(n ? n : 1, size);
-    if (!p) *fail = 1;
-    return p;
+/* The acts' own buffers (each block's are the block's), listed once: N rows
+ * of C, vocab V, L layers, ff the feed-forward's scratch width. */
+typedef struct acts_sizes {
+    size_t N, C, V, L, ff;
+} acts_sizes;
+
+static int acts_buffers(attn_gpt_acts *a, const acts_sizes *s, attn_bufs_op op) {
+    const attn_buf t[] = {
+        ATTN_BUF(a->ids, s->N),
+        ATTN_BUF(a->targets, s->N),
+        ATTN_BUF(a->keep_emb, s->N * s->C),
+        ATTN_BUF(a->blocks, s->L),
+        ATTN_BUF(a->x_final, s->N * s->C),
+        ATTN_BUF(a->lnf, s->N * s->C),
+        ATTN_BUF(a->lnf_mean, s->N),
+        ATTN_BUF(a->lnf_rstd, s->N),
+        ATTN_BUF(a->logits, s->N * s->V),
+        ATTN_BUF(a->lse, s->N),
+        ATTN_BUF(a->d_resid, s->N * s->C),
+        ATTN_BUF(a->d_tmp, s->N * s->C),
+        ATTN_BUF(a->d_ln, s->N * s->C),
+        ATTN_BUF(a->d_hidden, s->N * s->ff),
+        ATTN_BUF(a->d_logits, s->N * s->V),
+    };
+    return ATTN_BUFS(t, op);
 }
 
 void attn_gpt_acts_free(attn_gpt_acts *a) {
     for (int l = 0; a->blocks && l < a->n_layers; l++)
         attn_block_acts_free(&a->blocks[l]);
-    free(a->blocks);
-    free(a->ids);
-    free(a->targets);
-    free(a->keep_emb);
-    free(a->x_final);
-    free(a->lnf);
-    free(a->lnf_mean);
-    free(a->lnf_rstd);
-    free(a->logits);
-    free(a->lse);
-    free(a->d_resid);
-    free(a->d_tmp);
-    free(a->d_ln);
-    free(a->d_hidden);
-    free(a->d_logits);
+    const acts_sizes none = {0};
+    acts_buffers(a, &none, ATTN_BUFS_FREE);
     memset(a, 0, sizeof *a);
 }
 
@@ -151,38 +160,21 @@ attn_status attn_gpt_acts_init(attn_gpt_acts *a, const attn_gpt *m, int B, int T
     if (T > c->context_length)
         return attn_fail(err, ATTN_ERR_SHAPE, "sequence length %d exceeds context_length %d", T,
                          c->context_length);
-    const size_t N = (size_t)B * (size_t)T, C = (size_t)c->emb_dim, V = (size_t)c->vocab_size;
-    int fail = 0;
+    const acts_sizes s = {(size_t)B * (size_t)T, (size_t)c->emb_dim, (size_t)c->vocab_size,
+                          (size_t)c->n_layers, attn_feedforward_scratch(&m->blocks[0].ff)};
     a->B = B;
     a->T = T;
     a->loss = NAN;
-    a->ids = xmalloc(N, sizeof(int32_t), &fail);
-    a->targets = xmalloc(N, sizeof(int32_t), &fail);
-    a->keep_emb = xmalloc(N * C, 1, &fail);
-    a->blocks = xmalloc((size_t)c->n_layers, sizeof *a->blocks, &fail);
-    if (!fail) a->n_layers = c->n_layers;
-    for (int l = 0; l < a->n_layers && !fail; l++) {
-        attn_status s = attn_block_acts_init(&a->blocks[l], &m->blocks[l], B, T, err);
-        if (s != ATTN_OK) {
-            attn_gpt_acts_free(a);
-            return s;
-        }
-    }
-    a->x_final = xmalloc(N * C, sizeof(float), &fail);
-    a->lnf = xmalloc(N * C, sizeof(float), &fail);
-    a->lnf_mean = xmalloc(N, sizeof(float), &fail);
-    a->lnf_rstd = xmalloc(N, sizeof(float), &fail);
-    a->logits = xmalloc(N * V, sizeof(float), &fail);
-    a->lse = xmalloc(N, sizeof(float), &fail);
-    a->d_resid = xmalloc(N * C, sizeof(float), &fail);
-    a->d_tmp = xmalloc(N * C, sizeof(float), &fail);
-    a->d_ln = xmalloc(N * C, sizeof(float), &fail);
-    a->d_hidden = xmalloc(N * attn_feedforward_scratch(&m->blocks[0].ff), sizeof(float), &fail);
-    a->d_logits = xmalloc(N * V, sizeof(float), &fail);
-    if (fail) {
-        attn_gpt_acts_free(a);
+    if (acts_buffers(a, &s, ATTN_BUFS_ALLOC) != 0)
         return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for activations of (B %d, T %d)", B,
                          T);
+    a->n_layers = c->n_layers;
+    for (int l = 0; l < a->n_layers; l++) {
+        attn_status st = attn_block_acts_init(&a->blocks[l], &m->blocks[l], B, T, err);
+        if (st != ATTN_OK) {
+            attn_gpt_acts_free(a);
+            return st;
+        }
     }
     return ATTN_OK;
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "attn/residual.h"
+#include "base/buffers.h"
 
 attn_status attn_block_init(attn_gpt_block *blk, const attn_gpt_config *cfg, attn_rng *rng,
                             attn_error *err) {
@@ -52,30 +53,24 @@ void attn_block_use_engine(attn_gpt_block *blk, struct attn_bf16_gemm *g) {
     blk->ff.fc1.bf16 = blk->ff.fc2.bf16 = g;
 }
 
-static void *zalloc(size_t n, size_t size, int *fail) {
-    void *p = calloc(n ? n : 1, size);
-    if (!p) *fail = 1;
-    return p;
+/* The block's own buffers (att's and ff's caches are theirs), listed once:
+ * N rows of C. */
+static int acts_buffers(attn_gpt_block_acts *a, size_t N, size_t C, attn_bufs_op op) {
+    const size_t NC = N * C;
+    const attn_buf t[] = {
+        ATTN_BUF(a->x_in, NC),    ATTN_BUF(a->ln1, NC),     ATTN_BUF(a->ln1_mean, N),
+        ATTN_BUF(a->ln1_rstd, N), ATTN_BUF(a->att_out, NC), ATTN_BUF(a->keep1, NC),
+        ATTN_BUF(a->x_mid, NC),   ATTN_BUF(a->ln2, NC),     ATTN_BUF(a->ln2_mean, N),
+        ATTN_BUF(a->ln2_rstd, N), ATTN_BUF(a->ff_out, NC),  ATTN_BUF(a->keep2, NC),
+    };
+    return ATTN_BUFS(t, op);
 }
 
 attn_status attn_block_acts_init(attn_gpt_block_acts *a, const attn_gpt_block *blk, int B, int T,
                                  attn_error *err) {
-    const size_t N = (size_t)B * (size_t)T, NC = N * (size_t)blk->norm1.C;
-    int fail = 0;
+    const size_t N = (size_t)B * (size_t)T;
     memset(a, 0, sizeof *a);
-    a->x_in = zalloc(NC, sizeof(float), &fail);
-    a->ln1 = zalloc(NC, sizeof(float), &fail);
-    a->ln1_mean = zalloc(N, sizeof(float), &fail);
-    a->ln1_rstd = zalloc(N, sizeof(float), &fail);
-    a->att_out = zalloc(NC, sizeof(float), &fail);
-    a->keep1 = zalloc(NC, 1, &fail);
-    a->x_mid = zalloc(NC, sizeof(float), &fail);
-    a->ln2 = zalloc(NC, sizeof(float), &fail);
-    a->ln2_mean = zalloc(N, sizeof(float), &fail);
-    a->ln2_rstd = zalloc(N, sizeof(float), &fail);
-    a->ff_out = zalloc(NC, sizeof(float), &fail);
-    a->keep2 = zalloc(NC, 1, &fail);
-    if (fail)
+    if (acts_buffers(a, N, (size_t)blk->norm1.C, ATTN_BUFS_ALLOC) != 0)
         return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for activations of (B %d, T %d)", B,
                          T);
     /* The MHA's own path decides the cache: no (B, heads, T, T) buffers on the fused path. */
@@ -85,20 +80,9 @@ attn_status attn_block_acts_init(attn_gpt_block_acts *a, const attn_gpt_block *b
 }
 
 void attn_block_acts_free(attn_gpt_block_acts *a) {
-    free(a->x_in);
-    free(a->ln1);
-    free(a->ln1_mean);
-    free(a->ln1_rstd);
+    acts_buffers(a, 0, 0, ATTN_BUFS_FREE);
     attn_attention_cache_free(&a->att);
-    free(a->att_out);
-    free(a->keep1);
-    free(a->x_mid);
-    free(a->ln2);
-    free(a->ln2_mean);
-    free(a->ln2_rstd);
     attn_feedforward_cache_free(&a->ff);
-    free(a->ff_out);
-    free(a->keep2);
     memset(a, 0, sizeof *a);
 }
 

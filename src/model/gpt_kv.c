@@ -3,24 +3,41 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/alloc_huge.h"
 #include "attn/flash_attention.h"
 #include "attn/gpt.h"
+#include "base/alloc_huge.h"
+#include "base/buffers.h"
 #include "gpt_block.h"
 #include "nn/linear_step.h"
 
+/* Element counts of the cache's buffers (0: none). */
+typedef struct kv_sizes {
+    size_t kv, C, hidden, scores, V;
+} kv_sizes;
+
+/* The cache's buffers, listed once. k and v are zeroed (touched now, not a
+ * page per few tokens while generating) and on huge pages: a step reads
+ * every layer's cached rows. w_bf16 is attn_gpt_kv_set_precision's. */
+static int kv_buffers(attn_gpt_kv_cache *c, const kv_sizes *s, attn_bufs_op op) {
+    const attn_buf t[] = {
+        ATTN_BUF_KIND(c->k, s->kv, ATTN_BUF_STREAMED),
+        ATTN_BUF_KIND(c->v, s->kv, ATTN_BUF_STREAMED),
+        ATTN_BUF(c->x, s->C),
+        ATTN_BUF(c->ln, s->C),
+        ATTN_BUF(c->q, s->C),
+        ATTN_BUF(c->att, s->C),
+        ATTN_BUF(c->proj, s->C),
+        ATTN_BUF(c->hidden, s->hidden),
+        ATTN_BUF(c->scores, s->scores),
+        ATTN_BUF(c->logits, s->V),
+        ATTN_BUF(c->w_bf16, 0),
+    };
+    return ATTN_BUFS(t, op);
+}
+
 void attn_gpt_kv_free(attn_gpt_kv_cache *c) {
-    free(c->k);
-    free(c->v);
-    free(c->x);
-    free(c->ln);
-    free(c->q);
-    free(c->att);
-    free(c->proj);
-    free(c->hidden);
-    free(c->scores);
-    free(c->logits);
-    free(c->w_bf16);
+    const kv_sizes none = {0};
+    kv_buffers(c, &none, ATTN_BUFS_FREE);
     memset(c, 0, sizeof *c);
 }
 
@@ -45,21 +62,10 @@ attn_status attn_gpt_kv_init(attn_gpt_kv_cache *c, const attn_gpt *m, attn_error
      * to hide the barriers between the products (several MB). */
     const size_t weights = attn_block_bf16_numel(&m->blocks[0]) * L;
     c->threads = weights * sizeof(float) >= ((size_t)8 << 20) ? attn_default_threads() : 1;
-    /* Zeroed (touched now, not a page per few tokens while generating) and
-     * on huge pages: a step reads every layer's cached rows. */
-    const size_t kv = L * (size_t)c->rows * (size_t)c->kv_dim;
-    c->k = attn_calloc_streamed(kv, sizeof(float));
-    c->v = attn_calloc_streamed(kv, sizeof(float));
-    c->x = malloc(C * sizeof(float));
-    c->ln = malloc(C * sizeof(float));
-    c->q = malloc(C * sizeof(float));
-    c->att = malloc(C * sizeof(float));
-    c->proj = malloc(C * sizeof(float));
-    c->hidden = malloc((size_t)m->blocks[0].ff.fc1.out_features * sizeof(float));
-    c->scores = malloc((size_t)c->H * cap * sizeof(float));
-    c->logits = malloc((size_t)m->cfg.vocab_size * sizeof(float));
-    if (!c->k || !c->v || !c->x || !c->ln || !c->q || !c->att || !c->proj || !c->hidden ||
-        !c->scores || !c->logits) {
+    const kv_sizes s = {L * (size_t)c->rows * (size_t)c->kv_dim, C,
+                        (size_t)m->blocks[0].ff.fc1.out_features, (size_t)c->H * cap,
+                        (size_t)m->cfg.vocab_size};
+    if (kv_buffers(c, &s, ATTN_BUFS_ALLOC) != 0) {
         attn_gpt_kv_free(c);
         return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for the KV cache");
     }

@@ -4,6 +4,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buffers.h"
+
+/* The table and its gradient, listed once: n floats each. */
+static int embedding_buffers(attn_embedding *e, size_t n, attn_bufs_op op) {
+    const attn_buf t[] = {ATTN_BUF(e->weight, n), ATTN_BUF(e->grad_weight, n)};
+    return ATTN_BUFS(t, op);
+}
+
 attn_status attn_embedding_init(attn_embedding *e, int num_embeddings, int dim, attn_rng *rng,
                                 attn_error *err) {
     memset(e, 0, sizeof *e);
@@ -12,12 +20,8 @@ attn_status attn_embedding_init(attn_embedding *e, int num_embeddings, int dim, 
                          "embedding: num_embeddings %d and dim %d must be >= 1", num_embeddings,
                          dim);
     const size_t n = (size_t)num_embeddings * (size_t)dim;
-    e->weight = calloc(n, sizeof(float));
-    e->grad_weight = calloc(n, sizeof(float));
-    if (!e->weight || !e->grad_weight) {
-        attn_embedding_free(e);
+    if (embedding_buffers(e, n, ATTN_BUFS_ALLOC) != 0)
         return attn_fail(err, ATTN_ERR_NOMEM, "embedding: out of memory for %zu floats", n);
-    }
     e->num_embeddings = num_embeddings;
     e->dim = dim;
     if (rng) attn_rng_normal(rng, e->weight, n, 0.0f, 1.0f);
@@ -25,8 +29,7 @@ attn_status attn_embedding_init(attn_embedding *e, int num_embeddings, int dim, 
 }
 
 void attn_embedding_free(attn_embedding *e) {
-    free(e->weight);
-    free(e->grad_weight);
+    embedding_buffers(e, 0, ATTN_BUFS_FREE);
     memset(e, 0, sizeof *e);
 }
 

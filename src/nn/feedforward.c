@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "attn/gelu.h"
+#include "base/buffers.h"
 #include "linear_step.h"
 
 /* The activation between the two Linears (ff->act): the book's GELU
@@ -86,23 +87,26 @@ attn_status attn_feedforward_params(attn_feedforward *ff, const char *prefix, at
     return attn_linear_params(&ff->fc2, p, list, err);
 }
 
+/* The cache's buffers, listed once: N rows of fc1's output (h) and of the
+ * activation's (g). */
+static int cache_buffers(attn_feedforward_cache *cache, const attn_feedforward *ff, size_t N,
+                         attn_bufs_op op) {
+    const size_t h = ff ? N * (size_t)ff->fc1.out_features : 0, g = ff ? N * (size_t)ff->hidden : 0;
+    const attn_buf t[] = {ATTN_BUF(cache->h, h), ATTN_BUF(cache->g, g)};
+    return ATTN_BUFS(t, op);
+}
+
 attn_status attn_feedforward_cache_init(attn_feedforward_cache *cache, const attn_feedforward *ff,
                                         size_t N, attn_error *err) {
     memset(cache, 0, sizeof *cache);
-    const size_t n = N * (size_t)ff->hidden;
-    cache->h = malloc(N * (size_t)ff->fc1.out_features * sizeof(float));
-    cache->g = malloc(n * sizeof(float));
-    if (!cache->h || !cache->g) {
-        attn_feedforward_cache_free(cache);
+    if (cache_buffers(cache, ff, N, ATTN_BUFS_ALLOC) != 0)
         return attn_fail(err, ATTN_ERR_NOMEM, "feedforward: out of memory for a %zu-row cache", N);
-    }
     cache->N = N;
     return ATTN_OK;
 }
 
 void attn_feedforward_cache_free(attn_feedforward_cache *cache) {
-    free(cache->h);
-    free(cache->g);
+    cache_buffers(cache, NULL, 0, ATTN_BUFS_FREE);
     memset(cache, 0, sizeof *cache);
 }
 

@@ -6,8 +6,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/alloc_huge.h"
 #include "attn/gemm.h"
+#include "base/buffers.h"
+
+/* The layer's buffers, listed once: nw weights, nb biases (0: none). The
+ * weight is streamed once per token when generating: on huge pages. */
+static int linear_buffers(attn_linear *layer, size_t nw, size_t nb, attn_bufs_op op) {
+    const attn_buf t[] = {
+        ATTN_BUF_KIND(layer->weight, nw, ATTN_BUF_STREAMED),
+        ATTN_BUF(layer->grad_weight, nw),
+        ATTN_BUF(layer->bias, nb),
+        ATTN_BUF(layer->grad_bias, nb),
+    };
+    return ATTN_BUFS(t, op);
+}
 
 attn_status attn_linear_init(attn_linear *layer, int in_features, int out_features, int has_bias,
                              attn_rng *rng, attn_error *err) {
@@ -21,19 +33,9 @@ attn_status attn_linear_init(attn_linear *layer, int in_features, int out_featur
     layer->in_features = in_features;
     layer->out_features = out_features;
     layer->has_bias = has_bias ? 1 : 0;
-    /* Streamed once per token when generating: on huge pages. */
-    layer->weight = attn_calloc_streamed(nw, sizeof(float));
-    layer->grad_weight = calloc(nw, sizeof(float));
-    if (has_bias) {
-        layer->bias = calloc(nb, sizeof(float));
-        layer->grad_bias = calloc(nb, sizeof(float));
-    }
-    if (!layer->weight || !layer->grad_weight ||
-        (has_bias && (!layer->bias || !layer->grad_bias))) {
-        attn_linear_free(layer);
+    if (linear_buffers(layer, nw, nb, ATTN_BUFS_ALLOC) != 0)
         return attn_fail(err, ATTN_ERR_NOMEM, "out of memory allocating Linear(%d, %d)",
                          in_features, out_features);
-    }
     if (rng) {
         /* kaiming_uniform_(a=sqrt(5)) computed in double exactly as torch.nn.init does:
          * gain = sqrt(2 / (1 + a^2)), bound = sqrt(3) * gain / sqrt(fan_in). */
@@ -50,11 +52,7 @@ attn_status attn_linear_init(attn_linear *layer, int in_features, int out_featur
 }
 
 void attn_linear_free(attn_linear *layer) {
-    free(layer->weight);
-    free(layer->bias);
-    free(layer->grad_weight);
-    free(layer->grad_bias);
-    layer->weight = layer->bias = layer->grad_weight = layer->grad_bias = NULL;
+    linear_buffers(layer, 0, 0, ATTN_BUFS_FREE);
 }
 
 attn_status attn_linear_params(attn_linear *layer, const char *prefix, attn_param_list *list,

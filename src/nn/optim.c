@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buffers.h"
 #include "base/parallel.h"
 
 static const double PI = 3.14159265358979323846;
@@ -12,6 +13,20 @@ static const double PI = 3.14159265358979323846;
 attn_adamw_config attn_adamw_defaults(void) {
     attn_adamw_config c = {0.9, 0.999, 1e-8, 0.01};
     return c;
+}
+
+/* The optimizer's buffers, listed once: per parameter (offset, decay) and
+ * per element (m, v); at least one of each. */
+static int adamw_buffers(attn_adamw *opt, size_t params, size_t total, attn_bufs_op op) {
+    params = params ? params : 1;
+    total = total ? total : 1;
+    const attn_buf t[] = {
+        ATTN_BUF(opt->offset, params),
+        ATTN_BUF(opt->decay, params),
+        ATTN_BUF(opt->m, total),
+        ATTN_BUF(opt->v, total),
+    };
+    return ATTN_BUFS(t, op);
 }
 
 attn_status attn_adamw_init(attn_adamw *opt, const attn_param_list *params,
@@ -27,11 +42,7 @@ attn_status attn_adamw_init(attn_adamw *opt, const attn_param_list *params,
     opt->cfg = *cfg;
     opt->n_params = params->count;
     opt->total = attn_param_list_numel(params);
-    opt->offset = malloc((size_t)(params->count ? params->count : 1) * sizeof *opt->offset);
-    opt->decay = malloc((size_t)(params->count ? params->count : 1));
-    opt->m = calloc(opt->total ? opt->total : 1, sizeof *opt->m);
-    opt->v = calloc(opt->total ? opt->total : 1, sizeof *opt->v);
-    if (!opt->offset || !opt->decay || !opt->m || !opt->v) {
+    if (adamw_buffers(opt, (size_t)params->count, opt->total, ATTN_BUFS_ALLOC) != 0) {
         attn_adamw_free(opt);
         return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for AdamW moments");
     }
@@ -45,10 +56,7 @@ attn_status attn_adamw_init(attn_adamw *opt, const attn_param_list *params,
 }
 
 void attn_adamw_free(attn_adamw *opt) {
-    free(opt->offset);
-    free(opt->decay);
-    free(opt->m);
-    free(opt->v);
+    adamw_buffers(opt, 0, 0, ATTN_BUFS_FREE);
     memset(opt, 0, sizeof *opt);
 }
 
