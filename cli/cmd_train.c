@@ -534,6 +534,6 @@ int cmd_train(int argc, char **argv) {
         attn_dist_abort(&dist, rc);
     }
     free(c);
-    attn_dist_finalize(&dist);
+    attn_dist_free(&dist);
     return rc;
 }

@@ -24,7 +24,7 @@
  * (and so libmpi) is opened only by attn_dist_init in a process that is one
  * of several ranks, so libattn itself never links MPI.
  *
- * The functions other than attn_dist_init/finalize/abort are collective:
+ * The functions other than attn_dist_init/free/abort are collective:
  * every rank must call them in the same order. */
 #ifndef ATTN_DIST_H
 #define ATTN_DIST_H
@@ -33,6 +33,7 @@
 #include <stdint.h>
 
 #include "attn/status.h"
+#include "attn/version.h" /* ATTN_DEPRECATED */
 
 #ifdef __cplusplus
 extern "C" {
@@ -60,8 +61,14 @@ int attn_dist_compiled(void);
  * error naming what is missing: the ranks would train alone. argc/argv may
  * be NULL. */
 attn_status attn_dist_init(attn_dist *d, int *argc, char ***argv, attn_error *err);
-/* MPI_Finalize when MPI was started. */
-void attn_dist_finalize(attn_dist *d);
+/* Frees what attn_dist_init made, with MPI_Finalize when MPI was started
+ * (MPI cannot start again in this process); d is then one rank again. */
+void attn_dist_free(attn_dist *d);
+/* deprecated: use attn_dist_free; removed after 0.2 */
+ATTN_DEPRECATED("use attn_dist_free")
+static inline void attn_dist_finalize(attn_dist *d) {
+    attn_dist_free(d);
+}
 /* End the whole job now with exit code code (MPI_Abort); returns only when
  * there is no MPI (the caller then exits as usual). */
 void attn_dist_abort(attn_dist *d, int code);

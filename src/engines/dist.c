@@ -69,13 +69,13 @@ attn_status attn_dist_init(attn_dist *d, int *argc, char ***argv, attn_error *er
     d->counts = malloc((size_t)d->size * sizeof *d->counts);
     d->displs = malloc((size_t)d->size * sizeof *d->displs);
     if (!d->bucket || !d->counts || !d->displs) {
-        attn_dist_finalize(d);
+        attn_dist_free(d);
         return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for MPI buffers");
     }
     return ATTN_OK;
 }
 
-void attn_dist_finalize(attn_dist *d) {
+void attn_dist_free(attn_dist *d) {
     if (d->mpi) d->ops->finalize();
     free(d->bucket);
     free(d->counts);
