@@ -307,7 +307,7 @@ typedef struct fwd_run {
 static void run_free(fwd_run *r) {
     free(r->y);
     free(r->dx);
-    attn_module_destroy(r->m);
+    attn_module_free(r->m);
     attn_npy_free(&r->x);
     attn_npy_free(&r->dy);
 }

@@ -3,24 +3,22 @@
  * loss.svg in the output directory, Ctrl-C saves and exits, --resume
  * continues bit for bit. Under mpirun every rank runs this; rank 0 alone
  * prints and writes (attn/dist.h). The decisions before the first step are
- * the library's (attn/train_setup.h); this file parses and draws. */
-#define _DEFAULT_SOURCE /* TIOCGWINSZ, with sigaction */
+ * the library's (attn/train_setup.h); this file parses the command line and
+ * calls the library; what is drawn and printed is train_view.c's. */
+#define _DEFAULT_SOURCE /* isatty, access */
 
 #include <inttypes.h>
-#include <math.h>
-#include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include "attn/checkpoint.h"
+#include "attn/cpu.h" /* attn_default_threads */
 #include "attn/cuda.h"
 #include "attn/dist.h"
 #include "attn/fileio.h"
-#include "attn/flash_attention.h"
 #include "attn/runlock.h"
 #include "attn/thread_tuner.h"
 #include "attn/train.h"
@@ -29,222 +27,7 @@
 #include "commands.h"
 #include "options.h"
 #include "threads.h"
-
-static volatile sig_atomic_t g_interrupted = 0;
-
-static void on_sigint(int sig) {
-    (void)sig;
-    g_interrupted = 1;
-}
-
-static void fmt_eta(double s, char *out, size_t n) {
-    if (!isfinite(s) || s < 0) s = 0;
-    long t = (long)(s + 0.5);
-    if (t >= 3600)
-        snprintf(out, n, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
-    else
-        snprintf(out, n, "%ld:%02ld", t / 60, t % 60);
-}
-
-/* A duration in words: "about 27 hours 10 minutes", "about 4 minutes 5
- * seconds", "about 12 seconds"; days from 48 hours on. */
-static void fmt_duration(double s, char *out, size_t n) {
-    if (!isfinite(s) || s < 0) s = 0;
-    const long t = (long)(s + 0.5);
-    long big, small;
-    const char *bu, *su;
-    const long hours = (t + 1800) / 3600, minutes = (t + 30) / 60; /* rounded */
-    if (t >= 48 * 3600)
-        big = hours / 24, small = hours % 24, bu = "day", su = "hour";
-    else if (t >= 3600)
-        big = minutes / 60, small = minutes % 60, bu = "hour", su = "minute";
-    else if (t >= 60)
-        big = t / 60, small = t % 60, bu = "minute", su = "second";
-    else {
-        if (t < 1)
-            snprintf(out, n, "under a second");
-        else
-            snprintf(out, n, "about %ld second%s", t, t == 1 ? "" : "s");
-        return;
-    }
-    if (small)
-        snprintf(out, n, "about %ld %s%s %ld %s%s", big, bu, big == 1 ? "" : "s", small, su,
-                 small == 1 ? "" : "s");
-    else
-        snprintf(out, n, "about %ld %s%s", big, bu, big == 1 ? "" : "s");
-}
-
-/* What would make a run faster that this build and CPU offer and the run
- * does not use yet ("" when nothing). */
-static void speed_hints(attn_device dev, attn_precision prec, int ranks, char *out, size_t n) {
-    size_t used = 0;
-    out[0] = '\0';
-    if (dev == ATTN_DEVICE_CPU && prec == ATTN_PRECISION_FP32 &&
-        attn_precision_check(ATTN_PRECISION_BF16, NULL) == ATTN_OK)
-        used += (size_t)snprintf(out + used, n - used,
-                                 "--precision bf16 (this CPU has AVX512-BF16: bf16 matrix "
-                                 "products, fp32 sums)");
-    if (dev == ATTN_DEVICE_CPU && ranks <= 1 && attn_dist_compiled() && used < n)
-        used += (size_t)snprintf(out + used, n - used,
-                                 "%s`mpirun -np N attn train ...` (N processes share each step, "
-                                 "bit for bit the same run)",
-                                 used ? "; " : "");
-    if (dev == ATTN_DEVICE_CPU && attn_cuda_compiled() && used < n)
-        snprintf(out + used, n - used, "%s--device cuda (an NVIDIA GPU)", used ? "; " : "");
-}
-
-/* Terminal width: the tty's (TIOCGWINSZ), else $COLUMNS, else 80. */
-static int term_columns(void) {
-    struct winsize ws;
-    if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) return ws.ws_col;
-    const char *c = getenv("COLUMNS");
-    int n = c ? atoi(c) : 0;
-    return n > 0 ? n : 80;
-}
-
-/* One progress line that never reaches the last column (no wrapping):
- * "[#####.....] step 40/2000 | loss 2.3456 | lr 2.0e-03 | 12345 tok/s |
- * 0:12<1:23" (elapsed<ETA), squeezed on narrow terminals: shorter
- * separators, then no bar, then fewer fields, then cut. */
-static void progress(int cols, int64_t step, int64_t max, float loss, double lr, double tok_s,
-                     double elapsed, double eta) {
-    char f[5][64], el[24], e[24];
-    fmt_eta(elapsed, el, sizeof el);
-    fmt_eta(eta, e, sizeof e);
-    snprintf(f[0], sizeof f[0], "step %" PRId64 "/%" PRId64, step, max);
-    snprintf(f[1], sizeof f[1], "loss %.4f", (double)loss);
-    snprintf(f[2], sizeof f[2], "%s<%s", el, e);
-    snprintf(f[3], sizeof f[3], "%.0f tok/s", tok_s);
-    snprintf(f[4], sizeof f[4], "lr %.1e", lr);
-    const int order[5] = {0, 1, 4, 3, 2}; /* printed order; dropped from the end */
-    const int room = cols - 1;
-    char text[256];
-    int nf = 5, len = 0;
-    const char *sep = " | ";
-    for (;;) {
-        len = 0;
-        text[0] = '\0';
-        for (int i = 0; i < nf; i++)
-            len +=
-                snprintf(text + len, sizeof text - (size_t)len, "%s%s", i ? sep : "", f[order[i]]);
-        if (len <= room || nf == 1) break;
-        if (sep[1] == '|')
-            sep = " ";
-        else
-            nf--;
-    }
-    char bar[160];
-    int width = room - len - 3; /* "[" bar "] " */
-    if (width > 40) width = 40;
-    if (width >= 8) {
-        int fill = (int)((double)step / (double)max * width);
-        for (int i = 0; i < width; i++)
-            bar[i] = i < fill ? '#' : '.';
-        bar[width] = '\0';
-        printf("\r[%s] %s\033[K", bar, text);
-    } else {
-        printf("\r%.*s\033[K", room > 0 ? room : 0, text);
-    }
-    fflush(stdout);
-}
-
-/* Seconds for the run's steps if it ran at the GEMM speed measured now on
- * ranks processes (0 when unknown): a rough figure, slower on a busy
- * machine. */
-static double plan_seconds(const attn_train_plan *p, int64_t steps, int threads, int ranks,
-                           double *gflops) {
-    *gflops = attn_train_probe_gflops(threads > 0 ? threads : 0) * (ranks > 0 ? ranks : 1);
-    return *gflops > 0 ? p->flops_per_step * (double)steps / (*gflops * 1e9) : 0;
-}
-
-/* --dry-run's report: the configs, where the run stands (run) and the cost
- * of the steps after step. */
-static int print_plan(const attn_gpt_config *m, const attn_train_config *t, const char *preset,
-                      const char *data, size_t n, const char *out, int threads, int ranks,
-                      attn_device dev, attn_precision prec, int64_t step, const char *run) {
-    attn_train_plan p;
-    attn_train_plan_of(m, t, &p);
-    char *mj = NULL, *tj = attn_train_config_to_json(t);
-    attn_error err;
-    if (attn_gpt_config_to_json(m, &mj, &err) || !tj) {
-        fprintf(stderr, "attn train: out of memory\n");
-        free(tj);
-        return 1;
-    }
-    const int64_t steps = t->max_steps - step; /* still to take */
-    char variant[512];
-    attn_gpt_config_describe_variants(m, 0, variant, sizeof variant);
-    printf("attn train --dry-run: nothing is trained or written\n"
-           "preset      %s\n"
-           "model       %s\n"
-           "variant     %s\n"
-           "training    %s\n"
-           "corpus      %s (%zu bytes, vocabulary %d)\n"
-           "output      %s\n"
-           "run         %s\n"
-           "parameters  %zu (%.2f M)\n"
-           "memory      ~%.1f MiB: weights, gradients, AdamW moments %.1f MiB + activations "
-           "~%.1f MiB\n"
-           "checkpoint  %.1f MiB per save\n"
-           "engine      %s, %s\n",
-           preset ? preset : "saved config", mj, variant, tj, data, n, m->vocab_size, out, run,
-           p.n_params, (double)p.n_params / 1e6, (p.state_bytes + p.act_bytes) / 1048576.0,
-           p.state_bytes / 1048576.0, p.act_bytes / 1048576.0, p.ckpt_bytes / 1048576.0,
-           attn_device_name(dev), attn_precision_name(prec));
-    if (steps > 0 && t->time_budget > 0) {
-        double gflops, sec = plan_seconds(&p, steps, threads, ranks, &gflops);
-        char budget[64];
-        fmt_duration(t->time_budget, budget, sizeof budget);
-        printf("time        %s (--time-budget %g s, evaluations included): the run then ends "
-               "with an exact evaluation and a checkpoint, at most %" PRId64 " steps; the LR "
-               "schedule (%s) follows the clock",
-               budget, t->time_budget, t->max_steps,
-               t->lr_schedule == ATTN_LR_WSD ? "warmup-stable-decay" : "cosine");
-        if (gflops > 0 && sec > 0)
-            printf(" (~%.0f steps fit at %.1f GFLOP/s, the speed of matrix products measured "
-                   "now)",
-                   (double)steps * t->time_budget / sec, gflops);
-        printf("\n");
-    } else if (steps > 0) {
-        double gflops, sec = plan_seconds(&p, steps, threads, ranks, &gflops);
-        char eta[64], hints[400] = "";
-        if (gflops > 0)
-            fmt_duration(sec, eta, sizeof eta);
-        else
-            snprintf(eta, sizeof eta, "unknown (no speed measured)");
-        if (sec > 3600) speed_hints(dev, prec, ranks, hints, sizeof hints);
-        printf("time        %s for %" PRId64 " step%s (%.3g TFLOP at %.1f GFLOP/s, the speed of "
-               "matrix products measured now)\n",
-               eta, steps, steps == 1 ? "" : "s", p.flops_per_step * (double)steps / 1e12, gflops);
-        if (hints[0]) printf("faster      over an hour here; try %s\n", hints);
-    }
-    free(mj);
-    free(tj);
-    return 0;
-}
-
-/* Runs of seed004's size (over 10^15 floating-point operations, hours on
- * a laptop) say what they will cost before they start. */
-static void warn_cost(const attn_gpt_config *m, const attn_train_config *t, int threads, int ranks,
-                      attn_device dev, attn_precision prec) {
-    attn_train_plan p;
-    attn_train_plan_of(m, t, &p);
-    if (p.flops_per_step * (double)t->max_steps < 1e15) return;
-    double gflops, sec = plan_seconds(&p, t->max_steps, threads, ranks, &gflops);
-    char eta[64], hints[400] = "";
-    if (gflops > 0)
-        fmt_duration(sec, eta, sizeof eta);
-    else
-        snprintf(eta, sizeof eta, "an unknown time");
-    if (sec > 3600) speed_hints(dev, prec, ranks, hints, sizeof hints);
-    fprintf(stderr,
-            "attn train: warning: a large run: %.1f M parameters, ~%.2f GB of memory, %.0f MB per "
-            "checkpoint, %s for %" PRId64 " steps here (%.1f GFLOP/s); Ctrl-C saves "
-            "and stops, --resume continues, --dry-run shows the plan\n",
-            (double)p.n_params / 1e6, (p.state_bytes + p.act_bytes) / 1e9, p.ckpt_bytes / 1e6, eta,
-            t->max_steps, gflops);
-    if (hints[0]) fprintf(stderr, "attn train: faster: %s\n", hints);
-}
+#include "train_view.h"
 
 /* ------------------------------------------------------------ options */
 
@@ -442,119 +225,6 @@ static void make_request(const train_opts *o, const cli_parsed *p, int ranks,
     }
 }
 
-/* What the command draws while the library trains (attn_trainer_events).
- * mpirun hands ranks a pseudo-terminal even when its output is a file: log
- * lines there (tty only for one process). */
-typedef struct {
-    int tty, lead, bar_shown, cols;
-    int threads_now; /* the count the tuner last asked for */
-    double last_bar, t_start;
-    int64_t interrupt_after, kill_rank, kill_after;
-    attn_thread_tuner *tuner; /* NULL: the thread count is fixed */
-} train_view;
-
-static int should_stop(void *user, const attn_trainer *tr) {
-    (void)user;
-    (void)tr;
-    return g_interrupted;
-}
-
-static void on_step(void *user, const attn_trainer *tr, const attn_train_progress *p) {
-    train_view *v = user;
-    const attn_dist *dist = tr->dist;
-    const int64_t max = tr->tcfg.max_steps;
-    if (v->kill_after > 0 && tr->step == v->kill_after && dist && dist->rank == v->kill_rank)
-        raise(SIGKILL);
-    if (v->interrupt_after > 0 && tr->step == v->interrupt_after) g_interrupted = 1;
-    if (v->tuner) {
-        const int n = attn_thread_tuner_step(v->tuner, tr->step, p->step_s);
-        if (n != v->threads_now) cli_use_threads(n, 1);
-        v->threads_now = n;
-    }
-    if (v->tty) {
-        double t = attn_now_s();
-        if (t - v->last_bar > 0.1 || tr->step == max) {
-            progress(v->cols, tr->step, max, p->rec.loss, p->rec.lr, p->tokens_per_s,
-                     t - v->t_start, p->eta_s);
-            v->last_bar = t;
-            v->bar_shown = 1;
-        }
-    } else if (v->lead && (p->rec.step - 1) % tr->tcfg.log_interval == 0) {
-        printf("iter %" PRId64 ": loss %.4f, time %.2fms", p->rec.step - 1, (double)p->rec.loss,
-               p->step_s * 1000);
-        if (dist && dist->size > 1) printf(", mpi %.2fms", p->step_comm_s * 1000);
-        printf("\n");
-        fflush(stdout);
-    }
-}
-
-static void on_eval(void *user, const attn_trainer *tr, const attn_eval_record *ev) {
-    train_view *v = user;
-    (void)tr;
-    if (v->bar_shown) printf("\r\033[K");
-    v->bar_shown = 0;
-    /* nanoGPT's line; an exact val loss (the whole split) says so. */
-    if (v->lead) {
-        printf("step %" PRId64 ": train loss %.4f", ev->step, (double)ev->train_loss);
-        if (!isnan(ev->val_loss)) printf(", val loss %.4f", (double)ev->val_loss);
-        if (!isnan(ev->val_exact)) printf(", exact val loss %.4f", (double)ev->val_exact);
-        printf("\n");
-    }
-    fflush(stdout);
-}
-
-/* path as one shell word: quoted when it holds anything but [A-Za-z0-9/._+,:@%=-]. */
-static void shell_word(const char *path, char *buf, size_t cap) {
-    if (!path[strspn(path,
-                     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789/._+,:@%=-")]) {
-        snprintf(buf, cap, "%s", path);
-        return;
-    }
-    size_t used = (size_t)snprintf(buf, cap, "'");
-    for (const char *c = path; *c && used + 5 < cap; c++)
-        used += (size_t)snprintf(buf + used, cap - used, *c == '\'' ? "'\\''" : "%c", *c);
-    snprintf(buf + used, cap - used, "'");
-}
-
-/* The closing lines (rank 0). The hint names the folder by its absolute
- * path and the run recorded its corpus's, so it works from any folder. */
-static void report_end(const attn_trainer *tr, const attn_train_result *res, const char *out_abs) {
-    const attn_dist *dist = tr->dist;
-    char dir[2 * ATTN_TRAIN_PATH_MAX];
-    shell_word(out_abs, dir, sizeof dir);
-    if (res->stopped) {
-        fprintf(stderr,
-                "attn train: interrupted after step %" PRId64 "; checkpoint saved in %s "
-                "(continue with: attn train --out %s --resume)\n",
-                tr->step, out_abs, dir);
-        return;
-    }
-    /* A spent time budget is the run's end: --resume would stop at once. */
-    char hint[2 * ATTN_TRAIN_PATH_MAX + 64] = "";
-    if (tr->tcfg.time_budget <= 0)
-        snprintf(hint, sizeof hint, " (train on with: attn train --out %s --resume --steps N)",
-                 dir);
-    fprintf(stderr,
-            "attn train: %" PRId64 " steps in %.1f s (%.0f tokens/s)%s; final val loss %.4f%s; "
-            "checkpoint in %s%s\n",
-            tr->step - res->start_step, res->wall_s, res->tokens_per_s,
-            res->budget_spent ? ", the time budget spent" : "",
-            tr->n_evals ? (double)attn_eval_val(&tr->evals[tr->n_evals - 1]) : NAN,
-            tr->n_evals && !isnan(tr->evals[tr->n_evals - 1].val_exact)
-                ? " (exact: the whole val split)"
-                : "",
-            out_abs, hint);
-    if (dist && dist->size > 1 && tr->step > res->start_step) {
-        const double k = (double)(tr->step - res->start_step);
-        fprintf(stderr,
-                "attn train: MPI: %d ranks; rank 0 spent %.2f ms per step in MPI (%.1f%% of "
-                "the step) and moved %.3f MB per step\n",
-                dist->size, res->comm_s / k * 1e3,
-                res->train_s > 0 ? 100 * res->comm_s / res->train_s : 0,
-                (double)res->comm_bytes / k / 1e6);
-    }
-}
-
 /* ------------------------------------------------------------ the run */
 
 /* Everything one run of the command holds. */
@@ -575,30 +245,18 @@ typedef struct train_cmd {
     size_t n;
 } train_cmd;
 
-/* --dry-run's report (rank 0) of the trainer the real set-up made: where
- * the run stands, its folder (a --force says what it replaces). */
-static int dry_run_report(const train_cmd *c, const attn_trainer *tr) {
-    char run[ATTN_TRAIN_PATH_MAX + 160], out[ATTN_TRAIN_PATH_MAX + 64];
-    int64_t old_step;
-    if (c->o.force && attn_ckpt_exists(c->su.out, &old_step))
-        snprintf(out, sizeof out, "%s (--force: its step-%" PRId64 " checkpoint is replaced)",
-                 c->su.out, old_step);
-    else
-        snprintf(out, sizeof out, "%s", c->su.out);
-    if (c->o.resume && tr->step >= tr->tcfg.max_steps)
-        snprintf(run, sizeof run,
-                 "finished at step %" PRId64 " (max_steps): nothing to train; --resume --steps N "
-                 "trains it on to step N",
-                 tr->step);
-    else if (c->o.resume)
-        snprintf(run, sizeof run, "resumes at step %" PRId64 " of %" PRId64, tr->step,
-                 tr->tcfg.max_steps);
-    else if (c->o.init_from)
-        snprintf(run, sizeof run, "a new run from the weights of %s (fine-tuning)", c->o.init_from);
-    else
-        snprintf(run, sizeof run, "a new run");
-    return print_plan(&tr->mcfg, &tr->tcfg, c->su.preset, c->su.data, tr->text_bytes, out,
-                      (int)c->o.threads, c->dist->size, c->device, c->precision, tr->step, run);
+/* What train_view.c prints of the run besides its trainer. */
+static train_run_info run_info(const train_cmd *c) {
+    return (train_run_info){.preset = c->su.preset,
+                            .data = c->su.data,
+                            .out = c->su.out,
+                            .init_from = c->o.init_from,
+                            .resume = c->o.resume,
+                            .force = c->o.force,
+                            .threads = (int)c->o.threads,
+                            .ranks = c->dist->size,
+                            .device = c->device,
+                            .precision = c->precision};
 }
 
 /* The command line: -1 to go on, else the exit code. */
@@ -668,7 +326,8 @@ static void warn_big(train_cmd *c) {
         pm.vocab_size = tok.vocab_size;
         attn_tokenizer_free(&tok);
     }
-    warn_cost(&pm, &c->su.train, (int)c->o.threads, c->dist->size, c->device, c->precision);
+    const train_run_info info = run_info(c);
+    train_warn_cost(&info, &pm, &c->su.train);
 }
 
 /* --dry-run: what claim() refuses, read only (no folder made, no lock). */
@@ -774,40 +433,12 @@ static int start(train_cmd *c, attn_trainer *tr) {
     return -1;
 }
 
-/* What the run is, before its first step (rank 0). */
-static void announce(const train_cmd *c, const attn_trainer *tr) {
-    const attn_train_config *t = &tr->tcfg;
-    const attn_gpt_config *m = &tr->mcfg;
-    const int ranks = c->dist->size;
-    if (t->grad_accum > 1)
-        fprintf(stderr, "attn train: %d micro-batches per step over %d rank%s\n", t->grad_accum,
-                ranks, ranks > 1 ? "s" : "");
-    fprintf(stderr,
-            "attn train: %s, %zu parameters (vocab %d, ctx %d, emb %d, %d heads, %d layers); "
-            "%zu train / %zu val tokens; batch %d, %" PRId64 " steps\n",
-            c->su.preset ? c->su.preset : "saved config", attn_gpt_num_params(&tr->model),
-            m->vocab_size, m->context_length, m->emb_dim, m->n_heads, m->n_layers, tr->train.n_ids,
-            tr->val.n_ids, t->batch_size, t->max_steps);
-    if (c->o.resume)
-        fprintf(stderr, "attn train: resuming %s at step %" PRId64 "\n", c->su.out, tr->step);
-    char variant[512];
-    attn_gpt_config_describe_variants(m, 1, variant, sizeof variant);
-    if (variant[0]) fprintf(stderr, "attn train: not the book's GPTModel: %s\n", variant);
-}
-
 /* The steps, drawn as they come; Ctrl-C, SIGTERM and SIGHUP save and stop. */
 static int train_loop(train_cmd *c, attn_trainer *tr) {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_sigint;
-    sa.sa_flags = SA_RESETHAND; /* a second Ctrl-C stops at once */
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL); /* the terminal closed: save like Ctrl-C */
+    train_view_catch_signals();
     train_view view = {.tty = c->lead && c->dist->size == 1 && isatty(STDOUT_FILENO),
                        .lead = c->lead,
-                       .cols = term_columns(),
+                       .cols = train_view_columns(),
                        .t_start = attn_now_s(),
                        .interrupt_after = c->o.interrupt_after,
                        .kill_rank = c->parsed.given[T_KILL_RANK] ? c->o.kill_rank : -1,
@@ -823,8 +454,7 @@ static int train_loop(train_cmd *c, attn_trainer *tr) {
         view.tuner = &tuner;
         view.threads_now = tuner.cur;
     }
-    attn_trainer_events events = {
-        .user = &view, .should_stop = should_stop, .on_step = on_step, .on_eval = on_eval};
+    const attn_trainer_events events = train_view_events(&view);
     attn_train_result res;
     attn_error err;
     attn_status s = attn_trainer_run(tr, c->su.out, c->o.resume, &events, &res, &err);
@@ -837,7 +467,7 @@ static int train_loop(train_cmd *c, attn_trainer *tr) {
         fprintf(stderr,
                 "attn train: adaptive threads: %" PRId64 " steps on 1 thread, the rest on %d\n",
                 tuner.steps_one, tuner.max);
-    if (c->lead) report_end(tr, &res, c->out_abs);
+    if (c->lead) train_report_end(tr, &res, c->out_abs);
     return res.stopped ? 130 : 0;
 }
 
@@ -860,14 +490,15 @@ static int train_run(train_cmd *c, int argc, char **argv) {
     rc = start(c, &tr);
     free(c->text);
     c->text = NULL;
+    const train_run_info info = run_info(c);
     if (rc < 0 && dry) {
         c->collective = 1;
-        rc = c->lead ? dry_run_report(c, &tr) : 0;
+        rc = c->lead ? train_print_dry_run(&info, &tr) : 0;
     } else if (rc < 0) {
         /* --time-budget is wall time from the command's start: the set-up
          * (corpus, model, checkpoint) is on the run's clock too. */
         if (tr.tcfg.time_budget > 0) tr.elapsed_s += attn_now_s() - t_cmd;
-        if (c->lead) announce(c, &tr);
+        if (c->lead) train_announce(&info, &tr);
         rc = train_loop(c, &tr);
     }
     attn_trainer_free(&tr);
@@ -903,6 +534,6 @@ int cmd_train(int argc, char **argv) {
         attn_dist_abort(&dist, rc);
     }
     free(c);
-    attn_dist_finalize(&dist);
+    attn_dist_free(&dist);
     return rc;
 }

@@ -31,8 +31,9 @@ for h in "$SRC"/include/attn/*.h; do
       2> "$tmp/err" || bad "$name does not compile alone (twice) as C11 with $cc: $(head -3 "$tmp/err")"
   done
   # The functions it declares: a return type at the start of a line, then
-  # attn_name( (declarations are written that way, one per statement).
-  funcs=$(sed -n 's/^[a-z][a-z0-9_ ]*[ *]\(attn_[a-z0-9_]*\)(.*/\1/p' "$h" | sort -u)
+  # attn_name( (declarations are written that way, one per statement); not
+  # the static inline wrappers (a deprecated old name), which have no linkage.
+  funcs=$(sed -n '/^static /!s/^[a-z][a-z0-9_ ]*[ *]\(attn_[a-z0-9_]*\)(.*/\1/p' "$h" | sort -u)
   {
     printf '#include "%s"\n#include "%s"\n#include <cstdio>\n' "$name" "$name"
     printf 'int main() {\n'

@@ -7,7 +7,7 @@
 # only pkg-config (shared and static, umbrella header <attn/attn.h>) runs
 # the module example of README.md (the book's MultiHeadAttention) and the
 # GPT example of docs/library.md (sampling a checkpoint, the same text as
-# `attn generate`), and opens the installed CUDA engine module.
+# `attn generate`), and opens the installed CUDA engine plug-in.
 #   bash tests/install_consumer.sh ATTN SRCDIR
 set -euo pipefail
 attn=$1
@@ -126,7 +126,7 @@ int main(int argc, char **argv) {
     if (argc == 2 && strcmp(argv[1], "mha") == 0) return mha();
     if (argc == 6 && strcmp(argv[1], "gpt") == 0)
         return gpt(argv[2], argv[3], atoi(argv[4]), strtoull(argv[5], NULL, 10));
-    if (argc == 2 && strcmp(argv[1], "cuda") == 0) { /* opens the CUDA engine module */
+    if (argc == 2 && strcmp(argv[1], "cuda") == 0) { /* opens the CUDA engine plug-in */
         attn_error err;
         attn_status s = attn_cuda_check(&err);
         puts(s ? err.msg : "a CUDA device is ready");
@@ -168,7 +168,7 @@ for v in shared static; do
   echo "ok   $v consumer, the GPT example: the text attn generate prints ($(wc -c < "$tmp/$v.txt") bytes)"
 done
 
-# The installed CUDA engine module: found beside libattn.so and opened (on
+# The installed CUDA engine plug-in: found beside libattn.so and opened (on
 # a machine without a GPU it then says so).
 if [ -e "$build/libattn-cuda.so" ]; then
   out=$("$tmp/consumer_shared" cuda)
@@ -181,7 +181,7 @@ if [ -e "$build/libattn-cuda.so" ]; then
     > /dev/null 2> "$tmp/cuda.err" || true
   ! grep -q -e "was not found" -e "cannot open" "$tmp/cuda.err" ||
     fail "installed attn --device cuda: $(cat "$tmp/cuda.err")"
-  echo "ok   installed attn --device cuda opened the module: $(head -c 120 "$tmp/cuda.err")"
+  echo "ok   installed attn --device cuda opened the plug-in: $(head -c 120 "$tmp/cuda.err")"
 fi
 
 # The Python package (issue 19), for /usr/bin/python3: it finds the installed

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # A lean core: attn and libattn.so link no CUDA and no MPI library, and a
 # plain run loads none (LD_DEBUG=files lists every object the loader opens);
-# --device cuda opens the CUDA engine module and says why no GPU can be used;
-# the launcher's environment decides whether the MPI module is opened; a
-# missing, broken, foreign or mismatched module gets a message naming it.
+# --device cuda opens the CUDA engine plug-in and says why no GPU can be used;
+# the launcher's environment decides whether the MPI plug-in is opened; a
+# missing, broken, foreign or mismatched plug-in gets a message naming it.
 # Usage: bash lean_core.sh <path-to-attn> <source-dir>
 set -u
 ATTN=$1
@@ -43,14 +43,14 @@ for env in "" "OMPI_COMM_WORLD_SIZE=1"; do
   rm -f "$tmp"/ld.*
   if [ $rc -eq 0 ] && [ -s "$tmp/a/model.safetensors" ] && [ -n "$objs" ] &&
     ! grep -Eq "$heavy|libattn-cuda|libattn-mpi" <<<"$objs"; then
-    ok "train ${env:-(plain)}: ran and loaded no engine module ($(wc -w <<<"$objs") objects)"
+    ok "train ${env:-(plain)}: ran and loaded no engine plug-in ($(wc -w <<<"$objs") objects)"
   else
     bad "train ${env:-(plain)}: rc $rc, loaded: $objs $(cat "$tmp/err")"
   fi
 done
 
-# 3. --device cuda opens the module (which brings cuBLAS) and runs, or says
-# there is no driver / no device; a build without the module says so.
+# 3. --device cuda opens the plug-in (which brings cuBLAS) and runs, or says
+# there is no driver / no device; a build without the plug-in says so.
 LD_DEBUG=files LD_DEBUG_OUTPUT="$tmp/ld" "$ATTN" train --data "$tmp/c.txt" --config "$tmp/cfg.json" \
   --threads 1 --device cuda --out "$tmp/d" > /dev/null 2> "$tmp/err"
 rc=$?
@@ -65,49 +65,53 @@ if [ -e "$build/libattn-cuda.so" ]; then
   fi
 else
   [ $rc -eq 1 ] && grep -q "attn was built without CUDA: the CUDA engine was not built (" "$tmp/err" &&
-    ok "--device cuda in a build without the module: $(cat "$tmp/err")" ||
-    bad "--device cuda without the module: rc $rc, $(cat "$tmp/err")"
+    ok "--device cuda in a build without the plug-in: $(cat "$tmp/err")" ||
+    bad "--device cuda without the plug-in: rc $rc, $(cat "$tmp/err")"
 fi
 
-# 4. Where the module is not, or is not one. ATTN_MODULE_DIR picks the folder.
+# 4. Where the plug-in is not, or is not one. ATTN_PLUGIN_DIR picks the folder.
 if [ -e "$build/libattn-cuda.so" ]; then
   mkdir -p "$tmp/none" "$tmp/junk" "$tmp/foreign" "$tmp/old"
   printf 'not an ELF file\n' > "$tmp/junk/libattn-cuda.so"
   printf 'int attn_unrelated;\n' > "$tmp/f.c"
   cc -shared -fPIC "$tmp/f.c" -o "$tmp/foreign/libattn-cuda.so"
-  # A module of another attn version (the table's header only).
+  # A plug-in of another attn version (the table's header only).
   cat > "$tmp/o.c" <<'C'
 const struct { unsigned kind, abi; const char *version; unsigned long long layout; }
-    attn_cuda_module_table = {0, 1, "0.0.1", 0};
+    attn_cuda_plugin_table = {0, 1, "0.0.1", 0};
 C
   cc -shared -fPIC "$tmp/o.c" -o "$tmp/old/libattn-cuda.so"
   expect=(
-    "none|the CUDA engine module libattn-cuda.so was not found at $tmp/none/libattn-cuda.so"
-    "junk|cannot open the CUDA engine module $tmp/junk/libattn-cuda.so: "
-    "foreign|$tmp/foreign/libattn-cuda.so is not the CUDA engine module (it has no symbol attn_cuda_module_table)"
-    "old|$tmp/old/libattn-cuda.so was built with attn 0.0.1 (module ABI 1), not with this library")
+    "none|the CUDA engine plug-in libattn-cuda.so was not found at $tmp/none/libattn-cuda.so"
+    "junk|cannot open the CUDA engine plug-in $tmp/junk/libattn-cuda.so: "
+    "foreign|$tmp/foreign/libattn-cuda.so is not the CUDA engine plug-in (it has no symbol attn_cuda_plugin_table)"
+    "old|$tmp/old/libattn-cuda.so was built with attn 0.0.1 (plug-in ABI 1), not with this library")
   for e in "${expect[@]}"; do
     dir=${e%%|*} msg=${e#*|}
-    ATTN_MODULE_DIR="$tmp/$dir" train --device cuda --out "$tmp/m$dir" > /dev/null 2> "$tmp/err"
+    ATTN_PLUGIN_DIR="$tmp/$dir" train --device cuda --out "$tmp/m$dir" > /dev/null 2> "$tmp/err"
     rc=$?
     [ $rc -eq 1 ] && grep -qF "attn train: --device cuda: $msg" "$tmp/err" && [ ! -e "$tmp/m$dir/model.safetensors" ] &&
-      ok "module in $dir/: exit 1, $(head -c 150 "$tmp/err")" ||
-      bad "module in $dir/: rc $rc, $(cat "$tmp/err")"
+      ok "plug-in in $dir/: exit 1, $(head -c 150 "$tmp/err")" ||
+      bad "plug-in in $dir/: rc $rc, $(cat "$tmp/err")"
   done
 fi
 
-# 5. Several ranks need the MPI module: without it the run stops, naming it
-# (the module itself is exercised under mpirun by tests/mpi_train.sh).
-OMPI_COMM_WORLD_SIZE=2 ATTN_MODULE_DIR="$tmp/none" train --out "$tmp/r" > /dev/null 2> "$tmp/err"
-rc=$?
+# 5. Several ranks need the MPI plug-in: without it the run stops, naming it
+# (the plug-in itself is exercised under mpirun by tests/mpi_train.sh).
+# ATTN_MODULE_DIR is ATTN_PLUGIN_DIR's old name, read until after 0.2.
 if [ -e "$build/libattn-mpi.so" ]; then
-  want="started by mpirun as one of several ranks, but the MPI module libattn-mpi.so was not found at $tmp/none/libattn-mpi.so"
+  want="started by mpirun as one of several ranks, but the MPI plug-in libattn-mpi.so was not found at $tmp/none/libattn-mpi.so"
 else
-  want="started by mpirun as one of several ranks, but this attn was built without MPI: the MPI module was not built ("
+  want="started by mpirun as one of several ranks, but this attn was built without MPI: the MPI plug-in was not built ("
 fi
-[ $rc -eq 1 ] && grep -qF "$want" "$tmp/err" && [ ! -e "$tmp/r/model.safetensors" ] &&
-  ok "2 ranks without the MPI module: exit 1, $(head -c 150 "$tmp/err")" ||
-  bad "2 ranks without the MPI module: rc $rc, $(cat "$tmp/err")"
+for var in ATTN_PLUGIN_DIR ATTN_MODULE_DIR; do
+  env OMPI_COMM_WORLD_SIZE=2 "$var=$tmp/none" "$ATTN" train --data "$tmp/c.txt" --config "$tmp/cfg.json" \
+    --threads 1 --out "$tmp/r" > /dev/null 2> "$tmp/err"
+  rc=$?
+  [ $rc -eq 1 ] && grep -qF "$want" "$tmp/err" && [ ! -e "$tmp/r/model.safetensors" ] &&
+    ok "2 ranks without the MPI plug-in ($var): exit 1, $(head -c 150 "$tmp/err")" ||
+    bad "2 ranks without the MPI plug-in ($var): rc $rc, $(cat "$tmp/err")"
+done
 
 [ $fails -eq 0 ] || { echo "$fails failure(s)"; exit 1; }
 echo "all lean-core checks passed"

@@ -23,7 +23,7 @@ fi
 # ranks under ASan (single-process runs keep the caller's ASAN_OPTIONS).
 mpi() { ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 mpirun --oversubscribe \
   -x OMPI_ALLOW_RUN_AS_ROOT -x OMPI_ALLOW_RUN_AS_ROOT_CONFIRM -x OMP_NUM_THREADS -x ASAN_OPTIONS "$@"; }
-# Two ranks: one rank alone runs without MPI (it never opens the module).
+# Two ranks: one rank alone runs without MPI (it never opens the plug-in).
 probe=$(mpi -np 2 "$ATTN" train --steps 0 2>&1)
 if grep -q "built without MPI" <<<"$probe"; then
   echo "SKIP - this attn was built without MPI: $probe"

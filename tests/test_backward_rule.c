@@ -265,7 +265,7 @@ Test(rule, every_module_kind_and_the_handle) {
                      attn_module_kind_name((attn_module_kind)kind));
             check_rule(what, mod_run, &c, &o);
             free(x), free(dx), free(y), free(dy);
-            attn_module_destroy(m);
+            attn_module_free(m);
         }
 }
 

@@ -174,7 +174,7 @@ static void run_case(const gc_case *c, uint64_t seed) {
     free(y);
     free(y2);
     free(dx);
-    attn_module_destroy(m);
+    attn_module_free(m);
 }
 
 #define V1 ATTN_MODULE_SELF_ATTENTION_V1

@@ -51,11 +51,11 @@ static void draw_masks(const kind_case *k, int B, int T, attn_rng *rng, uint8_t 
 }
 
 static attn_module *make(const kind_case *k) {
-    attn_rng *rng = attn_h_rng_new(123);
+    attn_rng *rng = attn_h_rng_create(123);
     attn_module *m = NULL;
     attn_error err;
-    cr_assert_eq(attn_h_module_new(k->kind, k->d_in, k->d_out, k->heads, k->ctx, k->p, k->qkv_bias,
-                                   rng, &m, &err),
+    cr_assert_eq(attn_h_module_create(k->kind, k->d_in, k->d_out, k->heads, k->ctx, k->p,
+                                      k->qkv_bias, rng, &m, &err),
                  ATTN_OK, "%s: %s", k->kind, err.msg);
     attn_h_rng_free(rng);
     return m;
@@ -78,7 +78,7 @@ Test(given, masks_equal_drawn_in_every_module) {
         attn_rng_seed(&r, 9);
         attn_rng_rand(&r, x, nx);
         attn_rng_rand(&r, dy, ny);
-        attn_rng *drop = attn_h_rng_new(5);
+        attn_rng *drop = attn_h_rng_create(5);
         attn_rng_seed(&r, 5);
         draw_masks(k, B, T, &r, keep, n);
         size_t dropped = 0;
@@ -127,8 +127,8 @@ Test(given, masks_equal_drawn_in_every_module) {
         cr_expect_eq(attn_h_module_forward(b, x, B, T, yb, 0, NULL, 0, NULL, 0, &err), ATTN_OK);
         free(x), free(ya), free(yb), free(dy), free(dxa), free(dxb), free(keep);
         attn_h_rng_free(drop);
-        attn_module_destroy(a);
-        attn_module_destroy(b);
+        attn_module_free(a);
+        attn_module_free(b);
     }
 }
 
@@ -417,7 +417,7 @@ Test(train, stopped_by_the_callback_then_resumed_equals_uninterrupted) {
         cr_expect(fabs(s - 1) < 1e-5, "row %d sums to %g", r, s);
     }
     attn_generator *gen = NULL;
-    cr_assert_eq(attn_h_generator_new(g, 0.8, 200, 1.0, 7, "e", 0, &gen, &err), ATTN_OK, "%s",
+    cr_assert_eq(attn_h_generator_create(g, 0.8, 200, 1.0, 7, "e", 0, &gen, &err), ATTN_OK, "%s",
                  err.msg);
     cr_assert_eq(attn_generator_prompt(gen, "First", 5, &err), ATTN_OK, "%s", err.msg);
     int produced = 0;
@@ -464,6 +464,27 @@ Test(train, bad_requests) {
                   ATTN_OK);
     cr_expect(req == 1 && strstr(err.msg, "nope"), "%s", err.msg);
     attn_module *m = NULL;
-    cr_expect_eq(attn_h_module_new("mha3", 3, 2, 1, 6, 0, 0, NULL, &m, &err), ATTN_ERR_INVALID_ARG);
+    cr_expect_eq(attn_h_module_create("mha3", 3, 2, 1, 6, 0, 0, NULL, &m, &err),
+                 ATTN_ERR_INVALID_ARG);
     cr_expect(strstr(err.msg, "seed004-mha"), "%s", err.msg);
 }
+
+/* The old names of renamed calls (deprecated, removed after 0.2) still
+ * build and run the new ones. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+Test(handles, deprecated_names_still_work) {
+    attn_error err;
+    attn_rng *rng = attn_h_rng_new(123);
+    cr_assert(rng);
+    attn_module *m = NULL;
+    cr_assert_eq(attn_h_module_new("mha", 4, 4, 2, 6, 0, 0, rng, &m, &err), ATTN_OK, "%s", err.msg);
+    cr_expect_eq(attn_module_out_dim(m), 4);
+    attn_module_destroy(m);
+    attn_h_rng_free(rng);
+    attn_dist d;
+    cr_assert_eq(attn_dist_init(&d, NULL, NULL, &err), ATTN_OK, "%s", err.msg);
+    attn_dist_finalize(&d);
+    cr_expect_eq(d.size, 1);
+}
+#pragma GCC diagnostic pop

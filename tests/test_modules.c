@@ -100,7 +100,7 @@ Test(seeds, mha_wrapper_seed123) {
     cr_assert_eq(attn_module_forward(m, batch, 2, 6, out, &EVAL, &err), ATTN_OK, "%s", err.msg);
     for (int b = 0; b < 2; b++)
         expect_table(out + b * 24, &row[0][0], 24, "wrapper");
-    attn_module_destroy(m);
+    attn_module_free(m);
 }
 
 Test(seeds, mha_seed123) {
@@ -114,7 +114,7 @@ Test(seeds, mha_seed123) {
     cr_assert_eq(attn_module_forward(m, batch, 2, 6, out, &EVAL, NULL), ATTN_OK);
     expect_table(out, want, 12, "mha b0");
     expect_table(out + 12, want, 12, "mha b1");
-    attn_module_destroy(m);
+    attn_module_free(m);
 }
 
 Test(seeds, mha_768_12_heads) {
@@ -138,7 +138,7 @@ Test(seeds, mha_768_12_heads) {
             expect_table(r, first[t], 3, "768 first");
             expect_table(r + 765, last[t], 3, "768 last");
         }
-    attn_module_destroy(m);
+    attn_module_free(m);
 }
 
 /* ---- parameter names, shapes and creation order -------------------------- */
@@ -164,7 +164,7 @@ Test(params, names_and_shapes_in_state_dict_order) {
     expect_param(pl, 0, "W_query", 3, 2);
     expect_param(pl, 1, "W_key", 3, 2);
     expect_param(pl, 2, "W_value", 3, 2);
-    attn_module_destroy(m);
+    attn_module_free(m);
 
     m = create((attn_module_config){ATTN_MODULE_CAUSAL_ATTENTION, 3, 2, 0, 6, 0, 1}, 1);
     pl = attn_module_params(m);
@@ -173,7 +173,7 @@ Test(params, names_and_shapes_in_state_dict_order) {
     expect_param(pl, 1, "W_query.bias", 2, 0);
     expect_param(pl, 4, "W_value.weight", 2, 3);
     expect_param(pl, 5, "W_value.bias", 2, 0);
-    attn_module_destroy(m);
+    attn_module_free(m);
 
     m = create((attn_module_config){ATTN_MODULE_MHA_WRAPPER, 3, 2, 2, 6, 0, 0}, 1);
     pl = attn_module_params(m);
@@ -181,7 +181,7 @@ Test(params, names_and_shapes_in_state_dict_order) {
     expect_param(pl, 0, "heads.0.W_query.weight", 2, 3);
     expect_param(pl, 3, "heads.1.W_query.weight", 2, 3);
     expect_param(pl, 5, "heads.1.W_value.weight", 2, 3);
-    attn_module_destroy(m);
+    attn_module_free(m);
 
     m = create((attn_module_config){ATTN_MODULE_MHA, 3, 4, 2, 6, 0, 0}, 1);
     pl = attn_module_params(m);
@@ -189,7 +189,7 @@ Test(params, names_and_shapes_in_state_dict_order) {
     expect_param(pl, 2, "W_value.weight", 4, 3);
     expect_param(pl, 3, "out_proj.weight", 4, 4);
     expect_param(pl, 4, "out_proj.bias", 4, 0);
-    attn_module_destroy(m);
+    attn_module_free(m);
 }
 
 /* The same generator stream feeds the constructors in the book's order, so
@@ -303,14 +303,14 @@ Test(bad_input, calls) {
     cr_expect_eq(attn_module_forward(d, x, 1, 3, y, &no_rng, &err), ATTN_ERR_INVALID_ARG);
     cr_expect(strstr(err.msg, "rng") != NULL, "%s", err.msg);
     cr_expect_eq(attn_module_forward(d, x, 1, 3, y, &EVAL, &err), ATTN_OK); /* eval is fine */
-    attn_module_destroy(d);
-    attn_module_destroy(m);
+    attn_module_free(d);
+    attn_module_free(m);
     /* v1/v2 take one sequence */
     m = create((attn_module_config){ATTN_MODULE_SELF_ATTENTION_V2, 3, 4, 0, 0, 0.0, 1}, 1);
     cr_expect_eq(attn_module_forward(m, x, 2, 3, y, &EVAL, &err), ATTN_ERR_SHAPE);
     cr_expect(strstr(err.msg, "B = 1") != NULL, "%s", err.msg);
     cr_expect_eq(attn_module_forward(m, x, 1, 7, y, &EVAL, &err), ATTN_OK); /* no T limit */
-    attn_module_destroy(m);
+    attn_module_free(m);
     /* a typed cache of the wrong shape */
     attn_causal_attention ca;
     cr_assert_eq(attn_causal_attention_init(&ca, 3, 4, 6, 0.0, 0, NULL, NULL), ATTN_OK);
@@ -358,7 +358,7 @@ Test(semantics, backward_accumulates_params_and_dx) {
     for (int t = 0; t < 3; t++)
         for (int d = 0; d < 4; d++)
             cr_expect(fabsf(y3[t * 4 + d] - y[t * 4 + d]) < 1e-6f);
-    attn_module_destroy(m);
+    attn_module_free(m);
 }
 
 Test(semantics, dropout_only_in_training) {
@@ -383,7 +383,7 @@ Test(semantics, dropout_only_in_training) {
         cr_expect_eq(c->dropped_weights[i], want);
     }
     cr_expect(dropped > 0 && dropped < 72);
-    attn_module_destroy(m);
+    attn_module_free(m);
 }
 
 /* ---- the kind table (src/attention/module.c) --------------------------------------- */
@@ -424,7 +424,7 @@ Test(kinds, table_rows_match_behaviour) {
         cfg.context_length = 6;
         attn_module *m = create(cfg, 1);
         cr_expect_eq(attn_module_out_dim(m), k->out_per_head ? 8 : 4, "%s out_dim", k->name);
-        attn_module_destroy(m);
+        attn_module_free(m);
     }
     cr_expect_null(attn_module_kind_get((attn_module_kind)ATTN_MODULE_KIND_COUNT));
     cr_expect_null(attn_module_kind_get((attn_module_kind)-1));

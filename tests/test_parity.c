@@ -190,7 +190,7 @@ static int run_case(const char *dir, const char *cs, const char *module) {
     attn_npy_free(&dy);
     attn_npy_free(&y_ref);
     attn_npy_free(&dx_ref);
-    attn_module_destroy(m);
+    attn_module_free(m);
     cJSON_Delete(cfgj);
     return 1;
 }

@@ -287,5 +287,5 @@ Test(seed004_attention, module_handle_kinds) {
     cr_assert(strstr(err.msg, "heads_num"), "%s", err.msg);
     attn_seed004_mha_cache_free(&c);
     attn_seed004_mha_free(&typed);
-    attn_module_destroy(m);
+    attn_module_free(m);
 }

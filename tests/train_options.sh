@@ -89,7 +89,7 @@ hints=$(grep '^faster ' <<< "$long")
 grep -qE '^time +about [0-9]+ (days?|hours?)( [0-9]+ (hours?|minutes?))? for 100000000 steps \(' <<< "$t" &&
   ! grep -qE '[0-9]+:[0-9]{2}' <<< "$t" && ok "a long run in words: ${t:0:60}..." || bad "long run time: $t"
 # What the hints should offer, found out independently of attn: the CPU's
-# flags and the engine modules built beside the program (attn/engine.h).
+# flags and the engine plug-ins built beside the program (attn/engine.h).
 want_bf16=0 want_mpi=0 want_cuda=0
 grep -qw avx512_bf16 /proc/cpuinfo && grep -qw avx512f /proc/cpuinfo && want_bf16=1
 [ -f "$(dirname "$ATTN")/libattn-mpi.so" ] && want_mpi=1

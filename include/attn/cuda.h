@@ -33,14 +33,14 @@
  * (nor the CPU path's MT19937 masks): a GPU run with dropout is reproducible
  * for a seed but differs from a CPU or PyTorch run with the same seed.
  *
- * The engine is a module, libattn-cuda.so, beside libattn (it alone links
+ * The engine is a plug-in, libattn-cuda.so, beside libattn (it alone links
  * cuBLAS and the CUDA runtime): the first of these calls opens it, so a
  * program that never asks for the GPU loads neither. It is looked for in
- * $ATTN_MODULE_DIR when set, else beside libattn.so (or the program linked
+ * $ATTN_PLUGIN_DIR when set, else beside libattn.so (or the program linked
  * with libattn.a), beside libattn-ompwait.so, and in the install library
  * folder. When it
  * cannot be used, every call returns an error that says why: the build
- * made no module ("attn was built without CUDA ..."), the module was not
+ * made no plug-in ("attn was built without CUDA ..."), the plug-in was not
  * found (the paths tried), it did not open (the dynamic loader's reason,
  * e.g. a missing libcublas), "no CUDA driver", "no CUDA device". */
 #ifndef ATTN_CUDA_H
@@ -58,11 +58,11 @@
 extern "C" {
 #endif
 
-/* 1 when this build made the CUDA engine module (it may still be missing
+/* 1 when this build made the CUDA engine plug-in (it may still be missing
  * at run time: attn_cuda_check says). */
 int attn_cuda_compiled(void);
 
-/* ATTN_OK when a CUDA GPU can be used (opening the module on first use);
+/* ATTN_OK when a CUDA GPU can be used (opening the plug-in on first use);
  * otherwise why not (see above). */
 attn_status attn_cuda_check(attn_error *err);
 

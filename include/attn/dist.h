@@ -20,11 +20,11 @@
  *
  * Without MPI (a build without it, or a program not started by mpirun as
  * one of several ranks) the same calls work for one rank: rank 0 of 1, no
- * communication. MPI lives in a module, libattn-mpi.so, beside libattn: it
+ * communication. MPI lives in a plug-in, libattn-mpi.so, beside libattn: it
  * (and so libmpi) is opened only by attn_dist_init in a process that is one
  * of several ranks, so libattn itself never links MPI.
  *
- * The functions other than attn_dist_init/finalize/abort are collective:
+ * The functions other than attn_dist_init/free/abort are collective:
  * every rank must call them in the same order. */
 #ifndef ATTN_DIST_H
 #define ATTN_DIST_H
@@ -33,6 +33,7 @@
 #include <stdint.h>
 
 #include "attn/status.h"
+#include "attn/version.h" /* ATTN_DEPRECATED */
 
 #ifdef __cplusplus
 extern "C" {
@@ -46,22 +47,28 @@ typedef struct attn_dist {
     uint64_t recv_bytes;            /* bytes this rank received, cumulative */
     float *bucket;                  /* one bucket of the chain (internal) */
     int *counts, *displs;           /* size entries each (internal) */
-    const struct attn_mpi_ops *ops; /* the MPI module's table (internal) */
+    const struct attn_mpi_ops *ops; /* the MPI plug-in's table (internal) */
 } attn_dist;
 
-/* 1 when this build made the MPI module (libattn-mpi.so). */
+/* 1 when this build made the MPI plug-in (libattn-mpi.so). */
 int attn_dist_compiled(void);
 
 /* Starts MPI when the launcher's environment says this process is one of
  * several ranks (OMPI_COMM_WORLD_SIZE or PMI_SIZE above 1; a PMIX_RANK or
  * PMI_RANK without a size): opens libattn-mpi.so, then MPI_Init. Otherwise
  * (a plain run, or mpirun -np 1) one rank, and MPI is never loaded. Several
- * ranks without the module (a build without MPI, the module missing) is an
+ * ranks without the plug-in (a build without MPI, the plug-in missing) is an
  * error naming what is missing: the ranks would train alone. argc/argv may
  * be NULL. */
 attn_status attn_dist_init(attn_dist *d, int *argc, char ***argv, attn_error *err);
-/* MPI_Finalize when MPI was started. */
-void attn_dist_finalize(attn_dist *d);
+/* Frees what attn_dist_init made, with MPI_Finalize when MPI was started
+ * (MPI cannot start again in this process); d is then one rank again. */
+void attn_dist_free(attn_dist *d);
+/* deprecated: use attn_dist_free; removed after 0.2 */
+ATTN_DEPRECATED("use attn_dist_free")
+static inline void attn_dist_finalize(attn_dist *d) {
+    attn_dist_free(d);
+}
 /* End the whole job now with exit code code (MPI_Abort); returns only when
  * there is no MPI (the caller then exits as usual). */
 void attn_dist_abort(attn_dist *d, int code);

@@ -31,6 +31,7 @@
 #include "attn/param.h"
 #include "attn/rng.h"
 #include "attn/status.h"
+#include "attn/version.h" /* ATTN_DEPRECATED */
 
 #ifdef __cplusplus
 extern "C" {
@@ -43,8 +44,13 @@ void attn_h_free(void *p);
 
 /* A generator as torch.manual_seed(seed) leaves PyTorch's (attn/rng.h);
  * NULL when out of memory. */
-attn_rng *attn_h_rng_new(uint64_t seed);
+attn_rng *attn_h_rng_create(uint64_t seed);
 void attn_h_rng_free(attn_rng *rng);
+/* deprecated: use attn_h_rng_create; removed after 0.2 */
+ATTN_DEPRECATED("use attn_h_rng_create")
+static inline attn_rng *attn_h_rng_new(uint64_t seed) {
+    return attn_h_rng_create(seed);
+}
 
 /* ------------------------------------------------------------ parameters */
 
@@ -63,10 +69,18 @@ int attn_h_param_shape(const attn_param_list *l, int i, int64_t *shape);
 /* attn_module_create for the kind named as attn_module_kind_parse takes it
  * ("mha", "causal-attention", ...; unknown: ATTN_ERR_INVALID_ARG listing the
  * names). rng draws the weights as torch.manual_seed + the constructor (NULL:
- * zeros). Free with attn_module_destroy. */
-attn_status attn_h_module_new(const char *kind, int d_in, int d_out, int num_heads,
-                              int context_length, double dropout, int qkv_bias, attn_rng *rng,
-                              attn_module **out, attn_error *err);
+ * zeros). Free with attn_module_free. */
+attn_status attn_h_module_create(const char *kind, int d_in, int d_out, int num_heads,
+                                 int context_length, double dropout, int qkv_bias, attn_rng *rng,
+                                 attn_module **out, attn_error *err);
+/* deprecated: use attn_h_module_create; removed after 0.2 */
+ATTN_DEPRECATED("use attn_h_module_create")
+static inline attn_status attn_h_module_new(const char *kind, int d_in, int d_out, int num_heads,
+                                            int context_length, double dropout, int qkv_bias,
+                                            attn_rng *rng, attn_module **out, attn_error *err) {
+    return attn_h_module_create(kind, d_in, d_out, num_heads, context_length, dropout, qkv_bias,
+                                rng, out, err);
+}
 
 /* attn_module_forward in one of three modes:
  *   training == 0: eval (no dropout);
@@ -150,11 +164,18 @@ attn_status attn_h_gpt_attention(attn_h_gpt *g, const int64_t *ids, int T, float
  * 2). g must outlive it. Then attn_generator_prompt and attn_generator_next
  * (generate.h) drive it; attn_h_generator_stopped says when the stop text
  * came. */
-attn_status attn_h_generator_new(const attn_h_gpt *g, double temperature, int top_k, double top_p,
-                                 uint64_t seed, const char *stop, int window, attn_generator **out,
-                                 attn_error *err);
+attn_status attn_h_generator_create(const attn_h_gpt *g, double temperature, int top_k,
+                                    double top_p, uint64_t seed, const char *stop, int window,
+                                    attn_generator **out, attn_error *err);
 int attn_h_generator_stopped(const attn_generator *gen);
 void attn_h_generator_free(attn_generator *gen);
+/* deprecated: use attn_h_generator_create; removed after 0.2 */
+ATTN_DEPRECATED("use attn_h_generator_create")
+static inline attn_status attn_h_generator_new(const attn_h_gpt *g, double temperature, int top_k,
+                                               double top_p, uint64_t seed, const char *stop,
+                                               int window, attn_generator **out, attn_error *err) {
+    return attn_h_generator_create(g, temperature, top_k, top_p, seed, stop, window, out, err);
+}
 
 /* `attn viz`'s page (attn/viz.h) of prompt (n bytes of UTF-8) plus generate
  * sampled characters: *html (malloc'd, attn_h_free) and its length. source

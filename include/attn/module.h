@@ -13,6 +13,7 @@
 #include "attn/param.h"
 #include "attn/rng.h"
 #include "attn/status.h"
+#include "attn/version.h" /* ATTN_DEPRECATED */
 
 #ifdef __cplusplus
 extern "C" {
@@ -97,7 +98,13 @@ attn_status attn_module_create_variant(const attn_module_config *cfg,
  * (attn_attention_check: "n_kv_heads 3 must divide n_heads 4"). */
 attn_status attn_module_variant_validate(const attn_module_config *cfg,
                                          const attn_attention_spec *variants, attn_error *err);
-void attn_module_destroy(attn_module *m);
+/* Frees m and everything it owns; NULL is a no-op. */
+void attn_module_free(attn_module *m);
+/* deprecated: use attn_module_free; removed after 0.2 */
+ATTN_DEPRECATED("use attn_module_free")
+static inline void attn_module_destroy(attn_module *m) {
+    attn_module_free(m);
+}
 
 const attn_module_config *attn_module_get_config(const attn_module *m);
 /* Output last-dim size (d_out, or num_heads * d_out for the wrapper). */

@@ -18,6 +18,14 @@ extern "C" {
 /* "MAJOR.MINOR.PATCH" of the library in use (a static string). */
 const char *attn_version(void);
 
+/* A renamed function's old name, kept for one release as a static inline
+ * wrapper of the new one: GCC and clang warn where it is still used. */
+#if defined(__GNUC__)
+#define ATTN_DEPRECATED(msg) __attribute__((deprecated(msg)))
+#else
+#define ATTN_DEPRECATED(msg)
+#endif
+
 #ifdef __cplusplus
 }
 #endif

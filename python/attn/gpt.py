@@ -164,7 +164,7 @@ class GPT:
         except (TypeError, ValueError):
             raise Error("generate: temperature and top_p must be numbers") from None
         g = ctypes.c_void_p()
-        _lib.call(lib.attn_h_generator_new, h, temperature, _index(top_k, "generate: top_k"),
+        _lib.call(lib.attn_h_generator_create, h, temperature, _index(top_k, "generate: top_k"),
                   top_p, _index(seed, "generate: seed") % 2**64, _lib.text(stop),
                   _index(window or 0, "generate: window"), ctypes.byref(g))
         try:

@@ -33,7 +33,7 @@ STREAMS = {"torch-cpu": 0, "torch-mkl": 1}
 
 def _free(handle, rng):
     if handle:
-        lib.attn_module_destroy(handle)
+        lib.attn_module_free(handle)
     if rng:
         lib.attn_h_rng_free(rng)
 
@@ -80,14 +80,14 @@ class Core:
 
     def __init__(self, kind, d_in, d_out, num_heads=1, context_length=1, dropout=0.0,
                  qkv_bias=False, seed=None):
-        rng = lib.attn_h_rng_new(seed) if seed is not None else None
+        rng = lib.attn_h_rng_create(seed) if seed is not None else None
         if seed is not None and not rng:
             raise Error("out of memory", "out of memory")
         h = ctypes.c_void_p()
         err = _lib.error()
-        st = lib.attn_h_module_new(kind.encode(), d_in, d_out, num_heads, context_length,
-                                   float(dropout), int(bool(qkv_bias)), rng, ctypes.byref(h),
-                                   ctypes.byref(err))
+        st = lib.attn_h_module_create(kind.encode(), d_in, d_out, num_heads, context_length,
+                                      float(dropout), int(bool(qkv_bias)), rng, ctypes.byref(h),
+                                      ctypes.byref(err))
         if st:
             _free(None, rng)
             _lib.check(st, err)

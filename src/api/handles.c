@@ -45,7 +45,7 @@ static void blas_restore(int before) {
 
 /* ------------------------------------------------------------ generators */
 
-attn_rng *attn_h_rng_new(uint64_t seed) {
+attn_rng *attn_h_rng_create(uint64_t seed) {
     attn_rng *rng = malloc(sizeof *rng);
     if (rng) attn_rng_seed(rng, seed);
     return rng;
@@ -90,9 +90,9 @@ int attn_h_param_shape(const attn_param_list *l, int i, int64_t *shape) {
 
 /* --------------------------------------------------------------- modules */
 
-attn_status attn_h_module_new(const char *kind, int d_in, int d_out, int num_heads,
-                              int context_length, double dropout, int qkv_bias, attn_rng *rng,
-                              attn_module **out, attn_error *err) {
+attn_status attn_h_module_create(const char *kind, int d_in, int d_out, int num_heads,
+                                 int context_length, double dropout, int qkv_bias, attn_rng *rng,
+                                 attn_module **out, attn_error *err) {
     *out = NULL;
     attn_module_config c = {.d_in = d_in,
                             .d_out = d_out,
@@ -379,9 +379,9 @@ attn_status attn_h_gpt_attention(attn_h_gpt *g, const int64_t *ids, int T, float
     return s;
 }
 
-attn_status attn_h_generator_new(const attn_h_gpt *g, double temperature, int top_k, double top_p,
-                                 uint64_t seed, const char *stop, int window, attn_generator **out,
-                                 attn_error *err) {
+attn_status attn_h_generator_create(const attn_h_gpt *g, double temperature, int top_k,
+                                    double top_p, uint64_t seed, const char *stop, int window,
+                                    attn_generator **out, attn_error *err) {
     *out = NULL;
     if (!g) return attn_fail(err, ATTN_ERR_INVALID_ARG, "generator: no model");
     attn_generate_options o;

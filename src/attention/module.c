@@ -398,7 +398,7 @@ attn_status attn_module_create_variant(const attn_module_config *cfg,
     attn_param_list_init(&m->params);
     st = kinds[cfg->kind].init(m, rng, err);
     if (st != ATTN_OK) {
-        attn_module_destroy(m);
+        attn_module_free(m);
         return st;
     }
     *out = m;
@@ -412,7 +412,7 @@ static void free_caches(attn_module *m) {
     m->have_forward = 0;
 }
 
-void attn_module_destroy(attn_module *m) {
+void attn_module_free(attn_module *m) {
     if (!m) return;
     free_caches(m);
     kinds[m->cfg.kind].free(m);

@@ -76,6 +76,44 @@ void attn_file_in_close(attn_file_in *in) {
     if (in) in->fd = -1;
 }
 
+/* read_to_end's failures besides an errno. */
+enum { READ_TOO_BIG = -1, READ_NOMEM = -2 };
+
+/* Reads fd to its end into *buf (malloc'd, capacity cap + 1), growing it
+ * up to max_bytes: *n bytes. 0, an errno of read, READ_TOO_BIG or
+ * READ_NOMEM; *buf is the buffer to free either way. */
+static int read_to_end(int fd, size_t max_bytes, size_t cap, char **buf, size_t *n) {
+    *n = 0;
+    for (;;) {
+        if (*n == cap) {
+            /* Full: read one more byte to tell EOF from "keep growing". */
+            char probe;
+            ssize_t r = read(fd, &probe, 1);
+            if (r == 0) return 0;
+            if (r < 0) {
+                if (errno == EINTR) continue;
+                return errno;
+            }
+            if (*n + 1 > max_bytes) return READ_TOO_BIG;
+            size_t ncap = cap < 32768 ? 65536 : cap * 2;
+            if (ncap > max_bytes) ncap = max_bytes;
+            char *nb = realloc(*buf, ncap + 1);
+            if (!nb) return READ_NOMEM;
+            *buf = nb;
+            cap = ncap;
+            (*buf)[(*n)++] = probe;
+            continue;
+        }
+        ssize_t r = read(fd, *buf + *n, cap - *n);
+        if (r == 0) return 0;
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            return errno;
+        }
+        *n += (size_t)r;
+    }
+}
+
 attn_status attn_file_read_all(const char *path, size_t max_bytes, void **out_data,
                                size_t *out_size, attn_error *err) {
     *out_data = NULL;
@@ -84,72 +122,27 @@ attn_status attn_file_read_all(const char *path, size_t max_bytes, void **out_da
     attn_file_in in;
     attn_status os = attn_file_in_open(&in, path, err);
     if (os) return os;
-    int fd = in.fd;
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int e = errno;
-        close(fd);
-        return attn_fail(err, ATTN_ERR_IO, "cannot stat '%s': %s", path, strerror(e));
-    }
     /* Regular files: size known up front; pipes etc.: grow as we go. */
-    if (S_ISREG(st.st_mode) && (uint64_t)st.st_size > (uint64_t)max_bytes) {
-        close(fd);
+    if (in.regular && in.size > (uint64_t)max_bytes) {
+        attn_file_in_close(&in);
         return attn_fail(err, ATTN_ERR_IO, "'%s' is %lld bytes, more than the limit of %zu bytes",
-                         path, (long long)st.st_size, max_bytes);
+                         path, (long long)in.size, max_bytes);
     }
-    size_t cap = S_ISREG(st.st_mode) ? (size_t)st.st_size : 65536;
+    size_t cap = in.regular ? (size_t)in.size : 65536, n = 0;
     if (cap > max_bytes) cap = max_bytes;
     char *buf = malloc(cap + 1);
-    if (!buf) goto nomem;
-    size_t n = 0;
-    for (;;) {
-        if (n == cap) {
-            /* Full: read one more byte to tell EOF from "keep growing". */
-            char probe;
-            ssize_t r = read(fd, &probe, 1);
-            if (r == 0) break;
-            if (r < 0) {
-                if (errno == EINTR) continue;
-                goto ioerr;
-            }
-            if (n + 1 > max_bytes) {
-                free(buf);
-                close(fd);
-                return attn_fail(err, ATTN_ERR_IO, "'%s' is more than the limit of %zu bytes", path,
-                                 max_bytes);
-            }
-            size_t ncap = cap < 32768 ? 65536 : cap * 2;
-            if (ncap > max_bytes) ncap = max_bytes;
-            char *nb = realloc(buf, ncap + 1);
-            if (!nb) goto nomem;
-            buf = nb;
-            cap = ncap;
-            buf[n++] = probe;
-            continue;
-        }
-        ssize_t r = read(fd, buf + n, cap - n);
-        if (r == 0) break;
-        if (r < 0) {
-            if (errno == EINTR) continue;
-            goto ioerr;
-        }
-        n += (size_t)r;
-    }
-    close(fd);
+    const int rc = buf ? read_to_end(in.fd, max_bytes, cap, &buf, &n) : READ_NOMEM;
+    attn_file_in_close(&in);
+    if (rc) free(buf);
+    if (rc == READ_NOMEM) return attn_fail(err, ATTN_ERR_NOMEM, "out of memory reading '%s'", path);
+    if (rc == READ_TOO_BIG)
+        return attn_fail(err, ATTN_ERR_IO, "'%s' is more than the limit of %zu bytes", path,
+                         max_bytes);
+    if (rc) return attn_fail(err, ATTN_ERR_IO, "cannot read '%s': %s", path, strerror(rc));
     buf[n] = '\0';
     *out_data = buf;
     *out_size = n;
     return ATTN_OK;
-ioerr : {
-    int e = errno;
-    free(buf);
-    close(fd);
-    return attn_fail(err, ATTN_ERR_IO, "cannot read '%s': %s", path, strerror(e));
-}
-nomem:
-    free(buf);
-    close(fd);
-    return attn_fail(err, ATTN_ERR_NOMEM, "out of memory reading '%s'", path);
 }
 
 /* Current umask without changing it for other threads: Linux reports it in
@@ -236,6 +229,51 @@ static attn_status open_direct(attn_atomic_file *f, const char *shown, int fd, a
     return ATTN_OK;
 }
 
+/* An existing target that is not a regular file, or one reached through
+ * /proc, is written in place (resolved: the path its links lead to). */
+static attn_status open_in_place(attn_atomic_file *f, const char *path_in, const char *resolved,
+                                 const struct stat *target, attn_error *err) {
+    if (S_ISDIR(target->st_mode))
+        return attn_fail(err, ATTN_ERR_IO, "cannot write '%s': %s", path_in, strerror(EISDIR));
+    int fd =
+        open(resolved, O_WRONLY | O_NOCTTY | O_CLOEXEC | (S_ISREG(target->st_mode) ? O_TRUNC : 0));
+    if (fd < 0)
+        return attn_fail(err, ATTN_ERR_IO, "cannot write '%s': %s", path_in, strerror(errno));
+    return open_direct(f, path_in, fd, err);
+}
+
+/* The temp file beside path, "<dir>/.<base>.tmp-XXXXXX" (on the target's
+ * filesystem), with the target's mode, or the umask's for a new file. */
+static attn_status open_temp(attn_atomic_file *f, const char *path_in, const char *path,
+                             attn_error *err) {
+    const size_t len = strlen(path);
+    const char *slash = strrchr(path, '/');
+    size_t dirlen = slash ? (size_t)(slash - path) + 1 : 0;
+    const char *base = path + dirlen;
+    f->path = malloc(len + 1);
+    f->tmp_path = malloc(len + 16);
+    if (!f->path || !f->tmp_path) {
+        free_names(f);
+        return attn_fail(err, ATTN_ERR_NOMEM, "out of memory opening '%s'", path_in);
+    }
+    memcpy(f->path, path, len + 1);
+    memcpy(f->tmp_path, path, dirlen);
+    sprintf(f->tmp_path + dirlen, ".%s.tmp-XXXXXX", base);
+    int fd = mkstemp(f->tmp_path);
+    if (fd < 0) {
+        int e = errno;
+        free_names(f);
+        return attn_fail(err, ATTN_ERR_IO, "cannot create a file next to '%s': %s", path_in,
+                         strerror(e));
+    }
+    struct stat st;
+    mode_t mode = stat(path, &st) == 0 ? (st.st_mode & 07777) : (0666 & ~current_umask());
+    if (fchmod(fd, mode) != 0) { /* not fatal: the file is still correct */
+    }
+    f->fd = fd;
+    return ATTN_OK;
+}
+
 attn_status attn_atomic_open(attn_atomic_file *f, const char *path_in, attn_error *err) {
     f->fd = -1;
     f->path = NULL;
@@ -248,58 +286,20 @@ attn_status attn_atomic_open(attn_atomic_file *f, const char *path_in, attn_erro
             return attn_fail(err, ATTN_ERR_IO, "cannot write to stdout: %s", strerror(errno));
         return open_direct(f, "stdout", fd, err);
     }
-    size_t len = strlen(path_in);
-    if (path_in[len - 1] == '/')
+    if (path_in[strlen(path_in) - 1] == '/')
         return attn_fail(err, ATTN_ERR_IO, "cannot write '%s': %s", path_in, strerror(EISDIR));
     /* A symlink stays: its target is what gets replaced. */
     char *resolved = NULL;
     int magic = 0, re = resolve_links(path_in, &resolved, &magic);
     if (re) return attn_fail(err, ATTN_ERR_IO, "cannot write '%s': %s", path_in, strerror(re));
-    struct stat tst;
-    if (stat(resolved, &tst) == 0 && (magic || !S_ISREG(tst.st_mode))) {
-        if (S_ISDIR(tst.st_mode)) {
-            free(resolved);
-            return attn_fail(err, ATTN_ERR_IO, "cannot write '%s': %s", path_in, strerror(EISDIR));
-        }
-        int fd =
-            open(resolved, O_WRONLY | O_NOCTTY | O_CLOEXEC | (S_ISREG(tst.st_mode) ? O_TRUNC : 0));
-        free(resolved);
-        if (fd < 0)
-            return attn_fail(err, ATTN_ERR_IO, "cannot write '%s': %s", path_in, strerror(errno));
-        return open_direct(f, path_in, fd, err);
-    }
-    const char *path = resolved;
-    len = strlen(path);
-    /* Temp name "<dir>/.<base>.tmp-XXXXXX" keeps it on the target's filesystem. */
-    const char *slash = strrchr(path, '/');
-    size_t dirlen = slash ? (size_t)(slash - path) + 1 : 0;
-    const char *base = path + dirlen;
-    f->path = malloc(len + 1);
-    f->tmp_path = malloc(len + 16);
-    if (!f->path || !f->tmp_path) {
-        free_names(f);
-        free(resolved);
-        return attn_fail(err, ATTN_ERR_NOMEM, "out of memory opening '%s'", path_in);
-    }
-    memcpy(f->path, path, len + 1);
-    memcpy(f->tmp_path, path, dirlen);
-    sprintf(f->tmp_path + dirlen, ".%s.tmp-XXXXXX", base);
-    int fd = mkstemp(f->tmp_path);
-    if (fd < 0) {
-        int e = errno;
-        free_names(f);
-        attn_status s = attn_fail(err, ATTN_ERR_IO, "cannot create a file next to '%s': %s",
-                                  path_in, strerror(e));
-        free(resolved);
-        return s;
-    }
-    struct stat st;
-    mode_t mode = stat(path, &st) == 0 ? (st.st_mode & 07777) : (0666 & ~current_umask());
+    struct stat target;
+    attn_status s;
+    if (stat(resolved, &target) == 0 && (magic || !S_ISREG(target.st_mode)))
+        s = open_in_place(f, path_in, resolved, &target, err);
+    else
+        s = open_temp(f, path_in, resolved, err);
     free(resolved);
-    if (fchmod(fd, mode) != 0) { /* not fatal: the file is still correct */
-    }
-    f->fd = fd;
-    return ATTN_OK;
+    return s;
 }
 
 void attn_atomic_abort(attn_atomic_file *f) {

@@ -257,6 +257,69 @@ void attn_print_options_default(attn_print_options *opts) {
     opts->sci_mode = -1;
 }
 
+/* The arguments attn_tensor_repr checks, and the element count. */
+static attn_status check_args(const float *data, int ndim, const int64_t *shape,
+                              const attn_print_options *opts, int64_t *numel, attn_error *err) {
+    if (ndim < 0 || ndim > ATTN_PRINT_MAX_DIMS)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "print: ndim %d outside [0, %d]", ndim,
+                         ATTN_PRINT_MAX_DIMS);
+    if (ndim > 0 && !shape) return attn_fail(err, ATTN_ERR_INVALID_ARG, "print: shape is NULL");
+    if (opts->precision < 0 || opts->precision > MAX_PRECISION || opts->edgeitems < 0 ||
+        opts->threshold < 0 || opts->linewidth < 1 || opts->sci_mode < -1 || opts->sci_mode > 1)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "print: bad print options");
+    *numel = 1;
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] < 0)
+            return attn_fail(err, ATTN_ERR_INVALID_ARG, "print: dim %d is negative (%lld)", d,
+                             (long long)shape[d]);
+        *numel *= shape[d];
+    }
+    if (*numel > 0 && !data) return attn_fail(err, ATTN_ERR_INVALID_ARG, "print: data is NULL");
+    return ATTN_OK;
+}
+
+/* The size suffix of an empty tensor, as str(tuple(shape)): "size=(0, 3)". */
+static void size_text(int ndim, const int64_t *shape, char *out, size_t cap) {
+    size_t k = (size_t)snprintf(out, cap, "size=(");
+    for (int d = 0; d < ndim; d++)
+        k += (size_t)snprintf(out + k, cap - k, "%s%lld", d ? ", " : "", (long long)shape[d]);
+    snprintf(out + k, cap - k, ")");
+}
+
+/* The numel > 0 values, nested as PyTorch nests them. */
+static void put_data(sbuf *b, const float *data, int ndim, const int64_t *shape, int64_t numel,
+                     const attn_print_options *opts, int indent) {
+    walk_ctx w;
+    w.data = data;
+    w.ndim = ndim;
+    w.shape = shape;
+    w.summarize = numel > (int64_t)opts->threshold;
+    w.edgeitems = opts->edgeitems;
+    int64_t stride = 1;
+    for (int d = ndim - 1; d >= 0; d--) {
+        w.stride[d] = stride;
+        stride *= shape[d];
+    }
+    formatter f;
+    formatter_init(&f, &w, opts);
+    if (ndim == 0)
+        put_value(b, &f, data[0]);
+    else
+        put_tensor(b, &w, &f, opts, 0, 0, indent);
+}
+
+/* The size suffix (when not "") and the options' suffixes, placed by the
+ * length of the text's last line. */
+static void put_suffixes(sbuf *b, const char *size_suffix, const attn_print_options *opts,
+                         int indent) {
+    const char *last_nl = strrchr(b->s, '\n');
+    long pos = last_nl ? (long)(last_nl - b->s) : -1;
+    long last_len = (long)b->len - pos + 1; /* PyTorch's count, off by one included */
+    if (size_suffix[0]) put_suffix(b, size_suffix, indent, opts->linewidth, &last_len);
+    for (int i = 0; i < ATTN_PRINT_MAX_SUFFIXES && opts->suffixes[i]; i++)
+        put_suffix(b, opts->suffixes[i], indent, opts->linewidth, &last_len);
+}
+
 attn_status attn_tensor_repr(const float *data, int ndim, const int64_t *shape,
                              const attn_print_options *opts, char **out, attn_error *err) {
     attn_print_options defaults;
@@ -266,67 +329,21 @@ attn_status attn_tensor_repr(const float *data, int ndim, const int64_t *shape,
     }
     if (!out) return attn_fail(err, ATTN_ERR_INVALID_ARG, "print: out is NULL");
     *out = NULL;
-    if (ndim < 0 || ndim > ATTN_PRINT_MAX_DIMS)
-        return attn_fail(err, ATTN_ERR_INVALID_ARG, "print: ndim %d outside [0, %d]", ndim,
-                         ATTN_PRINT_MAX_DIMS);
-    if (ndim > 0 && !shape) return attn_fail(err, ATTN_ERR_INVALID_ARG, "print: shape is NULL");
-    if (opts->precision < 0 || opts->precision > MAX_PRECISION || opts->edgeitems < 0 ||
-        opts->threshold < 0 || opts->linewidth < 1 || opts->sci_mode < -1 || opts->sci_mode > 1)
-        return attn_fail(err, ATTN_ERR_INVALID_ARG, "print: bad print options");
-    int64_t numel = 1;
-    for (int d = 0; d < ndim; d++) {
-        if (shape[d] < 0)
-            return attn_fail(err, ATTN_ERR_INVALID_ARG, "print: dim %d is negative (%lld)", d,
-                             (long long)shape[d]);
-        numel *= shape[d];
-    }
-    if (numel > 0 && !data) return attn_fail(err, ATTN_ERR_INVALID_ARG, "print: data is NULL");
-
+    int64_t numel = 0;
+    attn_status s = check_args(data, ndim, shape, opts, &numel, err);
+    if (s != ATTN_OK) return s;
     const char *prefix = "tensor(";
-    int indent = (int)strlen(prefix);
+    const int indent = (int)strlen(prefix);
     sbuf b = {NULL, 0, 0, 0};
     sb_puts(&b, prefix);
-    /* Size suffix of an empty non-1-D tensor, as str(tuple(shape)). */
     char size_suffix[32 + ATTN_PRINT_MAX_DIMS * 24] = "";
     if (numel == 0) {
         sb_puts(&b, "[]");
-        if (ndim != 1) {
-            size_t k = (size_t)snprintf(size_suffix, sizeof size_suffix, "size=(");
-            for (int d = 0; d < ndim; d++)
-                k += (size_t)snprintf(size_suffix + k, sizeof size_suffix - k, "%s%lld",
-                                      d ? ", " : "", (long long)shape[d]);
-            snprintf(size_suffix + k, sizeof size_suffix - k, ")");
-        }
+        if (ndim != 1) size_text(ndim, shape, size_suffix, sizeof size_suffix);
     } else {
-        walk_ctx w;
-        w.data = data;
-        w.ndim = ndim;
-        w.shape = shape;
-        w.summarize = numel > (int64_t)opts->threshold;
-        w.edgeitems = opts->edgeitems;
-        int64_t stride = 1;
-        for (int d = ndim - 1; d >= 0; d--) {
-            w.stride[d] = stride;
-            stride *= shape[d];
-        }
-        formatter f;
-        formatter_init(&f, &w, opts);
-        if (ndim == 0) {
-            put_value(&b, &f, data[0]);
-        } else {
-            put_tensor(&b, &w, &f, opts, 0, 0, indent);
-        }
+        put_data(&b, data, ndim, shape, numel, opts, indent);
     }
-    if (b.failed) {
-        free(b.s);
-        return attn_fail(err, ATTN_ERR_NOMEM, "print: out of memory");
-    }
-    const char *last_nl = strrchr(b.s, '\n');
-    long pos = last_nl ? (long)(last_nl - b.s) : -1;
-    long last_len = (long)b.len - pos + 1; /* PyTorch's count, off by one included */
-    if (size_suffix[0]) put_suffix(&b, size_suffix, indent, opts->linewidth, &last_len);
-    for (int i = 0; i < ATTN_PRINT_MAX_SUFFIXES && opts->suffixes[i]; i++)
-        put_suffix(&b, opts->suffixes[i], indent, opts->linewidth, &last_len);
+    if (!b.failed) put_suffixes(&b, size_suffix, opts, indent);
     sb_puts(&b, ")");
     if (b.failed) {
         free(b.s);

@@ -1,8 +1,8 @@
 /* The CUDA engine's entry points (attn/cuda.h): each opens libattn-cuda.so
- * on first use (engine_module.h) and calls the engine through its table, so
+ * on first use (plugin.h) and calls the engine through its table, so
  * libattn itself links neither cuBLAS nor the CUDA runtime. */
 #include "attn/cuda.h"
-#include "cuda/cuda_module.h"
+#include "cuda/cuda_plugin.h"
 
 int attn_cuda_compiled(void) {
 #ifdef ATTN_CUDA_NOT_BUILT
@@ -13,13 +13,13 @@ int attn_cuda_compiled(void) {
 }
 
 static attn_status engine(const attn_cuda_ops **ops, attn_error *err) {
-    const attn_module_header *t = NULL;
-    attn_status s = attn_engine_module(ATTN_MODULE_CUDA, &t, err);
+    const attn_plugin_header *t = NULL;
+    attn_status s = attn_engine_plugin(ATTN_PLUGIN_CUDA, &t, err);
     *ops = (const attn_cuda_ops *)t;
     return s;
 }
 
-/* An attn_cuda_gpt exists only once the module was opened: its table. */
+/* An attn_cuda_gpt exists only once the plug-in was opened: its table. */
 static const attn_cuda_ops *loaded(void) {
     const attn_cuda_ops *ops = NULL;
     engine(&ops, NULL);

@@ -5,7 +5,7 @@
 
 #include "attn/dist.h"
 #include "base/clock.h"
-#include "mpi/mpi_module.h"
+#include "mpi/mpi_plugin.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -55,9 +55,9 @@ attn_status attn_dist_init(attn_dist *d, int *argc, char ***argv, attn_error *er
     memset(d, 0, sizeof *d);
     d->size = 1;
     if (!one_of_several_ranks()) return ATTN_OK;
-    const attn_module_header *t = NULL;
+    const attn_plugin_header *t = NULL;
     attn_error why;
-    attn_status s = attn_engine_module(ATTN_MODULE_MPI, &t, &why);
+    attn_status s = attn_engine_plugin(ATTN_PLUGIN_MPI, &t, &why);
     /* Several copies each training alone would silently waste the machines. */
     if (s) return attn_fail(err, s, "started by mpirun as one of several ranks, but %s", why.msg);
     const attn_mpi_ops *ops = (const attn_mpi_ops *)t;
@@ -69,13 +69,13 @@ attn_status attn_dist_init(attn_dist *d, int *argc, char ***argv, attn_error *er
     d->counts = malloc((size_t)d->size * sizeof *d->counts);
     d->displs = malloc((size_t)d->size * sizeof *d->displs);
     if (!d->bucket || !d->counts || !d->displs) {
-        attn_dist_finalize(d);
+        attn_dist_free(d);
         return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for MPI buffers");
     }
     return ATTN_OK;
 }
 
-void attn_dist_finalize(attn_dist *d) {
+void attn_dist_free(attn_dist *d) {
     if (d->mpi) d->ops->finalize();
     free(d->bucket);
     free(d->counts);

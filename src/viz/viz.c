@@ -92,77 +92,93 @@ static attn_status sample_more(const attn_gpt *m, const attn_tokenizer *tok, con
     return s;
 }
 
-attn_status attn_viz_compute(attn_gpt *m, const attn_tokenizer *tok, const char *prompt, size_t n,
-                             const attn_viz_options *opt, const char *source, attn_viz_data *d,
-                             attn_error *err) {
-    memset(d, 0, sizeof *d);
-    attn_viz_options o;
-    attn_viz_options_default(&o);
-    if (opt) o = *opt;
-    const attn_gpt_config *c = &m->cfg;
-    if (o.generate < 0)
-        return attn_fail(err, ATTN_ERR_INVALID_ARG, "generate must be >= 0, got %d", o.generate);
-    if (!(o.temperature >= 0) || !isfinite(o.temperature)) /* as attn_generate_options_check */
+/* The options, and the tokenizer against the model. */
+static attn_status check_options(const attn_gpt_config *c, const attn_tokenizer *tok,
+                                 const attn_viz_options *o, attn_error *err) {
+    if (o->generate < 0)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "generate must be >= 0, got %d", o->generate);
+    if (!(o->temperature >= 0) || !isfinite(o->temperature)) /* as attn_generate_options_check */
         return attn_fail(err, ATTN_ERR_INVALID_ARG, "temperature must be >= 0 and finite, not %g",
-                         o.temperature);
-    if (o.top_k < 0)
-        return attn_fail(err, ATTN_ERR_INVALID_ARG, "top_k must be >= 0, got %d", o.top_k);
+                         o->temperature);
+    if (o->top_k < 0)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "top_k must be >= 0, got %d", o->top_k);
     if (tok->vocab_size != c->vocab_size)
         return attn_fail(err, ATTN_ERR_SHAPE,
                          "viz: the tokenizer has %d characters, the model's vocab_size is %d",
                          tok->vocab_size, c->vocab_size);
-    size_t count = 0;
-    attn_status s = attn_utf8_count(prompt, n, &count, err);
+    return ATTN_OK;
+}
+
+/* The prompt's characters the model reads with generate more after them:
+ * every character must be known, the dropped ones too (as attn generate);
+ * too long, *prompt and *n move past the first *dropped characters.
+ * *count: the characters kept. */
+static attn_status fit_prompt(const attn_gpt_config *c, const attn_tokenizer *tok, int generate,
+                              const char **prompt, size_t *n, size_t *count, size_t *dropped,
+                              attn_error *err) {
+    attn_status s = attn_utf8_count(*prompt, *n, count, err);
     if (s != ATTN_OK) return s;
-    if (count == 0) return attn_fail(err, ATTN_ERR_INVALID_ARG, "the prompt is empty");
-    if (o.generate >= c->context_length)
+    if (*count == 0) return attn_fail(err, ATTN_ERR_INVALID_ARG, "the prompt is empty");
+    if (generate >= c->context_length)
         return attn_fail(err, ATTN_ERR_INVALID_ARG,
                          "generate asks for %d characters; the model sees at most context_length "
                          "= %d, one prompt character included: at most %d",
-                         o.generate, c->context_length, c->context_length - 1);
-    /* Every character must be known, the dropped ones too (as attn generate). */
-    int32_t *all = malloc(count * sizeof *all);
+                         generate, c->context_length, c->context_length - 1);
+    int32_t *all = malloc(*count * sizeof *all);
     size_t got = 0;
     if (!all) return attn_fail(err, ATTN_ERR_NOMEM, "viz: out of memory for the prompt");
-    s = attn_tokenizer_encode(tok, prompt, n, all, &got, err);
+    s = attn_tokenizer_encode(tok, *prompt, *n, all, &got, err);
     free(all);
     if (s != ATTN_OK) return s;
     /* Too long: keep the last characters that leave room for the generated. */
-    const size_t room = (size_t)(c->context_length - o.generate);
-    const size_t dropped = count > room ? count - room : 0;
+    const size_t room = (size_t)(c->context_length - generate);
+    *dropped = *count > room ? *count - room : 0;
     size_t skip = 0; /* bytes of the dropped characters (UTF-8 checked above) */
-    for (size_t k = 0; k < dropped; k++)
+    for (size_t k = 0; k < *dropped; k++)
         do
             skip++;
-        while (skip < n && ((unsigned char)prompt[skip] & 0xC0) == 0x80);
-    prompt += skip;
-    n -= skip;
-    count -= dropped;
-    const int T = (int)count + o.generate;
+        while (skip < *n && ((unsigned char)(*prompt)[skip] & 0xC0) == 0x80);
+    *prompt += skip;
+    *n -= skip;
+    *count -= *dropped;
+    return ATTN_OK;
+}
+
+/* d's sizes and buffers for count prompt characters and o->generate more. */
+static attn_status alloc_data(attn_viz_data *d, const attn_gpt_config *c, const attn_viz_options *o,
+                              size_t count, size_t dropped, const char *source, attn_error *err) {
+    const int T = (int)count + o->generate;
     d->n_layers = c->n_layers;
     d->n_heads = c->n_heads;
     d->T = T;
     d->n_prompt = (int)count;
-    d->n_generated = o.generate;
+    d->n_generated = o->generate;
     d->prompt_dropped = (int)dropped;
     d->cfg = *c;
-    d->opt = o;
+    d->opt = *o;
     const size_t TT = (size_t)T * (size_t)T, LH = (size_t)c->n_layers * (size_t)c->n_heads;
     d->ids = malloc((size_t)T * sizeof *d->ids);
     d->chars = malloc((size_t)T * sizeof *d->chars);
     d->attention = malloc(LH * TT * sizeof *d->attention);
-    d->steps = calloc(o.generate ? (size_t)o.generate : 1, sizeof *d->steps);
+    d->steps = calloc(o->generate ? (size_t)o->generate : 1, sizeof *d->steps);
     if (source) d->source = strdup(source);
     if (!d->ids || !d->chars || !d->attention || !d->steps || (source && !d->source)) {
         attn_viz_data_free(d);
         return attn_fail(err, ATTN_ERR_NOMEM, "viz: out of memory for %d tokens", T);
     }
-    s = attn_tokenizer_encode(tok, prompt, n, d->ids, &got, err);
-    if (s == ATTN_OK && o.generate > 0) s = sample_more(m, tok, prompt, n, d, err);
-    /* The whole sequence through the training forward (eval mode). */
+    return ATTN_OK;
+}
+
+/* The whole sequence d->ids through the training forward (eval mode):
+ * every layer's attention weights, then the characters. */
+static attn_status read_attention(attn_gpt *m, const attn_tokenizer *tok, attn_viz_data *d,
+                                  attn_error *err) {
+    const attn_gpt_config *c = &m->cfg;
+    const int T = d->T;
+    const size_t TT = (size_t)T * (size_t)T;
     attn_gpt_acts acts;
     memset(&acts, 0, sizeof acts);
-    if (s == ATTN_OK) s = attn_gpt_acts_init(&acts, m, 1, T, err);
+    attn_status s = attn_gpt_acts_init(&acts, m, 1, T, err);
     if (s == ATTN_OK) s = attn_gpt_forward(m, d->ids, NULL, 1, T, NULL, &acts, NULL, err);
     for (int l = 0; l < c->n_layers && s == ATTN_OK; l++)
         s = attn_gpt_attention_weights(m, &acts, l, 0, d->attention + (size_t)l * c->n_heads * TT,
@@ -170,6 +186,24 @@ attn_status attn_viz_compute(attn_gpt *m, const attn_tokenizer *tok, const char 
     attn_gpt_acts_free(&acts);
     for (int t = 0; t < T && s == ATTN_OK; t++)
         d->chars[t] = tok->chars[d->ids[t]];
+    return s;
+}
+
+attn_status attn_viz_compute(attn_gpt *m, const attn_tokenizer *tok, const char *prompt, size_t n,
+                             const attn_viz_options *opt, const char *source, attn_viz_data *d,
+                             attn_error *err) {
+    memset(d, 0, sizeof *d);
+    attn_viz_options o;
+    attn_viz_options_default(&o);
+    if (opt) o = *opt;
+    size_t count = 0, dropped = 0, got = 0;
+    attn_status s = check_options(&m->cfg, tok, &o, err);
+    if (s == ATTN_OK) s = fit_prompt(&m->cfg, tok, o.generate, &prompt, &n, &count, &dropped, err);
+    if (s == ATTN_OK) s = alloc_data(d, &m->cfg, &o, count, dropped, source, err);
+    if (s != ATTN_OK) return s;
+    s = attn_tokenizer_encode(tok, prompt, n, d->ids, &got, err);
+    if (s == ATTN_OK && o.generate > 0) s = sample_more(m, tok, prompt, n, d, err);
+    if (s == ATTN_OK) s = read_attention(m, tok, d, err);
     if (s != ATTN_OK) attn_viz_data_free(d);
     return s;
 }

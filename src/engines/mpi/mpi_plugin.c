@@ -1,7 +1,7 @@
-/* libattn-mpi.so: MPI_COMM_WORLD behind the table of mpi_module.h. Only
- * this module links libmpi; libattn opens it when the process is one of
+/* libattn-mpi.so: MPI_COMM_WORLD behind the table of mpi_plugin.h. Only
+ * this plug-in links libmpi; libattn opens it when the process is one of
  * several ranks (src/dist.c). */
-#include "mpi_module.h"
+#include "mpi_plugin.h"
 
 #include <mpi.h>
 #include <stdio.h>
@@ -56,8 +56,8 @@ static int bcast_float(float *p, int n, int root) {
     return MPI_Bcast(p, n, MPI_FLOAT, root, MPI_COMM_WORLD);
 }
 
-__attribute__((visibility("default"))) const attn_mpi_ops attn_mpi_module_table = {
-    .header = {ATTN_MODULE_MPI, ATTN_MPI_MODULE_ABI, ATTN_VERSION, ATTN_MPI_MODULE_LAYOUT},
+__attribute__((visibility("default"))) const attn_mpi_ops attn_mpi_plugin_table = {
+    .header = {ATTN_PLUGIN_MPI, ATTN_MPI_PLUGIN_ABI, ATTN_VERSION, ATTN_MPI_PLUGIN_LAYOUT},
     .init = init,
     .finalize = finalize,
     .abort = abort_job,

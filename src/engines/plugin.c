@@ -1,6 +1,6 @@
-/* Finding, opening and checking the engine modules (engine_module.h). */
+/* Finding, opening and checking the engine plug-ins (plugin.h). */
 #define _GNU_SOURCE /* dl_iterate_phdr, realpath */
-#include "engine_module.h"
+#include "plugin.h"
 
 #include <dlfcn.h>
 #include <limits.h>
@@ -13,13 +13,13 @@
 #include <unistd.h>
 
 #include "attn/version.h"
-#include "cuda/cuda_module.h"
-#include "mpi/mpi_module.h"
+#include "cuda/cuda_plugin.h"
+#include "mpi/mpi_plugin.h"
 
-/* Set by CMakeLists.txt: where `make install` puts the modules, and why a
- * module was not built. */
-#ifndef ATTN_MODULE_LIBDIR
-#error "ATTN_MODULE_LIBDIR (the install library folder) must be defined"
+/* Set by CMakeLists.txt: where `make install` puts the plug-ins, and why a
+ * plug-in was not built. */
+#ifndef ATTN_PLUGIN_LIBDIR
+#error "ATTN_PLUGIN_LIBDIR (the install library folder) must be defined"
 #endif
 #ifndef ATTN_CUDA_NOT_BUILT
 #define ATTN_CUDA_NOT_BUILT NULL
@@ -34,7 +34,7 @@ typedef struct kind_spec {
     const char *symbol;
     uint32_t abi;
     uint64_t layout;
-    const char *not_built; /* NULL when the build made the module, else why not */
+    const char *not_built; /* NULL when the build made the plug-in, else why not */
     const char *unbuilt_msg;
     /* Open MPI opens plugins of its own; in builds whose plugins do not
      * link libmpi they need its symbols global (why mpi4py loads it so;
@@ -42,15 +42,15 @@ typedef struct kind_spec {
     int global;
 } kind_spec;
 
-static const kind_spec KINDS[ATTN_MODULE_KINDS] = {
-    [ATTN_MODULE_CUDA] = {"the CUDA engine", ATTN_CUDA_MODULE_FILE, ATTN_CUDA_MODULE_SYMBOL,
-                          ATTN_CUDA_MODULE_ABI, ATTN_CUDA_MODULE_LAYOUT, ATTN_CUDA_NOT_BUILT,
+static const kind_spec KINDS[ATTN_PLUGIN_KINDS] = {
+    [ATTN_PLUGIN_CUDA] = {"the CUDA engine", ATTN_CUDA_PLUGIN_FILE, ATTN_CUDA_PLUGIN_SYMBOL,
+                          ATTN_CUDA_PLUGIN_ABI, ATTN_CUDA_PLUGIN_LAYOUT, ATTN_CUDA_NOT_BUILT,
                           "attn was built without CUDA: the CUDA engine was not built (%s); "
                           "configure with nvcc available (on PATH, or CUDACXX) and -DATTN_CUDA=ON",
                           0},
-    [ATTN_MODULE_MPI] = {"the MPI", ATTN_MPI_MODULE_FILE, ATTN_MPI_MODULE_SYMBOL,
-                         ATTN_MPI_MODULE_ABI, ATTN_MPI_MODULE_LAYOUT, ATTN_MPI_NOT_BUILT,
-                         "this attn was built without MPI: the MPI module was not built (%s); "
+    [ATTN_PLUGIN_MPI] = {"the MPI", ATTN_MPI_PLUGIN_FILE, ATTN_MPI_PLUGIN_SYMBOL,
+                         ATTN_MPI_PLUGIN_ABI, ATTN_MPI_PLUGIN_LAYOUT, ATTN_MPI_NOT_BUILT,
+                         "this attn was built without MPI: the MPI plug-in was not built (%s); "
                          "install libopenmpi-dev and configure with -DATTN_MPI=ON",
                          1},
 };
@@ -115,7 +115,7 @@ static int search_dirs(char dirs[MAX_DIRS][PATH_MAX]) {
     add_dir_of(dirs, &n, &self);
     add_dir_of(dirs, &n, &ompwait);
     char real[PATH_MAX];
-    const char *libdir = realpath(ATTN_MODULE_LIBDIR, real) ? real : ATTN_MODULE_LIBDIR;
+    const char *libdir = realpath(ATTN_PLUGIN_LIBDIR, real) ? real : ATTN_PLUGIN_LIBDIR;
     for (int i = 0; i < n; i++)
         if (strcmp(dirs[i], libdir) == 0) return n;
     snprintf(dirs[n++], PATH_MAX, "%s", libdir);
@@ -124,34 +124,34 @@ static int search_dirs(char dirs[MAX_DIRS][PATH_MAX]) {
 
 /* ------------------------------------------------------------- opening */
 
-static attn_status open_file(const kind_spec *k, const char *path, const attn_module_header **table,
+static attn_status open_file(const kind_spec *k, const char *path, const attn_plugin_header **table,
                              attn_error *err) {
     void *h = dlopen(path, RTLD_NOW | (k->global ? RTLD_GLOBAL : RTLD_LOCAL));
     if (!h) {
         const char *why = dlerror();
-        return attn_fail(err, ATTN_ERR_IO, "cannot open %s module %s: %s", k->what, path,
+        return attn_fail(err, ATTN_ERR_IO, "cannot open %s plug-in %s: %s", k->what, path,
                          why ? why : "unknown error");
     }
-    const attn_module_header *t = dlsym(h, k->symbol);
+    const attn_plugin_header *t = dlsym(h, k->symbol);
     if (!t)
-        return attn_fail(err, ATTN_ERR_FORMAT, "%s is not %s module (it has no symbol %s)", path,
+        return attn_fail(err, ATTN_ERR_FORMAT, "%s is not %s plug-in (it has no symbol %s)", path,
                          k->what, k->symbol);
     if (t->kind != (uint32_t)(k - KINDS) || t->abi != k->abi || !t->version ||
         strcmp(t->version, ATTN_VERSION) != 0 || t->layout != k->layout)
         return attn_fail(err, ATTN_ERR_FORMAT,
-                         "%s was built with attn %s (module ABI %u), not with this library "
-                         "(attn %s, ABI %u): install the module built with this attn",
+                         "%s was built with attn %s (plug-in ABI %u), not with this library "
+                         "(attn %s, ABI %u): install the plug-in built with this attn",
                          path, t->version ? t->version : "?", (unsigned)t->abi, ATTN_VERSION,
                          (unsigned)k->abi);
     *table = t;
     return ATTN_OK;
 }
 
-attn_status attn_engine_module_open(attn_module_kind kind, const char *dir,
-                                    const attn_module_header **table, attn_error *err) {
+attn_status attn_engine_plugin_open(attn_plugin_kind kind, const char *dir,
+                                    const attn_plugin_header **table, attn_error *err) {
     *table = NULL;
-    if ((unsigned)kind >= ATTN_MODULE_KINDS)
-        return attn_fail(err, ATTN_ERR_INVALID_ARG, "unknown engine module %d", (int)kind);
+    if ((unsigned)kind >= ATTN_PLUGIN_KINDS)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "unknown engine plug-in %d", (int)kind);
     const kind_spec *k = &KINDS[kind];
     if (k->not_built) return attn_fail(err, ATTN_ERR_STATE, k->unbuilt_msg, k->not_built);
     char dirs[MAX_DIRS][PATH_MAX];
@@ -172,32 +172,33 @@ attn_status attn_engine_module_open(attn_module_kind kind, const char *dir,
                 (size_t)snprintf(looked + used, sizeof looked - used, "%s%s", i ? ", " : "", path);
     }
     return attn_fail(err, ATTN_ERR_NOT_FOUND,
-                     "%s module %s was not found at %s (ATTN_MODULE_DIR=FOLDER says where it is)",
+                     "%s plug-in %s was not found at %s (ATTN_PLUGIN_DIR=FOLDER says where it is)",
                      k->what, k->file, n ? looked : "(no folder to look in)");
 }
 
 /* ------------------------------------------------------- once a process */
 
-/* The process's modules: like the dlopen handles under them, one per
+/* The process's plug-ins: like the dlopen handles under them, one per
  * process, loaded by the first call that needs one. */
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct {
     int done;
     attn_status status;
     attn_error err;
-    const attn_module_header *table;
-} cache[ATTN_MODULE_KINDS];
+    const attn_plugin_header *table;
+} cache[ATTN_PLUGIN_KINDS];
 
-attn_status attn_engine_module(attn_module_kind kind, const attn_module_header **table,
+attn_status attn_engine_plugin(attn_plugin_kind kind, const attn_plugin_header **table,
                                attn_error *err) {
     *table = NULL;
-    if ((unsigned)kind >= ATTN_MODULE_KINDS)
-        return attn_fail(err, ATTN_ERR_INVALID_ARG, "unknown engine module %d", (int)kind);
+    if ((unsigned)kind >= ATTN_PLUGIN_KINDS)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "unknown engine plug-in %d", (int)kind);
     pthread_mutex_lock(&cache_lock);
     if (!cache[kind].done) {
-        const char *dir = getenv("ATTN_MODULE_DIR");
+        const char *dir = getenv("ATTN_PLUGIN_DIR");
+        if (!dir) dir = getenv("ATTN_MODULE_DIR"); /* deprecated name; removed after 0.2 */
         attn_error_clear(&cache[kind].err);
-        cache[kind].status = attn_engine_module_open(kind, dir && *dir ? dir : NULL,
+        cache[kind].status = attn_engine_plugin_open(kind, dir && *dir ? dir : NULL,
                                                      &cache[kind].table, &cache[kind].err);
         cache[kind].done = 1;
     }

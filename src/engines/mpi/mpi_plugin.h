@@ -1,23 +1,23 @@
-/* The MPI module's table (internal): libattn-mpi.so exports one
- * attn_mpi_ops under ATTN_MPI_MODULE_SYMBOL. It is a thin layer over
+/* The MPI plug-in's table (internal): libattn-mpi.so exports one
+ * attn_mpi_ops under ATTN_MPI_PLUGIN_SYMBOL. It is a thin layer over
  * MPI_COMM_WORLD; the algorithms (the ordered gradient chain, the rank
  * checks) stay in src/dist.c. Every int-returning entry returns an MPI
- * error code, 0 (MPI_SUCCESS) on success. Change ATTN_MPI_MODULE_ABI
+ * error code, 0 (MPI_SUCCESS) on success. Change ATTN_MPI_PLUGIN_ABI
  * whenever this table changes. */
-#ifndef ATTN_MPI_MODULE_H
-#define ATTN_MPI_MODULE_H
+#ifndef ATTN_MPI_PLUGIN_H
+#define ATTN_MPI_PLUGIN_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engines/engine_module.h"
+#include "engines/plugin.h"
 
-#define ATTN_MPI_MODULE_ABI 1u
-#define ATTN_MPI_MODULE_SYMBOL "attn_mpi_module_table"
-#define ATTN_MPI_MODULE_FILE "libattn-mpi.so"
+#define ATTN_MPI_PLUGIN_ABI 1u
+#define ATTN_MPI_PLUGIN_SYMBOL "attn_mpi_plugin_table"
+#define ATTN_MPI_PLUGIN_FILE "libattn-mpi.so"
 
 typedef struct attn_mpi_ops {
-    attn_module_header header;
+    attn_plugin_header header;
     /* MPI_Init, then this process's rank and the world's size. */
     int (*init)(int *argc, char ***argv, int *rank, int *size);
     void (*finalize)(void);
@@ -35,6 +35,6 @@ typedef struct attn_mpi_ops {
     int (*bcast_float)(float *p, int n, int root);
 } attn_mpi_ops;
 
-#define ATTN_MPI_MODULE_LAYOUT ((uint64_t)sizeof(attn_mpi_ops))
+#define ATTN_MPI_PLUGIN_LAYOUT ((uint64_t)sizeof(attn_mpi_ops))
 
 #endif

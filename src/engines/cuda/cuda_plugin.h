@@ -1,24 +1,24 @@
-/* The CUDA engine module's table (internal): libattn-cuda.so exports one
- * attn_cuda_ops under ATTN_CUDA_MODULE_SYMBOL; libattn's attn_cuda_*
- * functions (src/engines/cuda_engine.c) open the module on first use and call
+/* The CUDA engine plug-in's table (internal): libattn-cuda.so exports one
+ * attn_cuda_ops under ATTN_CUDA_PLUGIN_SYMBOL; libattn's attn_cuda_*
+ * functions (src/engines/cuda_engine.c) open the plug-in on first use and call
  * through it. Each entry has the signature of the attn/cuda.h function of
- * the same name. Change ATTN_CUDA_MODULE_ABI whenever this table changes. */
-#ifndef ATTN_CUDA_MODULE_H
-#define ATTN_CUDA_MODULE_H
+ * the same name. Change ATTN_CUDA_PLUGIN_ABI whenever this table changes. */
+#ifndef ATTN_CUDA_PLUGIN_H
+#define ATTN_CUDA_PLUGIN_H
 
 #include "attn/cuda.h"
-#include "engines/engine_module.h"
+#include "engines/plugin.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define ATTN_CUDA_MODULE_ABI 1u
-#define ATTN_CUDA_MODULE_SYMBOL "attn_cuda_module_table"
-#define ATTN_CUDA_MODULE_FILE "libattn-cuda.so"
+#define ATTN_CUDA_PLUGIN_ABI 1u
+#define ATTN_CUDA_PLUGIN_SYMBOL "attn_cuda_plugin_table"
+#define ATTN_CUDA_PLUGIN_FILE "libattn-cuda.so"
 
 typedef struct attn_cuda_ops {
-    attn_module_header header;
+    attn_plugin_header header;
     attn_status (*check)(attn_error *err);
     attn_status (*gpt_create)(attn_cuda_gpt **out, const attn_gpt *m, int max_B, int max_T,
                               attn_precision precision, attn_error *err);
@@ -41,7 +41,7 @@ typedef struct attn_cuda_ops {
 } attn_cuda_ops;
 
 /* The engine reads the host's model and optimizer structs directly. */
-#define ATTN_CUDA_MODULE_LAYOUT                                                                    \
+#define ATTN_CUDA_PLUGIN_LAYOUT                                                                    \
     (((uint64_t)sizeof(attn_gpt) << 40) | ((uint64_t)sizeof(attn_adamw) << 24) |                   \
      ((uint64_t)sizeof(attn_param_list) << 12) | (uint64_t)sizeof(attn_cuda_ops))
 

@@ -1,13 +1,13 @@
 /* libattn-cuda.so's one exported symbol: the table libattn opens
- * (cuda_module.h). The engine's functions themselves are hidden in the
- * module (built with -fvisibility=hidden), so they never clash with
+ * (cuda_plugin.h). The engine's functions themselves are hidden in the
+ * plug-in (built with -fvisibility=hidden), so they never clash with
  * libattn's entry points of the same names. */
-#include "cuda_module.h"
+#include "cuda_plugin.h"
 
 #include "attn/version.h"
 
-__attribute__((visibility("default"))) const attn_cuda_ops attn_cuda_module_table = {
-    .header = {ATTN_MODULE_CUDA, ATTN_CUDA_MODULE_ABI, ATTN_VERSION, ATTN_CUDA_MODULE_LAYOUT},
+__attribute__((visibility("default"))) const attn_cuda_ops attn_cuda_plugin_table = {
+    .header = {ATTN_PLUGIN_CUDA, ATTN_CUDA_PLUGIN_ABI, ATTN_VERSION, ATTN_CUDA_PLUGIN_LAYOUT},
     .check = attn_cuda_check,
     .gpt_create = attn_cuda_gpt_create,
     .gpt_free = attn_cuda_gpt_free,

@@ -1,0 +1,60 @@
+/* train_view.h — what `attn train` (cli/cmd_train.c) prints around the
+ * library's trainer: the progress bar or log lines while it runs, the cost
+ * warning of a large run, --dry-run's plan, the opening and closing lines.
+ * cmd_train.c parses and calls; this file only draws. */
+#ifndef ATTN_CLI_TRAIN_VIEW_H
+#define ATTN_CLI_TRAIN_VIEW_H
+
+#include <stdint.h>
+
+#include "attn/thread_tuner.h"
+#include "attn/train.h"
+
+/* What the command knows of a run besides its trainer. */
+typedef struct train_run_info {
+    const char *preset; /* NULL: the saved run's config */
+    const char *data, *out, *init_from;
+    int resume, force;
+    int threads; /* --threads, 0 when not given */
+    int ranks;
+    attn_device device;
+    attn_precision precision;
+} train_run_info;
+
+/* What the command draws while the library trains (attn_trainer_events).
+ * mpirun hands ranks a pseudo-terminal even when its output is a file: log
+ * lines there (tty only for one process). */
+typedef struct train_view {
+    int tty, lead, bar_shown, cols;
+    int threads_now; /* the count the tuner last asked for */
+    double last_bar, t_start;
+    int64_t interrupt_after, kill_rank, kill_after;
+    attn_thread_tuner *tuner; /* NULL: the thread count is fixed */
+} train_view;
+
+/* Terminal width: the tty's (TIOCGWINSZ), else $COLUMNS, else 80. */
+int train_view_columns(void);
+
+/* Ctrl-C, SIGTERM and SIGHUP ask the run to save and stop (a second Ctrl-C
+ * stops at once). */
+void train_view_catch_signals(void);
+
+/* The trainer's events, drawing into v. */
+attn_trainer_events train_view_events(train_view *v);
+
+/* Runs of seed004's size (over 10^15 floating-point operations, hours on
+ * a laptop) say on stderr what they will cost before they start. */
+void train_warn_cost(const train_run_info *r, const attn_gpt_config *m, const attn_train_config *t);
+
+/* --dry-run's report (rank 0) of the trainer the real set-up made: 0, or
+ * 1 when out of memory (said on stderr). */
+int train_print_dry_run(const train_run_info *r, const attn_trainer *tr);
+
+/* What the run is, before its first step (rank 0, stderr). */
+void train_announce(const train_run_info *r, const attn_trainer *tr);
+
+/* The closing lines (rank 0, stderr); out_abs is the run folder's
+ * absolute path. */
+void train_report_end(const attn_trainer *tr, const attn_train_result *res, const char *out_abs);
+
+#endif
