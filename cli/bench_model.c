@@ -95,7 +95,7 @@ static double step_flops(const attn_gpt_config *c, int B, int T) {
 }
 
 /* The preset's trainer on the corpus (batch and steps from the options). */
-static int setup_trainer(const model_args *a, attn_trainer *tr) {
+static int setup_trainer(const model_args *a, attn_trainer **out) {
     attn_error err;
     attn_error_clear(&err);
     attn_gpt_config mcfg;
@@ -112,15 +112,17 @@ static int setup_trainer(const model_args *a, attn_trainer *tr) {
         fprintf(stderr, "attn bench train: cannot read the corpus: %s\n", err.msg);
         return 1;
     }
-    attn_status s = attn_trainer_init(tr, &mcfg, &tcfg, 0, text, n, &err);
+    attn_status s = attn_trainer_create(out, &mcfg, &tcfg, 0, text, n, &err);
+    attn_trainer *tr = *out;
     free(text);
     if (s) {
         fprintf(stderr, "attn bench train: %s\n", err.msg);
         return 1;
     }
-    if (attn_gpt_set_precision(&tr->model, a->precision, &err)) {
+    if (attn_trainer_set_device(tr, ATTN_DEVICE_CPU, a->precision, &err)) {
         fprintf(stderr, "attn bench train: %s\n", err.msg);
         attn_trainer_free(tr);
+        *out = NULL;
         return 1;
     }
     return 0;
@@ -154,10 +156,11 @@ static attn_status time_steps(const model_args *a, attn_trainer *tr, step_timing
 }
 
 static void print_train(const model_args *a, const attn_trainer *tr, const step_timing *m) {
-    const int steps = (int)a->steps, B = tr->tcfg.batch_size, T = tr->mcfg.context_length;
+    const int steps = (int)a->steps, B = attn_trainer_train_config(tr)->batch_size,
+              T = attn_trainer_model_config(tr)->context_length;
     const double *t = m->t;
     const double med = steps % 2 ? t[steps / 2] : 0.5 * (t[steps / 2 - 1] + t[steps / 2]);
-    const double flops = step_flops(&tr->mcfg, B, T);
+    const double flops = step_flops(attn_trainer_model_config(tr), B, T);
     printf("case=train preset=%s B=%d T=%d precision=%s threads=%lld steps=%d median_s=%.4f "
            "min_s=%.4f first_s=%.4f tokens_per_s=%.0f gflops=%.2f faults_first=%ld "
            "faults_per_step=%.1f loss=%.4f\n",
@@ -168,7 +171,7 @@ static void print_train(const model_args *a, const attn_trainer *tr, const step_
 }
 
 static int bench_train(const model_args *a) {
-    attn_trainer tr;
+    attn_trainer *tr = NULL;
     int rc = setup_trainer(a, &tr);
     if (rc) return rc;
     step_timing m;
@@ -176,14 +179,14 @@ static int bench_train(const model_args *a) {
     rc = 1;
     if (!(m.t = malloc((size_t)a->steps * sizeof *m.t)))
         fprintf(stderr, "attn bench train: out of memory\n");
-    else if (time_steps(a, &tr, &m, &err))
+    else if (time_steps(a, tr, &m, &err))
         fprintf(stderr, "attn bench train: %s\n", err.msg);
     else {
-        print_train(a, &tr, &m);
+        print_train(a, tr, &m);
         rc = 0;
     }
     free(m.t);
-    attn_trainer_free(&tr);
+    attn_trainer_free(tr);
     return rc;
 }
 

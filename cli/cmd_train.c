@@ -380,13 +380,14 @@ static int claim(train_cmd *c, const char *out) {
 
 /* The trainer (attn_train_start: fresh, resumed or started from CKPT) on
  * its device: -1 to go on. --dry-run runs it too: it writes nothing. */
-static int start(train_cmd *c, attn_trainer *tr) {
+static int start(train_cmd *c, attn_trainer **out) {
     attn_error err;
     const int lead = c->lead;
-    if (attn_train_start(tr, &c->rq, &c->su, c->text, c->n, &err)) {
+    if (attn_train_start(out, &c->rq, &c->su, c->text, c->n, &err)) {
         fprintf(stderr, "attn train: %s\n", err.msg);
         return 1;
     }
+    attn_trainer *tr = *out;
     if (attn_trainer_set_dist(tr, c->dist, &err)) {
         if (lead) fprintf(stderr, "attn train: %s\n", err.msg);
         c->collective = 1; /* every rank sees the same config */
@@ -403,7 +404,8 @@ static int start(train_cmd *c, attn_trainer *tr) {
         fprintf(stderr, "attn train: starting from the weights of %s (fine-tuning)\n",
                 c->o.init_from);
     const attn_device dev = c->device;
-    if (dev != ATTN_DEVICE_CPU && (tr->tcfg.grad_accum > 1 || c->dist->size > 1)) {
+    if (dev != ATTN_DEVICE_CPU &&
+        (attn_trainer_train_config(tr)->grad_accum > 1 || c->dist->size > 1)) {
         if (lead)
             fprintf(stderr,
                     "attn train: --device %s does not combine with --grad-accum or mpirun yet "
@@ -485,23 +487,23 @@ static int train_run(train_cmd *c, int argc, char **argv) {
     if (rc < 0 && c->lead && dry) rc = check_dir(c);
     if (rc < 0 && c->lead && !dry && !c->claimed) rc = claim(c, c->su.out);
     if (rc >= 0) return rc;
-    attn_trainer tr;
-    memset(&tr, 0, sizeof tr);
+    attn_trainer *tr = NULL;
     rc = start(c, &tr);
     free(c->text);
     c->text = NULL;
     const train_run_info info = run_info(c);
     if (rc < 0 && dry) {
         c->collective = 1;
-        rc = c->lead ? train_print_dry_run(&info, &tr) : 0;
+        rc = c->lead ? train_print_dry_run(&info, tr) : 0;
     } else if (rc < 0) {
         /* --time-budget is wall time from the command's start: the set-up
          * (corpus, model, checkpoint) is on the run's clock too. */
-        if (tr.tcfg.time_budget > 0) tr.elapsed_s += attn_now_s() - t_cmd;
-        if (c->lead) train_announce(&info, &tr);
-        rc = train_loop(c, &tr);
+        if (attn_trainer_train_config(tr)->time_budget > 0)
+            attn_trainer_add_elapsed(tr, attn_now_s() - t_cmd);
+        if (c->lead) train_announce(&info, tr);
+        rc = train_loop(c, tr);
     }
-    attn_trainer_free(&tr);
+    attn_trainer_free(tr);
     return rc;
 }
 

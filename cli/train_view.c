@@ -259,25 +259,26 @@ static int should_stop(void *user, const attn_trainer *tr) {
 
 static void on_step(void *user, const attn_trainer *tr, const attn_train_progress *p) {
     train_view *v = user;
-    const attn_dist *dist = tr->dist;
-    const int64_t max = tr->tcfg.max_steps;
-    if (v->kill_after > 0 && tr->step == v->kill_after && dist && dist->rank == v->kill_rank)
+    const attn_dist *dist = attn_trainer_dist(tr);
+    const int64_t max = attn_trainer_train_config(tr)->max_steps;
+    if (v->kill_after > 0 && attn_trainer_steps(tr) == v->kill_after && dist &&
+        dist->rank == v->kill_rank)
         raise(SIGKILL);
-    if (v->interrupt_after > 0 && tr->step == v->interrupt_after) g_interrupted = 1;
+    if (v->interrupt_after > 0 && attn_trainer_steps(tr) == v->interrupt_after) g_interrupted = 1;
     if (v->tuner) {
-        const int n = attn_thread_tuner_step(v->tuner, tr->step, p->step_s);
+        const int n = attn_thread_tuner_step(v->tuner, attn_trainer_steps(tr), p->step_s);
         if (n != v->threads_now) cli_use_threads(n, 1);
         v->threads_now = n;
     }
     if (v->tty) {
         double t = attn_now_s();
-        if (t - v->last_bar > 0.1 || tr->step == max) {
-            progress(v->cols, tr->step, max, p->rec.loss, p->rec.lr, p->tokens_per_s,
+        if (t - v->last_bar > 0.1 || attn_trainer_steps(tr) == max) {
+            progress(v->cols, attn_trainer_steps(tr), max, p->rec.loss, p->rec.lr, p->tokens_per_s,
                      t - v->t_start, p->eta_s);
             v->last_bar = t;
             v->bar_shown = 1;
         }
-    } else if (v->lead && (p->rec.step - 1) % tr->tcfg.log_interval == 0) {
+    } else if (v->lead && (p->rec.step - 1) % attn_trainer_train_config(tr)->log_interval == 0) {
         printf("iter %" PRId64 ": loss %.4f, time %.2fms", p->rec.step - 1, (double)p->rec.loss,
                p->step_s * 1000);
         if (dist && dist->size > 1) printf(", mpi %.2fms", p->step_comm_s * 1000);
@@ -322,33 +323,33 @@ static void shell_word(const char *path, char *buf, size_t cap) {
 /* The hint names the folder by its absolute path and the run recorded its
  * corpus's, so it works from any folder. */
 void train_report_end(const attn_trainer *tr, const attn_train_result *res, const char *out_abs) {
-    const attn_dist *dist = tr->dist;
+    const attn_dist *dist = attn_trainer_dist(tr);
     char dir[2 * ATTN_TRAIN_PATH_MAX];
     shell_word(out_abs, dir, sizeof dir);
     if (res->stopped) {
         fprintf(stderr,
                 "attn train: interrupted after step %" PRId64 "; checkpoint saved in %s "
                 "(continue with: attn train --out %s --resume)\n",
-                tr->step, out_abs, dir);
+                attn_trainer_steps(tr), out_abs, dir);
         return;
     }
+    size_t n_evals;
+    const attn_eval_record *evals = attn_trainer_evals(tr, &n_evals);
+    const attn_eval_record *last = n_evals ? &evals[n_evals - 1] : NULL;
     /* A spent time budget is the run's end: --resume would stop at once. */
     char hint[2 * ATTN_TRAIN_PATH_MAX + 64] = "";
-    if (tr->tcfg.time_budget <= 0)
+    if (attn_trainer_train_config(tr)->time_budget <= 0)
         snprintf(hint, sizeof hint, " (train on with: attn train --out %s --resume --steps N)",
                  dir);
     fprintf(stderr,
             "attn train: %" PRId64 " steps in %.1f s (%.0f tokens/s)%s; final val loss %.4f%s; "
             "checkpoint in %s%s\n",
-            tr->step - res->start_step, res->wall_s, res->tokens_per_s,
+            attn_trainer_steps(tr) - res->start_step, res->wall_s, res->tokens_per_s,
             res->budget_spent ? ", the time budget spent" : "",
-            tr->n_evals ? (double)attn_eval_val(&tr->evals[tr->n_evals - 1]) : NAN,
-            tr->n_evals && !isnan(tr->evals[tr->n_evals - 1].val_exact)
-                ? " (exact: the whole val split)"
-                : "",
-            out_abs, hint);
-    if (dist && dist->size > 1 && tr->step > res->start_step) {
-        const double k = (double)(tr->step - res->start_step);
+            last ? (double)attn_eval_val(last) : NAN,
+            last && !isnan(last->val_exact) ? " (exact: the whole val split)" : "", out_abs, hint);
+    if (dist && dist->size > 1 && attn_trainer_steps(tr) > res->start_step) {
+        const double k = (double)(attn_trainer_steps(tr) - res->start_step);
         fprintf(stderr,
                 "attn train: MPI: %d ranks; rank 0 spent %.2f ms per step in MPI (%.1f%% of "
                 "the step) and moved %.3f MB per step\n",
@@ -367,37 +368,41 @@ int train_print_dry_run(const train_run_info *r, const attn_trainer *tr) {
                  r->out, old_step);
     else
         snprintf(out, sizeof out, "%s", r->out);
-    if (r->resume && tr->step >= tr->tcfg.max_steps)
+    if (r->resume && attn_trainer_steps(tr) >= attn_trainer_train_config(tr)->max_steps)
         snprintf(run, sizeof run,
                  "finished at step %" PRId64 " (max_steps): nothing to train; --resume --steps N "
                  "trains it on to step N",
-                 tr->step);
+                 attn_trainer_steps(tr));
     else if (r->resume)
-        snprintf(run, sizeof run, "resumes at step %" PRId64 " of %" PRId64, tr->step,
-                 tr->tcfg.max_steps);
+        snprintf(run, sizeof run, "resumes at step %" PRId64 " of %" PRId64, attn_trainer_steps(tr),
+                 attn_trainer_train_config(tr)->max_steps);
     else if (r->init_from)
         snprintf(run, sizeof run, "a new run from the weights of %s (fine-tuning)", r->init_from);
     else
         snprintf(run, sizeof run, "a new run");
-    return print_plan(&tr->mcfg, &tr->tcfg, r->preset, r->data, tr->text_bytes, out, r->threads,
-                      r->ranks, r->device, r->precision, tr->step, run);
+    return print_plan(attn_trainer_model_config(tr), attn_trainer_train_config(tr), r->preset,
+                      r->data, attn_trainer_corpus_bytes(tr), out, r->threads, r->ranks, r->device,
+                      r->precision, attn_trainer_steps(tr), run);
 }
 
 void train_announce(const train_run_info *r, const attn_trainer *tr) {
-    const attn_train_config *t = &tr->tcfg;
-    const attn_gpt_config *m = &tr->mcfg;
+    const attn_train_config *t = attn_trainer_train_config(tr);
+    const attn_gpt_config *m = attn_trainer_model_config(tr);
     const int ranks = r->ranks;
+    size_t n_train, n_val;
+    attn_trainer_split_tokens(tr, &n_train, &n_val);
     if (t->grad_accum > 1)
         fprintf(stderr, "attn train: %d micro-batches per step over %d rank%s\n", t->grad_accum,
                 ranks, ranks > 1 ? "s" : "");
     fprintf(stderr,
             "attn train: %s, %zu parameters (vocab %d, ctx %d, emb %d, %d heads, %d layers); "
             "%zu train / %zu val tokens; batch %d, %" PRId64 " steps\n",
-            r->preset ? r->preset : "saved config", attn_gpt_num_params(&tr->model), m->vocab_size,
-            m->context_length, m->emb_dim, m->n_heads, m->n_layers, tr->train.n_ids, tr->val.n_ids,
+            r->preset ? r->preset : "saved config", attn_gpt_num_params(attn_trainer_model(tr)),
+            m->vocab_size, m->context_length, m->emb_dim, m->n_heads, m->n_layers, n_train, n_val,
             t->batch_size, t->max_steps);
     if (r->resume)
-        fprintf(stderr, "attn train: resuming %s at step %" PRId64 "\n", r->out, tr->step);
+        fprintf(stderr, "attn train: resuming %s at step %" PRId64 "\n", r->out,
+                attn_trainer_steps(tr));
     char variant[512];
     attn_gpt_config_describe_variants(m, 1, variant, sizeof variant);
     if (variant[0]) fprintf(stderr, "attn train: not the book's GPTModel: %s\n", variant);

@@ -17,6 +17,7 @@
 #include "attn/train.h"
 #include "kernels/flash_kernels.h"
 #include "kernels/gemv.h"
+#include "train/trainer.h"
 
 static int have_bf16(void) {
     attn_error err;
@@ -284,8 +285,8 @@ Test(bf16, short_loss_curve_within_one_percent_of_fp32) {
     cr_expect(last32 < 0.6 * first, "fp32 must learn (%g -> %g)", first, last32);
     cr_expect(worst < 0.01, "bf16 loss off fp32's by %.3g%% at worst (last %g vs %g)", 100 * worst,
               last16, last32);
-    attn_trainer_free(&a);
-    attn_trainer_free(&b);
+    attn_trainer_release(&a);
+    attn_trainer_release(&b);
     free(text);
 }
 

@@ -37,6 +37,7 @@
 #include "attn/train.h"
 #include "support/gpt_ref.h"
 #include "support/trainer_check.h"
+#include "train/trainer.h"
 
 #define FIXTURES ATTN_SOURCE_DIR "/tests/fixtures/gpt_variants/"
 #define BOOK_RUN ATTN_SOURCE_DIR "/tests/fixtures/book_run"
@@ -644,9 +645,9 @@ Test(gpt_variants, tiny_models_train_and_resume_bit_for_bit) {
         cr_assert_eq(attn_trainer_init(&c, &other, &t, 0, text, n, &err), ATTN_OK);
         cr_expect_neq(attn_trainer_resume(&c, dir, &err), ATTN_OK);
         cr_expect(strstr(err.msg, "norm"), "%s", err.msg);
-        attn_trainer_free(&c);
-        attn_trainer_free(&a);
-        attn_trainer_free(&b);
+        attn_trainer_release(&c);
+        attn_trainer_release(&a);
+        attn_trainer_release(&b);
         remove_tree(dir);
     }
     free(text);
@@ -718,7 +719,7 @@ Test(gpt_variants, a_checkpoint_from_before_the_keys_is_the_books_model) {
         snprintf(b, sizeof b, "%s/%s", dir, files[i]);
         expect_same_file(a, b);
     }
-    attn_trainer_free(&tr);
+    attn_trainer_release(&tr);
     free(recorded);
     free(text);
     remove_tree(dir);

@@ -15,6 +15,7 @@
 
 #include "attn/flash_attention.h"
 #include "attn/train.h"
+#include "train/trainer.h"
 
 static long minor_faults(void) {
     struct rusage ru;
@@ -58,7 +59,7 @@ static long train_and_count(double drop_rate) {
     for (int i = 0; i < 8; i++)
         if (attn_trainer_step(&tr, NULL, &err)) return -1;
     const long faults = minor_faults() - f0;
-    attn_trainer_free(&tr);
+    attn_trainer_release(&tr);
     return faults;
 }
 

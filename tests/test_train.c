@@ -14,6 +14,7 @@
 #include "attn/train.h"
 #include "attn/train_setup.h"
 #include "support/trainer_check.h"
+#include "train/trainer.h"
 
 Test(train, config_json_mixes_model_and_training_keys) {
     attn_gpt_config m;
@@ -143,7 +144,7 @@ Test(train, save_and_resume_continue_bit_for_bit) {
     cr_assert_eq(attn_trainer_init(&c, &m, &t, 0, text, n, &err), ATTN_OK);
     cr_expect_eq(attn_trainer_resume(&c, dir, &err), ATTN_ERR_INVALID_ARG);
     cr_expect(strstr(err.msg, "weight_decay") != NULL, "%s", err.msg);
-    attn_trainer_free(&c);
+    attn_trainer_release(&c);
     /* The model file loads on its own, with its vocabulary and step. */
     attn_gpt g;
     attn_tokenizer tok;
@@ -154,8 +155,8 @@ Test(train, save_and_resume_continue_bit_for_bit) {
     attn_gpt_free(&g);
     attn_tokenizer_free(&tok);
     cr_assert_eq(attn_trainer_write_loss_files(&a, dir, &err), ATTN_OK);
-    attn_trainer_free(&a);
-    attn_trainer_free(&b);
+    attn_trainer_release(&a);
+    attn_trainer_release(&b);
     free(text);
     const char *files[] = {ATTN_CKPT_MODEL, ATTN_CKPT_STATE, "loss.csv", "loss.svg"};
     char p[512];
@@ -252,9 +253,9 @@ Test(train, run_stops_on_request_saves_and_resumes_bit_for_bit) {
     cr_expect_eq(lr_lines, 1);
     cr_expect(strstr(svg, "stroke-width=\"2\" points") == NULL, "eval points joined by a line");
     free(svg);
-    attn_trainer_free(&a);
-    attn_trainer_free(&b);
-    attn_trainer_free(&whole);
+    attn_trainer_release(&a);
+    attn_trainer_release(&b);
+    attn_trainer_release(&whole);
     free(text);
     remove_tree(dir);
 }
@@ -276,7 +277,7 @@ Test(train, plan_counts_the_parameters_of_the_model) {
         cr_expect_eq(p.n_params, attn_gpt_num_params(&a.model), "qkv_bias %d", bias);
         cr_expect(p.ckpt_bytes == 12.0 * (double)p.n_params);
         cr_expect(p.tokens_per_step == 3.0 * 8 && p.flops_per_step > 6.0 * 24 * (double)p.n_params);
-        attn_trainer_free(&a);
+        attn_trainer_release(&a);
     }
     free(text);
 }
@@ -306,9 +307,9 @@ Test(train, init_from_copies_the_weights_and_checks_the_shape) {
     cr_assert_eq(attn_trainer_init(&c, &m, &t, 0, text, n, &err), ATTN_OK);
     cr_expect_eq(attn_trainer_init_from(&c, dir, &err), ATTN_ERR_INVALID_ARG);
     cr_expect(strstr(err.msg, "1 layers") && strstr(err.msg, "2 layers"), "%s", err.msg);
-    attn_trainer_free(&a);
-    attn_trainer_free(&b);
-    attn_trainer_free(&c);
+    attn_trainer_release(&a);
+    attn_trainer_release(&b);
+    attn_trainer_release(&c);
     free(text);
     remove_tree(dir);
 }
@@ -335,7 +336,7 @@ Test(train, init_vocab_keeps_a_larger_vocabulary) {
         const uint32_t c = (unsigned char)text[i];
         cr_expect_eq(a.ids[i], attn_tokenizer_id(&want, c), "id of '%c'", (char)c);
     }
-    attn_trainer_free(&a);
+    attn_trainer_release(&a);
     m.vocab_size = 18; /* stated, and not the vocabulary's */
     cr_expect_eq(attn_trainer_init_vocab(&a, &m, &t, 1, vocab, text, n, &err),
                  ATTN_ERR_INVALID_ARG);
@@ -546,6 +547,6 @@ Test(train, time_budget_refuses_ranks) {
     cr_expect_eq(attn_trainer_set_dist(&tr, &two, &err), ATTN_ERR_INVALID_ARG);
     cr_expect(strstr(err.msg, "one process") != NULL, "%s", err.msg);
     cr_expect(tr.dist == NULL);
-    attn_trainer_free(&tr);
+    attn_trainer_release(&tr);
     free(text);
 }

@@ -16,6 +16,7 @@
 
 #include "attn/train.h"
 #include "support/trainer_check.h"
+#include "train/trainer.h"
 
 static char *corpus(size_t *n) {
     const char *line = "Now is the winter of our discontent, made glorious summer.\n";
@@ -87,8 +88,8 @@ Test(train_accum, gradient_is_the_ordered_fold_of_micro_batches) {
     cr_expect_eq(acc.sampler.cursor, ref.sampler.cursor, "the step took 3 batches of windows");
     free(fold);
     free(text);
-    attn_trainer_free(&ref);
-    attn_trainer_free(&acc);
+    attn_trainer_release(&ref);
+    attn_trainer_release(&acc);
 }
 
 /* Without dropout, 2 micro-batches of 3 equal one batch of 6 up to rounding. */
@@ -122,8 +123,8 @@ Test(train_accum, mean_over_micro_batches_matches_the_whole_batch) {
     cr_expect(scale > 0 && worst <= 1e-5 * scale, "max |grad diff| %g (max |grad| %g)", worst,
               scale);
     free(text);
-    attn_trainer_free(&whole);
-    attn_trainer_free(&acc);
+    attn_trainer_release(&whole);
+    attn_trainer_release(&acc);
 }
 
 Test(train_accum, config_key_round_trips_and_is_checked) {
@@ -160,7 +161,7 @@ Test(train_accum, config_key_round_trips_and_is_checked) {
     cr_expect(tr.dist == NULL);
     cr_expect_eq(attn_trainer_step(&tr, NULL, &err), ATTN_OK, "still usable: %s", err.msg);
     free(text);
-    attn_trainer_free(&tr);
+    attn_trainer_release(&tr);
 }
 
 /* With dropout: save after 3 accumulated steps, resume, same next 3 steps. */
@@ -194,7 +195,7 @@ Test(train_accum, accumulating_run_resumes_bit_for_bit) {
     cr_assert_eq(attn_trainer_init(&c, &m, &t, 0, text, n, &err), ATTN_OK);
     cr_expect_neq(attn_trainer_resume(&c, dir, &err), ATTN_OK);
     cr_expect(strstr(err.msg, "grad_accum") != NULL, "%s", err.msg);
-    attn_trainer_free(&c);
+    attn_trainer_release(&c);
     char path[512];
     snprintf(path, sizeof path, "%s/%s", dir, ATTN_CKPT_MODEL);
     unlink(path);
@@ -202,6 +203,6 @@ Test(train_accum, accumulating_run_resumes_bit_for_bit) {
     unlink(path);
     rmdir(dir);
     free(text);
-    attn_trainer_free(&a);
-    attn_trainer_free(&b);
+    attn_trainer_release(&a);
+    attn_trainer_release(&b);
 }

@@ -68,7 +68,6 @@ extern "C" {
 
 struct cJSON;
 
-
 /* What an evaluation measures (attn_trainer_evaluate). */
 typedef enum attn_eval_mode {
     ATTN_EVAL_SAMPLED = 0, /* eval_iters random batches of each split (nanoGPT's estimate) */
@@ -230,58 +229,53 @@ float attn_eval_val(const attn_eval_record *r);
 attn_status attn_gpt_loss_windows(attn_gpt *m, attn_gpt_acts *acts, const int32_t *ids, size_t n,
                                   double *loss, size_t *count, attn_error *err);
 
-typedef struct attn_trainer {
-    attn_gpt_config mcfg;
-    attn_train_config tcfg;
-    attn_tokenizer tok;
-    int32_t *ids;
-    size_t n_ids;
-    size_t text_bytes;
-    uint64_t text_hash;
-    attn_token_dataset train, val;
-    attn_sampler sampler;
-    attn_rng model_rng, eval_rng;
-    attn_gpt model;
-    attn_gpt_acts acts;
-    attn_adamw opt;
-    int64_t step;
-    int32_t *xb, *yb;
-    attn_train_record *hist;
-    size_t n_hist, cap_hist;
-    attn_eval_record *evals;
-    size_t n_evals, cap_evals;
-    const char *corpus_path;   /* borrowed; recorded in the training state when set */
-    struct attn_cuda_gpt *gpu; /* non-NULL: steps and evaluations run on the GPU */
-    attn_dist *dist;           /* borrowed; NULL = one process (attn_trainer_set_dist) */
-    float **gflat;             /* n_gflat flat gradients (grad_accum > 1; train_accum.c) */
-    int n_gflat;
-    float *mb_loss;   /* grad_accum micro-batch losses */
-    float *eval_loss; /* eval_iters batch losses */
-    /* time_budget's clock: the run's wall time so far (steps, evaluations,
-     * saves; checkpointed, so a resumed run goes on counting), and the share
-     * of the budget spent when the next step begins (its LR follows it). */
-    double elapsed_s, progress;
-} attn_trainer;
+/* The trainer: a model, its AdamW state, the corpus's token splits, the
+ * generators and the loss history of one run. Opaque: the accessors below
+ * read what a front end shows. */
+typedef struct attn_trainer attn_trainer;
 
-/* Fresh run on text (n bytes of UTF-8). mcfg->vocab_size is replaced by
+/* A fresh run on text (n bytes of UTF-8). mcfg->vocab_size is replaced by
  * the corpus's vocabulary size unless vocab_given, in which case they must
  * agree. Fails (clear message) on an empty corpus, a split shorter than
- * context_length + 1 tokens, or a bad config. */
-attn_status attn_trainer_init(attn_trainer *tr, const attn_gpt_config *mcfg,
-                              const attn_train_config *tcfg, int vocab_given, const char *text,
-                              size_t n, attn_error *err);
+ * context_length + 1 tokens, or a bad config; *out is NULL then. */
+attn_status attn_trainer_create(attn_trainer **out, const attn_gpt_config *mcfg,
+                                const attn_train_config *tcfg, int vocab_given, const char *text,
+                                size_t n, attn_error *err);
 
-/* attn_trainer_init with a fixed vocabulary instead of the corpus's: vocab
+/* attn_trainer_create with a fixed vocabulary instead of the corpus's: vocab
  * is a UTF-8 string of its characters in id order (a checkpoint's
  * "vocabulary" metadata, attn_tokenizer_vocab_string), and mcfg->vocab_size
- * becomes its size (vocab_given: must be). The corpus may use only some of them (the ids stay the
- * vocabulary's); a character it lacks is ATTN_ERR_INVALID_ARG naming the
- * character and its position, line and column. Fine-tuning and resuming
- * start so (attn_train_start in train_setup.h). */
-attn_status attn_trainer_init_vocab(attn_trainer *tr, const attn_gpt_config *mcfg,
-                                    const attn_train_config *tcfg, int vocab_given,
-                                    const char *vocab, const char *text, size_t n, attn_error *err);
+ * becomes its size (vocab_given: must be). The corpus may use only some of
+ * them (the ids stay the vocabulary's); a character it lacks is
+ * ATTN_ERR_INVALID_ARG naming the character and its position, line and
+ * column. Fine-tuning and resuming start so (attn_train_start in
+ * train_setup.h). */
+attn_status attn_trainer_create_vocab(attn_trainer **out, const attn_gpt_config *mcfg,
+                                      const attn_train_config *tcfg, int vocab_given,
+                                      const char *vocab, const char *text, size_t n,
+                                      attn_error *err);
+/* Frees everything the trainer holds, and the trainer (NULL: nothing). */
 void attn_trainer_free(attn_trainer *tr);
+
+/* ---- what a front end reads ---------------------------------------------- */
+int64_t attn_trainer_steps(const attn_trainer *tr); /* optimizer steps taken */
+const attn_gpt_config *attn_trainer_model_config(const attn_trainer *tr);
+const attn_train_config *attn_trainer_train_config(const attn_trainer *tr);
+/* The model being trained (its weights live while the trainer does). */
+const attn_gpt *attn_trainer_model(const attn_trainer *tr);
+/* The evaluations and step records so far (*n of them, oldest first). */
+const attn_eval_record *attn_trainer_evals(const attn_trainer *tr, size_t *n);
+const attn_train_record *attn_trainer_history(const attn_trainer *tr, size_t *n);
+/* The ranks it runs on (attn_trainer_set_dist), NULL for one process. */
+const attn_dist *attn_trainer_dist(const attn_trainer *tr);
+/* The corpus: its size in bytes, and its tokens in the train / val splits. */
+size_t attn_trainer_corpus_bytes(const attn_trainer *tr);
+void attn_trainer_split_tokens(const attn_trainer *tr, size_t *train, size_t *val);
+/* Where the corpus is (recorded in the training state so --resume finds it;
+ * borrowed, NULL: none), and time spent outside the trainer that a time
+ * budget counts (a command's set-up). */
+void attn_trainer_set_corpus_path(attn_trainer *tr, const char *path);
+void attn_trainer_add_elapsed(attn_trainer *tr, double seconds);
 
 /* Read the configs a checkpoint directory was trained with (from its
  * training state), e.g. to resume without restating them. */
@@ -292,7 +286,7 @@ attn_status attn_trainer_read_config(const char *dir, attn_gpt_config *mcfg,
 
 /* Continue the run saved in dir (its live checkpoint): tr must have been initialised with the same
  * configs and corpus (checked: a different config or corpus is an error
- * naming what differs) and the run's vocabulary (attn_trainer_init_vocab
+ * naming what differs) and the run's vocabulary (attn_trainer_create_vocab
  * with the checkpoint's; a run fine-tuned on part of its vocabulary needs
  * it; attn_train_start does both); restores weights, optimizer,
  * generators, sampler position and history. */

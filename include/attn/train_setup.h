@@ -6,7 +6,7 @@
  *   rq.preset = "tiny";  rq.data = "corpus.txt";  rq.out = "runs/x";
  *   attn_train_setup su;  attn_train_resolve(&rq, &su, &err);
  *   attn_train_claim cl;  attn_train_claim_dir(su.out, "my run", 0, 0, NULL, &lock, &cl, &err);
- *   ... read su.data, then attn_train_start(&tr, &rq, &su, text, n, &err)
+ *   ... read su.data, then attn_train_start(&tr, &rq, &su, text, n, &err) (attn_trainer *tr)
  *
  * The configuration of a fresh run: the preset (default "tiny"), then with
  * init_from the model shape of that checkpoint, then the JSON file's keys
@@ -79,15 +79,16 @@ attn_status attn_train_resolve(const attn_train_request *rq, attn_train_setup *s
 /* The trainer of a resolved request (attn_train_resolve) on its corpus
  * (text, n bytes, read from setup->data): every check a run makes before its
  * first step, writing nothing (attn train --dry-run runs it too):
- *   fresh: attn_trainer_init (the corpus's vocabulary);
- *   rq->init_from: the checkpoint's vocabulary (attn_trainer_init_vocab: the
+ *   fresh: attn_trainer_create (the corpus's vocabulary);
+ *   rq->init_from: the checkpoint's vocabulary (attn_trainer_create_vocab: the
  *     corpus may use a subset of it; a character it lacks is an error naming
  *     it and where it is) and weights (attn_trainer_init_from);
  *   rq->resume: the saved run's vocabulary, then attn_trainer_resume (config,
  *     corpus and step checked against the checkpoint in setup->out).
- * tr->corpus_path is setup->data. On failure tr holds nothing. Call
- * attn_trainer_set_dist and attn_trainer_set_device after it. */
-attn_status attn_train_start(attn_trainer *tr, const attn_train_request *rq,
+ * *out gets the trainer (attn_trainer_free it), its corpus path setup->data;
+ * on failure NULL. Call attn_trainer_set_dist and attn_trainer_set_device
+ * after it. */
+attn_status attn_train_start(attn_trainer **out, const attn_train_request *rq,
                              const attn_train_setup *setup, const char *text, size_t n,
                              attn_error *err);
 

@@ -449,15 +449,15 @@ static int hook_should_stop(void *user, const attn_trainer *tr) {
 
 static void hook_on_step(void *user, const attn_trainer *tr, const attn_train_progress *p) {
     train_hooks *h = user;
-    if (h->cb && h->cb(h->user, 0, tr->step, tr->tcfg.max_steps, (double)p->rec.loss,
-                       (double)p->rec.lr, p->tokens_per_s))
+    if (h->cb && h->cb(h->user, 0, attn_trainer_steps(tr), attn_trainer_train_config(tr)->max_steps,
+                       (double)p->rec.loss, (double)p->rec.lr, p->tokens_per_s))
         h->stop = 1;
 }
 
 static void hook_on_eval(void *user, const attn_trainer *tr, const attn_eval_record *ev) {
     train_hooks *h = user;
-    if (h->cb && h->cb(h->user, 1, ev->step, tr->tcfg.max_steps, (double)ev->train_loss,
-                       (double)attn_eval_val(ev), 0.0))
+    if (h->cb && h->cb(h->user, 1, ev->step, attn_trainer_train_config(tr)->max_steps,
+                       (double)ev->train_loss, (double)attn_eval_val(ev), 0.0))
         h->stop = 1;
 }
 
@@ -496,7 +496,7 @@ static attn_status request_keys(attn_train_request *rq, const cJSON *json, attn_
 /* The run as attn train makes it (cli/cmd_train.c), for one process: the
  * same library steps (resolve, claim, attn_train_start, run); a run that
  * fails before it saves takes back the folder it made. */
-static attn_status train_run(const attn_train_request *rq, attn_run_lock *lock, attn_trainer *tr,
+static attn_status train_run(const attn_train_request *rq, attn_run_lock *lock, attn_trainer **trp,
                              train_hooks *hooks, int *stopped, char *out_abs, int *request_error,
                              attn_error *err) {
     attn_train_setup *su = calloc(1, sizeof *su);
@@ -504,6 +504,7 @@ static attn_status train_run(const attn_train_request *rq, attn_run_lock *lock, 
     char *text = NULL;
     size_t n = 0;
     int claimed = 0;
+    attn_trainer *tr = NULL;
     attn_status s = su && cl ? ATTN_OK : attn_fail(err, ATTN_ERR_NOMEM, "train: out of memory");
     /* A run to continue is locked before its checkpoint is read. */
     if (!s && rq->resume && rq->out && access(rq->out, F_OK) == 0) {
@@ -523,7 +524,7 @@ static attn_status train_run(const attn_train_request *rq, attn_run_lock *lock, 
     if (!s) snprintf(out_abs, ATTN_TRAIN_PATH_MAX, "%s", cl->out_abs);
     if (!s) s = attn_file_read_all(su->data, 0, (void **)&text, &n, err);
     if (!s && n == 0) s = attn_fail(err, ATTN_ERR_INVALID_ARG, "the corpus %s is empty", su->data);
-    if (!s) s = attn_train_start(tr, rq, su, text, n, err);
+    if (!s) s = attn_train_start(&tr, rq, su, text, n, err);
     free(text);
     /* loss.csv/svg may be a step behind the checkpoint: redo them. */
     if (!s && rq->resume) s = attn_trainer_write_loss_files(tr, su->out, err);
@@ -536,7 +537,8 @@ static attn_status train_run(const attn_train_request *rq, attn_run_lock *lock, 
         s = attn_trainer_run(tr, su->out, rq->resume, &ev, &res, err);
         if (!s) *stopped = res.stopped;
     }
-    tr->corpus_path = NULL;
+    if (tr) attn_trainer_set_corpus_path(tr, NULL); /* su->data goes next */
+    *trp = tr;
     if (cl) attn_train_claim_release(cl, lock, s != ATTN_OK);
     free(su);
     free(cl);
@@ -573,19 +575,17 @@ attn_status attn_h_train(const char *preset, const char *config, const char *dat
                  : attn_fail(err, ATTN_ERR_INVALID_ARG, "training keys: not valid JSON");
         if (s) req = 1;
     }
-    attn_trainer *tr = s ? NULL : calloc(1, sizeof *tr);
-    if (!s && !tr) s = attn_fail(err, ATTN_ERR_NOMEM, "train: out of memory");
     if (!s) {
+        attn_trainer *tr = NULL;
         attn_run_lock lock = {.fd = -1};
         train_hooks hooks = {cb, user, 0};
         const int blas = blas_one();
-        s = train_run(&rq, &lock, tr, &hooks, &stop, where, &req, err);
+        s = train_run(&rq, &lock, &tr, &hooks, &stop, where, &req, err);
         blas_restore(blas);
-        reached = tr->step;
+        if (tr) reached = attn_trainer_steps(tr);
         attn_trainer_free(tr);
         attn_run_lock_release(&lock);
     }
-    free(tr);
     cJSON_Delete(keys);
     if (step) *step = reached;
     if (stopped) *stopped = stop;

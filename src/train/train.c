@@ -4,6 +4,7 @@
 #define _POSIX_C_SOURCE 200809L /* sigaction, clock_gettime, mkdtemp */
 
 #include "attn/train.h"
+#include "trainer.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -26,7 +27,7 @@ static uint64_t fnv1a(const char *s, size_t n) {
     return h;
 }
 
-void attn_trainer_free(attn_trainer *tr) {
+void attn_trainer_release(attn_trainer *tr) {
     attn_cuda_gpt_free(tr->gpu);
     attn_tokenizer_free(&tr->tok);
     free(tr->ids);
@@ -111,7 +112,7 @@ static attn_status trainer_init(attn_trainer *tr, const attn_gpt_config *mcfg,
     if ((st = attn_train_accum_setup(tr, err))) goto fail;
     return ATTN_OK;
 fail:
-    attn_trainer_free(tr);
+    attn_trainer_release(tr);
     return st;
 }
 
@@ -248,4 +249,83 @@ attn_status attn_trainer_evaluate(attn_trainer *tr, attn_eval_record *rec, attn_
 
 attn_status attn_trainer_evaluate_final(attn_trainer *tr, attn_eval_record *rec, attn_error *err) {
     return evaluate(tr, tr->tcfg.eval_mode != ATTN_EVAL_EXACT, 1, rec, err);
+}
+
+/* ---- the public, opaque trainer ------------------------------------------ */
+
+static attn_status create(attn_trainer **out, const attn_gpt_config *mcfg,
+                          const attn_train_config *tcfg, int vocab_given, const char *vocab,
+                          const char *text, size_t n, attn_error *err) {
+    *out = NULL;
+    attn_trainer *tr = calloc(1, sizeof *tr);
+    if (!tr) return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for a trainer");
+    attn_status st = vocab
+                         ? attn_trainer_init_vocab(tr, mcfg, tcfg, vocab_given, vocab, text, n, err)
+                         : attn_trainer_init(tr, mcfg, tcfg, vocab_given, text, n, err);
+    if (st) {
+        free(tr);
+        return st;
+    }
+    *out = tr;
+    return ATTN_OK;
+}
+
+attn_status attn_trainer_create(attn_trainer **out, const attn_gpt_config *mcfg,
+                                const attn_train_config *tcfg, int vocab_given, const char *text,
+                                size_t n, attn_error *err) {
+    return create(out, mcfg, tcfg, vocab_given, NULL, text, n, err);
+}
+
+attn_status attn_trainer_create_vocab(attn_trainer **out, const attn_gpt_config *mcfg,
+                                      const attn_train_config *tcfg, int vocab_given,
+                                      const char *vocab, const char *text, size_t n,
+                                      attn_error *err) {
+    if (!vocab) {
+        *out = NULL;
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "no vocabulary given");
+    }
+    return create(out, mcfg, tcfg, vocab_given, vocab, text, n, err);
+}
+
+void attn_trainer_free(attn_trainer *tr) {
+    if (!tr) return;
+    attn_trainer_release(tr);
+    free(tr);
+}
+
+int64_t attn_trainer_steps(const attn_trainer *tr) {
+    return tr->step;
+}
+const attn_gpt_config *attn_trainer_model_config(const attn_trainer *tr) {
+    return &tr->mcfg;
+}
+const attn_train_config *attn_trainer_train_config(const attn_trainer *tr) {
+    return &tr->tcfg;
+}
+const attn_gpt *attn_trainer_model(const attn_trainer *tr) {
+    return &tr->model;
+}
+const attn_eval_record *attn_trainer_evals(const attn_trainer *tr, size_t *n) {
+    *n = tr->n_evals;
+    return tr->evals;
+}
+const attn_train_record *attn_trainer_history(const attn_trainer *tr, size_t *n) {
+    *n = tr->n_hist;
+    return tr->hist;
+}
+const attn_dist *attn_trainer_dist(const attn_trainer *tr) {
+    return tr->dist;
+}
+size_t attn_trainer_corpus_bytes(const attn_trainer *tr) {
+    return tr->text_bytes;
+}
+void attn_trainer_split_tokens(const attn_trainer *tr, size_t *train, size_t *val) {
+    *train = tr->train.n_ids;
+    *val = tr->val.n_ids;
+}
+void attn_trainer_set_corpus_path(attn_trainer *tr, const char *path) {
+    tr->corpus_path = path;
+}
+void attn_trainer_add_elapsed(attn_trainer *tr, double seconds) {
+    tr->elapsed_s += seconds;
 }

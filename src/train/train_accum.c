@@ -1,6 +1,7 @@
 /* Gradient accumulation over micro-batches and ranks, in a fixed order (see
  * attn/train.h, attn/dist.h). */
 #include "train_accum.h"
+#include "trainer.h"
 
 #include <inttypes.h>
 #include <math.h>

@@ -4,6 +4,7 @@
 #define ATTN_SRC_TRAIN_ACCUM_H
 
 #include "attn/train.h"
+#include "trainer.h"
 
 /* Buffers for tr->tcfg.grad_accum micro-batches split over tr->dist's
  * ranks, and the evaluation's per-batch losses. */

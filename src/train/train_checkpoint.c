@@ -19,6 +19,7 @@
 #include "io/checkpoint_fit.h"
 #include "train_device.h"
 #include "train_history.h"
+#include "trainer.h"
 
 #define PATH_BUF 4096
 #define STATE_FORMAT "attn-train-state"

@@ -4,6 +4,7 @@
 #include <math.h>
 
 #include "train_device.h"
+#include "trainer.h"
 
 attn_status attn_trainer_set_device(attn_trainer *tr, attn_device device, attn_precision precision,
                                     attn_error *err) {
@@ -31,8 +32,8 @@ attn_status attn_trainer_set_device(attn_trainer *tr, attn_device device, attn_p
     return ATTN_OK;
 }
 
-attn_status attn_trainer_device_step(attn_trainer *tr, double lr, float *loss_out,
-                                     double *norm_out, attn_error *err) {
+attn_status attn_trainer_device_step(attn_trainer *tr, double lr, float *loss_out, double *norm_out,
+                                     attn_error *err) {
     const int B = tr->tcfg.batch_size, T = tr->mcfg.context_length;
     /* Philox counter: the step being taken, so a resumed run draws the same. */
     attn_cuda_dropout drop = {tr->tcfg.seed, (uint64_t)tr->step};

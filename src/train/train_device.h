@@ -4,6 +4,7 @@
 
 #include "attn/cuda.h"
 #include "attn/train.h"
+#include "trainer.h"
 
 /* Forward (training mode), backward, clip, AdamW on the GPU for the batch in
  * tr->xb / tr->yb at learning rate lr; the step's loss and gradient norm out

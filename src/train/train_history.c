@@ -1,5 +1,6 @@
 /* The trainer's loss history (see train_history.h). */
 #include "train_history.h"
+#include "trainer.h"
 
 #include <stdlib.h>
 

@@ -12,6 +12,7 @@
 
 #include "attn/safetensors.h"
 #include "attn/train.h"
+#include "trainer.h"
 
 /* Append r to tr->hist (growing it). */
 attn_status train_history_push(attn_trainer *tr, const attn_train_record *r, attn_error *err);

@@ -12,6 +12,7 @@
 
 #include "attn/train.h"
 #include "base/clock.h"
+#include "trainer.h"
 
 /* The checkpoint, then the loss files that describe it (rank 0 writes). */
 static attn_status save(const attn_trainer *tr, const char *out, attn_error *err) {

@@ -8,6 +8,7 @@
 
 #include "attn/fileio.h"
 #include "attn/train.h"
+#include "trainer.h"
 
 #define PATH_BUF 4096
 

@@ -3,6 +3,7 @@
 #define _DEFAULT_SOURCE         /* realpath */
 
 #include "attn/train_setup.h"
+#include "trainer.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -283,10 +284,10 @@ static attn_status checkpoint_vocabulary(const char *path, char **vocab, attn_er
     return *vocab ? ATTN_OK : attn_fail(err, ATTN_ERR_NOMEM, "out of memory");
 }
 
-attn_status attn_train_start(attn_trainer *tr, const attn_train_request *rq,
+attn_status attn_train_start(attn_trainer **out, const attn_train_request *rq,
                              const attn_train_setup *su, const char *text, size_t n,
                              attn_error *err) {
-    memset(tr, 0, sizeof *tr);
+    *out = NULL;
     /* Resuming, the live checkpoint's (DIR/model.safetensors, a link made
      * after the first commit, may not be there yet: attn_trainer_resume
      * reads the live one too). */
@@ -296,11 +297,12 @@ attn_status attn_train_start(attn_trainer *tr, const attn_train_request *rq,
     const char *ckpt = rq->resume ? live : rq->init_from;
     char *vocab = NULL;
     if (ckpt && (st = checkpoint_vocabulary(ckpt, &vocab, err))) return st;
+    attn_trainer *tr = NULL;
     if (vocab)
-        st = attn_trainer_init_vocab(tr, &su->model, &su->train, su->vocab_given, vocab, text, n,
-                                     err);
+        st = attn_trainer_create_vocab(&tr, &su->model, &su->train, su->vocab_given, vocab, text, n,
+                                       err);
     else
-        st = attn_trainer_init(tr, &su->model, &su->train, su->vocab_given, text, n, err);
+        st = attn_trainer_create(&tr, &su->model, &su->train, su->vocab_given, text, n, err);
     free(vocab);
     if (st) {
         char msg[ATTN_ERROR_MSG_MAX];
@@ -316,7 +318,10 @@ attn_status attn_train_start(attn_trainer *tr, const attn_train_request *rq,
     tr->corpus_path = su->data; /* absolute: a resume from anywhere finds it */
     if (rq->resume) st = attn_trainer_resume(tr, su->out, err);
     if (!st && rq->init_from) st = attn_trainer_init_from(tr, rq->init_from, err);
-    if (st) attn_trainer_free(tr);
+    if (st)
+        attn_trainer_free(tr);
+    else
+        *out = tr;
     return st;
 }
 
