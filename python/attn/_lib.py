@@ -220,12 +220,11 @@ def text(s, what="text"):
         return s.encode("utf-8")
     except UnicodeEncodeError as e:
         raise ArgValueError(f"{what}: character {s[e.start]!r} at position {e.start} is not "
-                    "UTF-8 (a lone surrogate)") from None
+                            "UTF-8 (a lone surrogate)") from None
 
 
 INT_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
-SIZE_MAX = 2**64 - 1
 
 
 def cint(what, value, lo=0, hi=INT_MAX):

@@ -15,11 +15,13 @@ turns it off.
 Inputs: a C-contiguous float32 array is passed to C as it is (no copy);
 float64, integer or non-contiguous arrays are converted to a float32 copy
 first. Anything else (a wrong dtype or shape, a closed module) raises
-attn.Error naming what was expected. The C memory a module holds is freed by
-close(), at the end of a `with` block, or when the object is collected."""
+attn.Error naming what was expected (a bad type or value: an attn.Error that
+is also a TypeError or ValueError). The C memory a module holds is freed by
+close(), at the end of a `with` block, or when the object is collected. Threads
+may share a module: its calls run one at a time (each keeps activations in
+it), and close() in another thread waits for the call in flight."""
 import collections
 import ctypes
-import operator
 import os
 import weakref
 
