@@ -85,6 +85,11 @@ class Core:
         num_heads = _index(num_heads, f"{what}: num_heads")
         context_length = _index(context_length, f"{what}: context_length")
         dropout = _rate(dropout, f"{what}: dropout")
+        # W_query, W_key and W_value (per head for the wrapper) and their
+        # gradients at least: refused before C allocates and fills them.
+        copies = num_heads if kind == "mha-wrapper" else 1
+        _lib.check_budget(f"{what}: the weights of d_in {d_in}, d_out {d_out}",
+                          3 * copies * d_in * d_out * 4 * 2)
         if seed is not None:
             seed = _lib.cint(f"{what}: seed", seed, 0, 2**64 - 1)
         rng = lib.attn_h_rng_create(seed) if seed is not None else None

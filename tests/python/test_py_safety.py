@@ -153,6 +153,13 @@ def test_huge_mask_refused_before_allocating():
         attn.MultiHeadAttention(4, 4, 1 << 20, 0.0, num_heads=1, seed=1)
 
 
+def test_huge_weights_refused_before_allocating():
+    d = 1 << 20  # 3 x (2^20)^2 floats, and their gradients: 24 TiB
+    with pytest.raises(attn.Error, match=r"d_in 1048576, d_out 1048576 needs "
+                                         r"26388279066624 bytes"):
+        attn.SelfAttention_v2(d, d, seed=1)
+
+
 def test_non_cpu_tensor_is_attn_error():
     """Item 15: a tensor not on the CPU reached torch's own errors
     (AssertionError for CUDA without CUDA); the meta device stands in here."""
