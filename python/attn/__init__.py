@@ -29,12 +29,12 @@ def set_num_threads(n, blas_threads=1):
     process-wide, as torch.set_num_threads). blas_threads=1 also sets OpenBLAS to one thread,
     as the attn program runs (attn's products are then split over the OpenMP
     threads); on Debian numpy and torch share that OpenBLAS. 0 leaves it."""
-    if int(n) < 1 or int(blas_threads) < 0:
-        raise Error(f"set_num_threads: n must be >= 1 and blas_threads >= 0, got {n}, "
-                    f"{blas_threads}")
+    from ._lib import cint
+    n = cint("set_num_threads: n", n, 1)
+    blas_threads = cint("set_num_threads: blas_threads", blas_threads, 0)
     import os
-    os.environ["OMP_NUM_THREADS"] = str(int(n))  # what the kernels read (and child processes)
-    _c.attn_h_set_threads(int(n), int(blas_threads))
+    os.environ["OMP_NUM_THREADS"] = str(n)  # what the kernels read (and child processes)
+    _c.attn_h_set_threads(n, blas_threads)
 
 
 def get_num_threads():

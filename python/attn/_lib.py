@@ -9,7 +9,10 @@ $ATTN_LIBRARY, where `make install` put it (_installed.py, a path relative to
 this package), in the build tree (../../build/libattn.so from here), then by
 the dynamic loader's own search."""
 import ctypes
+import math
+import numbers
 import os
+import threading
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _MSG_MAX = 512  # ATTN_ERROR_MSG_MAX (attn/status.h)
@@ -25,6 +28,23 @@ class Error(RuntimeError):
 
 
 Error.__module__ = "attn"
+
+
+class ArgTypeError(Error, TypeError):
+    """A bad argument of the wrong type: both attn.Error and TypeError."""
+
+    def __init__(self, message):
+        super().__init__(message, "invalid argument")
+
+
+class ArgValueError(Error, ValueError):
+    """A bad argument value (out of range, not finite): attn.Error and ValueError."""
+
+    def __init__(self, message):
+        super().__init__(message, "invalid argument")
+
+
+ArgTypeError.__module__ = ArgValueError.__module__ = "attn"
 
 
 def _candidates():
@@ -189,14 +209,181 @@ def take_string(ptr):
         lib.attn_h_free(ptr)
 
 
-def text(s):
-    """str -> UTF-8 bytes (None stays None)."""
-    return None if s is None else s.encode("utf-8")
+def text(s, what="text"):
+    """str -> UTF-8 bytes (None stays None); what names the argument when s
+    is not a str or holds a lone surrogate (not UTF-8)."""
+    if s is None:
+        return None
+    if not isinstance(s, str):
+        raise ArgTypeError(f"{what} must be a str, got {type(s).__name__}")
+    try:
+        return s.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ArgValueError(f"{what}: character {s[e.start]!r} at position {e.start} is not "
+                            "UTF-8 (a lone surrogate)") from None
 
 
-def path(p):
-    """A path (str or os.PathLike) -> bytes (None stays None)."""
-    return None if p is None else os.fsencode(os.fspath(p))
+INT_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+
+
+def cint(what, value, lo=0, hi=INT_MAX):
+    """value as a Python int in [lo, hi] before it crosses into C, where ctypes
+    would wrap it to the C type: ints and numpy integers only (a bool, float
+    or str is a TypeError); out of range is a ValueError; both name what."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ArgTypeError(f"{what} must be an integer, got {type(value).__name__} {value!r}")
+    v = int(value)
+    if not lo <= v <= hi:
+        raise ArgValueError(f"{what} must be in [{lo}, {hi}], got {v}")
+    return v
+
+
+def cfloat(what, value, lo=-math.inf, hi=math.inf, lo_open=False):
+    """value as a finite float in [lo, hi] ((lo, hi] with lo_open); a
+    non-number is a TypeError, NaN, infinity or out of range a ValueError."""
+    if isinstance(value, (bool, str, bytes)):
+        raise ArgTypeError(f"{what} must be a number, got {type(value).__name__} {value!r}")
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ArgTypeError(f"{what} must be a number, got {type(value).__name__} "
+                        f"{value!r}") from None
+    if not math.isfinite(v) or v < lo or v > hi or (lo_open and v == lo):
+        left = "(" if lo_open else "["
+        raise ArgValueError(f"{what} must be finite and in {left}{lo}, {hi}], got {v}")
+    return v
+
+
+def available_memory():
+    """Bytes of memory available now (physical pages free or reclaimable,
+    as /proc/meminfo's MemAvailable; the free pages where it is missing)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def check_budget(what, nbytes):
+    """Refuse a size from the user's arguments before anything is allocated
+    when it is over the memory available now; the error names the size."""
+    have = available_memory()
+    if nbytes > have:
+        raise Error(f"{what} needs {nbytes} bytes ({nbytes / 2**30:.1f} GiB), more than the "
+                    f"{have} bytes ({have / 2**30:.1f} GiB) of memory available", "out of memory")
+
+
+class Handle:
+    """A C object's address shared by threads: every call holds it, and
+    close() waits for the calls in flight before it frees, so no call ever
+    uses freed memory; a call after close() raises attn.Error. `with handle`
+    is a shared hold: calls that only read the object (a generator reading a
+    model's weights, a tokenizer) run in parallel, as the C calls release the
+    GIL. `with handle.exclusive()` also takes the object's own lock, for calls
+    that write state the object keeps (a module's saved activations, a GPT's
+    activation buffers, which a call of another shape reallocates): those run
+    one at a time per object, each on whole. free(address) is called once, by
+    close() or when the owner is collected."""
+
+    def __init__(self, address, free, what):
+        self.address, self._free, self.what = address, free, what
+        self._cond = threading.Condition(threading.Lock())
+        self._users = 0
+        self._closing = False
+        self.lock = threading.Lock()
+        self.owner, self.depth = None, 0  # the thread in exclusive(), and how deep
+
+    @property
+    def closed(self):
+        return self._closing
+
+    def hold(self):
+        """Take a shared hold (release() gives it back); the address."""
+        with self._cond:
+            if self._closing or not self.address:
+                raise Error(f"{self.what} is closed", "state")
+            self._users += 1
+            return self.address
+
+    def release(self):
+        with self._cond:
+            self._users -= 1
+            if self._users == 0:
+                self._cond.notify_all()
+
+    def __enter__(self):
+        return self.hold()
+
+    def __exit__(self, *exc):
+        self.release()
+        return False
+
+    def exclusive(self):
+        """A shared hold plus the object's lock (see the class)."""
+        return _Exclusive(self)
+
+    def close(self):
+        """Wait for the calls in flight, then free (once; later closes do nothing)."""
+        if self.owner == threading.get_ident():
+            raise Error(f"{self.what}: close() inside one of its own calls", "state")
+        with self._cond:
+            if self._closing:
+                # another close() frees it: wait until it has
+                self._cond.wait_for(lambda: self.address is None)
+                return
+            self._closing = True
+            self._cond.wait_for(lambda: self._users == 0)
+            address, self.address = self.address, None
+            try:
+                if address:
+                    self._free(address)
+            finally:
+                self._cond.notify_all()
+
+
+class _Exclusive:
+    __slots__ = ("handle",)
+
+    def __init__(self, handle):
+        self.handle = handle
+
+    def __enter__(self):
+        h, me = self.handle, threading.get_ident()
+        if h.owner == me:  # nested in this thread's own exclusive call: already held
+            h.depth += 1
+            return h.address
+        address = h.hold()
+        h.lock.acquire()
+        h.owner, h.depth = me, 1
+        return address
+
+    def __exit__(self, *exc):
+        h = self.handle
+        h.depth -= 1
+        if h.depth == 0:
+            h.owner = None
+            h.lock.release()
+            h.release()
+        return False
+
+
+def path(p, what="path"):
+    """A path (str or os.PathLike) -> bytes (None stays None); what names the
+    argument when p is not a path or cannot be encoded."""
+    if p is None:
+        return None
+    try:
+        return os.fsencode(os.fspath(p))
+    except TypeError:
+        raise ArgTypeError(f"{what} must be a path (str or os.PathLike), got "
+                           f"{type(p).__name__}") from None
+    except UnicodeEncodeError as e:
+        raise ArgValueError(f"{what}: cannot encode character at position {e.start} for the "
+                            "file system") from None
 
 
 class Param:

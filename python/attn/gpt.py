@@ -15,10 +15,6 @@ from ._lib import Error, lib
 from .modules import _c_array, _index, as_array, ptr
 
 
-def _free_gpt(handle):
-    lib.attn_h_gpt_free(handle)
-
-
 class GPT:
     """A checkpoint of `attn train` loaded for inference (eval mode, fp32):
 
@@ -33,8 +29,9 @@ class GPT:
     and n_params describe it; close() (or `with`, or collection) frees it."""
 
     def __init__(self, handle, source):
-        self._h = handle
-        self._finalizer = weakref.finalize(self, _free_gpt, handle)
+        # Every C call holds the handle: close() in another thread waits for it.
+        self._handle = _lib.Handle(handle, lib.attn_h_gpt_free, "GPT")
+        self._finalizer = weakref.finalize(self, self._handle.close)
         info = json.loads(_lib.take_string(lib.attn_h_gpt_info_json(handle)))
         self.source = source
         self.config = info["config"]
@@ -49,23 +46,24 @@ class GPT:
         """A run folder of `attn train` (its live checkpoint), its best/
         folder, or a model .safetensors file."""
         h = ctypes.c_void_p()
-        _lib.call(lib.attn_h_gpt_load, _lib.path(path), ctypes.byref(h))
+        _lib.call(lib.attn_h_gpt_load, _lib.path(path, "GPT.load: path"), ctypes.byref(h))
         return cls(h.value, os.fspath(path))
 
     # -- state -----------------------------------------------------------------
 
     def _live(self):
-        if self._h is None:
+        """The handle, for a `with` block that holds the model (attn.Error once closed)."""
+        if self._handle.closed:
             raise Error("GPT is closed", "state")
-        return self._h
+        return self._handle
 
     def close(self):
-        self._finalizer()
-        self._h = None
+        self._handle.close()
+        self._finalizer.detach()
 
     @property
     def closed(self):
-        return self._h is None
+        return self._handle.closed
 
     def __enter__(self):
         return self
@@ -113,70 +111,78 @@ class GPT:
 
     def forward(self, ids):
         """Logits (B, T, vocab_size) for ids (B, T); (T, vocab_size) for (T,)."""
-        h = self._live()
+        self._live()
         a, b = self._batch(ids, "GPT.forward: ids")
         B, T = b.shape
+        _lib.check_budget("GPT.forward: the logits", B * T * self.config["vocab_size"] * 4)
         logits = np.empty((B, T, self.config["vocab_size"]), np.float32)
-        _lib.call(lib.attn_h_gpt_forward, h, ptr(b), None, B, T, ptr(logits), None)
+        with self._handle.exclusive() as h:  # the GPT's activation buffers
+            _lib.call(lib.attn_h_gpt_forward, h, ptr(b), None, B, T, ptr(logits), None)
         return logits[0] if a.ndim == 1 else logits
 
     __call__ = forward
 
     def loss(self, ids, targets):
         """Mean cross-entropy of the next-token predictions (as the trainer's)."""
-        h = self._live()
+        self._live()
         a, b = self._batch(ids, "GPT.loss: ids")
         _, t = self._batch(targets, "GPT.loss: targets")
         if t.shape != b.shape:
             raise Error(f"GPT.loss: targets must be shaped as ids {tuple(a.shape)}, got "
                         f"{tuple(np.shape(targets))}", "shape")
         out = ctypes.c_float()
-        _lib.call(lib.attn_h_gpt_forward, h, ptr(b), ptr(t), b.shape[0], b.shape[1], None,
-                  ctypes.byref(out))
+        with self._handle.exclusive() as h:
+            _lib.call(lib.attn_h_gpt_forward, h, ptr(b), ptr(t), b.shape[0], b.shape[1], None,
+                      ctypes.byref(out))
         return float(out.value)
 
     def attention(self, prompt):
         """The attention weights on prompt (a str, or token ids): an array
         (n_layers, n_heads, T, T); [l, h, i, j] is the weight query i puts on
         key j (causal softmax before dropout, 0 for j > i)."""
-        h = self._live()
+        self._live()
         ids = self.encode(prompt) if isinstance(prompt, str) else \
             self._batch(prompt, "GPT.attention: prompt")[0]
         if ids.ndim != 1:
             raise Error("GPT.attention: one sequence (a str or (T,) ids)", "shape")
         c, T = self.config, ids.shape[0]
+        _lib.check_budget("GPT.attention: the weights", c["n_layers"] * c["n_heads"] * T * T * 4)
         w = np.empty((c["n_layers"], c["n_heads"], T, T), np.float32)
-        _lib.call(lib.attn_h_gpt_attention, h, ptr(ids), T, ptr(w))
+        with self._handle.exclusive() as h:
+            _lib.call(lib.attn_h_gpt_attention, h, ptr(ids), T, ptr(w))
         return w
 
     def generate_iter(self, prompt="\n", max_new_tokens=500, temperature=0.8, top_k=200,
                       top_p=1.0, seed=1337, stop=None, window=None):
         """The sampled characters one by one as they come (the prompt is not
         repeated); same sampler, seed and window as `attn generate`."""
-        h = self._live()
-        n = _index(max_new_tokens, "generate: max_new_tokens")
-        if n < 0:
-            raise Error(f"generate: max_new_tokens must be >= 0, got {n}")
-        if not isinstance(prompt, str) or not isinstance(stop, (str, type(None))):
-            raise Error("generate: prompt and stop must be str")
-        try:
-            temperature, top_p = float(temperature), float(top_p)
-        except (TypeError, ValueError):
-            raise Error("generate: temperature and top_p must be numbers") from None
+        self._live()
+        n = _index(max_new_tokens, "generate: max_new_tokens", 0, _lib.INT64_MAX)
+        p = _lib.text(prompt, "generate: prompt")
+        stop = _lib.text(stop, "generate: stop")
+        temperature = _lib.cfloat("generate: temperature", temperature)
+        top_p = _lib.cfloat("generate: top_p", top_p)
+        top_k = _index(top_k, "generate: top_k")
+        seed = _index(seed, "generate: seed", -2**63, 2**64 - 1) % 2**64
+        window = _index(0 if window is None else window, "generate: window")
+        return self._generate(n, p, temperature, top_k, top_p, seed, stop, window)
+
+    def _generate(self, n, p, temperature, top_k, top_p, seed, stop, window):
+        # The generator reads the model: each C call holds it, never across a
+        # yield (the caller may close the model between two characters).
         g = ctypes.c_void_p()
-        _lib.call(lib.attn_h_generator_create, h, temperature, _index(top_k, "generate: top_k"),
-                  top_p, _index(seed, "generate: seed") % 2**64, _lib.text(stop),
-                  _index(window or 0, "generate: window"), ctypes.byref(g))
+        with self._handle as h:
+            _lib.call(lib.attn_h_generator_create, h, temperature, top_k, top_p, seed, stop,
+                      window, ctypes.byref(g))
         try:
-            p = prompt.encode("utf-8")
-            _lib.call(lib.attn_generator_prompt, g, p, len(p))
+            with self._handle:
+                _lib.call(lib.attn_generator_prompt, g, p, len(p))
             buf = ctypes.create_string_buffer(8)
             for _ in range(n):
-                if self._h is None:  # closed between two characters
-                    raise Error("GPT is closed", "state")
-                if lib.attn_h_generator_stopped(g):
-                    break
-                _lib.call(lib.attn_generator_next, g, None, buf, None)
+                with self._handle:  # attn.Error once closed between two characters
+                    if lib.attn_h_generator_stopped(g):
+                        break
+                    _lib.call(lib.attn_generator_next, g, None, buf, None)
                 yield buf.value.decode("utf-8")
         finally:
             lib.attn_h_generator_free(g)
@@ -195,9 +201,9 @@ class GPT:
 
     def state_dict(self):
         """name -> array (copies), the book's GPTModel state_dict names."""
-        self._live()
-        return collections.OrderedDict((p.name, _c_array(p.data, p.shape).copy())
-                                       for p in self._params)
+        with self._live():
+            return collections.OrderedDict((p.name, _c_array(p.data, p.shape).copy())
+                                           for p in self._params)
 
     def to_torch(self):
         """The book's GPTModel (attn.book) holding these weights, in eval
@@ -297,8 +303,10 @@ def train(preset=None, config=None, data=None, out=None, *, on_step=None, on_eva
     where = ctypes.create_string_buffer(4096)
     err = _lib.error()
     try:
-        st = lib.attn_h_train(_lib.text(preset), _lib.path(config), _lib.path(data),
-                              _lib.path(out), _lib.path(init_from), _lib.text(keys_json),
+        st = lib.attn_h_train(_lib.text(preset, "train: preset"),
+                              _lib.path(config, "train: config"), _lib.path(data, "train: data"),
+                              _lib.path(out, "train: out"),
+                              _lib.path(init_from, "train: init_from"), _lib.text(keys_json),
                               int(bool(resume)), int(bool(force)), cb, None, ctypes.byref(step),
                               ctypes.byref(stopped), where, ctypes.byref(req), ctypes.byref(err))
     finally:

@@ -15,11 +15,13 @@ turns it off.
 Inputs: a C-contiguous float32 array is passed to C as it is (no copy);
 float64, integer or non-contiguous arrays are converted to a float32 copy
 first. Anything else (a wrong dtype or shape, a closed module) raises
-attn.Error naming what was expected. The C memory a module holds is freed by
-close(), at the end of a `with` block, or when the object is collected."""
+attn.Error naming what was expected (a bad type or value: an attn.Error that
+is also a TypeError or ValueError). The C memory a module holds is freed by
+close(), at the end of a `with` block, or when the object is collected. Threads
+may share a module: its calls run one at a time (each keeps activations in
+it), and close() in another thread waits for the call in flight."""
 import collections
 import ctypes
-import operator
 import os
 import weakref
 
@@ -31,32 +33,29 @@ from ._lib import Error, lib
 STREAMS = {"torch-cpu": 0, "torch-mkl": 1}
 
 
-def _free(handle, rng):
-    if handle:
-        lib.attn_module_free(handle)
-    if rng:
-        lib.attn_h_rng_free(rng)
+def _free_rng(rng):
+    lib.attn_h_rng_free(rng)
 
 
-def _index(value, what):
-    try:
-        return operator.index(value)
-    except TypeError:
-        raise Error(f"{what} must be an integer, got {value!r}") from None
+def _index(value, what, lo=0, hi=_lib.INT_MAX):
+    """An integer argument checked for C (attn._lib.cint)."""
+    return _lib.cint(what, value, lo, hi)
 
 
 def _rate(value, what):
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        raise Error(f"{what} must be a number, got {value!r}") from None
+    return _lib.cfloat(what, value)
 
 
 def as_array(x, what, dtype=np.float32, kinds="fiu"):
     """x as a C-contiguous array of dtype (the same object when it already is
     one); a dtype outside kinds is an attn.Error."""
-    if hasattr(x, "detach") and hasattr(x, "cpu"):  # a torch tensor
-        x = x.detach().cpu().numpy()
+    if hasattr(x, "detach") and hasattr(x, "device"):  # a torch tensor
+        if getattr(x.device, "type", "cpu") != "cpu":
+            raise Error(f"{what} must be on the CPU, got a tensor on {x.device}")
+        try:
+            x = x.detach().numpy()
+        except Exception as e:  # e.g. a dtype numpy has not (bfloat16)
+            raise Error(f"{what}: cannot convert the tensor ({e})") from None
     try:
         a = np.asarray(x)
     except Exception as e:  # ragged lists and the like
@@ -76,43 +75,77 @@ def ptr(a):
 class Core:
     """One C module (attn/module.h) and its parameters, shared by the numpy
     layer and attn.torch. seed None creates zero weights (attn.torch copies
-    PyTorch's in)."""
+    PyTorch's in). Every C call holds the handle (attn._lib.Handle): close()
+    in another thread waits for it, and later calls raise attn.Error."""
 
     def __init__(self, kind, d_in, d_out, num_heads=1, context_length=1, dropout=0.0,
-                 qkv_bias=False, seed=None):
+                 qkv_bias=False, seed=None, what=None):
+        what = what or kind
+        d_in, d_out = _index(d_in, f"{what}: d_in"), _index(d_out, f"{what}: d_out")
+        num_heads = _index(num_heads, f"{what}: num_heads")
+        context_length = _index(context_length, f"{what}: context_length")
+        dropout = _rate(dropout, f"{what}: dropout")
+        # W_query, W_key and W_value (per head for the wrapper) and their
+        # gradients at least: refused before C allocates and fills them.
+        copies = num_heads if kind == "mha-wrapper" else 1
+        _lib.check_budget(f"{what}: the weights of d_in {d_in}, d_out {d_out}",
+                          3 * copies * d_in * d_out * 4 * 2)
+        if seed is not None:
+            seed = _lib.cint(f"{what}: seed", seed, 0, 2**64 - 1)
         rng = lib.attn_h_rng_create(seed) if seed is not None else None
         if seed is not None and not rng:
             raise Error("out of memory", "out of memory")
         h = ctypes.c_void_p()
         err = _lib.error()
         st = lib.attn_h_module_create(kind.encode(), d_in, d_out, num_heads, context_length,
-                                      float(dropout), int(bool(qkv_bias)), rng, ctypes.byref(h),
+                                      dropout, int(bool(qkv_bias)), rng, ctypes.byref(h),
                                       ctypes.byref(err))
         if st:
-            _free(None, rng)
+            if rng:
+                _free_rng(rng)
             _lib.check(st, err)
-        self.handle, self.rng, self.kind, self.dropout = h.value, rng, kind, float(dropout)
-        self._finalizer = weakref.finalize(self, _free, self.handle, rng)
-        self.params = _lib.params(lib.attn_module_params(self.handle))
-        self.out_dim = lib.attn_module_out_dim(self.handle)
+        self.kind, self.dropout = kind, dropout
+        # The module first, then its generator: one handle frees both.
+        self._h = _lib.Handle(h.value, lambda a: (lib.attn_module_free(a),
+                                                  rng and _free_rng(rng)), what)
+        self.rng = rng
+        self._finalizer = weakref.finalize(self, self._h.close)
+        self.params = _lib.params(lib.attn_module_params(h.value))
+        self.out_dim = lib.attn_module_out_dim(h.value)
+
+    @property
+    def handle(self):
+        """The C address (None once closed)."""
+        return None if self._h.closed else self._h.address
 
     def close(self):
-        self._finalizer()
-        self.handle = None
+        self._h.close()
+        self._finalizer.detach()
+
+    def hold(self):
+        """A `with` block in which the C module stays alive (attn.Error once
+        closed) and no other thread runs it: its forward and backward keep
+        activations in the module."""
+        return self._h.exclusive()
 
     def mask_numel(self, B, T):
-        return lib.attn_h_module_mask_numel(self.handle, B, T)
+        with self._h as h:
+            return lib.attn_h_module_mask_numel(h, _index(B, "B"), _index(T, "T"))
 
     def forward(self, x_ptr, B, T, y_ptr, training, stream=0, keep_ptr=None, n_keep=0):
-        _lib.call(lib.attn_h_module_forward, self.handle, x_ptr, B, T, y_ptr, int(training),
-                  self.rng, stream, keep_ptr, n_keep)
+        B, T = _index(B, f"{self._h.what}.forward: B"), _index(T, f"{self._h.what}.forward: T")
+        with self._h.exclusive() as h:
+            _lib.call(lib.attn_h_module_forward, h, x_ptr, B, T, y_ptr, int(training),
+                      self.rng, stream, keep_ptr, n_keep)
 
     def backward(self, x_ptr, B, T, dy_ptr, dx_ptr):
         """This call's gradients alone: the C backward accumulates (+=) into the
         parameter grads and dx, so they are zeroed first (dx_ptr: zeros or None)."""
-        for q in self.params:
-            ctypes.memset(q.grad, 0, q.numel * 4)
-        _lib.call(lib.attn_h_module_backward, self.handle, x_ptr, B, T, dy_ptr, dx_ptr)
+        B, T = _index(B, f"{self._h.what}.backward: B"), _index(T, f"{self._h.what}.backward: T")
+        with self._h.exclusive() as h:
+            for q in self.params:
+                ctypes.memset(q.grad, 0, q.numel * 4)
+            _lib.call(lib.attn_h_module_backward, h, x_ptr, B, T, dy_ptr, dx_ptr)
 
 
 def _c_array(address, shape):
@@ -139,15 +172,16 @@ class Module:
         dropout = _rate(dropout, f"{name}: dropout")
         if seed is None:
             seed = int.from_bytes(os.urandom(4), "little")
-        seed = _index(seed, f"{name}: seed")
-        if not 0 <= seed < 2**64:
-            raise Error(f"{name}: seed must be in [0, 2^64), got {seed}")
-        if stream not in STREAMS:
+        seed = _lib.cint(f"{name}: seed", seed, 0, 2**64 - 1)
+        if not isinstance(stream, str) or stream not in STREAMS:
             raise Error(f"{name}: stream must be one of {', '.join(STREAMS)}, got {stream!r}")
+        if self._mask_buffer:  # the (context_length, context_length) float32 buffer below
+            _lib.check_budget(f"{name}: the causal mask of context_length {context_length}",
+                              context_length * context_length * 4)
         self.seed, self.stream, self.training = seed, stream, True
         self.d_in, self.context_length = d_in, context_length
         self._core = Core(self._kind, d_in, d_out, num_heads, context_length, dropout, qkv_bias,
-                          seed)
+                          seed, name)
         self._x = None
         self._out_shape = None
         # The book's causal-mask buffers, for state_dicts PyTorch loads as they are.
@@ -202,6 +236,10 @@ class Module:
     def forward(self, x):
         """x (B, T, d_in) — or (T, d_in) for SelfAttention_v1/v2 — to y."""
         core = self._live()
+        with core.hold():  # x, the saved activations and self._x stay one call's
+            return self._forward(core, x)
+
+    def _forward(self, core, x):
         name = type(self).__name__
         x = as_array(x, f"{name}.forward: x")
         if x.ndim != self._input_rank or x.shape[-1] != self.d_in:
@@ -221,6 +259,10 @@ class Module:
         """dy (shaped as the last forward's y) to dx (shaped as its x). Sets
         grads to this call's parameter gradients (not accumulated)."""
         core = self._live()
+        with core.hold():  # dy, self._x and the activations of one forward
+            return self._backward(core, dy)
+
+    def _backward(self, core, dy):
         name = type(self).__name__
         if self._x is None:
             raise Error(f"{name}.backward: call forward first", "state")
@@ -239,8 +281,9 @@ class Module:
     def grads(self):
         """name -> gradient of the last backward (copies; zeros before one)."""
         core = self._live()
-        return collections.OrderedDict((p.name, _c_array(p.grad, p.shape).copy())
-                                       for p in core.params)
+        with core.hold():
+            return collections.OrderedDict((p.name, _c_array(p.grad, p.shape).copy())
+                                           for p in core.params)
 
     def named_parameters(self):
         """(name, shape) of every parameter, in PyTorch's order."""
@@ -252,11 +295,12 @@ class Module:
         core = self._live()
         out = collections.OrderedDict()
         pending = dict(self._buffers)
-        for p in core.params:
-            # PyTorch lists a module's buffers before its submodules' parameters.
-            for k in [k for k in pending if p.name.startswith(k[:k.rfind(".") + 1])]:
-                out[k] = pending.pop(k).copy()
-            out[p.name] = _c_array(p.data, p.shape).copy()
+        with core.hold():
+            for p in core.params:
+                # PyTorch lists a module's buffers before its submodules' parameters.
+                for k in [k for k in pending if p.name.startswith(k[:k.rfind(".") + 1])]:
+                    out[k] = pending.pop(k).copy()
+                out[p.name] = _c_array(p.data, p.shape).copy()
         return out
 
     def load_state_dict(self, state, strict=True):
@@ -271,18 +315,22 @@ class Module:
         if strict and (extra or missing):
             raise Error(f"{name}.load_state_dict: missing {missing}, unexpected {extra}",
                         "not found")
+        arrays = {}
         for k, v in state.items():
             p = known.get(k)
-            if p is None:
+            want = p.shape if p is not None else \
+                self._buffers[k].shape if k in self._buffers else None
+            if want is None:
                 continue
             a = as_array(v, f"{name}.load_state_dict: {k}")
-            if tuple(a.shape) != p.shape:
-                raise Error(f"{name}.load_state_dict: {k} must be {p.shape}, got "
+            if tuple(a.shape) != tuple(want):
+                raise Error(f"{name}.load_state_dict: {k} must be {tuple(want)}, got "
                             f"{tuple(a.shape)}", "shape")
-        for k, v in state.items():
-            p = known.get(k)
             if p is not None:
-                _c_array(p.data, p.shape)[...] = as_array(v, k)
+                arrays[k] = a
+        with core.hold():
+            for k, a in arrays.items():
+                _c_array(known[k].data, known[k].shape)[...] = a
 
     def __repr__(self):
         state = "closed" if self.closed else f"seed={self.seed}"
@@ -332,7 +380,7 @@ class MultiHeadAttentionWrapper(Module):
         self._args = (f"d_in={d_in}, d_out={d_out}, context_length={context_length}, "
                       f"dropout={dropout}, num_heads={num_heads}, qkv_bias={qkv_bias}")
         self._setup(d_in, d_out, num_heads, context_length, dropout, qkv_bias, seed, stream,
-                    heads_buffers=_index(num_heads, "num_heads"))
+                    heads_buffers=_index(num_heads, "MultiHeadAttentionWrapper: num_heads"))
 
 
 class MultiHeadAttention(Module):

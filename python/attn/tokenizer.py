@@ -12,8 +12,9 @@ beside it (scripts/get-data.sh gpt2 puts them there); Encoding.from_files
 takes any two paths."""
 import ctypes
 import os
+import weakref
 
-from ._lib import Err, Error, check, error, lib, path
+from ._lib import Err, Error, Handle, check, cint, error, lib, path
 
 _P = ctypes.POINTER
 _PROTOS = {
@@ -53,7 +54,9 @@ class Encoding:
     and decoding run in C; ids are Python lists of ints."""
 
     def __init__(self, handle, name):
-        self._h = handle
+        # Every C call holds the handle: close() in another thread waits for it.
+        self._handle = Handle(handle, lib.attn_bpe_free, "Encoding")
+        self._finalizer = weakref.finalize(self, self._handle.close)
         self.name = name
         self.n_vocab = lib.attn_bpe_n_vocab(handle)
         self.eot_token = lib.attn_bpe_eot(handle)
@@ -67,12 +70,12 @@ class Encoding:
         err = error()
         check(lib.attn_bpe_load(ctypes.byref(h), path(encoder_json), path(vocab_bpe),
                                 ctypes.byref(err)), err)
-        return cls(h, name)
+        return cls(h.value, name)
 
-    def __del__(self):
-        h, self._h = getattr(self, "_h", None), None
-        if h:
-            lib.attn_bpe_free(h)
+    def close(self):
+        """Free the C tables now (later calls raise attn.Error)."""
+        self._handle.close()
+        self._finalizer.detach()
 
     def __repr__(self):
         return f"<attn.tokenizer.Encoding {self.name!r} n_vocab={self.n_vocab}>"
@@ -85,8 +88,9 @@ class Encoding:
         ids = (ctypes.c_int32 * (len(data) + 1))()
         n = ctypes.c_size_t()
         err = error()
-        check(lib.attn_bpe_encode(self._h, data, len(data), int(special), ids, len(data) + 1,
-                                  ctypes.byref(n), ctypes.byref(err)), err)
+        with self._handle as h:
+            check(lib.attn_bpe_encode(h, data, len(data), int(special), ids, len(data) + 1,
+                                      ctypes.byref(n), ctypes.byref(err)), err)
         return ids[:n.value]
 
     def encode(self, text, *, allowed_special=set(), disallowed_special="all"):
@@ -115,16 +119,14 @@ class Encoding:
         tokens = list(tokens)
         arr = (ctypes.c_int32 * max(len(tokens), 1))()
         for i, t in enumerate(tokens):
-            t = int(t)
-            if not 0 <= t < self.n_vocab:
-                raise ValueError(f"decode: token {t} at {i} is not in [0, {self.n_vocab})")
-            arr[i] = t
+            arr[i] = cint(f"decode: token at {i}", t, 0, self.n_vocab - 1)
         need = ctypes.c_size_t()
         err = error()
-        lib.attn_bpe_decode(self._h, arr, len(tokens), None, 0, ctypes.byref(need), None)
-        out = ctypes.create_string_buffer(need.value + 1)
-        check(lib.attn_bpe_decode(self._h, arr, len(tokens), out, need.value + 1,
-                                  ctypes.byref(need), ctypes.byref(err)), err)
+        with self._handle as h:
+            lib.attn_bpe_decode(h, arr, len(tokens), None, 0, ctypes.byref(need), None)
+            out = ctypes.create_string_buffer(need.value + 1)
+            check(lib.attn_bpe_decode(h, arr, len(tokens), out, need.value + 1,
+                                      ctypes.byref(need), ctypes.byref(err)), err)
         return out.raw[:need.value]
 
     def decode(self, tokens, errors="replace"):

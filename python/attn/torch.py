@@ -41,7 +41,8 @@ class _Bridge:
     def __init__(self, key):
         kind, d_in, d_out, heads, ctx, p, bias = key
         self.key = key
-        self.core = Core(kind, d_in, d_out, heads, ctx, p, bias, seed=None)
+        self.core = Core(kind, d_in, d_out, heads, ctx, p, bias, seed=None,
+                         what=f"attn.torch {kind}")
         self.names = [q.name for q in self.core.params]
         self.paths = [tuple(n.split(".")) for n in self.names]
         self.forwards = 0  # which forward the C module's saved activations belong to
@@ -50,14 +51,15 @@ class _Bridge:
         return None  # never shared: a copied module makes its own
 
     def run(self, x, masks, params, B, T):
-        for q, t in zip(self.core.params, params):
-            ctypes.memmove(q.data, t.contiguous().data_ptr(), q.numel * 4)
         y = torch.empty(x.shape[:-1] + (self.core.out_dim,), dtype=torch.float32)
-        if masks is None:
-            self.core.forward(x.data_ptr(), B, T, y.data_ptr(), False)
-        else:
-            self.core.forward(x.data_ptr(), B, T, y.data_ptr(), True, 0, masks.data_ptr(),
-                              masks.numel())
+        with self.core.hold():  # the weights stay the C module's until its forward is done
+            for q, t in zip(self.core.params, params):
+                ctypes.memmove(q.data, t.contiguous().data_ptr(), q.numel * 4)
+            if masks is None:
+                self.core.forward(x.data_ptr(), B, T, y.data_ptr(), False)
+            else:
+                self.core.forward(x.data_ptr(), B, T, y.data_ptr(), True, 0, masks.data_ptr(),
+                                  masks.numel())
         self.forwards += 1
         return y, self.forwards
 
@@ -68,8 +70,11 @@ class _Bridge:
         if dy.dtype != torch.float32:
             dy = dy.float()
         dx = torch.zeros_like(x) if need_x else None  # the C backward accumulates
-        self.core.backward(x.data_ptr(), B, T, dy.data_ptr(), dx.data_ptr() if need_x else None)
-        return dx, [torch.from_numpy(_c_array(q.grad, q.shape).copy()) for q in self.core.params]
+        with self.core.hold():
+            self.core.backward(x.data_ptr(), B, T, dy.data_ptr(),
+                               dx.data_ptr() if need_x else None)
+            return dx, [torch.from_numpy(_c_array(q.grad, q.shape).copy())
+                        for q in self.core.params]
 
 
 class _AttnFunction(torch.autograd.Function):
@@ -324,11 +329,17 @@ def scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=0.0, scale=N
     if not is_causal:
         raise Error("scaled_dot_product_attention: attn's fused kernel is causal only "
                     "(is_causal=True)")
-    p = float(dropout_p)
-    if not 0.0 <= p < 1.0:
-        raise Error(f"scaled_dot_product_attention: dropout_p must be in [0, 1), got {p}")
-    if scale is not None and not float(scale) > 0:
-        raise Error(f"scaled_dot_product_attention: scale must be > 0, got {scale}")
+    p = _lib.cfloat("scaled_dot_product_attention: dropout_p", dropout_p, 0.0, 1.0)
+    if p == 1.0:
+        raise _lib.ArgValueError(f"scaled_dot_product_attention: dropout_p must be in [0, 1), "
+                                 f"got {p}")
+    if scale is not None:  # inf or NaN would make every weight NaN
+        scale = _lib.cfloat("scaled_dot_product_attention: scale", scale)
+        if not scale > 0:
+            raise _lib.ArgValueError(f"scaled_dot_product_attention: scale must be > 0, "
+                                     f"got {scale}")
+    for n, d in zip("BHTD", q.shape):
+        _lib.cint(f"scaled_dot_product_attention: q's {n}", d, 1)
     precision = 1 if q.dtype == torch.bfloat16 else 0
     bits = None
     if p > 0:

@@ -55,14 +55,15 @@ def viz(model_or_dir, prompt, generate=0, *, seed=1337, temperature=0.8, top_k=2
     own = not isinstance(model_or_dir, GPT)
     gpt = GPT.load(model_or_dir) if own else model_or_dir
     try:
-        if not isinstance(prompt, str):
-            raise Error("viz: prompt must be a str")
-        p = prompt.encode("utf-8")
+        p = _lib.text(prompt, "viz: prompt")
+        generate, top_k = _index(generate, "viz: generate"), _index(top_k, "viz: top_k")
+        temperature = _lib.cfloat("viz: temperature", temperature)
+        seed = _index(seed, "viz: seed", -2**63, 2**64 - 1) % 2**64
         out, n = ctypes.c_void_p(), ctypes.c_size_t()
-        _lib.call(lib.attn_h_viz_html, gpt._live(), p, len(p),
-                  _index(generate, "viz: generate"), float(temperature),
-                  _index(top_k, "viz: top_k"), _index(seed, "viz: seed") % 2**64,
-                  _lib.text(gpt.source), ctypes.byref(out), ctypes.byref(n))
+        with gpt._live() as h:  # close() in another thread waits for the page
+            _lib.call(lib.attn_h_viz_html, h, p, len(p), generate, temperature, top_k, seed,
+                      _lib.text(gpt.source, "viz: source"), ctypes.byref(out),
+                      ctypes.byref(n))
         return View(_lib.take_string(out.value), height)
     finally:
         if own:
