@@ -127,9 +127,10 @@ attn_status attn_output_check(const char *out, const char *const *inputs, int n_
  * or is one when self; the run folder goes to run (cap bytes, may be NULL). */
 int attn_path_in_run(const char *path, int self, char *run, size_t cap);
 
-/* *corpus = the corpus path the run in ckpt recorded (malloc'd), or NULL
- * when ckpt is a model file or records none. */
-attn_status attn_ckpt_corpus_path(const char *ckpt, char **corpus, attn_error *err);
+/* The corpus path the run in the checkpoint folder ckpt recorded (the live
+ * training state's "corpus_path", read from its header), malloc'd; NULL when
+ * ckpt is a model file, records none or cannot be read. */
+char *attn_ckpt_corpus_path(const char *ckpt);
 
 /* attn_output_check for a command that reads the checkpoint ckpt: its files
  * (ckpt itself when a file, else its model and training state as the folder

@@ -3,8 +3,10 @@
  * two outputs of one command never share a file. */
 #define _DEFAULT_SOURCE /* realpath */
 #define _POSIX_C_SOURCE 200809L
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,11 +15,11 @@
 
 #include "attn/checkpoint.h"
 #include "attn/fileio.h"
-#include "attn/safetensors.h"
 #include "run_dir.h"
 
 #define OUT_PATH_MAX ATTN_CKPT_PATH_MAX
-#define LINKS_MAX 40 /* as the kernel's ELOOP limit */
+#define LINKS_MAX 40                    /* as the kernel's ELOOP limit */
+#define HEADER_MAX ((uint64_t)16 << 20) /* attn's headers are far smaller */
 
 /* out = the absolute path a write to path lands on: every link followed,
  * the last one too even when it dangles; folders that do not exist yet are
@@ -137,28 +139,41 @@ attn_status attn_output_check(const char *out, const char *const *inputs, int n_
     return ATTN_OK;
 }
 
-attn_status attn_ckpt_corpus_path(const char *ckpt, char **corpus, attn_error *err) {
+/* The "corpus_path" metadata of the safetensors file at path, read from its
+ * header only (a training state holds the optimizer's moments: large). */
+static char *header_corpus(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    unsigned char len8[8];
+    char *hdr = NULL, *corpus = NULL;
+    uint64_t n = 0;
+    if (fread(len8, 1, 8, f) == 8) {
+        for (int i = 0; i < 8; i++)
+            n |= (uint64_t)len8[i] << (8 * i);
+        if (n >= 2 && n <= HEADER_MAX && (hdr = malloc((size_t)n)) &&
+            fread(hdr, 1, (size_t)n, f) == (size_t)n) {
+            cJSON *root = cJSON_ParseWithLength(hdr, (size_t)n);
+            const cJSON *meta = cJSON_GetObjectItemCaseSensitive(root, "__metadata__");
+            const cJSON *cp = cJSON_GetObjectItemCaseSensitive(meta, "corpus_path");
+            if (cJSON_IsString(cp) && *cp->valuestring &&
+                (corpus = malloc(strlen(cp->valuestring) + 1)))
+                strcpy(corpus, cp->valuestring);
+            cJSON_Delete(root);
+        }
+    }
+    free(hdr);
+    fclose(f);
+    return corpus;
+}
+
+char *attn_ckpt_corpus_path(const char *ckpt) {
     char live[ATTN_CKPT_PATH_MAX], path[ATTN_CKPT_PATH_MAX];
     struct stat sb;
-    *corpus = NULL;
-    if (stat(ckpt, &sb) != 0 || !S_ISDIR(sb.st_mode)) return ATTN_OK; /* a model file */
-    attn_error ignored;
-    if (attn_ckpt_resolve(ckpt, live, &ignored) ||
-        attn_path_join(path, sizeof path, live, ATTN_CKPT_STATE) || access(path, F_OK) != 0)
-        return ATTN_OK; /* no training state: no corpus recorded */
-    attn_safetensors st;
-    attn_status s = attn_safetensors_read(path, &st, err);
-    if (s) return s;
-    const char *cp = attn_safetensors_meta(&st, "corpus_path");
-    if (cp && *cp) {
-        *corpus = malloc(strlen(cp) + 1);
-        if (!*corpus)
-            s = attn_fail(err, ATTN_ERR_NOMEM, "out of memory");
-        else
-            strcpy(*corpus, cp);
-    }
-    attn_safetensors_free(&st);
-    return s;
+    if (!ckpt || stat(ckpt, &sb) != 0 || !S_ISDIR(sb.st_mode)) return NULL; /* a model file */
+    if (attn_ckpt_resolve(ckpt, live, NULL) ||
+        attn_path_join(path, sizeof path, live, ATTN_CKPT_STATE))
+        return NULL;
+    return header_corpus(path);
 }
 
 attn_status attn_ckpt_output_check(const char *ckpt, const char *out, const char *const *inputs,
@@ -181,10 +196,8 @@ attn_status attn_ckpt_output_check(const char *ckpt, const char *out, const char
                 all[n++] = files[2 * i + 1];
         }
     }
-    char *corpus = NULL;
-    attn_error ignored; /* an unreadable state is the loader's to report */
-    if (ckpt && attn_ckpt_corpus_path(ckpt, &corpus, &ignored) == ATTN_OK && corpus)
-        all[n++] = corpus;
+    char *corpus = attn_ckpt_corpus_path(ckpt); /* an unreadable state is the loader's to report */
+    if (corpus) all[n++] = corpus;
     for (int i = 0; i < n_inputs; i++)
         all[n++] = inputs[i];
     attn_status s = attn_output_check(out, all, n, outputs, n_outputs, err);
