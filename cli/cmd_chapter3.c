@@ -18,6 +18,7 @@
 
 #include "attn/attention_weights.h"
 #include "attn/causal_attention.h"
+#include "attn/checkpoint.h"
 #include "attn/dropout.h"
 #include "attn/linear.h"
 #include "attn/multi_head_attention.h"
@@ -73,6 +74,11 @@ static void figure(walk *w, const char *name, const char *title, const char *cod
     int n = snprintf(path, sizeof path, "%s/%02d-%s.svg", w->figdir, ++w->n_figures, name);
     if (n < 0 || (size_t)n >= sizeof path) {
         attn_fail(&w->err, ATTN_ERR_INVALID_ARG, "--figures path '%s' is too long", w->figdir);
+        w->failed = 1;
+        return;
+    }
+    /* A file of the folder may be a link into a run folder. */
+    if (attn_output_check(path, NULL, 0, NULL, 0, &w->err) != ATTN_OK) {
         w->failed = 1;
         return;
     }
@@ -656,6 +662,11 @@ int cmd_chapter3(int argc, char **argv) {
     w.figdir = o.figures;
     cli_use_threads((int)o.threads, 1); /* the tables are the same for any count */
 
+    attn_error err;
+    if (w.figdir && attn_output_check(w.figdir, NULL, 0, NULL, 0, &err) != ATTN_OK) {
+        fprintf(stderr, "attn chapter3: --figures: %s\n", err.msg);
+        return err.code == ATTN_ERR_INVALID_ARG ? 2 : 1;
+    }
     if (w.figdir && mkdir(w.figdir, 0777) != 0 && errno != EEXIST) {
         fprintf(stderr, "attn chapter3: cannot create --figures directory '%s': %s\n", w.figdir,
                 strerror(errno));
@@ -700,7 +711,7 @@ int cmd_chapter3(int argc, char **argv) {
     if (w.failed) {
         fflush(w.out);
         fprintf(stderr, "attn chapter3: %s\n", w.err.msg);
-        return 1;
+        return w.err.code == ATTN_ERR_INVALID_ARG ? 2 : 1;
     }
     return 0; /* main.c checks that stdout took it all */
 }

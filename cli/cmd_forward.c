@@ -25,6 +25,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include "attn/checkpoint.h"
 #include "attn/dropout.h"
 #include "attn/fileio.h"
 #include "attn/module.h"
@@ -302,6 +303,7 @@ typedef struct fwd_run {
     float *y, *dx;
     attn_rng rng;
     char path[4096];
+    int refused; /* an output path was refused: a usage error */
 } fwd_run;
 
 static void run_free(fwd_run *r) {
@@ -399,10 +401,13 @@ static attn_status create_module(fwd_run *r, const attn_module_config *cfg, attn
 
 /* Fail before any work when a destination cannot be written (the target is
  * never touched, a FIFO never opened). */
-/* An output is never one of the inputs (attn_file_check_not_input). */
+/* An output is never an input, another output or in a run folder. */
 static attn_status not_input(const fwd_opts *o, const char *path, attn_error *err) {
     const char *inputs[3] = {o->input, o->weights, o->grad_output};
-    return attn_file_check_not_input(path, inputs, 3, err);
+    const char *outputs[3] = {o->output, o->save_weights, o->grad_dir};
+    for (int i = 0; i < 3; i++)
+        if (outputs[i] == path) outputs[i] = NULL;
+    return attn_output_check(path, inputs, 3, outputs, 3, err);
 }
 
 static attn_status probe_output(const fwd_opts *o, const char *path, attn_error *err) {
@@ -413,6 +418,7 @@ static attn_status probe_output(const fwd_opts *o, const char *path, attn_error 
 static attn_status probe_outputs(const fwd_opts *o, attn_error *err) {
     attn_status s = o->output ? probe_output(o, o->output, err) : ATTN_OK;
     if (!s && o->save_weights) s = probe_output(o, o->save_weights, err);
+    if (!s && o->grad_dir) s = not_input(o, o->grad_dir, err); /* before it is made */
     return s;
 }
 
@@ -426,12 +432,13 @@ static attn_status load_grad(fwd_run *r, attn_error *err) {
                                   r->yrank == 2 ? "(T, d_out)" : "(B, T, out)", err);
     if (!s) s = ensure_dir(o->grad_dir, err);
     if (!s) s = join_path(r->path, sizeof r->path, o->grad_dir, "input.npy", err);
-    if (!s) s = probe_output(o, r->path, err);
+    if (!s) s = r->refused = not_input(o, r->path, err);
+    if (!s) s = attn_file_check_writable(r->path, err);
     for (int i = 0; !s && i < r->params->count; i++) { /* DIR/<param>.npy: no input either */
         char file[ATTN_PARAM_NAME_MAX + 8];
         snprintf(file, sizeof file, "%s.npy", r->params->items[i].name);
         s = join_path(r->path, sizeof r->path, o->grad_dir, file, err);
-        if (!s) s = not_input(o, r->path, err);
+        if (!s) s = r->refused = not_input(o, r->path, err);
     }
     return s;
 }
@@ -513,9 +520,11 @@ static int run_module(const fwd_opts *o, const attn_module_kind_info *kind) {
     if (load_input(&r, &err))
         rc = report(&err);
     else if (!(rc = make_config(&r, &cfg))) {
-        if (probe_outputs(o, &err) || create_module(&r, &cfg, &err) || load_grad(&r, &err) ||
-            compute(&r, &err) || write_outputs(&r, &err))
-            rc = report(&err);
+        if (probe_outputs(o, &err)) /* a refused output path is a usage error */
+            rc = err.code == ATTN_ERR_INVALID_ARG ? (report(&err), 2) : report(&err);
+        else if (create_module(&r, &cfg, &err) || load_grad(&r, &err) || compute(&r, &err) ||
+                 write_outputs(&r, &err))
+            rc = report(&err) + (r.refused == ATTN_ERR_INVALID_ARG);
         else
             print_summary(&r);
     }

@@ -332,15 +332,16 @@ static void warn_big(train_cmd *c) {
 
 /* --dry-run: what claim() refuses, read only (no folder made, no lock). */
 static int check_dir(const train_cmd *c) {
-    int64_t step;
-    if (c->o.resume || c->o.force || !attn_ckpt_exists(c->su.out, &step)) return -1;
-    char at[64] = "";
-    if (step >= 0) snprintf(at, sizeof at, " (step %" PRId64 ")", step);
-    fprintf(stderr,
-            "attn train: %s already holds a checkpoint%s; continue it with --resume or start "
-            "over with --force\n",
-            c->su.out, at);
-    return 2;
+    attn_train_claim cl;
+    attn_error err;
+    if (!attn_train_check_dir(c->su.out, c->o.resume, c->o.force, c->o.init_from, &cl, &err))
+        return -1;
+    if (cl.request_error == 1)
+        fprintf(stderr, "attn train: %s; continue it with --resume or start over with --force\n",
+                err.msg);
+    else
+        fprintf(stderr, "attn train: %s\n", err.msg);
+    return cl.request_error ? 2 : 1; /* as claim() */
 }
 
 /* Rank 0 makes, locks and checks the run folder out: -1 to go on. */

@@ -183,11 +183,11 @@ int cmd_viz(int argc, char **argv) {
     cli_use_threads((int)o.threads, 1); /* one short sequence: tiny products */
     attn_error err;
     attn_error_clear(&err);
-    /* The page must not land on the weights it shows (--out ck/model.safetensors). */
-    if ((html && attn_ckpt_check_output(ckpt, html, &err)) ||
-        (svg && attn_ckpt_check_output(ckpt, svg, &err))) {
+    /* Not on the weights it shows, the run's corpus, or inside a run folder. */
+    if ((html && attn_ckpt_output_check(ckpt, html, NULL, 0, &svg, 1, &err)) ||
+        (svg && attn_ckpt_output_check(ckpt, svg, NULL, 0, &html, 1, &err))) {
         fprintf(stderr, "attn viz: %s\n", err.msg);
-        return 1;
+        return err.code == ATTN_ERR_INVALID_ARG ? 2 : 1;
     }
     attn_gpt model;
     attn_tokenizer tok;

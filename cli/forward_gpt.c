@@ -119,10 +119,9 @@ int cmd_forward_gpt(int argc, char **argv) {
     }
     cli_use_threads((int)o.threads, 1);
     const char *inputs[2] = {o.input, o.targets};
-    if (attn_ckpt_check_output(o.checkpoint, o.output, &err) ||
-        attn_file_check_not_input(o.output, inputs, 2, &err)) {
+    if (attn_ckpt_output_check(o.checkpoint, o.output, inputs, 2, NULL, 0, &err)) {
         fprintf(stderr, "attn forward gpt: %s\n", err.msg);
-        return 1;
+        return err.code == ATTN_ERR_INVALID_ARG ? 2 : 1;
     }
     attn_gpt model;
     attn_tokenizer tok;

@@ -12,7 +12,8 @@
 #     marker) still resumes;
 #  3. an output that is one of the command's inputs (viz --out/--svg onto the
 #     checkpoint through its symlink, forward gpt --output, forward
-#     --output/--save-weights/--grad-dir) is refused and the input kept;
+#     --output/--save-weights/--grad-dir) is refused (exit 2, a usage error)
+#     and the input kept;
 #  14. a failed train removes the folder it made (never one that was there);
 #     --force removes the old run's best/ at once, so a stop before the
 #     first evaluation leaves none; an --out path too long for checkpoint
@@ -146,6 +147,7 @@ echo top > older/notes.txt
 
 # ---- 3. an output that is an input -------------------------------------
 cp -a whole ck
+rm ck/.attn-run # a checkpoint folder, not a run folder: no write may enter one (run_folder_writes.sh)
 cp ck/model.safetensors model.before
 cp ck/train_state.safetensors state.before
 ln -s ck/model.safetensors elsewhere.npy
@@ -159,7 +161,7 @@ refused() { # what, then the command
   shift
   "$@" > /dev/null 2> o.err
   local rc=$?
-  if [ $rc -eq 1 ] && grep -q "which writing would destroy" o.err && cmp -s model.before ck/model.safetensors &&
+  if [ $rc -eq 2 ] && grep -q "which writing would destroy" o.err && cmp -s model.before ck/model.safetensors &&
      cmp -s state.before ck/train_state.safetensors && cmp -s guard.before "$guard" && [ -L ck/model.safetensors ]; then
     ok "$what: refused, the input kept"
   else
@@ -187,12 +189,12 @@ refused "forward --output onto its --input" fwd --output x.npy
 fwd --output y.npy --save-weights w.st > /dev/null 2>&1 || bad "forward with --save-weights failed"
 cp w.st w.before
 "$ATTN" forward mha --d-out 4 --heads 2 --input x.npy --weights w.st --save-weights w.st > /dev/null 2> o.err
-[ $? -eq 1 ] && grep -q "which writing would destroy" o.err && cmp -s w.st w.before &&
+[ $? -eq 2 ] && grep -q "which writing would destroy" o.err && cmp -s w.st w.before &&
   ok "forward --save-weights onto its --weights: refused, kept" || bad "--save-weights onto --weights: $(cat o.err)"
 mkdir g
 cp x.npy g/input.npy
 "$ATTN" forward mha --d-out 4 --heads 2 --input g/input.npy --grad-output y.npy --grad-dir g > /dev/null 2> o.err
-[ $? -eq 1 ] && grep -q "which writing would destroy" o.err && cmp -s g/input.npy x.npy &&
+[ $? -eq 2 ] && grep -q "which writing would destroy" o.err && cmp -s g/input.npy x.npy &&
   ok "forward --grad-dir whose input.npy is the --input: refused, kept" || bad "--grad-dir onto --input: $(cat o.err)"
 
 # ---- 14. a failed run, --force and Ctrl-C, a long --out ----------------

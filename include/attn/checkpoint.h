@@ -111,9 +111,36 @@ int attn_ckpt_is_ours(const char *dir, const char *name);
  * name goes to name (cap bytes). Else 0. */
 int attn_ckpt_find_foreign(const char *dir, char *name, size_t cap);
 
-/* Refuse an output that is one of the files of the checkpoint ckpt reads
- * from (attn_file_check_not_input): ckpt itself when it is a file, else its
- * model and training state, as the folder and its live checkpoint name them. */
+/* The one check of every output path of attn's commands and of the Python
+ * package, before anything is written (NULL and "-" pass). A run folder (one
+ * holding .attn-run) is attn train's alone: out is refused when it, once
+ * every link is followed, is a run folder or lies anywhere below one (best/,
+ * ckpt-*, a folder of the user's), or is named .attn-run. It is refused when
+ * it is an existing file that is one of the n_inputs inputs (same device
+ * and inode: a link or hard link too), or one file with one of the
+ * n_outputs other outputs of the command (NULL entries skipped).
+ * ATTN_ERR_INVALID_ARG says why; ATTN_ERR_IO when out cannot be resolved. */
+attn_status attn_output_check(const char *out, const char *const *inputs, int n_inputs,
+                              const char *const *outputs, int n_outputs, attn_error *err);
+
+/* 1 when path (links followed; it need not exist) lies below a run folder,
+ * or is one when self; the run folder goes to run (cap bytes, may be NULL). */
+int attn_path_in_run(const char *path, int self, char *run, size_t cap);
+
+/* The corpus path the run in the checkpoint folder ckpt recorded (the live
+ * training state's "corpus_path", read from its header), malloc'd; NULL when
+ * ckpt is a model file, records none or cannot be read. */
+char *attn_ckpt_corpus_path(const char *ckpt);
+
+/* attn_output_check for a command that reads the checkpoint ckpt: its files
+ * (ckpt itself when a file, else its model and training state as the folder
+ * and its live checkpoint name them) and the corpus its run was trained on
+ * are inputs too. */
+attn_status attn_ckpt_output_check(const char *ckpt, const char *out, const char *const *inputs,
+                                   int n_inputs, const char *const *outputs, int n_outputs,
+                                   attn_error *err);
+
+/* attn_ckpt_output_check with no other inputs or outputs. */
 attn_status attn_ckpt_check_output(const char *ckpt, const char *path, attn_error *err);
 
 /* Remove what a killed writer left in dir: attn's temp files and folders,

@@ -84,8 +84,9 @@ attn_status attn_file_check_writable(const char *path, attn_error *err);
  * followed, is the same file (device and inode) as one of the n inputs
  * (NULL entries are skipped), be it through a link, a hard link or another
  * name. An output that does not exist yet, or that is not a regular file
- * (written in place), is no input. ATTN_ERR_INVALID_ARG naming both; every
- * command checks its outputs so before it writes. */
+ * (written in place), is no input. ATTN_ERR_INVALID_ARG naming both. The
+ * commands use attn_output_check (attn/checkpoint.h), which checks this and
+ * more (run folders, two outputs on one file). */
 attn_status attn_file_check_not_input(const char *path, const char *const *inputs, int n,
                                       attn_error *err);
 

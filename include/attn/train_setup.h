@@ -133,9 +133,16 @@ typedef struct attn_train_claim {
  * (missing, dangling, or made a file or folder by a copy) is pointed at the
  * newest complete checkpoint (attn_ckpt_repair; claim->repaired says so;
  * nothing is deleted for it). On failure everything the claim made is
- * undone. Under attn_dist only rank 0 calls this. */
+ * undone. Under attn_dist only rank 0 calls this. out inside another run's
+ * folder (a parent holds .attn-run: best/, ckpt-*, a folder of the user's)
+ * is refused first, with force or resume too (request_error 2). */
 attn_status attn_train_claim_dir(const char *out, const char *who, int resume, int force,
                                  const char *init_from, attn_run_lock *lock,
+                                 attn_train_claim *claim, attn_error *err);
+
+/* What attn_train_claim_dir would refuse, read only (nothing is made, no
+ * lock is taken; a missing out is a new run): attn train --dry-run. */
+attn_status attn_train_check_dir(const char *out, int resume, int force, const char *init_from,
                                  attn_train_claim *claim, attn_error *err);
 
 /* Let go of the folder (attn_run_lock_release). With failed set, what the

@@ -13,13 +13,28 @@ from .gpt import GPT
 from .modules import _index
 
 
+_CHECK = lib.attn_ckpt_output_check
+_CHECK.restype = ctypes.c_int
+_CHECK.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int,
+                   ctypes.c_void_p, ctypes.c_int, _lib.Err]
+
+
+def _check_output(path, source):
+    """attn's one output check (attn/checkpoint.h): never inside a run
+    folder, never on the checkpoint shown or the corpus it was trained on."""
+    err = _lib.error()
+    status = _CHECK(_lib.path(source), _lib.path(path), None, 0, None, 0, ctypes.byref(err))
+    _lib.check(status, err)
+
+
 class View:
     """One attention page: html (the whole page, as `attn viz --out` writes
     it), shown inline by Jupyter (_repr_html_), written by save()."""
 
-    def __init__(self, page, height=720):
+    def __init__(self, page, height=720, source=None):
         self.html = page
         self.height = height
+        self.source = source  # the checkpoint shown: its files are never written
 
     def _repr_html_(self):
         # srcdoc: the page travels inside the notebook (no file, no server, no
@@ -32,6 +47,7 @@ class View:
         """Write the page to path (through a temporary file and a rename, as
         attn writes its outputs)."""
         path = os.fspath(path)
+        _check_output(path, self.source)
         folder = os.path.dirname(os.path.abspath(path))
         fd, tmp = tempfile.mkstemp(prefix=".attn-viz-", suffix=".tmp", dir=folder)
         try:
@@ -64,7 +80,9 @@ def viz(model_or_dir, prompt, generate=0, *, seed=1337, temperature=0.8, top_k=2
             _lib.call(lib.attn_h_viz_html, h, p, len(p), generate, temperature, top_k, seed,
                       _lib.text(gpt.source, "viz: source"), ctypes.byref(out),
                       ctypes.byref(n))
-        return View(_lib.take_string(out.value), height)
+        src = gpt.source
+        source = os.fspath(src) if isinstance(src, (str, bytes, os.PathLike)) else None
+        return View(_lib.take_string(out.value), height, source)
     finally:
         if own:
             gpt.close()

@@ -589,23 +589,6 @@ int attn_ckpt_exists(const char *dir, int64_t *step) {
     return found;
 }
 
-attn_status attn_ckpt_check_output(const char *ckpt, const char *path, attn_error *err) {
-    char files[5][ATTN_CKPT_PATH_MAX], live[ATTN_CKPT_PATH_MAX];
-    const char *inputs[5] = {ckpt, NULL, NULL, NULL, NULL};
-    struct stat sb;
-    if (stat(ckpt, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-        const int has_live = attn_ckpt_resolve(ckpt, live, NULL) == ATTN_OK;
-        for (int i = 0; i < 2; i++) {
-            if (!attn_path_join(files[2 * i], ATTN_CKPT_PATH_MAX, ckpt, ckpt_files[i].name))
-                inputs[1 + 2 * i] = files[2 * i];
-            if (has_live &&
-                !attn_path_join(files[2 * i + 1], ATTN_CKPT_PATH_MAX, live, ckpt_files[i].name))
-                inputs[2 + 2 * i] = files[2 * i + 1];
-        }
-    }
-    return attn_file_check_not_input(path, inputs, 5, err);
-}
-
 /* ----------------------------------------------------------- cleaning */
 
 /* Remove dir/nm (a file, link or folder of files, checked to be attn's). */

@@ -360,28 +360,40 @@ static int lies_inside(const char *path, const char *dir) {
     return in;
 }
 
-/* The folder is attn's to write in (see attn_train_claim_dir); makes it so. */
-static attn_status claim_checked(const char *out, int resume, int force, const char *init_from,
-                                 attn_train_claim *c, attn_error *err) {
-    run_dir_info info;
-    attn_status st = run_dir_inspect(out, &info, err);
+/* Refuse out when it lies inside another run's folder (best/, ckpt-*, a
+ * folder of the user's): that run's files are its trainer's alone. */
+static attn_status check_not_in_run(const char *out, attn_train_claim *c, attn_error *err) {
+    char run[ATTN_CKPT_PATH_MAX];
+    if (!attn_path_in_run(out, 0, run, sizeof run)) return ATTN_OK;
+    c->request_error = 2;
+    return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                     "%s lies inside the run folder %s, whose files only its own run writes: "
+                     "choose an output directory outside it",
+                     out, run);
+}
+
+/* What claim_checked refuses, read only: the folder may be used. */
+static attn_status check_claim(const char *out, int resume, int force, const char *init_from,
+                               run_dir_info *info, attn_train_claim *c, attn_error *err) {
+    attn_status st = run_dir_inspect(out, info, err);
     if (st) return st;
-    c->kept = info.user_entries;
-    if (info.foreign[0])
+    run_dir_info i = *info;
+    c->kept = i.user_entries;
+    if (i.foreign[0])
         return attn_fail(err, ATTN_ERR_INVALID_ARG,
                          "%s/%s was not written by attn and a run would replace it: move it out "
                          "of the folder or choose another output directory",
-                         out, info.foreign);
-    if (!info.marked && info.user_entries > 0 && !info.has_checkpoint)
+                         out, i.foreign);
+    if (!i.marked && i.user_entries > 0 && !i.has_checkpoint)
         return attn_fail(err, ATTN_ERR_INVALID_ARG,
                          "%s is not empty and was not made by attn train (no %s marker, no "
                          "checkpoint of attn's): attn trains only in a new or empty folder or "
                          "one it made, and deletes nothing it did not make; choose another "
                          "output directory",
                          out, RUN_DIR_MARKER);
-    if (!resume && info.has_checkpoint) {
+    if (!resume && i.has_checkpoint) {
         char at[64] = "";
-        if (info.step >= 0) snprintf(at, sizeof at, " (step %" PRId64 ")", info.step);
+        if (i.step >= 0) snprintf(at, sizeof at, " (step %" PRId64 ")", i.step);
         if (!force) {
             c->request_error = 1;
             return attn_fail(err, ATTN_ERR_INVALID_ARG, "%s already holds a checkpoint%s", out, at);
@@ -393,8 +405,28 @@ static attn_status claim_checked(const char *out, int resume, int force, const c
                              "copy it elsewhere, or choose another output directory",
                              init_from, out);
         }
-        c->replaced_step = info.step >= 0 ? info.step : 0;
+        c->replaced_step = i.step >= 0 ? i.step : 0;
     }
+    return ATTN_OK;
+}
+
+attn_status attn_train_check_dir(const char *out, int resume, int force, const char *init_from,
+                                 attn_train_claim *c, attn_error *err) {
+    memset(c, 0, sizeof *c);
+    c->replaced_step = -1;
+    run_dir_info info;
+    attn_status st = check_not_in_run(out, c, err);
+    struct stat sb;
+    if (!st && stat(out, &sb) == 0) st = check_claim(out, resume, force, init_from, &info, c, err);
+    return st;
+}
+
+/* The folder is attn's to write in (see attn_train_claim_dir); makes it so. */
+static attn_status claim_checked(const char *out, int resume, int force, const char *init_from,
+                                 attn_train_claim *c, attn_error *err) {
+    run_dir_info info;
+    attn_status st = check_claim(out, resume, force, init_from, &info, c, err);
+    if (st) return st;
     if (!info.marked) {
         c->marked = 1;
         if ((st = run_dir_mark(out, err))) return st;
@@ -423,6 +455,8 @@ attn_status attn_train_claim_dir(const char *out, const char *who, int resume, i
                          "a checkpoint's files leave room for: choose a shorter one",
                          len, room);
     }
+    attn_status in_run = check_not_in_run(out, c, err);
+    if (in_run) return in_run;
     snprintf(c->dir, sizeof c->dir, "%s", out);
     if (make_dirs(out, c->made, sizeof c->made) != 0 || access(out, W_OK | X_OK) != 0) {
         int e = errno;
