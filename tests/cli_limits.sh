@@ -66,6 +66,12 @@ expect "forward mha --d-out 134217727: refused, naming the size" 1 "needs about"
 expect "forward mha --d-out 4 fits --max-memory 64M" 0 "" "$ATTN" forward mha --d-out 4 \
   --heads 2 --input "$tmp/x.npy" --output "$tmp/y.npy" --max-memory 64M
 
+# A checkpoint's model and KV cache against --max-memory (generate).
+expect "generate --max-memory 1K: refused, naming the size" 1 "the model with its KV cache needs about" \
+  "$ATTN" generate "$tmp/small" --max-memory 1K
+expect "generate --max-memory 64M fits" 0 "" "$ATTN" generate "$tmp/small" --max-memory 64M \
+  --max-new-tokens 4
+
 # 12. One number parser: exact integers, decimal floats, strict JSON.
 expect "--seed over 2^53 is refused, not rounded" 2 "--seed must be" \
   train --config "$tmp/small.json" --out "$tmp/x" --dry-run --seed 9007199254740993
