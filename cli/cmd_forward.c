@@ -28,6 +28,7 @@
 #include "attn/checkpoint.h"
 #include "attn/dropout.h"
 #include "attn/fileio.h"
+#include "attn/membudget.h"
 #include "attn/module.h"
 #include "attn/npy.h"
 #include "attn/param.h"
@@ -45,6 +46,7 @@ typedef struct fwd_opts {
     const char *positions;
     long long d_in, d_out, heads, context_length, threads, kv_heads, window;
     double dropout, rope_theta, rope_fraction, softcap;
+    double max_memory; /* bytes; 0: the memory available now */
     int qkv_bias, train, qk_norm;
     unsigned long long seed;
 } fwd_opts;
@@ -66,6 +68,7 @@ enum {
     FWD_GRAD_OUTPUT,
     FWD_GRAD_DIR,
     FWD_THREADS,
+    FWD_MAX_MEMORY,
     FWD_KV_HEADS,
     FWD_WINDOW,
     FWD_POSITIONS,
@@ -115,6 +118,7 @@ static const cli_option fwd_opts_table[] = {
                       .help = "with --grad-output: writes DIR/input.npy (dX) and\n"
                               "DIR/<state_dict name>.npy per parameter gradient"},
     [FWD_THREADS] = CLI_THREADS_OPTION(OFF(threads)),
+    [FWD_MAX_MEMORY] = CLI_MAX_MEMORY_OPTION(OFF(max_memory)),
     /* mha's attention variants (docs/model-variants.md) */
     [FWD_KV_HEADS] = {"kv-heads", CLI_INT, "K", OFF(kv_heads), 1, DIM_MAX,
                       .help = "mha: key/value heads, dividing --heads (grouped-query)"},
@@ -517,12 +521,17 @@ static int run_module(const fwd_opts *o, const attn_module_kind_info *kind) {
     attn_error_clear(&err);
     attn_module_config cfg;
     int rc = 0;
-    if (load_input(&r, &err))
-        rc = report(&err);
-    else if (!(rc = make_config(&r, &cfg))) {
+    const attn_status ls = load_input(&r, &err);
+    if (ls) {
+        report(&err);
+        rc = ls == ATTN_ERR_SHAPE ? 2 : 1; /* X against the options (--d-in): usage */
+    } else if (!(rc = make_config(&r, &cfg))) {
         if (probe_outputs(o, &err)) /* a refused output path is a usage error */
             rc = err.code == ATTN_ERR_INVALID_ARG ? (report(&err), 2) : report(&err);
-        else if (create_module(&r, &cfg, &err) || load_grad(&r, &err) || compute(&r, &err) ||
+        /* The sizes against the budget before a byte of the module exists. */
+        else if (attn_mem_check(attn_module_memory(&cfg, r.B, r.T), o->max_memory,
+                                "the module (weights, gradients, masks and buffers)", &err) ||
+                 create_module(&r, &cfg, &err) || load_grad(&r, &err) || compute(&r, &err) ||
                  write_outputs(&r, &err))
             rc = report(&err) + (r.refused == ATTN_ERR_INVALID_ARG);
         else

@@ -10,6 +10,7 @@
 
 #include "attn/cuda.h"
 #include "attn/generate.h"
+#include "attn/membudget.h"
 #include "attn/train.h"
 #include "clock.h"
 #include "commands.h"
@@ -20,6 +21,7 @@ typedef struct gen_opts {
     const char *checkpoint, *prompt, *stop, *device, *precision;
     long long max_new, top_k, window, threads;
     double temperature, top_p;
+    double max_memory; /* bytes; 0: the memory available now */
     unsigned long long seed;
 } gen_opts;
 
@@ -34,6 +36,7 @@ enum {
     GEN_STOP,
     GEN_WINDOW,
     GEN_THREADS,
+    GEN_MAX_MEMORY,
     GEN_DEVICE,
     GEN_PRECISION,
     GEN_OPT_COUNT
@@ -69,6 +72,7 @@ static const cli_option gen_opts_table[] = {
                             "N characters (below context_length; default\n"
                             "context_length/2) and continues: O(T) per token"},
     [GEN_THREADS] = CLI_THREADS_OPTION(OFF(threads)),
+    [GEN_MAX_MEMORY] = CLI_MAX_MEMORY_OPTION(OFF(max_memory)),
     [GEN_DEVICE] = {"device", CLI_CHOICE, NULL, OFF(device), .choices = cli_device_choices,
                     .def = "cpu",
                     .help = "cuda: the GPU engine, which has no KV cache and\n"
@@ -153,6 +157,13 @@ static int generate_from(const gen_opts *o, const attn_generate_options *go, con
     if (o->window >= ctx) { /* the range depends on the model */
         return cli_bad_range(&generate_cli, &gen_opts_table[GEN_WINDOW], 1, ctx - 1,
                              "below the model's context_length", o->window);
+    }
+    /* The weights fit the checkpoint's file (the loader checks); the KV
+     * cache of a full context comes on top, checked before it exists. */
+    if (attn_mem_check(attn_gpt_config_memory(&model->cfg, ctx, 0), o->max_memory,
+                       "the model with its KV cache", &err)) {
+        fprintf(stderr, "attn generate: %s\n", err.msg);
+        return 1;
     }
     attn_generator g;
     if (attn_generator_init(&g, model, tok, go, &err)) {

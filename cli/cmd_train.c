@@ -8,6 +8,7 @@
 #define _DEFAULT_SOURCE /* isatty, access */
 
 #include <inttypes.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@
 #include "attn/cuda.h"
 #include "attn/dist.h"
 #include "attn/fileio.h"
+#include "attn/membudget.h"
 #include "attn/runlock.h"
 #include "attn/thread_tuner.h"
 #include "attn/train.h"
@@ -41,6 +43,7 @@ typedef union key_slot {
 typedef struct train_opts {
     const char *data, *preset, *config, *out, *init_from, *device, *precision;
     long long threads, interrupt_after, kill_rank, kill_after;
+    double max_memory; /* bytes; 0: the memory available now */
     int resume, force, dry_run;
     key_slot keys[ATTN_TRAIN_KEY_COUNT]; /* the training keys (attn_train_key_at) */
 } train_opts;
@@ -60,6 +63,7 @@ enum {
     T_THREADS,
     T_DEVICE,
     T_PRECISION,
+    T_MAX_MEMORY,
     T_KEY0,
     T_INTERRUPT_AFTER = T_KEY0 + ATTN_TRAIN_KEY_COUNT,
     T_KILL_RANK,
@@ -97,6 +101,7 @@ static cli_option train_rows[TRAIN_OPT_COUNT] = {
     [T_PRECISION] = {"precision", CLI_CHOICE, NULL, OFF(precision),
                      .choices = cli_precision_choices, .def = "fp32",
                      .help = "of the matrix products (see above)"},
+    [T_MAX_MEMORY] = CLI_MAX_MEMORY_OPTION(OFF(max_memory)),
     /* Testing hooks (tests/train_*.sh, mpi_train.sh): accepted, not in --help. */
     [T_INTERRUPT_AFTER] = {"interrupt-after", CLI_INT, "N", OFF(interrupt_after), 1, 1e19,
                            .hidden = 1, .help = "behave as if Ctrl-C came after step N"},
@@ -317,6 +322,27 @@ static int resolve(train_cmd *c) {
     return -1;
 }
 
+/* The run's model, optimizer and activations against the memory budget,
+ * from the configs alone: nothing of the model is allocated before this. */
+static int check_memory(train_cmd *c) {
+    attn_gpt_config pm = c->su.model;
+    attn_tokenizer tok;
+    attn_error err;
+    if (!c->su.vocab_given && attn_tokenizer_train(&tok, c->text, c->n, &err) == ATTN_OK) {
+        pm.vocab_size = tok.vocab_size;
+        attn_tokenizer_free(&tok);
+    }
+    attn_train_plan p;
+    attn_train_plan_of(&pm, &c->su.train, &p);
+    if (attn_mem_check(p.state_bytes + p.act_bytes, c->o.max_memory,
+                       "the run (weights, gradients, AdamW moments and activations)", &err)) {
+        c->collective = c->o.max_memory > 0; /* every rank has the same limit */
+        if (c->lead || !c->collective) fprintf(stderr, "attn train: %s\n", err.msg);
+        return 1;
+    }
+    return -1;
+}
+
 /* The cost warning of a large run (rank 0, before the folder is claimed). */
 static void warn_big(train_cmd *c) {
     attn_gpt_config pm = c->su.model;
@@ -471,7 +497,7 @@ static int train_loop(train_cmd *c, attn_trainer *tr) {
                 "attn train: adaptive threads: %" PRId64 " steps on 1 thread, the rest on %d\n",
                 tuner.steps_one, tuner.max);
     if (c->lead) train_report_end(tr, &res, c->out_abs);
-    return res.stopped ? 130 : 0;
+    return res.stopped ? train_view_stop_code() : 0;
 }
 
 static int train_run(train_cmd *c, int argc, char **argv) {
@@ -482,6 +508,7 @@ static int train_run(train_cmd *c, int argc, char **argv) {
     if (rc < 0 && c->lead && c->o.resume && !dry && c->o.out && access(c->o.out, F_OK) == 0)
         rc = claim(c, c->o.out);
     if (rc < 0) rc = resolve(c);
+    if (rc < 0) rc = check_memory(c);
     if (rc < 0 && c->lead && !dry) warn_big(c);
     /* --dry-run makes every check of the real set-up but writes nothing:
      * no folder, no lock, no loss files; then reports instead of training. */
@@ -508,6 +535,11 @@ static int train_run(train_cmd *c, int argc, char **argv) {
     return rc;
 }
 
+/* A run stopped by a signal after its save (train_view_stop_code). */
+static int stopped(int rc) {
+    return rc == 128 + SIGINT || rc == 128 + SIGTERM || rc == 128 + SIGHUP;
+}
+
 int cmd_train(int argc, char **argv) {
     attn_dist dist;
     attn_error err;
@@ -526,10 +558,10 @@ int cmd_train(int argc, char **argv) {
         rc = train_run(c, argc, argv);
         free(c->text);
         /* A run that failed before saving takes back the folder it made. */
-        attn_train_claim_release(&c->cl, &lock, rc != 0 && rc != 130);
+        attn_train_claim_release(&c->cl, &lock, rc != 0 && !stopped(rc));
     }
     attn_run_lock_release(&lock);
-    if (rc != 0 && rc != 130 && dist.size > 1 && !(c && c->collective)) {
+    if (rc != 0 && !stopped(rc) && dist.size > 1 && !(c && c->collective)) {
         /* The other ranks would wait for this one forever: end the job. */
         fprintf(stderr, "attn train: rank %d of %d failed (exit code %d); ending the job\n",
                 dist.rank, dist.size, rc);

@@ -141,6 +141,25 @@ static int check_against_model(const viz_opts *o, long layer, long head, const a
     if (o->generate >= c->context_length)
         return cli_bad_range(&viz_cli, &viz_opts_table[VIZ_GENERATE], 0, c->context_length - 1,
                              "below the model's context_length", o->generate);
+    /* As --help promises: prompt + N fit, or nothing is drawn (a prompt
+     * alone may be longer: it keeps its last characters). */
+    long long chars = 0;
+    for (const char *p = o->prompt; *p; p++)
+        chars += ((unsigned char)*p & 0xC0) != 0x80; /* UTF-8 lead bytes */
+    if (o->generate > 0 && chars + o->generate > c->context_length) {
+        char fix[96];
+        if (chars < c->context_length)
+            snprintf(fix, sizeof fix, "give at most --generate %lld or a shorter prompt",
+                     c->context_length - chars);
+        else
+            snprintf(fix, sizeof fix, "give a prompt of at most %lld characters",
+                     c->context_length - o->generate);
+        fprintf(stderr,
+                "attn viz: the prompt (%lld characters) + --generate %lld must fit in the "
+                "model's context_length %d: %s\n",
+                chars, o->generate, c->context_length, fix);
+        return CLI_USAGE;
+    }
     return 0;
 }
 

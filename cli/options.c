@@ -2,10 +2,12 @@
 #include "options.h"
 
 #include <ctype.h>
-#include <errno.h>
-#include <math.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "attn/membudget.h"
+#include "attn/parse.h"
 
 const char *const cli_device_choices[] = {"cpu", "cuda", NULL};
 const char *const cli_precision_choices[] = {"fp32", "bf16", NULL};
@@ -140,6 +142,9 @@ void cli_describe(const cli_option *o, char *buf, size_t cap) {
     case CLI_FLAG: snprintf(buf, cap, "a flag without a value"); return;
     case CLI_U64: snprintf(buf, cap, "an integer in [0, 18446744073709551615]"); return;
     case CLI_STRING: snprintf(buf, cap, "%s", o->metavar ? o->metavar : "a value"); return;
+    case CLI_SIZE:
+        snprintf(buf, cap, "a size > 0 in bytes, with K, M, G or T (1024-based)");
+        return;
     case CLI_CHOICE: {
         const char *const *c = choices(o);
         size_t used = (size_t)snprintf(buf, cap, "one of ");
@@ -165,14 +170,23 @@ void cli_describe(const cli_option *o, char *buf, size_t cap) {
     snprintf(buf, cap, "?");
 }
 
-/* Store text as o's value; 0 on success, -1 when it is not a valid value. */
+/* A CLI_INT row's bound as an integer: hi of CLI_NO_MAX (or any huge bound)
+ * is LLONG_MAX; the bounds are whole numbers, so the conversion is exact. */
+static long long int_bound(double b) {
+    return b >= 9223372036854775808.0    ? LLONG_MAX
+           : b <= -9223372036854775808.0 ? LLONG_MIN
+                                         : (long long)b;
+}
+
+/* Store text as o's value; 0 on success, -1 when it is not a valid value.
+ * Numbers go through attn/parse.h: exact integers, decimal floats. */
 static int set_value(const cli_option *o, const char *v, void *opts) {
-    char *end = NULL;
-    errno = 0;
     switch (o->type) {
     case CLI_FLAG: return -1;
     case CLI_STRING:
         if (!v[0]) return -1;
+        if (o->metavar && strcmp(o->metavar, "TEXT") == 0 && !attn_utf8_valid(v, strlen(v)))
+            return -1;
         *FIELD(opts, o, const char *) = v;
         return 0;
     case CLI_CHOICE: {
@@ -185,22 +199,27 @@ static int set_value(const cli_option *o, const char *v, void *opts) {
         return -1;
     }
     case CLI_U64: {
-        if (v[0] < '0' || v[0] > '9') return -1; /* strtoull would wrap "-1" */
-        unsigned long long x = strtoull(v, &end, 10);
-        if (errno || *end) return -1;
+        unsigned long long x;
+        if (attn_parse_uint(v, ULLONG_MAX, &x)) return -1;
         *FIELD(opts, o, unsigned long long) = x;
         return 0;
     }
     case CLI_INT: {
-        long long x = strtoll(v, &end, 10);
-        if (errno || end == v || *end || (double)x < o->lo || (double)x > o->hi) return -1;
+        long long x;
+        if (attn_parse_int(v, int_bound(o->lo), int_bound(o->hi), &x)) return -1;
         *FIELD(opts, o, long long) = x;
         return 0;
     }
+    case CLI_SIZE: {
+        double x;
+        if (attn_parse_size(v, &x)) return -1;
+        *FIELD(opts, o, double) = x;
+        return 0;
+    }
     case CLI_FLOAT: {
-        double x = strtod(v, &end);
-        if (errno || end == v || *end || isnan(x) || x < o->lo || x > o->hi ||
-            (o->hi_open && x >= o->hi) || (o->lo_open && x <= o->lo))
+        double x;
+        if (attn_parse_float(v, &x) || x < o->lo || x > o->hi || (o->hi_open && x >= o->hi) ||
+            (o->lo_open && x <= o->lo))
             return -1;
         *FIELD(opts, o, double) = x;
         return 0;
@@ -212,6 +231,10 @@ static int set_value(const cli_option *o, const char *v, void *opts) {
 int cli_bad_value(const cli_command *cmd, const cli_option *o, const char *value) {
     char what[256], hint[128] = "";
     cli_describe(o, what, sizeof what);
+    if (o->type == CLI_STRING && value[0] && !attn_utf8_valid(value, strlen(value))) {
+        fprintf(stderr, "attn %s: --%s must be valid UTF-8 text\n", cmd->name, o->name);
+        return CLI_USAGE;
+    }
     if (o->type == CLI_STRING && !value[0]) {
         fprintf(stderr, "attn %s: --%s %s must not be an empty string\n", cmd->name, o->name, what);
         return CLI_USAGE;
@@ -264,7 +287,8 @@ int cli_parse(const cli_command *cmd, int argc, char **argv, void *opts, cli_par
         case CLI_FLAG: *FIELD(opts, o, int) = 0; break;
         case CLI_INT: *FIELD(opts, o, long long) = 0; break;
         case CLI_U64: *FIELD(opts, o, unsigned long long) = 0; break;
-        case CLI_FLOAT: *FIELD(opts, o, double) = 0.0; break;
+        case CLI_FLOAT:
+        case CLI_SIZE: *FIELD(opts, o, double) = 0.0; break;
         case CLI_STRING:
         case CLI_CHOICE: *FIELD(opts, o, const char *) = NULL; break;
         }
@@ -451,7 +475,7 @@ int cli_check_table(const cli_command *cmd) {
                 bad = 1;
             }
         if ((o->type == CLI_INT || o->type == CLI_FLOAT || o->type == CLI_U64 ||
-             o->type == CLI_STRING) &&
+             o->type == CLI_STRING || o->type == CLI_SIZE) &&
             !o->metavar) {
             fprintf(stderr, "attn %s: --%s has no metavar\n", cmd->name, o->name);
             bad = 1;

@@ -11,7 +11,7 @@
  *     CLI_TABLE_CHECK(rng_opts, RNG_OPT_COUNT);
  *
  * Field types: CLI_FLAG int, CLI_INT long long, CLI_U64 unsigned long long,
- * CLI_FLOAT double, CLI_STRING / CLI_CHOICE const char *. Every field is
+ * CLI_FLOAT double, CLI_STRING / CLI_CHOICE const char *, CLI_SIZE double. Every field is
  * zeroed (NULL) and then set from .def before parsing, so the help text and
  * the behaviour cannot disagree; cli_parsed.given says what the user set. Exit codes: 2 for any
  * usage error, 0 for --help. A misspelt option or choice is answered with the
@@ -31,7 +31,8 @@ typedef enum cli_type {
     CLI_U64,    /* unsigned long long (a seed): any 64-bit value, no sign */
     CLI_FLOAT,  /* double in [lo, hi], (lo with lo_open, hi) with hi_open; never NaN */
     CLI_STRING, /* const char * (borrowed from argv); not the empty string */
-    CLI_CHOICE  /* const char *, one of .choices (or .choices_of()) */
+    CLI_CHOICE, /* const char *, one of .choices (or .choices_of()) */
+    CLI_SIZE    /* double: bytes, as "2G", "512M" (attn_parse_size); 0 when not given */
 } cli_type;
 
 #define CLI_MAX_CHOICES 8
@@ -148,5 +149,13 @@ extern const char *const cli_stream_choices[];
  * [lo, hi] (why), not 'value'"; returns CLI_USAGE. */
 int cli_bad_range(const cli_command *cmd, const cli_option *o, long long lo, long long hi,
                   const char *why, long long value);
+
+/* The `--max-memory SIZE` row of every command that builds a model or a
+ * module: a double field at offset (bytes; 0 when not given: the memory
+ * available now is the budget, attn/membudget.h). */
+#define CLI_MAX_MEMORY_HELP                                                                        \
+    "refuse sizes needing more memory (e.g. 2G;\ndefault: what is available now)"
+#define CLI_MAX_MEMORY_OPTION(offset)                                                              \
+    { "max-memory", CLI_SIZE, "SIZE", (offset), .help = CLI_MAX_MEMORY_HELP }
 
 #endif

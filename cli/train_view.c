@@ -26,9 +26,9 @@
 
 static volatile sig_atomic_t g_interrupted = 0;
 
+/* The signal that asked the run to stop (its number), 0 while none did. */
 static void on_sigint(int sig) {
-    (void)sig;
-    g_interrupted = 1;
+    g_interrupted = sig;
 }
 
 void train_view_catch_signals(void) {
@@ -254,7 +254,11 @@ void train_warn_cost(const train_run_info *r, const attn_gpt_config *m,
 static int should_stop(void *user, const attn_trainer *tr) {
     (void)user;
     (void)tr;
-    return g_interrupted;
+    return g_interrupted != 0;
+}
+
+int train_view_stop_code(void) {
+    return 128 + (g_interrupted ? (int)g_interrupted : SIGINT);
 }
 
 static void on_step(void *user, const attn_trainer *tr, const attn_train_progress *p) {
@@ -264,7 +268,8 @@ static void on_step(void *user, const attn_trainer *tr, const attn_train_progres
     if (v->kill_after > 0 && attn_trainer_steps(tr) == v->kill_after && dist &&
         dist->rank == v->kill_rank)
         raise(SIGKILL);
-    if (v->interrupt_after > 0 && attn_trainer_steps(tr) == v->interrupt_after) g_interrupted = 1;
+    if (v->interrupt_after > 0 && attn_trainer_steps(tr) == v->interrupt_after)
+        g_interrupted = SIGINT;
     if (v->tuner) {
         const int n = attn_thread_tuner_step(v->tuner, attn_trainer_steps(tr), p->step_s);
         if (n != v->threads_now) cli_use_threads(n, 1);

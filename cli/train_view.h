@@ -39,6 +39,11 @@ int train_view_columns(void);
  * stops at once). */
 void train_view_catch_signals(void);
 
+/* The exit code of a run stopped that way, after its save: 128 + the signal
+ * (130 SIGINT, 143 SIGTERM, 129 SIGHUP); 130 when another rank was the one
+ * signalled. */
+int train_view_stop_code(void);
+
 /* The trainer's events, drawing into v. */
 attn_trainer_events train_view_events(train_view *v);
 

@@ -103,12 +103,15 @@ Test(train_json, good_configs_still_apply) {
     attn_error err;
     cr_assert_eq(attn_train_preset("tiny", &m, &t, NULL), ATTN_OK);
     const char *js = "{\"emb_dim\": 64, \"embedding_dim\": 64, \"n_heads\": 4, \"head_size\": 16,\n"
-                     " \"max_iters\": 9, \"learning_rate\": 1e300, \"qkv_bias\": 1,\n"
+                     " \"max_iters\": 9, \"learning_rate\": 1e300, \"qkv_bias\": true,\n"
                      " \"dropout_stream\": \"torch-mkl\"}\n\t \r\n";
     cr_assert_eq(attn_train_config_apply_json(&m, &t, js, "c.json", NULL, &err), ATTN_OK, "%s",
                  err.msg);
     cr_expect(m.emb_dim == 64 && m.qkv_bias == 1 && t.max_steps == 9 && t.learning_rate == 1e300 &&
               t.dropout_stream == ATTN_STREAM_TORCH_MKL);
+    /* Booleans are true/false (issue 31 item 12): 1 is refused. */
+    cr_expect_neq(attn_train_config_apply_json(&m, &t, "{\"qkv_bias\": 1}", "c.json", NULL, &err),
+                  ATTN_OK);
 }
 
 /* Every key, straight through the key readers, with values outside any

@@ -60,8 +60,8 @@ kill -TERM "$first"
 wait "$first"
 rc=$?
 step=$(sed -n 's/.*interrupted after step \([0-9]*\);.*/\1/p' "$tmp/busy.err")
-if [ $rc -eq 130 ] && [ -n "$step" ] && [ "$(readlink "$tmp/busy/latest")" = "ckpt-$step" ]; then
-  ok "SIGTERM saved a checkpoint at step $step and exited 130"
+if [ $rc -eq 143 ] && [ -n "$step" ] && [ "$(readlink "$tmp/busy/latest")" = "ckpt-$step" ]; then
+  ok "SIGTERM saved a checkpoint at step $step and exited 143 (128 + SIGTERM)"
 else
   bad "SIGTERM: rc=$rc, $(tail -1 "$tmp/busy.err"), latest=$(readlink "$tmp/busy/latest")"
 fi
@@ -81,10 +81,10 @@ if start_long "$tmp/hup"; then
   wait "$pid"
   rc=$?
   step=$(sed -n 's/.*interrupted after step \([0-9]*\);.*/\1/p' "$tmp/hup.err")
-  if [ $rc -eq 130 ] && [ -n "$step" ] && [ "$(readlink "$tmp/hup/latest")" = "ckpt-$step" ] &&
+  if [ $rc -eq 129 ] && [ -n "$step" ] && [ "$(readlink "$tmp/hup/latest")" = "ckpt-$step" ] &&
      "$ATTN" train --out "$tmp/hup" --resume --threads 1 --interrupt-after $((step + 2)) > /dev/null 2> "$tmp/hup2.err";
      [ $? -eq 130 ] && grep -q "resuming $tmp/hup at step $step" "$tmp/hup2.err"; then
-    ok "SIGHUP saved a checkpoint at step $step; resume continues from it"
+    ok "SIGHUP saved a checkpoint at step $step, exited 129 (128 + SIGHUP); resume continues from it"
   else
     bad "SIGHUP: rc=$rc $(tail -2 "$tmp/hup.err") $(cat "$tmp/hup2.err" 2>/dev/null)"
   fi

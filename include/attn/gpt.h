@@ -144,6 +144,18 @@ const char *const *attn_gpt_preset_names(void);
  * key in its range (n_kv_heads divides n_heads). */
 attn_status attn_gpt_config_validate(const attn_gpt_config *cfg, attn_error *err);
 
+/* The book's GPTModel's parameter count for cfg, from the config alone
+ * (nothing allocated; a double: a config past validate's limits may hold
+ * more than size_t counts exactly). */
+double attn_gpt_config_params(const attn_gpt_config *cfg);
+
+/* Bytes a model of cfg needs, from the config alone: the fp32 weights, and
+ * for a run of `tokens` tokens (batch_size * context_length; 0 = none) what
+ * it keeps: training (train != 0) gradients, AdamW moments and the
+ * activations kept for backward; else the KV cache and the logits. Compare
+ * it with a budget (attn/membudget.h) before creating the model. */
+double attn_gpt_config_memory(const attn_gpt_config *cfg, double tokens, int train);
+
 /* The attention of each block of cfg (attn/attention.h): causal, n_heads,
  * n_kv_heads, window, pos_emb rope/alibi, qk_norm, softcap, drop_rate. */
 attn_attention_spec attn_gpt_attention_spec(const attn_gpt_config *cfg);

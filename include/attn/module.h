@@ -81,6 +81,13 @@ const char *attn_module_kind_name(attn_module_kind kind);
  * v1/v2/causal as applicable) are ignored. The message names the field. */
 attn_status attn_module_config_validate(const attn_module_config *cfg, attn_error *err);
 
+/* Bytes a module of cfg needs, from the config alone (nothing allocated):
+ * its fp32 weights and their gradients, the causal masks, and for a batch
+ * of B sequences of T tokens (0, 0: none) the forward's and backward's
+ * buffers (q, k, v, the attention weights, the output). An estimate to
+ * compare with a budget (attn/membudget.h) before attn_module_create. */
+double attn_module_memory(const attn_module_config *cfg, int B, int T);
+
 /* Validates the config (clear message on bad dims/rates) and creates the
  * module; rng != NULL draws the weights as torch.manual_seed + the book's
  * constructor would. */

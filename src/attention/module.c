@@ -479,3 +479,21 @@ const struct attn_attention_cache *attn_module_attention_cache(const attn_module
     if (!m->have_forward || index < 0 || !row->attention_cache) return NULL;
     return row->attention_cache(m, index);
 }
+
+double attn_module_memory(const attn_module_config *c, int B, int T) {
+    const double din = c->d_in, dout = c->d_out;
+    const double heads = c->num_heads > 0 ? c->num_heads : 1, ctx = c->context_length;
+    const attn_module_kind_info *k = attn_module_kind_get(c->kind);
+    const unsigned uses = k ? k->uses : 0;
+    const int per_head = k && k->out_per_head; /* the wrapper: num_heads modules */
+    const int out_proj = c->kind == ATTN_MODULE_MHA || c->kind == ATTN_MODULE_SEED004_MHA;
+    const double copies = per_head ? heads : 1; /* weight sets and masks */
+    const double width = copies * dout;         /* the output's last dim */
+    const double weights = copies * 3 * (din * dout + dout) + (out_proj ? dout * dout + dout : 0);
+    const double masks = (uses & ATTN_MODULE_USES_CONTEXT) ? copies * ctx * ctx : 0;
+    /* Per token q, k, v, the context and the output, and per head T
+     * attention weights; the backward as much again. */
+    const double tokens = (double)B * T;
+    const double acts = tokens * (4 * width + dout + heads * T);
+    return 4 * (2 * weights + masks + 2 * acts);
+}

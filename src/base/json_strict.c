@@ -36,6 +36,67 @@ static size_t find_nul_escape(const char *t, size_t n) {
     return n;
 }
 
+static int is_digit(char c) {
+    return c >= '0' && c <= '9';
+}
+
+/* 1 when the n bytes at t are one RFC 8259 number: -?(0|[1-9][0-9]*)
+ * (.[0-9]+)?([eE][+-]?[0-9]+)?, and an integer among them (no fraction,
+ * no exponent) is at most 2^53 in size, which a double holds exactly. */
+static int rfc_number(const char *t, size_t n) {
+    size_t i = t[0] == '-';
+    const size_t int_at = i;
+    if (i >= n || !is_digit(t[i])) return 0;
+    if (t[i] == '0' && i + 1 < n && is_digit(t[i + 1])) return 0; /* 016 */
+    while (i < n && is_digit(t[i]))
+        i++;
+    const size_t int_digits = i - int_at;
+    const int integer = i == n;
+    if (i < n && t[i] == '.') {
+        const size_t at = ++i;
+        while (i < n && is_digit(t[i]))
+            i++;
+        if (i == at) return 0; /* 1. */
+    }
+    if (i < n && (t[i] == 'e' || t[i] == 'E')) {
+        i++;
+        if (i < n && (t[i] == '+' || t[i] == '-')) i++;
+        const size_t at = i;
+        while (i < n && is_digit(t[i]))
+            i++;
+        if (i == at) return 0;
+    }
+    if (i != n) return 0;
+    if (integer && int_digits >= 16) { /* 2^53 = 9007199254740992 has 16 digits */
+        if (int_digits > 16) return 0;
+        if (strncmp(t + int_at, "9007199254740992", 16) > 0) return 0;
+    }
+    return 1;
+}
+
+/* Offset of the first number outside strings that is not RFC 8259's (or not
+ * exact), or n. cJSON reads 016, 1. and 1.e5, and rounds big integers. */
+static size_t find_bad_number(const char *t, size_t n) {
+    int in_string = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (in_string) {
+            if (t[i] == '"')
+                in_string = 0;
+            else if (t[i] == '\\')
+                i++;
+        } else if (t[i] == '"') {
+            in_string = 1;
+        } else if (t[i] == '-' || is_digit(t[i])) {
+            size_t e = i;
+            while (e < n && (is_digit(t[e]) || strchr("+-.eE", t[e])))
+                e++;
+            if (!rfc_number(t + i, e - i)) return i;
+            i = e - 1;
+        }
+    }
+    return n;
+}
+
 attn_status attn_json_parse_strict(const char *text, size_t n, const char *name, cJSON **root,
                                    attn_error *err) {
     size_t line, col;
@@ -71,6 +132,18 @@ attn_status attn_json_parse_strict(const char *text, size_t n, const char *name,
         return attn_fail(err, ATTN_ERR_FORMAT,
                          "%s: a NUL character (\\u0000) in a string at line %zu, column %zu", name,
                          line, col);
+    }
+    const size_t bad = find_bad_number(text, n);
+    if (bad < n) {
+        size_t len = 0;
+        while (bad + len < n && (is_digit(text[bad + len]) || strchr("+-.eE", text[bad + len])))
+            len++;
+        line_col(text, bad, &line, &col);
+        cJSON_Delete(r);
+        return attn_fail(err, ATTN_ERR_FORMAT,
+                         "%s: the number '%.*s' at line %zu, column %zu is not exact JSON (no "
+                         "leading zeros, digits on both sides of '.', an integer at most 2^53)",
+                         name, (int)(len > 40 ? 40 : len), text + bad, line, col);
     }
     *root = r;
     return ATTN_OK;

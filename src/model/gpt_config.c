@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attn/feedforward.h"
 #include "attn/gpt.h"
 #include "base/json_strict.h"
 #include "presets.h"
@@ -199,8 +200,8 @@ static attn_status key_value(const attn_gpt_key *k, const char *key, const cJSON
                              attn_error *err) {
     int ok;
     if (k->type == ATTN_GPT_KEY_BOOL) {
-        ok = cJSON_IsBool(v) || (cJSON_IsNumber(v) && (v->valuedouble == 0 || v->valuedouble == 1));
-        *out = cJSON_IsBool(v) ? (cJSON_IsTrue(v) ? 1 : 0) : ok ? v->valuedouble : 0;
+        ok = cJSON_IsBool(v); /* true or false, never 1 or 0 */
+        *out = cJSON_IsTrue(v) ? 1 : 0;
     } else if (k->type == ATTN_GPT_KEY_CHOICE) {
         ok = 0;
         *out = 0;
@@ -450,4 +451,36 @@ attn_status attn_gpt_config_to_json(const attn_gpt_config *c, char **out, attn_e
     cJSON_Delete(o);
     if (!*out) return attn_fail(err, ATTN_ERR_NOMEM, "out of memory");
     return ATTN_OK;
+}
+
+double attn_gpt_config_params(const attn_gpt_config *m) {
+    const double V = m->vocab_size, T = m->context_length, C = m->emb_dim, H = m->n_heads,
+                 L = m->n_layers;
+    /* Per block W_q,k,v (+bias), out_proj + bias, two LayerNorms (RMSNorm:
+     * no shift), the feed-forward with biases (4C hidden; swiglu: layers.0
+     * is (2H, C)); pos_emb and out_head unless the variant drops them. */
+    const double F = attn_feedforward_hidden(m->emb_dim, m->act);
+    const double F1 = m->act == ATTN_ACT_SWIGLU ? 2 * F : F; /* layers.0's rows */
+    const double norm = m->norm == ATTN_NORM_RMSNORM ? C : 2 * C;
+    const double ff = F1 * C + F1 + F * C + C;
+    /* Grouped-query: W_key, W_value are (KV, C), KV = n_kv_heads head_dim;
+     * qk_norm adds two head_dim scales. */
+    const double hd = H > 0 ? C / H : 0, KV = (m->n_kv_heads > 0 ? m->n_kv_heads : H) * hd;
+    const double att =
+        2 * C * C + 2 * KV * C + (m->qkv_bias ? C + 2 * KV : 0) + C + (m->qk_norm ? 2 * hd : 0);
+    const double block = att + 2 * norm + ff;
+    const double embed = V * C + (m->pos_emb == ATTN_POS_LEARNED ? T * C : 0);
+    const double head = m->tie_weights ? 0 : C * V;
+    return embed + L * block + norm + head;
+}
+
+double attn_gpt_config_memory(const attn_gpt_config *m, double tokens, int train) {
+    const double P = attn_gpt_config_params(m), C = m->emb_dim, H = m->n_heads, L = m->n_layers,
+                 T = m->context_length, V = m->vocab_size;
+    if (train) /* weights, gradients, AdamW m and v; ~18 C floats per token and
+                  block kept for backward, H T attention weights, logits and
+                  their gradient */
+        return P * 4 * 4 + tokens * (L * (18 * C + H * T) * 4 + 2 * V * 4);
+    /* Weights; per token the KV cache (2 C per block) and one row of logits. */
+    return P * 4 + tokens * (L * 2 * C * 4 + V * 4);
 }

@@ -155,6 +155,13 @@ static int in_range(const attn_train_key *k, double x) {
            (k->hi_open ? x < k->hi : x <= k->hi);
 }
 
+/* lo and hi are whole numbers; hi of NO_HI (past int64_t) bounds nothing. */
+static int int_in_range(const attn_train_key *k, int64_t x) {
+    return (k->lo_open ? x > (int64_t)k->lo : x >= (int64_t)k->lo) &&
+           (k->hi >= 9223372036854775808.0 ||
+            (k->hi_open ? x < (int64_t)k->hi : x <= (int64_t)k->hi));
+}
+
 #define FIELD(c, r, T) ((T *)(void *)((char *)(c) + (r)->offset))
 
 attn_status attn_train_config_set(attn_train_config *c, int i, attn_train_value v,
@@ -180,8 +187,14 @@ attn_status attn_train_config_set(attn_train_config *c, int i, attn_train_value 
         return ATTN_OK;
     }
     const double x = r->key.type == ATTN_TKEY_INT ? (double)v.i : v.d;
-    if (!in_range(&r->key, x)) {
-        snprintf(got, sizeof got, r->key.type == ATTN_TKEY_INT ? "%.0f" : "%g", x);
+    /* An integer is compared as one: (double)v.i would round 2^53 + 1 into
+     * range. */
+    const int ok = r->key.type == ATTN_TKEY_INT ? int_in_range(&r->key, v.i) : in_range(&r->key, x);
+    if (!ok) {
+        if (r->key.type == ATTN_TKEY_INT)
+            snprintf(got, sizeof got, "%" PRId64, v.i); /* as given, not rounded */
+        else
+            snprintf(got, sizeof got, "%g", x);
         return attn_fail(err, ATTN_ERR_INVALID_ARG, "%s must be %s (got %s)", r->key.name, what,
                          got);
     }

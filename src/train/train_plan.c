@@ -14,23 +14,8 @@
 void attn_train_plan_of(const attn_gpt_config *m, const attn_train_config *t, attn_train_plan *p) {
     const double V = m->vocab_size, T = m->context_length, C = m->emb_dim, H = m->n_heads,
                  L = m->n_layers;
-    /* The book's GPTModel: per block W_q,k,v (+bias), out_proj + bias, two
-     * LayerNorms (RMSNorm: no shift), the feed-forward with biases (4C
-     * hidden; swiglu: layers.0 is (2H, C)); pos_emb and out_head unless
-     * the variant drops them. */
-    const double F = attn_feedforward_hidden(m->emb_dim, m->act);
-    const double F1 = m->act == ATTN_ACT_SWIGLU ? 2 * F : F; /* layers.0's rows */
-    const double norm = m->norm == ATTN_NORM_RMSNORM ? C : 2 * C;
-    const double ff = F1 * C + F1 + F * C + C;
-    /* Grouped-query: W_key, W_value are (KV, C), KV = n_kv_heads head_dim;
-     * qk_norm adds two head_dim scales. */
-    const double hd = C / H, KV = (m->n_kv_heads > 0 ? m->n_kv_heads : H) * hd;
-    const double att =
-        2 * C * C + 2 * KV * C + (m->qkv_bias ? C + 2 * KV : 0) + C + (m->qk_norm ? 2 * hd : 0);
-    const double block = att + 2 * norm + ff;
-    const double embed = V * C + (m->pos_emb == ATTN_POS_LEARNED ? T * C : 0);
     const double head = m->tie_weights ? 0 : C * V;
-    p->n_params = (size_t)(embed + L * block + norm + head);
+    p->n_params = (size_t)attn_gpt_config_params(m);
     const int accum = t->grad_accum > 1 ? t->grad_accum : 1;
     p->tokens_per_step = (double)t->batch_size * T * accum;
     const double tokens = (double)t->batch_size * T; /* one micro-batch */

@@ -1,0 +1,98 @@
+/* The one number parser, the UTF-8 check and the memory budget (issue 31
+ * items 8, 9, 12, 13): attn/parse.h, attn/membudget.h, and the size
+ * estimates attn_gpt_config_memory and attn_module_memory. */
+#include <criterion/criterion.h>
+#include <limits.h>
+#include <string.h>
+
+#include "attn/gpt.h"
+#include "attn/membudget.h"
+#include "attn/module.h"
+#include "attn/parse.h"
+
+Test(parse, integers_are_exact) {
+    long long v = 0;
+    cr_assert_eq(attn_parse_int("9007199254740992", 0, 9007199254740992LL, &v), ATTN_OK);
+    cr_assert_eq(v, 9007199254740992LL);
+    /* (double)2^53+1 rounds to 2^53: the parser must not. */
+    cr_assert_neq(attn_parse_int("9007199254740993", 0, 9007199254740992LL, &v), ATTN_OK);
+    cr_assert_eq(attn_parse_int("-9223372036854775808", LLONG_MIN, 0, &v), ATTN_OK);
+    cr_assert_eq(v, LLONG_MIN);
+    cr_assert_eq(attn_parse_int("9223372036854775807", 0, LLONG_MAX, &v), ATTN_OK);
+    cr_assert_eq(v, LLONG_MAX);
+    const char *bad[] = {
+        "9223372036854775808", "", "-", " 1", "1 ", "+1", "0x10", "1e3", "1.0", "--1", "1_0"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        cr_assert_neq(attn_parse_int(bad[i], LLONG_MIN, LLONG_MAX, &v), ATTN_OK, "'%s'", bad[i]);
+    unsigned long long u = 0;
+    cr_assert_eq(attn_parse_uint("18446744073709551615", ULLONG_MAX, &u), ATTN_OK);
+    cr_assert_eq(u, ULLONG_MAX);
+    cr_assert_neq(attn_parse_uint("18446744073709551616", ULLONG_MAX, &u), ATTN_OK);
+    cr_assert_neq(attn_parse_uint("-1", ULLONG_MAX, &u), ATTN_OK);
+}
+
+Test(parse, floats_are_decimal) {
+    double d = 0;
+    const char *good[] = {"1", "-2.5", ".5", "5.", "1e-3", "1E+3", "0"};
+    const double want[] = {1, -2.5, 0.5, 5, 1e-3, 1e3, 0};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        cr_assert_eq(attn_parse_float(good[i], &d), ATTN_OK, "'%s'", good[i]);
+        cr_assert_eq(d, want[i], "'%s'", good[i]);
+    }
+    const char *bad[] = {"0x10", " 1", "1 ", "inf",   "nan", "",
+                         ".",    "1e", "e3", "1e400", "+1",  "1.2.3"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        cr_assert_neq(attn_parse_float(bad[i], &d), ATTN_OK, "'%s'", bad[i]);
+}
+
+Test(parse, utf8) {
+    cr_assert(attn_utf8_valid("ab\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80", 11));
+    cr_assert(!attn_utf8_valid("\xff", 1));
+    cr_assert(!attn_utf8_valid("\xc3", 1));             /* cut short */
+    cr_assert(!attn_utf8_valid("\xc0\xaf", 2));         /* overlong '/' */
+    cr_assert(!attn_utf8_valid("\xed\xa0\x80", 3));     /* a surrogate */
+    cr_assert(!attn_utf8_valid("\xf4\x90\x80\x80", 4)); /* past U+10FFFF */
+}
+
+Test(membudget, sizes) {
+    double b = 0;
+    cr_assert_eq(attn_parse_size("64M", &b), ATTN_OK);
+    cr_assert_eq(b, 64.0 * 1024 * 1024);
+    cr_assert_eq(attn_parse_size("2GiB", &b), ATTN_OK);
+    cr_assert_eq(b, 2.0 * 1024 * 1024 * 1024);
+    cr_assert_eq(attn_parse_size("1000", &b), ATTN_OK);
+    cr_assert_eq(b, 1000);
+    const char *bad[] = {"", "G", "0", "-1M", "1X", "0x10M", " 1M", "1MM"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        cr_assert_neq(attn_parse_size(bad[i], &b), ATTN_OK, "'%s'", bad[i]);
+    attn_error err;
+    cr_assert_eq(attn_mem_check(1e6, 64.0 * 1024 * 1024, "x", &err), ATTN_OK);
+    cr_assert_eq(attn_mem_check(1e9, 64.0 * 1024 * 1024, "the model", &err), ATTN_ERR_NOMEM);
+    cr_assert(strstr(err.msg, "the model needs about 953.7 MiB, more than 64.0 MiB"), "%s",
+              err.msg);
+    cr_assert(attn_mem_available() > 0);
+}
+
+Test(membudget, estimates_from_configs) {
+    /* The book's GPT-2 124M: 163,009,536 parameters (out_head untied). */
+    attn_gpt_config c = {.vocab_size = 50257,
+                         .context_length = 1024,
+                         .emb_dim = 768,
+                         .n_heads = 12,
+                         .n_layers = 12,
+                         .drop_rate = 0.1,
+                         .qkv_bias = 0};
+    cr_assert_eq(attn_gpt_config_params(&c), 163009536.0);
+    cr_assert(attn_gpt_config_memory(&c, 0, 0) == 163009536.0 * 4);
+    cr_assert(attn_gpt_config_memory(&c, 1024, 1) > 163009536.0 * 16);
+    /* Issue 31's huge config: ~2e14 parameters, nothing allocated. */
+    attn_gpt_config h = c;
+    h.n_layers = 4096, h.emb_dim = 65536, h.n_heads = 1;
+    cr_assert(attn_gpt_config_params(&h) > 2e14);
+    attn_module_config m = {.kind = ATTN_MODULE_MHA,
+                            .d_in = 3,
+                            .d_out = 134217727,
+                            .num_heads = 1,
+                            .context_length = 2};
+    cr_assert(attn_module_memory(&m, 1, 2) > 4.0 * 134217727.0 * 134217727.0);
+}
