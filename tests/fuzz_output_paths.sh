@@ -32,11 +32,18 @@ head -c 32 /dev/zero >> ids.npy
   printf "%-117s\n" "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 4, 3), }"
   head -c 96 /dev/zero
 } > x.npy
-PY=/usr/bin/python3
-[ -x "$PY" ] || PY=python3
-"$PY" -c "import numpy" 2> /dev/null && pysave=1 || pysave=0
+# Python's save as the suite runs Python (tests/python/pyenv.sh: this build's
+# library, and the sanitizer runtimes first when it is a sanitized build).
+. "$SRC/tests/python/pyenv.sh"
+pyenv "$SRC" "$(dirname "$ATTN")/libattn.so"
+PY_PRELOAD=
+PY_ASAN=
+if [ "${PY[0]}" = env ]; then PY_PRELOAD=${PY[1]#LD_PRELOAD=}; PY_ASAN=${PY[2]#ASAN_OPTIONS=}; fi
+export PY_PRELOAD PY_ASAN
+PYX=/usr/bin/python3
+"$PYX" -c "import numpy" 2> /dev/null && pysave=1 || pysave=0
 
-ATTN="$ATTN" SRC="$SRC" PYSAVE=$pysave PYEXE="$PY" python3 - <<'PYDRIVER'
+ATTN="$ATTN" SRC="$SRC" PYSAVE=$pysave PYEXE="$PYX" python3 - <<'PYDRIVER'
 import hashlib, os, random, subprocess, sys
 
 attn, src = os.environ["ATTN"], os.environ["SRC"]
@@ -202,6 +209,8 @@ if os.environ.get("PYSAVE") == "1" and py_paths:
             "    except (attn.Error, OSError):\n        print('refused', p)\n")
     env = dict(os.environ, PYTHONPATH=os.path.join(src, "python"),
                ATTN_LIBRARY=os.path.join(os.path.dirname(attn), "libattn.so"))
+    if os.environ.get("PY_PRELOAD"):  # a sanitized library: its runtimes first
+        env.update(LD_PRELOAD=os.environ["PY_PRELOAD"], ASAN_OPTIONS=os.environ["PY_ASAN"])
     r = subprocess.run([os.environ["PYEXE"], "-c", code] + py_paths, env=env,
                        capture_output=True, text=True, timeout=300)
     wrote = [l[6:] for l in r.stdout.splitlines() if l.startswith("wrote ")]

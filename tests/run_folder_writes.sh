@@ -102,9 +102,12 @@ viz --out page.html > /dev/null 2>&1 && [ -s page.html ] && ok "3: viz --out out
   bad "viz outside the run"
 
 # ---- 4: Python's View.save --------------------------------------------
-PY=/usr/bin/python3; [ -x "$PY" ] || PY=python3
-if "$PY" -c "import numpy" 2> /dev/null; then
-  ATTN_LIBRARY="$(dirname "$ATTN")/libattn.so" PYTHONPATH="$SRC/python" "$PY" - > py.out 2>&1 <<'PY'
+# Python as the suite runs it (tests/python/pyenv.sh: this build's library,
+# and the sanitizer runtimes first when it is a sanitized build).
+. "$SRC/tests/python/pyenv.sh"
+pyenv "$SRC" "$(dirname "$ATTN")/libattn.so"
+if /usr/bin/python3 -c "import numpy" 2> /dev/null; then
+  "${PY[@]}" - > py.out 2>&1 <<'PY'
 import attn
 v = attn.viz("RUN", "ab")
 for p in ["RUN/model.safetensors", "RUN/best/model.safetensors", "RUN/loss.csv", "RUN/x.html"]:
