@@ -2,7 +2,6 @@
  * constants and the portable row drawers (mcg31_rows.c picks and splits). */
 #include "mcg31.h"
 
-
 const uint32_t attn_mcg31_apow[ATTN_MCG31_BLOCK + 1] = {
     1u,          1132489760u, 826537482u,  289798557u,  480863449u,  1381340036u, 1582925527u,
     1918178478u, 1286028348u, 482167044u,  262060616u,  1856662125u, 839877947u,  1997268203u,

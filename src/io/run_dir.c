@@ -29,7 +29,6 @@ static const struct {
                   {"loss.svg", "attn train: cross-entropy loss</text>", 0},
                   {RUN_DIR_MARKER, "attn run folder\n", 1}};
 
-
 static int run_file_index(const char *nm) {
     for (int i = 0; i < 3; i++)
         if (!strcmp(nm, run_files[i].name)) return i;
@@ -65,7 +64,8 @@ static int is_regular(const char *path) {
 /* DIR/best as a folder (not a link), its path in out. */
 static int best_folder(const char *dir, char *out, size_t cap) {
     struct stat sb;
-    return !attn_path_join(out, cap, dir, ATTN_CKPT_BEST) && lstat(out, &sb) == 0 && S_ISDIR(sb.st_mode);
+    return !attn_path_join(out, cap, dir, ATTN_CKPT_BEST) && lstat(out, &sb) == 0 &&
+           S_ISDIR(sb.st_mode);
 }
 
 attn_status run_dir_inspect(const char *dir, run_dir_info *info, attn_error *err) {

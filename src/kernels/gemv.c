@@ -4,7 +4,6 @@
 
 #include "attn/cpu.h"
 
-
 void attn_f32_to_bf16(const float *x, uint16_t *y, size_t n) {
 #ifdef ATTN_GEMV_AVX512
     if (attn_cpu_has(ATTN_CPU_AVX512_BW)) {

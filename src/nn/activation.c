@@ -3,9 +3,9 @@
 
 #include <math.h>
 
-#include "kernels/activation_kernels.h"
 #include "attn/cpu.h"
 #include "base/parallel.h"
+#include "kernels/activation_kernels.h"
 
 /* silu(a) = a sigmoid(a); expf of a large -a is inf, and a / inf = -0. */
 static inline float sigmoid(float a) {
