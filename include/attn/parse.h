@@ -31,6 +31,8 @@ attn_status attn_parse_float(const char *s, double *out);
 /* 1 when the n bytes at s are valid UTF-8 (no overlong forms, no surrogates,
  * nothing past U+10FFFF), else 0. */
 int attn_utf8_valid(const char *s, size_t n);
+/* The length of the longest valid UTF-8 prefix of the n bytes at s. */
+size_t attn_utf8_prefix(const char *s, size_t n);
 
 #ifdef __cplusplus
 }

@@ -79,7 +79,7 @@ attn_status attn_parse_float(const char *s, double *out) {
     return ATTN_OK;
 }
 
-int attn_utf8_valid(const char *s, size_t n) {
+size_t attn_utf8_prefix(const char *s, size_t n) {
     const unsigned char *u = (const unsigned char *)s;
     for (size_t i = 0; i < n;) {
         const unsigned c = u[i];
@@ -95,15 +95,19 @@ int attn_utf8_valid(const char *s, size_t n) {
         } else if ((c & 0xF8) == 0xF0) {
             len = 4, cp = c & 0x07, min = 0x10000;
         } else {
-            return 0;
+            return i;
         }
-        if (n - i < len) return 0;
+        if (n - i < len) return i;
         for (size_t k = 1; k < len; k++) {
-            if ((u[i + k] & 0xC0) != 0x80) return 0;
+            if ((u[i + k] & 0xC0) != 0x80) return i;
             cp = cp << 6 | (u[i + k] & 0x3F);
         }
-        if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+        if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return i;
         i += len;
     }
-    return 1;
+    return n;
+}
+
+int attn_utf8_valid(const char *s, size_t n) {
+    return attn_utf8_prefix(s, n) == n;
 }

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "attn/fileio.h"
+#include "attn/parse.h"
 
 #define EOT_TEXT "<|endoftext|>"
 #define EOT_LEN (sizeof EOT_TEXT - 1)
@@ -433,37 +434,6 @@ static size_t bpe_piece(const attn_bpe *t, scratch *w, const char *p, size_t m, 
     return k;
 }
 
-/* Length of the valid UTF-8 prefix of s (n bytes): RFC 3629, as PCRE2 checks
- * it (no overlongs, surrogates or code points past U+10FFFF). */
-static size_t utf8_valid(const unsigned char *s, size_t n) {
-    size_t i = 0;
-    while (i < n) {
-        const unsigned c = s[i];
-        size_t k;
-        if (c < 0x80) {
-            i++;
-            continue;
-        } else if (c >= 0xC2 && c <= 0xDF) {
-            k = 1;
-        } else if (c >= 0xE0 && c <= 0xEF) {
-            k = 2;
-        } else if (c >= 0xF0 && c <= 0xF4) {
-            k = 3;
-        } else {
-            return i;
-        }
-        if (i + k >= n) return i; /* cut short */
-        for (size_t j = 1; j <= k; j++)
-            if ((s[i + j] & 0xC0) != 0x80) return i;
-        const unsigned c1 = s[i + 1];
-        if ((c == 0xE0 && c1 < 0xA0) || (c == 0xED && c1 > 0x9F) || (c == 0xF0 && c1 < 0x90) ||
-            (c == 0xF4 && c1 > 0x8F))
-            return i;
-        i += k + 1;
-    }
-    return n;
-}
-
 typedef struct sink {
     int32_t *ids;
     size_t cap, n;
@@ -500,7 +470,7 @@ static attn_status encode_ordinary(const attn_bpe *t, scratch *w, const char *te
     size_t i = 0;
     attn_status s = ATTN_OK;
     while (i < n && !s) {
-        const size_t run = utf8_valid((const unsigned char *)text + i, n - i);
+        const size_t run = attn_utf8_prefix(text + i, n - i);
         const PCRE2_SPTR subj = (PCRE2_SPTR)(text + i);
         for (size_t at = 0; at < run && !s;) {
             const int rc =
