@@ -14,6 +14,7 @@
 #include "attn/engine.h"
 #include "attn/fileio.h"
 #include "attn/flash_attention.h"
+#include "attn/membudget.h"
 #include "attn/train.h"
 #include "clock.h"
 #include "commands.h"
@@ -22,10 +23,21 @@
 typedef struct model_args {
     const char *preset, *data, *precision_name;
     long long steps, batch, threads, tokens;
+    double max_memory; /* bytes; 0: the memory available now */
     attn_precision precision;
 } model_args;
 
-enum { MB_PRESET, MB_STEPS, MB_BATCH, MB_TOKENS, MB_DATA, MB_THREADS, MB_PRECISION, MB_OPT_COUNT };
+enum {
+    MB_PRESET,
+    MB_STEPS,
+    MB_BATCH,
+    MB_TOKENS,
+    MB_DATA,
+    MB_THREADS,
+    MB_PRECISION,
+    MB_MAX_MEMORY,
+    MB_OPT_COUNT
+};
 
 #define OFF(f) offsetof(model_args, f)
 static const cli_option model_opts_table[] = {
@@ -44,6 +56,7 @@ static const cli_option model_opts_table[] = {
     [MB_PRECISION] = {"precision", CLI_CHOICE, NULL, OFF(precision_name),
                       .choices = cli_precision_choices, .def = "fp32",
                       .help = "bf16: bf16 products with fp32 sums (AVX512-BF16 CPUs)"},
+    [MB_MAX_MEMORY] = CLI_MAX_MEMORY_OPTION(OFF(max_memory)),
 };
 CLI_TABLE_CHECK(model_opts_table, MB_OPT_COUNT);
 
@@ -106,6 +119,13 @@ static int setup_trainer(const model_args *a, attn_trainer **out) {
     }
     if (a->batch > 0) tcfg.batch_size = (int)a->batch;
     tcfg.max_steps = a->steps + 1;
+    attn_train_plan p; /* the preset's vocabulary: the corpus's may differ a little */
+    attn_train_plan_of(&mcfg, &tcfg, &p);
+    if (attn_mem_check(p.state_bytes + p.act_bytes, a->max_memory,
+                       "the run (weights, gradients, AdamW moments and activations)", &err)) {
+        fprintf(stderr, "attn bench train: %s\n", err.msg);
+        return 1;
+    }
     char *text = NULL;
     size_t n = 0;
     if (attn_file_read_all(a->data, 0, (void **)&text, &n, &err)) {
@@ -197,6 +217,11 @@ static int bench_generate(const model_args *a) {
     if (attn_gpt_config_preset(a->preset, &cfg, &err)) {
         fprintf(stderr, "attn bench generate: %s\n", err.msg);
         return 2;
+    }
+    if (attn_mem_check(attn_gpt_config_memory(&cfg, cfg.context_length, 0), a->max_memory,
+                       "the model with its KV cache", &err)) {
+        fprintf(stderr, "attn bench generate: %s\n", err.msg);
+        return 1;
     }
     attn_rng rng;
     attn_rng_seed(&rng, 1337);

@@ -15,6 +15,8 @@
 #include "attn/engine.h"
 #include "attn/flash_attention.h"
 #include "attn/gemm.h"
+#include "attn/membudget.h"
+#include "attn/module.h"
 #include "attn/multi_head_attention.h"
 #include "clock.h"
 #include "commands.h"
@@ -25,6 +27,7 @@ typedef struct bench_args {
     long long kv_heads, window;
     int backward, reference, mha_only;
     double dropout;
+    double max_memory; /* bytes; 0: the memory available now */
     const char *simd_name, *rng, *precision_name, *positions_name;
     /* Resolved from the names after parsing: */
     attn_simd simd;
@@ -55,6 +58,7 @@ enum {
     BENCH_KV_HEADS,
     BENCH_WINDOW,
     BENCH_POSITIONS,
+    BENCH_MAX_MEMORY,
     BENCH_OPT_COUNT
 };
 
@@ -110,6 +114,7 @@ static const cli_option bench_opts_table[] = {
     [BENCH_POSITIONS] = {"positions", CLI_CHOICE, NULL, OFF(positions_name),
                          .choices = position_names, .def = "none",
                          .help = "positions inside attention: rope or alibi"},
+    [BENCH_MAX_MEMORY] = CLI_MAX_MEMORY_OPTION(OFF(max_memory)),
 };
 CLI_TABLE_CHECK(bench_opts_table, BENCH_OPT_COUNT);
 
@@ -385,6 +390,32 @@ static int bench_mha(const bench_args *a) {
     return rc;
 }
 
+/* The benchmark's buffers against the budget, before any exists: sgemm's
+ * three matrices; mha's module (attn_module_memory) with its input and
+ * gradient copies. 0 to go on, else the exit code. */
+static int check_memory(const bench_args *a, const char *which) {
+    attn_error err;
+    double need;
+    if (strcmp(which, "sgemm") == 0) {
+        const double M = a->m ? a->m : a->B * a->T, N = a->n ? a->n : 3 * a->D,
+                     K = a->k ? a->k : a->D;
+        need = 4.0 * (M * K + K * N + M * N);
+    } else {
+        const attn_module_config mc = {.kind = ATTN_MODULE_MHA,
+                                       .d_in = (int)a->D,
+                                       .d_out = (int)a->D,
+                                       .num_heads = (int)a->H,
+                                       .context_length = (int)a->T,
+                                       .dropout = a->dropout};
+        need = attn_module_memory(&mc, (int)a->B, (int)a->T) + 4.0 * 4 * a->B * a->T * a->D;
+    }
+    if (attn_mem_check(need, a->max_memory, "the benchmark's buffers", &err)) {
+        fprintf(stderr, "attn bench: %s\n", err.msg);
+        return 1;
+    }
+    return 0;
+}
+
 /* Names to values, and checks the table cannot make (CPU support, D % H). */
 static int resolve(bench_args *a, const char *which) {
     attn_error err;
@@ -434,7 +465,7 @@ int cmd_bench(int argc, char **argv) {
     if (rc) return rc == CLI_HELP ? 0 : rc;
     const char *which = which_bench(&parsed);
     if (!which) return 2;
-    if ((rc = resolve(&a, which))) return rc;
+    if ((rc = resolve(&a, which)) || (rc = check_memory(&a, which))) return rc;
     if (a.threads <= 0) a.threads = attn_default_threads();
     /* One thread count everywhere. The fused path runs a single pool
      * (OpenMP; OpenBLAS single-threaded inside it, see attn/gemm.h); the

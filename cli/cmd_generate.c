@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "attn/cuda.h"
 #include "attn/generate.h"
@@ -158,13 +159,6 @@ static int generate_from(const gen_opts *o, const attn_generate_options *go, con
         return cli_bad_range(&generate_cli, &gen_opts_table[GEN_WINDOW], 1, ctx - 1,
                              "below the model's context_length", o->window);
     }
-    /* The weights fit the checkpoint's file (the loader checks); the KV
-     * cache of a full context comes on top, checked before it exists. */
-    if (attn_mem_check(attn_gpt_config_memory(&model->cfg, ctx, 0), o->max_memory,
-                       "the model with its KV cache", &err)) {
-        fprintf(stderr, "attn generate: %s\n", err.msg);
-        return 1;
-    }
     attn_generator g;
     if (attn_generator_init(&g, model, tok, go, &err)) {
         fprintf(stderr, "attn generate: %s%s\n", go->device ? "--device cuda: " : "", err.msg);
@@ -173,6 +167,26 @@ static int generate_from(const gen_opts *o, const attn_generate_options *go, con
     const int rc = generate_text(&g, o->prompt ? o->prompt : "\n", o->max_new);
     attn_generator_free(&g);
     return rc;
+}
+
+/* The model of the checkpoint at path (or of cfg) with the KV cache of a
+ * full context against the budget: 0 to go on, else the exit code. */
+static int check_memory(const char *path, const attn_gpt_config *cfg, double max_memory) {
+    attn_error err;
+    attn_gpt_config c;
+    attn_tokenizer tok;
+    if (path && attn_gpt_checkpoint_config(path, &c, &tok, NULL, &err)) {
+        fprintf(stderr, "attn generate: %s\n", err.msg);
+        return 1;
+    }
+    if (path) attn_tokenizer_free(&tok);
+    if (attn_mem_check(
+            attn_gpt_config_memory(path ? &c : cfg, (path ? &c : cfg)->context_length, 0),
+            max_memory, "the model with its KV cache", &err)) {
+        fprintf(stderr, "attn generate: %s\n", err.msg);
+        return 1;
+    }
+    return 0;
 }
 
 int cmd_generate(int argc, char **argv) {
@@ -186,9 +200,20 @@ int cmd_generate(int argc, char **argv) {
     attn_error err;
     attn_gpt model;
     attn_tokenizer tok;
+    /* The weights and the KV cache of a full context against the budget,
+     * from the checkpoint's header, before either exists (a stream, read
+     * once, is checked once loaded: its weights are its bytes). */
+    struct stat sb;
+    const int file = stat(o.checkpoint, &sb) == 0 && (S_ISREG(sb.st_mode) || S_ISDIR(sb.st_mode));
+    if (file && (rc = check_memory(o.checkpoint, NULL, o.max_memory))) return rc;
     if (attn_gpt_load_checkpoint(o.checkpoint, &model, &tok, NULL, &err)) {
         fprintf(stderr, "attn generate: %s\n", err.msg);
         return 1;
+    }
+    if (!file && (rc = check_memory(NULL, &model.cfg, o.max_memory))) {
+        attn_gpt_free(&model);
+        attn_tokenizer_free(&tok);
+        return rc;
     }
     rc = generate_from(&o, &go, &model, &tok);
     attn_gpt_free(&model);

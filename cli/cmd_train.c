@@ -152,7 +152,8 @@ static cli_command train_cli = {
     "  preset, --config and the options.\n"
     "  --dry-run makes the real run's checks, prints the resolved config, where\n"
     "  the run stands, parameter count, memory, checkpoint size and a time\n"
-    "  estimate (matrix-product speed measured here), and exits; writes nothing.\n"
+    "  estimate (matrix-product speed measured here), and exits; writes nothing\n"
+    "  and allocates no model (checkpoints are read from their headers).\n"
     "  Runs above 10^15 operations (seed004: hours) print that estimate first.\n"
     "  Training options without a default take the preset's (or the saved run's).\n",
     train_rows,
@@ -215,6 +216,7 @@ static void make_request(const train_opts *o, const cli_parsed *p, int ranks,
     rq->init_from = o->init_from;
     rq->resume = o->resume;
     rq->force = o->force;
+    rq->dry_run = o->dry_run;
     rq->ranks = ranks;
     for (int i = 0; i < ATTN_TRAIN_KEY_COUNT; i++) {
         if (!p->given[T_KEY0 + i]) continue;

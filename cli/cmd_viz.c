@@ -18,6 +18,7 @@
 
 #include "attn/checkpoint.h"
 #include "attn/fileio.h"
+#include "attn/membudget.h"
 #include "attn/train.h"
 #include "attn/viz.h"
 #include "commands.h"
@@ -27,7 +28,7 @@
 typedef struct viz_opts {
     const char *checkpoint, *prompt, *out, *svg;
     long long layer, head, generate, top_k, threads;
-    double temperature;
+    double temperature, max_memory;
     unsigned long long seed;
 } viz_opts;
 
@@ -43,6 +44,7 @@ enum {
     VIZ_TEMPERATURE,
     VIZ_TOP_K,
     VIZ_THREADS,
+    VIZ_MAX_MEMORY,
     VIZ_OPT_COUNT
 };
 
@@ -85,6 +87,7 @@ static const cli_option viz_opts_table[] = {
     [VIZ_TOP_K] = {"top-k", CLI_INT, "K", OFF(top_k), 0, 1000000, .def = "200",
                    .help = "sample among the K most likely (0 = all)"},
     [VIZ_THREADS] = CLI_THREADS_OPTION(OFF(threads)),
+    [VIZ_MAX_MEMORY] = CLI_MAX_MEMORY_OPTION(OFF(max_memory)),
 };
 CLI_TABLE_CHECK(viz_opts_table, VIZ_OPT_COUNT);
 
@@ -99,6 +102,26 @@ const cli_command viz_cli = {
     viz_opts_table,
     VIZ_OPT_COUNT,
     0};
+
+/* The model, its KV cache and the page against the budget, from the
+ * checkpoint's header, before anything is loaded: each layer and head keeps
+ * T x T weights (4 bytes, about 12 more as the page's JSON), T at most the
+ * prompt's bytes plus --generate, within context_length. */
+static attn_status check_memory(const char *ckpt, const char *prompt, const viz_opts *o,
+                                attn_error *err) {
+    attn_gpt_config cfg;
+    attn_tokenizer tok;
+    struct stat sb; /* a stream is read once: its weights are its bytes */
+    if (stat(ckpt, &sb) != 0 || !(S_ISREG(sb.st_mode) || S_ISDIR(sb.st_mode))) return ATTN_OK;
+    attn_status s = attn_gpt_checkpoint_config(ckpt, &cfg, &tok, NULL, err);
+    if (s) return s;
+    attn_tokenizer_free(&tok);
+    double T = (double)strlen(prompt) + (double)o->generate;
+    if (T > cfg.context_length) T = cfg.context_length;
+    const double need = attn_gpt_config_memory(&cfg, cfg.context_length, 0) +
+                        16.0 * cfg.n_layers * cfg.n_heads * T * T;
+    return attn_mem_check(need, o->max_memory, "the model and its attention page", err);
+}
 
 /* 1 when path's name ends in suffix, ignoring case. */
 static int ends_with(const char *path, const char *suffix) {
@@ -207,6 +230,10 @@ int cmd_viz(int argc, char **argv) {
         (svg && attn_ckpt_output_check(ckpt, svg, NULL, 0, &html, 1, &err))) {
         fprintf(stderr, "attn viz: %s\n", err.msg);
         return err.code == ATTN_ERR_INVALID_ARG ? 2 : 1;
+    }
+    if (check_memory(ckpt, prompt, &o, &err)) {
+        fprintf(stderr, "attn viz: %s\n", err.msg);
+        return 1;
     }
     attn_gpt model;
     attn_tokenizer tok;

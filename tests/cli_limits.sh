@@ -80,6 +80,24 @@ expect "generate --max-memory 1K: refused, naming the size" 1 "the model with it
   "$ATTN" generate "$tmp/small" --max-memory 1K
 expect "generate --max-memory 64M fits" 0 "" "$ATTN" generate "$tmp/small" --max-memory 64M \
   --max-new-tokens 4
+# viz and bench take --max-memory too, checked before anything is made:
+# viz from the checkpoint's header (model, KV cache, the page's weights),
+# bench from its sizes (mha's module, sgemm's matrices, a preset's run).
+expect "viz --max-memory 1K: refused, naming the size" 1 "the model and its attention page needs about" \
+  "$ATTN" viz "$tmp/small" --prompt ab --out "$tmp/vm.html" --max-memory 1K
+[ ! -e "$tmp/vm.html" ] || bad "the refused viz wrote its page"
+expect "viz --max-memory 64M fits" 0 "wrote" \
+  "$ATTN" viz "$tmp/small" --prompt ab --out "$tmp/vm.html" --max-memory 64M
+expect "bench mha --max-memory 1M: refused" 1 "the benchmark's buffers needs about" \
+  limited 500000 "$ATTN" bench mha --max-memory 1M
+expect "bench sgemm of 3 x 37 GiB: refused before allocating" 1 "the benchmark's buffers needs about" \
+  limited 500000 "$ATTN" bench sgemm --m 100000 --n 100000 --k 100000 --max-memory 64G
+expect "bench mha --max-memory 1x is a usage error" 2 "--max-memory must be a size" \
+  "$ATTN" bench mha --max-memory 1x
+expect "bench train --max-memory 1M: refused" 1 "the run (weights, gradients" \
+  limited 500000 "$ATTN" bench train --preset seed004 --max-memory 1M
+expect "bench generate --max-memory 1M: refused" 1 "the model with its KV cache needs about" \
+  limited 500000 "$ATTN" bench generate --preset seed004 --max-memory 1M
 
 # 12. One number parser: exact integers, decimal floats, strict JSON.
 expect "--seed over 2^53 is refused, not rounded" 2 "--seed must be" \

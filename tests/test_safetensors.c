@@ -608,12 +608,50 @@ Test(safetensors, meta_u64_is_strict) {
                       strstr(err.msg, "not an integer in [0, 18446744073709551615]"),
                   "%s", err.msg);
     }
-    cr_assert_eq(attn_safetensors_meta_u64(&st, "m", "i64", INT64_MAX, &v, &err),
-                 ATTN_ERR_FORMAT);
+    cr_assert_eq(attn_safetensors_meta_u64(&st, "m", "i64", INT64_MAX, &v, &err), ATTN_ERR_FORMAT);
     cr_assert(strstr(err.msg, "[0, 9223372036854775807]"), "%s", err.msg);
     cr_assert_eq(attn_safetensors_meta_u64(&st, "m", "ok", 41, &v, &err), ATTN_ERR_FORMAT);
     cr_assert_eq(attn_safetensors_meta_u64(&st, "m", "absent", 41, &v, &err), ATTN_ERR_NOT_FOUND);
     cr_assert(strstr(err.msg, "'absent' is missing"), "%s", err.msg);
     attn_safetensors_free(&st);
     free(img);
+}
+
+/* The header alone: names, shapes and metadata with no data read, checked
+ * against the file's size as a whole read checks them. */
+Test(safetensors, read_header_only) {
+    const char *json = "{\"__metadata__\":{\"k\":\"v\"},"
+                       "\"a\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]},"
+                       "\"b\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[24,28]}}";
+    size_t len;
+    unsigned char *img = make_st(json, 28, &len);
+    char path[512], cut[512];
+    snprintf(path, sizeof path, "%s/h.safetensors", dir);
+    snprintf(cut, sizeof cut, "%s/cut.safetensors", dir);
+    FILE *f = fopen(path, "wb");
+    fwrite(img, 1, len, f);
+    fclose(f);
+    f = fopen(cut, "wb"); /* one data byte short */
+    fwrite(img, 1, len - 1, f);
+    fclose(f);
+    free(img);
+    attn_safetensors st;
+    attn_error err;
+    cr_assert_eq(attn_safetensors_read_header(path, &st, &err), ATTN_OK, "%s", err.msg);
+    cr_assert_eq(st.count, 2);
+    const attn_st_tensor *a = attn_safetensors_find(&st, "a");
+    cr_assert(a && a->ndim == 2 && a->shape[0] == 2 && a->shape[1] == 3 && a->numel == 6);
+    cr_assert_null(a->data);
+    cr_assert_str_eq(attn_safetensors_meta(&st, "k"), "v");
+    attn_safetensors_free(&st);
+    cr_assert_eq(attn_safetensors_read_header(cut, &st, &err), ATTN_ERR_FORMAT);
+    cr_assert(strstr(err.msg, "truncated"), "%s", err.msg);
+    cr_assert(st.count == 0 && st.tensors == NULL);
+    /* A header length past the file's end is refused before it is read. */
+    f = fopen(cut, "wb");
+    const unsigned char huge[9] = {0xff, 0xff, 0xff, 0x00, 0, 0, 0, 0, '{'};
+    fwrite(huge, 1, sizeof huge, f);
+    fclose(f);
+    cr_assert_eq(attn_safetensors_read_header(cut, &st, &err), ATTN_ERR_FORMAT);
+    cr_assert(strstr(err.msg, "not a safetensors file"), "%s", err.msg);
 }

@@ -86,6 +86,33 @@ echo '{"head_size": -5}' > "$tmp/neg.json"
 same "JSON with a negative head_size" never --data "$tmp/corpus.txt" --config "$tmp/neg.json" --steps 2 --threads 1
 same "a folder holding a checkpoint, without --resume" fin --data "$tmp/corpus.txt" --config "$tmp/small.json" --threads 1
 
+# A dry run plans from the configs and the checkpoints' headers: it never
+# allocates the model. A 100.9 M-parameter run (~2 GiB with its optimizer
+# and activations) plans within `ulimit -v` 700 MB, fresh, resumed and
+# from --init-from, while the real run cannot start there. Not under ASan,
+# whose shadow memory does not fit such a limit.
+cat > "$tmp/big.json" <<'JSON'
+{"n_layers": 8, "emb_dim": 1024, "n_heads": 8, "context_length": 16, "batch_size": 2}
+JSON
+if ldd "$ATTN" 2> /dev/null | grep -q libasan; then
+  echo "skip - the dry run's memory under ulimit -v (ASan build)"
+else
+  lim() { bash -c 'ulimit -v 700000; "$@"' lim "$ATTN" train --data "$tmp/corpus.txt" --threads 1 "$@"; }
+  lim --config "$tmp/big.json" --out "$tmp/big" --dry-run > "$tmp/big.log" 2>&1; rc=$?
+  [ $rc -eq 0 ] && grep -q '^parameters  100[0-9]* ' "$tmp/big.log" && grep -q '^memory  *~' "$tmp/big.log" &&
+    ok "a 100.9M-parameter dry run within ulimit -v 700 MB" || bad "big dry run: rc=$rc $(cat "$tmp/big.log")"
+  lim --config "$tmp/big.json" --out "$tmp/big" --steps 1 > "$tmp/bigreal.log" 2>&1; rc=$?
+  [ $rc -eq 1 ] && ok "the real run cannot start there (exit 1): the limit bites" ||
+    bad "the real big run under the limit: rc=$rc $(tail -3 "$tmp/bigreal.log")"
+  rm -rf "$tmp/big"
+  lim --out "$tmp/half" --resume --dry-run > "$tmp/lr.log" 2>&1 &&
+    grep -q '^run *resumes at step 3 of 6$' "$tmp/lr.log" && ok "a resumed dry run reads headers only" ||
+    bad "resumed dry run under the limit: $(cat "$tmp/lr.log")"
+  lim --config "$tmp/small.json" --init-from "$tmp/fin" --out "$tmp/ft" --dry-run > "$tmp/li.log" 2>&1 &&
+    grep -q '^run *a new run from the weights of' "$tmp/li.log" && [ ! -e "$tmp/ft" ] &&
+    ok "an --init-from dry run" || bad "init-from dry run: $(cat "$tmp/li.log")"
+fi
+
 # The engine line: --preset speedrun runs bf16 where the CPU has AVX512-BF16
 # (else fp32, saying why); --precision overrides it; other presets are fp32.
 engine() { "$ATTN" train --data "$tmp/corpus.txt" --out "$tmp/never" --dry-run --threads 1 "$@" 2> "$tmp/eng.err" |

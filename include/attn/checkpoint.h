@@ -175,6 +175,12 @@ attn_status attn_ckpt_remove_all(const char *dir, int *removed, attn_error *err)
 attn_status attn_gpt_load_checkpoint(const char *path, attn_gpt *m, attn_tokenizer *tok,
                                      int64_t *step, attn_error *err);
 
+/* The same checks from the file's header alone: *cfg, the tokenizer and the
+ * step of the checkpoint at path, with no weights read and no model made
+ * (what a dry run and a run's set-up need). Free tok with attn_tokenizer_free. */
+attn_status attn_gpt_checkpoint_config(const char *path, attn_gpt_config *cfg, attn_tokenizer *tok,
+                                       int64_t *step, attn_error *err);
+
 #ifdef __cplusplus
 }
 #endif

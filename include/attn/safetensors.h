@@ -88,6 +88,11 @@ attn_status attn_safetensors_write_params(const char *path, const attn_param_lis
  * ATTN_ERR_FORMAT (truncated, bad header length, invalid JSON, bad entry). */
 attn_status attn_safetensors_read(const char *path, attn_safetensors *st, attn_error *err);
 
+/* The header alone (regular files): names, dtypes, shapes and metadata,
+ * checked as attn_safetensors_read checks them against the file's size, with
+ * every tensor's data NULL. Reads 8 + header bytes, whatever the file holds:
+ * a checkpoint's config and shapes without its weights. */
+attn_status attn_safetensors_read_header(const char *path, attn_safetensors *st, attn_error *err);
 /* Same, from an in-memory image (copied); name is used in messages. */
 attn_status attn_safetensors_parse(const void *buf, size_t len, const char *name,
                                    attn_safetensors *st, attn_error *err);

@@ -46,6 +46,10 @@ typedef struct attn_train_request {
     const char *out;       /* run folder; NULL: runs/<preset> (required to resume) */
     const char *init_from; /* checkpoint whose weights start a fresh run, or NULL */
     int resume, force;
+    /* attn_train_start makes a planning trainer: the checks of a real start
+     * (configs, corpus, the checkpoint's headers), no model allocated; it
+     * reports (attn_trainer_* accessors) but does not train. */
+    int dry_run;
     int ranks; /* processes (attn_dist size; 0 = 1): a fresh run's default grad_accum */
     /* Keys set one by one (bit i: key i of attn_train_key_at, value in
      * keys[i]). learning_rate without min_lr also sets min_lr to a tenth

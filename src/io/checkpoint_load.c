@@ -40,11 +40,14 @@ static attn_status read_meta(const attn_safetensors *st, const char *file, attn_
     return ATTN_OK;
 }
 
-attn_status attn_gpt_load_checkpoint(const char *path, attn_gpt *m, attn_tokenizer *tok,
-                                     int64_t *step, attn_error *err) {
-    char file[ATTN_CKPT_PATH_MAX];
+/* The model file of path (a checkpoint folder's model.safetensors, or the
+ * file itself) into file; its header (header_only) or whole contents into st,
+ * config, tokenizer and step checked against its tensors' shapes. On failure
+ * nothing is left allocated. */
+static attn_status open_checkpoint(const char *path, int header_only, char *file,
+                                   attn_safetensors *st, attn_gpt_config *cfg, attn_tokenizer *tok,
+                                   int64_t *step, attn_error *err) {
     struct stat sb;
-    memset(m, 0, sizeof *m);
     memset(tok, 0, sizeof *tok);
     if (stat(path, &sb) != 0)
         return attn_fail(err, ATTN_ERR_IO, "checkpoint %s: %s", path, strerror(errno));
@@ -52,31 +55,55 @@ attn_status attn_gpt_load_checkpoint(const char *path, attn_gpt *m, attn_tokeniz
         if (attn_path_join(file, ATTN_CKPT_PATH_MAX, path, ATTN_CKPT_MODEL))
             return attn_fail(err, ATTN_ERR_IO, "checkpoint path is too long");
     } else {
-        snprintf(file, sizeof file, "%s", path);
+        snprintf(file, ATTN_CKPT_PATH_MAX, "%s", path);
     }
-    attn_safetensors st;
-    attn_status s = attn_safetensors_read(file, &st, err);
+    attn_status s = header_only ? attn_safetensors_read_header(file, st, err)
+                                : attn_safetensors_read(file, st, err);
     if (s) return s;
-    attn_gpt_config cfg;
-    if ((s = read_meta(&st, file, &cfg, tok, err))) goto out;
-    const int has_step =
-        attn_safetensors_meta(&st, "step") != NULL; /* files from elsewhere: none */
+    if ((s = read_meta(st, file, cfg, tok, err))) goto fail;
+    const int has_step = attn_safetensors_meta(st, "step") != NULL; /* files from elsewhere: none */
     uint64_t stp = 0;
-    if (has_step && (s = attn_safetensors_meta_u64(&st, file, "step", INT64_MAX, &stp, err)))
-        goto out;
-    /* Shapes before allocating: the model then fits in the file's size. */
-    if ((s = attn_ckpt_fit_config(&cfg, &st, "", file, err))) goto misfit;
-    if ((s = attn_ckpt_check_finite(&st, "", file, err))) goto out;
-    if ((s = attn_gpt_init(m, &cfg, NULL, err))) goto out;
-    if ((s = attn_safetensors_to_params(&st, file, attn_gpt_params(m), err))) goto misfit;
+    if (has_step && (s = attn_safetensors_meta_u64(st, file, "step", INT64_MAX, &stp, err)))
+        goto fail;
     if (step) *step = has_step ? (int64_t)stp : -1;
-    goto out;
-misfit : {
-    char msg[ATTN_ERROR_MSG_MAX];
-    snprintf(msg, sizeof msg, "%s", err ? err->msg : "");
-    s = attn_fail(err, s, "checkpoint tensors do not fit its config: %s", msg);
+    /* Shapes before allocating: the model then fits in the file's size. */
+    if ((s = attn_ckpt_fit_config(cfg, st, "", file, err))) {
+        char msg[ATTN_ERROR_MSG_MAX];
+        snprintf(msg, sizeof msg, "%s", err ? err->msg : "");
+        s = attn_fail(err, s, "checkpoint tensors do not fit its config: %s", msg);
+        goto fail;
+    }
+    return ATTN_OK;
+fail:
+    attn_safetensors_free(st);
+    attn_tokenizer_free(tok);
+    return s;
 }
-out:
+
+attn_status attn_gpt_checkpoint_config(const char *path, attn_gpt_config *cfg, attn_tokenizer *tok,
+                                       int64_t *step, attn_error *err) {
+    char file[ATTN_CKPT_PATH_MAX];
+    attn_safetensors st;
+    attn_status s = open_checkpoint(path, 1, file, &st, cfg, tok, step, err);
+    if (!s) attn_safetensors_free(&st);
+    return s;
+}
+
+attn_status attn_gpt_load_checkpoint(const char *path, attn_gpt *m, attn_tokenizer *tok,
+                                     int64_t *step, attn_error *err) {
+    char file[ATTN_CKPT_PATH_MAX];
+    attn_safetensors st;
+    attn_gpt_config cfg;
+    memset(m, 0, sizeof *m);
+    attn_status s = open_checkpoint(path, 0, file, &st, &cfg, tok, step, err);
+    if (s) return s;
+    if (!(s = attn_ckpt_check_finite(&st, "", file, err)) &&
+        !(s = attn_gpt_init(m, &cfg, NULL, err)) &&
+        (s = attn_safetensors_to_params(&st, file, attn_gpt_params(m), err))) {
+        char msg[ATTN_ERROR_MSG_MAX];
+        snprintf(msg, sizeof msg, "%s", err ? err->msg : "");
+        s = attn_fail(err, s, "checkpoint tensors do not fit its config: %s", msg);
+    }
     attn_safetensors_free(&st);
     if (s) {
         attn_gpt_free(m);

@@ -358,20 +358,29 @@ static attn_status place_data(attn_safetensors *st, size_t base, const char *nam
     return ATTN_OK;
 }
 
-/* Parse the image in st->buf_ (st->size_ bytes, owned by st). */
-static attn_status parse_owned(attn_safetensors *st, const char *name, attn_error *err) {
-    uint64_t n;
+/* Parse the header in st->buf_ (st->size_ bytes, owned by st) and check
+ * the tensors against a data buffer of data_bytes; *n gets the header's length. */
+static attn_status parse_layout(attn_safetensors *st, const char *name, uint64_t *n,
+                                uint64_t data_bytes, int header_only, attn_error *err) {
     cJSON *root = NULL;
-    attn_status s = parse_header(st->buf_, st->size_, name, &n, &root, err);
+    attn_status s = parse_header(st->buf_, st->size_, name, n, &root, err);
     if (!s) s = parse_items(root, st, name, err);
     cJSON_Delete(root);
     if (s) return s;
+    if (!header_only) data_bytes = st->size_ - 8 - (size_t)*n;
     const attn_st_tensor **order = malloc(((size_t)st->count + 1) * sizeof *order);
     if (!order) return attn_fail(err, ATTN_ERR_NOMEM, "%s: out of memory", name);
     for (int i = 0; i < st->count; i++)
         order[i] = &st->tensors[i];
-    s = check_layout(order, st->count, st->size_ - 8 - (size_t)n, name, err);
+    s = check_layout(order, st->count, (size_t)data_bytes, name, err);
     free(order);
+    return s;
+}
+
+/* Parse the image in st->buf_ (st->size_ bytes, owned by st). */
+static attn_status parse_owned(attn_safetensors *st, const char *name, attn_error *err) {
+    uint64_t n;
+    attn_status s = parse_layout(st, name, &n, 0, 0, err);
     return s ? s : place_data(st, 8 + (size_t)n, name, err);
 }
 
@@ -465,6 +474,39 @@ attn_status attn_safetensors_read(const char *path, attn_safetensors *st, attn_e
 out:
     free(buf);
     attn_file_in_close(&in);
+    return s;
+}
+
+attn_status attn_safetensors_read_header(const char *path, attn_safetensors *st, attn_error *err) {
+    memset(st, 0, sizeof *st);
+    attn_file_in in;
+    attn_status s = attn_file_in_open(&in, path, err);
+    if (s) return s;
+    unsigned char len8[8];
+    size_t got = 0;
+    uint64_t n = 0;
+    if (!in.regular)
+        s = attn_fail(err, ATTN_ERR_IO, "%s: not a regular file", path);
+    else if (!(s = attn_file_in_read(&in, path, len8, 8, &got, err)))
+        for (int i = 7; i >= 0 && got == 8; i--)
+            n = n << 8 | len8[i];
+    /* The length is checked against the file before the header is read. */
+    if (!s && (got < 8 || n < 2 || n > ATTN_ST_MAX_HEADER || n > in.size - 8))
+        s = attn_fail(err, ATTN_ERR_FORMAT,
+                      "%s: not a safetensors file (a header length of %llu bytes in a file of "
+                      "%llu)",
+                      path, (unsigned long long)n, (unsigned long long)in.size);
+    if (!s && !(st->buf_ = malloc(8 + (size_t)n)))
+        s = attn_fail(err, ATTN_ERR_NOMEM, "%s: out of memory", path);
+    if (!s) {
+        memcpy(st->buf_, len8, 8);
+        st->size_ = 8;
+        s = attn_file_in_read(&in, path, (unsigned char *)st->buf_ + 8, (size_t)n, &got, err);
+        st->size_ += got;
+    }
+    if (!s) s = parse_layout(st, path, &n, in.size - 8 - n, 1, err);
+    attn_file_in_close(&in);
+    if (s) attn_safetensors_free(st);
     return s;
 }
 

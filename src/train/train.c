@@ -70,7 +70,7 @@ static attn_status init_corpus(attn_trainer *tr, const char *text, size_t n, att
  * its characters in id order) or, vocab NULL, the corpus's. */
 static attn_status trainer_init(attn_trainer *tr, const attn_gpt_config *mcfg,
                                 const attn_train_config *tcfg, int vocab_given, const char *vocab,
-                                const char *text, size_t n, attn_error *err) {
+                                const char *text, size_t n, int plan_only, attn_error *err) {
     memset(tr, 0, sizeof *tr);
     attn_status st = attn_train_config_validate(tcfg, err);
     if (st) return st;
@@ -98,6 +98,7 @@ static attn_status trainer_init(attn_trainer *tr, const attn_gpt_config *mcfg,
         goto fail;
     attn_rng_seed(&tr->model_rng, tcfg->seed);
     attn_rng_seed(&tr->eval_rng, tcfg->seed + 2);
+    if ((tr->plan_only = plan_only)) return ATTN_OK;
     if ((st = attn_gpt_init(&tr->model, &tr->mcfg, &tr->model_rng, err))) goto fail;
     if ((st = attn_gpt_acts_init(&tr->acts, &tr->model, tcfg->batch_size, T, err))) goto fail;
     attn_adamw_config ac = {tcfg->beta1, tcfg->beta2, tcfg->eps, tcfg->weight_decay};
@@ -119,7 +120,7 @@ fail:
 attn_status attn_trainer_init(attn_trainer *tr, const attn_gpt_config *mcfg,
                               const attn_train_config *tcfg, int vocab_given, const char *text,
                               size_t n, attn_error *err) {
-    return trainer_init(tr, mcfg, tcfg, vocab_given, NULL, text, n, err);
+    return trainer_init(tr, mcfg, tcfg, vocab_given, NULL, text, n, 0, err);
 }
 
 attn_status attn_trainer_init_vocab(attn_trainer *tr, const attn_gpt_config *mcfg,
@@ -130,7 +131,7 @@ attn_status attn_trainer_init_vocab(attn_trainer *tr, const attn_gpt_config *mcf
         memset(tr, 0, sizeof *tr);
         return attn_fail(err, ATTN_ERR_INVALID_ARG, "no vocabulary given");
     }
-    return trainer_init(tr, mcfg, tcfg, vocab_given, vocab, text, n, err);
+    return trainer_init(tr, mcfg, tcfg, vocab_given, vocab, text, n, 0, err);
 }
 
 double attn_train_lr(const attn_train_config *c, int64_t step, double progress) {
@@ -158,7 +159,15 @@ static attn_status record_step(attn_trainer *tr, float loss, double lr, double n
     return ATTN_OK;
 }
 
+/* A dry run's trainer (plan_only) has no model to step, evaluate or save. */
+static attn_status planning(const attn_trainer *tr, attn_error *err) {
+    return tr->plan_only ? attn_fail(err, ATTN_ERR_STATE,
+                                     "a dry run's trainer plans the run and does not train")
+                         : ATTN_OK;
+}
+
 attn_status attn_trainer_step(attn_trainer *tr, attn_train_record *rec, attn_error *err) {
+    if (planning(tr, err)) return ATTN_ERR_STATE;
     const attn_train_config *c = &tr->tcfg;
     const int B = c->batch_size, T = tr->mcfg.context_length;
     double lr = attn_train_lr(c, tr->step, tr->progress);
@@ -233,6 +242,7 @@ static attn_status exact_val(attn_trainer *tr, float *out, attn_error *err) {
 static attn_status evaluate(attn_trainer *tr, int sampled_val, int exact, attn_eval_record *rec,
                             attn_error *err) {
     attn_eval_record r = {tr->step, NAN, NAN, NAN};
+    if (planning(tr, err)) return ATTN_ERR_STATE;
     attn_status st = sampled_loss(tr, 0, &r.train_loss, err);
     if (!st && sampled_val) st = sampled_loss(tr, 1, &r.val_loss, err);
     if (!st && exact) st = exact_val(tr, &r.val_exact, err);
@@ -253,15 +263,14 @@ attn_status attn_trainer_evaluate_final(attn_trainer *tr, attn_eval_record *rec,
 
 /* ---- the public, opaque trainer ------------------------------------------ */
 
-static attn_status create(attn_trainer **out, const attn_gpt_config *mcfg,
-                          const attn_train_config *tcfg, int vocab_given, const char *vocab,
-                          const char *text, size_t n, attn_error *err) {
+attn_status attn_trainer_create_ex(attn_trainer **out, const attn_gpt_config *mcfg,
+                                   const attn_train_config *tcfg, int vocab_given,
+                                   const char *vocab, const char *text, size_t n, int plan_only,
+                                   attn_error *err) {
     *out = NULL;
     attn_trainer *tr = calloc(1, sizeof *tr);
     if (!tr) return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for a trainer");
-    attn_status st = vocab
-                         ? attn_trainer_init_vocab(tr, mcfg, tcfg, vocab_given, vocab, text, n, err)
-                         : attn_trainer_init(tr, mcfg, tcfg, vocab_given, text, n, err);
+    attn_status st = trainer_init(tr, mcfg, tcfg, vocab_given, vocab, text, n, plan_only, err);
     if (st) {
         free(tr);
         return st;
@@ -273,7 +282,7 @@ static attn_status create(attn_trainer **out, const attn_gpt_config *mcfg,
 attn_status attn_trainer_create(attn_trainer **out, const attn_gpt_config *mcfg,
                                 const attn_train_config *tcfg, int vocab_given, const char *text,
                                 size_t n, attn_error *err) {
-    return create(out, mcfg, tcfg, vocab_given, NULL, text, n, err);
+    return attn_trainer_create_ex(out, mcfg, tcfg, vocab_given, NULL, text, n, 0, err);
 }
 
 attn_status attn_trainer_create_vocab(attn_trainer **out, const attn_gpt_config *mcfg,
@@ -284,7 +293,7 @@ attn_status attn_trainer_create_vocab(attn_trainer **out, const attn_gpt_config 
         *out = NULL;
         return attn_fail(err, ATTN_ERR_INVALID_ARG, "no vocabulary given");
     }
-    return create(out, mcfg, tcfg, vocab_given, vocab, text, n, err);
+    return attn_trainer_create_ex(out, mcfg, tcfg, vocab_given, vocab, text, n, 0, err);
 }
 
 void attn_trainer_free(attn_trainer *tr) {

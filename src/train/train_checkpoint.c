@@ -330,6 +330,8 @@ static attn_status write_model(attn_ckpt_txn *txn, const attn_trainer *tr, const
 }
 
 attn_status attn_trainer_save(const attn_trainer *tr, const char *dir, attn_error *err) {
+    if (tr->plan_only)
+        return attn_fail(err, ATTN_ERR_STATE, "a dry run's trainer has no weights to save");
     char path[ATTN_CKPT_PATH_MAX];
     attn_ckpt_txn txn; /* both files commit together (attn/checkpoint.h) */
     txn.tmp[0] = '\0';
@@ -461,8 +463,8 @@ attn_status attn_trainer_read_config(const char *dir, attn_gpt_config *mcfg,
     if (rs) return rs;
     if (attn_path_join(path, PATH_BUF, live, ATTN_CKPT_STATE))
         return attn_fail(err, ATTN_ERR_IO, "checkpoint directory path is too long");
-    attn_safetensors st;
-    attn_status s = attn_safetensors_read(path, &st, err);
+    attn_safetensors st; /* the header: configs, shapes and the corpus, not the moments */
+    attn_status s = attn_safetensors_read_header(path, &st, err);
     if (s) return s;
     s = read_state_config(&st, path, mcfg, tcfg, err);
     /* The caller allocates a trainer of this config: the optimizer state
@@ -685,20 +687,23 @@ attn_status attn_trainer_resume(attn_trainer *tr, const char *dir, attn_error *e
     if (attn_path_join(path, PATH_BUF, live, ATTN_CKPT_STATE) ||
         attn_path_join(mpath, PATH_BUF, live, ATTN_CKPT_MODEL))
         return attn_fail(err, ATTN_ERR_IO, "checkpoint directory path is too long");
-    attn_safetensors st;
-    if ((s = attn_safetensors_read(path, &st, err))) return s;
+    attn_safetensors st; /* planning: the header's checks, nothing read into the model */
+    const int plan = tr->plan_only;
+    if ((s = plan ? attn_safetensors_read_header(path, &st, err)
+                  : attn_safetensors_read(path, &st, err)))
+        return s;
     attn_gpt_config mc;
     attn_train_config tc;
     uint64_t meta[M_COUNT] = {0};
     if (!s) s = read_state_config(&st, path, &mc, &tc, err);
     if (!s) s = check_config(tr, dir, &mc, &tc, err);
     if (!s) s = check_meta(tr, &st, path, dir, meta, err);
-    if (!s) s = read_weights(tr, &st, path, mpath, meta[M_STEP], err);
-    if (!s) s = read_tensors(tr, &st, path, err);
+    if (!s && !plan) s = read_weights(tr, &st, path, mpath, meta[M_STEP], err);
+    if (!s && !plan) s = read_tensors(tr, &st, path, err);
     if (!s)
         s = attn_sampler_restore(&tr->sampler, meta[M_SAMPLER_EPOCH],
                                  (size_t)meta[M_SAMPLER_CURSOR], err);
-    if (!s) s = read_history(tr, &st, err);
+    if (!s && !plan) s = read_history(tr, &st, err);
     if (!s) {
         tr->opt.step = (int64_t)meta[M_ADAMW_STEP];
         tr->step = (int64_t)meta[M_STEP];
@@ -727,11 +732,13 @@ attn_status attn_trainer_init_from(attn_trainer *tr, const char *dir, attn_error
     if (tr->step != 0 || tr->gpu)
         return attn_fail(err, ATTN_ERR_STATE,
                          "--init-from: weights load into a fresh CPU trainer only");
-    attn_gpt src;
+    attn_gpt src = {0};
+    attn_gpt_config cfg;
     attn_tokenizer tok;
-    attn_status s = attn_gpt_load_checkpoint(dir, &src, &tok, NULL, err);
+    attn_status s = tr->plan_only ? attn_gpt_checkpoint_config(dir, &cfg, &tok, NULL, err)
+                                  : attn_gpt_load_checkpoint(dir, &src, &tok, NULL, err);
     if (s) return s;
-    const attn_gpt_config *a = &src.cfg, *b = &tr->mcfg;
+    const attn_gpt_config *a = tr->plan_only ? &cfg : &src.cfg, *b = &tr->mcfg;
     if (a->vocab_size != b->vocab_size || a->context_length != b->context_length ||
         a->emb_dim != b->emb_dim || a->n_heads != b->n_heads || a->n_layers != b->n_layers ||
         a->qkv_bias != b->qkv_bias) {
@@ -750,7 +757,7 @@ attn_status attn_trainer_init_from(attn_trainer *tr, const char *dir, attn_error
                       "characters): the token ids would not match (start the trainer with the "
                       "checkpoint's vocabulary: attn_trainer_init_vocab)",
                       dir);
-    } else {
+    } else if (!tr->plan_only) {
         const attn_param_list *from = attn_gpt_params(&src), *to = attn_gpt_params(&tr->model);
         for (int i = 0; i < to->count; i++)
             memcpy(to->items[i].data, from->items[i].data, to->items[i].numel * sizeof(float));

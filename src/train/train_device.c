@@ -11,7 +11,7 @@ attn_status attn_trainer_set_device(attn_trainer *tr, attn_device device, attn_p
     if (device == ATTN_DEVICE_CPU) {
         /* BF16 on the CPU: the model's products through the bf16 engine. */
         attn_status s = attn_precision_check(precision, err);
-        if (s) return s;
+        if (s || tr->plan_only) return s;
         if (tr->gpu) {
             if ((s = attn_trainer_device_sync(tr, err))) return s;
             attn_cuda_gpt_free(tr->gpu);
@@ -20,6 +20,7 @@ attn_status attn_trainer_set_device(attn_trainer *tr, attn_device device, attn_p
         return attn_gpt_set_precision(&tr->model, precision, err);
     }
     if (tr->gpu) return attn_fail(err, ATTN_ERR_STATE, "the trainer is already on the GPU");
+    if (tr->plan_only) return attn_cuda_check(err); /* a dry run: is there a device? */
     struct attn_cuda_gpt *g = NULL;
     attn_status s = attn_cuda_gpt_create(&g, &tr->model, tr->tcfg.batch_size,
                                          tr->mcfg.context_length, precision, err);

@@ -272,14 +272,13 @@ attn_status attn_train_resolve(const attn_train_request *rq, attn_train_setup *s
 }
 
 /* The vocabulary (its characters in id order, malloc'd) of the model
- * checkpoint at path. */
+ * checkpoint at path, from its header. */
 static attn_status checkpoint_vocabulary(const char *path, char **vocab, attn_error *err) {
-    attn_gpt m;
+    attn_gpt_config cfg;
     attn_tokenizer tok;
-    attn_status st = attn_gpt_load_checkpoint(path, &m, &tok, NULL, err);
+    attn_status st = attn_gpt_checkpoint_config(path, &cfg, &tok, NULL, err);
     if (st) return st;
     *vocab = attn_tokenizer_vocab_string(&tok);
-    attn_gpt_free(&m);
     attn_tokenizer_free(&tok);
     return *vocab ? ATTN_OK : attn_fail(err, ATTN_ERR_NOMEM, "out of memory");
 }
@@ -298,11 +297,8 @@ attn_status attn_train_start(attn_trainer **out, const attn_train_request *rq,
     char *vocab = NULL;
     if (ckpt && (st = checkpoint_vocabulary(ckpt, &vocab, err))) return st;
     attn_trainer *tr = NULL;
-    if (vocab)
-        st = attn_trainer_create_vocab(&tr, &su->model, &su->train, su->vocab_given, vocab, text, n,
-                                       err);
-    else
-        st = attn_trainer_create(&tr, &su->model, &su->train, su->vocab_given, text, n, err);
+    st = attn_trainer_create_ex(&tr, &su->model, &su->train, su->vocab_given, vocab, text, n,
+                                rq->dry_run, err);
     free(vocab);
     if (st) {
         char msg[ATTN_ERROR_MSG_MAX];

@@ -36,6 +36,9 @@ struct attn_trainer {
      * saves; checkpointed, so a resumed run goes on counting), and the share
      * of the budget spent when the next step begins (its LR follows it). */
     double elapsed_s, progress;
+    /* A dry run's trainer: configs, tokenizer, corpus and the checkpoint's
+     * checks (headers only), with no model, optimizer or activations. */
+    int plan_only;
 };
 
 /* In place, for a trainer the caller holds (attn_trainer_create allocates
@@ -47,5 +50,13 @@ attn_status attn_trainer_init_vocab(attn_trainer *tr, const attn_gpt_config *mcf
                                     const attn_train_config *tcfg, int vocab_given,
                                     const char *vocab, const char *text, size_t n, attn_error *err);
 void attn_trainer_release(attn_trainer *tr);
+
+/* attn_trainer_create(_vocab) (vocab NULL: the corpus's), or with plan_only
+ * a planning trainer (above) that can be resumed and started from a
+ * checkpoint (checks only) but not stepped. */
+attn_status attn_trainer_create_ex(attn_trainer **out, const attn_gpt_config *mcfg,
+                                   const attn_train_config *tcfg, int vocab_given,
+                                   const char *vocab, const char *text, size_t n, int plan_only,
+                                   attn_error *err);
 
 #endif
