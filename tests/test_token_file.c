@@ -303,7 +303,10 @@ static int safe_in_lines(const char *s, size_t p) {
     if (s[p - 1] != '\n' || s[p - 2] != 'b') return 0;
     if (s[p] == 'a') return 1;
     if (s[p] == ' ' || s[p] == '\t' || s[p] == '\n') return s[p + 1] == 'a';
-    return !memcmp(s + p, "\xe3\x80\x80" "a", 4);
+    return !memcmp(s + p,
+                   "\xe3\x80\x80"
+                   "a",
+                   4);
 }
 
 Test(token_file, chunks_end_only_at_safe_boundaries) {
@@ -620,6 +623,23 @@ Test(token_file, gpt2_chunked_equals_whole_on_whitespace_stress, .timeout = 120)
     free(s);
     assert_gpt2_chunked_is_whole(t, text, 1, 100);
     attn_bpe_free(t);
+    remove_tree(dir);
+    free(dir);
+}
+
+Test(token_file, empty_text_has_no_tokens) {
+    char *dir = temp_dir(), text[4200];
+    snprintf(text, sizeof text, "%s/t.txt", dir);
+    write_file(text, "", 0);
+    byte_ctx c;
+    attn_token_encoder enc = byte_encoder(&c, "bytes-v1");
+    attn_token_file tf;
+    open_ok(text, &enc, dir, &tf);
+    cr_expect(tf.rebuilt && c.calls == 0 && attn_token_file_len(&tf) == 0);
+    attn_token_file_close(&tf);
+    open_ok(text, &enc, dir, &tf);
+    cr_expect(!tf.rebuilt && attn_token_file_len(&tf) == 0);
+    attn_token_file_close(&tf);
     remove_tree(dir);
     free(dir);
 }
