@@ -44,6 +44,15 @@ closure "${test_pkgs[@]}" > "$tmp/test.list"
 pc_dir "$tmp/pc-build" "$tmp/build.list"
 pc_dir "$tmp/pc-test" "$tmp/test.list"
 echo "check-deps: build list sees: $(ls "$tmp/pc-build" | tr '\n' ' ')"
+# Every library attn.pc names (libxxhash for the token files, ...) comes
+# with the build list.
+for m in $(sed -n 's/^Requires.private: //p' attn.pc.in); do
+  if [ -e "$tmp/pc-build/$m.pc" ]; then
+    echo "ok   - $m (attn.pc) comes with the build list"
+  else
+    echo "FAIL - attn.pc needs $m, which no package of the build list installs"; fails=$((fails + 1))
+  fi
+done
 
 if PKG_CONFIG_LIBDIR=$tmp/pc-build cmake -S . -B "$tmp/run" -DATTN_BUILD_TESTS=OFF \
      > "$tmp/run.log" 2>&1 &&

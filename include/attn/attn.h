@@ -46,6 +46,7 @@
 #include "attn/softmax.h"
 #include "attn/status.h"
 #include "attn/thread_tuner.h"
+#include "attn/token_file.h"
 #include "attn/tokenizer.h"
 #include "attn/train.h"
 #include "attn/train_setup.h"

@@ -2,6 +2,9 @@
  *
  * A dataset views n token ids (borrowed, int32) as len = n - block_size
  * windows: window p is x = ids[p : p+block], y = ids[p+1 : p+1+block].
+ * attn_dataset_init_u16 views uint16 ids instead (a mapped token file,
+ * attn/token_file.h): get and both batch functions still give int32 x, y,
+ * the same as the int32 view of the same ids.
  *
  * Splits: the first 90% of the ids train, the last 10% validate (the split
  * point is floor(0.9 * n), as nanoGPT's int(n * 0.9)).
@@ -27,14 +30,19 @@ extern "C" {
 #endif
 
 typedef struct attn_token_dataset {
-    const int32_t *ids; /* borrowed */
+    const int32_t *ids; /* borrowed; NULL for a uint16 view */
     size_t n_ids;
     int block_size;
+    const uint16_t *ids16; /* borrowed; the uint16 view's ids, else NULL */
 } attn_token_dataset;
 
 /* Fails unless n >= block_size + 1 (at least one window) and block_size >= 1. */
 attn_status attn_dataset_init(attn_token_dataset *ds, const int32_t *ids, size_t n, int block_size,
                               attn_error *err);
+
+/* The same over n uint16 ids (ids stays NULL, ids16 = ids). */
+attn_status attn_dataset_init_u16(attn_token_dataset *ds, const uint16_t *ids, size_t n,
+                                  int block_size, attn_error *err);
 
 /* Number of windows: n_ids - block_size. */
 size_t attn_dataset_len(const attn_token_dataset *ds);

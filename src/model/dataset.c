@@ -4,15 +4,33 @@
 #include <stdlib.h>
 #include <string.h>
 
-attn_status attn_dataset_init(attn_token_dataset *ds, const int32_t *ids, size_t n, int block_size,
-                              attn_error *err) {
+static attn_status check_len(size_t n, int block_size, attn_error *err) {
     if (block_size < 1)
         return attn_fail(err, ATTN_ERR_INVALID_ARG, "block size must be >= 1 (got %d)", block_size);
     if (n < (size_t)block_size + 1)
         return attn_fail(err, ATTN_ERR_INVALID_ARG,
                          "%zu tokens are too few for context length %d (need at least %d)", n,
                          block_size, block_size + 1);
+    return ATTN_OK;
+}
+
+attn_status attn_dataset_init(attn_token_dataset *ds, const int32_t *ids, size_t n, int block_size,
+                              attn_error *err) {
+    attn_status s = check_len(n, block_size, err);
+    if (s) return s;
     ds->ids = ids;
+    ds->ids16 = NULL;
+    ds->n_ids = n;
+    ds->block_size = block_size;
+    return ATTN_OK;
+}
+
+attn_status attn_dataset_init_u16(attn_token_dataset *ds, const uint16_t *ids, size_t n,
+                                  int block_size, attn_error *err) {
+    attn_status s = check_len(n, block_size, err);
+    if (s) return s;
+    ds->ids = NULL;
+    ds->ids16 = ids;
     ds->n_ids = n;
     ds->block_size = block_size;
     return ATTN_OK;
@@ -24,6 +42,14 @@ size_t attn_dataset_len(const attn_token_dataset *ds) {
 
 void attn_dataset_get(const attn_token_dataset *ds, size_t pos, int32_t *x, int32_t *y) {
     size_t b = (size_t)ds->block_size;
+    if (ds->ids16) {
+        const uint16_t *w = ds->ids16 + pos;
+        for (size_t i = 0; i < b; i++) {
+            x[i] = w[i];
+            y[i] = w[i + 1];
+        }
+        return;
+    }
     memcpy(x, ds->ids + pos, b * sizeof *x);
     memcpy(y, ds->ids + pos + 1, b * sizeof *y);
 }
