@@ -36,9 +36,9 @@ enum {
 static const cli_option gpt_opts_table[] = {
     [GPT_CHECKPOINT] = {"checkpoint", CLI_STRING, "DIR", OFF(checkpoint), .required = 1,
                         .positional = 1,
-                        .help = "a run folder of `attn train` (or its\n"
-                                "model.safetensors), or HF, llm.c or book GPT-2\n"
-                                "weights; the flag may be left out"},
+                        .help = "a run folder of `attn train`; the flag may be left out\n"
+                                "(or its model.safetensors), or HF, llm.c or book\n"
+                                "GPT-2 weights"},
     [GPT_INPUT] = {"input", CLI_STRING, "IDS.npy", OFF(input), .required = 1,
                    .help = "int64 or int32 (B, T) token ids, T <= context_length"},
     [GPT_OUTPUT] = {"output", CLI_STRING, "LOGITS.npy", OFF(output), .required = 1,
