@@ -355,3 +355,30 @@ Test(weights_format, bad_llmc) {
     write_llmc_variant(bin, bad, 0, 5, 5); /* 24 channels in 5 heads */
     expect_import(bad, NULL, ATTN_ERR_FORMAT, "n_heads");
 }
+
+/* F16 is widened exactly: normals, the largest, subnormals, signed zero. */
+Test(weights_format, f16) {
+    attn_gpt_config c = small_config();
+    attn_gpt m, back;
+    attn_error err;
+    make_model(&m, &c);
+    static const uint16_t bits[8] = {0x3e00, 0xb400, 0x7bff, 0x0400,
+                                     0x0001, 0x03ff, 0x8000, 0x3c00};
+    static const float want[8] = {1.5f,           -0.25f,         65504.f, 6.103515625e-05f,
+                                  5.9604645e-08f, 6.0975552e-05f, -0.f,    1.f};
+    uint16_t half[24];
+    float *lnf = attn_param_list_find(attn_gpt_params(&m), "final_norm.scale")->data;
+    for (int i = 0; i < 24; i++) {
+        half[i] = bits[i % 8];
+        lnf[i] = want[i % 8];
+    }
+    const char *hf = tio_path(dir, "f.safetensors"), *f16 = tio_path(dir, "f16.safetensors");
+    cr_assert_eq(attn_gpt_export(&m, hf, ATTN_WEIGHTS_HF, &err), ATTN_OK, "%s", err.msg);
+    const int64_t s[1] = {24};
+    attn_st_entry e = {"transformer.ln_f.weight", "F16", 1, s, half, sizeof half};
+    rewrite(hf, f16, e.name, &e, 1);
+    cr_assert_eq(attn_gpt_import(f16, NULL, &back, NULL, &err), ATTN_OK, "%s", err.msg);
+    assert_same(&m, &back); /* bit for bit: -0 stays -0 */
+    attn_gpt_free(&back);
+    attn_gpt_free(&m);
+}

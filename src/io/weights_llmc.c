@@ -18,8 +18,7 @@ static int32_t le32(const unsigned char *p) {
 
 /* Parameter floats of a header's model (a double: a lying header may ask
  * for more than size_t holds). */
-static double llmc_floats(double T, double V, double L, double C, double Vp) {
-    (void)V;
+static double llmc_floats(double T, double L, double C, double Vp) {
     return Vp * C + T * C + L * (12 * C * C + 13 * C) + 2 * C;
 }
 
@@ -45,7 +44,7 @@ static attn_status read_header(const unsigned char *b, size_t got, uint64_t size
                          "%s: llm.c header sizes max_seq_len %d, vocab_size %d, num_layers %d, "
                          "num_heads %d, channels %d, padded_vocab_size %d are not a model",
                          path, h[2], h[3], h[4], h[5], h[6], h[7]);
-    const double want = HEADER_BYTES + 4 * llmc_floats(h[2], h[3], h[4], h[6], h[7]);
+    const double want = HEADER_BYTES + 4 * llmc_floats(h[2], h[4], h[6], h[7]);
     if ((double)size != want)
         return attn_fail(err, ATTN_ERR_FORMAT,
                          "%s: %s: the header's model needs %.0f bytes, the file has %llu", path,

@@ -86,11 +86,12 @@ def gpt2_logits(sd, ids):
     return (ln(x, "transformer.ln_f") @ head.T).numpy()
 
 
-def write_hf(folder, sd):
+def write_hf(folder, sd, prefix="transformer."):
+    """GPT2LMHeadModel's file, or (prefix "") with GPT2Model's names."""
     folder.mkdir()
-    hf = dict(sd)
+    hf = {k.replace("transformer.", prefix): v for k, v in sd.items()}
     for i in range(L):  # older save_pretrained files carry the mask buffers
-        hf[f"transformer.h.{i}.attn.bias"] = np.tril(np.ones((1, 1, T, T), np.float32))
+        hf[f"{prefix}h.{i}.attn.bias"] = np.tril(np.ones((1, 1, T, T), np.float32))
     write_safetensors(folder / "model.safetensors", hf, {"format": "pt"})
     (folder / "config.json").write_text(json.dumps(
         {"model_type": "gpt2", "n_head": H, "n_embd": C, "n_layer": L, "n_positions": T,
@@ -165,15 +166,15 @@ def greedy(step, prompt, n):
     return ids[len(prompt):]
 
 
-CASES = [("hf", True, ()), ("hf-untied", False, ()), ("llmc", True, ()),
-         ("book", True, ("--n-heads", str(H)))]
+CASES = [("hf", True, ()), ("hf-untied", False, ()), ("hf-gpt2model", True, ()),
+         ("llmc", True, ()), ("book", True, ("--n-heads", str(H)))]
 
 
 @pytest.mark.parametrize("name,tied,extra", CASES, ids=[c[0] for c in CASES])
 def test_logits_and_greedy_match_torch(tmp_path, attn_bin, name, tied, extra):
     sd = random_gpt2(seed=len(name) + 7 * tied, tied=tied)
     if name.startswith("hf"):
-        path = write_hf(tmp_path / "hf", sd)
+        path = write_hf(tmp_path / "hf", sd, "" if name == "hf-gpt2model" else "transformer.")
     elif name == "llmc":
         path = write_llmc(tmp_path / "gpt2.bin", sd)
     else:
