@@ -1,6 +1,7 @@
-/* attn forward gpt — run a trained checkpoint on token ids from .npy and
- * write the logits, printing the loss when targets are given (for checks
- * against the book's PyTorch GPTModel). Dispatched from cmd_forward.c. */
+/* attn forward gpt — run a trained checkpoint (or GPT-2 weights in another
+ * format, attn/weights_format.h) on token ids from .npy and write the logits,
+ * printing the loss when targets are given (for checks against the book's
+ * PyTorch GPTModel and GPT-2's). Dispatched from cmd_forward.c. */
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,13 +11,14 @@
 #include "attn/fileio.h"
 #include "attn/npy.h"
 #include "attn/train.h"
+#include "attn/weights_format.h"
 #include "commands.h"
 #include "options.h"
 #include "threads.h"
 
 typedef struct gpt_opts {
     const char *checkpoint, *input, *output, *targets, *precision;
-    long long threads;
+    long long threads, n_heads;
 } gpt_opts;
 
 enum {
@@ -26,6 +28,7 @@ enum {
     GPT_TARGETS,
     GPT_PRECISION,
     GPT_THREADS,
+    GPT_N_HEADS,
     GPT_OPT_COUNT
 };
 
@@ -33,8 +36,9 @@ enum {
 static const cli_option gpt_opts_table[] = {
     [GPT_CHECKPOINT] = {"checkpoint", CLI_STRING, "DIR", OFF(checkpoint), .required = 1,
                         .positional = 1,
-                        .help = "a run folder of `attn train` (or its\n"
-                                "model.safetensors); the flag may be left out"},
+                        .help = "a run folder of `attn train`; the flag may be left out\n"
+                                "(or its model.safetensors), or HF, llm.c or book\n"
+                                "GPT-2 weights"},
     [GPT_INPUT] = {"input", CLI_STRING, "IDS.npy", OFF(input), .required = 1,
                    .help = "int64 or int32 (B, T) token ids, T <= context_length"},
     [GPT_OUTPUT] = {"output", CLI_STRING, "LOGITS.npy", OFF(output), .required = 1,
@@ -46,13 +50,17 @@ static const cli_option gpt_opts_table[] = {
                        .choices = cli_precision_choices, .def = "fp32",
                        .help = "bf16: bf16 products with fp32 sums (AVX512-BF16 CPUs)"},
     [GPT_THREADS] = CLI_THREADS_OPTION(OFF(threads)),
+    [GPT_N_HEADS] = {"n-heads", CLI_INT, "N", OFF(n_heads), 1, 4096,
+                     .help = "heads of weights that do not say (default:\n"
+                             "GPT-2's by emb_dim)"},
 };
 CLI_TABLE_CHECK(gpt_opts_table, GPT_OPT_COUNT);
 
 const cli_command forward_gpt_cli = {
     "forward gpt",
     "attn forward gpt [--checkpoint] DIR --input IDS.npy --output LOGITS.npy\n"
-    "                        [--targets Y.npy] [--precision fp32|bf16] [--threads N]",
+    "                        [--targets Y.npy] [--precision fp32|bf16] [--threads N]\n"
+    "                        [--n-heads N]",
     "  Runs the checkpoint's GPT on the ids in eval mode (no dropout) and writes\n"
     "  the logits; with --targets also prints the loss, for checks against the\n"
     "  book's PyTorch GPTModel.\n",
@@ -125,7 +133,14 @@ int cmd_forward_gpt(int argc, char **argv) {
     }
     attn_gpt model;
     attn_tokenizer tok;
-    if (attn_gpt_load_checkpoint(o.checkpoint, &model, &tok, NULL, &err)) {
+    memset(&tok, 0, sizeof tok);
+    attn_gpt_config hint;
+    memset(&hint, 0, sizeof hint);
+    hint.n_heads = (int)o.n_heads;
+    attn_weights_format fmt;
+    const int other = !attn_weights_detect(o.checkpoint, &fmt, NULL) && fmt != ATTN_WEIGHTS_ATTN;
+    if (other ? attn_gpt_import(o.checkpoint, &hint, &model, NULL, &err)
+              : attn_gpt_load_checkpoint(o.checkpoint, &model, &tok, NULL, &err)) {
         fprintf(stderr, "attn forward gpt: %s\n", err.msg);
         return 1;
     }

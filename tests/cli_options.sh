@@ -128,12 +128,12 @@ expect 1 "$tmp/nope.txt" "train: missing --data file" -- train --data "$tmp/nope
 expect 1 "$tmp/nope.npy" "forward: missing --input" -- forward mha --d-out 2 --input "$tmp/nope.npy" --output "$tmp/y.npy"
 expect 1 "$tmp/nope" "generate: missing checkpoint" -- generate --checkpoint "$tmp/nope"
 expect 1 "$tmp/nope" "forward gpt: missing checkpoint" -- forward gpt --checkpoint "$tmp/nope" --input "$tmp/x.npy" --output "$tmp/y.npy"
-for cmd in chapter3 rng viz info train generate forward bench; do
+for cmd in chapter3 rng viz info train generate forward bench export; do
   expect 2 "unknown (or incomplete )?option|unknown benchmark|which module" "$cmd: unknown option" -- $cmd --no-such-option
 done
 
 # 5. --help comes from the table: every option with its range and default; exit 0.
-for cmd in chapter3 rng viz info generate forward "forward gpt" bench "bench train" "bench generate"; do
+for cmd in chapter3 rng viz info generate forward "forward gpt" bench "bench train" "bench generate" export; do
   if "$ATTN" $cmd --help > "$tmp/help" 2>&1 && grep -q "^usage: attn $cmd" "$tmp/help"; then
     ok "$cmd --help exits 0 with a usage line"
   else
@@ -208,7 +208,7 @@ expect 2 "^attn train: --interrupt-after must be an integer >= 1, not '0'$" "a h
 # 9. Every --help fits 80 columns, says nothing of "non-empty" folders, and
 # `attn --check-options` checks the tables' help width itself.
 for cmd in "" chapter3 rng viz info generate forward "forward gpt" bench "bench mha" "bench sgemm" \
-  "bench train" "bench generate" train; do
+  "bench train" "bench generate" train export; do
   "$ATTN" $cmd --help > "$tmp/help" 2>&1
   long=$(awk 'length > 80' "$tmp/help" | head -1)
   [ -z "$long" ] && ok "attn $cmd --help fits 80 columns" || bad "attn $cmd --help: a line over 80: $long"

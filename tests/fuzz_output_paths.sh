@@ -2,7 +2,7 @@
 # Fuzz of the one output check (issue 31): random relative and absolute
 # paths, links and hard links into and out of a run folder, for viz --out /
 # --svg, forward --output / --save-weights, forward gpt --output, chapter3
-# --figures, train --out and Python's View.save. A bounded number of tries
+# --figures, train --out, Python's View.save and export OUT. A bounded number of tries
 # (ATTN_FUZZ_N, default 300) from a fixed seed (ATTN_FUZZ_SEED, printed).
 # After every try: the run folder's entries and bytes, and every input, are
 # as before; a refusal exits 2 (or 1) with a message naming attn.
@@ -57,7 +57,7 @@ INPUTS = ["corpus.txt", "ids.npy", "x.npy", "cfg.json"]
 
 
 INPUTS_OF = {"viz": [], "viz-svg": [], "forward": ["x.npy"], "forward-gpt": ["ids.npy"],
-             "chapter3": [], "train": ["corpus.txt", "cfg.json"]}
+             "chapter3": [], "export": ["corpus.txt"], "train": ["corpus.txt", "cfg.json"]}
 
 
 def restore_others(kind):
@@ -151,6 +151,8 @@ def command(kind, p, q):
                 "--output", p, "--save-weights", q]
     if kind == "forward-gpt":
         return [attn, "forward", "gpt", "--checkpoint", "RUN", "--input", "ids.npy", "--output", p]
+    if kind == "export":
+        return [attn, "export", "RUN", p, "--format", "book"]
     if kind == "chapter3":
         return [attn, "chapter3", "--figures", p]
     return [attn, "train", "--data", "corpus.txt", "--config", "cfg.json", "--threads", "1",
@@ -168,17 +170,9 @@ fixtures()
 base = snap()
 counts = {}
 py_paths = []
-for i in range(n_tries):
-    kind = rng.choice(["viz", "viz", "viz-svg", "forward", "forward", "forward-gpt", "chapter3",
-                       "train", "python"])
-    p, q = rand_path(), rand_path()
-    if kind.startswith("viz") and p.endswith(".svg"):
-        p += ".html"
-    if kind == "python":
-        py_paths.append(p)
-        continue
-    while kind == "train" and os.path.realpath(p) == os.path.realpath("RUN"):
-        p = rand_path()  # the run's own trainer may write there
+def attempt(i, kind, p, q):
+    """Run one try; a changed run or input, a bad exit or an accepted path in the run fails."""
+    global base, fails
     r = subprocess.run(command(kind, p, q), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                        timeout=120)
     err = r.stderr.decode("utf-8", "replace")
@@ -202,6 +196,20 @@ for i in range(n_tries):
     fixtures()
     base = snap() if not why else base
 
+
+for i in range(n_tries):
+    kind = rng.choice(["viz", "viz", "viz-svg", "forward", "forward", "forward-gpt", "chapter3",
+                       "train", "python"])
+    p, q = rand_path(), rand_path()
+    if kind.startswith("viz") and p.endswith(".svg"):
+        p += ".html"
+    if kind == "python":
+        py_paths.append(p)
+        continue
+    while kind == "train" and os.path.realpath(p) == os.path.realpath("RUN"):
+        p = rand_path()  # the run's own trainer may write there
+    attempt(i, kind, p, q)
+
 if os.environ.get("PYSAVE") == "1" and py_paths:
     code = ("import sys, attn\nv = attn.viz('RUN', 'ab')\n"
             "for p in sys.argv[1:]:\n"
@@ -222,6 +230,12 @@ if os.environ.get("PYSAVE") == "1" and py_paths:
         print(f"FAIL - Python save: rc {r.returncode}, in the run: {bad_in} {r.stderr[-500:]}")
     counts[("python-save", "refused")] = len(refused)
     counts[("python-save", "wrote")] = len(wrote)
+
+# attn export OUT, after the rest and from its own generator (the tries
+# above stay those of the seed).
+rng = random.Random(seed + 1000)
+for i in range(max(1, n_tries // 10)):
+    attempt(f"export {i}", "export", rand_path(), None)
 
 for k in sorted(counts, key=str):
     print(f"  {k[0]:12s} {str(k[1]):8s} {counts[k]}")

@@ -91,6 +91,9 @@ printf "%-117s\n" "{'descr': '<i8', 'fortran_order': False, 'shape': (1, 4), }" 
 head -c 32 /dev/zero >> ids.npy
 refused "3: forward gpt --output RUN/loss.csv" "$ATTN" forward gpt --checkpoint RUN --input ids.npy --output RUN/loss.csv
 refused "3: forward gpt --output RUN/best/y.npy" "$ATTN" forward gpt --checkpoint RUN --input ids.npy --output RUN/best/y.npy
+refused "3: export RUN RUN/gpt2.safetensors" "$ATTN" export RUN RUN/gpt2.safetensors --format book
+refused "3: export RUN RUN/best/model.safetensors" "$ATTN" export RUN RUN/best/model.safetensors --format book
+refused "3: export RUN2 onto its corpus" "$ATTN" export RUN2 small.txt --format book
 mkdir -p RUN/mine
 snap > before.txt
 refused "3: chapter3 --figures RUN" "$ATTN" chapter3 --figures RUN

@@ -52,5 +52,6 @@
 #include "attn/train_setup.h"
 #include "attn/version.h"
 #include "attn/viz.h"
+#include "attn/weights_format.h"
 
 #endif

@@ -1,0 +1,123 @@
+/* Writing a model as hf, llmc or book weights (attn/weights_format.h). */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn/fileio.h"
+#include "attn/membudget.h"
+#include "attn/safetensors.h"
+#include "attn/weights_format.h"
+#include "weights_plan.h"
+
+attn_status attn_weights_can_export(const attn_gpt_config *cfg, attn_weights_format fmt,
+                                    attn_error *err) {
+    const char *name = attn_weights_format_name(fmt);
+    if (!name) return attn_fail(err, ATTN_ERR_INVALID_ARG, "unknown weights format %d", (int)fmt);
+    if (fmt == ATTN_WEIGHTS_ATTN)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "attn checkpoints carry a vocabulary and are written by attn train; "
+                         "export writes hf, llmc or book");
+    for (int i = ATTN_GPT_KEY_VARIANT0; i < ATTN_GPT_KEY_VARIANT0 + ATTN_GPT_KEY_VARIANTS; i++) {
+        const attn_gpt_key *k = attn_gpt_key_at(i);
+        if (attn_gpt_key_is_book(cfg, i) || strcmp(k->name, "tie_weights") == 0) continue;
+        char v[64];
+        attn_gpt_key_value(cfg, i, v, sizeof v);
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "a model with %s %s is not GPT-2's (the book's) model: it cannot be "
+                         "written as %s",
+                         k->name, v, name);
+    }
+    if (fmt != ATTN_WEIGHTS_BOOK && !cfg->qkv_bias)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "GPT-2 has query/key/value biases: a model without qkv_bias cannot be "
+                         "written as %s",
+                         name);
+    if (fmt == ATTN_WEIGHTS_LLMC && !cfg->tie_weights)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "llm.c's GPT-2 ties its head to wte: a model without tie_weights cannot "
+                         "be written as llmc");
+    return ATTN_OK;
+}
+
+attn_status wf_entries(const attn_gpt *m, attn_weights_format fmt, wf_layout *l,
+                       attn_st_entry **entries, int *count, attn_error *err) {
+    attn_status s = fmt == ATTN_WEIGHTS_HF
+                        ? wf_layout_hf(l, &m->cfg, "transformer.", !m->cfg.tie_weights, err)
+                        : wf_layout_book(l, &m->cfg, 1, err);
+    if (!s) s = wf_scatter(l, m, err);
+    if (s) return s;
+    attn_st_entry *e = calloc((size_t)l->nt, sizeof *e);
+    if (!e) return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for %d entries", l->nt);
+    for (int i = 0; i < l->nt; i++) {
+        const wf_tensor *t = &l->t[i];
+        e[i] = (attn_st_entry){t->name, "F32", t->ndim, t->shape, t->buf, t->numel * sizeof(float)};
+    }
+    *entries = e;
+    *count = l->nt;
+    return ATTN_OK;
+}
+
+/* hf or book as safetensors, with the metadata that says its heads. */
+static attn_status export_st(const attn_gpt *m, const char *path, attn_weights_format fmt,
+                             attn_error *err) {
+    wf_layout l;
+    attn_st_entry *entries = NULL;
+    int count = 0;
+    char heads[16];
+    snprintf(heads, sizeof heads, "%d", m->cfg.n_heads);
+    const attn_st_kv meta[2] = {{"format", "pt"}, {"n_heads", heads}};
+    wf_layout_init(&l);
+    attn_status s = wf_entries(m, fmt, &l, &entries, &count, err);
+    /* TODO(pth): a .pth path of the book's goes to attn_pth_write(path, entries, count, err). */
+    if (!s) s = attn_safetensors_write(path, entries, count, meta, 2, err);
+    free(entries);
+    wf_layout_free(&l);
+    return s;
+}
+
+attn_status attn_gpt_export(const attn_gpt *m, const char *path, attn_weights_format fmt,
+                            attn_error *err) {
+    attn_status s = attn_weights_can_export(&m->cfg, fmt, err);
+    if (s) return s;
+    /* The file's tensors are built whole before writing. */
+    if ((s = attn_mem_check((double)attn_gpt_num_params(m) * sizeof(float), 0,
+                            "the exported tensors", err)))
+        return s;
+    return fmt == ATTN_WEIGHTS_LLMC ? wf_export_llmc(m, path, err) : export_st(m, path, fmt, err);
+}
+
+attn_status attn_gpt_export_hf_config(const attn_gpt *m, const char *path, attn_error *err) {
+    const attn_gpt_config *c = &m->cfg;
+    cJSON *o = cJSON_CreateObject();
+    cJSON *arch = cJSON_AddArrayToObject(o, "architectures");
+    cJSON_AddItemToArray(arch, cJSON_CreateString("GPT2LMHeadModel"));
+    cJSON_AddStringToObject(o, "model_type", "gpt2");
+    cJSON_AddNumberToObject(o, "vocab_size", c->vocab_size);
+    cJSON_AddNumberToObject(o, "n_positions", c->context_length);
+    cJSON_AddNumberToObject(o, "n_ctx", c->context_length);
+    cJSON_AddNumberToObject(o, "n_embd", c->emb_dim);
+    cJSON_AddNumberToObject(o, "n_layer", c->n_layers);
+    cJSON_AddNumberToObject(o, "n_head", c->n_heads);
+    cJSON_AddStringToObject(o, "activation_function", "gelu_new");
+    cJSON_AddNumberToObject(o, "layer_norm_epsilon", 1e-5);
+    cJSON_AddNumberToObject(o, "resid_pdrop", c->drop_rate);
+    cJSON_AddNumberToObject(o, "embd_pdrop", c->drop_rate);
+    cJSON_AddNumberToObject(o, "attn_pdrop", c->drop_rate);
+    cJSON_AddBoolToObject(o, "tie_word_embeddings", c->tie_weights != 0);
+    char *text = o ? cJSON_Print(o) : NULL; /* NULL: out of memory */
+    cJSON_Delete(o);
+    const size_t n = text ? strlen(text) : 0;
+    char *line = text ? malloc(n + 2) : NULL;
+    attn_status s;
+    if (line) {
+        memcpy(line, text, n);
+        line[n] = '\n';
+        s = attn_file_write_atomic(path, line, n + 1, err);
+    } else {
+        s = attn_fail(err, ATTN_ERR_NOMEM, "out of memory for %s", path);
+    }
+    free(line);
+    cJSON_free(text);
+    return s;
+}

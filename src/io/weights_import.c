@@ -1,0 +1,182 @@
+/* Reading hf and book weights from a set of named tensors: the config from
+ * the shapes, then the layout bound and gathered (weights_plan.h). */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn/fileio.h"
+#include "base/json_strict.h"
+#include "weights_plan.h"
+
+/* What a reader skips: HF's attention buffers, the book's masks, a tied
+ * head already found equal to the embedding. */
+typedef struct skip_ctx {
+    const char *blocks;         /* "transformer.h." / "h." / "trf_blocks." */
+    const char *const *buffers; /* suffixes after "<i>.", NULL-terminated */
+    const char *head;           /* a tied head's name, or NULL */
+} skip_ctx;
+
+static int skip_name(const char *name, const void *ctx) {
+    const skip_ctx *k = ctx;
+    if (k->head && strcmp(name, k->head) == 0) return 1;
+    const size_t len = strlen(k->blocks);
+    if (strncmp(name, k->blocks, len) != 0) return 0;
+    const char *p = name + len;
+    while (*p >= '0' && *p <= '9')
+        p++;
+    if (p == name + len || *p++ != '.') return 0;
+    for (int i = 0; k->buffers[i]; i++)
+        if (strcmp(p, k->buffers[i]) == 0) return 1;
+    return 0;
+}
+
+/* vocab_size, emb_dim and context_length from the embeddings, n_layers by
+ * counting blocks. */
+static attn_status read_dims(const attn_safetensors *st, const char *wte, const char *wpe,
+                             const char *blocks, const char *file, attn_gpt_config *cfg,
+                             attn_error *err) {
+    int64_t V, C, T, C2;
+    attn_status s = wf_dims2(st, wte, file, &V, &C, err);
+    if (!s) s = wf_dims2(st, wpe, file, &T, &C2, err);
+    if (s) return s;
+    if (C2 != C)
+        return attn_fail(err, ATTN_ERR_SHAPE, "%s: '%s' is %lld wide but '%s' is %lld", file, wpe,
+                         (long long)C2, wte, (long long)C);
+    if (V < 1 || C < 1 || T < 1 || V > (1 << 30) || C > (1 << 20) || T > (1 << 24))
+        return attn_fail(err, ATTN_ERR_SHAPE, "%s: embeddings (%lld, %lld), (%lld, %lld)", file,
+                         (long long)V, (long long)C, (long long)T, (long long)C2);
+    int L;
+    if ((s = wf_count_blocks(st, blocks, file, &L, err))) return s;
+    if (L < 1) return attn_fail(err, ATTN_ERR_NOT_FOUND, "%s: no block '%s0.'", file, blocks);
+    cfg->vocab_size = (int)V;
+    cfg->emb_dim = (int)C;
+    cfg->context_length = (int)T;
+    cfg->n_layers = L;
+    return ATTN_OK;
+}
+
+/* HF config.json's n_head (0: no file); refuses one that is not GPT-2's
+ * computation (another GELU, epsilon, attention scaling). */
+static attn_status hf_config_heads(const char *path, int *heads, attn_error *err) {
+    *heads = 0;
+    void *text = NULL;
+    size_t n = 0;
+    if (!path || !*path || attn_file_read_all(path, 1 << 20, &text, &n, NULL)) return ATTN_OK;
+    cJSON *root = NULL;
+    attn_status s = attn_json_parse_strict(text, n, path, &root, err);
+    free(text);
+    if (s) return s;
+    const cJSON *h = cJSON_GetObjectItemCaseSensitive(root, "n_head");
+    const cJSON *act = cJSON_GetObjectItemCaseSensitive(root, "activation_function");
+    const cJSON *eps = cJSON_GetObjectItemCaseSensitive(root, "layer_norm_epsilon");
+    const cJSON *inv = cJSON_GetObjectItemCaseSensitive(root, "scale_attn_by_inverse_layer_idx");
+    if (cJSON_IsNumber(h) && h->valuedouble >= 1 && h->valuedouble <= 4096 &&
+        h->valuedouble == floor(h->valuedouble))
+        *heads = h->valueint;
+    else if (h)
+        s = attn_fail(err, ATTN_ERR_FORMAT, "%s: n_head is not a positive integer", path);
+    if (!s && cJSON_IsString(act) && strcmp(act->valuestring, "gelu_new") &&
+        strcmp(act->valuestring, "gelu_pytorch_tanh") && strcmp(act->valuestring, "gelu_fast"))
+        s = attn_fail(err, ATTN_ERR_FORMAT,
+                      "%s: activation_function '%.40s' is not GPT-2's tanh GELU (gelu_new)", path,
+                      act->valuestring);
+    if (!s && cJSON_IsNumber(eps) && fabs(eps->valuedouble - 1e-5) > 1e-12)
+        s = attn_fail(err, ATTN_ERR_FORMAT, "%s: layer_norm_epsilon %g is not 1e-05", path,
+                      eps->valuedouble);
+    if (!s && cJSON_IsTrue(inv))
+        s = attn_fail(err, ATTN_ERR_FORMAT,
+                      "%s: scale_attn_by_inverse_layer_idx is not GPT-2's attention", path);
+    cJSON_Delete(root);
+    return s;
+}
+
+/* n_heads from a metadata entry "n_heads" (attn's exports), 0 when none. */
+static attn_status meta_heads(const attn_safetensors *st, const char *file, int *heads,
+                              attn_error *err) {
+    uint64_t v = 0;
+    *heads = 0;
+    if (!attn_safetensors_meta(st, "n_heads")) return ATTN_OK;
+    attn_status s = attn_safetensors_meta_u64(st, file, "n_heads", 4096, &v, err);
+    *heads = (int)v;
+    return s;
+}
+
+/* The last steps both formats share: config checked, layout bound, built. */
+static attn_status finish(const attn_safetensors *st, attn_gpt_config *cfg, wf_layout *l,
+                          const skip_ctx *skip, double budget, const char *file, attn_gpt *m,
+                          attn_error *err) {
+    double held = 0; /* the file's image, in memory while the model is built */
+    for (int i = 0; i < st->count; i++)
+        held += (double)(st->tensors[i].end - st->tensors[i].begin);
+    attn_status s = wf_check_config(cfg, held, budget, file, err);
+    if (!s) s = wf_bind(l, st, skip_name, skip, file, err);
+    if (!s) s = wf_build(m, cfg, l, file, err);
+    wf_layout_free(l);
+    return s;
+}
+
+attn_status wf_import_hf(const attn_safetensors *st, const char *file, const char *config_json,
+                         const attn_gpt_config *hint, double budget, attn_gpt *m, attn_error *err) {
+    static const char *const buffers[] = {"attn.bias", "attn.masked_bias", NULL};
+    const char *prefix = attn_safetensors_find(st, "transformer.wte.weight") ? "transformer." : "";
+    char wte[64], wpe[64], blocks[64], h0[80];
+    snprintf(wte, sizeof wte, "%swte.weight", prefix);
+    snprintf(wpe, sizeof wpe, "%swpe.weight", prefix);
+    snprintf(blocks, sizeof blocks, "%sh.", prefix);
+    snprintf(h0, sizeof h0, "%sh.0.attn.c_attn.bias", prefix);
+    attn_gpt_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    attn_status s = read_dims(st, wte, wpe, blocks, file, &cfg, err);
+    if (s) return s;
+    cfg.qkv_bias = attn_safetensors_find(st, h0) != NULL;
+    const attn_st_tensor *head = attn_safetensors_find(st, "lm_head.weight");
+    cfg.tie_weights = !head || wf_same_tensor(head, attn_safetensors_find(st, wte));
+    cfg.drop_rate = hint ? hint->drop_rate : 0;
+    int heads = 0;
+    const char *source = "its config.json";
+    s = hf_config_heads(config_json, &heads, err);
+    if (!s && !heads) {
+        source = "its metadata";
+        s = meta_heads(st, file, &heads, err);
+    }
+    if (!s) s = wf_set_heads(&cfg, heads, source, hint, file, err);
+    wf_layout l;
+    wf_layout_init(&l);
+    if (!s) s = wf_layout_hf(&l, &cfg, prefix, !cfg.tie_weights, err);
+    const skip_ctx skip = {blocks, buffers, cfg.tie_weights && head ? "lm_head.weight" : NULL};
+    if (s) {
+        wf_layout_free(&l);
+        return s;
+    }
+    return finish(st, &cfg, &l, &skip, budget, file, m, err);
+}
+
+attn_status wf_import_book(const attn_safetensors *st, const char *file,
+                           const attn_gpt_config *hint, double budget, attn_gpt *m,
+                           attn_error *err) {
+    static const char *const buffers[] = {"att.mask", NULL};
+    attn_gpt_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    attn_status s =
+        read_dims(st, "tok_emb.weight", "pos_emb.weight", "trf_blocks.", file, &cfg, err);
+    if (s) return s;
+    cfg.qkv_bias = attn_safetensors_find(st, "trf_blocks.0.att.W_query.bias") != NULL;
+    const attn_st_tensor *head = attn_safetensors_find(st, "out_head.weight");
+    cfg.tie_weights = !head || wf_same_tensor(head, attn_safetensors_find(st, "tok_emb.weight"));
+    cfg.drop_rate = hint ? hint->drop_rate : 0;
+    int heads = 0;
+    s = meta_heads(st, file, &heads, err);
+    if (!s) s = wf_set_heads(&cfg, heads, "its metadata", hint, file, err);
+    wf_layout l;
+    wf_layout_init(&l);
+    if (!s) s = wf_layout_book(&l, &cfg, !cfg.tie_weights, err);
+    const skip_ctx skip = {"trf_blocks.", buffers,
+                           cfg.tie_weights && head ? "out_head.weight" : NULL};
+    if (s) {
+        wf_layout_free(&l);
+        return s;
+    }
+    return finish(st, &cfg, &l, &skip, budget, file, m, err);
+}
