@@ -3,7 +3,6 @@ View that Jupyter shows inline (an iframe holding the page in srcdoc: the
 same self-contained page, no network) and that .save(path) writes."""
 import html
 import os
-import tempfile
 
 import ctypes
 
@@ -17,6 +16,9 @@ _CHECK = lib.attn_ckpt_output_check
 _CHECK.restype = ctypes.c_int
 _CHECK.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int,
                    ctypes.c_void_p, ctypes.c_int, _lib.Err]
+_WRITE = lib.attn_file_write_atomic
+_WRITE.restype = ctypes.c_int
+_WRITE.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t, _lib.Err]
 
 
 def _check_output(path, source):
@@ -44,19 +46,14 @@ class View:
                 % (self.height, html.escape(self.html, quote=True)))
 
     def save(self, path):
-        """Write the page to path (through a temporary file and a rename, as
-        attn writes its outputs)."""
+        """Write the page to path as `attn viz --out` does: the one output
+        check, then attn's atomic writer (a temporary file beside the final
+        target and a rename; a symlink stays and its target is replaced)."""
         path = os.fspath(path)
         _check_output(path, self.source)
-        folder = os.path.dirname(os.path.abspath(path))
-        fd, tmp = tempfile.mkstemp(prefix=".attn-viz-", suffix=".tmp", dir=folder)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(self.html)
-            os.replace(tmp, path)
-        except BaseException:
-            os.unlink(tmp)
-            raise
+        data = self.html.encode("utf-8")
+        err = _lib.error()
+        _lib.check(_WRITE(_lib.path(path), data, len(data), ctypes.byref(err)), err)
         return path
 
     def __repr__(self):

@@ -180,3 +180,26 @@ def test_cint_helper():
             _lib.cint("n", bad)
     with pytest.raises(ValueError, match=r"n must be in \[0, 2147483647\], got 2147483648"):
         _lib.cint("n", 2**31)
+
+
+def test_view_save_through_a_symlink_in_a_run_folder(checkpoint, tmp_path):
+    """View.save writes as attn viz --out does (attn's atomic writer): a
+    symlink inside the run folder that leads to a folder outside is refused
+    (it names a folder), never replaced by a file inside the run; a symlink
+    to a file outside has its target replaced, the link staying."""
+    import attn
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    mine = checkpoint / "mine_links"
+    mine.mkdir()
+    (mine / "to_dir").symlink_to(outside)
+    (outside / "page.html").write_text("old")
+    (mine / "to_file").symlink_to(outside / "page.html")
+    view = attn.viz(checkpoint, "ab")
+    with pytest.raises(attn.Error, match="Is a directory"):
+        view.save(mine / "to_dir")
+    assert (mine / "to_dir").is_symlink()
+    view.save(mine / "to_file")
+    assert (mine / "to_file").is_symlink()
+    assert (outside / "page.html").read_text().startswith("<!DOCTYPE html>")
+    assert sorted(p.name for p in mine.iterdir()) == ["to_dir", "to_file"]
