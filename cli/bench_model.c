@@ -22,7 +22,7 @@
 
 typedef struct model_args {
     const char *preset, *data, *precision_name;
-    long long steps, batch, threads, tokens;
+    long long steps, batch, threads, tokens, context;
     double max_memory; /* bytes; 0: the memory available now */
     attn_precision precision;
 } model_args;
@@ -31,6 +31,7 @@ enum {
     MB_PRESET,
     MB_STEPS,
     MB_BATCH,
+    MB_CONTEXT,
     MB_TOKENS,
     MB_DATA,
     MB_THREADS,
@@ -48,6 +49,9 @@ static const cli_option model_opts_table[] = {
                   .help = "train: timed steps after the untimed first one"},
     [MB_BATCH] = {"batch-size", CLI_INT, "N", OFF(batch), 1, 1000000,
                   .help = "train: batch size (default: the preset's recipe)"},
+    [MB_CONTEXT] = {"context", CLI_INT, "N", OFF(context), 1, 1000000,
+                    .help = "train: tokens per sequence, at most the preset's\n"
+                            "context_length (default: all of it), e.g. llm.c's 64"},
     [MB_TOKENS] = {"tokens", CLI_INT, "N", OFF(tokens), 1, 1000000, .def = "200",
                    .help = "generate: KV-cached steps (at most context_length)"},
     [MB_DATA] = {"data", CLI_STRING, "FILE", OFF(data), .def = "data/tinyshakespeare.txt",
@@ -118,6 +122,14 @@ static int setup_trainer(const model_args *a, attn_trainer **out) {
         return 2;
     }
     if (a->batch > 0) tcfg.batch_size = (int)a->batch;
+    if (a->context > mcfg.context_length) {
+        fprintf(stderr, "attn bench train: --context %lld is over the preset's context_length %d\n",
+                a->context, mcfg.context_length);
+        return 2;
+    }
+    /* The model's positions are the context's: a shorter one trains on
+     * that many tokens (pos_emb rows past it are unused in a step anyway). */
+    if (a->context > 0) mcfg.context_length = (int)a->context;
     tcfg.max_steps = a->steps + 1;
     attn_train_plan p; /* the preset's vocabulary: the corpus's may differ a little */
     attn_train_plan_of(&mcfg, &tcfg, &p);

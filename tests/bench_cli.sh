@@ -38,4 +38,12 @@ err=$("$attn" bench mha --threads zero 2>&1 >/dev/null); rc=$?
 check "bad --threads rejected" '[ $rc -eq 2 ] && grep -q "attn bench: --threads" <<<"$err"'
 err=$("$attn" bench nope 2>&1 >/dev/null); rc=$?
 check "unknown benchmark rejected" '[ $rc -eq 2 ] && grep -q "unknown benchmark" <<<"$err"'
+# bench train --context N: llm.c's shape (B4 T64 for GPT-2) on any preset.
+printf 'First Citizen:\nBefore we proceed any further, hear me speak.\n%.0s' $(seq 200) > "${TMPDIR:-/tmp}/bench_cli_corpus.$$"
+out=$("$attn" bench train --preset tiny --batch-size 2 --context 16 --steps 1 --threads 1 \
+  --data "${TMPDIR:-/tmp}/bench_cli_corpus.$$" 2>&1); rc=$?
+check "bench train --context 16 trains 2 x 16 tokens" '[ $rc -eq 0 ] && grep -q "case=train preset=tiny B=2 T=16 " <<<"$out"'
+err=$("$attn" bench train --preset tiny --context 65 --data "${TMPDIR:-/tmp}/bench_cli_corpus.$$" 2>&1 >/dev/null); rc=$?
+check "bench train --context over context_length rejected" '[ $rc -eq 2 ] && grep -q "over the preset" <<<"$err"'
+rm -f "${TMPDIR:-/tmp}/bench_cli_corpus.$$"
 exit $fail
