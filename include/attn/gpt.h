@@ -316,9 +316,15 @@ typedef struct attn_gpt_acts {
     attn_gpt_block_acts *blocks;
     float *x_final; /* (B,T,C) residual stream after the last block */
     float *lnf, *lnf_mean, *lnf_rstd;
-    float *logits; /* (B,T,V) — read it after forward */
-    float *lse;    /* (B*T) log-sum-exp of each logits row */
-    float loss;    /* mean cross-entropy of the last forward (NAN if no targets) */
+    /* Lean (attn_gpt_acts_init_lean): the head runs in chunks of 64 rows
+     * and no (B,T,V) tensor is kept: logits holds one chunk (not readable
+     * after forward) and d_logits is NULL. */
+    int lean;
+    float *logits;       /* (B,T,V) — read it after forward */
+    float *lse;          /* (B*T) log-sum-exp of each logits row */
+    float *target_logit; /* (B*T) logits[n, targets[n]] (forward with targets):
+                            row n's loss is lse[n] - target_logit[n] */
+    float loss;          /* mean cross-entropy of the last forward (NAN if no targets) */
     /* backward scratch */
     float *d_resid, *d_tmp, *d_ln; /* (B,T,C) */
     float *d_hidden;               /* (B,T,attn_feedforward_scratch) */
@@ -328,6 +334,18 @@ typedef struct attn_gpt_acts {
 attn_status attn_gpt_acts_init(attn_gpt_acts *acts, const attn_gpt *m, int B, int T,
                                attn_error *err);
 void attn_gpt_acts_free(attn_gpt_acts *acts);
+
+/* Activations for training at a large vocabulary (GPT-2's 50,257: B·T·V
+ * floats are hundreds of MB): the output layer and its cross-entropy run
+ * in chunks of 64 rows, each chunk's dlogits written over its logits and fed
+ * straight into the head's two backward products (llm.c's fused
+ * classifier). A forward needs targets and gives the loss, bit for bit the
+ * plain path's; attn_gpt_forward_backward runs the step without computing
+ * any logits twice (attn_gpt_backward recomputes each chunk's). Gradients
+ * match the plain path's to rounding (the head's weight gradient is summed
+ * chunk by chunk); both are deterministic and thread-count independent. */
+attn_status attn_gpt_acts_init_lean(attn_gpt_acts *acts, const attn_gpt *m, int B, int T,
+                                    attn_error *err);
 
 /* logits = model(ids) into acts->logits; with targets != NULL also the mean
  * cross-entropy into *loss (may be NULL) and acts->loss. (B, T) must equal
@@ -351,6 +369,14 @@ attn_status attn_gpt_forward_i64(attn_gpt *m, const int64_t *ids, const int64_t 
  * scaled by loss_scale (1 for a plain step; 1/k to average k micro-batches).
  * Leaves acts' forward results (logits, loss) intact. */
 attn_status attn_gpt_backward(attn_gpt *m, attn_gpt_acts *acts, float loss_scale, attn_error *err);
+
+/* attn_gpt_forward (targets required) then attn_gpt_backward(loss_scale):
+ * one training micro-step. With lean activations the head's backward runs
+ * inside the forward, chunk by chunk, so no (B,T,V) tensor exists. */
+attn_status attn_gpt_forward_backward(attn_gpt *m, const int32_t *ids, const int32_t *targets,
+                                      int B, int T, const attn_forward_mode *mode,
+                                      attn_gpt_acts *acts, float loss_scale, float *loss,
+                                      attn_error *err);
 
 /* ------------------------------------------------- incremental generation */
 

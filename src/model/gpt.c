@@ -120,7 +120,12 @@ void attn_gpt_zero_grad(attn_gpt *m) {
  * of C, vocab V, L layers, ff the feed-forward's scratch width. */
 typedef struct acts_sizes {
     size_t N, C, V, L, ff;
+    size_t logit_rows, d_logit_rows; /* N and N; lean: a chunk's rows and none */
 } acts_sizes;
+
+/* Rows of the lean head's chunks: a multiple of the cross-entropy's row
+ * block, so that its loss adds up exactly as the plain path's. */
+#define HEAD_ROWS 64
 
 static int acts_buffers(attn_gpt_acts *a, const acts_sizes *s, attn_bufs_op op) {
     const attn_buf t[] = {
@@ -132,13 +137,14 @@ static int acts_buffers(attn_gpt_acts *a, const acts_sizes *s, attn_bufs_op op) 
         ATTN_BUF(a->lnf, s->N * s->C),
         ATTN_BUF(a->lnf_mean, s->N),
         ATTN_BUF(a->lnf_rstd, s->N),
-        ATTN_BUF(a->logits, s->N * s->V),
+        ATTN_BUF(a->logits, s->logit_rows * s->V),
         ATTN_BUF(a->lse, s->N),
+        ATTN_BUF(a->target_logit, s->N),
         ATTN_BUF(a->d_resid, s->N * s->C),
         ATTN_BUF(a->d_tmp, s->N * s->C),
         ATTN_BUF(a->d_ln, s->N * s->C),
         ATTN_BUF(a->d_hidden, s->N * s->ff),
-        ATTN_BUF(a->d_logits, s->N * s->V),
+        ATTN_BUF(a->d_logits, s->d_logit_rows * s->V),
     };
     return ATTN_BUFS(t, op);
 }
@@ -151,7 +157,8 @@ void attn_gpt_acts_free(attn_gpt_acts *a) {
     memset(a, 0, sizeof *a);
 }
 
-attn_status attn_gpt_acts_init(attn_gpt_acts *a, const attn_gpt *m, int B, int T, attn_error *err) {
+static attn_status acts_init(attn_gpt_acts *a, const attn_gpt *m, int B, int T, int lean,
+                             attn_error *err) {
     memset(a, 0, sizeof *a);
     const attn_gpt_config *c = &m->cfg;
     if (B < 1 || T < 1)
@@ -160,8 +167,15 @@ attn_status attn_gpt_acts_init(attn_gpt_acts *a, const attn_gpt *m, int B, int T
     if (T > c->context_length)
         return attn_fail(err, ATTN_ERR_SHAPE, "sequence length %d exceeds context_length %d", T,
                          c->context_length);
-    const acts_sizes s = {(size_t)B * (size_t)T, (size_t)c->emb_dim, (size_t)c->vocab_size,
-                          (size_t)c->n_layers, attn_feedforward_scratch(&m->blocks[0].ff)};
+    const size_t N = (size_t)B * (size_t)T;
+    const acts_sizes s = {N,
+                          (size_t)c->emb_dim,
+                          (size_t)c->vocab_size,
+                          (size_t)c->n_layers,
+                          attn_feedforward_scratch(&m->blocks[0].ff),
+                          lean ? (N < HEAD_ROWS ? N : HEAD_ROWS) : N,
+                          lean ? 0 : N};
+    a->lean = lean;
     a->B = B;
     a->T = T;
     a->loss = NAN;
@@ -177,6 +191,15 @@ attn_status attn_gpt_acts_init(attn_gpt_acts *a, const attn_gpt *m, int B, int T
         }
     }
     return ATTN_OK;
+}
+
+attn_status attn_gpt_acts_init(attn_gpt_acts *a, const attn_gpt *m, int B, int T, attn_error *err) {
+    return acts_init(a, m, B, T, 0, err);
+}
+
+attn_status attn_gpt_acts_init_lean(attn_gpt_acts *a, const attn_gpt *m, int B, int T,
+                                    attn_error *err) {
+    return acts_init(a, m, B, T, 1, err);
 }
 
 /* ---------------------------------------------------------------- forward */
@@ -206,6 +229,12 @@ static attn_status check_call(const attn_gpt *m, int B, int T, const attn_gpt_ac
     return ATTN_OK;
 }
 
+static attn_status lean_needs_targets(attn_error *err) {
+    return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                     "lean activations (attn_gpt_acts_init_lean) keep no logits: a forward "
+                     "through them needs targets (it gives the loss)");
+}
+
 /* Row r of x += pos_emb[pos0 + r % T]. */
 static void add_pos(const attn_gpt *m, float *x, long r, int T, int pos0) {
     const size_t C = (size_t)m->cfg.emb_dim, t = (size_t)pos0 + (size_t)r % (size_t)T;
@@ -230,9 +259,33 @@ void attn_gpt_embed(const attn_gpt *m, const int32_t *ids, size_t N, int T, int 
         add_pos(m, x, r, T, pos0);
 }
 
-/* Everything after ids/targets are copied and checked. */
+/* The lean head over the N rows of a->lnf, HEAD_ROWS at a time in
+ * a->logits: the loss, added up as attn_cross_entropy_forward adds it, and
+ * with grads each chunk's dlogits written over its logits, then fed to the
+ * head's two backward products (a->d_ln's rows, out_head's gradient). */
+static float head_chunks(attn_gpt *m, attn_gpt_acts *a, size_t N, int grads, float loss_scale) {
+    const size_t C = (size_t)m->cfg.emb_dim, V = (size_t)m->cfg.vocab_size;
+    double total = 0.0;
+    if (grads) memset(a->d_ln, 0, N * C * sizeof(float));
+    for (size_t r0 = 0; r0 < N; r0 += HEAD_ROWS) {
+        const size_t n = N - r0 < HEAD_ROWS ? N - r0 : HEAD_ROWS;
+        attn_linear_forward(&m->out_head, a->lnf + r0 * C, a->logits, n);
+        attn_cross_entropy_accumulate(a->logits, a->targets + r0, a->lse + r0, n, V, &total);
+        for (size_t r = 0; r < n; r++)
+            a->target_logit[r0 + r] = a->logits[r * V + (size_t)a->targets[r0 + r]];
+        if (!grads) continue;
+        attn_cross_entropy_backward_inplace(a->logits, a->targets + r0, a->lse + r0,
+                                            loss_scale / (float)N, n, V);
+        attn_linear_backward(&m->out_head, a->lnf + r0 * C, a->logits, a->d_ln + r0 * C, n);
+    }
+    return (float)(total / (double)N);
+}
+
+/* Everything after ids/targets are copied and checked; grad_scale non-NULL
+ * (lean activations): the head's backward too, at that loss scale. */
 static attn_status forward_core(attn_gpt *m, int B, int T, const attn_forward_mode *mode,
-                                attn_gpt_acts *a, float *loss, attn_error *err) {
+                                attn_gpt_acts *a, const float *grad_scale, float *loss,
+                                attn_error *err) {
     const attn_gpt_config *c = &m->cfg;
     const size_t N = (size_t)B * (size_t)T, C = (size_t)c->emb_dim, V = (size_t)c->vocab_size;
     const attn_block_shape shape = {B, T, c->drop_rate};
@@ -248,9 +301,17 @@ static attn_status forward_core(attn_gpt *m, int B, int T, const attn_forward_mo
     }
     a->dropout_used = dropped;
     attn_layernorm_forward(&m->final_norm, a->x_final, a->lnf, a->lnf_mean, a->lnf_rstd, N);
-    attn_linear_forward(&m->out_head, a->lnf, a->logits, N);
     a->loss = NAN;
-    if (a->has_targets) a->loss = attn_cross_entropy_forward(a->logits, a->targets, a->lse, N, V);
+    if (a->lean) {
+        a->loss = head_chunks(m, a, N, grad_scale != NULL, grad_scale ? *grad_scale : 0.0f);
+    } else {
+        attn_linear_forward(&m->out_head, a->lnf, a->logits, N);
+        if (a->has_targets) {
+            a->loss = attn_cross_entropy_forward(a->logits, a->targets, a->lse, N, V);
+            for (size_t r = 0; r < N; r++)
+                a->target_logit[r] = a->logits[r * V + (size_t)a->targets[r]];
+        }
+    }
     if (loss) *loss = a->loss;
     return ATTN_OK;
 }
@@ -259,6 +320,7 @@ attn_status attn_gpt_forward(attn_gpt *m, const int32_t *ids, const int32_t *tar
                              const attn_forward_mode *mode, attn_gpt_acts *a, float *loss,
                              attn_error *err) {
     attn_status s = check_call(m, B, T, a, err);
+    if (s == ATTN_OK && a->lean && !targets) s = lean_needs_targets(err);
     if (s == ATTN_OK) s = check_tokens(m, ids, B, T, "token id", err);
     if (s == ATTN_OK && targets) s = check_tokens(m, targets, B, T, "target", err);
     if (s != ATTN_OK) {
@@ -269,7 +331,7 @@ attn_status attn_gpt_forward(attn_gpt *m, const int32_t *ids, const int32_t *tar
     memcpy(a->ids, ids, N * sizeof(int32_t));
     a->has_targets = targets != NULL;
     if (targets) memcpy(a->targets, targets, N * sizeof(int32_t));
-    s = forward_core(m, B, T, mode, a, loss, err);
+    s = forward_core(m, B, T, mode, a, NULL, loss, err);
     if (s != ATTN_OK) a->has_targets = 0;
     return s;
 }
@@ -292,36 +354,28 @@ attn_status attn_gpt_forward_i64(attn_gpt *m, const int64_t *ids, const int64_t 
                                  int T, const attn_forward_mode *mode, attn_gpt_acts *a,
                                  float *loss, attn_error *err) {
     attn_status s = check_call(m, B, T, a, err);
+    if (s == ATTN_OK && a->lean && !targets) s = lean_needs_targets(err);
     if (s != ATTN_OK) return s;
     a->has_targets = 0;
     s = copy_i64(m, ids, a->ids, B, T, "token id", err);
     if (s == ATTN_OK && targets) s = copy_i64(m, targets, a->targets, B, T, "target", err);
     if (s != ATTN_OK) return s;
     a->has_targets = targets != NULL;
-    s = forward_core(m, B, T, mode, a, loss, err);
+    s = forward_core(m, B, T, mode, a, NULL, loss, err);
     if (s != ATTN_OK) a->has_targets = 0;
     return s;
 }
 
 /* --------------------------------------------------------------- backward */
 
-attn_status attn_gpt_backward(attn_gpt *m, attn_gpt_acts *a, float loss_scale, attn_error *err) {
-    if (!a || a->n_layers != m->cfg.n_layers || !a->blocks)
-        return attn_fail(err, ATTN_ERR_STATE, "backward needs the activations of a forward pass");
-    if (!a->has_targets)
-        return attn_fail(err, ATTN_ERR_STATE,
-                         "backward needs a forward pass with targets (no loss to differentiate)");
+/* The backward below the head: a->d_ln holds d(loss)/d(final_norm's output). */
+static attn_status body_backward(attn_gpt *m, attn_gpt_acts *a, attn_error *err) {
     const attn_gpt_config *c = &m->cfg;
     const int B = a->B, T = a->T;
-    const size_t N = (size_t)B * (size_t)T, C = (size_t)c->emb_dim, V = (size_t)c->vocab_size;
+    const size_t N = (size_t)B * (size_t)T, C = (size_t)c->emb_dim;
     const size_t NC = N * C;
     const double p = c->drop_rate;
     const int dropped = a->dropout_used;
-
-    memset(a->d_logits, 0, N * V * sizeof(float)); /* every backward accumulates */
-    attn_cross_entropy_backward(a->logits, a->targets, a->lse, loss_scale, a->d_logits, N, V);
-    memset(a->d_ln, 0, NC * sizeof(float));
-    attn_linear_backward(&m->out_head, a->lnf, a->d_logits, a->d_ln, N);
     memset(a->d_resid, 0, NC * sizeof(float));
     attn_layernorm_backward(&m->final_norm, a->x_final, a->lnf_mean, a->lnf_rstd, a->d_ln,
                             a->d_resid, N);
@@ -349,4 +403,51 @@ attn_status attn_gpt_backward(attn_gpt *m, attn_gpt_acts *a, float loss_scale, a
                 g[k] += d[k];
         }
     return ATTN_OK;
+}
+
+static attn_status backward_state(const attn_gpt *m, const attn_gpt_acts *a, attn_error *err) {
+    if (!a || a->n_layers != m->cfg.n_layers || !a->blocks)
+        return attn_fail(err, ATTN_ERR_STATE, "backward needs the activations of a forward pass");
+    if (!a->has_targets)
+        return attn_fail(err, ATTN_ERR_STATE,
+                         "backward needs a forward pass with targets (no loss to differentiate)");
+    return ATTN_OK;
+}
+
+attn_status attn_gpt_backward(attn_gpt *m, attn_gpt_acts *a, float loss_scale, attn_error *err) {
+    attn_status s = backward_state(m, a, err);
+    if (s != ATTN_OK) return s;
+    const size_t N = (size_t)a->B * (size_t)a->T, V = (size_t)m->cfg.vocab_size;
+    if (a->lean) { /* each chunk's logits again (attn_gpt_forward_backward does not) */
+        head_chunks(m, a, N, 1, loss_scale);
+    } else {
+        memset(a->d_logits, 0, N * V * sizeof(float)); /* every backward accumulates */
+        attn_cross_entropy_backward(a->logits, a->targets, a->lse, loss_scale, a->d_logits, N, V);
+        memset(a->d_ln, 0, N * (size_t)m->cfg.emb_dim * sizeof(float));
+        attn_linear_backward(&m->out_head, a->lnf, a->d_logits, a->d_ln, N);
+    }
+    return body_backward(m, a, err);
+}
+
+attn_status attn_gpt_forward_backward(attn_gpt *m, const int32_t *ids, const int32_t *targets,
+                                      int B, int T, const attn_forward_mode *mode, attn_gpt_acts *a,
+                                      float loss_scale, float *loss, attn_error *err) {
+    if (!targets) return attn_fail(err, ATTN_ERR_INVALID_ARG, "forward_backward needs targets");
+    if (!a || !a->lean) {
+        attn_status s = attn_gpt_forward(m, ids, targets, B, T, mode, a, loss, err);
+        return s != ATTN_OK ? s : attn_gpt_backward(m, a, loss_scale, err);
+    }
+    attn_status s = check_call(m, B, T, a, err);
+    if (s == ATTN_OK) s = check_tokens(m, ids, B, T, "token id", err);
+    if (s == ATTN_OK) s = check_tokens(m, targets, B, T, "target", err);
+    a->has_targets = 0;
+    if (s != ATTN_OK) return s;
+    const size_t N = (size_t)B * (size_t)T;
+    memcpy(a->ids, ids, N * sizeof(int32_t));
+    memcpy(a->targets, targets, N * sizeof(int32_t));
+    a->has_targets = 1;
+    s = forward_core(m, B, T, mode, a, &loss_scale, loss, err);
+    if (s == ATTN_OK) s = body_backward(m, a, err);
+    if (s != ATTN_OK) a->has_targets = 0;
+    return s;
 }

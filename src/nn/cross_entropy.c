@@ -12,6 +12,13 @@
 float attn_cross_entropy_forward(const float *logits, const int32_t *targets, float *lse, size_t N,
                                  size_t V) {
     double total = 0.0;
+    attn_cross_entropy_accumulate(logits, targets, lse, N, V, &total);
+    return (float)(total / (double)N);
+}
+
+void attn_cross_entropy_accumulate(const float *logits, const int32_t *targets, float *lse,
+                                   size_t N, size_t V, double *total_out) {
+    double total = *total_out;
     const long blocks = (long)((N + CE_BLOCK - 1) / CE_BLOCK);
 #pragma omp parallel for ordered schedule(static, 1) if (N * V >= ATTN_PAR_MIN)
     for (long blk = 0; blk < blocks; blk++) {
@@ -32,7 +39,7 @@ float attn_cross_entropy_forward(const float *logits, const int32_t *targets, fl
 #pragma omp ordered
         total += part;
     }
-    return (float)(total / (double)N);
+    *total_out = total;
 }
 
 void attn_cross_entropy_backward(const float *logits, const int32_t *targets, const float *lse,
@@ -46,6 +53,19 @@ void attn_cross_entropy_backward(const float *logits, const int32_t *targets, co
         float *d = dlogits + n * V;
         for (size_t v = 0; v < V; v++)
             d[v] += expf(row[v] - lse[n]) * scale;
+        d[targets[n]] -= scale;
+    }
+}
+
+void attn_cross_entropy_backward_inplace(float *logits, const int32_t *targets, const float *lse,
+                                         float scale, size_t N, size_t V) {
+    const long rows = (long)N;
+#pragma omp parallel for schedule(static) if (N * V >= ATTN_PAR_MIN)
+    for (long r = 0; r < rows; r++) {
+        const size_t n = (size_t)r;
+        float *d = logits + n * V;
+        for (size_t v = 0; v < V; v++)
+            d[v] = 0.0f + expf(d[v] - lse[n]) * scale; /* 0 + x: the plain path's += on zeros */
         d[targets[n]] -= scale;
     }
 }

@@ -13,7 +13,7 @@ float attn_eval_val(const attn_eval_record *r) {
 attn_status attn_gpt_loss_windows(attn_gpt *m, attn_gpt_acts *acts, const int32_t *ids, size_t n,
                                   double *loss, size_t *count, attn_error *err) {
     const int B = acts->B, T = acts->T;
-    const size_t V = (size_t)m->cfg.vocab_size, bt = (size_t)B * (size_t)T;
+    const size_t bt = (size_t)B * (size_t)T;
     if (n < 2)
         return attn_fail(err, ATTN_ERR_INVALID_ARG, "the sequence needs 2 tokens, has %zu", n);
     const size_t preds = n - 1, n_win = (preds + (size_t)T - 1) / (size_t)T;
@@ -45,7 +45,7 @@ attn_status attn_gpt_loss_windows(attn_gpt *m, attn_gpt_acts *acts, const int32_
                 const size_t r = (size_t)b * T + t;
                 /* -log softmax(logits)[target] = lse - logit[target], as the
                  * forward's own mean loss forms it. */
-                sum += (double)acts->lse[r] - (double)acts->logits[r * V + (size_t)y[r]];
+                sum += (double)acts->lse[r] - (double)acts->target_logit[r];
             }
         }
     }

@@ -100,7 +100,12 @@ static attn_status trainer_init(attn_trainer *tr, const attn_gpt_config *mcfg,
     attn_rng_seed(&tr->eval_rng, tcfg->seed + 2);
     if ((tr->plan_only = plan_only)) return ATTN_OK;
     if ((st = attn_gpt_init(&tr->model, &tr->mcfg, &tr->model_rng, err))) goto fail;
-    if ((st = attn_gpt_acts_init(&tr->acts, &tr->model, tcfg->batch_size, T, err))) goto fail;
+    /* At a large vocabulary the output layer runs fused (no B x T x V
+     * logits); the char models keep the plain path and its bits. */
+    if ((st = tr->mcfg.vocab_size >= ATTN_TRAIN_LEAN_VOCAB
+                  ? attn_gpt_acts_init_lean(&tr->acts, &tr->model, tcfg->batch_size, T, err)
+                  : attn_gpt_acts_init(&tr->acts, &tr->model, tcfg->batch_size, T, err)))
+        goto fail;
     attn_adamw_config ac = {tcfg->beta1, tcfg->beta2, tcfg->eps, tcfg->weight_decay};
     if ((st = attn_adamw_init(&tr->opt, attn_gpt_params(&tr->model), &ac, err))) goto fail;
     size_t bt = (size_t)tcfg->batch_size * (size_t)T;
@@ -188,13 +193,13 @@ attn_status attn_trainer_step(attn_trainer *tr, attn_train_record *rec, attn_err
         }
         attn_gpt_zero_grad(&tr->model);
         attn_forward_mode mode = {1, &tr->model_rng, c->dropout_stream};
-        st = attn_gpt_forward(&tr->model, tr->xb, tr->yb, B, T, &mode, &tr->acts, &loss, err);
+        st = attn_gpt_forward_backward(&tr->model, tr->xb, tr->yb, B, T, &mode, &tr->acts, 1.0f,
+                                       &loss, err);
         if (st) return st;
         if (!isfinite(loss))
             return attn_fail(err, ATTN_ERR_STATE,
                              "training loss is %g at step %" PRId64 " (diverged)", (double)loss,
                              tr->step + 1);
-        if ((st = attn_gpt_backward(&tr->model, &tr->acts, 1.0f, err))) return st;
     }
     const attn_param_list *params = attn_gpt_params(&tr->model);
     double norm = attn_clip_grad_norm(params, c->grad_clip);

@@ -125,11 +125,10 @@ attn_status attn_train_accum_grads(attn_trainer *tr, float *loss_out, attn_error
             &rng, splitmix64(c->seed ^ splitmix64((uint64_t)tr->step * 0x10000ull + (uint64_t)j)));
         attn_gpt_zero_grad(&tr->model);
         attn_forward_mode mode = {1, &rng, c->dropout_stream};
-        st = attn_gpt_forward(&tr->model, tr->xb, tr->yb, B, T, &mode, &tr->acts, &tr->mb_loss[j],
-                              err);
-        if (st) return st;
         /* A non-finite loss is reported after the gather, by every rank. */
-        if ((st = attn_gpt_backward(&tr->model, &tr->acts, 1.0f / (float)m, err))) return st;
+        st = attn_gpt_forward_backward(&tr->model, tr->xb, tr->yb, B, T, &mode, &tr->acts,
+                                       1.0f / (float)m, &tr->mb_loss[j], err);
+        if (st) return st;
         if (rank == 0)
             flatten(params, tr->gflat[0], j > lo);
         else

@@ -5,6 +5,10 @@
 
 #include "attn/train.h"
 
+/* From this vocabulary size on, the trainer's activations are lean
+ * (attn_gpt_acts_init_lean: the output layer fused, no B x T x V logits). */
+#define ATTN_TRAIN_LEAN_VOCAB 1024
+
 struct attn_trainer {
     attn_gpt_config mcfg;
     attn_train_config tcfg;

@@ -1,0 +1,133 @@
+/* The fused output layer (attn_gpt_acts_init_lean, attn_gpt_forward_backward):
+ * no (B,T,V) tensor; the loss equals the plain path's bit for bit; every
+ * gradient equals it to rounding (1e-5); forward_backward equals lean
+ * forward + backward bit for bit; 1, 2 and 3 threads give the same bits;
+ * a lean forward without targets is refused. The vocabulary (300) and
+ * B x T (2 x 70 = 140 rows) make three chunks, the last one partial. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn/gpt.h"
+
+enum { B = 2, T = 70, N = B * T };
+
+static attn_gpt_config cfg(int tie) {
+    attn_gpt_config c = {.vocab_size = 300, .context_length = T, .emb_dim = 16, .n_heads = 2,
+                         .n_layers = 2, .drop_rate = 0.1, .qkv_bias = 1, .tie_weights = tie};
+    return c;
+}
+
+static void tokens(int32_t *ids, int32_t *targets) {
+    for (int i = 0; i < N; i++) {
+        ids[i] = (int32_t)((i * 37 + 11) % 300);
+        targets[i] = (int32_t)((i * 53 + 7) % 300);
+    }
+}
+
+/* One training micro-step on a fresh seed-1 model; the gradients, flat,
+ * into *grads (malloc'd). how: 0 plain forward+backward, 1 lean
+ * forward+backward, 2 lean forward_backward. */
+static float step(int how, int tie, float **grads, size_t *n) {
+    const attn_gpt_config c = cfg(tie);
+    attn_gpt m;
+    attn_rng rng, drop;
+    attn_error err;
+    attn_rng_seed(&rng, 1);
+    cr_assert_eq(attn_gpt_init(&m, &c, &rng, &err), ATTN_OK, "%s", err.msg);
+    attn_gpt_acts a;
+    attn_status s = how ? attn_gpt_acts_init_lean(&a, &m, B, T, &err)
+                        : attn_gpt_acts_init(&a, &m, B, T, &err);
+    cr_assert_eq(s, ATTN_OK, "%s", err.msg);
+    cr_assert(how == 0 || a.d_logits == NULL, "lean activations hold no (B,T,V) gradient");
+    int32_t ids[N], targets[N];
+    tokens(ids, targets);
+    attn_rng_seed(&drop, 5);
+    const attn_forward_mode mode = {1, &drop, ATTN_STREAM_TORCH_CPU};
+    attn_gpt_zero_grad(&m);
+    float loss = NAN;
+    if (how == 2) {
+        s = attn_gpt_forward_backward(&m, ids, targets, B, T, &mode, &a, 0.5f, &loss, &err);
+    } else {
+        s = attn_gpt_forward(&m, ids, targets, B, T, &mode, &a, &loss, &err);
+        if (s == ATTN_OK) s = attn_gpt_backward(&m, &a, 0.5f, &err);
+    }
+    cr_assert_eq(s, ATTN_OK, "%s", err.msg);
+    const attn_param_list *L = attn_gpt_params(&m);
+    *n = attn_param_list_numel(L);
+    *grads = malloc(*n * sizeof(float));
+    size_t at = 0;
+    for (int i = 0; i < L->count; i++) {
+        memcpy(*grads + at, L->items[i].grad, L->items[i].numel * sizeof(float));
+        at += L->items[i].numel;
+    }
+    attn_gpt_acts_free(&a);
+    attn_gpt_free(&m);
+    return loss;
+}
+
+static void lean_equals_plain(int tie) {
+    float *g0, *g1, *g2;
+    size_t n0, n1, n2;
+    const float l0 = step(0, tie, &g0, &n0), l1 = step(1, tie, &g1, &n1),
+                l2 = step(2, tie, &g2, &n2);
+    cr_assert(n0 == n1 && n1 == n2);
+    cr_assert(memcmp(&l0, &l1, sizeof l0) == 0 && memcmp(&l0, &l2, sizeof l0) == 0,
+              "loss %.9g / %.9g / %.9g", (double)l0, (double)l1, (double)l2);
+    cr_assert(memcmp(g1, g2, n1 * sizeof(float)) == 0, "forward_backward == forward + backward");
+    double worst = 0;
+    for (size_t i = 0; i < n0; i++) {
+        const double d = fabs((double)g0[i] - (double)g1[i]) / (1e-3 + fabs((double)g0[i]));
+        if (d > worst) worst = d;
+    }
+    cr_assert(worst < 1e-5, "lean gradients differ from the plain path's by %g", worst);
+    free(g0), free(g1), free(g2);
+}
+
+Test(gpt_lean, equals_the_plain_path) {
+    lean_equals_plain(0);
+}
+
+Test(gpt_lean, equals_the_plain_path_tied) {
+    lean_equals_plain(1);
+}
+
+Test(gpt_lean, same_bits_at_1_2_3_threads) {
+    float *ref = NULL;
+    size_t n = 0;
+    float lref = 0;
+    for (int threads = 1; threads <= 3; threads++) {
+        omp_set_num_threads(threads);
+        float *g;
+        size_t k;
+        const float l = step(2, 0, &g, &k);
+        if (!ref) {
+            ref = g, n = k, lref = l;
+            continue;
+        }
+        cr_assert(k == n && memcmp(&l, &lref, sizeof l) == 0 &&
+                      memcmp(g, ref, n * sizeof(float)) == 0,
+                  "%d threads", threads);
+        free(g);
+    }
+    free(ref);
+}
+
+Test(gpt_lean, forward_without_targets_refused) {
+    const attn_gpt_config c = cfg(0);
+    attn_gpt m;
+    attn_error err;
+    cr_assert_eq(attn_gpt_init(&m, &c, NULL, &err), ATTN_OK);
+    attn_gpt_acts a;
+    cr_assert_eq(attn_gpt_acts_init_lean(&a, &m, B, T, &err), ATTN_OK);
+    int32_t ids[N], targets[N];
+    tokens(ids, targets);
+    cr_assert_eq(attn_gpt_forward(&m, ids, NULL, B, T, NULL, &a, NULL, &err), ATTN_ERR_INVALID_ARG);
+    cr_assert(strstr(err.msg, "needs targets"), "%s", err.msg);
+    cr_assert_eq(attn_gpt_forward_backward(&m, ids, NULL, B, T, NULL, &a, 1, NULL, &err),
+                 ATTN_ERR_INVALID_ARG);
+    attn_gpt_acts_free(&a);
+    attn_gpt_free(&m);
+}
