@@ -335,6 +335,8 @@ attn_status attn_gpt_acts_init(attn_gpt_acts *acts, const attn_gpt *m, int B, in
                                attn_error *err);
 void attn_gpt_acts_free(attn_gpt_acts *acts);
 
+#define ATTN_GPT_HEAD_ROWS 64 /* rows of the lean head's chunks */
+
 /* Activations for training at a large vocabulary (GPT-2's 50,257: B·T·V
  * floats are hundreds of MB): the output layer and its cross-entropy run
  * in chunks of 64 rows, each chunk's dlogits written over its logits and fed

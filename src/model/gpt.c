@@ -123,9 +123,9 @@ typedef struct acts_sizes {
     size_t logit_rows, d_logit_rows; /* N and N; lean: a chunk's rows and none */
 } acts_sizes;
 
-/* Rows of the lean head's chunks: a multiple of the cross-entropy's row
- * block, so that its loss adds up exactly as the plain path's. */
-#define HEAD_ROWS 64
+/* The lean head's chunks: a multiple of the cross-entropy's row block,
+ * so that its loss adds up exactly as the plain path's. */
+#define HEAD_ROWS ATTN_GPT_HEAD_ROWS
 
 static int acts_buffers(attn_gpt_acts *a, const acts_sizes *s, attn_bufs_op op) {
     const attn_buf t[] = {

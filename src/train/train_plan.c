@@ -10,6 +10,7 @@
 #include "attn/gemm.h"
 #include "attn/train.h"
 #include "base/clock.h"
+#include "trainer.h"
 
 void attn_train_plan_of(const attn_gpt_config *m, const attn_train_config *t, attn_train_plan *p) {
     const double V = m->vocab_size, T = m->context_length, C = m->emb_dim, H = m->n_heads,
@@ -24,8 +25,11 @@ void attn_train_plan_of(const attn_gpt_config *m, const attn_train_config *t, at
     p->state_bytes = (double)p->n_params * 4 * (accum > 1 ? 5 : 4);
     /* Kept for backward per token and block: ~18 C floats (block inputs,
      * LayerNorm outputs, q, k, v, context, the 4C hidden layer and its
-     * GELU) and H T attention weights; logits and their gradient. */
-    p->act_bytes = tokens * (L * (18 * C + H * T) * 4 + 2 * V * 4);
+     * GELU) and H T attention weights; logits and their gradient, or with
+     * the fused head (a large vocabulary) one chunk of logits. */
+    const double head_acts =
+        V >= ATTN_TRAIN_LEAN_VOCAB ? ATTN_GPT_HEAD_ROWS * V * 4 : tokens * 2 * V * 4;
+    p->act_bytes = tokens * L * (18 * C + H * T) * 4 + head_acts;
     /* model.safetensors + train_state.safetensors (weights, m, v). */
     p->ckpt_bytes = (double)p->n_params * 4 * 3;
     /* Forward + backward: 6 per parameter per token, plus attention's
