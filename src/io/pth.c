@@ -1,11 +1,14 @@
 /* Reading PyTorch state_dict files (see attn/pth.h): the zip through libzip,
  * the pickle through the restricted unpickler (pth_pickle.c), each storage
  * copied once into one buffer the attn_safetensors struct owns. */
+#define _POSIX_C_SOURCE 200809L /* dup */
 #include "attn/pth.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zip.h>
 
 #include "attn/fileio.h"
@@ -35,16 +38,19 @@ static attn_status open_zip(rd *r) {
     attn_file_in in;
     attn_status s = attn_file_in_open(&in, r->path, r->err);
     if (s) return s;
-    if (!in.regular) {
-        attn_file_in_close(&in);
+    /* libzip closes the fd it is given: its own copy, ours closed as usual. */
+    int fd = in.regular ? dup(in.fd) : -1;
+    int regular = in.regular;
+    r->fsize = in.size;
+    attn_file_in_close(&in);
+    if (!regular)
         return attn_fail(r->err, ATTN_ERR_IO, "%s: not a regular file (a .pth is a zip archive)",
                          r->path);
-    }
-    r->fsize = in.size;
+    if (fd < 0) return attn_fail(r->err, ATTN_ERR_IO, "%s: %s", r->path, strerror(errno));
     int code = 0;
-    r->za = zip_fdopen(in.fd, ZIP_CHECKCONS, &code); /* takes the fd on success */
+    r->za = zip_fdopen(fd, ZIP_CHECKCONS, &code);
     if (r->za) return ATTN_OK;
-    attn_file_in_close(&in);
+    close(fd);
     zip_error_t ze;
     zip_error_init_with_code(&ze, code);
     s = zip_status(r, &ze, "not a PyTorch >= 1.6 file (a zip archive)");
