@@ -2,8 +2,9 @@
 # torch.load reads what attn_pth_write writes (attn/pth.h): the tensors of
 # tests/fixtures/pth/*.expected.safetensors written as .pth by pth_copy (built
 # beside attn) load, with weights_only=True too, as an OrderedDict equal to
-# the torch.save'd fixture (names and order, dtypes, shapes, bits), and the
-# GPT one into the book's GPTModel. Skips without torch.
+# the torch.save'd fixture (names and order, dtypes, shapes, bits), also
+# with zip64 fields, and the GPT one into the book's GPTModel. Skips without
+# torch.
 # Usage: bash pth_torch_live.sh <path-to-attn> <source-dir>
 set -euo pipefail
 ATTN=$1
@@ -21,12 +22,14 @@ fx=$src/tests/fixtures/pth
 for name in basic gpt; do
   "$copy" "$fx/$name.expected.safetensors" "$tmp/$name.pth"
 done
+# zip64 fields on every entry (as a file of 4 GiB or more has them)
+"$copy" "$fx/basic.expected.safetensors" "$tmp/basic64.pth" 0
 "$py" - "$fx" "$tmp" "$src/scripts" <<'PY'
 import sys
 import torch
 fx, tmp, scripts = sys.argv[1:]
-for name in ("basic", "gpt"):
-    want = torch.load(f"{fx}/{name}.pth")
+for name, fixture in (("basic", "basic"), ("gpt", "gpt"), ("basic64", "basic")):
+    want = torch.load(f"{fx}/{fixture}.pth")
     for weights_only in (True, False):
         got = torch.load(f"{tmp}/{name}.pth", weights_only=weights_only)
         assert type(got).__name__ == "OrderedDict", type(got)

@@ -16,6 +16,7 @@
 
 #include "attn/pth.h"
 #include "io/pth_pickle.h"
+#include "io/pth_write.h"
 
 #define PTH_FIXTURES ATTN_SOURCE_DIR "/tests/fixtures/pth/"
 
@@ -129,6 +130,27 @@ Test(pth, write_then_read_is_bit_exact_and_deterministic) {
     free(e);
     attn_safetensors_free(&a);
     attn_safetensors_free(&b);
+}
+
+/* zip64 fields from 0 bytes (every entry and the end records) and from 200
+ * (the later entries): libzip reads both back to the same tensors. */
+Test(pth, zip64_files_read_back) {
+    attn_safetensors a, b;
+    attn_error err;
+    read_ok(PTH_FIXTURES "basic.pth", &a);
+    attn_st_entry *e = entries_of(&a);
+    const uint64_t at[2] = {0, 200};
+    for (int k = 0; k < 2; k++) {
+        const char *p = tio_path(dir, "z64.pth");
+        cr_assert_eq(pth_write_zip64_at(p, e, a.count, at[k], &err), ATTN_OK, "%s", err.msg);
+        read_ok(p, &b);
+        expect_same(&a, &b);
+        for (int i = 0; i < b.count; i++)
+            cr_assert_eq((uintptr_t)b.tensors[i].data % 64, 0);
+        attn_safetensors_free(&b);
+    }
+    free(e);
+    attn_safetensors_free(&a);
 }
 
 Test(pth, an_empty_state_dict_round_trips) {

@@ -41,7 +41,8 @@ attn_status attn_pth_read(const char *path, attn_safetensors *out, attn_error *e
  * its own storage. dtypes as above (ATTN_ERR_INVALID_ARG for others, for
  * empty or repeated names and for nbytes that disagree with the shape).
  * Atomic (attn/fileio.h); data is aligned to 64 bytes in the file as
- * torch.save aligns it. Files of 4 GiB or more are refused (no zip64). */
+ * torch.save aligns it; zip64 fields where a size or offset needs them
+ * (files of 4 GiB and more). */
 attn_status attn_pth_write(const char *path, const attn_st_entry *entries, int count,
                            attn_error *err);
 

@@ -1,8 +1,9 @@
 /* Writing PyTorch state_dict files (see attn/pth.h): the pickle torch.save
  * writes for an OrderedDict of tensors (without memo entries, which are
  * optional), and a zip of stored entries whose data start on 64-byte
- * boundaries (padding in an extra field, as torch.save pads). Written by
- * hand rather than through libzip so the layout and bytes are fixed. */
+ * boundaries (padding in an extra field, as torch.save pads), zip64 where a
+ * size or offset needs it. Written by hand rather than through libzip so
+ * the layout and bytes are fixed. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,10 +12,10 @@
 #include "attn/parse.h"
 #include "attn/pth.h"
 #include "pth_pickle.h"
+#include "pth_write.h"
 
 #define PTH_ALIGN 64
 #define ARCHIVE "archive"
-#define ZIP_MAX 0xFFFFFFFFull /* sizes and offsets without zip64 */
 
 /* A growing byte buffer; oom sticks. */
 typedef struct bytes {
@@ -158,7 +159,7 @@ static attn_status check_entry(const attn_st_entry *e, const char *path, attn_er
                          e->ndim);
     uint64_t n = 1;
     for (int k = 0; k < e->ndim; k++) {
-        if (e->shape[k] < 0 || (e->shape[k] && n > ZIP_MAX / (uint64_t)e->shape[k]))
+        if (e->shape[k] < 0 || (e->shape[k] && n > (uint64_t)INT64_MAX / 8 / (uint64_t)e->shape[k]))
             return attn_fail(err, ATTN_ERR_INVALID_ARG, "%s: tensor '%s' has a bad shape", path,
                              e->name);
         n *= (uint64_t)e->shape[k];
@@ -193,7 +194,10 @@ typedef struct zentry {
     uint64_t size, offset;
     uint32_t crc;
     size_t pad;
+    int zip64; /* sizes and offset in a zip64 extra field */
 } zentry;
+
+#define U32_FULL 0xFFFFFFFFull /* "see the zip64 field" */
 
 static void crc_table(uint32_t t[256]) {
     for (uint32_t i = 0; i < 256; i++) {
@@ -211,35 +215,34 @@ static uint32_t crc32_of(const uint32_t t[256], const unsigned char *p, uint64_t
     return c ^ 0xFFFFFFFFu;
 }
 
-/* Offsets, padding and CRCs; the end of the data (= the central
- * directory's offset) in *end. ATTN_ERR_INVALID_ARG at 4 GiB. */
-static attn_status plan_zip(zentry *z, int n, uint64_t *end, const char *path, attn_error *err) {
+/* Offsets, padding (data on PTH_ALIGN boundaries), zip64 for entries whose
+ * size or offset reaches zip64_at, CRCs; *end = the central directory's
+ * offset. */
+static void plan_zip(zentry *z, int n, uint64_t zip64_at, uint64_t *end) {
     uint32_t t[256];
     crc_table(t);
     uint64_t off = 0;
     for (int i = 0; i < n; i++) {
-        size_t head = 30 + strlen(z[i].name) + 4; /* + "FB" extra field header */
+        z[i].zip64 = z[i].size >= zip64_at || off >= zip64_at;
+        /* header, name, zip64 field (4 + 2 sizes), "FB" padding field's header */
+        size_t head = 30 + strlen(z[i].name) + (z[i].zip64 ? 20 : 0) + 4;
         z[i].offset = off;
         z[i].pad = (size_t)((PTH_ALIGN - (off + head) % PTH_ALIGN) % PTH_ALIGN);
         off += head + z[i].pad + z[i].size;
-        if (off >= ZIP_MAX)
-            return attn_fail(err, ATTN_ERR_INVALID_ARG,
-                             "%s: would be 4 GiB or more (attn writes no zip64)", path);
         z[i].crc = crc32_of(t, z[i].data, z[i].size);
     }
     *end = off;
-    return ATTN_OK;
 }
 
 static void dos_entry_fields(bytes *b, const zentry *z) {
-    put_le(b, 20, 2);   /* version needed: 2.0 */
-    put_le(b, 0, 2);    /* flags */
-    put_le(b, 0, 2);    /* stored */
-    put_le(b, 0, 2);    /* time 00:00 */
-    put_le(b, 0x21, 2); /* date 1980-01-01: fixed, so the bytes are too */
+    put_le(b, z->zip64 ? 45 : 20, 2); /* version needed: 4.5 for zip64, else 2.0 */
+    put_le(b, 0, 2);                  /* flags */
+    put_le(b, 0, 2);                  /* stored */
+    put_le(b, 0, 2);                  /* time 00:00 */
+    put_le(b, 0x21, 2);               /* date 1980-01-01: fixed, so the bytes are too */
     put_le(b, z->crc, 4);
-    put_le(b, z->size, 4);
-    put_le(b, z->size, 4);
+    put_le(b, z->zip64 ? U32_FULL : z->size, 4);
+    put_le(b, z->zip64 ? U32_FULL : z->size, 4);
     put_le(b, strlen(z->name), 2);
 }
 
@@ -247,41 +250,76 @@ static void local_header(bytes *b, const zentry *z) {
     static const char pad[PTH_ALIGN] = {0};
     put_le(b, 0x04034b50, 4);
     dos_entry_fields(b, z);
-    put_le(b, 4 + z->pad, 2);
+    put_le(b, (z->zip64 ? 20 : 0) + 4 + z->pad, 2);
     put(b, z->name, strlen(z->name));
+    if (z->zip64) {
+        put_le(b, 0x0001, 2); /* zip64: size, compressed size */
+        put_le(b, 16, 2);
+        put_le(b, z->size, 8);
+        put_le(b, z->size, 8);
+    }
     put_le(b, 0x4246, 2); /* "FB": torch.save's padding field */
     put_le(b, z->pad, 2);
     put(b, pad, z->pad);
 }
 
-static void central_dir(bytes *b, const zentry *z, int n, uint64_t start) {
-    for (int i = 0; i < n; i++) {
-        put_le(b, 0x02014b50, 4);
-        put_le(b, 20, 2); /* made by: 2.0, MS-DOS attributes */
-        dos_entry_fields(b, &z[i]);
-        put_le(b, 0, 2); /* extra */
-        put_le(b, 0, 2); /* comment */
-        put_le(b, 0, 2); /* disk */
-        put_le(b, 0, 2); /* internal attributes */
-        put_le(b, 0, 4); /* external attributes */
-        put_le(b, z[i].offset, 4);
-        put(b, z[i].name, strlen(z[i].name));
+static void central_entry(bytes *b, const zentry *z) {
+    put_le(b, 0x02014b50, 4);
+    put_le(b, z->zip64 ? 45 : 20, 2); /* made by: MS-DOS attributes */
+    dos_entry_fields(b, z);
+    put_le(b, z->zip64 ? 28 : 0, 2); /* extra */
+    put_le(b, 0, 2);                 /* comment */
+    put_le(b, 0, 2);                 /* disk */
+    put_le(b, 0, 2);                 /* internal attributes */
+    put_le(b, 0, 4);                 /* external attributes */
+    put_le(b, z->zip64 ? U32_FULL : z->offset, 4);
+    put(b, z->name, strlen(z->name));
+    if (z->zip64) {
+        put_le(b, 0x0001, 2); /* zip64: size, compressed size, offset */
+        put_le(b, 24, 2);
+        put_le(b, z->size, 8);
+        put_le(b, z->size, 8);
+        put_le(b, z->offset, 8);
     }
+}
+
+/* The central directory at offset start, then its end records (zip64 ones
+ * when start or its size reaches zip64_at). */
+static void central_dir(bytes *b, const zentry *z, int n, uint64_t start, uint64_t zip64_at) {
+    for (int i = 0; i < n; i++)
+        central_entry(b, &z[i]);
     uint64_t size = b->n;
+    int zip64 = start >= zip64_at || size >= zip64_at;
+    if (zip64) {
+        put_le(b, 0x06064b50, 4); /* zip64 end of central directory */
+        put_le(b, 44, 8);         /* its size after this field */
+        put_le(b, 45, 2);
+        put_le(b, 45, 2);
+        put_le(b, 0, 4);
+        put_le(b, 0, 4);
+        put_le(b, (uint64_t)n, 8);
+        put_le(b, (uint64_t)n, 8);
+        put_le(b, size, 8);
+        put_le(b, start, 8);
+        put_le(b, 0x07064b50, 4); /* its locator */
+        put_le(b, 0, 4);
+        put_le(b, start + size, 8);
+        put_le(b, 1, 4);
+    }
     put_le(b, 0x06054b50, 4);
     put_le(b, 0, 2);
     put_le(b, 0, 2);
     put_le(b, (uint64_t)n, 2);
     put_le(b, (uint64_t)n, 2);
-    put_le(b, size, 4);
-    put_le(b, start, 4);
+    put_le(b, zip64 ? U32_FULL : size, 4);
+    put_le(b, zip64 ? U32_FULL : start, 4);
     put_le(b, 0, 2);
 }
 
 static attn_status write_zip(const char *path, const zentry *z, int n, uint64_t end,
-                             attn_error *err) {
+                             uint64_t zip64_at, attn_error *err) {
     bytes cd = {0};
-    central_dir(&cd, z, n, end);
+    central_dir(&cd, z, n, end, zip64_at);
     if (cd.oom) return attn_fail(err, ATTN_ERR_NOMEM, "%s: out of memory", path);
     attn_atomic_file f;
     attn_status s = attn_atomic_open(&f, path, err);
@@ -300,8 +338,8 @@ static attn_status write_zip(const char *path, const zentry *z, int n, uint64_t 
     return s;
 }
 
-attn_status attn_pth_write(const char *path, const attn_st_entry *entries, int count,
-                           attn_error *err) {
+attn_status pth_write_zip64_at(const char *path, const attn_st_entry *entries, int count,
+                               uint64_t zip64_at, attn_error *err) {
     if (!path) return attn_fail(err, ATTN_ERR_INVALID_ARG, "attn_pth_write: NULL path");
     attn_status s = check_entries(entries, count, path, err);
     if (s) return s;
@@ -322,9 +360,15 @@ attn_status attn_pth_write(const char *path, const attn_st_entry *entries, int c
     }
     z[count + 2] = (zentry){.name = ARCHIVE "/version", .data = "3\n", .size = 2};
     uint64_t end = 0;
-    s = plan_zip(z, count + 3, &end, path, err);
-    if (!s) s = write_zip(path, z, count + 3, end, err);
+    plan_zip(z, count + 3, zip64_at, &end);
+    s = write_zip(path, z, count + 3, end, zip64_at, err);
     free(pkl.p);
     free(z);
     return s;
+}
+
+attn_status attn_pth_write(const char *path, const attn_st_entry *entries, int count,
+                           attn_error *err) {
+    /* Below 0xFFFFFFFF every size and offset fits the classic fields. */
+    return pth_write_zip64_at(path, entries, count, U32_FULL, err);
 }
