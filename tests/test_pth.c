@@ -198,6 +198,11 @@ Test(pth, bad_files_are_format_errors_that_say_why) {
     attn_safetensors st;
     attn_error err;
     cr_assert_eq(attn_pth_read(tio_path(dir, "missing.pth"), &st, &err), ATTN_ERR_IO);
+    cr_assert_eq(attn_pth_read(dir, &st, &err), ATTN_ERR_IO); /* a directory */
+    cr_assert_eq(attn_pth_read(PTH_FIXTURES "bad_global.pth", &st, NULL), ATTN_ERR_FORMAT);
+    float x = 1;
+    attn_st_entry e = {"x", "F32", 0, NULL, &x, sizeof x};
+    cr_assert_eq(attn_pth_write(tio_path(dir, "no/such/dir.pth"), &e, 1, &err), ATTN_ERR_IO);
 }
 
 /* Many variants of a file, each read through a path: an in-memory file
