@@ -13,6 +13,7 @@ safetensors writer, as scripts/gen_io_fixtures.py does):
 Bad files (attn_pth_read must say ATTN_ERR_FORMAT):
   bad_global.pth       data.pkl calls os.system (never run: refused by name)
   bad_compressed.pth   basic.pth with its entries deflated
+  bad_byteorder.pth    basic.pth saying its storages are big-endian
   bad_storage_size.pth a storage entry one element short
   bad_noncontig.pth    a transposed (non-contiguous) tensor
   bad_overrun.pth      a tensor whose offset runs past its storage's end
@@ -94,15 +95,23 @@ def gpt():
     save_good("gpt", GPTModel(cfg).state_dict())
 
 
-def rezip(src, dst, replace=None, compression=zipfile.ZIP_STORED):
-    """Copy a .pth zip (a path or a file object), entries (name suffix -> bytes) replaced."""
+def rezip(src, dst, replace=None, compression=zipfile.ZIP_STORED, add=None):
+    """Copy a .pth zip (a path or a file object), entries (name suffix -> bytes)
+    replaced, entries (name -> bytes) added; fixed dates, so the bytes are too."""
+    def put(zo, name, data):
+        info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+        info.compress_type = compression
+        zo.writestr(info, data)
+
     with zipfile.ZipFile(src) as zi, zipfile.ZipFile(dst, "w", compression) as zo:
         for info in zi.infolist():
             data = zi.read(info.filename)
             for suffix, new in (replace or {}).items():
                 if info.filename.endswith(suffix):
                     data = new
-            zo.writestr(info.filename, data)
+            put(zo, info.filename, data)
+        for name, data in (add or {}).items():
+            put(zo, name, data)
 
 
 class Evil:
@@ -115,6 +124,7 @@ def bad():
     rezip(good, os.path.join(OUT, "bad_global.pth"),
           {"/data.pkl": pickle.dumps(OrderedDict(x=Evil()), protocol=2)})
     rezip(good, os.path.join(OUT, "bad_compressed.pth"), compression=zipfile.ZIP_DEFLATED)
+    rezip(good, os.path.join(OUT, "bad_byteorder.pth"), add={"basic/byteorder": b"big"})
     with zipfile.ZipFile(good) as z:
         short = z.read("basic/data/0")[:-4]
     rezip(good, os.path.join(OUT, "bad_storage_size.pth"), {"/data/0": short})

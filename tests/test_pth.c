@@ -191,6 +191,7 @@ static void expect_format(const char *path, const char *words) {
 Test(pth, bad_files_are_format_errors_that_say_why) {
     expect_format(PTH_FIXTURES "bad_global.pth", "global 'posix system'");
     expect_format(PTH_FIXTURES "bad_compressed.pth", "compressed");
+    expect_format(PTH_FIXTURES "bad_byteorder.pth", "byteorder is not 'little'");
     expect_format(PTH_FIXTURES "bad_storage_size.pth", "storage '0' holds 44 bytes");
     expect_format(PTH_FIXTURES "bad_noncontig.pth", "not contiguous");
     expect_format(PTH_FIXTURES "bad_overrun.pth", "overruns its storage");
