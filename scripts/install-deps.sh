@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install what attn needs on Debian 12. Usage: install-deps.sh [--print] build|test
-#   build: compiler, CMake, OpenBLAS, cJSON, oneDNN, PCRE2, xxHash, pkg-config (what `make run` needs)
+#   build: compiler, CMake, OpenBLAS, cJSON, oneDNN, PCRE2, xxHash, libzip, pkg-config (what `make run` needs)
 #   test:  the above plus Criterion, PyTorch/NumPy for the parity tests,
 #          pytest, nbclient, ipykernel and nbconvert for the Python package and
 #          its example notebook (tqdm: the notebook's progress bar),
@@ -13,7 +13,7 @@ print=0
 if [ "${1:-}" = --print ]; then print=1; shift; fi
 what=${1:-build}
 case $what in build | test) ;; *) echo "usage: install-deps.sh [--print] build|test" >&2; exit 2 ;; esac
-pkgs=(gcc make cmake pkg-config libopenblas-dev libcjson-dev libdnnl-dev libpcre2-dev libxxhash-dev)
+pkgs=(gcc make cmake pkg-config libopenblas-dev libcjson-dev libdnnl-dev libpcre2-dev libxxhash-dev libzip-dev)
 if [ "$what" = test ]; then
   pkgs+=(libcriterion-dev python3-torch python3-numpy chromium libopenmpi-dev openmpi-bin
     python3-pytest python3-nbclient python3-ipykernel jupyter-nbconvert python3-tqdm)

@@ -48,7 +48,7 @@ echo "ok   ldd of the installed attn and libattn.so: no CUDA, no MPI library"
 # pkg-config seeing only attn.pc (in place: it finds its prefix from there)
 # and the .pc files of what the CPU core needs.
 mkdir "$tmp/pc"
-for dep in $(sed -n 's/^Requires.private: //p' "$pc"); do # libcjson libpcre2-8 libxxhash openblas
+for dep in $(sed -n 's/^Requires.private: //p' "$pc"); do # libcjson libpcre2-8 libxxhash libzip openblas
   f=$(pkg-config --variable=pcfiledir "$dep")/$dep.pc
   ln -s "$(readlink -f "$f")" "$tmp/pc/$dep.pc"
 done

@@ -10,7 +10,7 @@ trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/hide/torch"
 echo 'raise ImportError("torch hidden by tests/live_skips.sh")' > "$tmp/hide/torch/__init__.py"
 fails=0
-for t in attention_parity_live gpt_parity_live gpt_variants_live train_torch_live parity_live \
+for t in attention_parity_live gpt_parity_live gpt_variants_live train_torch_live parity_live pth_torch_live \
   python/run_pytest; do
   if [ "$t" = python/run_pytest ]; then
     args=("$ATTN" /nonexistent/libattn.so "$SRC" "$SRC/tests/python/test_torch_layer.py")

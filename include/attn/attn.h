@@ -36,6 +36,7 @@
 #include "attn/param.h"
 #include "attn/parse.h"
 #include "attn/print.h"
+#include "attn/pth.h"
 #include "attn/residual.h"
 #include "attn/rng.h"
 #include "attn/runlock.h"
