@@ -7,7 +7,8 @@ numbers, strings, arrays and opaque pointers (no struct but attn_error), so a
 C parser would buy nothing. The library is looked for, in order, at
 $ATTN_LIBRARY, where `make install` put it (_installed.py, a path relative to
 this package), in the build tree (../../build/libattn.so from here), then by
-the dynamic loader's own search."""
+the dynamic loader's own search. `pip install .` puts the library inside the
+package (attn/libattn.so), looked for right after $ATTN_LIBRARY."""
 import ctypes
 import math
 import numbers
@@ -51,7 +52,7 @@ def _candidates():
     env = os.environ.get("ATTN_LIBRARY")
     if env:
         return [env]
-    found = []
+    found = [os.path.join(_HERE, "libattn.so")]  # pip install (setup.py)
     try:
         from . import _installed  # written by `make install`
         found.append(os.path.normpath(os.path.join(_HERE, _installed.LIBRARY)))

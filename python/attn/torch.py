@@ -23,7 +23,12 @@ attn.Error."""
 import ctypes
 
 import numpy as np
-import torch
+
+try:
+    import torch
+except ImportError as e:  # name the package, not only the import that failed
+    raise ImportError(f"attn.torch needs PyTorch ({e}): pip install torch, or on Debian "
+                      "apt-get install python3-torch", name="torch") from e
 import torch.nn as nn
 
 from . import _lib
