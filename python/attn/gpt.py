@@ -58,11 +58,14 @@ class GPT:
         return self._handle
 
     def close(self):
+        """Free the C model (waits for calls in flight); later calls raise
+        attn.Error."""
         self._handle.close()
         self._finalizer.detach()
 
     @property
     def closed(self):
+        """Whether close() has freed the model."""
         return self._handle.closed
 
     def __enter__(self):

@@ -173,6 +173,9 @@ class _AttnModule(nn.Module):
 
 
 class SelfAttention_v1(_AttnModule):
+    """The book's SelfAttention_v1(d_in, d_out) run by attn: W_query, W_key,
+    W_value nn.Parameter(torch.rand(d_in, d_out)); forward(x) x (T, d_in) ->
+    (T, d_out), forward and backward in C."""
     _kind, _rank = "self-attention-v1", 2
 
     def __init__(self, d_in, d_out):
@@ -187,6 +190,9 @@ class SelfAttention_v1(_AttnModule):
 
 
 class SelfAttention_v2(_AttnModule):
+    """The book's SelfAttention_v2(d_in, d_out, qkv_bias=False) run by attn:
+    nn.Linear projections; forward(x) x (T, d_in) -> (T, d_out), forward and
+    backward in C."""
     _kind, _rank = "self-attention-v2", 2
 
     def __init__(self, d_in, d_out, qkv_bias=False):
@@ -201,6 +207,9 @@ class SelfAttention_v2(_AttnModule):
 
 
 class CausalAttention(_AttnModule):
+    """The book's CausalAttention(d_in, d_out, context_length, dropout,
+    qkv_bias=False) run by attn: forward(x) x (B, T, d_in) -> (B, T, d_out),
+    forward and backward in C, dropout masks drawn as nn.Dropout draws them."""
     _kind = "causal-attention"
 
     def __init__(self, d_in, d_out, context_length, dropout, qkv_bias=False):
@@ -226,6 +235,10 @@ class CausalAttention(_AttnModule):
 
 
 class MultiHeadAttentionWrapper(_AttnModule):
+    """The book's MultiHeadAttentionWrapper(d_in, d_out, context_length,
+    dropout, num_heads, qkv_bias=False) run by attn: heads, a ModuleList of
+    CausalAttention; forward(x) x (B, T, d_in) -> (B, T, num_heads * d_out)
+    in one C call."""
     _kind = "mha-wrapper"
 
     def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
