@@ -123,6 +123,15 @@ class ErrorStruct(ctypes.Structure):
 
 
 Err = P(ErrorStruct)
+
+
+class StKv(ctypes.Structure):  # attn_st_kv (attn/safetensors.h)
+    _fields_ = [("key", c_char_p), ("value", c_char_p)]
+
+
+class StEntry(ctypes.Structure):  # attn_st_entry (attn/safetensors.h)
+    _fields_ = [("name", c_char_p), ("dtype", c_char_p), ("ndim", c_int),
+                ("shape", P(c_int64)), ("data", c_void_p), ("nbytes", c_size_t)]
 TRAIN_CALLBACK = ctypes.CFUNCTYPE(c_int, c_void_p, c_int, c_int64, c_int64, c_double, c_double,
                                   c_double)
 
@@ -173,6 +182,11 @@ _PROTOS = {
                              c_int, TRAIN_CALLBACK, c_void_p, P(c_int64), P(c_int), c_char_p,
                              P(c_int), Err]),
     "attn_precision_check": (c_int, [c_int, Err]),
+    "attn_output_check": (c_int, [c_char_p, c_void_p, c_int, c_void_p, c_int, Err]),
+    "attn_ckpt_output_check": (c_int, [c_char_p, c_char_p, c_void_p, c_int, c_void_p, c_int,
+                                       Err]),
+    "attn_safetensors_write": (c_int, [c_char_p, c_void_p, c_int, c_void_p, c_int, Err]),
+    "attn_safetensors_write_params": (c_int, [c_char_p, c_void_p, c_void_p, c_int, Err]),
     "attn_h_set_threads": (None, [c_int, c_int]),
     "attn_h_get_threads": (c_int, []),
 }
