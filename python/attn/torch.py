@@ -1,12 +1,13 @@
-"""attn.torch: the book's chapter-3 classes as torch.nn.Module drop-ins whose
-forward and backward run attn's C code, and a fused causal
-scaled_dot_product_attention.
+"""attn.torch: the book's attention classes as torch.nn.Module drop-ins run by
+attn's C code, swap_attention for the book's own models, and
+scaled_dot_product_attention with PyTorch 2's signature.
 
     import torch, attn.torch as at
     torch.manual_seed(123)
     mha = at.MultiHeadAttention(d_in, d_out, context_length, 0.1, num_heads=2)
+    at.swap_attention(book_gpt_model)      # -> how many modules it replaced
 
-SelfAttention_v1, SelfAttention_v2, CausalAttention,
+Chapter 3: SelfAttention_v1, SelfAttention_v2, CausalAttention,
 MultiHeadAttentionWrapper and MultiHeadAttention take the book's constructor
 arguments and create the book's parameters and buffers in the book's order,
 so torch.manual_seed gives the book's weights and state_dicts load both ways.
@@ -18,11 +19,19 @@ masks are drawn from PyTorch's default generator exactly as the book's
 nn.Dropout draws them (one bernoulli_(1 - p) per dropped tensor, in the same
 order), so after the same torch.manual_seed the outputs are equal on any
 PyTorch build; they cost one byte per element of the dropped (B, [H,] T, T)
-weights. The modules run float32 tensors on the CPU; anything else raises
-attn.Error."""
-import ctypes
+weights.
 
-import numpy as np
+Chapter 4's bonus classes: the KV cache of ch04/03 on MultiHeadAttention
+(forward(x, use_cache=True), reset_cache(), ptr_current_pos),
+GroupedQueryAttention (ch04/04) and MultiHeadAttentionWithSWA (ch04/06):
+projections in torch, attention by scaled_dot_product_attention (fused in C
+where it is causal and unmasked).
+
+dtypes: CPU tensors; float32 runs in C as it is; a dtype attn has no kernel
+for is computed in float32 and cast back, with one RuntimeWarning per class
+and dtype (bfloat16 attention runs attn's bf16 kernel on AVX512-BF16 CPUs);
+the input must have the parameters' dtype. Failures raise attn.Error."""
+import ctypes
 
 try:
     import torch
@@ -31,9 +40,8 @@ except ImportError as e:  # name the package, not only the import that failed
                       "apt-get install python3-torch", name="torch") from e
 import torch.nn as nn
 
-from . import _lib
-from ._lib import Error, lib
 from . import _torch_sdpa as _sdpa
+from ._lib import Error
 from ._torch_sdpa import scaled_dot_product_attention
 from .modules import Core, _c_array
 

@@ -165,7 +165,8 @@ class MultiHeadAttentionKV(nn.Module):
             keys, values = self.cache_k, self.cache_v
         else:
             keys, values = keys_new, values_new
-        keys, queries, values = keys.transpose(1, 2), queries.transpose(1, 2), values.transpose(1, 2)
+        keys, queries = keys.transpose(1, 2), queries.transpose(1, 2)
+        values = values.transpose(1, 2)
         attn_scores = queries @ keys.transpose(2, 3)
         num_tokens_Q, num_tokens_K = queries.shape[-2], keys.shape[-2]
         if use_cache:
