@@ -174,6 +174,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     if is_causal and attn_mask is not None:
         raise Error("scaled_dot_product_attention: pass attn_mask or is_causal, not both "
                     "(as PyTorch)")
+    if isinstance(attn_mask, bool):  # an old positional call: (q, k, v, is_causal)
+        raise Error("scaled_dot_product_attention: attn_mask must be a tensor, got a bool; "
+                    "the 4th argument is attn_mask as in PyTorch 2: pass is_causal= by name")
     if attn_mask is not None:
         check_tensor(attn_mask, "scaled_dot_product_attention: attn_mask",
                      floating=attn_mask.dtype != torch.bool)

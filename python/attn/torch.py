@@ -290,6 +290,9 @@ class _KVCache:
     def _cached_attention(self, x, use_cache, kv_heads, window=0, limit=None):
         name = type(self).__name__
         _check_tensor(x, f"{name}: x")
+        d_in = self.W_query.weight.shape[1]
+        if x.dim() != 3 or x.shape[-1] != d_in:
+            raise Error(f"{name}: x must be (B, T, {d_in}), got {tuple(x.shape)}", "shape")
         b, T = x.shape[0], x.shape[1]
         H, hd = self.num_heads, self.head_dim
         q = self.W_query(x).view(b, T, H, hd).transpose(1, 2)

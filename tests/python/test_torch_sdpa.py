@@ -8,6 +8,7 @@ import warnings
 import pytest
 import torch
 
+import attn
 import attn.torch as at
 
 
@@ -95,3 +96,11 @@ def test_dtypes():
             o = at.scaled_dot_product_attention(h, h, h, is_causal=True)
     assert o.dtype == torch.float16 and err(o, definition(q, q, q, causal=True)) <= 5e-3
     assert len([w for w in said if "float16" in str(w.message)]) <= 1, "said once"
+
+
+def test_an_old_positional_is_causal_is_named():
+    q = torch.zeros(1, 2, 4, 8)
+    with pytest.raises(attn.Error, match="pass is_causal= by name"):
+        at.scaled_dot_product_attention(q, q, q, True)
+    with pytest.raises(attn.Error, match=r"x must be \(B, T, 8\)"):
+        at.GroupedQueryAttention(8, 8, 2, 1)(torch.zeros(4, 8))
