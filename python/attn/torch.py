@@ -282,6 +282,12 @@ class _KVCache:
         self.register_buffer("cache_v", None, persistent=False)
         self.ptr_current_pos = 0
 
+    _heads_first = False  # the book's cache layout: (B, S, H, hd); GQA's (B, G, S, hd)
+
+    def _cached(self, t):
+        """(B, H, S, hd) <-> the cache's layout (the book's, per class)."""
+        return t if self._heads_first else t.transpose(1, 2)
+
     def reset_cache(self):
         """Empty the KV cache: the next forward(x, use_cache=True) starts at position 0."""
         self.cache_k, self.cache_v = None, None
@@ -304,9 +310,11 @@ class _KVCache:
                         f"{limit} (reset_cache() starts again)", "shape")
         if use_cache:
             if self.cache_k is not None:
-                k, v = torch.cat([self.cache_k, k], dim=2), torch.cat([self.cache_v, v], dim=2)
+                k = torch.cat([self._cached(self.cache_k), k], dim=2)
+                v = torch.cat([self._cached(self.cache_v), v], dim=2)
             keep = k.shape[2] if not window else min(k.shape[2], window)
-            self.cache_k, self.cache_v = k[:, :, -keep:], v[:, :, -keep:]
+            self.cache_k = self._cached(k[:, :, -keep:])
+            self.cache_v = self._cached(v[:, :, -keep:])
             self.ptr_current_pos += T
         S = k.shape[2]
         k0 = start + T - S  # the position of the first key
@@ -335,7 +343,7 @@ class MultiHeadAttention(_KVCache, _AttnModule):
     context_length) mask buffer, created in the book's order (the book's
     weights after torch.manual_seed, the same state_dict; a state_dict
     without "mask", as ch04/03's, loads too). cache_k and cache_v are
-    non-persistent buffers, as the book's.
+    non-persistent buffers (B, S, num_heads, head_dim), as the book's.
 
     forward(x) with x (B, T, d_in), T <= context_length -> (B, T, d_out):
     forward and backward in attn's C module; dropout masks drawn from
@@ -403,6 +411,8 @@ class GroupedQueryAttention(_KVCache, nn.Module):
     (cache_k, cache_v (B, num_kv_groups, S, head_dim), ptr_current_pos,
     reset_cache()); a forward without it empties the cache."""
 
+    _heads_first = True
+
     def __init__(self, d_in, d_out, num_heads, num_kv_groups, dtype=None):
         super().__init__()
         assert d_out % num_heads == 0, "d_out must be divisible by num_heads"
@@ -438,8 +448,11 @@ class MultiHeadAttentionWithSWA(_KVCache, nn.Module):
     Projections in torch; attention by scaled_dot_product_attention: in C
     (fused) while no key falls out of the window, else in torch ops with the
     band mask. Dropout on the weights as nn.Dropout draws it. use_cache=True:
-    the KV cache, holding the last sliding_window_size keys and values;
-    reset_cache() empties it."""
+    the KV cache (B, S, num_heads, head_dim), holding the last
+    sliding_window_size keys and values (a chunk longer than the window
+    attends over all its keys first, then the cache is trimmed);
+    reset_cache() empties it; a forward without use_cache sets
+    ptr_current_pos to 0, as the book's."""
 
     def __init__(self, d_in, d_out, dropout, num_heads, qkv_bias=False, sliding_window_size=None):
         super().__init__()
@@ -457,6 +470,8 @@ class MultiHeadAttentionWithSWA(_KVCache, nn.Module):
 
     def forward(self, x, use_cache=False):
         """x (B, T, d_in) -> (B, T, d_out); see the class."""
+        if not use_cache:
+            self.ptr_current_pos = 0  # as the book's (the cache stays)
         return self._cached_attention(x, use_cache, self.num_heads,
                                       window=self.sliding_window_size or 0)
 

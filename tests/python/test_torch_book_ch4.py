@@ -277,14 +277,17 @@ class MultiHeadAttentionWithSWA(nn.Module):
         b, num_tokens, d_in = x.shape
         shape = (b, num_tokens, self.num_heads, self.head_dim)
         queries = self.W_query(x).view(shape).transpose(1, 2)
-        keys = self.W_key(x).view(shape).transpose(1, 2)
-        values = self.W_value(x).view(shape).transpose(1, 2)
-        if use_cache:
+        keys = self.W_key(x).view(shape)
+        values = self.W_value(x).view(shape)
+        if use_cache:  # the cache is (b, S, num_heads, head_dim), trimmed to the window
             if self.cache_k is not None:
-                keys = torch.cat([self.cache_k, keys], dim=2)
-                values = torch.cat([self.cache_v, values], dim=2)
-            w = self.sliding_window_size or keys.shape[2]
-            self.cache_k, self.cache_v = keys[:, :, -w:], values[:, :, -w:]
+                keys = torch.cat([self.cache_k, keys], dim=1)
+                values = torch.cat([self.cache_v, values], dim=1)
+            w = self.sliding_window_size or keys.shape[1]
+            self.cache_k, self.cache_v = keys[:, -w:], values[:, -w:]
+        else:
+            self.ptr_current_pos = 0
+        keys, values = keys.transpose(1, 2), values.transpose(1, 2)
         attn_scores = queries @ keys.transpose(2, 3)
         mask = _positions_mask(self, num_tokens, keys.shape[-2], use_cache,
                                self.sliding_window_size)
@@ -466,6 +469,10 @@ def test_bonus_classes_generate_the_books_tokens(name, make_ref, make_ours):
     assert torch.equal(generate_text_simple(ours, idx, 20, CFG["context_length"]), want)
     for m in (ref, ours, swapped):
         assert torch.equal(generate_text_simple_cached(m, idx, 20), want), type(m.trf_blocks[0].att)
+    cache = ref.trf_blocks[1].att.cache_k
+    for m in (ours, swapped):  # the book's cache layout and length
+        assert m.trf_blocks[1].att.cache_k.shape == cache.shape
+        assert err(m.trf_blocks[1].att.cache_k, cache) <= 1e-5
     assert ours.trf_blocks[0].att.ptr_current_pos == 26
     ours.reset_kv_cache()
     assert ours.trf_blocks[0].att.cache_k is None and ours.trf_blocks[0].att.ptr_current_pos == 0
