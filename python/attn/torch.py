@@ -32,6 +32,7 @@ for is computed in float32 and cast back, with one RuntimeWarning per class
 and dtype (bfloat16 attention runs attn's bf16 kernel on AVX512-BF16 CPUs);
 the input must have the parameters' dtype. Failures raise attn.Error."""
 import ctypes
+import inspect
 
 try:
     import torch
@@ -483,11 +484,28 @@ def _linear(m, name):
     return isinstance(getattr(m, name, None), nn.Linear)
 
 
+# What the book's attention classes hold; a module with more (RoPE tables,
+# norms on q and k, ...) computes something else and is left alone.
+_BOOK_PARTS = {"W_query", "W_key", "W_value", "out_proj", "dropout", "mask", "cache_k", "cache_v",
+               "heads"}
+
+
+def _plain(m):
+    """m holds only the book's parts and its forward takes x (and use_cache)."""
+    if (set(m._modules) | set(m._buffers) | set(m._parameters)) - _BOOK_PARTS:
+        return False
+    try:
+        params = list(inspect.signature(m.forward).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    return len(params) >= 1 and all(p.name == "use_cache" for p in params[1:])
+
+
 def _kind_of(m):
     """Which attn.torch class a module of the book's has the structure of
     (its attributes, whatever its class is called or defined), or None."""
-    if isinstance(m, (_AttnModule, _KVCache)):
-        return None  # already attn's
+    if isinstance(m, (_AttnModule, _KVCache)) or not _plain(m):
+        return None  # already attn's, or more than the book's class
     if all(_linear(m, n) for n in ("W_query", "W_key", "W_value", "out_proj")) and \
             isinstance(getattr(m, "num_heads", None), int) and hasattr(m, "head_dim"):
         if isinstance(getattr(m, "num_kv_groups", None), int):
@@ -559,7 +577,9 @@ def swap_attention(model):
     dropout and a mask buffer (MultiHeadAttention, with or without ch04/03's
     KV cache); num_kv_groups (GroupedQueryAttention); sliding_window_size
     (MultiHeadAttentionWithSWA); no out_proj (CausalAttention); heads, a
-    ModuleList of those (MultiHeadAttentionWrapper).
+    ModuleList of those (MultiHeadAttentionWrapper). A module holding more
+    than the book's parts (RoPE tables, norms, ...) or whose forward takes
+    more than x and use_cache computes something else and is left alone.
 
     The weights are SHARED, not copied: the new module holds the old one's
     nn.Linear and nn.Dropout objects (and mask buffer), so optimizers made
@@ -567,16 +587,21 @@ def swap_attention(model):
     generator is left as it was (the new modules' own weights, drawn and
     thrown away, come from a forked generator)."""
     count = 0
-    for parent in list(model.modules()):
+
+    def walk(parent):
+        nonlocal count
         for child_name, child in list(parent.named_children()):
             kind = _kind_of(child)
             if kind is None:
+                walk(child)  # a replaced module's insides are not looked at again
                 continue
             with torch.random.fork_rng(devices=[]):
                 new = _twin(kind, child)
             _share(new, child)
             setattr(parent, child_name, new)
             count += 1
+
+    walk(model)
     if count == 0:
         import warnings
         warnings.warn("attn.torch.swap_attention: no attention module of the book's structure "

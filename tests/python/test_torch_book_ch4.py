@@ -524,3 +524,63 @@ def test_gqa_in_other_dtypes():
         warnings.simplefilter("ignore")
         yb = ours.to(torch.bfloat16)(x.bfloat16())
     assert yb.dtype == torch.bfloat16 and err(yb, ref(x)) <= 3e-2
+
+
+def test_swap_attention_leaves_other_attentions_alone():
+    class RopeGQA(GroupedQueryAttention):  # a Llama-style forward: more than x
+        def forward(self, x, mask, cos, sin):
+            return super().forward(x)
+
+    class WithTables(MultiHeadAttention):  # more parts than the book's
+        def __init__(self, *args):
+            super().__init__(*args)
+            self.register_buffer("cos", torch.ones(4))
+
+    model = nn.Sequential(RopeGQA(8, 8, 2, 1), WithTables(8, 8, 4, 0.0, 2),
+                          nn.ModuleList([book_wrapper(8, 4, 4, 0.0, 2)]))
+    assert at.swap_attention(model) == 1  # the wrapper, counted once
+    assert type(model[0]) is RopeGQA and type(model[1]) is WithTables
+    assert isinstance(model[2][0], at.MultiHeadAttentionWrapper)
+    assert all(isinstance(h, at.CausalAttention) for h in model[2][0].heads)
+
+
+def book_wrapper(d_in, d_out, context_length, dropout, num_heads):
+    """Chapter 3's MultiHeadAttentionWrapper, its CausalAttention heads."""
+    class CausalAttention(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.W_query = nn.Linear(d_in, d_out, bias=False)
+            self.W_key = nn.Linear(d_in, d_out, bias=False)
+            self.W_value = nn.Linear(d_in, d_out, bias=False)
+            self.dropout = nn.Dropout(dropout)
+            self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length),
+                                                    diagonal=1))
+
+        def forward(self, x):
+            raise NotImplementedError  # only the structure matters here
+
+    class MultiHeadAttentionWrapper(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.heads = nn.ModuleList([CausalAttention() for _ in range(num_heads)])
+
+        def forward(self, x):
+            return torch.cat([head(x) for head in self.heads], dim=-1)
+
+    return MultiHeadAttentionWrapper()
+
+
+def test_swap_attention_on_chapter_3s_classes():
+    import attn.book as book
+    torch.manual_seed(4)
+    ref = nn.Sequential(book.CausalAttention(6, 4, 10, 0.2), nn.Linear(4, 6),
+                        book.MultiHeadAttentionWrapper(6, 3, 10, 0.2, 2))
+    ours = copy.deepcopy(ref)
+    assert at.swap_attention(ours) == 2
+    assert isinstance(ours[0], at.CausalAttention)
+    assert isinstance(ours[2], at.MultiHeadAttentionWrapper)
+    x = torch.rand(2, 9, 6)
+    torch.manual_seed(1)
+    ya = ours(x)
+    torch.manual_seed(1)
+    assert err(ya, ref(x)) <= 1e-6  # training mode: the same dropout masks
