@@ -74,7 +74,7 @@ def child_sdpa(args):
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t0 = time.perf_counter()
     if args.who == "attn":
-        o = at.scaled_dot_product_attention(q, k, v)
+        o = at.scaled_dot_product_attention(q, k, v, is_causal=True)
     else:  # naive: the (B, H, T, T) scores, mask, softmax, weights @ v
         s = (q @ k.transpose(-2, -1)) * D ** -0.5
         s = s.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))

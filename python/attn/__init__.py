@@ -12,6 +12,11 @@ attn.torch (imported on its own: it needs PyTorch) has the book's classes as
 torch.nn.Module drop-ins and scaled_dot_product_attention; attn.book holds the
 book's own PyTorch classes, attn.variants the GPTModel with the model variant
 keys (norm, act, tie_weights, pos_emb). Every failure is an attn.Error."""
+try:
+    import numpy  # noqa: F401
+except ImportError as e:  # name the package, not only the import that failed
+    raise ImportError(f"attn needs numpy ({e}): pip install numpy, or on Debian "
+                      "apt-get install python3-numpy", name="numpy") from e
 from ._lib import Error
 from ._lib import lib as _c
 from ._lib import library_path as library  # the libattn.so in use

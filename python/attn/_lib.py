@@ -7,7 +7,8 @@ numbers, strings, arrays and opaque pointers (no struct but attn_error), so a
 C parser would buy nothing. The library is looked for, in order, at
 $ATTN_LIBRARY, where `make install` put it (_installed.py, a path relative to
 this package), in the build tree (../../build/libattn.so from here), then by
-the dynamic loader's own search."""
+the dynamic loader's own search. `pip install .` puts the library inside the
+package (attn/libattn.so), looked for right after $ATTN_LIBRARY."""
 import ctypes
 import math
 import numbers
@@ -51,7 +52,7 @@ def _candidates():
     env = os.environ.get("ATTN_LIBRARY")
     if env:
         return [env]
-    found = []
+    found = [os.path.join(_HERE, "libattn.so")]  # pip install (setup.py)
     try:
         from . import _installed  # written by `make install`
         found.append(os.path.normpath(os.path.join(_HERE, _installed.LIBRARY)))
@@ -122,6 +123,15 @@ class ErrorStruct(ctypes.Structure):
 
 
 Err = P(ErrorStruct)
+
+
+class StKv(ctypes.Structure):  # attn_st_kv (attn/safetensors.h)
+    _fields_ = [("key", c_char_p), ("value", c_char_p)]
+
+
+class StEntry(ctypes.Structure):  # attn_st_entry (attn/safetensors.h)
+    _fields_ = [("name", c_char_p), ("dtype", c_char_p), ("ndim", c_int),
+                ("shape", P(c_int64)), ("data", c_void_p), ("nbytes", c_size_t)]
 TRAIN_CALLBACK = ctypes.CFUNCTYPE(c_int, c_void_p, c_int, c_int64, c_int64, c_double, c_double,
                                   c_double)
 
@@ -172,6 +182,11 @@ _PROTOS = {
                              c_int, TRAIN_CALLBACK, c_void_p, P(c_int64), P(c_int), c_char_p,
                              P(c_int), Err]),
     "attn_precision_check": (c_int, [c_int, Err]),
+    "attn_output_check": (c_int, [c_char_p, c_void_p, c_int, c_void_p, c_int, Err]),
+    "attn_ckpt_output_check": (c_int, [c_char_p, c_char_p, c_void_p, c_int, c_void_p, c_int,
+                                       Err]),
+    "attn_safetensors_write": (c_int, [c_char_p, c_void_p, c_int, c_void_p, c_int, Err]),
+    "attn_safetensors_write_params": (c_int, [c_char_p, c_void_p, c_void_p, c_int, Err]),
     "attn_h_set_threads": (None, [c_int, c_int]),
     "attn_h_get_threads": (c_int, []),
 }

@@ -12,6 +12,8 @@ import torch.nn as nn
 
 
 class SelfAttention_v1(nn.Module):
+    """Chapter 3's first self-attention: (T, d_in) -> (T, d_out), weights as
+    nn.Parameter(torch.rand(d_in, d_out)); plain PyTorch."""
     def __init__(self, d_in, d_out):
         super().__init__()
         self.W_query = nn.Parameter(torch.rand(d_in, d_out))
@@ -19,6 +21,7 @@ class SelfAttention_v1(nn.Module):
         self.W_value = nn.Parameter(torch.rand(d_in, d_out))
 
     def forward(self, x):
+        """x (T, d_in) -> context vectors (T, d_out)."""
         keys = x @ self.W_key
         queries = x @ self.W_query
         values = x @ self.W_value
@@ -28,6 +31,8 @@ class SelfAttention_v1(nn.Module):
 
 
 class SelfAttention_v2(nn.Module):
+    """Chapter 3's self-attention with nn.Linear(d_in, d_out, bias=qkv_bias)
+    projections: (T, d_in) -> (T, d_out); plain PyTorch."""
     def __init__(self, d_in, d_out, qkv_bias=False):
         super().__init__()
         self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
@@ -35,6 +40,7 @@ class SelfAttention_v2(nn.Module):
         self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
 
     def forward(self, x):
+        """x (T, d_in) -> context vectors (T, d_out)."""
         keys = self.W_key(x)
         queries = self.W_query(x)
         values = self.W_value(x)
@@ -44,6 +50,9 @@ class SelfAttention_v2(nn.Module):
 
 
 class CausalAttention(nn.Module):
+    """Chapter 3's causal attention: W_query/W_key/W_value, dropout on the
+    weights and a (context_length, context_length) mask buffer; (B, T, d_in)
+    -> (B, T, d_out); plain PyTorch."""
     def __init__(self, d_in, d_out, context_length, dropout, qkv_bias=False):
         super().__init__()
         self.d_out = d_out
@@ -56,6 +65,8 @@ class CausalAttention(nn.Module):
         )
 
     def forward(self, x):
+        """x (B, T, d_in) -> context vectors (B, T, d_out), T <=
+        context_length."""
         b, num_tokens, d_in = x.shape
         keys = self.W_key(x)
         queries = self.W_query(x)
@@ -68,6 +79,8 @@ class CausalAttention(nn.Module):
 
 
 class MultiHeadAttentionWrapper(nn.Module):
+    """Chapter 3's num_heads CausalAttention heads side by side: (B, T, d_in)
+    -> (B, T, num_heads * d_out); plain PyTorch."""
     def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
         super().__init__()
         self.heads = nn.ModuleList(
@@ -78,10 +91,15 @@ class MultiHeadAttentionWrapper(nn.Module):
         )
 
     def forward(self, x):
+        """x (B, T, d_in) -> the heads' outputs concatenated, (B, T, num_heads
+        * d_out)."""
         return torch.cat([head(x) for head in self.heads], dim=-1)
 
 
 class MultiHeadAttention(nn.Module):
+    """Chapter 3's MultiHeadAttention (num_heads heads of d_out // num_heads,
+    out_proj, causal mask buffer, dropout): (B, T, d_in) -> (B, T, d_out);
+    plain PyTorch."""
     def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
         super().__init__()
         assert d_out % num_heads == 0, "d_out must be divisible by num_heads"
@@ -98,6 +116,8 @@ class MultiHeadAttention(nn.Module):
         )
 
     def forward(self, x):
+        """x (B, T, d_in) -> context vectors (B, T, d_out), T <=
+        context_length."""
         b, num_tokens, d_in = x.shape
         keys = self.W_key(x)
         queries = self.W_query(x)
@@ -119,6 +139,8 @@ class MultiHeadAttention(nn.Module):
 
 
 class LayerNorm(nn.Module):
+    """Chapter 4's LayerNorm(emb_dim): scale and shift over the last dimension,
+    eps 1e-5, biased variance."""
     def __init__(self, emb_dim):
         super().__init__()
         self.eps = 1e-5
@@ -126,6 +148,7 @@ class LayerNorm(nn.Module):
         self.shift = nn.Parameter(torch.zeros(emb_dim))
 
     def forward(self, x):
+        """x (..., emb_dim) normalised over its last dimension."""
         mean = x.mean(dim=-1, keepdim=True)
         var = x.var(dim=-1, keepdim=True, unbiased=False)
         norm_x = (x - mean) / torch.sqrt(var + self.eps)
@@ -133,22 +156,29 @@ class LayerNorm(nn.Module):
 
 
 class GELU(nn.Module):
+    """Chapter 4's GELU (the tanh approximation)."""
     def forward(self, x):
+        """GELU of x, elementwise."""
         return 0.5 * x * (1 + torch.tanh(torch.sqrt(torch.tensor(2.0 / torch.pi)) *
                                          (x + 0.044715 * torch.pow(x, 3))))
 
 
 class FeedForward(nn.Module):
+    """Chapter 4's FeedForward(cfg): Linear(emb_dim, 4 emb_dim), GELU, Linear(4
+    emb_dim, emb_dim)."""
     def __init__(self, cfg):
         super().__init__()
         self.layers = nn.Sequential(nn.Linear(cfg["emb_dim"], 4 * cfg["emb_dim"]), GELU(),
                                     nn.Linear(4 * cfg["emb_dim"], cfg["emb_dim"]))
 
     def forward(self, x):
+        """x (..., emb_dim) -> (..., emb_dim)."""
         return self.layers(x)
 
 
 class TransformerBlock(nn.Module):
+    """Chapter 4's pre-norm block: x + drop(att(norm1(x))), then +
+    drop(ff(norm2(x)))."""
     def __init__(self, cfg):
         super().__init__()
         self.att = MultiHeadAttention(d_in=cfg["emb_dim"], d_out=cfg["emb_dim"],
@@ -160,6 +190,7 @@ class TransformerBlock(nn.Module):
         self.drop_shortcut = nn.Dropout(cfg["drop_rate"])
 
     def forward(self, x):
+        """x (B, T, emb_dim) -> (B, T, emb_dim)."""
         shortcut = x
         x = self.norm1(x)
         x = self.att(x)
@@ -174,6 +205,9 @@ class TransformerBlock(nn.Module):
 
 
 class GPTModel(nn.Module):
+    """Chapter 4's GPTModel(cfg) (vocab_size, context_length, emb_dim, n_heads,
+    n_layers, drop_rate, qkv_bias): token and position embeddings, n_layers
+    blocks, final norm and out_head; plain PyTorch."""
     def __init__(self, cfg):
         super().__init__()
         self.tok_emb = nn.Embedding(cfg["vocab_size"], cfg["emb_dim"])
@@ -184,6 +218,7 @@ class GPTModel(nn.Module):
         self.out_head = nn.Linear(cfg["emb_dim"], cfg["vocab_size"], bias=False)
 
     def forward(self, in_idx):
+        """in_idx (B, T) token ids -> logits (B, T, vocab_size)."""
         batch_size, seq_len = in_idx.shape
         tok_embeds = self.tok_emb(in_idx)
         pos_embeds = self.pos_emb(torch.arange(seq_len, device=in_idx.device))

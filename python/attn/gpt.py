@@ -58,11 +58,14 @@ class GPT:
         return self._handle
 
     def close(self):
+        """Free the C model (waits for calls in flight); later calls raise
+        attn.Error."""
         self._handle.close()
         self._finalizer.detach()
 
     @property
     def closed(self):
+        """Whether close() has freed the model."""
         return self._handle.closed
 
     def __enter__(self):
@@ -200,10 +203,72 @@ class GPT:
     # -- weights ---------------------------------------------------------------
 
     def state_dict(self):
-        """name -> array (copies), the book's GPTModel state_dict names."""
+        """name -> array (copies) under the book's GPTModel state_dict names,
+        in its order, with the trf_blocks.N.att.mask buffers (float32
+        (context_length, context_length), 1 above the diagonal) the book's
+        MultiHeadAttention registers, so that the book's
+        GPTModel.load_state_dict(..., strict=True) takes it (with
+        torch.from_numpy on each). Models of other attention keys (window,
+        n_kv_heads, rope, ...) have no mask buffer."""
         with self._live():
-            return collections.OrderedDict((p.name, _c_array(p.data, p.shape).copy())
-                                           for p in self._params)
+            out = collections.OrderedDict()
+            mask = self._mask() if _book_attention(self.config) else None
+            for p in self._params:
+                block = p.name.split(".att.")[0] if ".att." in p.name else None
+                if mask is not None and block and block + ".att.mask" not in out:
+                    out[block + ".att.mask"] = mask.copy()
+                out[p.name] = _c_array(p.data, p.shape).copy()
+            return out
+
+    def _mask(self):
+        T = self.config["context_length"]
+        return np.triu(np.ones((T, T), np.float32), k=1)
+
+    def save(self, path):
+        """Write the model to path, a .safetensors file that attn.GPT.load
+        and `attn generate --checkpoint` read: the weights (F32, the book's
+        names) and the metadata attn's trainer writes (format, config,
+        vocabulary, step). path is checked as every output of attn is
+        (attn_output_check: never into a run folder, never onto the file the
+        model came from); a folder is refused. Returns path."""
+        with self._live() as h:
+            out = _lib.path(path, "GPT.save: path")
+            if os.path.isdir(out):
+                raise Error(f"GPT.save: {os.fsdecode(out)} is a folder; name a .safetensors file")
+            src = self.source if os.path.exists(self.source) else None
+            if src is not None:
+                _lib.call(lib.attn_ckpt_output_check, _lib.path(src), out, None, 0, None, 0)
+            else:
+                _lib.call(lib.attn_output_check, out, None, 0, None, 0)
+            meta = _meta(self.config, self.vocabulary, self.step)
+            _lib.call(lib.attn_safetensors_write_params, out, lib.attn_h_gpt_params(h), meta,
+                      len(meta))
+        return path
+
+    @classmethod
+    def from_torch(cls, model, tokenizer):
+        """An attn.GPT (C, fp32, eval mode) holding the weights of a PyTorch
+        GPTModel of the book's (chapter 4's, or with attn.torch's attention
+        swapped in): its config is read from the modules (vocab_size,
+        context_length, emb_dim, n_heads, n_layers, drop_rate, qkv_bias), its
+        weights from model.state_dict() (the att.mask buffers are left out).
+        tokenizer: the character vocabulary in id order, attn.GPT's
+        checkpoints being character-level: a str of distinct characters, a
+        list of them, a {character: id} dict, or an object with a
+        .vocabulary (another attn.GPT) or a .stoi / .str_to_int dict.
+        save() then writes it as a checkpoint."""
+        cfg = _book_config(model)
+        vocab = _vocabulary(tokenizer, cfg["vocab_size"])
+        sd = model.state_dict()
+        fd, tmp = tempfile.mkstemp(prefix="attn-from-torch-", suffix=".safetensors")
+        os.close(fd)
+        try:
+            _write_model(tmp, sd, cfg, vocab)
+            gpt = cls.load(tmp)
+        finally:
+            os.unlink(tmp)
+        gpt.source = f"<from_torch {type(model).__name__}>"
+        return gpt
 
     def to_torch(self):
         """The book's GPTModel (attn.book) holding these weights, in eval
@@ -220,6 +285,87 @@ class GPT:
                              for k in missing):
             raise Error(f"to_torch: names differ: missing {missing}, unexpected {unexpected}")
         return model.eval()
+
+
+def _book_attention(config):
+    """Whether config's attention is the book's MultiHeadAttention (which has
+    the mask buffer): no attention keys of attn.variants set."""
+    c = config
+    return (c.get("pos_emb", "learned") == "learned" and not c.get("window")
+            and not c.get("qk_norm") and not c.get("softcap")
+            and c.get("n_kv_heads") in (None, 0, c["n_heads"]))
+
+
+def _meta(config, vocabulary, step):
+    """The metadata attn's trainer writes into model.safetensors."""
+    pairs = [("format", "attn-gpt"), ("config", json.dumps(config)),
+             ("vocabulary", vocabulary), ("step", str(int(step)))]
+    meta = (_lib.StKv * len(pairs))()
+    for i, (k, v) in enumerate(pairs):
+        meta[i].key, meta[i].value = k.encode(), _lib.text(v, f"metadata {k}")
+    return meta
+
+
+def _book_config(model):
+    """The book's config dict of a GPTModel, read from its modules."""
+    try:
+        blocks = list(model.trf_blocks)
+        att = blocks[0].att
+        cfg = {"vocab_size": int(model.tok_emb.num_embeddings),
+               "context_length": int(model.pos_emb.num_embeddings),
+               "emb_dim": int(model.tok_emb.embedding_dim), "n_heads": int(att.num_heads),
+               "n_layers": len(blocks), "drop_rate": float(model.drop_emb.p),
+               "qkv_bias": att.W_query.bias is not None}
+    except (AttributeError, IndexError, TypeError) as e:
+        raise Error(f"GPT.from_torch: not the book's GPTModel (tok_emb, pos_emb, drop_emb, "
+                    f"trf_blocks[i].att with num_heads and W_query): {e}") from None
+    if getattr(att, "num_kv_groups", None) or getattr(att, "sliding_window_size", None):
+        raise Error("GPT.from_torch: the book's GPTModel with MultiHeadAttention only "
+                    f"(got {type(att).__name__})")
+    return cfg
+
+
+def _vocabulary(tokenizer, vocab_size):
+    """The characters of a character-level tokenizer in id order, as one str."""
+    t = tokenizer
+    t = getattr(t, "vocabulary", None) or getattr(t, "stoi", None) or \
+        getattr(t, "str_to_int", None) or t
+    if isinstance(t, dict):
+        order = sorted(t.items(), key=lambda kv: kv[1])
+        if [i for _, i in order] != list(range(len(order))):
+            raise Error("GPT.from_torch: the tokenizer's ids must be 0..n-1")
+        t = [c for c, _ in order]
+    if not isinstance(t, str):
+        try:
+            t = list(t)
+        except TypeError:
+            raise Error("GPT.from_torch: tokenizer must be a character vocabulary (a str, "
+                        f"a list or a dict of characters), got {type(tokenizer).__name__}; "
+                        "attn.GPT's checkpoints are character-level") from None
+        if not all(isinstance(c, str) and len(c) == 1 for c in t):
+            raise Error("GPT.from_torch: the tokenizer's tokens must be single characters "
+                        "(attn.GPT's checkpoints are character-level)")
+        t = "".join(t)
+    if len(t) != vocab_size or len(set(t)) != len(t):
+        raise Error(f"GPT.from_torch: the vocabulary has {len(t)} characters "
+                    f"({len(set(t))} distinct) but the model's vocab_size is {vocab_size}")
+    return t
+
+
+def _write_model(path, state_dict, cfg, vocabulary):
+    """A model .safetensors file of state_dict's parameters (F32)."""
+    arrays = []
+    for name, t in state_dict.items():
+        if name.endswith(".att.mask") or not hasattr(t, "detach"):
+            continue
+        a = np.ascontiguousarray(t.detach().cpu().float().numpy(), np.float32)
+        arrays.append((name.encode(), a, (_lib.c_int64 * max(a.ndim, 1))(*a.shape)))
+    entries = (_lib.StEntry * len(arrays))()
+    for e, (name, a, shape) in zip(entries, arrays):
+        e.name, e.dtype, e.ndim, e.shape = name, b"F32", a.ndim, shape
+        e.data, e.nbytes = a.ctypes.data, a.nbytes
+    meta = _meta(cfg, vocabulary, 0)
+    _lib.call(lib.attn_safetensors_write, _lib.path(path), entries, len(arrays), meta, len(meta))
 
 
 # ------------------------------------------------------------------ training

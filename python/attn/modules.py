@@ -119,6 +119,8 @@ class Core:
         return None if self._h.closed else self._h.address
 
     def close(self):
+        """Free the C module (waits for a call in flight); later calls raise
+        attn.Error."""
         self._h.close()
         self._finalizer.detach()
 
@@ -129,10 +131,14 @@ class Core:
         return self._h.exclusive()
 
     def mask_numel(self, B, T):
+        """How many dropout-mask bytes a forward of (B, T) takes."""
         with self._h as h:
             return lib.attn_h_module_mask_numel(h, _index(B, "B"), _index(T, "T"))
 
     def forward(self, x_ptr, B, T, y_ptr, training, stream=0, keep_ptr=None, n_keep=0):
+        """The C forward on raw addresses: x (B, T, d_in) -> y (B, T, out_dim)
+        float32; training with dropout uses keep_ptr's n_keep mask bytes
+        when given, else draws from the module's generator in stream."""
         B, T = _index(B, f"{self._h.what}.forward: B"), _index(T, f"{self._h.what}.forward: T")
         with self._h.exclusive() as h:
             _lib.call(lib.attn_h_module_forward, h, x_ptr, B, T, y_ptr, int(training),
@@ -211,6 +217,7 @@ class Module:
 
     @property
     def closed(self):
+        """Whether close() has freed the C module."""
         core = getattr(self, "_core", None)
         return core is None or core.handle is None
 
@@ -222,10 +229,13 @@ class Module:
         return False
 
     def train(self, mode=True):
+        """Training mode (dropout on when its rate is > 0) or, with mode False,
+        eval mode; returns self."""
         self.training = bool(mode)
         return self
 
     def eval(self):
+        """Eval mode (no dropout); returns self."""
         return self.train(False)
 
     # -- computing -------------------------------------------------------------

@@ -59,22 +59,30 @@ def variant(cfg):
 
 
 class RMSNorm(nn.Module):
+    """RMSNorm(emb_dim, eps=1e-5): x / rms(x) * scale (the norm="rmsnorm"
+    variant)."""
     def __init__(self, emb_dim, eps=1e-5):
         super().__init__()
         self.eps = eps
         self.scale = nn.Parameter(torch.ones(emb_dim))
 
     def forward(self, x):
+        """x (..., emb_dim) normalised by its root mean square."""
         return x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps) * self.scale
 
 
 class ReLU2(nn.Module):
+    """relu(x)^2 (the act="relu2" variant)."""
     def forward(self, x):
+        """relu(x) squared, elementwise."""
         return torch.square(torch.relu(x))
 
 
 class SwiGLU(nn.Module):
+    """silu(gate) * value over the two halves of the last dimension
+    (act="swiglu")."""
     def forward(self, x):
+        """x (..., 2H) -> (..., H)."""
         gate, value = x.chunk(2, dim=-1)
         return nn.functional.silu(gate) * value
 
@@ -85,6 +93,8 @@ def ff_hidden(emb_dim, act):
 
 
 class FeedForward(nn.Module):
+    """The feed-forward of cfg's act (gelu, relu2, swiglu): Linear, activation,
+    Linear."""
     def __init__(self, cfg):
         super().__init__()
         C, act = cfg["emb_dim"], cfg.get("act", "gelu")
@@ -93,10 +103,12 @@ class FeedForward(nn.Module):
         self.layers = nn.Sequential(nn.Linear(C, width), layer(), nn.Linear(H, C))
 
     def forward(self, x):
+        """x (..., emb_dim) -> (..., emb_dim)."""
         return self.layers(x)
 
 
 def make_norm(cfg):
+    """The norm of cfg: RMSNorm for norm="rmsnorm", else the book's LayerNorm."""
     C = cfg["emb_dim"]
     return RMSNorm(C) if cfg.get("norm", "layernorm") == "rmsnorm" else book.LayerNorm(C)
 
@@ -165,6 +177,7 @@ class Attention(nn.Module):
             self.q_norm = self.k_norm = None
 
     def forward(self, x):
+        """x (B, T, d_in) -> (B, T, emb_dim): causal attention with cfg's keys."""
         b, T, _ = x.shape
         q = self.W_query(x).view(b, T, self.H, self.hd)
         k = self.W_key(x).view(b, T, self.KV, self.hd)
@@ -195,6 +208,8 @@ class Attention(nn.Module):
 
 
 def make_attention(cfg):
+    """The attention of cfg: Attention when it has attention keys, else the
+    book's MultiHeadAttention."""
     if attention_variant(cfg):
         return Attention(cfg)
     return book.MultiHeadAttention(d_in=cfg["emb_dim"], d_out=cfg["emb_dim"],
@@ -216,6 +231,8 @@ class TransformerBlock(book.TransformerBlock):
 
 
 class GPTModel(nn.Module):
+    """The book's GPTModel with the variant keys of cfg (norm, act,
+    tie_weights, pos_emb and the attention keys); plain PyTorch."""
     def __init__(self, cfg):
         super().__init__()
         self.tok_emb = nn.Embedding(cfg["vocab_size"], cfg["emb_dim"])
@@ -230,6 +247,7 @@ class GPTModel(nn.Module):
             self.out_head.weight = self.tok_emb.weight
 
     def forward(self, in_idx):
+        """in_idx (B, T) token ids -> logits (B, T, vocab_size)."""
         batch_size, seq_len = in_idx.shape
         x = self.tok_emb(in_idx)
         if self.pos_emb is not None:
