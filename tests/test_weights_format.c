@@ -79,8 +79,12 @@ static void round_trip(const attn_gpt_config *c, attn_weights_format fmt, const 
     cr_assert_eq(attn_gpt_export(&m, path, fmt, &err), ATTN_OK, "%s", err.msg);
     cr_assert_eq(attn_weights_detect(path, &got, &err), ATTN_OK, "%s", err.msg);
     cr_assert_eq(got, fmt);
-    /* No hint: the heads come from the header / metadata. */
-    cr_assert_eq(attn_gpt_import(path, NULL, &back, &got, &err), ATTN_OK, "%s", err.msg);
+    /* No hint: the heads come from the header / metadata; a .pth (the
+     * book's state_dict) has none: the config's n_heads is the hint. */
+    const attn_gpt_config hint = {.n_heads = c->n_heads};
+    const int pth = strstr(name, ".pth") != NULL;
+    cr_assert_eq(attn_gpt_import(path, pth ? &hint : NULL, &back, &got, &err), ATTN_OK, "%s",
+                 err.msg);
     cr_assert_eq(got, fmt);
     assert_same(&m, &back);
     attn_gpt_free(&back);
@@ -112,6 +116,13 @@ Test(weights_format, round_trips) {
     round_trip(&c, ATTN_WEIGHTS_BOOK, "untied.book.safetensors");
     c.qkv_bias = 0; /* the book's model may go without */
     round_trip(&c, ATTN_WEIGHTS_BOOK, "nobias.book.safetensors");
+    /* The book's torch.save file, masks included (torch reads it: the live
+     * test in tests/python/test_weights_torch.py). */
+    round_trip(&c, ATTN_WEIGHTS_BOOK, "nobias.pth");
+    c.qkv_bias = 1;
+    round_trip(&c, ATTN_WEIGHTS_BOOK, "untied.pth");
+    c.tie_weights = 1;
+    round_trip(&c, ATTN_WEIGHTS_BOOK, "tied.pth");
 }
 
 /* The layouts: HF's Conv1D [in, out] and fused c_attn, llm.c's padded wte. */
@@ -200,7 +211,7 @@ Test(weights_format, detect) {
     cr_assert_eq(attn_weights_detect(pth, &f, &err), ATTN_OK, "%s", err.msg);
     cr_assert_eq(f, ATTN_WEIGHTS_BOOK);
     cr_assert_eq(attn_gpt_import(pth, NULL, &(attn_gpt){0}, NULL, &err), ATTN_ERR_FORMAT);
-    cr_assert(strstr(err.msg, ".pth"), "%s", err.msg);
+    cr_assert(strstr(err.msg, "model.bin"), "%s", err.msg); /* a broken zip, named */
     const char *other = tio_path(dir, "other.safetensors");
     e.name = "encoder.weight";
     cr_assert_eq(attn_safetensors_write(other, &e, 1, NULL, 0, &err), ATTN_OK, "%s", err.msg);

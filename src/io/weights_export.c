@@ -6,6 +6,7 @@
 
 #include "attn/fileio.h"
 #include "attn/membudget.h"
+#include "attn/pth.h"
 #include "attn/safetensors.h"
 #include "attn/weights_format.h"
 #include "weights_plan.h"
@@ -58,7 +59,46 @@ attn_status wf_entries(const attn_gpt *m, attn_weights_format fmt, wf_layout *l,
     return ATTN_OK;
 }
 
-/* hf or book as safetensors, with the metadata that says its heads. */
+/* The book's .pth: entries with each block's causal-mask buffer (ones above
+ * the diagonal, (T, T) float, as MultiHeadAttention registers it) before the
+ * block's own tensors, in state_dict()'s order, so that the book's strict
+ * load_state_dict takes the file. */
+static attn_status write_pth(const attn_gpt *m, const char *path, const attn_st_entry *e, int n,
+                             attn_error *err) {
+    const int L = m->cfg.n_layers;
+    const size_t T = (size_t)m->cfg.context_length;
+    float *mask = calloc(T * T, sizeof *mask);
+    attn_st_entry *all = calloc((size_t)n + (size_t)L, sizeof *all);
+    char(*names)[64] = calloc((size_t)L, sizeof *names);
+    const int64_t shape[2] = {(int64_t)T, (int64_t)T};
+    attn_status s = ATTN_OK;
+    if (!mask || !all || !names) s = attn_fail(err, ATTN_ERR_NOMEM, "out of memory for the masks");
+    for (size_t i = 0; !s && i < T; i++)
+        for (size_t j = i + 1; j < T; j++)
+            mask[i * T + j] = 1.0f;
+    int k = 0, next = 0;
+    for (int i = 0; !s && i < n; i++) {
+        char want[48];
+        snprintf(want, sizeof want, "trf_blocks.%d.att.", next);
+        if (next < L && strncmp(e[i].name, want, strlen(want)) == 0) {
+            snprintf(names[next], sizeof names[next], "%smask", want);
+            all[k++] = (attn_st_entry){names[next++], "F32", 2, shape, mask, T * T * sizeof(float)};
+        }
+        all[k++] = e[i];
+    }
+    if (!s) s = attn_pth_write(path, all, k, err);
+    free(mask), free(all), free(names);
+    return s;
+}
+
+/* 1 when path's name ends in suffix. */
+static int ends_with(const char *path, const char *suffix) {
+    const size_t n = strlen(path), k = strlen(suffix);
+    return n >= k && strcmp(path + n - k, suffix) == 0;
+}
+
+/* hf or book as safetensors, with the metadata that says its heads; book
+ * as the book's torch.save file unless the name ends in .safetensors. */
 static attn_status export_st(const attn_gpt *m, const char *path, attn_weights_format fmt,
                              attn_error *err) {
     wf_layout l;
@@ -69,8 +109,10 @@ static attn_status export_st(const attn_gpt *m, const char *path, attn_weights_f
     const attn_st_kv meta[2] = {{"format", "pt"}, {"n_heads", heads}};
     wf_layout_init(&l);
     attn_status s = wf_entries(m, fmt, &l, &entries, &count, err);
-    /* TODO(pth): a .pth path of the book's goes to attn_pth_write(path, entries, count, err). */
-    if (!s) s = attn_safetensors_write(path, entries, count, meta, 2, err);
+    if (!s && fmt == ATTN_WEIGHTS_BOOK && !ends_with(path, ".safetensors"))
+        s = write_pth(m, path, entries, count, err);
+    else if (!s)
+        s = attn_safetensors_write(path, entries, count, meta, 2, err);
     free(entries);
     wf_layout_free(&l);
     return s;

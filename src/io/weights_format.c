@@ -11,6 +11,7 @@
 #include "attn/checkpoint.h"
 #include "attn/fileio.h"
 #include "attn/membudget.h"
+#include "attn/pth.h"
 #include "attn/safetensors.h"
 #include "attn/tokenizer.h"
 #include "weights_plan.h"
@@ -162,13 +163,14 @@ static attn_status import_attn(const char *path, const attn_gpt_config *hint, at
 }
 
 /* hf or book from a safetensors file; HF's config.json beside it. */
-static attn_status import_st(const char *file, attn_weights_format fmt, const attn_gpt_config *hint,
-                             double budget, attn_gpt *m, attn_error *err) {
+static attn_status import_st(const char *file, attn_weights_format fmt, int zip,
+                             const attn_gpt_config *hint, double budget, attn_gpt *m,
+                             attn_error *err) {
     struct stat sb;
     if (stat(file, &sb) == 0 && attn_mem_check((double)sb.st_size, budget, file, err))
         return ATTN_ERR_NOMEM;
-    attn_safetensors st;
-    attn_status s = attn_safetensors_read(file, &st, err);
+    attn_safetensors st; /* a torch.save zip: the book's state_dict */
+    attn_status s = zip ? attn_pth_read(file, &st, err) : attn_safetensors_read(file, &st, err);
     if (s) return s;
     char cfg_json[ATTN_CKPT_PATH_MAX];
     const char *slash = strrchr(file, '/');
@@ -197,12 +199,7 @@ attn_status attn_gpt_import_budget(const char *path, const attn_gpt_config *hint
     case ATTN_WEIGHTS_LLMC: return wf_import_llmc(file, hint, budget, m, err);
     default: break;
     }
-    if (zip) /* TODO(pth): attn_pth_read(file, &st, err), then wf_import_book as below. */
-        return attn_fail(err, ATTN_ERR_FORMAT,
-                         "%s: a torch.save .pth file; this build reads the book's state_dict "
-                         "from safetensors only",
-                         file);
-    return import_st(file, f, hint, budget, m, err);
+    return import_st(file, f, zip, hint, budget, m, err);
 }
 
 attn_status attn_gpt_import(const char *path, const attn_gpt_config *hint, attn_gpt *m,

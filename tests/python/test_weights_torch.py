@@ -124,7 +124,7 @@ def write_llmc(path, sd):
     return path
 
 
-def write_book(path, sd):
+def write_book(path, sd, pth=False):
     """The book's GPTModel.state_dict() names, as its load_weights_into_gpt
     fills them (out_head = wte), with its mask buffers."""
     book = {"tok_emb.weight": sd["transformer.wte.weight"],
@@ -147,7 +147,13 @@ def write_book(path, sd):
     book["final_norm.scale"] = sd["transformer.ln_f.weight"]
     book["final_norm.shift"] = sd["transformer.ln_f.bias"]
     book["out_head.weight"] = sd["transformer.wte.weight"]
-    write_safetensors(path, book)
+    if pth:  # as the book saves it: torch.save(model.state_dict(), "model.pth")
+        import collections
+        import torch
+        torch.save(collections.OrderedDict((k, torch.from_numpy(np.ascontiguousarray(v)))
+                                           for k, v in book.items()), path)
+    else:
+        write_safetensors(path, book)
     return path
 
 
@@ -167,7 +173,8 @@ def greedy(step, prompt, n):
 
 
 CASES = [("hf", True, ()), ("hf-untied", False, ()), ("hf-gpt2model", True, ()),
-         ("llmc", True, ()), ("book", True, ("--n-heads", str(H)))]
+         ("llmc", True, ()), ("book", True, ("--n-heads", str(H))),
+         ("book-pth", True, ("--n-heads", str(H)))]
 
 
 @pytest.mark.parametrize("name,tied,extra", CASES, ids=[c[0] for c in CASES])
@@ -177,6 +184,8 @@ def test_logits_and_greedy_match_torch(tmp_path, attn_bin, name, tied, extra):
         path = write_hf(tmp_path / "hf", sd, "" if name == "hf-gpt2model" else "transformer.")
     elif name == "llmc":
         path = write_llmc(tmp_path / "gpt2.bin", sd)
+    elif name == "book-pth":
+        path = write_book(tmp_path / "model.pth", sd, pth=True)
     else:
         path = write_book(tmp_path / "book.safetensors", sd)
     ids = np.random.default_rng(5).integers(0, V, size=(2, T))
@@ -187,3 +196,22 @@ def test_logits_and_greedy_match_torch(tmp_path, attn_bin, name, tied, extra):
     prompt = [3, 14, 15, 92, 65]
     want = greedy(lambda s: gpt2_logits(sd, [s]), prompt, 10)
     assert greedy(lambda s: attn_logits(path, [s], tmp_path, extra), prompt, 10) == want
+
+
+def test_export_book_pth_is_what_torch_load_reads(tmp_path, attn_bin):
+    """attn export --format book writes the book's torch.save file: torch.load
+    (weights_only too) gives the book's state_dict, masks included, and the
+    values of the weights exported."""
+    import torch
+    sd = random_gpt2(seed=3, tied=True)
+    src = write_hf(tmp_path / "hf", sd)
+    r = run_attn("export", src, tmp_path / "model.pth", "--format", "book")
+    assert r.returncode == 0, r.stderr
+    got = torch.load(tmp_path / "model.pth", weights_only=True)
+    assert len(got) == 2 + L * 17 + 3  # embeddings; per block 16 tensors and the mask; norm, head
+    assert list(got)[:3] == ["tok_emb.weight", "pos_emb.weight", "trf_blocks.0.att.mask"]
+    assert torch.equal(got["trf_blocks.0.att.mask"], torch.triu(torch.ones(T, T), diagonal=1))
+    assert np.array_equal(got["tok_emb.weight"].numpy(), sd["transformer.wte.weight"])
+    assert np.array_equal(got["out_head.weight"].numpy(), sd["transformer.wte.weight"])
+    q = sd["transformer.h.0.attn.c_attn.weight"][:, :C].T
+    assert np.array_equal(got["trf_blocks.0.att.W_query.weight"].numpy(), q)
