@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "attn/cuda.h"
@@ -117,25 +118,52 @@ static int library_options(const gen_opts *o, attn_generate_options *g) {
     return 0;
 }
 
-/* Print the prompt and up to max_new sampled characters. */
+/* Print n bytes through the display d (end: flush what it holds). */
+typedef struct shown {
+    attn_utf8_display d;
+    char *buf;
+    size_t cap;
+} shown;
+
+static int show(shown *s, const char *b, size_t n, int end) {
+    const size_t need = ATTN_UTF8_DISPLAY_CAP(n);
+    if (need > s->cap) {
+        char *t = realloc(s->buf, need);
+        if (!t) return fputs("attn generate: out of memory\n", stderr), 1;
+        s->buf = t;
+        s->cap = need;
+    }
+    const size_t k =
+        end ? attn_utf8_display_end(&s->d, s->buf) : attn_utf8_display_put(&s->d, b, n, s->buf);
+    fwrite(s->buf, 1, k, stdout);
+    return cli_stdout_failed(); /* main.c says why */
+}
+
+/* Print the prompt and up to max_new sampled tokens. A gpt2 token may end
+ * inside a character: the display holds it back until the next token
+ * completes it, and shows invalid bytes as U+FFFD. */
 static int generate_text(attn_generator *g, const char *prompt, long long max_new) {
     attn_error err;
     if (attn_generator_prompt(g, prompt, strlen(prompt), &err)) {
         fprintf(stderr, "attn generate: prompt: %s\n", err.msg);
         return 1;
     }
-    fputs(prompt, stdout);
+    shown s = {{{0}, 0}, NULL, 0};
+    int rc = show(&s, prompt, strlen(prompt), 0);
     const double t0 = attn_now_s();
-    for (long long i = 0; i < max_new && !g->stopped; i++) {
-        char u8[8];
-        int k;
-        if (attn_generator_next(g, NULL, u8, &k, &err)) {
+    for (long long i = 0; !rc && i < max_new && !g->stopped; i++) {
+        const char *b;
+        size_t k;
+        if (attn_generator_next_token(g, NULL, &b, &k, &err)) {
             fprintf(stderr, "\nattn generate: %s\n", err.msg);
-            return 1;
+            rc = 1;
+        } else {
+            rc = show(&s, b, k, 0);
         }
-        fwrite(u8, 1, (size_t)k, stdout);
-        if (cli_stdout_failed()) return 1; /* main.c says why */
     }
+    if (!rc) rc = show(&s, NULL, 0, 1);
+    free(s.buf);
+    if (rc) return 1;
     fputc('\n', stdout);
     fflush(stdout);
     if (cli_stdout_failed()) return 1;

@@ -318,10 +318,11 @@ char *attn_h_gpt_info_json(const attn_h_gpt *g) {
     attn_error err;
     cJSON *o = cJSON_CreateObject(), *c = NULL;
     if (attn_gpt_config_to_json(&g->model.cfg, &cfg, &err) == ATTN_OK) c = cJSON_Parse(cfg);
-    if (o && c && vocab) {
+    if (o && c && (vocab || g->tok.kind != ATTN_TOKENIZER_CHAR)) {
         cJSON_AddItemToObject(o, "config", c);
         c = NULL; /* o owns it */
-        cJSON_AddStringToObject(o, "vocabulary", vocab);
+        cJSON_AddStringToObject(o, "tokenizer", attn_tokenizer_kind_name(g->tok.kind));
+        if (vocab) cJSON_AddStringToObject(o, "vocabulary", vocab); /* char only */
         cJSON_AddNumberToObject(o, "step", (double)g->step);
         cJSON_AddNumberToObject(o, "n_params", (double)attn_gpt_num_params(&g->model));
         out = cJSON_PrintUnformatted(o);

@@ -46,6 +46,10 @@ attn_status attn_trainer_init(attn_trainer *tr, const attn_gpt_config *mcfg,
 attn_status attn_trainer_init_vocab(attn_trainer *tr, const attn_gpt_config *mcfg,
                                     const attn_train_config *tcfg, int vocab_given,
                                     const char *vocab, const char *text, size_t n, attn_error *err);
+attn_status attn_trainer_init_tok(attn_trainer *tr, const attn_gpt_config *mcfg,
+                                  const attn_train_config *tcfg, int vocab_given,
+                                  const attn_tokenizer *tok, const char *text, size_t n,
+                                  attn_error *err);
 void attn_trainer_release(attn_trainer *tr);
 
 #endif
