@@ -334,6 +334,43 @@ char *attn_h_gpt_info_json(const attn_h_gpt *g) {
     return out;
 }
 
+attn_status attn_h_gpt_encode(const attn_h_gpt *g, const char *text, size_t n, int allow_special,
+                              int64_t *ids, size_t cap, size_t *n_ids, attn_error *err) {
+    if (!g || (!text && n) || (!ids && cap))
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "GPT encode: NULL argument");
+    int32_t *tmp = malloc((cap ? cap : 1) * sizeof *tmp);
+    if (!tmp) return attn_fail(err, ATTN_ERR_NOMEM, "GPT encode: out of memory");
+    attn_status s =
+        attn_tokenizer_encode_ex(&g->tok, text ? text : "", n, allow_special, tmp, cap, n_ids, err);
+    for (size_t i = 0; !s && i < *n_ids; i++)
+        ids[i] = tmp[i];
+    free(tmp);
+    return s;
+}
+
+attn_status attn_h_gpt_decode(const attn_h_gpt *g, const int64_t *ids, size_t n, char *out,
+                              size_t cap, size_t *len, attn_error *err) {
+    if (!g || (!ids && n)) return attn_fail(err, ATTN_ERR_INVALID_ARG, "GPT decode: NULL argument");
+    *len = 0;
+    size_t need = 0;
+    for (size_t i = 0; i < n; i++) {
+        char tmp[4];
+        size_t k;
+        const int32_t id = ids[i] >= 0 && ids[i] < INT32_MAX ? (int32_t)ids[i] : -1;
+        if (!attn_tokenizer_token(&g->tok, id, tmp, &k))
+            return attn_fail(err, ATTN_ERR_INVALID_ARG, "decode: id %lld is outside [0, %d)",
+                             (long long)ids[i], g->tok.vocab_size);
+        if (out && need + k <= cap)
+            memcpy(out + need, attn_tokenizer_token(&g->tok, id, tmp, &k), k);
+        need += k;
+    }
+    *len = need;
+    if (out && need > cap)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "decode: needs %zu bytes, the buffer has %zu",
+                         need, cap);
+    return ATTN_OK;
+}
+
 const attn_param_list *attn_h_gpt_params(const attn_h_gpt *g) {
     return attn_gpt_params(&g->model);
 }
@@ -401,6 +438,21 @@ attn_status attn_h_generator_create(const attn_h_gpt *g, double temperature, int
         return s;
     }
     *out = gen;
+    return ATTN_OK;
+}
+
+attn_status attn_h_generator_next(attn_generator *gen, int32_t *id, char *out, size_t cap,
+                                  size_t *len, attn_error *err) {
+    if (!gen) return attn_fail(err, ATTN_ERR_INVALID_ARG, "generator: NULL");
+    const char *b;
+    size_t k;
+    attn_status s = attn_generator_next_token(gen, id, &b, &k, err);
+    if (s) return s;
+    if (k > cap)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "generator: a token of %zu bytes, room for %zu",
+                         k, cap);
+    if (out) memcpy(out, b, k);
+    if (len) *len = k;
     return ATTN_OK;
 }
 
