@@ -24,6 +24,7 @@ typedef struct gen_opts {
     double temperature, top_p;
     double max_memory; /* bytes; 0: the memory available now */
     unsigned long long seed;
+    int allow_special;
 } gen_opts;
 
 enum {
@@ -40,6 +41,7 @@ enum {
     GEN_MAX_MEMORY,
     GEN_DEVICE,
     GEN_PRECISION,
+    GEN_ALLOW_SPECIAL,
     GEN_OPT_COUNT
 };
 
@@ -53,7 +55,8 @@ static const cli_option gen_opts_table[] = {
                     .help = "the text to continue (default: a newline); every\n"
                             "character must be in the checkpoint's vocabulary"},
     [GEN_MAX_NEW] = {"max-new-tokens", CLI_INT, "N", OFF(max_new), 0, CLI_NO_MAX, .def = "500",
-                     .help = "characters to sample after the prompt"},
+                     .help = "tokens to sample after the prompt (characters\n"
+                             "for a char model)"},
     [GEN_TEMPERATURE] = {"temperature", CLI_FLOAT, "T", OFF(temperature), 0, CLI_NO_MAX,
                          .def = "0.8",
                          .help = "divide the logits by T; 0 is greedy, and so is a T\n"
@@ -83,6 +86,9 @@ static const cli_option gen_opts_table[] = {
                        .choices = cli_precision_choices, .def = "fp32",
                        .help = "bf16 streams bf16 copies of the weights (half the bytes\n"
                                "per token; sums stay fp32; on the CPU: AVX512-BF16)"},
+    [GEN_ALLOW_SPECIAL] = {"allow-special", CLI_FLAG, NULL, OFF(allow_special),
+                           .help = "gpt2 models: <|endoftext|> in --prompt is the\n"
+                                   "end-of-text token (default: plain text)"},
 };
 CLI_TABLE_CHECK(gen_opts_table, GEN_OPT_COUNT);
 
@@ -91,8 +97,9 @@ const cli_command generate_cli = {
     "attn generate [--checkpoint] DIR [--prompt TEXT] [--max-new-tokens N]\n"
     "                     [--temperature T] [--top-k K] [--top-p P] [--seed N]\n"
     "                     [--stop TEXT] [--window N] [--threads N]\n"
-    "                     [--device cpu|cuda] [--precision fp32|bf16]",
-    "  Prints the prompt followed by max-new-tokens sampled characters, then the\n"
+    "                     [--device cpu|cuda] [--precision fp32|bf16]\n"
+    "                     [--allow-special]",
+    "  Prints the prompt followed by max-new-tokens sampled tokens, then the\n"
     "  tokens per second on stderr. Sampling runs on the library's\n"
     "  attn_generator (attn/generate.h), as `attn viz --generate` does.\n",
     gen_opts_table,
@@ -115,6 +122,7 @@ static int library_options(const gen_opts *o, attn_generate_options *g) {
     g->seed = o->seed;
     g->window_keep = (int)o->window;
     g->stop = o->stop;
+    g->allow_special = o->allow_special;
     return 0;
 }
 

@@ -71,6 +71,9 @@ gen --prompt "Café <|endoftext|> First" > "$tmp/g1.txt" 2> "$tmp/g.err" &&
   ok "generate samples (same seed, same text)" || bad "generate: $(cat "$tmp/g.err")"
 "$PY" -c 'import sys; t = open(sys.argv[1], "rb").read().decode("utf-8"); assert t.startswith("Café <|endoftext|> First"), t' "$tmp/g1.txt" &&
   ok "generate prints valid UTF-8, the prompt's <|endoftext|> as text" || bad "generate output is not UTF-8 or lost the prompt"
+gen --prompt "<|endoftext|>" --allow-special > "$tmp/g3.txt" 2>/dev/null && gen --prompt "<|endoftext|>" > "$tmp/g4.txt" 2>/dev/null &&
+  ! cmp -s "$tmp/g3.txt" "$tmp/g4.txt" && ok "generate --allow-special: <|endoftext|> is the token (another text)" ||
+  bad "generate --allow-special"
 nofiles viz "$tmp/ref" --prompt "First Citizen: café" --generate 5 --out "$tmp/v.html" 2> "$tmp/viz.err" &&
   "$PY" - "$tmp/v.html" << 'PY' && ok "viz: the page's tokens are GPT-2's" || bad "viz: $(cat "$tmp/viz.err")"
 import json, re, sys
