@@ -1,8 +1,9 @@
-/* attn/train.h — training a char-level GPT (gpt.h) on a text corpus, with
+/* attn/train.h — training a GPT (gpt.h) on a text corpus, with
  * checkpoints that resume bit for bit.
  *
- * A trainer owns everything a run needs: tokenizer (trained on the whole
- * corpus, seed 004), token ids, the 90/10 train/val split (dataset.h), the
+ * A trainer owns everything a run needs: tokenizer (char: trained on the
+ * whole corpus, seed 004; gpt2: GPT-2's BPE, attn/tokenizer.h), token ids,
+ * the 90/10 train/val split (attn_train_tokenize; dataset.h), the
  * model and its (B, context_length) workspace, AdamW (optim.h), and three
  * generators, all derived from the run's seed:
  *   - model: torch.manual_seed(seed) + GPTModel(cfg) draws the weights; the
