@@ -300,9 +300,12 @@ attn_status attn_train_start(attn_trainer **out, const attn_train_request *rq,
     const char *ckpt = rq->resume ? live : rq->init_from;
     attn_tokenizer tok;
     memset(&tok, 0, sizeof tok);
+    /* The checkpoint's, or GPT-2's files (their errors name the files, not the corpus). */
+    const int have = ckpt || su->train.tokenizer == ATTN_TOKENIZER_GPT2;
     if (ckpt && (st = checkpoint_tokenizer(ckpt, &tok, err))) return st;
+    if (!ckpt && have && (st = attn_tokenizer_gpt2(&tok, NULL, err))) return st;
     attn_trainer *tr = NULL;
-    if (ckpt)
+    if (have)
         st = attn_trainer_create_tok(&tr, &su->model, &su->train, su->vocab_given, &tok, text, n,
                                      err);
     else
