@@ -5,8 +5,10 @@ errors="replace", and generates what `attn generate` prints; the run's
 train/val split is the book's (the first 90% of the characters, each part
 encoded on its own with <|endoftext|> allowed); and attn_utf8_display, the
 C side of showing bytes, gives Python's bytes.decode(errors="replace") for
-any bytes fed in any pieces."""
+any bytes fed in any pieces. PyTorch's GPTModel loads the checkpoint's
+tensors (the tokenizer is metadata) and gives attn's logits."""
 import ctypes
+import json
 import os
 import random
 import re
@@ -72,6 +74,27 @@ def test_load_encode_decode(run, enc, monkeypatch):
         assert g.decode_bytes(quote[:1]) == "’".encode()[:len(g.decode_bytes(quote[:1]))]
         assert g.decode(quote[:1]) == "’".encode()[:2].decode("utf-8", "replace")
         assert g.attention("First Citizen").shape == (2, 2, 2, 2)
+
+
+def test_pytorch_loads_the_file(run):
+    # The tokenizer is metadata: the file's tensors are the book's GPTModel's
+    # state_dict (all of it but the mask buffers), and its logits are attn's.
+    import numpy as np
+    import torch
+    from gpt_parity import st_read
+    from attn.book import GPTModel
+    tensors, meta = st_read(os.path.join(run[0], "model.safetensors"))
+    assert meta["tokenizer"] == "gpt2" and "vocabulary" not in meta
+    cfg = json.loads(meta["config"])
+    model = GPTModel(cfg).eval()
+    missing, unexpected = model.load_state_dict(
+        {k: torch.from_numpy(v) for k, v in tensors.items()}, strict=False)
+    assert not unexpected and all(k.endswith(".att.mask") for k in missing), (missing, unexpected)
+    ids = np.random.default_rng(0).integers(0, 50257, size=(2, 32))
+    with attn.GPT.load(run[0]) as g, torch.no_grad():
+        want = model(torch.from_numpy(ids)).numpy()
+        got = g.forward(ids)
+    assert np.abs(got - want).max() <= 1e-4 * np.abs(want).max()
 
 
 @pytest.mark.parametrize("prompt", ["First Citizen:", "Café 東", "<|endoftext|>"])
