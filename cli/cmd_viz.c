@@ -256,10 +256,11 @@ int cmd_viz(int argc, char **argv) {
     /* Both documents exist in memory; a failed second write takes the first back. */
     if (d.prompt_dropped)
         fprintf(stderr,
-                "attn viz: note: the prompt has %d characters; the model reads at most %d "
+                "attn viz: note: the prompt has %d %s; the model reads at most %d "
                 "(context_length%s), so it keeps the last %d, as attn generate does\n",
-                d.prompt_dropped + d.n_prompt, model.cfg.context_length,
-                d.n_generated ? ", generated characters included" : "", d.n_prompt);
+                d.prompt_dropped + d.n_prompt, tok.kind ? "tokens" : "characters",
+                model.cfg.context_length, d.n_generated ? ", generated ones included" : "",
+                d.n_prompt);
     if (html && attn_file_write_atomic(html, page, page_len, &err)) {
         fprintf(stderr, "attn viz: %s\n", err.msg);
         goto out;
@@ -270,8 +271,8 @@ int cmd_viz(int argc, char **argv) {
         goto out;
     }
     if (html)
-        fprintf(stderr, "attn viz: wrote %s (%zu bytes, %d characters, %d layers x %d heads)\n",
-                html, page_len, d.T, d.n_layers, d.n_heads);
+        fprintf(stderr, "attn viz: wrote %s (%zu bytes, %d %s, %d layers x %d heads)\n", html,
+                page_len, d.T, tok.kind ? "tokens" : "characters", d.n_layers, d.n_heads);
     if (svg) fprintf(stderr, "attn viz: wrote %s (layer %ld, head %ld)\n", svg, layer, head);
     rc = 0;
 out:
