@@ -357,11 +357,11 @@ attn_status attn_h_gpt_decode(const attn_h_gpt *g, const int64_t *ids, size_t n,
         char tmp[4];
         size_t k;
         const int32_t id = ids[i] >= 0 && ids[i] < INT32_MAX ? (int32_t)ids[i] : -1;
-        if (!attn_tokenizer_token(&g->tok, id, tmp, &k))
+        const char *b = attn_tokenizer_token(&g->tok, id, tmp, &k);
+        if (!b)
             return attn_fail(err, ATTN_ERR_INVALID_ARG, "decode: id %lld is outside [0, %d)",
                              (long long)ids[i], g->tok.vocab_size);
-        if (out && need + k <= cap)
-            memcpy(out + need, attn_tokenizer_token(&g->tok, id, tmp, &k), k);
+        if (out && need + k <= cap) memcpy(out + need, b, k);
         need += k;
     }
     *len = need;
