@@ -184,8 +184,10 @@ class GPT:
 
     def generate_iter(self, prompt="\n", max_new_tokens=500, temperature=0.8, top_k=200,
                       top_p=1.0, seed=1337, stop=None, window=None):
-        """The sampled characters one by one as they come (the prompt is not
-        repeated); same sampler, seed and window as `attn generate`."""
+        """The sampled text piece by piece as it comes (the prompt is not
+        repeated): a character per token for a char model; for gpt2 a
+        token's text, a cut character held back until the next token
+        completes it; same sampler, seed and window as `attn generate`."""
         self._live()
         n = _index(max_new_tokens, "generate: max_new_tokens", 0, _lib.INT64_MAX)
         p = _lib.text(prompt, "generate: prompt")
