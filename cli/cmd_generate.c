@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -24,6 +25,7 @@ typedef struct gen_opts {
     double temperature, top_p;
     double max_memory; /* bytes; 0: the memory available now */
     unsigned long long seed;
+    int allow_special;
 } gen_opts;
 
 enum {
@@ -40,6 +42,7 @@ enum {
     GEN_MAX_MEMORY,
     GEN_DEVICE,
     GEN_PRECISION,
+    GEN_ALLOW_SPECIAL,
     GEN_OPT_COUNT
 };
 
@@ -53,7 +56,8 @@ static const cli_option gen_opts_table[] = {
                     .help = "the text to continue (default: a newline); every\n"
                             "character must be in the checkpoint's vocabulary"},
     [GEN_MAX_NEW] = {"max-new-tokens", CLI_INT, "N", OFF(max_new), 0, CLI_NO_MAX, .def = "500",
-                     .help = "characters to sample after the prompt"},
+                     .help = "tokens to sample after the prompt (characters\n"
+                             "for a char model)"},
     [GEN_TEMPERATURE] = {"temperature", CLI_FLOAT, "T", OFF(temperature), 0, CLI_NO_MAX,
                          .def = "0.8",
                          .help = "divide the logits by T; 0 is greedy, and so is a T\n"
@@ -83,6 +87,9 @@ static const cli_option gen_opts_table[] = {
                        .choices = cli_precision_choices, .def = "fp32",
                        .help = "bf16 streams bf16 copies of the weights (half the bytes\n"
                                "per token; sums stay fp32; on the CPU: AVX512-BF16)"},
+    [GEN_ALLOW_SPECIAL] = {"allow-special", CLI_FLAG, NULL, OFF(allow_special),
+                           .help = "gpt2 models: <|endoftext|> in --prompt is the\n"
+                                   "end-of-text token (default: plain text)"},
 };
 CLI_TABLE_CHECK(gen_opts_table, GEN_OPT_COUNT);
 
@@ -91,8 +98,9 @@ const cli_command generate_cli = {
     "attn generate [--checkpoint] DIR [--prompt TEXT] [--max-new-tokens N]\n"
     "                     [--temperature T] [--top-k K] [--top-p P] [--seed N]\n"
     "                     [--stop TEXT] [--window N] [--threads N]\n"
-    "                     [--device cpu|cuda] [--precision fp32|bf16]",
-    "  Prints the prompt followed by max-new-tokens sampled characters, then the\n"
+    "                     [--device cpu|cuda] [--precision fp32|bf16]\n"
+    "                     [--allow-special]",
+    "  Prints the prompt followed by max-new-tokens sampled tokens, then the\n"
     "  tokens per second on stderr. Sampling runs on the library's\n"
     "  attn_generator (attn/generate.h), as `attn viz --generate` does.\n",
     gen_opts_table,
@@ -115,28 +123,56 @@ static int library_options(const gen_opts *o, attn_generate_options *g) {
     g->seed = o->seed;
     g->window_keep = (int)o->window;
     g->stop = o->stop;
+    g->allow_special = o->allow_special;
     return 0;
 }
 
-/* Print the prompt and up to max_new sampled characters. */
+/* Print n bytes through the display d (end: flush what it holds). */
+typedef struct shown {
+    attn_utf8_display d;
+    char *buf;
+    size_t cap;
+} shown;
+
+static int show(shown *s, const char *b, size_t n, int end) {
+    const size_t need = ATTN_UTF8_DISPLAY_CAP(n);
+    if (need > s->cap) {
+        char *t = realloc(s->buf, need);
+        if (!t) return fputs("attn generate: out of memory\n", stderr), 1;
+        s->buf = t;
+        s->cap = need;
+    }
+    const size_t k =
+        end ? attn_utf8_display_end(&s->d, s->buf) : attn_utf8_display_put(&s->d, b, n, s->buf);
+    fwrite(s->buf, 1, k, stdout);
+    return cli_stdout_failed(); /* main.c says why */
+}
+
+/* Print the prompt and up to max_new sampled tokens. A gpt2 token may end
+ * inside a character: the display holds it back until the next token
+ * completes it, and shows invalid bytes as U+FFFD. */
 static int generate_text(attn_generator *g, const char *prompt, long long max_new) {
     attn_error err;
     if (attn_generator_prompt(g, prompt, strlen(prompt), &err)) {
         fprintf(stderr, "attn generate: prompt: %s\n", err.msg);
         return 1;
     }
-    fputs(prompt, stdout);
+    shown s = {{{0}, 0}, NULL, 0};
+    int rc = show(&s, prompt, strlen(prompt), 0);
     const double t0 = attn_now_s();
-    for (long long i = 0; i < max_new && !g->stopped; i++) {
-        char u8[8];
-        int k;
-        if (attn_generator_next(g, NULL, u8, &k, &err)) {
+    for (long long i = 0; !rc && i < max_new && !g->stopped; i++) {
+        const char *b;
+        size_t k;
+        if (attn_generator_next_token(g, NULL, &b, &k, &err)) {
             fprintf(stderr, "\nattn generate: %s\n", err.msg);
-            return 1;
+            rc = 1;
+        } else {
+            rc = show(&s, b, k, 0);
         }
-        fwrite(u8, 1, (size_t)k, stdout);
-        if (cli_stdout_failed()) return 1; /* main.c says why */
     }
+    if (!rc) rc = show(&s, NULL, 0, 1);
+    free(s.buf);
+    if (rc) return 1;
     fputc('\n', stdout);
     fflush(stdout);
     if (cli_stdout_failed()) return 1;

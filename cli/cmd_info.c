@@ -79,9 +79,15 @@ static void print_text(const char *dir, const attn_checkpoint_info *in) {
     printf("variant        %s\n", variant);
     printf("parameters     %zu (%.2f M, %.1f MiB as float32)\n", in->n_params,
            (double)in->n_params / 1e6, (double)in->n_params * 4.0 / 1048576.0);
-    printf("vocabulary     %d characters: \"", in->vocab_size);
-    put_escaped(in->vocabulary);
-    printf("\"\n");
+    printf("tokenizer      %s\n", attn_tokenizer_kind_name(in->tokenizer));
+    if (in->vocabulary) {
+        printf("vocabulary     %d characters: \"", in->vocab_size);
+        put_escaped(in->vocabulary);
+        printf("\"\n");
+    } else {
+        printf("vocabulary     %d tokens (GPT-2's BPE, carried in the model file)\n",
+               in->vocab_size);
+    }
     mib(size, sizeof size, in->model_bytes);
     printf("model file     %s\n", size);
     if (!in->has_train_state) {
@@ -147,7 +153,9 @@ static int print_json(const char *dir, const attn_checkpoint_info *in) {
     }
     cJSON_AddItemToObject(o, "model", c);
     cJSON_AddNumberToObject(o, "parameters", (double)in->n_params);
-    cJSON_AddStringToObject(o, "vocabulary", in->vocabulary);
+    cJSON_AddStringToObject(o, "tokenizer", attn_tokenizer_kind_name(in->tokenizer));
+    if (in->vocabulary) cJSON_AddStringToObject(o, "vocabulary", in->vocabulary);
+    cJSON_AddNumberToObject(o, "vocab_size", in->vocab_size);
     cJSON_AddNumberToObject(o, "model_bytes", (double)in->model_bytes);
     if (in->has_train_state) {
         char *tj = attn_train_config_to_json(&in->train);

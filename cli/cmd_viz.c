@@ -149,8 +149,29 @@ static int same_output(const char *a, const char *b) {
     return same;
 }
 
+/* The prompt's length in tokens: characters (UTF-8 lead bytes) for char,
+ * its encoding's for gpt2 (-1 when it cannot be encoded: the library says
+ * why later). */
+static long long prompt_tokens(const attn_tokenizer *tok, const char *prompt) {
+    long long n = 0;
+    if (tok->kind == ATTN_TOKENIZER_CHAR) {
+        for (const char *p = prompt; *p; p++)
+            n += ((unsigned char)*p & 0xC0) != 0x80;
+        return n;
+    }
+    size_t cap = 0, got = 0, len = strlen(prompt);
+    attn_error err;
+    if (attn_tokenizer_max_ids(tok, prompt, len, &cap, &err)) return -1;
+    int32_t *ids = malloc(cap * sizeof *ids);
+    n = ids && !attn_tokenizer_encode_ex(tok, prompt, len, 0, ids, cap, &got, &err) ? (long long)got
+                                                                                    : -1;
+    free(ids);
+    return n;
+}
+
 /* The checks that need the model: its layers, heads and context. */
-static int check_against_model(const viz_opts *o, long layer, long head, const attn_gpt *m) {
+static int check_against_model(const viz_opts *o, long layer, long head, const attn_gpt *m,
+                               const attn_tokenizer *tok) {
     const attn_gpt_config *c = &m->cfg;
     char why[64];
     if (layer >= c->n_layers) {
@@ -166,21 +187,20 @@ static int check_against_model(const viz_opts *o, long layer, long head, const a
                              "below the model's context_length", o->generate);
     /* As --help promises: prompt + N fit, or nothing is drawn (a prompt
      * alone may be longer: it keeps its last characters). */
-    long long chars = 0;
-    for (const char *p = o->prompt; *p; p++)
-        chars += ((unsigned char)*p & 0xC0) != 0x80; /* UTF-8 lead bytes */
-    if (o->generate > 0 && chars + o->generate > c->context_length) {
+    const long long chars = prompt_tokens(tok, o->prompt);
+    const char *unit = tok->kind == ATTN_TOKENIZER_CHAR ? "characters" : "tokens";
+    if (o->generate > 0 && chars >= 0 && chars + o->generate > c->context_length) {
         char fix[96];
         if (chars < c->context_length)
             snprintf(fix, sizeof fix, "give at most --generate %lld or a shorter prompt",
                      c->context_length - chars);
         else
-            snprintf(fix, sizeof fix, "give a prompt of at most %lld characters",
-                     c->context_length - o->generate);
+            snprintf(fix, sizeof fix, "give a prompt of at most %lld %s",
+                     c->context_length - o->generate, unit);
         fprintf(stderr,
-                "attn viz: the prompt (%lld characters) + --generate %lld must fit in the "
+                "attn viz: the prompt (%lld %s) + --generate %lld must fit in the "
                 "model's context_length %d: %s\n",
-                chars, o->generate, c->context_length, fix);
+                chars, unit, o->generate, c->context_length, fix);
         return CLI_USAGE;
     }
     return 0;
@@ -245,7 +265,7 @@ int cmd_viz(int argc, char **argv) {
     size_t page_len = 0;
     attn_viz_data d;
     memset(&d, 0, sizeof d);
-    int rc = check_against_model(&o, layer, head, &model);
+    int rc = check_against_model(&o, layer, head, &model, &tok);
     if (rc) goto out;
     rc = 1;
     attn_viz_options opt;
@@ -263,10 +283,11 @@ int cmd_viz(int argc, char **argv) {
     /* Both documents exist in memory; a failed second write takes the first back. */
     if (d.prompt_dropped)
         fprintf(stderr,
-                "attn viz: note: the prompt has %d characters; the model reads at most %d "
+                "attn viz: note: the prompt has %d %s; the model reads at most %d "
                 "(context_length%s), so it keeps the last %d, as attn generate does\n",
-                d.prompt_dropped + d.n_prompt, model.cfg.context_length,
-                d.n_generated ? ", generated characters included" : "", d.n_prompt);
+                d.prompt_dropped + d.n_prompt, tok.kind ? "tokens" : "characters",
+                model.cfg.context_length, d.n_generated ? ", generated ones included" : "",
+                d.n_prompt);
     if (html && attn_file_write_atomic(html, page, page_len, &err)) {
         fprintf(stderr, "attn viz: %s\n", err.msg);
         goto out;
@@ -277,8 +298,8 @@ int cmd_viz(int argc, char **argv) {
         goto out;
     }
     if (html)
-        fprintf(stderr, "attn viz: wrote %s (%zu bytes, %d characters, %d layers x %d heads)\n",
-                html, page_len, d.T, d.n_layers, d.n_heads);
+        fprintf(stderr, "attn viz: wrote %s (%zu bytes, %d %s, %d layers x %d heads)\n", html,
+                page_len, d.T, tok.kind ? "tokens" : "characters", d.n_layers, d.n_heads);
     if (svg) fprintf(stderr, "attn viz: wrote %s (layer %ld, head %ld)\n", svg, layer, head);
     rc = 0;
 out:

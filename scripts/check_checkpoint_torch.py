@@ -6,7 +6,8 @@ logits and loss with `attn forward gpt`'s on the same ids.
   check_checkpoint_torch.py DIR IDS.npy TARGETS.npy LOGITS.npy LOSS
 
 DIR/model.safetensors holds the weights under the book's state_dict names and
-the config (book's keys) and vocabulary in its metadata; LOGITS.npy and LOSS
+the config (book's keys) and tokenizer (char's vocabulary, or gpt2's files)
+in its metadata; LOGITS.npy and LOSS
 are attn's outputs. Exit 1 when max |attn - torch| / max |torch| > 1e-4.
 Run with /usr/bin/python3 (torch 1.13.1)."""
 import json
@@ -22,7 +23,10 @@ from gpt_parity import load_weights, st_read, variants  # noqa: E402
 d, ids_p, tg_p, logits_p, loss_s = sys.argv[1:6]
 tensors, meta = st_read(os.path.join(d, "model.safetensors"))
 cfg = json.loads(meta["config"])
-assert len(meta["vocabulary"]) == cfg["vocab_size"], "vocabulary size != vocab_size"
+if meta.get("tokenizer") == "gpt2":  # GPT-2's files as metadata: encoder.json's tokens
+    assert len(json.loads(meta["gpt2_encoder_json"])) == cfg["vocab_size"], "vocab != vocab_size"
+else:
+    assert len(meta["vocabulary"]) == cfg["vocab_size"], "vocabulary size != vocab_size"
 model = variants.gpt_model(cfg)  # the book's GPTModel, or the variant cfg names
 assert sorted(tensors) == sorted(n for n, _ in model.named_parameters()), \
     (sorted(tensors), [n for n, _ in model.named_parameters()])

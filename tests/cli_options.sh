@@ -168,7 +168,7 @@ expect 2 "^attn bench: unknown option '--head' \(did you mean '--heads'\?\)$" "b
 expect 2 "^attn forward gpt: unknown option '--target' \(did you mean '--targets'\?\)$" "forward gpt option typo" -- forward gpt --target y
 expect 2 "^attn train: unknown option '--bach-size' \(did you mean '--batch-size'\?\)$" "train key-table option typo" -- train --bach-size 4
 expect 2 "^attn train: unknown option '--dry' \(did you mean '--dry-run'\?\)$" "train prefix" -- train --dry
-expect 2 "^attn train: --preset must be one of seed004, shakespeare-char, nanogpt-cpu, tiny, speedrun, not 'nanogpt' \(did you mean 'nanogpt-cpu'\?\)$" "preset typo" -- train --preset nanogpt
+expect 2 "^attn train: --preset must be one of seed004, shakespeare-char, nanogpt-cpu, tiny, speedrun, gpt2-124m, gpt2-medium, gpt2-large, gpt2-xl, book-ch05, not 'nanogpt' \(did you mean 'nanogpt-cpu'\?\)$" "preset typo" -- train --preset nanogpt
 expect 2 "^attn bench train: --preset must be one of .*, not 'Seed004' \(did you mean 'seed004'\?\)$" "bench train preset" -- bench train --preset Seed004
 expect 2 "^attn train: --dropout-stream must be one of torch-cpu, torch-mkl, not 'torch_cpu' \(did you mean 'torch-cpu'\?\)$" "train key choice" -- train --dropout-stream torch_cpu
 expect 2 "^attn train: --device must be one of cpu, cuda, not 'cdua' \(did you mean 'cuda'\?\)$" "train device" -- train --device cdua

@@ -52,10 +52,38 @@ Test(train, every_model_preset_has_a_training_recipe) {
         attn_error err;
         cr_assert_eq(attn_train_preset(names[count], &m, &t, &err), ATTN_OK, "%s: %s", names[count],
                      err.msg);
-        cr_expect(t.batch_size > 0 && t.max_steps > 0 && t.learning_rate > t.min_lr,
+        /* book-ch05 holds its rate (min_lr = learning_rate, as the book's AdamW) */
+        cr_expect(t.batch_size > 0 && t.max_steps > 0 && t.learning_rate >= t.min_lr &&
+                      t.learning_rate > 0,
                   "%s: recipe looks unset", names[count]);
     }
-    cr_expect_eq(count, 5);
+    cr_expect_eq(count, 10);
+    /* The GPT-2 presets: the book's sizes, GPT-2's tokenizer. */
+    static const struct {
+        const char *name;
+        int ctx, emb, heads, layers;
+    } gpt2[] = {{"gpt2-124m", 1024, 768, 12, 12},
+                {"gpt2-medium", 1024, 1024, 16, 24},
+                {"gpt2-large", 1024, 1280, 20, 36},
+                {"gpt2-xl", 1024, 1600, 25, 48},
+                {"book-ch05", 256, 768, 12, 12}};
+    for (size_t i = 0; i < sizeof gpt2 / sizeof gpt2[0]; i++) {
+        attn_gpt_config g;
+        attn_train_config r;
+        cr_assert_eq(attn_train_preset(gpt2[i].name, &g, &r, NULL), ATTN_OK);
+        cr_expect(g.vocab_size == 50257 && g.context_length == gpt2[i].ctx &&
+                      g.emb_dim == gpt2[i].emb && g.n_heads == gpt2[i].heads &&
+                      g.n_layers == gpt2[i].layers && g.drop_rate == 0.1 && !g.qkv_bias &&
+                      !g.tie_weights && r.tokenizer == ATTN_TOKENIZER_GPT2,
+                  "%s", gpt2[i].name);
+    }
+    attn_gpt_config g;
+    attn_train_config r;
+    attn_train_preset("book-ch05", &g, &r, NULL); /* gpt_train.py's recipe */
+    cr_expect(r.learning_rate == 5e-4 && r.min_lr == 5e-4 && r.weight_decay == 0.1 &&
+              r.batch_size == 2 && r.max_steps == 90 && r.grad_clip == 0 && r.beta2 == 0.999);
+    attn_train_preset("tiny", &g, &r, NULL);
+    cr_expect_eq(r.tokenizer, ATTN_TOKENIZER_CHAR);
     attn_gpt_config m;
     attn_train_config t;
     cr_expect_neq(attn_train_preset("no-such-preset", &m, &t, NULL), ATTN_OK);
@@ -366,6 +394,7 @@ Test(train, key_table_drives_json_ranges_and_flags) {
     t.eval_mode = ATTN_EVAL_EXACT;
     t.time_budget = 600;
     t.lr_schedule = ATTN_LR_WSD;
+    t.tokenizer = ATTN_TOKENIZER_GPT2;
     char *js = attn_train_config_to_json(&t);
     cr_assert(js);
     memset(&back, 0, sizeof back);

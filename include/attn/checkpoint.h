@@ -52,6 +52,7 @@
 #include <stdint.h>
 
 #include "attn/gpt.h"
+#include "attn/safetensors.h"
 #include "attn/status.h"
 #include "attn/tokenizer.h"
 
@@ -164,11 +165,38 @@ attn_status attn_ckpt_remove_all(const char *dir, int *removed, attn_error *err)
 
 /* ------------------------------------------------------ loading a model */
 
+/* A model file carries its tokenizer in its metadata (string values):
+ *   char  "vocabulary": the characters in id order (the only key, so char
+ *         checkpoints are as they always were);
+ *   gpt2  "tokenizer": "gpt2", "gpt2_encoder_json" and "gpt2_vocab_bpe":
+ *         the text of encoder.json and vocab.bpe (1.5 MB), so the file needs
+ *         no vocabulary files to be read. Metadata, not tensors: PyTorch's
+ *         strict load_state_dict (and attn's) sees only the weights.
+ * No "tokenizer" key means char. */
+#define ATTN_CKPT_META_VOCABULARY "vocabulary"
+#define ATTN_CKPT_META_TOKENIZER "tokenizer"
+#define ATTN_CKPT_META_GPT2_ENCODER "gpt2_encoder_json"
+#define ATTN_CKPT_META_GPT2_MERGES "gpt2_vocab_bpe"
+#define ATTN_CKPT_TOKENIZER_META_MAX 3
+
+/* The metadata entries of tok (up to ATTN_CKPT_TOKENIZER_META_MAX into kv,
+ * *n of them), pointing into tok and into *owned (malloc'd, may be NULL;
+ * the caller frees it after writing). */
+attn_status attn_ckpt_tokenizer_meta(const attn_tokenizer *tok, attn_st_kv *kv, int *n,
+                                     char **owned, attn_error *err);
+
+/* The tokenizer a model file's metadata holds (file names it in messages):
+ * ATTN_ERR_FORMAT when missing or corrupt (a gpt2 vocabulary that fails
+ * attn_bpe_load's checks). */
+attn_status attn_ckpt_read_tokenizer(const attn_safetensors *st, const char *file,
+                                     attn_tokenizer *tok, attn_error *err);
+
 /* Load a checkpoint folder's live model (dir/model.safetensors) or a
  * .safetensors path into m (not initialised: this initialises it), its
  * tokenizer into tok and its step into *step (-1 for a file without one;
  * step NULL: not wanted). Checks that the config in the metadata is valid,
- * that the vocabulary has vocab_size characters and that every tensor's
+ * that the tokenizer has vocab_size tokens (the embedding's rows; either
+ * kind, above) and that every tensor's
  * shape matches the config (ATTN_ERR_SHAPE naming the tensor otherwise). On
  * failure nothing is left allocated; on success free with attn_gpt_free and
  * attn_tokenizer_free. */

@@ -24,7 +24,8 @@ extern "C" {
 typedef struct attn_checkpoint_info {
     attn_gpt_config model;
     int64_t step;     /* the model file's step; -1 if it names none */
-    char *vocabulary; /* the characters in id order (UTF-8, malloc'd) */
+    char *vocabulary; /* char: the characters in id order (UTF-8, malloc'd); gpt2: NULL */
+    attn_tokenizer_kind tokenizer;
     int vocab_size;
     size_t n_params; /* scalar parameters */
     uint64_t model_bytes;

@@ -141,9 +141,21 @@ typedef struct attn_h_gpt attn_h_gpt;
 attn_status attn_h_gpt_load(const char *path, attn_h_gpt **out, attn_error *err);
 void attn_h_gpt_free(attn_h_gpt *g);
 
-/* {"config": {the book's keys}, "vocabulary": "chars in id order", "step": N,
- *  "n_params": N} (malloc'd; attn_h_free), NULL when out of memory. */
+/* {"config": {the book's keys}, "tokenizer": "char" or "gpt2", "vocabulary":
+ *  "chars in id order" (char only), "step": N, "n_params": N} (malloc'd;
+ *  attn_h_free), NULL when out of memory. */
 char *attn_h_gpt_info_json(const attn_h_gpt *g);
+
+/* The model's tokenizer (either kind) on n bytes of text: ids (room for
+ * cap; n + 1 always suffices) and *n_ids; allow_special as
+ * attn_tokenizer_encode_ex. */
+attn_status attn_h_gpt_encode(const attn_h_gpt *g, const char *text, size_t n, int allow_special,
+                              int64_t *ids, size_t cap, size_t *n_ids, attn_error *err);
+
+/* The bytes of n ids into out (room for cap bytes; out NULL: only the
+ * length) and *len. gpt2 bytes may be invalid UTF-8 (a cut character). */
+attn_status attn_h_gpt_decode(const attn_h_gpt *g, const int64_t *ids, size_t n, char *out,
+                              size_t cap, size_t *len, attn_error *err);
 
 /* The parameters (state_dict names, the book's order); borrowed. */
 const attn_param_list *attn_h_gpt_params(const attn_h_gpt *g);
@@ -168,6 +180,11 @@ attn_status attn_h_generator_create(const attn_h_gpt *g, double temperature, int
                                     double top_p, uint64_t seed, const char *stop, int window,
                                     attn_generator **out, attn_error *err);
 int attn_h_generator_stopped(const attn_generator *gen);
+/* attn_generator_next_token for a caller without C pointers to pointers:
+ * the token's bytes are copied into out (room for cap; a token has at
+ * most a few hundred) and their count into *len. */
+attn_status attn_h_generator_next(attn_generator *gen, int32_t *id, char *out, size_t cap,
+                                  size_t *len, attn_error *err);
 void attn_h_generator_free(attn_generator *gen);
 /* deprecated: use attn_h_generator_create; removed after 0.2 */
 ATTN_DEPRECATED("use attn_h_generator_create")

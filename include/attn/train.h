@@ -1,8 +1,9 @@
-/* attn/train.h — training a char-level GPT (gpt.h) on a text corpus, with
+/* attn/train.h — training a GPT (gpt.h) on a text corpus, with
  * checkpoints that resume bit for bit.
  *
- * A trainer owns everything a run needs: tokenizer (trained on the whole
- * corpus, seed 004), token ids, the 90/10 train/val split (dataset.h), the
+ * A trainer owns everything a run needs: tokenizer (char: trained on the
+ * whole corpus, seed 004; gpt2: GPT-2's BPE, attn/tokenizer.h), token ids,
+ * the 90/10 train/val split (attn_train_tokenize; dataset.h), the
  * model and its (B, context_length) workspace, AdamW (optim.h), and three
  * generators, all derived from the run's seed:
  *   - model: torch.manual_seed(seed) + GPTModel(cfg) draws the weights; the
@@ -37,7 +38,8 @@
  * failed write at any instant leaves the previous or the new checkpoint:
  *   model.safetensors   the parameters under the book's state_dict names,
  *                       metadata: format "attn-gpt", config (the book's keys,
- *                       JSON), vocabulary (the characters in id order), step;
+ *                       JSON), its tokenizer (attn_ckpt_tokenizer_meta:
+ *                       char's characters in id order, or gpt2's files), step;
  *   train_state.safetensors
  *                       exp_avg.<name> / exp_avg_sq.<name> (F32), the three
  *                       generators (U32), the loss history; metadata: format
@@ -93,6 +95,7 @@ typedef struct attn_train_config {
     attn_eval_mode eval_mode;
     double time_budget; /* seconds of wall time for the whole run; 0 = none */
     attn_lr_schedule lr_schedule;
+    attn_tokenizer_kind tokenizer; /* char (default) or gpt2 (attn/tokenizer.h) */
 } attn_train_config;
 
 /* The training config's keys, one row each: the JSON key (as written by
@@ -124,7 +127,7 @@ typedef struct attn_train_value {
     const char *s;
 } attn_train_value;
 
-#define ATTN_TRAIN_KEY_COUNT 21
+#define ATTN_TRAIN_KEY_COUNT 22
 
 /* Row i (0 <= i < ATTN_TRAIN_KEY_COUNT, in attn_train_config's field order);
  * NULL outside. */
@@ -234,10 +237,12 @@ attn_status attn_gpt_loss_windows(attn_gpt *m, attn_gpt_acts *acts, const int32_
  * read what a front end shows. */
 typedef struct attn_trainer attn_trainer;
 
-/* A fresh run on text (n bytes of UTF-8). mcfg->vocab_size is replaced by
- * the corpus's vocabulary size unless vocab_given, in which case they must
- * agree. Fails (clear message) on an empty corpus, a split shorter than
- * context_length + 1 tokens, or a bad config; *out is NULL then. */
+/* A fresh run on text (n bytes of UTF-8). The tokenizer is tcfg->tokenizer's
+ * kind: char trains one on the corpus, gpt2 loads GPT-2's files
+ * (attn_tokenizer_gpt2's rule). mcfg->vocab_size is replaced by the
+ * tokenizer's size unless vocab_given, in which case they must agree. Fails (clear message) on an
+ * empty corpus, a split shorter than context_length + 1 tokens, or a bad config; *out is NULL then.
+ */
 attn_status attn_trainer_create(attn_trainer **out, const attn_gpt_config *mcfg,
                                 const attn_train_config *tcfg, int vocab_given, const char *text,
                                 size_t n, attn_error *err);
@@ -254,6 +259,27 @@ attn_status attn_trainer_create_vocab(attn_trainer **out, const attn_gpt_config 
                                       const attn_train_config *tcfg, int vocab_given,
                                       const char *vocab, const char *text, size_t n,
                                       attn_error *err);
+/* attn_trainer_create with the tokenizer tok (copied; a checkpoint's,
+ * either kind): its kind must be tcfg->tokenizer, and mcfg->vocab_size its
+ * size (vocab_given: must be). Resuming and fine-tuning start so. */
+attn_status attn_trainer_create_tok(attn_trainer **out, const attn_gpt_config *mcfg,
+                                    const attn_train_config *tcfg, int vocab_given,
+                                    const attn_tokenizer *tok, const char *text, size_t n,
+                                    attn_error *err);
+
+/* The corpus as token ids, the one tokenize step of a run (*ids malloc'd,
+ * *n_ids of them; the training split is ids[0, *split), validation the
+ * rest). char: the whole text encoded, split at floor(0.9 * n_ids)
+ * (seed 004). gpt2: the book's chapter-5 split: the first int(0.9 *
+ * len(text)) characters train, the rest validate, each part encoded on its
+ * own with <|endoftext|> as the special token (GPTDatasetV1's
+ * allowed_special), so the text must be UTF-8. */
+attn_status attn_train_tokenize(const attn_tokenizer *tok, const char *text, size_t n,
+                                int32_t **ids, size_t *n_ids, size_t *split, attn_error *err);
+
+/* The trainer's tokenizer (borrowed). */
+const attn_tokenizer *attn_trainer_tokenizer(const attn_trainer *tr);
+
 /* Frees everything the trainer holds, and the trainer (NULL: nothing). */
 void attn_trainer_free(attn_trainer *tr);
 

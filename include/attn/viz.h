@@ -79,11 +79,13 @@ void attn_viz_options_default(attn_viz_options *o);
  * from softmax(logits / temperature) (temperature 0: 1) at that step. */
 typedef struct attn_viz_step {
     int32_t id;
-    uint32_t ch; /* its code point */
+    uint32_t ch; /* its code point (char tokenizer; 0 for gpt2) */
     float p;
     int32_t top_id[ATTN_VIZ_TOP];
     uint32_t top_ch[ATTN_VIZ_TOP];
     float top_p[ATTN_VIZ_TOP];
+    char *text;                   /* the token as shown (attn_viz_data.texts) */
+    char *top_text[ATTN_VIZ_TOP]; /* likewise */
 } attn_viz_step;
 
 typedef struct attn_viz_data {
@@ -92,21 +94,23 @@ typedef struct attn_viz_data {
                            reads at most context_length); n_prompt is what stays */
     attn_gpt_config cfg;
     int32_t *ids;         /* (T) */
-    uint32_t *chars;      /* (T) the code point of each token */
+    uint32_t *chars;      /* (T) the code point of each token (char tokenizer; 0 for gpt2) */
+    char **texts;         /* (T) each token's text as shown: its bytes as valid UTF-8
+                             (attn_utf8_display; a gpt2 token holding part of a
+                             character shows U+FFFD) */
     float *attention;     /* (n_layers, n_heads, T, T) */
     attn_viz_step *steps; /* (n_generated) */
     attn_viz_options opt;
     char *source; /* what the page names as the model (e.g. the checkpoint path) */
 } attn_viz_data;
 
-/* Encode prompt (n bytes of UTF-8) with tok, sample opt->generate more
- * characters with the KV cache exactly as `attn generate` (same seed, same
- * text), then run the model's forward on the whole sequence and read every
- * layer's weights. A prompt longer than context_length - generate keeps its
- * last characters (d->prompt_dropped says how many went); sampling then
- * starts from those. Errors (nothing allocated on failure): empty prompt, a
- * character outside the vocabulary (named, with its position), generate >=
- * context_length, bad options. source may be NULL. */
+/* Encode prompt (n bytes of UTF-8; gpt2: any bytes, <|endoftext|> as plain
+ * text) with tok, sample opt->generate more tokens with the KV cache exactly as `attn generate`
+ * (same seed, same text), then run the model's forward on the whole sequence and read every layer's
+ * weights. A prompt longer than context_length - generate keeps its last characters
+ * (d->prompt_dropped says how many went); sampling then starts from those. Errors (nothing
+ * allocated on failure): empty prompt, a character outside the vocabulary (named, with its
+ * position), generate >= context_length, bad options. source may be NULL. */
 attn_status attn_viz_compute(attn_gpt *m, const attn_tokenizer *tok, const char *prompt, size_t n,
                              const attn_viz_options *opt, const char *source, attn_viz_data *d,
                              attn_error *err);

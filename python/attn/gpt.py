@@ -1,5 +1,6 @@
-"""The char-level GPT: a trained checkpoint (attn.GPT) and the trainer
-(attn.train), over the library's GPT, generator and training loop."""
+"""The GPT: a trained checkpoint (attn.GPT; char or GPT-2 tokenizer) and the
+trainer (attn.train), over the library's GPT, generator and training loop."""
+import codecs
 import collections
 import ctypes
 import json
@@ -25,8 +26,12 @@ class GPT:
         gpt.attention("ROMEO:")          # (n_layers, n_heads, T, T) weights
         gpt.to_torch()                   # the book's GPTModel with these weights
 
-    config (the book's keys), vocabulary (the characters in id order), step
-    and n_params describe it; close() (or `with`, or collection) frees it."""
+    config (the book's keys), tokenizer ("char" or "gpt2": GPT-2's BPE,
+    which the checkpoint carries), vocabulary (char: the characters in id
+    order; gpt2: None), step and n_params describe it; close() (or `with`,
+    or collection) frees it. A gpt2 model's tokens are bytes: decoding and
+    generation give str with invalid UTF-8 (a character cut by
+    max_new_tokens) as U+FFFD (errors="replace")."""
 
     def __init__(self, handle, source):
         # Every C call holds the handle: close() in another thread waits for it.
@@ -35,10 +40,11 @@ class GPT:
         info = json.loads(_lib.take_string(lib.attn_h_gpt_info_json(handle)))
         self.source = source
         self.config = info["config"]
-        self.vocabulary = info["vocabulary"]
+        self.tokenizer = info.get("tokenizer", "char")
+        self.vocabulary = info.get("vocabulary")
         self.step = int(info["step"])
         self.n_params = int(info["n_params"])
-        self._ids = {c: i for i, c in enumerate(self.vocabulary)}
+        self._ids = {c: i for i, c in enumerate(self.vocabulary or "")}
         self._params = _lib.params(lib.attn_h_gpt_params(handle))
 
     @classmethod
@@ -83,10 +89,20 @@ class GPT:
 
     # -- text ------------------------------------------------------------------
 
-    def encode(self, text):
-        """The ids of text's characters (int64), one per character."""
+    def encode(self, text, allowed_special=False):
+        """The ids of text (int64): one per character (char), or GPT-2's BPE
+        tokens (gpt2; allowed_special: <|endoftext|> is the one token 50256,
+        else plain text)."""
         if not isinstance(text, str):
             raise Error(f"encode: text must be a str, got {type(text).__name__}")
+        if self.tokenizer != "char":
+            data = _lib.text(text, "encode: text")
+            ids = np.empty(len(data) + 1, np.int64)
+            n = ctypes.c_size_t()
+            with self._live() as h:
+                _lib.call(lib.attn_h_gpt_encode, h, data, len(data), int(bool(allowed_special)),
+                          ptr(ids), len(ids), ctypes.byref(n))
+            return ids[:n.value].copy()
         ids = np.empty(len(text), np.int64)
         for i, ch in enumerate(text):
             if ch not in self._ids:
@@ -95,8 +111,22 @@ class GPT:
             ids[i] = self._ids[ch]
         return ids
 
-    def decode(self, ids):
-        """The characters of ids."""
+    def decode_bytes(self, ids):
+        """The bytes of ids (a gpt2 token may hold part of a character)."""
+        ids = np.ascontiguousarray(as_array(ids, "decode: ids", np.int64, "iu").reshape(-1))
+        n = ctypes.c_size_t()
+        with self._live() as h:
+            _lib.call(lib.attn_h_gpt_decode, h, ptr(ids), ids.size, None, 0, ctypes.byref(n))
+            out = ctypes.create_string_buffer(n.value + 1)
+            _lib.call(lib.attn_h_gpt_decode, h, ptr(ids), ids.size, out, n.value + 1,
+                      ctypes.byref(n))
+        return out.raw[:n.value]
+
+    def decode(self, ids, errors="replace"):
+        """The text of ids: the characters (char), or the bytes as UTF-8 with
+        invalid sequences replaced (gpt2; errors as bytes.decode)."""
+        if self.tokenizer != "char":
+            return self.decode_bytes(ids).decode("utf-8", errors)
         ids = as_array(ids, "decode: ids", np.int64, "iu")
         v = len(self.vocabulary)
         bad = ids[(ids < 0) | (ids >= v)]
@@ -157,8 +187,10 @@ class GPT:
 
     def generate_iter(self, prompt="\n", max_new_tokens=500, temperature=0.8, top_k=200,
                       top_p=1.0, seed=1337, stop=None, window=None):
-        """The sampled characters one by one as they come (the prompt is not
-        repeated); same sampler, seed and window as `attn generate`."""
+        """The sampled text piece by piece as it comes (the prompt is not
+        repeated): a character per token for a char model; for gpt2 a
+        token's text, a cut character held back until the next token
+        completes it; same sampler, seed and window as `attn generate`."""
         self._live()
         n = _index(max_new_tokens, "generate: max_new_tokens", 0, _lib.INT64_MAX)
         p = _lib.text(prompt, "generate: prompt")
@@ -180,13 +212,22 @@ class GPT:
         try:
             with self._handle:
                 _lib.call(lib.attn_generator_prompt, g, p, len(p))
-            buf = ctypes.create_string_buffer(8)
+            # gpt2 tokens may cut a character: held back until completed, and
+            # invalid bytes as U+FFFD (as `attn generate` shows them).
+            utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+            buf = ctypes.create_string_buffer(4096)
+            k = ctypes.c_size_t()
             for _ in range(n):
                 with self._handle:  # attn.Error once closed between two characters
                     if lib.attn_h_generator_stopped(g):
                         break
-                    _lib.call(lib.attn_generator_next, g, None, buf, None)
-                yield buf.value.decode("utf-8")
+                    _lib.call(lib.attn_h_generator_next, g, None, buf, len(buf), ctypes.byref(k))
+                piece = utf8.decode(buf.raw[:k.value])
+                if piece:
+                    yield piece
+            rest = utf8.decode(b"", final=True)
+            if rest:
+                yield rest
         finally:
             lib.attn_h_generator_free(g)
 

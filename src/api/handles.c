@@ -318,10 +318,11 @@ char *attn_h_gpt_info_json(const attn_h_gpt *g) {
     attn_error err;
     cJSON *o = cJSON_CreateObject(), *c = NULL;
     if (attn_gpt_config_to_json(&g->model.cfg, &cfg, &err) == ATTN_OK) c = cJSON_Parse(cfg);
-    if (o && c && vocab) {
+    if (o && c && (vocab || g->tok.kind != ATTN_TOKENIZER_CHAR)) {
         cJSON_AddItemToObject(o, "config", c);
         c = NULL; /* o owns it */
-        cJSON_AddStringToObject(o, "vocabulary", vocab);
+        cJSON_AddStringToObject(o, "tokenizer", attn_tokenizer_kind_name(g->tok.kind));
+        if (vocab) cJSON_AddStringToObject(o, "vocabulary", vocab); /* char only */
         cJSON_AddNumberToObject(o, "step", (double)g->step);
         cJSON_AddNumberToObject(o, "n_params", (double)attn_gpt_num_params(&g->model));
         out = cJSON_PrintUnformatted(o);
@@ -331,6 +332,43 @@ char *attn_h_gpt_info_json(const attn_h_gpt *g) {
     free(cfg);
     free(vocab);
     return out;
+}
+
+attn_status attn_h_gpt_encode(const attn_h_gpt *g, const char *text, size_t n, int allow_special,
+                              int64_t *ids, size_t cap, size_t *n_ids, attn_error *err) {
+    if (!g || (!text && n) || (!ids && cap))
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "GPT encode: NULL argument");
+    int32_t *tmp = malloc((cap ? cap : 1) * sizeof *tmp);
+    if (!tmp) return attn_fail(err, ATTN_ERR_NOMEM, "GPT encode: out of memory");
+    attn_status s =
+        attn_tokenizer_encode_ex(&g->tok, text ? text : "", n, allow_special, tmp, cap, n_ids, err);
+    for (size_t i = 0; !s && i < *n_ids; i++)
+        ids[i] = tmp[i];
+    free(tmp);
+    return s;
+}
+
+attn_status attn_h_gpt_decode(const attn_h_gpt *g, const int64_t *ids, size_t n, char *out,
+                              size_t cap, size_t *len, attn_error *err) {
+    if (!g || (!ids && n)) return attn_fail(err, ATTN_ERR_INVALID_ARG, "GPT decode: NULL argument");
+    *len = 0;
+    size_t need = 0;
+    for (size_t i = 0; i < n; i++) {
+        char tmp[4];
+        size_t k;
+        const int32_t id = ids[i] >= 0 && ids[i] < INT32_MAX ? (int32_t)ids[i] : -1;
+        const char *b = attn_tokenizer_token(&g->tok, id, tmp, &k);
+        if (!b)
+            return attn_fail(err, ATTN_ERR_INVALID_ARG, "decode: id %lld is outside [0, %d)",
+                             (long long)ids[i], g->tok.vocab_size);
+        if (out && need + k <= cap) memcpy(out + need, b, k);
+        need += k;
+    }
+    *len = need;
+    if (out && need > cap)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "decode: needs %zu bytes, the buffer has %zu",
+                         need, cap);
+    return ATTN_OK;
 }
 
 const attn_param_list *attn_h_gpt_params(const attn_h_gpt *g) {
@@ -400,6 +438,21 @@ attn_status attn_h_generator_create(const attn_h_gpt *g, double temperature, int
         return s;
     }
     *out = gen;
+    return ATTN_OK;
+}
+
+attn_status attn_h_generator_next(attn_generator *gen, int32_t *id, char *out, size_t cap,
+                                  size_t *len, attn_error *err) {
+    if (!gen) return attn_fail(err, ATTN_ERR_INVALID_ARG, "generator: NULL");
+    const char *b;
+    size_t k;
+    attn_status s = attn_generator_next_token(gen, id, &b, &k, err);
+    if (s) return s;
+    if (k > cap)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "generator: a token of %zu bytes, room for %zu",
+                         k, cap);
+    if (out) memcpy(out, b, k);
+    if (len) *len = k;
     return ATTN_OK;
 }
 

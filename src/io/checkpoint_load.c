@@ -19,24 +19,24 @@
 static attn_status read_meta(const attn_safetensors *st, const char *file, attn_gpt_config *cfg,
                              attn_tokenizer *tok, attn_error *err) {
     const char *cfg_text = attn_safetensors_meta(st, "config");
-    const char *vocab = attn_safetensors_meta(st, "vocabulary");
-    if (!cfg_text || !vocab)
+    if (!cfg_text || (!attn_safetensors_meta(st, ATTN_CKPT_META_VOCABULARY) &&
+                      !attn_safetensors_meta(st, ATTN_CKPT_META_TOKENIZER)))
         return attn_fail(err, ATTN_ERR_FORMAT,
                          "%s is not an attn GPT checkpoint (no config/vocabulary metadata)", file);
     memset(cfg, 0, sizeof *cfg);
-    const char *bad = NULL;
     attn_status s = attn_gpt_config_set_json(cfg, cfg_text, err);
-    if (s) bad = "config";
-    if (!s && (s = attn_tokenizer_from_vocab(tok, vocab, strlen(vocab), err))) bad = "vocabulary";
-    if (bad) {
+    if (s) {
         char msg[ATTN_ERROR_MSG_MAX];
         snprintf(msg, sizeof msg, "%s", err ? err->msg : "");
-        return attn_fail(err, ATTN_ERR_FORMAT, "%s: bad %s metadata: %s", file, bad, msg);
+        return attn_fail(err, ATTN_ERR_FORMAT, "%s: bad config metadata: %s", file, msg);
     }
+    if ((s = attn_ckpt_read_tokenizer(st, file, tok, err))) return s;
     if (tok->vocab_size != cfg->vocab_size)
         return attn_fail(err, ATTN_ERR_FORMAT,
-                         "%s: vocabulary has %d characters but the config says vocab_size %d", file,
-                         tok->vocab_size, cfg->vocab_size);
+                         "%s: the %s tokenizer has %d tokens but the config says vocab_size %d "
+                         "(the embedding's rows)",
+                         file, attn_tokenizer_kind_name(tok->kind), tok->vocab_size,
+                         cfg->vocab_size);
     return ATTN_OK;
 }
 

@@ -14,7 +14,7 @@
 attn_status attn_gpt_config_preset(const char *name, attn_gpt_config *cfg, attn_error *err) {
     const attn_preset *p = attn_preset_find(name);
     if (!p) {
-        char known[256];
+        char known[512];
         attn_preset_list(known, sizeof known);
         return attn_fail(err, ATTN_ERR_NOT_FOUND, "unknown preset '%s' (known: %s)",
                          name ? name : "(null)", known);

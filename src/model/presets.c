@@ -5,6 +5,16 @@
 #include <string.h>
 
 /* vocab_size 65 = Tiny Shakespeare's sorted unique characters (seed 004). */
+
+/* A GPT-2-shaped model: GPT-2's 50257 tokens, dropout 0.1, no qkv bias. */
+#define GPT2_MODEL(emb, heads, layers, ctx)                                                        \
+    {                                                                                              \
+        .vocab_size = 50257, .context_length = ctx, .emb_dim = emb, .n_heads = heads,              \
+        .n_layers = layers, .drop_rate = 0.1, .qkv_bias = 0                                        \
+    }
+#define GPT2_CPU_RECIPE                                                                            \
+    { 1, 1000, 6e-4, 6e-5, 50, 0.95, 100, 5, 10, ATTN_LR_COSINE, 0, ATTN_TOKENIZER_GPT2, 0 }
+
 static const attn_preset PRESETS[] = {
     /* seed004: a GPT-2-small-like width; conservative lr. */
     {"seed004",
@@ -15,7 +25,7 @@ static const attn_preset PRESETS[] = {
       .n_layers = 10,
       .drop_rate = 0.1,
       .qkv_bias = 0},
-     {16, 5000, 3e-4, 3e-5, 200, 0.95, 500, 20, 10, ATTN_LR_COSINE, 0},
+     {16, 5000, 3e-4, 3e-5, 200, 0.95, 500, 20, 10, ATTN_LR_COSINE, 0, ATTN_TOKENIZER_CHAR, 0},
      ATTN_PRECISION_FP32},
     /* nanoGPT's config/train_shakespeare_char.py (GPU recipe). */
     {"shakespeare-char",
@@ -26,7 +36,7 @@ static const attn_preset PRESETS[] = {
       .n_layers = 6,
       .drop_rate = 0.2,
       .qkv_bias = 0},
-     {64, 5000, 1e-3, 1e-4, 100, 0.99, 250, 200, 10, ATTN_LR_COSINE, 0},
+     {64, 5000, 1e-3, 1e-4, 100, 0.99, 250, 200, 10, ATTN_LR_COSINE, 0, ATTN_TOKENIZER_CHAR, 0},
      ATTN_PRECISION_FP32},
     /* nanoGPT README's CPU run of config/train_shakespeare_char.py. */
     {"nanogpt-cpu",
@@ -37,7 +47,7 @@ static const attn_preset PRESETS[] = {
       .n_layers = 4,
       .drop_rate = 0.0,
       .qkv_bias = 0},
-     {12, 2000, 1e-3, 1e-4, 100, 0.99, 250, 20, 10, ATTN_LR_COSINE, 0},
+     {12, 2000, 1e-3, 1e-4, 100, 0.99, 250, 20, 10, ATTN_LR_COSINE, 0, ATTN_TOKENIZER_CHAR, 0},
      ATTN_PRECISION_FP32},
     /* Sized for `make run`: about 90 s on two cores (3 layers), val loss
      * ~1.76, which samples as recognisable play text. */
@@ -49,7 +59,7 @@ static const attn_preset PRESETS[] = {
       .n_layers = 3,
       .drop_rate = 0.0,
       .qkv_bias = 0},
-     {12, 2000, 2e-3, 2e-4, 50, 0.99, 250, 10, 50, ATTN_LR_COSINE, 0},
+     {12, 2000, 2e-3, 2e-4, 50, 0.99, 250, 10, 50, ATTN_LR_COSINE, 0, ATTN_TOKENIZER_CHAR, 0},
      ATTN_PRECISION_FP32},
     /* Issue 21: the lowest val loss this CPU reaches in 600 s of wall time
      * (evaluations included), nanoGPT's A100 shakespeare-char run the mark
@@ -71,14 +81,37 @@ static const attn_preset PRESETS[] = {
       .qkv_bias = 0,
       .norm = ATTN_NORM_RMSNORM,
       .act = ATTN_ACT_SWIGLU},
-     {3, 1000000, 2e-3, 1e-4, 100, 0.99, 1000, 20, 100, ATTN_LR_WSD, 600},
+     {3, 1000000, 2e-3, 1e-4, 100, 0.99, 1000, 20, 100, ATTN_LR_WSD, 600, ATTN_TOKENIZER_CHAR, 0},
      /* bf16: a quarter more steps in the 600 s, which is what reaches 1.47 */
      ATTN_PRECISION_BF16},
+    /* The book's GPT_CONFIG_124M (chapter 4): 163 M parameters with its own
+     * out_head (untied, as the book's GPTModel), GPT-2's tokenizer. A CPU
+     * recipe: one 1024-token window per step (~1.1 TFLOP with the backward:
+     * about half a minute on two cores in fp32), 1000 steps (1 M tokens, three
+     * passes over Tiny Shakespeare: hours, not days), GPT-2's lr 6e-4 cosine
+     * to 6e-5 after 50 warm-up steps, beta2 0.95; 5 batches every 100 steps
+     * keep evaluations near a twentieth of the run. */
+    {"gpt2-124m", GPT2_MODEL(768, 12, 12, 1024), GPT2_CPU_RECIPE, ATTN_PRECISION_FP32},
+    /* The book's chapter-5 sizes of the larger GPT-2 models, same recipe. */
+    {"gpt2-medium", GPT2_MODEL(1024, 16, 24, 1024), GPT2_CPU_RECIPE, ATTN_PRECISION_FP32},
+    {"gpt2-large", GPT2_MODEL(1280, 20, 36, 1024), GPT2_CPU_RECIPE, ATTN_PRECISION_FP32},
+    {"gpt2-xl", GPT2_MODEL(1600, 25, 48, 1024), GPT2_CPU_RECIPE, ATTN_PRECISION_FP32},
+    /* The book's gpt_train.py (chapter 5): GPT_CONFIG_124M at context 256,
+     * AdamW lr 5e-4 held (no schedule, no clipping), weight decay 0.1,
+     * batch 2, 10 epochs. On the-verdict.txt an epoch is its 9 training
+     * batches (the book's loader), so 10 epochs are 90 steps; an evaluation
+     * every 5 steps on 1 batch (eval_freq=5, eval_iter=1). attn's loop draws
+     * random windows, not the book's strided ones. */
+    {"book-ch05",
+     GPT2_MODEL(768, 12, 12, 256),
+     {2, 90, 5e-4, 5e-4, 0, 0.999, 5, 1, 5, ATTN_LR_COSINE, 0, ATTN_TOKENIZER_GPT2, 1},
+     ATTN_PRECISION_FP32},
 };
 #define N_PRESETS (sizeof PRESETS / sizeof PRESETS[0])
 
-static const char *const NAMES[] = {"seed004", "shakespeare-char", "nanogpt-cpu",
-                                    "tiny",    "speedrun",         NULL};
+static const char *const NAMES[] = {"seed004",  "shakespeare-char", "nanogpt-cpu", "tiny",
+                                    "speedrun", "gpt2-124m",        "gpt2-medium", "gpt2-large",
+                                    "gpt2-xl",  "book-ch05",        NULL};
 _Static_assert(sizeof NAMES / sizeof NAMES[0] == N_PRESETS + 1,
                "NAMES lists every preset (then NULL)");
 

@@ -9,6 +9,7 @@
 #include "attn/engine.h"
 #include "attn/gpt.h"
 #include "attn/optim.h"
+#include "attn/tokenizer.h"
 
 /* The recipe fields that differ between presets; the rest are shared
  * (train_config.c: AdamW beta1 0.9, eps 1e-8, weight decay 0.1, clip 1.0,
@@ -22,8 +23,10 @@ typedef struct attn_preset_recipe {
     int64_t eval_interval;
     int eval_iters;
     int64_t log_interval;
-    attn_lr_schedule lr_schedule; /* 0: cosine */
-    double time_budget;           /* 0: none */
+    attn_lr_schedule lr_schedule;  /* 0: cosine */
+    double time_budget;            /* 0: none */
+    attn_tokenizer_kind tokenizer; /* 0: char */
+    int no_grad_clip;              /* 1: grad_clip 0 (the book's chapter 5 does not clip) */
 } attn_preset_recipe;
 
 typedef struct attn_preset {
@@ -36,7 +39,7 @@ typedef struct attn_preset {
 /* The row named name, or NULL. */
 const attn_preset *attn_preset_find(const char *name);
 
-/* "seed004, shakespeare-char, nanogpt-cpu, tiny, speedrun" into buf (for messages). */
+/* "seed004, shakespeare-char, ..." into buf (for messages). */
 void attn_preset_list(char *buf, size_t cap);
 
 #endif

@@ -1,9 +1,13 @@
 /* Character tokenizer over UTF-8 code points (see attn/tokenizer.h). */
 #include "attn/tokenizer.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "attn/bpe.h"
+#include "tokenizer_gpt2.h"
 
 /* Decode one code point at s[*i] (strict UTF-8: no overlongs, surrogates,
  * values above U+10FFFF, or NUL); advances *i. Returns 0 or -1. */
@@ -178,11 +182,14 @@ attn_status attn_tokenizer_from_vocab(attn_tokenizer *tok, const char *vocab, si
 
 void attn_tokenizer_free(attn_tokenizer *tok) {
     free(tok->chars);
-    tok->chars = NULL;
-    tok->vocab_size = 0;
+    attn_bpe_free(tok->bpe);
+    free(tok->encoder_json);
+    free(tok->vocab_bpe);
+    memset(tok, 0, sizeof *tok);
 }
 
 char *attn_tokenizer_vocab_string(const attn_tokenizer *tok) {
+    if (tok->kind != ATTN_TOKENIZER_CHAR) return NULL;
     char *s = malloc((size_t)tok->vocab_size * 4 + 1);
     if (!s) return NULL;
     size_t o = 0;
@@ -193,6 +200,7 @@ char *attn_tokenizer_vocab_string(const attn_tokenizer *tok) {
 }
 
 int32_t attn_tokenizer_id(const attn_tokenizer *tok, uint32_t c) {
+    if (tok->kind != ATTN_TOKENIZER_CHAR) return -1;
     if (c < 128) return tok->ascii_id[c];
     int lo = 0, hi = tok->vocab_size - 1;
     while (lo <= hi) {
@@ -224,6 +232,8 @@ static void describe_char(uint32_t c, char *buf, size_t size) {
 
 attn_status attn_tokenizer_encode(const attn_tokenizer *tok, const char *text, size_t n,
                                   int32_t *ids, size_t *n_ids, attn_error *err) {
+    if (tok->kind == ATTN_TOKENIZER_GPT2) /* the caller sized ids by attn_tokenizer_max_ids */
+        return attn_bpe_encode(tok->bpe, text, n, 0, ids, n + 1, n_ids, err);
     const unsigned char *s = (const unsigned char *)text;
     size_t i = 0, k = 0, line = 1, col = 1;
     while (i < n) {
@@ -251,6 +261,8 @@ attn_status attn_tokenizer_encode(const attn_tokenizer *tok, const char *text, s
 
 attn_status attn_tokenizer_decoded_len(const attn_tokenizer *tok, const int32_t *ids, size_t n,
                                        size_t *len, attn_error *err) {
+    if (tok->kind == ATTN_TOKENIZER_GPT2)
+        return attn_tokenizer_gpt2_decode(tok, ids, n, NULL, len, err);
     size_t total = 0;
     char tmp[4];
     for (size_t i = 0; i < n; i++) {
@@ -266,6 +278,10 @@ attn_status attn_tokenizer_decoded_len(const attn_tokenizer *tok, const int32_t 
 
 attn_status attn_tokenizer_decode(const attn_tokenizer *tok, const int32_t *ids, size_t n,
                                   char *out, attn_error *err) {
+    if (tok->kind == ATTN_TOKENIZER_GPT2) {
+        size_t len;
+        return attn_tokenizer_gpt2_decode(tok, ids, n, out, &len, err);
+    }
     size_t o = 0;
     for (size_t i = 0; i < n; i++) {
         if (ids[i] < 0 || ids[i] >= tok->vocab_size)
@@ -276,4 +292,62 @@ attn_status attn_tokenizer_decode(const attn_tokenizer *tok, const int32_t *ids,
     }
     out[o] = '\0';
     return ATTN_OK;
+}
+
+/* ---- either kind ------------------------------------------------------ */
+
+attn_status attn_tokenizer_copy(attn_tokenizer *dst, const attn_tokenizer *src, attn_error *err) {
+    if (src->kind == ATTN_TOKENIZER_GPT2)
+        return attn_tokenizer_gpt2_from_memory(dst, src->encoder_json, src->encoder_len,
+                                               src->vocab_bpe, src->vocab_bpe_len, err);
+    memset(dst, 0, sizeof *dst);
+    if (src->vocab_size <= 0) return ATTN_OK;
+    *dst = *src;
+    dst->chars = malloc((size_t)src->vocab_size * sizeof *dst->chars);
+    if (!dst->chars) {
+        memset(dst, 0, sizeof *dst);
+        return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for the vocabulary");
+    }
+    memcpy(dst->chars, src->chars, (size_t)src->vocab_size * sizeof *dst->chars);
+    return ATTN_OK;
+}
+
+int attn_tokenizer_same(const attn_tokenizer *a, const attn_tokenizer *b) {
+    if (a->kind != b->kind || a->vocab_size != b->vocab_size) return 0;
+    if (a->kind == ATTN_TOKENIZER_CHAR)
+        return a->vocab_size == 0 ||
+               memcmp(a->chars, b->chars, (size_t)a->vocab_size * sizeof *a->chars) == 0;
+    return a->encoder_len == b->encoder_len && a->vocab_bpe_len == b->vocab_bpe_len &&
+           memcmp(a->encoder_json, b->encoder_json, a->encoder_len) == 0 &&
+           memcmp(a->vocab_bpe, b->vocab_bpe, a->vocab_bpe_len) == 0;
+}
+
+attn_status attn_tokenizer_max_ids(const attn_tokenizer *tok, const char *text, size_t n,
+                                   size_t *cap, attn_error *err) {
+    if (tok->kind == ATTN_TOKENIZER_CHAR) return attn_utf8_count(text, n, cap, err);
+    if (n >= SIZE_MAX / sizeof(int32_t) - 1)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "the text is too long to tokenize");
+    *cap = n + 1;
+    return ATTN_OK;
+}
+
+attn_status attn_tokenizer_encode_ex(const attn_tokenizer *tok, const char *text, size_t n,
+                                     int allow_special, int32_t *ids, size_t cap, size_t *n_ids,
+                                     attn_error *err) {
+    if (tok->kind == ATTN_TOKENIZER_GPT2)
+        return attn_bpe_encode(tok->bpe, text, n, allow_special, ids, cap, n_ids, err);
+    size_t need = 0;
+    attn_status s = attn_utf8_count(text, n, &need, err);
+    if (s) return s;
+    if (need > cap)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "encoding needs %zu ids, the buffer has %zu",
+                         need, cap);
+    return attn_tokenizer_encode(tok, text, n, ids, n_ids, err);
+}
+
+const char *attn_tokenizer_token(const attn_tokenizer *tok, int32_t id, char tmp[4], size_t *len) {
+    if (id < 0 || id >= tok->vocab_size) return NULL;
+    if (tok->kind == ATTN_TOKENIZER_GPT2) return attn_bpe_token(tok->bpe, id, len);
+    *len = (size_t)attn_utf8_put(tok->chars[id], tmp);
+    return tmp;
 }

@@ -64,10 +64,12 @@ attn_status attn_checkpoint_info_read(const char *path, attn_checkpoint_info *in
     info->model = m.cfg;
     info->n_params = attn_gpt_num_params(&m);
     info->vocab_size = tok.vocab_size;
-    info->vocabulary = attn_tokenizer_vocab_string(&tok);
+    info->tokenizer = tok.kind;
+    info->vocabulary = attn_tokenizer_vocab_string(&tok); /* char only */
     attn_gpt_free(&m);
     attn_tokenizer_free(&tok);
-    if (!info->vocabulary) return attn_fail(err, ATTN_ERR_NOMEM, "out of memory");
+    if (!info->vocabulary && info->tokenizer == ATTN_TOKENIZER_CHAR)
+        return attn_fail(err, ATTN_ERR_NOMEM, "out of memory");
     info->model_bytes = file_size(file);
     if (!is_dir) return ATTN_OK;
 

@@ -43,22 +43,58 @@ void attn_trainer_release(attn_trainer *tr) {
     memset(tr, 0, sizeof *tr);
 }
 
+/* The character count of text, for the gpt2 split. */
+static attn_status split_text(const char *text, size_t n, size_t *at, attn_error *err) {
+    size_t chars = 0;
+    attn_status st = attn_utf8_count(text, n, &chars, err);
+    if (st) return st;
+    const size_t keep = attn_split_point(chars); /* Python's int(0.9 * len(text)) */
+    const unsigned char *s = (const unsigned char *)text;
+    size_t b = 0;
+    for (size_t c = 0; c < keep; c++) /* past one character (the text is valid) */
+        b += s[b] < 0x80 ? 1 : s[b] < 0xE0 ? 2 : s[b] < 0xF0 ? 3 : 4;
+    *at = b;
+    return ATTN_OK;
+}
+
+attn_status attn_train_tokenize(const attn_tokenizer *tok, const char *text, size_t n,
+                                int32_t **ids, size_t *n_ids, size_t *split, attn_error *err) {
+    *ids = NULL;
+    size_t cap = 0, at = n, a = 0, b = 0;
+    attn_status st = attn_tokenizer_max_ids(tok, text, n, &cap, err);
+    if (!st && tok->kind == ATTN_TOKENIZER_GPT2) {
+        st = split_text(text, n, &at, err);
+        cap = n + 2; /* each part n_part + 1 */
+    }
+    if (st) return st;
+    if (!(*ids = malloc(cap * sizeof **ids)))
+        return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for %zu token ids", cap);
+    const int special = tok->kind == ATTN_TOKENIZER_GPT2; /* <|endoftext|> as the book's */
+    st = attn_tokenizer_encode_ex(tok, text, at, special, *ids, cap, &a, err);
+    if (!st && at < n)
+        st = attn_tokenizer_encode_ex(tok, text + at, n - at, special, *ids + a, cap - a, &b, err);
+    if (st) {
+        free(*ids);
+        *ids = NULL;
+        return st;
+    }
+    *n_ids = a + b;
+    *split = tok->kind == ATTN_TOKENIZER_GPT2 ? a : attn_split_point(a);
+    return ATTN_OK;
+}
+
 /* The corpus as token ids, split into the training and validation sets
  * (each at least context_length + 1 of them). */
 static attn_status init_corpus(attn_trainer *tr, const char *text, size_t n, attn_error *err) {
-    size_t count = 0;
-    attn_status st = attn_utf8_count(text, n, &count, err);
+    size_t split = 0;
+    attn_status st = attn_train_tokenize(&tr->tok, text, n, &tr->ids, &tr->n_ids, &split, err);
     if (st) return st;
-    tr->ids = malloc(count * sizeof *tr->ids);
-    if (!tr->ids) return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for %zu token ids", count);
-    if ((st = attn_tokenizer_encode(&tr->tok, text, n, tr->ids, &tr->n_ids, err))) return st;
     tr->text_bytes = n;
     tr->text_hash = fnv1a(text, n);
     const int T = tr->mcfg.context_length;
-    size_t split = attn_split_point(tr->n_ids);
     if (split < (size_t)T + 1 || tr->n_ids - split < (size_t)T + 1)
         return attn_fail(err, ATTN_ERR_INVALID_ARG,
-                         "the corpus has %zu characters: its training split (%zu) and validation "
+                         "the corpus has %zu tokens: its training split (%zu) and validation "
                          "split (%zu) must each hold at least context_length + 1 = %d",
                          tr->n_ids, split, tr->n_ids - split, T + 1);
     attn_dataset_init(&tr->train, tr->ids, split, T, NULL);
@@ -66,28 +102,51 @@ static attn_status init_corpus(attn_trainer *tr, const char *text, size_t n, att
     return ATTN_OK;
 }
 
-/* attn_trainer_init(_vocab): the vocabulary is vocab's (a UTF-8 string of
- * its characters in id order) or, vocab NULL, the corpus's. */
+/* The run's tokenizer: given (a checkpoint's), vocab's characters, GPT-2's
+ * files, or the corpus's characters. */
+static attn_status init_tokenizer(attn_trainer *tr, const attn_tokenizer *given, const char *vocab,
+                                  const char *text, size_t n, attn_error *err) {
+    const attn_tokenizer_kind want = tr->tcfg.tokenizer;
+    if (given) {
+        if (given->kind != want)
+            return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                             "the checkpoint's tokenizer is %s but the config says tokenizer %s",
+                             attn_tokenizer_kind_name(given->kind), attn_tokenizer_kind_name(want));
+        return attn_tokenizer_copy(&tr->tok, given, err);
+    }
+    if (want == ATTN_TOKENIZER_GPT2) {
+        if (vocab)
+            return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                             "a character vocabulary was given but the config says tokenizer gpt2");
+        return attn_tokenizer_gpt2(&tr->tok, NULL, err);
+    }
+    if (vocab) return attn_tokenizer_from_vocab(&tr->tok, vocab, strlen(vocab), err);
+    return attn_tokenizer_train(&tr->tok, text, n, err);
+}
+
+/* attn_trainer_init(_vocab, _tok): the tokenizer is given's (a copy),
+ * vocab's characters (a UTF-8 string in id order) or, both NULL, the
+ * config's kind: GPT-2's files or the corpus's characters. */
 static attn_status trainer_init(attn_trainer *tr, const attn_gpt_config *mcfg,
-                                const attn_train_config *tcfg, int vocab_given, const char *vocab,
-                                const char *text, size_t n, int plan_only, attn_error *err) {
+                                const attn_train_config *tcfg, int vocab_given,
+                                const attn_tokenizer *given, const char *vocab, const char *text,
+                                size_t n, int plan_only, attn_error *err) {
     memset(tr, 0, sizeof *tr);
     attn_status st = attn_train_config_validate(tcfg, err);
     if (st) return st;
     if (n == 0) return attn_fail(err, ATTN_ERR_INVALID_ARG, "the corpus is empty");
     tr->mcfg = *mcfg;
     tr->tcfg = *tcfg;
-    if (vocab) {
-        if ((st = attn_tokenizer_from_vocab(&tr->tok, vocab, strlen(vocab), err))) goto fail;
-    } else if ((st = attn_tokenizer_train(&tr->tok, text, n, err))) {
-        goto fail;
-    }
+    if ((st = init_tokenizer(tr, given, vocab, text, n, err))) goto fail;
     if (vocab_given && mcfg->vocab_size != tr->tok.vocab_size) {
-        st = attn_fail(err, ATTN_ERR_INVALID_ARG,
-                       vocab ? "config vocab_size %d does not match the vocabulary's %d characters"
-                             : "config vocab_size %d does not match the corpus's %d distinct "
-                               "characters",
-                       mcfg->vocab_size, tr->tok.vocab_size);
+        st =
+            attn_fail(err, ATTN_ERR_INVALID_ARG,
+                      tr->tok.kind == ATTN_TOKENIZER_GPT2
+                          ? "config vocab_size %d does not match the gpt2 tokenizer's %d tokens"
+                      : vocab ? "config vocab_size %d does not match the vocabulary's %d characters"
+                              : "config vocab_size %d does not match the corpus's %d distinct "
+                                "characters",
+                      mcfg->vocab_size, tr->tok.vocab_size);
         goto fail;
     }
     tr->mcfg.vocab_size = tr->tok.vocab_size;
@@ -125,7 +184,7 @@ fail:
 attn_status attn_trainer_init(attn_trainer *tr, const attn_gpt_config *mcfg,
                               const attn_train_config *tcfg, int vocab_given, const char *text,
                               size_t n, attn_error *err) {
-    return trainer_init(tr, mcfg, tcfg, vocab_given, NULL, text, n, 0, err);
+    return trainer_init(tr, mcfg, tcfg, vocab_given, NULL, NULL, text, n, 0, err);
 }
 
 attn_status attn_trainer_init_vocab(attn_trainer *tr, const attn_gpt_config *mcfg,
@@ -136,7 +195,18 @@ attn_status attn_trainer_init_vocab(attn_trainer *tr, const attn_gpt_config *mcf
         memset(tr, 0, sizeof *tr);
         return attn_fail(err, ATTN_ERR_INVALID_ARG, "no vocabulary given");
     }
-    return trainer_init(tr, mcfg, tcfg, vocab_given, vocab, text, n, 0, err);
+    return trainer_init(tr, mcfg, tcfg, vocab_given, NULL, vocab, text, n, 0, err);
+}
+
+attn_status attn_trainer_init_tok(attn_trainer *tr, const attn_gpt_config *mcfg,
+                                  const attn_train_config *tcfg, int vocab_given,
+                                  const attn_tokenizer *tok, const char *text, size_t n,
+                                  attn_error *err) {
+    if (!tok) {
+        memset(tr, 0, sizeof *tr);
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "no tokenizer given");
+    }
+    return trainer_init(tr, mcfg, tcfg, vocab_given, tok, NULL, text, n, 0, err);
 }
 
 double attn_train_lr(const attn_train_config *c, int64_t step, double progress) {
@@ -270,12 +340,12 @@ attn_status attn_trainer_evaluate_final(attn_trainer *tr, attn_eval_record *rec,
 
 attn_status attn_trainer_create_ex(attn_trainer **out, const attn_gpt_config *mcfg,
                                    const attn_train_config *tcfg, int vocab_given,
-                                   const char *vocab, const char *text, size_t n, int plan_only,
-                                   attn_error *err) {
+                                   const attn_tokenizer *tok, const char *vocab, const char *text,
+                                   size_t n, int plan_only, attn_error *err) {
     *out = NULL;
     attn_trainer *tr = calloc(1, sizeof *tr);
     if (!tr) return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for a trainer");
-    attn_status st = trainer_init(tr, mcfg, tcfg, vocab_given, vocab, text, n, plan_only, err);
+    attn_status st = trainer_init(tr, mcfg, tcfg, vocab_given, tok, vocab, text, n, plan_only, err);
     if (st) {
         free(tr);
         return st;
@@ -287,7 +357,7 @@ attn_status attn_trainer_create_ex(attn_trainer **out, const attn_gpt_config *mc
 attn_status attn_trainer_create(attn_trainer **out, const attn_gpt_config *mcfg,
                                 const attn_train_config *tcfg, int vocab_given, const char *text,
                                 size_t n, attn_error *err) {
-    return attn_trainer_create_ex(out, mcfg, tcfg, vocab_given, NULL, text, n, 0, err);
+    return attn_trainer_create_ex(out, mcfg, tcfg, vocab_given, NULL, NULL, text, n, 0, err);
 }
 
 attn_status attn_trainer_create_vocab(attn_trainer **out, const attn_gpt_config *mcfg,
@@ -298,7 +368,22 @@ attn_status attn_trainer_create_vocab(attn_trainer **out, const attn_gpt_config 
         *out = NULL;
         return attn_fail(err, ATTN_ERR_INVALID_ARG, "no vocabulary given");
     }
-    return attn_trainer_create_ex(out, mcfg, tcfg, vocab_given, vocab, text, n, 0, err);
+    return attn_trainer_create_ex(out, mcfg, tcfg, vocab_given, NULL, vocab, text, n, 0, err);
+}
+
+attn_status attn_trainer_create_tok(attn_trainer **out, const attn_gpt_config *mcfg,
+                                    const attn_train_config *tcfg, int vocab_given,
+                                    const attn_tokenizer *tok, const char *text, size_t n,
+                                    attn_error *err) {
+    if (!tok) {
+        *out = NULL;
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "no tokenizer given");
+    }
+    return attn_trainer_create_ex(out, mcfg, tcfg, vocab_given, tok, NULL, text, n, 0, err);
+}
+
+const attn_tokenizer *attn_trainer_tokenizer(const attn_trainer *tr) {
+    return &tr->tok;
 }
 
 void attn_trainer_free(attn_trainer *tr) {

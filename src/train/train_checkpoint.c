@@ -312,20 +312,21 @@ static attn_status meta_values(const attn_trainer *tr, state_meta_values *mv, at
     return ATTN_OK;
 }
 
-/* model.safetensors: the weights, the model's config and vocabulary. */
+/* model.safetensors: the weights, the model's config and tokenizer. */
 static attn_status write_model(attn_ckpt_txn *txn, const attn_trainer *tr, const char *step,
                                attn_error *err) {
-    char path[ATTN_CKPT_PATH_MAX], *mjson = NULL;
+    char path[ATTN_CKPT_PATH_MAX], *mjson = NULL, *owned = NULL;
     attn_status s = attn_gpt_config_to_json(&tr->mcfg, &mjson, err);
     if (s) return s;
-    char *vocab = attn_tokenizer_vocab_string(&tr->tok);
-    if (!vocab) s = attn_fail(err, ATTN_ERR_NOMEM, "out of memory writing a checkpoint");
-    attn_st_kv meta[] = {
-        {"format", "attn-gpt"}, {"config", mjson}, {"vocabulary", vocab}, {"step", step}};
+    attn_st_kv meta[3 + ATTN_CKPT_TOKENIZER_META_MAX] = {{"format", "attn-gpt"}, {"config", mjson}};
+    int n_tok = 0;
+    s = attn_ckpt_tokenizer_meta(&tr->tok, meta + 2, &n_tok, &owned, err);
+    meta[2 + n_tok] = (attn_st_kv){"step", step};
     if (!s) s = attn_ckpt_file(txn, ATTN_CKPT_MODEL, path, err);
-    if (!s) s = attn_safetensors_write_params(path, attn_gpt_params(&tr->model), meta, 4, err);
+    if (!s)
+        s = attn_safetensors_write_params(path, attn_gpt_params(&tr->model), meta, 3 + n_tok, err);
     free(mjson);
-    free(vocab);
+    free(owned);
     return s;
 }
 
@@ -751,12 +752,12 @@ attn_status attn_trainer_init_from(attn_trainer *tr, const char *dir, attn_error
                       b->n_layers, b->qkv_bias);
     } else if ((s = same_variant(dir, a, b, err))) {
         /* named there */
-    } else if (memcmp(tok.chars, tr->tok.chars, (size_t)tok.vocab_size * sizeof *tok.chars)) {
+    } else if (!attn_tokenizer_same(&tok, &tr->tok)) {
         s = attn_fail(err, ATTN_ERR_INVALID_ARG,
-                      "%s: its vocabulary differs from this trainer's (same size, other "
-                      "characters): the token ids would not match (start the trainer with the "
-                      "checkpoint's vocabulary: attn_trainer_init_vocab)",
-                      dir);
+                      "%s: its tokenizer (%s) differs from this trainer's (%s): the token ids "
+                      "would not match (start the trainer with the checkpoint's tokenizer)",
+                      dir, attn_tokenizer_kind_name(tok.kind),
+                      attn_tokenizer_kind_name(tr->tok.kind));
     } else if (!tr->plan_only) {
         const attn_param_list *from = attn_gpt_params(&src), *to = attn_gpt_params(&tr->model);
         for (int i = 0; i < to->count; i++)

@@ -30,6 +30,7 @@ typedef struct key_row {
 static const char *const STREAMS[] = {"torch-cpu", "torch-mkl", NULL};
 static const char *const EVAL_MODES[] = {"sampled", "exact", NULL}; /* attn_eval_mode */
 static const char *const LR_SCHEDULES[] = {"cosine", "wsd", NULL};  /* attn_lr_schedule */
+static const char *const TOKENIZERS[] = {"char", "gpt2", NULL};     /* attn_tokenizer_kind */
 
 /* One row per key: JSON name, nanoGPT's alias, the `attn train` option,
  * type, range, help; in attn_train_config's order. */
@@ -118,6 +119,11 @@ static const key_row ROWS[] = {
       .help = "after warm-up: cosine to min_lr, or wsd\n(flat, then linear to min_lr over "
               "the\nlast 40%)"},
      OFF(lr_schedule),
+     S_ENUM},
+    {{"tokenizer", NULL, "tokenizer", ATTN_TKEY_CHOICE, .choices = TOKENIZERS,
+      .help = "char: the corpus's characters; gpt2:\nGPT-2's BPE (files: $ATTN_GPT2_DIR, else\n"
+              "data/gpt2; scripts/get-data.sh gpt2)"},
+     OFF(tokenizer),
      S_ENUM},
 };
 _Static_assert(sizeof ROWS / sizeof ROWS[0] == ATTN_TRAIN_KEY_COUNT,
@@ -250,7 +256,7 @@ attn_status attn_train_preset(const char *name, attn_gpt_config *model, attn_tra
     t->beta2 = r->beta2;
     t->eps = 1e-8;
     t->weight_decay = 0.1;
-    t->grad_clip = 1.0;
+    t->grad_clip = r->no_grad_clip ? 0.0 : 1.0;
     t->seed = 1337;
     t->dropout_stream = ATTN_STREAM_TORCH_CPU;
     t->grad_accum = 1;
@@ -264,6 +270,7 @@ attn_status attn_train_preset(const char *name, attn_gpt_config *model, attn_tra
     t->log_interval = r->log_interval;
     t->lr_schedule = r->lr_schedule;
     t->time_budget = r->time_budget;
+    t->tokenizer = r->tokenizer;
     return ATTN_OK;
 }
 
@@ -455,7 +462,8 @@ char *attn_train_config_to_json(const attn_train_config *c) {
         /* The keys added later, likewise only when not at their default. */
         if ((ROWS[i].offset == OFF(eval_mode) && c->eval_mode == ATTN_EVAL_SAMPLED) ||
             (ROWS[i].offset == OFF(time_budget) && c->time_budget == 0) ||
-            (ROWS[i].offset == OFF(lr_schedule) && c->lr_schedule == ATTN_LR_COSINE))
+            (ROWS[i].offset == OFF(lr_schedule) && c->lr_schedule == ATTN_LR_COSINE) ||
+            (ROWS[i].offset == OFF(tokenizer) && c->tokenizer == ATTN_TOKENIZER_CHAR))
             continue;
         if (k->type == ATTN_TKEY_CHOICE)
             cJSON_AddStringToObject(o, k->name, v.s);

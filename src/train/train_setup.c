@@ -83,6 +83,7 @@ static attn_status stated_config(const attn_train_request *rq, attn_gpt_config *
         attn_checkpoint_info info;
         if ((st = attn_checkpoint_info_read(rq->init_from, &info, err))) return st;
         *m = info.model;
+        t->tokenizer = info.tokenizer; /* its token ids */
         attn_checkpoint_info_free(&info);
     }
     if (rq->config && (st = read_config_file(rq->config, m, t, set, s, err))) return st;
@@ -252,7 +253,14 @@ attn_status attn_train_resolve(const attn_train_request *rq, attn_train_setup *s
             s->train.grad_accum = rq->ranks; /* one micro-batch per rank */
         if (!st) st = apply_keys(rq, &s->train, s, err);
     }
-    if (!st && !s->vocab_given) s->model.vocab_size = 1; /* the corpus decides */
+    if (!st && s->train.tokenizer == ATTN_TOKENIZER_GPT2) {
+        /* GPT-2's files fix it (the trainer checks them against it);
+         * resuming, the saved size stands */
+        if (!s->vocab_given && !rq->resume) s->model.vocab_size = ATTN_GPT2_N_VOCAB;
+        s->vocab_given = 1;
+    } else if (!st && !s->vocab_given) {
+        s->model.vocab_size = 1; /* the corpus decides */
+    }
     if (!st &&
         (attn_gpt_config_validate(&s->model, err) || attn_train_config_validate(&s->train, err)))
         st = fail_request(s, ATTN_ERR_INVALID_ARG);
@@ -271,16 +279,10 @@ attn_status attn_train_resolve(const attn_train_request *rq, attn_train_setup *s
     return st;
 }
 
-/* The vocabulary (its characters in id order, malloc'd) of the model
- * checkpoint at path, from its header. */
-static attn_status checkpoint_vocabulary(const char *path, char **vocab, attn_error *err) {
+/* The tokenizer of the model checkpoint at path, from its header. */
+static attn_status checkpoint_tokenizer(const char *path, attn_tokenizer *tok, attn_error *err) {
     attn_gpt_config cfg;
-    attn_tokenizer tok;
-    attn_status st = attn_gpt_checkpoint_config(path, &cfg, &tok, NULL, err);
-    if (st) return st;
-    *vocab = attn_tokenizer_vocab_string(&tok);
-    attn_tokenizer_free(&tok);
-    return *vocab ? ATTN_OK : attn_fail(err, ATTN_ERR_NOMEM, "out of memory");
+    return attn_gpt_checkpoint_config(path, &cfg, tok, NULL, err);
 }
 
 attn_status attn_train_start(attn_trainer **out, const attn_train_request *rq,
@@ -294,12 +296,16 @@ attn_status attn_train_start(attn_trainer **out, const attn_train_request *rq,
     attn_status st = rq->resume ? attn_ckpt_resolve(su->out, live, err) : ATTN_OK;
     if (st) return st;
     const char *ckpt = rq->resume ? live : rq->init_from;
-    char *vocab = NULL;
-    if (ckpt && (st = checkpoint_vocabulary(ckpt, &vocab, err))) return st;
+    attn_tokenizer tok;
+    memset(&tok, 0, sizeof tok);
+    /* The checkpoint's, or GPT-2's files (their errors name the files, not the corpus). */
+    const int have = ckpt || su->train.tokenizer == ATTN_TOKENIZER_GPT2;
+    if (ckpt && (st = checkpoint_tokenizer(ckpt, &tok, err))) return st;
+    if (!ckpt && have && (st = attn_tokenizer_gpt2(&tok, NULL, err))) return st;
     attn_trainer *tr = NULL;
-    st = attn_trainer_create_ex(&tr, &su->model, &su->train, su->vocab_given, vocab, text, n,
-                                rq->dry_run, err);
-    free(vocab);
+    st = attn_trainer_create_ex(&tr, &su->model, &su->train, su->vocab_given, have ? &tok : NULL,
+                                NULL, text, n, rq->dry_run, err);
+    attn_tokenizer_free(&tok);
     if (st) {
         char msg[ATTN_ERROR_MSG_MAX];
         snprintf(msg, sizeof msg, "%s", err ? err->msg : "");

@@ -53,14 +53,18 @@ attn_status attn_trainer_init(attn_trainer *tr, const attn_gpt_config *mcfg,
 attn_status attn_trainer_init_vocab(attn_trainer *tr, const attn_gpt_config *mcfg,
                                     const attn_train_config *tcfg, int vocab_given,
                                     const char *vocab, const char *text, size_t n, attn_error *err);
+attn_status attn_trainer_init_tok(attn_trainer *tr, const attn_gpt_config *mcfg,
+                                  const attn_train_config *tcfg, int vocab_given,
+                                  const attn_tokenizer *tok, const char *text, size_t n,
+                                  attn_error *err);
 void attn_trainer_release(attn_trainer *tr);
 
-/* attn_trainer_create(_vocab) (vocab NULL: the corpus's), or with plan_only
+/* attn_trainer_create(_vocab, _tok) (tok and vocab NULL: the corpus's), or with plan_only
  * a planning trainer (above) that can be resumed and started from a
  * checkpoint (checks only) but not stepped. */
 attn_status attn_trainer_create_ex(attn_trainer **out, const attn_gpt_config *mcfg,
                                    const attn_train_config *tcfg, int vocab_given,
-                                   const char *vocab, const char *text, size_t n, int plan_only,
-                                   attn_error *err);
+                                   const attn_tokenizer *tok, const char *vocab, const char *text,
+                                   size_t n, int plan_only, attn_error *err);
 
 #endif

@@ -34,7 +34,45 @@ int attn_viz_char_label(uint32_t c, char *out) {
     return k;
 }
 
+/* Token id as shown (malloc'd): its bytes through attn_utf8_display. */
+static char *token_text(const attn_tokenizer *tok, int32_t id) {
+    char tmp[4];
+    size_t n = 0;
+    const char *b = attn_tokenizer_token(tok, id, tmp, &n);
+    char *out = malloc(ATTN_UTF8_DISPLAY_CAP(n));
+    if (!out) return NULL;
+    attn_utf8_display disp = {{0}, 0};
+    size_t k = b ? attn_utf8_display_put(&disp, b, n, out) : 0;
+    attn_utf8_display_end(&disp, out + k);
+    return out;
+}
+
+/* A token's text as a label: each character as attn_viz_char_label shows
+ * it (text is valid UTF-8). Returns the bytes written (NUL-terminated). */
+static size_t text_label(const char *text, char *out) {
+    const unsigned char *s = (const unsigned char *)text;
+    size_t o = 0;
+    while (*s) {
+        const int len = *s < 0x80 ? 1 : *s < 0xE0 ? 2 : *s < 0xF0 ? 3 : 4;
+        uint32_t c = len == 1 ? *s : (uint32_t)(*s & (0x7F >> len));
+        for (int k = 1; k < len; k++)
+            c = c << 6 | (s[k] & 0x3F);
+        s += len;
+        o += (size_t)attn_viz_char_label(c, out + o);
+    }
+    out[o] = '\0';
+    return o;
+}
+
 void attn_viz_data_free(attn_viz_data *d) {
+    for (int t = 0; d->texts && t < d->T; t++)
+        free(d->texts[t]);
+    for (int k = 0; d->steps && k < d->n_generated; k++) {
+        free(d->steps[k].text);
+        for (int t = 0; t < ATTN_VIZ_TOP; t++)
+            free(d->steps[k].top_text[t]);
+    }
+    free(d->texts);
     free(d->ids);
     free(d->chars);
     free(d->attention);
@@ -43,11 +81,28 @@ void attn_viz_data_free(attn_viz_data *d) {
     memset(d, 0, sizeof *d);
 }
 
-/* Sample n characters after the prompt with attn generate's generator
- * (attn/generate.h: same draws for the same seed/temperature/top-k),
- * recording each draw's probability and top five. */
-static attn_status sample_more(const attn_gpt *m, const attn_tokenizer *tok, const char *prompt,
-                               size_t n, attn_viz_data *d, attn_error *err) {
+/* The top five of probs (ties by lower id) into st. */
+static void top_five(const attn_tokenizer *tok, const float *probs, int V, attn_viz_step *st) {
+    for (int t = 0; t < ATTN_VIZ_TOP; t++) {
+        int best = -1;
+        for (int v = 0; v < V; v++) {
+            int used = 0;
+            for (int u = 0; u < t; u++)
+                used |= st->top_id[u] == v;
+            if (!used && (best < 0 || probs[v] > probs[best])) best = v;
+        }
+        st->top_id[t] = best;
+        st->top_p[t] = best >= 0 ? probs[best] : 0.0f;
+        st->top_ch[t] = best >= 0 && tok->chars ? tok->chars[best] : 0;
+        st->top_text[t] = token_text(tok, best);
+    }
+}
+
+/* Sample the generated tokens after the prompt's d->ids with attn generate's
+ * generator (attn/generate.h: same draws for the same seed/temperature/
+ * top-k), recording each draw's probability and top five. */
+static attn_status sample_more(const attn_gpt *m, const attn_tokenizer *tok, attn_viz_data *d,
+                               attn_error *err) {
     const int V = m->cfg.vocab_size, P = d->n_prompt, N = d->n_generated;
     float *probs = malloc((size_t)V * sizeof *probs);
     if (!probs) return attn_fail(err, ATTN_ERR_NOMEM, "viz: out of memory for sampling");
@@ -62,29 +117,23 @@ static attn_status sample_more(const attn_gpt *m, const attn_tokenizer *tok, con
         free(probs);
         return s;
     }
-    s = attn_generator_prompt(&g, prompt, n, err);
+    s = attn_generator_prompt_ids(&g, d->ids, (size_t)P, err);
     for (int k = 0; k < N && s == ATTN_OK; k++) {
         attn_viz_step *st = &d->steps[k];
         const float *logits;
         int32_t id;
         if ((s = attn_generator_logits(&g, &logits, err))) break;
         attn_sample_probs(logits, V, d->opt.temperature, probs);
-        if ((s = attn_generator_next(&g, &id, NULL, NULL, err))) break;
+        if ((s = attn_generator_next_token(&g, &id, NULL, NULL, err))) break;
         st->id = id;
-        st->ch = tok->chars[id];
+        st->ch = tok->chars ? tok->chars[id] : 0;
         st->p = probs[id];
-        for (int t = 0; t < ATTN_VIZ_TOP; t++) { /* the top five, ties by lower id */
-            int best = -1;
-            for (int v = 0; v < V; v++) {
-                int used = 0;
-                for (int u = 0; u < t; u++)
-                    used |= st->top_id[u] == v;
-                if (!used && (best < 0 || probs[v] > probs[best])) best = v;
-            }
-            st->top_id[t] = best;
-            st->top_p[t] = best >= 0 ? probs[best] : 0.0f;
-            st->top_ch[t] = best >= 0 ? tok->chars[best] : 0;
-        }
+        st->text = token_text(tok, id);
+        top_five(tok, probs, V, st);
+        int ok = st->text != NULL;
+        for (int t = 0; t < ATTN_VIZ_TOP; t++)
+            ok &= st->top_text[t] != NULL;
+        if (!ok) s = attn_fail(err, ATTN_ERR_NOMEM, "viz: out of memory for the tokens");
         d->ids[P + k] = id;
     }
     attn_generator_free(&g);
@@ -104,43 +153,38 @@ static attn_status check_options(const attn_gpt_config *c, const attn_tokenizer 
         return attn_fail(err, ATTN_ERR_INVALID_ARG, "top_k must be >= 0, got %d", o->top_k);
     if (tok->vocab_size != c->vocab_size)
         return attn_fail(err, ATTN_ERR_SHAPE,
-                         "viz: the tokenizer has %d characters, the model's vocab_size is %d",
+                         "viz: the tokenizer has %d tokens, the model's vocab_size is %d",
                          tok->vocab_size, c->vocab_size);
     return ATTN_OK;
 }
 
-/* The prompt's characters the model reads with generate more after them:
- * every character must be known, the dropped ones too (as attn generate);
- * too long, *prompt and *n move past the first *dropped characters.
- * *count: the characters kept. */
+/* The prompt's tokens (*ids, malloc'd, *count of them) with generate more
+ * after them: every character must be known, the dropped ones too (as attn
+ * generate); too long, the first *dropped tokens go. */
 static attn_status fit_prompt(const attn_gpt_config *c, const attn_tokenizer *tok, int generate,
-                              const char **prompt, size_t *n, size_t *count, size_t *dropped,
-                              attn_error *err) {
-    attn_status s = attn_utf8_count(*prompt, *n, count, err);
+                              const char *prompt, size_t n, int32_t **ids, size_t *count,
+                              size_t *dropped, attn_error *err) {
+    size_t cap = 0;
+    *ids = NULL;
+    attn_status s = attn_tokenizer_max_ids(tok, prompt, n, &cap, err);
     if (s != ATTN_OK) return s;
-    if (*count == 0) return attn_fail(err, ATTN_ERR_INVALID_ARG, "the prompt is empty");
+    if (n == 0 || cap == 0) return attn_fail(err, ATTN_ERR_INVALID_ARG, "the prompt is empty");
     if (generate >= c->context_length)
         return attn_fail(err, ATTN_ERR_INVALID_ARG,
-                         "generate asks for %d characters; the model sees at most context_length "
-                         "= %d, one prompt character included: at most %d",
+                         "generate asks for %d tokens; the model sees at most context_length "
+                         "= %d, one prompt token included: at most %d",
                          generate, c->context_length, c->context_length - 1);
-    int32_t *all = malloc(*count * sizeof *all);
-    size_t got = 0;
-    if (!all) return attn_fail(err, ATTN_ERR_NOMEM, "viz: out of memory for the prompt");
-    s = attn_tokenizer_encode(tok, *prompt, *n, all, &got, err);
-    free(all);
-    if (s != ATTN_OK) return s;
-    /* Too long: keep the last characters that leave room for the generated. */
+    if (!(*ids = malloc(cap * sizeof **ids)))
+        return attn_fail(err, ATTN_ERR_NOMEM, "viz: out of memory for the prompt");
+    s = attn_tokenizer_encode_ex(tok, prompt, n, 0, *ids, cap, count, err);
+    if (s != ATTN_OK) {
+        free(*ids);
+        *ids = NULL;
+        return s;
+    }
+    /* Too long: keep the last tokens that leave room for the generated. */
     const size_t room = (size_t)(c->context_length - generate);
     *dropped = *count > room ? *count - room : 0;
-    size_t skip = 0; /* bytes of the dropped characters (UTF-8 checked above) */
-    for (size_t k = 0; k < *dropped; k++)
-        do
-            skip++;
-        while (skip < *n && ((unsigned char)(*prompt)[skip] & 0xC0) == 0x80);
-    *prompt += skip;
-    *n -= skip;
-    *count -= *dropped;
     return ATTN_OK;
 }
 
@@ -158,11 +202,12 @@ static attn_status alloc_data(attn_viz_data *d, const attn_gpt_config *c, const 
     d->opt = *o;
     const size_t TT = (size_t)T * (size_t)T, LH = (size_t)c->n_layers * (size_t)c->n_heads;
     d->ids = malloc((size_t)T * sizeof *d->ids);
-    d->chars = malloc((size_t)T * sizeof *d->chars);
+    d->chars = calloc((size_t)T, sizeof *d->chars);
+    d->texts = calloc((size_t)T, sizeof *d->texts);
     d->attention = malloc(LH * TT * sizeof *d->attention);
     d->steps = calloc(o->generate ? (size_t)o->generate : 1, sizeof *d->steps);
     if (source) d->source = strdup(source);
-    if (!d->ids || !d->chars || !d->attention || !d->steps || (source && !d->source)) {
+    if (!d->ids || !d->chars || !d->texts || !d->attention || !d->steps || (source && !d->source)) {
         attn_viz_data_free(d);
         return attn_fail(err, ATTN_ERR_NOMEM, "viz: out of memory for %d tokens", T);
     }
@@ -184,8 +229,11 @@ static attn_status read_attention(attn_gpt *m, const attn_tokenizer *tok, attn_v
         s = attn_gpt_attention_weights(m, &acts, l, 0, d->attention + (size_t)l * c->n_heads * TT,
                                        err);
     attn_gpt_acts_free(&acts);
-    for (int t = 0; t < T && s == ATTN_OK; t++)
-        d->chars[t] = tok->chars[d->ids[t]];
+    for (int t = 0; t < T && s == ATTN_OK; t++) {
+        if (tok->chars) d->chars[t] = tok->chars[d->ids[t]];
+        if (!(d->texts[t] = token_text(tok, d->ids[t])))
+            s = attn_fail(err, ATTN_ERR_NOMEM, "viz: out of memory for the tokens");
+    }
     return s;
 }
 
@@ -196,13 +244,16 @@ attn_status attn_viz_compute(attn_gpt *m, const attn_tokenizer *tok, const char 
     attn_viz_options o;
     attn_viz_options_default(&o);
     if (opt) o = *opt;
-    size_t count = 0, dropped = 0, got = 0;
+    size_t count = 0, dropped = 0;
+    int32_t *ids = NULL;
     attn_status s = check_options(&m->cfg, tok, &o, err);
-    if (s == ATTN_OK) s = fit_prompt(&m->cfg, tok, o.generate, &prompt, &n, &count, &dropped, err);
-    if (s == ATTN_OK) s = alloc_data(d, &m->cfg, &o, count, dropped, source, err);
+    if (s == ATTN_OK)
+        s = fit_prompt(&m->cfg, tok, o.generate, prompt, n, &ids, &count, &dropped, err);
+    if (s == ATTN_OK) s = alloc_data(d, &m->cfg, &o, count - dropped, dropped, source, err);
+    if (s == ATTN_OK) memcpy(d->ids, ids + dropped, (count - dropped) * sizeof *ids);
+    free(ids);
     if (s != ATTN_OK) return s;
-    s = attn_tokenizer_encode(tok, prompt, n, d->ids, &got, err);
-    if (s == ATTN_OK && o.generate > 0) s = sample_more(m, tok, prompt, n, d, err);
+    if (o.generate > 0) s = sample_more(m, tok, d, err);
     if (s == ATTN_OK) s = read_attention(m, tok, d, err);
     if (s != ATTN_OK) attn_viz_data_free(d);
     return s;
@@ -224,16 +275,19 @@ attn_status attn_viz_head_svg(const attn_viz_data *d, int layer, int head, char 
     attn_status s = check_head(d, layer, head, err);
     if (s != ATTN_OK) return s;
     const int T = d->T;
-    char *store = malloc((size_t)T * 8);
+    size_t room = 0; /* each character's label is at most 4 bytes */
+    for (int t = 0; t < T; t++)
+        room += 4 * strlen(d->texts[t]) + 1;
+    char *store = malloc(room);
     const char **labels = malloc((size_t)T * sizeof *labels);
     if (!store || !labels) {
         free(store);
         free(labels);
         return attn_fail(err, ATTN_ERR_NOMEM, "viz: out of memory");
     }
-    for (int t = 0; t < T; t++) {
-        attn_viz_char_label(d->chars[t], store + (size_t)t * 8);
-        labels[t] = store + (size_t)t * 8;
+    for (size_t t = 0, at = 0; t < (size_t)T; t++) {
+        labels[t] = store + at;
+        at += text_label(d->texts[t], store + at) + 1;
     }
     char title[160], sub[200];
     snprintf(title, sizeof title, "Attention weights, layer %d, head %d (%d characters%s)", layer,

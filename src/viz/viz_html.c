@@ -17,11 +17,8 @@ static void put_lines(attn_vbuf *b, const char *const *lines) {
         attn_vbuf_puts(b, *lines);
 }
 
-static void put_char(attn_vbuf *b, uint32_t c) {
-    char u8[8];
-    int k = attn_utf8_put(c, u8);
-    u8[k] = '\0';
-    attn_vbuf_json_str(b, u8);
+static void put_text(attn_vbuf *b, const char *text) {
+    attn_vbuf_json_str(b, text ? text : "");
 }
 
 /* The attn-data JSON (schema: docs/viz.md, "The page's data"). Weights with 6
@@ -43,7 +40,7 @@ static void put_json(attn_vbuf *b, const attn_viz_data *d) {
     attn_vbuf_puts(b, ",\n\"tokens\":[");
     for (int t = 0; t < T; t++) {
         if (t) attn_vbuf_putn(b, ",", 1);
-        put_char(b, d->chars[t]);
+        put_text(b, d->texts[t]);
     }
     attn_vbuf_puts(b, "],\n\"token_ids\":[");
     for (int t = 0; t < T; t++)
@@ -52,13 +49,13 @@ static void put_json(attn_vbuf *b, const attn_viz_data *d) {
     for (int k = 0; k < d->n_generated; k++) {
         const attn_viz_step *st = &d->steps[k];
         attn_vbuf_printf(b, "%s{\"position\":%d,\"token\":", k ? ",\n" : "", d->n_prompt + k);
-        put_char(b, st->ch);
+        put_text(b, st->text);
         attn_vbuf_printf(b, ",\"id\":%d,\"p\":", (int)st->id);
         attn_vbuf_fixed(b, st->p, 6);
         attn_vbuf_puts(b, ",\"top\":[");
         for (int t = 0; t < ATTN_VIZ_TOP; t++) {
             attn_vbuf_puts(b, t ? ",{\"token\":" : "{\"token\":");
-            put_char(b, st->top_ch[t]);
+            put_text(b, st->top_text[t]);
             attn_vbuf_printf(b, ",\"id\":%d,\"p\":", (int)st->top_id[t]);
             attn_vbuf_fixed(b, st->top_p[t], 6);
             attn_vbuf_puts(b, "}");

@@ -1,0 +1,119 @@
+/* The gpt2 kind of attn_tokenizer (attn/tokenizer.h): GPT-2's BPE
+ * (attn/bpe.h) plus the two files' bytes, which a checkpoint carries.
+ * tokenizer.c dispatches here; nothing here calls back into it. */
+#define _POSIX_C_SOURCE 200809L /* stat */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "attn/bpe.h"
+#include "attn/fileio.h"
+#include "attn/tokenizer.h"
+#include "tokenizer_gpt2.h"
+
+#define GPT2_FILE_MAX ((size_t)64 << 20) /* the files are 1 MB and 0.5 MB */
+
+const char *attn_tokenizer_gpt2_dir(void) {
+    const char *env = getenv(ATTN_GPT2_DIR_ENV);
+    return env && *env ? env : ATTN_GPT2_DIR_DEFAULT;
+}
+
+const char *attn_tokenizer_kind_name(attn_tokenizer_kind kind) {
+    return kind == ATTN_TOKENIZER_GPT2 ? "gpt2" : "char";
+}
+
+int attn_tokenizer_kind_parse(const char *name) {
+    if (name && strcmp(name, "char") == 0) return ATTN_TOKENIZER_CHAR;
+    if (name && strcmp(name, "gpt2") == 0) return ATTN_TOKENIZER_GPT2;
+    return -1;
+}
+
+static char *dup_bytes(const char *s, size_t n) {
+    char *d = malloc(n + 1);
+    if (d) {
+        memcpy(d, s, n);
+        d[n] = '\0';
+    }
+    return d;
+}
+
+attn_status attn_tokenizer_gpt2_from_memory(attn_tokenizer *tok, const char *encoder_json,
+                                            size_t encoder_len, const char *vocab_bpe,
+                                            size_t vocab_bpe_len, attn_error *err) {
+    memset(tok, 0, sizeof *tok);
+    tok->kind = ATTN_TOKENIZER_GPT2;
+    attn_status s =
+        attn_bpe_from_memory(&tok->bpe, encoder_json, encoder_len, vocab_bpe, vocab_bpe_len, err);
+    if (s) {
+        memset(tok, 0, sizeof *tok);
+        return s;
+    }
+    tok->encoder_json = dup_bytes(encoder_json, encoder_len);
+    tok->vocab_bpe = dup_bytes(vocab_bpe, vocab_bpe_len);
+    tok->encoder_len = encoder_len;
+    tok->vocab_bpe_len = vocab_bpe_len;
+    tok->vocab_size = attn_bpe_n_vocab(tok->bpe);
+    if (!tok->encoder_json || !tok->vocab_bpe) {
+        attn_bpe_free(tok->bpe);
+        free(tok->encoder_json);
+        free(tok->vocab_bpe);
+        memset(tok, 0, sizeof *tok);
+        return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for the GPT-2 vocabulary");
+    }
+    return ATTN_OK;
+}
+
+/* Read dir/name, naming the lookup rule when it is missing. */
+static attn_status read_vocab_file(const char *dir, const char *name, void **data, size_t *n,
+                                   attn_error *err) {
+    char path[4096];
+    struct stat sb;
+    if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "the GPT-2 vocabulary path is too long");
+    if (stat(path, &sb) != 0)
+        return attn_fail(err, ATTN_ERR_NOT_FOUND,
+                         "GPT-2 vocabulary file %s: %s (the files are looked for in "
+                         "$" ATTN_GPT2_DIR_ENV " when set, else " ATTN_GPT2_DIR_DEFAULT
+                         " under the current directory; scripts/get-data.sh gpt2 fetches them)",
+                         path, strerror(errno));
+    return attn_file_read_all(path, GPT2_FILE_MAX, data, n, err);
+}
+
+attn_status attn_tokenizer_gpt2(attn_tokenizer *tok, const char *dir, attn_error *err) {
+    memset(tok, 0, sizeof *tok);
+    if (!dir) dir = attn_tokenizer_gpt2_dir();
+    void *enc = NULL, *voc = NULL;
+    size_t ne = 0, nv = 0;
+    attn_status s = read_vocab_file(dir, "encoder.json", &enc, &ne, err);
+    if (!s) s = read_vocab_file(dir, "vocab.bpe", &voc, &nv, err);
+    if (!s) s = attn_tokenizer_gpt2_from_memory(tok, enc, ne, voc, nv, err);
+    if (s && s != ATTN_ERR_NOT_FOUND && s != ATTN_ERR_NOMEM) {
+        char msg[ATTN_ERROR_MSG_MAX];
+        snprintf(msg, sizeof msg, "%s", err ? err->msg : "");
+        s = attn_fail(err, s, "the GPT-2 vocabulary in %s: %s", dir, msg);
+    }
+    free(enc);
+    free(voc);
+    return s;
+}
+
+/* The gpt2 side of attn_tokenizer_decoded_len / _decode (tokenizer.c). */
+attn_status attn_tokenizer_gpt2_decode(const attn_tokenizer *tok, const int32_t *ids, size_t n,
+                                       char *out, size_t *len, attn_error *err) {
+    size_t need = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t k;
+        if (!attn_bpe_token(tok->bpe, ids[i], &k))
+            return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                             "token id %d at position %zu is outside the vocabulary (size %d)",
+                             (int)ids[i], i, tok->vocab_size);
+        need += k;
+    }
+    *len = need;
+    if (!out) return ATTN_OK;
+    attn_status s = attn_bpe_decode(tok->bpe, ids, n, out, need, len, err);
+    if (!s) out[need] = '\0';
+    return s;
+}
