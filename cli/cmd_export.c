@@ -29,10 +29,9 @@ static const cli_option export_opts_table[] = {
     [EXP_FORMAT] = {"format", CLI_CHOICE, NULL, OFF(format), .choices = export_formats,
                     .required = 1,
                     .help = "hf: HF GPT2LMHeadModel safetensors; llmc: llm.c's\n"
-                            ".bin; book: the book's state_dict names (safetensors)"},
-    [EXP_N_HEADS] = {"n-heads", CLI_INT, "N", OFF(n_heads), 1, 4096,
-                     .help = "heads of a RUN file that does not say (checked\n"
-                             "when it does; default: GPT-2's by emb_dim)"},
+                            ".bin; book: the book's torch.save model.pth (or\n"
+                            "safetensors when OUT ends in .safetensors)"},
+    [EXP_N_HEADS] = CLI_N_HEADS_OPTION(OFF(n_heads)),
     [EXP_HF_CONFIG] = {"hf-config", CLI_FLAG, .offset = OFF(hf_config),
                        .help = "with --format hf: also write config.json beside OUT"},
     [EXP_MAX_MEMORY] = CLI_MAX_MEMORY_OPTION(OFF(max_memory)),

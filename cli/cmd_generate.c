@@ -14,6 +14,7 @@
 #include "attn/generate.h"
 #include "attn/membudget.h"
 #include "attn/train.h"
+#include "attn/weights_format.h"
 #include "clock.h"
 #include "commands.h"
 #include "options.h"
@@ -21,7 +22,7 @@
 
 typedef struct gen_opts {
     const char *checkpoint, *prompt, *stop, *device, *precision;
-    long long max_new, top_k, window, threads;
+    long long max_new, top_k, window, threads, n_heads;
     double temperature, top_p;
     double max_memory; /* bytes; 0: the memory available now */
     unsigned long long seed;
@@ -43,6 +44,7 @@ enum {
     GEN_DEVICE,
     GEN_PRECISION,
     GEN_ALLOW_SPECIAL,
+    GEN_N_HEADS,
     GEN_OPT_COUNT
 };
 
@@ -90,6 +92,7 @@ static const cli_option gen_opts_table[] = {
     [GEN_ALLOW_SPECIAL] = {"allow-special", CLI_FLAG, NULL, OFF(allow_special),
                            .help = "gpt2 models: <|endoftext|> in --prompt is the\n"
                                    "end-of-text token (default: plain text)"},
+    [GEN_N_HEADS] = CLI_N_HEADS_OPTION(OFF(n_heads)),
 };
 CLI_TABLE_CHECK(gen_opts_table, GEN_OPT_COUNT);
 
@@ -237,16 +240,26 @@ int cmd_generate(int argc, char **argv) {
     attn_gpt model;
     attn_tokenizer tok;
     /* The weights and the KV cache of a full context against the budget,
-     * from the checkpoint's header, before either exists (a stream, read
-     * once, is checked once loaded: its weights are its bytes). */
+     * from an attn checkpoint's header, before either exists. A stream, read
+     * once, is checked once loaded (its weights are its bytes); GPT-2 files
+     * of other programs (HF, llm.c, the book's) check their size as they
+     * load, then the KV cache. */
     struct stat sb;
     const int file = stat(o.checkpoint, &sb) == 0 && (S_ISREG(sb.st_mode) || S_ISDIR(sb.st_mode));
-    if (file && (rc = check_memory(o.checkpoint, NULL, o.max_memory))) return rc;
-    if (attn_gpt_load_checkpoint(o.checkpoint, &model, &tok, NULL, &err)) {
+    attn_weights_format fmt = ATTN_WEIGHTS_ATTN;
+    if (file && attn_weights_detect(o.checkpoint, &fmt, &err)) {
         fprintf(stderr, "attn generate: %s\n", err.msg);
         return 1;
     }
-    if (!file && (rc = check_memory(NULL, &model.cfg, o.max_memory))) {
+    const int own = fmt == ATTN_WEIGHTS_ATTN;
+    if (file && own && (rc = check_memory(o.checkpoint, NULL, o.max_memory))) return rc;
+    const attn_gpt_config hint = {.n_heads = (int)o.n_heads};
+    if (file ? attn_gpt_load_weights(o.checkpoint, &hint, o.max_memory, &model, &tok, NULL, &err)
+             : attn_gpt_load_checkpoint(o.checkpoint, &model, &tok, NULL, &err)) {
+        fprintf(stderr, "attn generate: %s\n", err.msg);
+        return 1;
+    }
+    if ((!file || !own) && (rc = check_memory(NULL, &model.cfg, o.max_memory))) {
         attn_gpt_free(&model);
         attn_tokenizer_free(&tok);
         return rc;

@@ -69,6 +69,9 @@ static void print_text(const char *dir, const attn_checkpoint_info *in) {
     const attn_gpt_config *m = &in->model;
     char size[64];
     printf("checkpoint     %s\n", dir);
+    if (in->format != ATTN_WEIGHTS_ATTN)
+        printf("format         %s (GPT-2 weights of another program; GPT-2's tokenizer)\n",
+               attn_weights_format_name(in->format));
     printf("step           %" PRId64 "\n", in->step);
     printf("model          vocab_size %d, context_length %d, emb_dim %d, n_heads %d, n_layers %d, "
            "drop_rate %g, qkv_bias %s\n",
@@ -85,8 +88,9 @@ static void print_text(const char *dir, const attn_checkpoint_info *in) {
         put_escaped(in->vocabulary);
         printf("\"\n");
     } else {
-        printf("vocabulary     %d tokens (GPT-2's BPE, carried in the model file)\n",
-               in->vocab_size);
+        printf("vocabulary     %d tokens (GPT-2's BPE, %s)\n", in->vocab_size,
+               in->format == ATTN_WEIGHTS_ATTN ? "carried in the model file"
+                                               : "from GPT-2's vocabulary files");
     }
     mib(size, sizeof size, in->model_bytes);
     printf("model file     %s\n", size);
@@ -132,6 +136,7 @@ static int print_json(const char *dir, const attn_checkpoint_info *in) {
     const attn_gpt_config *m = &in->model;
     cJSON *o = cJSON_CreateObject(), *c = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "checkpoint", dir);
+    cJSON_AddStringToObject(o, "format", attn_weights_format_name(in->format));
     cJSON_AddNumberToObject(o, "step", (double)in->step);
     cJSON_AddNumberToObject(c, "vocab_size", m->vocab_size);
     cJSON_AddNumberToObject(c, "context_length", m->context_length);

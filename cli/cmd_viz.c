@@ -21,13 +21,14 @@
 #include "attn/membudget.h"
 #include "attn/train.h"
 #include "attn/viz.h"
+#include "attn/weights_format.h"
 #include "commands.h"
 #include "options.h"
 #include "threads.h"
 
 typedef struct viz_opts {
     const char *checkpoint, *prompt, *out, *svg;
-    long long layer, head, generate, top_k, threads;
+    long long layer, head, generate, top_k, threads, n_heads;
     double temperature, max_memory;
     unsigned long long seed;
 } viz_opts;
@@ -45,6 +46,7 @@ enum {
     VIZ_TOP_K,
     VIZ_THREADS,
     VIZ_MAX_MEMORY,
+    VIZ_N_HEADS,
     VIZ_OPT_COUNT
 };
 
@@ -88,6 +90,7 @@ static const cli_option viz_opts_table[] = {
                    .help = "sample among the K most likely (0 = all)"},
     [VIZ_THREADS] = CLI_THREADS_OPTION(OFF(threads)),
     [VIZ_MAX_MEMORY] = CLI_MAX_MEMORY_OPTION(OFF(max_memory)),
+    [VIZ_N_HEADS] = CLI_N_HEADS_OPTION(OFF(n_heads)),
 };
 CLI_TABLE_CHECK(viz_opts_table, VIZ_OPT_COUNT);
 
@@ -113,6 +116,8 @@ static attn_status check_memory(const char *ckpt, const char *prompt, const viz_
     attn_tokenizer tok;
     struct stat sb; /* a stream is read once: its weights are its bytes */
     if (stat(ckpt, &sb) != 0 || !(S_ISREG(sb.st_mode) || S_ISDIR(sb.st_mode))) return ATTN_OK;
+    attn_weights_format fmt; /* other programs' GPT-2 files check their size as they load */
+    if (attn_weights_detect(ckpt, &fmt, err) == ATTN_OK && fmt != ATTN_WEIGHTS_ATTN) return ATTN_OK;
     attn_status s = attn_gpt_checkpoint_config(ckpt, &cfg, &tok, NULL, err);
     if (s) return s;
     attn_tokenizer_free(&tok);
@@ -257,7 +262,11 @@ int cmd_viz(int argc, char **argv) {
     }
     attn_gpt model;
     attn_tokenizer tok;
-    if (attn_gpt_load_checkpoint(ckpt, &model, &tok, NULL, &err)) {
+    struct stat sb;
+    const attn_gpt_config hint = {.n_heads = (int)o.n_heads};
+    if (stat(ckpt, &sb) == 0 && (S_ISREG(sb.st_mode) || S_ISDIR(sb.st_mode))
+            ? attn_gpt_load_weights(ckpt, &hint, o.max_memory, &model, &tok, NULL, &err)
+            : attn_gpt_load_checkpoint(ckpt, &model, &tok, NULL, &err)) {
         fprintf(stderr, "attn viz: %s\n", err.msg);
         return 1;
     }

@@ -50,9 +50,7 @@ static const cli_option gpt_opts_table[] = {
                        .choices = cli_precision_choices, .def = "fp32",
                        .help = "bf16: bf16 products with fp32 sums (AVX512-BF16 CPUs)"},
     [GPT_THREADS] = CLI_THREADS_OPTION(OFF(threads)),
-    [GPT_N_HEADS] = {"n-heads", CLI_INT, "N", OFF(n_heads), 1, 4096,
-                     .help = "heads of weights that do not say (default:\n"
-                             "GPT-2's by emb_dim)"},
+    [GPT_N_HEADS] = CLI_N_HEADS_OPTION(OFF(n_heads)),
 };
 CLI_TABLE_CHECK(gpt_opts_table, GPT_OPT_COUNT);
 

@@ -144,6 +144,15 @@ extern const char *const cli_stream_choices[];
 #define CLI_THREADS_OPTION(offset)                                                                 \
     { "threads", CLI_INT, "N", (offset), 1, CLI_THREADS_MAX, .help = CLI_THREADS_HELP }
 
+/* --n-heads N: the heads of GPT-2 weights that do not say (a book .pth,
+ * an HF file without config.json); default GPT-2's by emb_dim. */
+#define CLI_N_HEADS_OPTION(offset)                                                                 \
+    {                                                                                              \
+        "n-heads", CLI_INT, "N", (offset), 1, 4096,                                                \
+            .help = "heads of GPT-2 weights that do not say (a book\n"                             \
+                    ".pth; default: GPT-2's by emb_dim)"                                           \
+    }
+
 /* As cli_bad_value, for an integer whose range is known only after parsing
  * (it depends on the model): "attn CMD: --name must be an integer in
  * [lo, hi] (why), not 'value'"; returns CLI_USAGE. */

@@ -228,7 +228,7 @@ expect 2 "^attn forward: --context-length must be an integer in \[6, [0-9]+\] \(
 if [ $asan -eq 1 ]; then
   ok "bench out of memory: skipped under ASan (it aborts on a 16 GB request)"
 else
-  expect_limited 1 "out of memory" "bench mha out of memory: a run-time failure" -- \
+  expect_limited 1 "needs about" "bench mha out of memory: refused before allocating (exit 1)" -- \
     bench mha --d-model 65536 --heads 1 --tokens 1 --batch 1 --threads 1
 fi
 

@@ -174,7 +174,15 @@ Test(gpt, presets) {
         cr_assert_eq(attn_gpt_config_preset(names[n], &c, &err), ATTN_OK);
         cr_assert_eq(attn_gpt_config_validate(&c, &err), ATTN_OK, "%s: %s", names[n], err.msg);
     }
-    cr_assert_eq(n, 5); /* seed004, shakespeare-char, nanogpt-cpu, tiny, speedrun */
+    /* seed004, shakespeare-char, nanogpt-cpu, tiny, speedrun, gpt2-124m/medium/large/xl,
+     * book-ch05 */
+    cr_assert_eq(n, 10);
+    cr_assert_eq(attn_gpt_config_preset("gpt2-124m", &c, NULL), ATTN_OK);
+    cr_assert(c.vocab_size == 50257 && c.context_length == 1024 && c.emb_dim == 768 &&
+              c.n_heads == 12 && c.n_layers == 12 && c.drop_rate == 0.1 && !c.qkv_bias &&
+              !c.tie_weights);
+    cr_assert_eq(attn_gpt_config_preset("gpt2-xl", &c, NULL), ATTN_OK);
+    cr_assert(c.emb_dim == 1600 && c.n_heads == 25 && c.n_layers == 48);
     cr_assert_eq(attn_gpt_config_preset("shakespeare-char", &c, NULL), ATTN_OK);
     cr_assert(c.context_length == 256 && c.emb_dim == 384 && c.n_heads == 6 && c.n_layers == 6 &&
               c.drop_rate == 0.2);

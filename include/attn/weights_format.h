@@ -35,6 +35,7 @@
 #define ATTN_WEIGHTS_FORMAT_H
 
 #include "attn/gpt.h"
+#include "attn/tokenizer.h"
 #include "attn/status.h"
 
 #ifdef __cplusplus
@@ -89,6 +90,17 @@ attn_status attn_gpt_import(const char *path, const attn_gpt_config *hint, attn_
  * now), for the file image and the model together. */
 attn_status attn_gpt_import_budget(const char *path, const attn_gpt_config *hint, double budget,
                                    attn_gpt *m, attn_weights_format *fmt, attn_error *err);
+
+/* A model and its tokenizer from any weights file, for the commands that
+ * run one (generate, viz, info, forward, train --init-from): an attn
+ * checkpoint as attn_gpt_load_checkpoint loads it (its own tokenizer); HF,
+ * llm.c and book files through attn_gpt_import_budget, paired with GPT-2's
+ * tokenizer (attn_tokenizer_gpt2's files), which their vocabulary of 50,257
+ * must be (ATTN_ERR_INVALID_ARG otherwise). *fmt (may be NULL) gets the
+ * format. On failure nothing is left allocated. */
+attn_status attn_gpt_load_weights(const char *path, const attn_gpt_config *hint, double budget,
+                                  attn_gpt *m, attn_tokenizer *tok, attn_weights_format *fmt,
+                                  attn_error *err);
 
 /* ATTN_OK when a model of cfg can be written as fmt, else
  * ATTN_ERR_INVALID_ARG saying why: hf and llmc are GPT-2 and take only the

@@ -206,3 +206,24 @@ attn_status attn_gpt_import(const char *path, const attn_gpt_config *hint, attn_
                             attn_weights_format *fmt, attn_error *err) {
     return attn_gpt_import_budget(path, hint, 0, m, fmt, err);
 }
+
+attn_status attn_gpt_load_weights(const char *path, const attn_gpt_config *hint, double budget,
+                                  attn_gpt *m, attn_tokenizer *tok, attn_weights_format *fmt,
+                                  attn_error *err) {
+    attn_weights_format f;
+    memset(tok, 0, sizeof *tok);
+    attn_status s = attn_weights_detect(path, &f, err);
+    if (s) return s;
+    if (fmt) *fmt = f;
+    if (f == ATTN_WEIGHTS_ATTN) return attn_gpt_load_checkpoint(path, m, tok, NULL, err);
+    /* The others carry no tokenizer: GPT-2's vocabulary is GPT-2's. */
+    if ((s = attn_gpt_import_budget(path, hint, budget, m, NULL, err))) return s;
+    if (m->cfg.vocab_size != ATTN_GPT2_N_VOCAB)
+        s = attn_fail(err, ATTN_ERR_INVALID_ARG,
+                      "%s: %s weights with a vocabulary of %d tokens: attn pairs such files with "
+                      "GPT-2's tokenizer (%d tokens) only",
+                      path, attn_weights_format_name(f), m->cfg.vocab_size, ATTN_GPT2_N_VOCAB);
+    if (!s) s = attn_tokenizer_gpt2(tok, NULL, err);
+    if (s) attn_gpt_free(m);
+    return s;
+}

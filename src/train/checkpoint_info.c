@@ -11,6 +11,7 @@
 
 #include "attn/safetensors.h"
 #include "attn/tokenizer.h"
+#include "attn/weights_format.h"
 #include "train_history.h"
 
 /* The last step and the last / best evaluation of a training state. */
@@ -59,8 +60,15 @@ attn_status attn_checkpoint_info_read(const char *path, attn_checkpoint_info *in
 
     attn_gpt m;
     attn_tokenizer tok;
-    attn_status s = attn_gpt_load_checkpoint(path, &m, &tok, &info->step, err);
+    /* Any weights file: attn's own (its step too), or HF / llm.c / book
+     * GPT-2 weights (no step: -1). */
+    attn_weights_format fmt;
+    attn_status s = attn_weights_detect(path, &fmt, err);
+    if (!s && fmt == ATTN_WEIGHTS_ATTN) s = attn_gpt_load_checkpoint(path, &m, &tok, &info->step, err);
+    else if (!s) s = attn_gpt_load_weights(path, NULL, 0, &m, &tok, NULL, err);
     if (s) return s;
+    if (fmt != ATTN_WEIGHTS_ATTN) info->step = -1;
+    info->format = fmt;
     info->model = m.cfg;
     info->n_params = attn_gpt_num_params(&m);
     info->vocab_size = tok.vocab_size;

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "attn/checkpoint.h"
+#include "attn/weights_format.h"
 #include "attn/fileio.h"
 #include "attn/safetensors.h"
 #include "attn/train.h"
@@ -736,10 +737,16 @@ attn_status attn_trainer_init_from(attn_trainer *tr, const char *dir, attn_error
     attn_gpt src = {0};
     attn_gpt_config cfg;
     attn_tokenizer tok;
-    attn_status s = tr->plan_only ? attn_gpt_checkpoint_config(dir, &cfg, &tok, NULL, err)
-                                  : attn_gpt_load_checkpoint(dir, &src, &tok, NULL, err);
+    /* Planning reads an attn checkpoint's header only; other programs'
+     * GPT-2 files are read whole (their shapes are their tensors'). */
+    attn_weights_format fmt;
+    attn_status s = attn_weights_detect(dir, &fmt, err);
+    const int header = tr->plan_only && fmt == ATTN_WEIGHTS_ATTN;
+    if (!s)
+        s = header ? attn_gpt_checkpoint_config(dir, &cfg, &tok, NULL, err)
+                   : attn_gpt_load_weights(dir, NULL, 0, &src, &tok, NULL, err);
     if (s) return s;
-    const attn_gpt_config *a = tr->plan_only ? &cfg : &src.cfg, *b = &tr->mcfg;
+    const attn_gpt_config *a = header ? &cfg : &src.cfg, *b = &tr->mcfg;
     if (a->vocab_size != b->vocab_size || a->context_length != b->context_length ||
         a->emb_dim != b->emb_dim || a->n_heads != b->n_heads || a->n_layers != b->n_layers ||
         a->qkv_bias != b->qkv_bias) {

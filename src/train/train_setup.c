@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "attn/checkpoint.h"
+#include "attn/weights_format.h"
 #include "attn/checkpoint_info.h"
 #include "attn/dist.h"
 #include "attn/fileio.h"
@@ -279,9 +280,14 @@ attn_status attn_train_resolve(const attn_train_request *rq, attn_train_setup *s
     return st;
 }
 
-/* The tokenizer of the model checkpoint at path, from its header. */
+/* The tokenizer of the model checkpoint at path, from its header; GPT-2
+ * weights of other programs (HF, llm.c, the book's) get GPT-2's. */
 static attn_status checkpoint_tokenizer(const char *path, attn_tokenizer *tok, attn_error *err) {
     attn_gpt_config cfg;
+    attn_weights_format fmt;
+    attn_status st = attn_weights_detect(path, &fmt, err);
+    if (st) return st;
+    if (fmt != ATTN_WEIGHTS_ATTN) return attn_tokenizer_gpt2(tok, NULL, err);
     return attn_gpt_checkpoint_config(path, &cfg, tok, NULL, err);
 }
 
