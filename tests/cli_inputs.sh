@@ -246,7 +246,7 @@ cp "$tmp/x.npy" "$tmp/v9.npy"
 printf '\x09' | dd of="$tmp/v9.npy" bs=1 seek=6 conv=notrunc status=none
 expect 1 "v9.npy: unsupported .npy version 9.0" "a .npy of version 9.0" -- forward causal-attention --d-out 2 --input "$tmp/v9.npy"
 grep -q implausible "$tmp/err" && bad "version 9.0: 'implausible' is still said"
-expect 1 "loss.csv: not a safetensors file" "loss.csv as a checkpoint" -- generate --checkpoint "$RUN/loss.csv"
+expect 1 "loss.csv is not a weights file attn reads" "loss.csv as a checkpoint" -- generate --checkpoint "$RUN/loss.csv"
 grep -q implausible "$tmp/err" && bad "loss.csv: 'implausible' is still said"
 expect 1 "loss.csv: not a .npy file" "loss.csv as a .npy" -- forward causal-attention --d-out 2 --input "$RUN/loss.csv"
 edit "$RUN/model.safetensors" "$tmp/vocab.safetensors" "model:meta:vocabulary=ba"

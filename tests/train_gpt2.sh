@@ -139,4 +139,17 @@ expect 1 "the gpt2 tokenizer has 50257 tokens but the config says vocab_size 502
   "vocabulary / embedding mismatch" nofiles viz "$tmp/rows.safetensors" --prompt "a" --out "$tmp/r.html"
 [ -e "$tmp/r.html" ] && bad "viz wrote a page for a bad checkpoint"
 
+# 6. The run as the book's model.pth (attn export --format book): generate
+#    takes it with GPT-2's vocabulary files (a .pth carries no tokenizer) and
+#    greedy text equals the run's own; without the files it says where they are.
+"$ATTN" export "$tmp/ref" "$tmp/book.pth" --format book > /dev/null 2> "$tmp/exp.err" &&
+  ok "export --format book: model.pth" || bad "export book: $(cat "$tmp/exp.err")"
+g_run=$(nofiles generate "$tmp/ref" --max-new-tokens 12 --temperature 0 --prompt "First" 2> /dev/null)
+g_pth=$(cd "$tmp/elsewhere" && ATTN_GPT2_DIR=$VOCAB "$ATTN" generate "$tmp/book.pth" --n-heads 2 \
+  --max-new-tokens 12 --temperature 0 --prompt "First" 2> "$tmp/gp.err")
+[ -n "$g_run" ] && [ "$g_run" = "$g_pth" ] && ok "generate on the book's .pth == on the run (greedy)" ||
+  bad "generate .pth: '$g_pth' vs '$g_run' $(cat "$tmp/gp.err")"
+expect 1 "scripts/get-data.sh gpt2" "a .pth without GPT-2's vocabulary files" \
+  nofiles generate "$tmp/book.pth" --n-heads 2 --max-new-tokens 2
+
 [ $fails = 0 ] && echo "all passed" || { echo "$fails failed"; exit 1; }
