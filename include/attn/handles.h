@@ -139,6 +139,11 @@ typedef struct attn_h_gpt attn_h_gpt;
 
 /* attn_gpt_load_checkpoint (a run folder or a model .safetensors file). */
 attn_status attn_h_gpt_load(const char *path, attn_h_gpt **out, attn_error *err);
+/* Any weights file attn reads (attn/weights_format.h: HF, llm.c, the book's
+ * .pth, with GPT-2's tokenizer); n_heads 0: as the file says or GPT-2's by
+ * width. */
+attn_status attn_h_gpt_load_weights(const char *path, int n_heads, attn_h_gpt **out,
+                                    attn_error *err);
 void attn_h_gpt_free(attn_h_gpt *g);
 
 /* {"config": {the book's keys}, "tokenizer": "char" or "gpt2", "vocabulary":

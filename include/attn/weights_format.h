@@ -35,8 +35,8 @@
 #define ATTN_WEIGHTS_FORMAT_H
 
 #include "attn/gpt.h"
-#include "attn/tokenizer.h"
 #include "attn/status.h"
+#include "attn/tokenizer.h"
 
 #ifdef __cplusplus
 extern "C" {

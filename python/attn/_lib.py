@@ -164,6 +164,7 @@ _PROTOS = {
                                      c_void_p, c_void_p, c_float, c_double, c_void_p, c_int, c_int,
                                      c_void_p, c_void_p, c_void_p, c_void_p, Err]),
     "attn_h_gpt_load": (c_int, [c_char_p, P(c_void_p), Err]),
+    "attn_h_gpt_load_weights": (c_int, [c_char_p, c_int, P(c_void_p), Err]),
     "attn_h_gpt_free": (None, [c_void_p]),
     "attn_h_gpt_info_json": (c_void_p, [c_void_p]),
     "attn_h_gpt_params": (c_void_p, [c_void_p]),

@@ -48,11 +48,22 @@ class GPT:
         self._params = _lib.params(lib.attn_h_gpt_params(handle))
 
     @classmethod
-    def load(cls, path):
-        """A run folder of `attn train` (its live checkpoint), its best/
-        folder, or a model .safetensors file."""
+    def load(cls, path, n_heads=None):
+        """A model from any weights file attn reads: a run folder of `attn
+        train` (its live checkpoint), its best/ folder or a model
+        .safetensors file, with the tokenizer it carries; or GPT-2 weights of
+        other programs, paired with GPT-2's tokenizer (its vocabulary files:
+        $ATTN_GPT2_DIR or data/gpt2): Hugging Face GPT2LMHeadModel
+        safetensors, llm.c's gpt2_124M.bin, the book's torch.save
+        `model.pth` (read without torch: nothing in it is executed).
+
+        n_heads: for weights that do not say (a .pth, an HF file without
+        config.json) and whose width is not GPT-2's (768, 1024, 1280, 1600);
+        None: as the file says. The whole model runs in C (float32)."""
+        heads = 0 if n_heads is None else _lib.cint("GPT.load: n_heads", n_heads, lo=1)
         h = ctypes.c_void_p()
-        _lib.call(lib.attn_h_gpt_load, _lib.path(path, "GPT.load: path"), ctypes.byref(h))
+        _lib.call(lib.attn_h_gpt_load_weights, _lib.path(path, "GPT.load: path"), heads,
+                  ctypes.byref(h))
         return cls(h.value, os.fspath(path))
 
     # -- state -----------------------------------------------------------------

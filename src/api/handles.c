@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "attn/attention_weights.h"
@@ -24,6 +25,7 @@
 #include "attn/train.h"
 #include "attn/train_setup.h"
 #include "attn/viz.h"
+#include "attn/weights_format.h"
 
 void attn_h_free(void *p) {
     free(p);
@@ -292,11 +294,26 @@ struct attn_h_gpt {
 };
 
 attn_status attn_h_gpt_load(const char *path, attn_h_gpt **out, attn_error *err) {
+    return attn_h_gpt_load_weights(path, 0, out, err);
+}
+
+attn_status attn_h_gpt_load_weights(const char *path, int n_heads, attn_h_gpt **out,
+                                    attn_error *err) {
     *out = NULL;
     if (!path) return attn_fail(err, ATTN_ERR_INVALID_ARG, "GPT: no checkpoint path given");
+    if (n_heads < 0) return attn_fail(err, ATTN_ERR_INVALID_ARG, "GPT: n_heads must be >= 1");
+    attn_weights_format fmt = ATTN_WEIGHTS_ATTN;
+    struct stat sb; /* a stream is attn's own checkpoint, read once */
+    const int file = stat(path, &sb) == 0 && (S_ISREG(sb.st_mode) || S_ISDIR(sb.st_mode));
+    attn_status s = file ? attn_weights_detect(path, &fmt, err) : ATTN_OK;
+    if (s) return s;
     attn_h_gpt *g = calloc(1, sizeof *g);
     if (!g) return attn_fail(err, ATTN_ERR_NOMEM, "GPT: out of memory");
-    attn_status s = attn_gpt_load_checkpoint(path, &g->model, &g->tok, &g->step, err);
+    const attn_gpt_config hint = {.n_heads = n_heads};
+    g->step = -1;
+    s = fmt == ATTN_WEIGHTS_ATTN
+            ? attn_gpt_load_checkpoint(path, &g->model, &g->tok, &g->step, err)
+            : attn_gpt_load_weights(path, &hint, 0, &g->model, &g->tok, NULL, err);
     if (s) {
         free(g);
         return s;

@@ -13,10 +13,10 @@
 #include <string.h>
 
 #include "attn/checkpoint.h"
-#include "attn/weights_format.h"
 #include "attn/fileio.h"
 #include "attn/safetensors.h"
 #include "attn/train.h"
+#include "attn/weights_format.h"
 #include "io/checkpoint_fit.h"
 #include "train_device.h"
 #include "train_history.h"

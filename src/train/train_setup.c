@@ -14,11 +14,11 @@
 #include <unistd.h>
 
 #include "attn/checkpoint.h"
-#include "attn/weights_format.h"
 #include "attn/checkpoint_info.h"
 #include "attn/dist.h"
 #include "attn/fileio.h"
 #include "attn/tokenizer.h"
+#include "attn/weights_format.h"
 #include "io/run_dir.h"
 #include "train_json.h"
 

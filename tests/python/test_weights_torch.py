@@ -215,3 +215,38 @@ def test_export_book_pth_is_what_torch_load_reads(tmp_path, attn_bin):
     assert np.array_equal(got["out_head.weight"].numpy(), sd["transformer.wte.weight"])
     q = sd["transformer.h.0.attn.c_attn.weight"][:, :C].T
     assert np.array_equal(got["trf_blocks.0.att.W_query.weight"].numpy(), q)
+
+
+GPT2_FILES = __import__("pathlib").Path(__file__).resolve().parents[2] / "data" / "gpt2"
+
+
+@pytest.mark.parametrize("fmt", ["hf", "llmc", "book-pth"])
+def test_gpt_load_reads_gpt2_files(tmp_path, monkeypatch, fmt):
+    """attn.GPT.load takes HF, llm.c and the book's .pth GPT-2 weights (at
+    GPT-2's vocabulary of 50,257) with GPT-2's tokenizer: logits within
+    1e-5 of the independent torch forward, text round-trips."""
+    import sys
+    import attn
+    if not (GPT2_FILES / "encoder.json").is_file():
+        pytest.skip("no GPT-2 vocabulary files in data/gpt2 (scripts/get-data.sh gpt2)")
+    monkeypatch.setattr(sys.modules[__name__], "V", 50257)
+    monkeypatch.setenv("ATTN_GPT2_DIR", str(GPT2_FILES))
+    sd = random_gpt2(seed=11, tied=True)
+    if fmt == "hf":
+        path = write_hf(tmp_path / "hf", sd)
+    elif fmt == "llmc":
+        path = write_llmc(tmp_path / "gpt2.bin", sd)
+    else:
+        path = write_book(tmp_path / "model.pth", sd, pth=True)
+    ids = np.random.default_rng(2).integers(0, 50257, size=(1, T))
+    ref = gpt2_logits(sd, ids)
+    gpt = attn.GPT.load(path, n_heads=H if fmt == "book-pth" else None)
+    try:
+        got = gpt.forward(ids)
+        assert np.abs(got - ref).max() < 1e-5, np.abs(got - ref).max()
+        assert gpt.decode(gpt.encode("Every effort moves you")) == "Every effort moves you"
+    finally:
+        gpt.close()
+    with pytest.raises(attn.Error, match="n_heads"):
+        attn.GPT.load(path, n_heads=H + 1) if fmt != "book-pth" else \
+            attn.GPT.load(write_book(tmp_path / "m2.pth", sd, pth=True))
