@@ -89,6 +89,8 @@ template=$tmp/template
 mkdir -p "$template/runs" "$tmp/bin" "$tmp/pkgconfig"
 ln -s "$BUILD/$(basename "$ATTN")" "$tmp/bin/attn"
 ln -s "$SRC/python" "$template/python"
+# GPT-2's vocabulary files, as `make test` fetches them (scripts/get-data.sh gpt2).
+[ -d "$SRC/data/gpt2" ] && mkdir -p "$template/data" && ln -s "$SRC/data/gpt2" "$template/data/gpt2"
 . "$SRC/tests/python/pyenv.sh"
 pyenv "$SRC" "$BUILD/libattn.so"
 san=
@@ -118,6 +120,7 @@ declare -A promised=(
   [docs/viz.md]="romeo.html head.svg figures/01-attn-scores.svg figures/14-mha-head1-weights.svg"
   [docs/python.md]="romeo-py.html"
   [docs/library.md]="gen gen.txt"
+  [docs/chapter5.md]="model.pth"
 )
 while read -r p page; do
   work=$tmp/pages/$p
