@@ -205,9 +205,9 @@ Test(train, run_stops_on_request_saves_and_resumes_bit_for_bit) {
     attn_error err;
     attn_trainer a, b, whole;
     run_probe pa = {.stop_at = 7}, pb = {0}, pw = {0};
-    attn_trainer_events ea = {&pa, probe_stop, probe_step, probe_eval};
-    attn_trainer_events eb = {&pb, probe_stop, probe_step, probe_eval};
-    attn_trainer_events ew = {&pw, probe_stop, probe_step, probe_eval};
+    attn_trainer_events ea = {&pa, probe_stop, probe_step, probe_eval, NULL};
+    attn_trainer_events eb = {&pb, probe_stop, probe_step, probe_eval, NULL};
+    attn_trainer_events ew = {&pw, probe_stop, probe_step, probe_eval, NULL};
     attn_train_result res;
     cr_assert_eq(attn_trainer_init(&a, &m, &t, 0, text, n, &err), ATTN_OK, "%s", err.msg);
     cr_assert_eq(attn_trainer_run(&a, dir, 0, &ea, &res, &err), ATTN_OK, "%s", err.msg);

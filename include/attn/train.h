@@ -373,6 +373,8 @@ typedef struct attn_trainer_events {
     int (*should_stop)(void *user, const attn_trainer *tr);
     void (*on_step)(void *user, const attn_trainer *tr, const attn_train_progress *p);
     void (*on_eval)(void *user, const attn_trainer *tr, const attn_eval_record *ev);
+    /* The book's data order only: after the last step of epoch (1-based). */
+    void (*on_epoch)(void *user, const attn_trainer *tr, int64_t epoch);
 } attn_trainer_events;
 
 /* How a run ended (attn_trainer_run's *result). */
