@@ -163,6 +163,8 @@ static attn_status loader_loss(attn_trainer *tr, const int32_t *ids, const size_
 attn_status attn_trainer_book_evaluate(attn_trainer *tr, attn_eval_record *rec, attn_error *err) {
     attn_book_order *o = tr->book;
     attn_eval_record r = {tr->step, NAN, NAN, NAN};
+    if (tr->gpu)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "the book's data order runs on the CPU only");
     int64_t base, seed;
     attn_book_iterator(&tr->model_rng, o->windows, &base, &seed, o->scratch);
     attn_status st =
