@@ -430,3 +430,49 @@ Test(book_ch05, resume_bit_for_bit, .timeout = 120) {
     cJSON_Delete(j);
     free(text);
 }
+
+/* ------------------------------------------------------- the 124M run */
+
+/* The book's own config (124M, context 256) for its first two evaluations
+ * (after steps 0 and 5; ~80 s and 3.4 GB here), or with "all" the whole
+ * 10 epochs (90 steps, 18 evaluations, 10 samples), so only on request:
+ *   ATTN_BOOK_CH05_124M=1|all build/test_book_ch05 --filter 'book_ch05/full*' */
+Test(book_ch05, full_124m, .timeout = 7200) {
+    const char *mode = getenv("ATTN_BOOK_CH05_124M");
+    if (!mode) cr_skip_test("SKIP: the 124M run is on request (ATTN_BOOK_CH05_124M=1 or all)");
+    const int all = strcmp(mode, "all") == 0;
+    char *text;
+    cJSON *j = load_json(FIX "ch05_run.json", &text);
+    const int epochs = geti(cJSON_GetObjectItemCaseSensitive(j, "settings"), "num_epochs");
+    attn_trainer *tr = small_trainer(j, epochs, 0); /* its gpt_config is the 124M one */
+    if (!all) tr->tcfg.max_steps = 6;
+    small_run r = {cJSON_GetObjectItemCaseSensitive(j, "samples"), NULL, 0};
+    attn_trainer_events ev = {.user = &r, .on_epoch = on_epoch};
+    attn_error err;
+    cr_assert_eq(attn_trainer_run(tr, NULL, 0, &ev, NULL, &err), ATTN_OK, "%s", err.msg);
+    size_t ne = 0, nh = 0;
+    const attn_eval_record *evs = attn_trainer_evals(tr, &ne);
+    const attn_train_record *h = attn_trainer_history(tr, &nh);
+    const cJSON *want = cJSON_GetObjectItemCaseSensitive(j, "evals");
+    const cJSON *steps = cJSON_GetObjectItemCaseSensitive(j, "train_steps");
+    cr_assert_eq(ne, all ? (size_t)cJSON_GetArraySize(want) : 2);
+    for (size_t i = 0; i < nh; i++)
+        printf("step %zu: loss %.6f, the book's %.6f\n", i, h[i].loss,
+               cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(steps, (int)i), "loss")
+                   ->valuedouble);
+    double worst = 0;
+    for (size_t i = 0; i < ne; i++) {
+        const cJSON *w = cJSON_GetArrayItem(want, (int)i);
+        const double wt = cJSON_GetObjectItemCaseSensitive(w, "train_loss")->valuedouble;
+        const double wv = cJSON_GetObjectItemCaseSensitive(w, "val_loss")->valuedouble;
+        printf("eval after step %d: train %.6f val %.6f, the book's %.6f %.6f\n", geti(w, "step"),
+               evs[i].train_loss, evs[i].val_loss, wt, wv);
+        worst = fmax(worst, fmax(fabs(evs[i].train_loss - wt), fabs(evs[i].val_loss - wv)));
+    }
+    printf("124M: %zu evaluations, max |loss - book| %.3g; %d samples checked\n", ne, worst,
+           r.checked);
+    cr_expect(worst <= 0.01);
+    attn_trainer_free(tr);
+    cJSON_Delete(j);
+    free(text);
+}
