@@ -476,3 +476,45 @@ Test(book_ch05, full_124m, .timeout = 7200) {
     cJSON_Delete(j);
     free(text);
 }
+
+/* ------------------------------------------------ loader "book" by key */
+
+/* A char-level run with loader "book" (the training key) takes the book's
+ * order over its own splits: evaluations after global steps 0 and 5, the
+ * key in the config JSON; at the default, the JSON has no "loader". */
+Test(book_ch05, loader_key_on_a_char_corpus) {
+    char text[6000];
+    for (size_t i = 0; i < sizeof text; i++)
+        text[i] = "the verdict was in. "[i % 20];
+    attn_gpt_config m;
+    attn_train_config t;
+    attn_error err;
+    cr_assert_eq(attn_train_preset("tiny", &m, &t, &err), ATTN_OK);
+    char *js = attn_train_config_to_json(&t);
+    cr_assert(js && !strstr(js, "loader"), "%s", js);
+    free(js);
+    cJSON *book = cJSON_CreateString("book");
+    cr_assert_eq(attn_train_config_set_key(&t, "loader", book, &err), ATTN_OK, "%s", err.msg);
+    cJSON_Delete(book);
+    t.max_steps = 7;
+    t.eval_interval = 5;
+    t.eval_iters = 1;
+    attn_trainer *tr = NULL;
+    cr_assert_eq(attn_trainer_create(&tr, &m, &t, 0, text, sizeof text, &err), ATTN_OK, "%s",
+                 err.msg);
+    size_t n_train, n_val;
+    attn_trainer_split_tokens(tr, &n_train, &n_val);
+    cr_assert_eq(attn_trainer_book_batches(tr),
+                 (int64_t)(attn_book_windows(n_train, m.context_length) / (size_t)t.batch_size));
+    cr_assert_eq(attn_book_windows(n_train, m.context_length), (n_train - 64 + 63) / 64);
+    stop_at s = {0, 0};
+    attn_trainer_events ev = {.user = &s, .on_eval = count_eval};
+    cr_assert_eq(attn_trainer_run(tr, NULL, 0, &ev, NULL, &err), ATTN_OK, "%s", err.msg);
+    size_t ne = 0;
+    const attn_eval_record *evs = attn_trainer_evals(tr, &ne);
+    cr_assert(ne == 2 && evs[0].step == 1 && evs[1].step == 6);
+    js = attn_train_config_to_json(attn_trainer_train_config(tr));
+    cr_assert(js && strstr(js, "\"loader\":\"book\""), "%s", js);
+    free(js);
+    attn_trainer_free(tr);
+}

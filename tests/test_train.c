@@ -366,6 +366,7 @@ Test(train, key_table_drives_json_ranges_and_flags) {
     t.eval_mode = ATTN_EVAL_EXACT;
     t.time_budget = 600;
     t.lr_schedule = ATTN_LR_WSD;
+    t.loader = ATTN_LOADER_BOOK;
     char *js = attn_train_config_to_json(&t);
     cr_assert(js);
     memset(&back, 0, sizeof back);

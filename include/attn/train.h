@@ -75,6 +75,17 @@ typedef enum attn_eval_mode {
                               train: still eval_iters random batches */
 } attn_eval_mode;
 
+/* Where the training batches and evaluation batches come from. */
+typedef enum attn_train_loader {
+    ATTN_LOADER_SAMPLER = 0, /* shuffled windows at every offset (attn_sampler), eval_iters
+                                random batches from the eval generator */
+    ATTN_LOADER_BOOK = 1     /* the book's chapter-5 DataLoaders: windows of context_length
+                                with stride context_length, RandomSampler epochs and the
+                                evaluations' iterators drawn from the model generator,
+                                evaluations after global step 0, eval_interval, ...; every
+                                parameter decays in AdamW (src/train/train_book.h) */
+} attn_train_loader;
+
 typedef struct attn_train_config {
     int batch_size;
     int64_t max_steps;
@@ -93,6 +104,7 @@ typedef struct attn_train_config {
     attn_eval_mode eval_mode;
     double time_budget; /* seconds of wall time for the whole run; 0 = none */
     attn_lr_schedule lr_schedule;
+    attn_train_loader loader;
 } attn_train_config;
 
 /* The training config's keys, one row each: the JSON key (as written by
@@ -124,7 +136,7 @@ typedef struct attn_train_value {
     const char *s;
 } attn_train_value;
 
-#define ATTN_TRAIN_KEY_COUNT 21
+#define ATTN_TRAIN_KEY_COUNT 22
 
 /* Row i (0 <= i < ATTN_TRAIN_KEY_COUNT, in attn_train_config's field order);
  * NULL outside. */

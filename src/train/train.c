@@ -92,6 +92,16 @@ static attn_status trainer_setup(attn_trainer *tr, int plan_only, attn_error *er
     return attn_train_accum_setup(tr, err);
 }
 
+/* loader "book" on the trainer's own corpus: its train and val token splits
+ * (a caller with other splits, e.g. the book's 90% of characters under a
+ * BPE, replaces them with attn_trainer_set_book_data). */
+static attn_status book_from_corpus(attn_trainer *tr, attn_error *err) {
+    const attn_token_dataset tn = tr->train, vl = tr->val;
+    attn_status st = attn_trainer_book_attach(tr, tn.ids, tn.n_ids, vl.ids, vl.n_ids, err);
+    if (!st) attn_trainer_book_decay_all(tr);
+    return st;
+}
+
 /* attn_trainer_init(_vocab): the vocabulary is vocab's (a UTF-8 string of
  * its characters in id order) or, vocab NULL, the corpus's. */
 static attn_status trainer_init(attn_trainer *tr, const attn_gpt_config *mcfg,
@@ -120,6 +130,7 @@ static attn_status trainer_init(attn_trainer *tr, const attn_gpt_config *mcfg,
     if ((st = attn_gpt_config_validate(&tr->mcfg, err))) goto fail;
     if ((st = init_corpus(tr, text, n, err))) goto fail;
     if ((st = trainer_setup(tr, plan_only, err))) goto fail;
+    if (tcfg->loader == ATTN_LOADER_BOOK && (st = book_from_corpus(tr, err))) goto fail;
     return ATTN_OK;
 fail:
     attn_trainer_release(tr);
@@ -301,6 +312,7 @@ attn_status attn_trainer_create_book(attn_trainer **out, const attn_gpt_config *
     if (!tr) return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for a trainer");
     tr->mcfg = *mcfg;
     tr->tcfg = *tcfg;
+    tr->tcfg.loader = ATTN_LOADER_BOOK;
     attn_status st = attn_train_config_validate(tcfg, err);
     if (!st) st = attn_gpt_config_validate(&tr->mcfg, err);
     if (!st) st = attn_trainer_book_attach(tr, train_ids, n_train, val_ids, n_val, err);

@@ -120,8 +120,20 @@ attn_status attn_trainer_set_book_data(attn_trainer *tr, const int32_t *train_id
                                        const int32_t *val_ids, size_t n_val, attn_error *err) {
     if (tr->step != 0)
         return attn_fail(err, ATTN_ERR_STATE, "the book's data is set before the first step");
+    /* loader "book" attached the corpus's own splits: these replace them */
+    attn_book_order *old = tr->book;
+    const attn_token_dataset tn = tr->train, vl = tr->val;
+    tr->book = NULL;
     attn_status st = attn_trainer_book_attach(tr, train_ids, n_train, val_ids, n_val, err);
-    if (st) return st;
+    if (st) {
+        tr->book = old;
+        tr->train = tn;
+        tr->val = vl;
+        return st;
+    }
+    if (old) attn_book_order_free(old);
+    free(old);
+    tr->tcfg.loader = ATTN_LOADER_BOOK;
     attn_trainer_book_decay_all(tr);
     return ATTN_OK;
 }
@@ -135,26 +147,36 @@ int64_t attn_trainer_book_epoch(const attn_trainer *tr) {
     return tr->step == 0 ? 1 : (tr->step - 1) / (int64_t)tr->book->batches + 1;
 }
 
+/* One eval-mode batch of k windows (k < batch_size: the val loader's last
+ * one, drop_last False, on a workspace of its own). */
+static attn_status batch_loss(attn_trainer *tr, const int32_t *ids, const size_t *win, int k,
+                              float *loss, attn_error *err) {
+    const int T = tr->mcfg.context_length;
+    attn_book_fill(ids, win, k, T, tr->xb, tr->yb);
+    if (k == tr->tcfg.batch_size)
+        return attn_gpt_forward(&tr->model, tr->xb, tr->yb, k, T, NULL, &tr->acts, loss, err);
+    attn_gpt_acts acts;
+    attn_status st = attn_gpt_acts_init(&acts, &tr->model, k, T, err);
+    if (st) return st;
+    st = attn_gpt_forward(&tr->model, tr->xb, tr->yb, k, T, NULL, &acts, loss, err);
+    attn_gpt_acts_free(&acts);
+    return st;
+}
+
 /* calc_loss_loader(loader, num_batches = eval_iters): the mean of the
- * first batches' losses (win: the loader's order of windows). */
+ * first batches' losses (win: the loader's order of its n_win windows). */
 static attn_status loader_loss(attn_trainer *tr, const int32_t *ids, const size_t *win,
                                size_t n_win, float *out, attn_error *err) {
-    const int B = tr->tcfg.batch_size, T = tr->mcfg.context_length;
-    size_t nb = (n_win + (size_t)B - 1) / (size_t)B;
+    const size_t B = (size_t)tr->tcfg.batch_size;
+    size_t nb = (n_win + B - 1) / B;
     nb = nb < (size_t)tr->tcfg.eval_iters ? nb : (size_t)tr->tcfg.eval_iters;
-    if (nb * (size_t)B > n_win)
-        return attn_fail(err, ATTN_ERR_INVALID_ARG,
-                         "eval_iters %d reaches the val loader's short last batch (%zu windows, "
-                         "batch_size %d)",
-                         tr->tcfg.eval_iters, n_win, B);
     double total = 0;
     for (size_t b = 0; b < nb; b++) {
         float loss = 0;
-        attn_book_fill(ids, win + b * (size_t)B, B, T, tr->xb, tr->yb);
-        attn_status st =
-            attn_gpt_forward(&tr->model, tr->xb, tr->yb, B, T, NULL, &tr->acts, &loss, err);
+        const size_t k = n_win - b * B < B ? n_win - b * B : B;
+        attn_status st = batch_loss(tr, ids, win + b * B, (int)k, &loss, err);
         if (st) return st;
-        total += (double)loss;
+        total += (double)loss; /* loss.item(): a Python float */
     }
     *out = (float)(total / (double)nb);
     return ATTN_OK;

@@ -30,6 +30,7 @@ typedef struct key_row {
 static const char *const STREAMS[] = {"torch-cpu", "torch-mkl", NULL};
 static const char *const EVAL_MODES[] = {"sampled", "exact", NULL}; /* attn_eval_mode */
 static const char *const LR_SCHEDULES[] = {"cosine", "wsd", NULL};  /* attn_lr_schedule */
+static const char *const LOADERS[] = {"sampler", "book", NULL};     /* attn_train_loader */
 
 /* One row per key: JSON name, nanoGPT's alias, the `attn train` option,
  * type, range, help; in attn_train_config's order. */
@@ -118,6 +119,11 @@ static const key_row ROWS[] = {
       .help = "after warm-up: cosine to min_lr, or wsd\n(flat, then linear to min_lr over "
               "the\nlast 40%)"},
      OFF(lr_schedule),
+     S_ENUM},
+    {{"loader", NULL, "loader", ATTN_TKEY_CHOICE, .choices = LOADERS,
+      .help = "sampler (random windows) or book (the\nbook's chapter-5 DataLoader: stride\n"
+              "context_length, epochs, evals after\nstep 0, eval_interval, ...)"},
+     OFF(loader),
      S_ENUM},
 };
 _Static_assert(sizeof ROWS / sizeof ROWS[0] == ATTN_TRAIN_KEY_COUNT,
@@ -455,7 +461,8 @@ char *attn_train_config_to_json(const attn_train_config *c) {
         /* The keys added later, likewise only when not at their default. */
         if ((ROWS[i].offset == OFF(eval_mode) && c->eval_mode == ATTN_EVAL_SAMPLED) ||
             (ROWS[i].offset == OFF(time_budget) && c->time_budget == 0) ||
-            (ROWS[i].offset == OFF(lr_schedule) && c->lr_schedule == ATTN_LR_COSINE))
+            (ROWS[i].offset == OFF(lr_schedule) && c->lr_schedule == ATTN_LR_COSINE) ||
+            (ROWS[i].offset == OFF(loader) && c->loader == ATTN_LOADER_SAMPLER))
             continue;
         if (k->type == ATTN_TKEY_CHOICE)
             cJSON_AddStringToObject(o, k->name, v.s);
