@@ -63,7 +63,9 @@ attn_status attn_trainer_create_ex(attn_trainer **out, const attn_gpt_config *mc
 
 /* ---- the book's chapter-5 run (train_book.c, train_book.h) ----------------
  *
- * Book mode replaces the sampler and the sampled evaluation with
+ * Book mode (training key "loader": "book" on the trainer's own splits,
+ * attn_trainer_create_book, or attn_trainer_set_book_data with other
+ * splits) replaces the sampler and the sampled evaluation with
  * gpt_train.py's DataLoaders, drawn from the model generator (the one
  * dropout draws from, as the book's one global generator), and every
  * parameter decays in AdamW (the book passes model.parameters()). The
