@@ -19,6 +19,7 @@
 #include "attn/cuda.h"
 #include "attn/dist.h"
 #include "attn/thread_tuner.h"
+#include "attn/tokenizer.h"
 #include "attn/train.h"
 #include "attn/train_setup.h"
 #include "clock.h"
@@ -294,11 +295,14 @@ static void on_step(void *user, const attn_trainer *tr, const attn_train_progres
 
 static void on_eval(void *user, const attn_trainer *tr, const attn_eval_record *ev) {
     train_view *v = user;
-    (void)tr;
     if (v->bar_shown) printf("\r\033[K");
     v->bar_shown = 0;
-    /* nanoGPT's line; an exact val loss (the whole split) says so. */
-    if (v->lead) {
+    /* The book's data order prints the book's line (gpt_train.py's
+     * train_model_simple: the epoch, the step counted from 0). */
+    if (v->lead && attn_trainer_epoch(tr) > 0) {
+        printf("Ep %" PRId64 " (Step %06" PRId64 "): Train loss %.3f, Val loss %.3f\n",
+               attn_trainer_epoch(tr), ev->step - 1, (double)ev->train_loss, (double)ev->val_loss);
+    } else if (v->lead) { /* nanoGPT's line; an exact val loss (the whole split) says so. */
         printf("step %" PRId64 ": train loss %.4f", ev->step, (double)ev->train_loss);
         if (!isnan(ev->val_loss)) printf(", val loss %.4f", (double)ev->val_loss);
         if (!isnan(ev->val_exact)) printf(", exact val loss %.4f", (double)ev->val_exact);
@@ -307,9 +311,49 @@ static void on_eval(void *user, const attn_trainer *tr, const attn_eval_record *
     fflush(stdout);
 }
 
+/* The book's start_context (gpt_train.py's OTHER_SETTINGS). */
+#define TRAIN_VIEW_SAMPLE_PROMPT "Every effort moves you"
+
+/* n bytes of decoded text on stdout: a cut character or an invalid byte as
+ * U+FFFD, never raw (attn_utf8_display). */
+static void train_view_put_text(const char *text, size_t n) {
+    attn_utf8_display d = {0};
+    char *buf = malloc(ATTN_UTF8_DISPLAY_CAP(n));
+    if (!buf) return;
+    size_t k = attn_utf8_display_put(&d, text, n, buf);
+    fwrite(buf, 1, k, stdout);
+    k = attn_utf8_display_end(&d, buf);
+    fwrite(buf, 1, k, stdout);
+    free(buf);
+}
+
+/* After each epoch of the book's data order: generate_and_print_sample's
+ * line, 50 greedy tokens after the book's start context, newlines as spaces,
+ * cut characters and invalid bytes shown as U+FFFD. */
+static void on_epoch(void *user, const attn_trainer *tr, int64_t epoch) {
+    train_view *v = user;
+    (void)epoch;
+    char *text = NULL;
+    attn_error err;
+    if (!v->lead) return;
+    if (attn_trainer_greedy_text(tr, TRAIN_VIEW_SAMPLE_PROMPT, 50, &text, &err)) {
+        fprintf(stderr, "attn train: the epoch's sample: %s\n", err.msg);
+        return;
+    }
+    for (char *c = text; *c; c++)
+        if (*c == '\n') *c = ' ';
+    train_view_put_text(text, strlen(text));
+    printf("\n");
+    fflush(stdout);
+    free(text);
+}
+
 attn_trainer_events train_view_events(train_view *v) {
-    return (attn_trainer_events){
-        .user = v, .should_stop = should_stop, .on_step = on_step, .on_eval = on_eval};
+    return (attn_trainer_events){.user = v,
+                                 .should_stop = should_stop,
+                                 .on_step = on_step,
+                                 .on_eval = on_eval,
+                                 .on_epoch = on_epoch};
 }
 
 /* path as one shell word: quoted when it holds anything but [A-Za-z0-9/._+,:@%=-]. */

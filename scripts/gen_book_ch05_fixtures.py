@@ -111,8 +111,10 @@ def main():
                     help="override num_epochs (only for determinism checks; the fixture "
                          "uses the book's 10)")
     ap.add_argument("--smoke-config", default="",
-                    help="JSON merged into GPT_CONFIG_124M, to test this script quickly "
-                         "(never for the fixture)")
+                    help="JSON merged into GPT_CONFIG_124M: a small model for a fast exact "
+                         "test (ch05_small.json) or to test this script quickly")
+    ap.add_argument("--settings", default="",
+                    help="JSON merged into OTHER_SETTINGS (e.g. num_epochs, batch_size)")
     args = ap.parse_args()
 
     book_dir = os.path.abspath(args.book_dir)
@@ -141,6 +143,8 @@ def main():
         settings = dict(settings, num_epochs=args.epochs)
     if args.smoke_config:
         gpt_config = dict(gpt_config, **json.loads(args.smoke_config))
+    if args.settings:
+        settings = dict(settings, **json.loads(args.settings))
 
     rec = {
         "generator": "scripts/gen_book_ch05_fixtures.py",

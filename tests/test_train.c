@@ -233,9 +233,9 @@ Test(train, run_stops_on_request_saves_and_resumes_bit_for_bit) {
     attn_error err;
     attn_trainer a, b, whole;
     run_probe pa = {.stop_at = 7}, pb = {0}, pw = {0};
-    attn_trainer_events ea = {&pa, probe_stop, probe_step, probe_eval};
-    attn_trainer_events eb = {&pb, probe_stop, probe_step, probe_eval};
-    attn_trainer_events ew = {&pw, probe_stop, probe_step, probe_eval};
+    attn_trainer_events ea = {&pa, probe_stop, probe_step, probe_eval, NULL};
+    attn_trainer_events eb = {&pb, probe_stop, probe_step, probe_eval, NULL};
+    attn_trainer_events ew = {&pw, probe_stop, probe_step, probe_eval, NULL};
     attn_train_result res;
     cr_assert_eq(attn_trainer_init(&a, &m, &t, 0, text, n, &err), ATTN_OK, "%s", err.msg);
     cr_assert_eq(attn_trainer_run(&a, dir, 0, &ea, &res, &err), ATTN_OK, "%s", err.msg);
@@ -395,6 +395,7 @@ Test(train, key_table_drives_json_ranges_and_flags) {
     t.time_budget = 600;
     t.lr_schedule = ATTN_LR_WSD;
     t.tokenizer = ATTN_TOKENIZER_GPT2;
+    t.loader = ATTN_LOADER_BOOK;
     char *js = attn_train_config_to_json(&t);
     cr_assert(js);
     memset(&back, 0, sizeof back);

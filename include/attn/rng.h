@@ -66,6 +66,21 @@ void attn_rng_fill_u32(attn_rng *rng, uint32_t *out, size_t n);
  * first; the bytes are overwritten, the last one padded with zeros). */
 void attn_rng_keep_mask(attn_rng *rng, double keep, uint8_t *out, size_t n, int packed);
 
+/* n draws skipped, as n calls of attn_rng_u32 whose results are dropped
+ * (whole refills are not tempered: fast enough to replay a long run). */
+void attn_rng_skip(attn_rng *rng, uint64_t n);
+
+/* torch.empty((), dtype=torch.int64).random_(): two draws w0, w1 ->
+ * ((uint64)w0 << 32 | w1) mod 2^63. A DataLoader iterator's base seed and a
+ * RandomSampler's seed are drawn so. */
+int64_t attn_rng_int64(attn_rng *rng);
+
+/* torch.randperm(n, generator=g) with g = torch.Generator().manual_seed(seed)
+ * (its low 32 bits), on the CPU: perm = 0..n-1, then for i in 0..n-2 swap
+ * perm[i] and perm[i + z], z = the next draw mod (n - i). A RandomSampler's
+ * order of dataset indices. */
+void attn_randperm(uint64_t seed, size_t *perm, size_t n);
+
 /* torch.rand(n): n float32 values in [0, 1), row-major order. */
 void attn_rng_rand(attn_rng *rng, float *out, size_t n);
 

@@ -77,6 +77,17 @@ typedef enum attn_eval_mode {
                               train: still eval_iters random batches */
 } attn_eval_mode;
 
+/* Where the training batches and evaluation batches come from. */
+typedef enum attn_train_loader {
+    ATTN_LOADER_SAMPLER = 0, /* shuffled windows at every offset (attn_sampler), eval_iters
+                                random batches from the eval generator */
+    ATTN_LOADER_BOOK = 1     /* the book's chapter-5 DataLoaders: windows of context_length
+                                with stride context_length, RandomSampler epochs and the
+                                evaluations' iterators drawn from the model generator,
+                                evaluations after global step 0, eval_interval, ...; every
+                                parameter decays in AdamW (src/train/train_book.h) */
+} attn_train_loader;
+
 typedef struct attn_train_config {
     int batch_size;
     int64_t max_steps;
@@ -96,6 +107,7 @@ typedef struct attn_train_config {
     double time_budget; /* seconds of wall time for the whole run; 0 = none */
     attn_lr_schedule lr_schedule;
     attn_tokenizer_kind tokenizer; /* char (default) or gpt2 (attn/tokenizer.h) */
+    attn_train_loader loader;
 } attn_train_config;
 
 /* The training config's keys, one row each: the JSON key (as written by
@@ -127,7 +139,7 @@ typedef struct attn_train_value {
     const char *s;
 } attn_train_value;
 
-#define ATTN_TRAIN_KEY_COUNT 22
+#define ATTN_TRAIN_KEY_COUNT 23
 
 /* Row i (0 <= i < ATTN_TRAIN_KEY_COUNT, in attn_train_config's field order);
  * NULL outside. */
@@ -392,6 +404,19 @@ typedef struct attn_train_progress {
 
 /* Callbacks of attn_trainer_run, each may be NULL; called on every rank
  * (attn_dist): a program prints on rank 0 only. */
+/* The book's data order (loader "book"): the 1-based epoch of the last
+ * step taken (1 before any); 0 in attn's own order. */
+int64_t attn_trainer_epoch(const attn_trainer *tr);
+
+#define ATTN_GREEDY_MAX_NEW 100000
+/* The book's generate_and_print_sample: prompt encoded with the run's
+ * tokenizer (<|endoftext|> the token), then max_new greedy tokens, each the
+ * arg-max over the last context_length tokens (eval mode); *text (malloc'd,
+ * the caller frees) the decoded ids, prompt included. gpt2 decodes bytes:
+ * show them through attn_utf8_display. */
+attn_status attn_trainer_greedy_text(const attn_trainer *tr, const char *prompt, int max_new,
+                                     char **text, attn_error *err);
+
 typedef struct attn_trainer_events {
     void *user;
     /* Polled before each step: nonzero asks the run to save and stop. The
@@ -399,6 +424,8 @@ typedef struct attn_trainer_events {
     int (*should_stop)(void *user, const attn_trainer *tr);
     void (*on_step)(void *user, const attn_trainer *tr, const attn_train_progress *p);
     void (*on_eval)(void *user, const attn_trainer *tr, const attn_eval_record *ev);
+    /* The book's data order only: after the last step of epoch (1-based). */
+    void (*on_epoch)(void *user, const attn_trainer *tr, int64_t epoch);
 } attn_trainer_events;
 
 /* How a run ended (attn_trainer_run's *result). */

@@ -69,6 +69,36 @@ void attn_rng_fill_u32(attn_rng *rng, uint32_t *out, size_t n) {
     }
 }
 
+void attn_rng_skip(attn_rng *rng, uint64_t n) {
+    while (n > 0) {
+        if (rng->index >= ATTN_MT_N) mt_refill(rng);
+        const uint64_t k = ATTN_MT_N - rng->index;
+        if (k > n) {
+            rng->index += (uint32_t)n;
+            return;
+        }
+        rng->index = ATTN_MT_N;
+        n -= k;
+    }
+}
+
+int64_t attn_rng_int64(attn_rng *rng) {
+    return (int64_t)(attn_rng_u64(rng) & ((UINT64_C(1) << 63) - 1));
+}
+
+void attn_randperm(uint64_t seed, size_t *perm, size_t n) {
+    attn_rng g;
+    attn_rng_seed(&g, seed);
+    for (size_t i = 0; i < n; i++)
+        perm[i] = i;
+    for (size_t i = 0; i + 1 < n; i++) {
+        const size_t z = attn_rng_u32(&g) % (n - i);
+        const size_t t = perm[i];
+        perm[i] = perm[i + z];
+        perm[i + z] = t;
+    }
+}
+
 /* (d & (2^53 - 1)) * 2^-53 < keep exactly when d & (2^53 - 1) < ceil(keep *
  * 2^53): the scaling by 2^53 is exact, so one integer compare per element. */
 static uint64_t keep_threshold(double keep) {

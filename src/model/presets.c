@@ -13,7 +13,7 @@
         .n_layers = layers, .drop_rate = 0.1, .qkv_bias = 0                                        \
     }
 #define GPT2_CPU_RECIPE                                                                            \
-    { 1, 1000, 6e-4, 6e-5, 50, 0.95, 100, 5, 10, ATTN_LR_COSINE, 0, ATTN_TOKENIZER_GPT2, 0 }
+    { 1, 1000, 6e-4, 6e-5, 50, 0.95, 100, 5, 10, ATTN_LR_COSINE, 0, ATTN_TOKENIZER_GPT2, 0, 0, 0 }
 
 static const attn_preset PRESETS[] = {
     /* seed004: a GPT-2-small-like width; conservative lr. */
@@ -25,7 +25,8 @@ static const attn_preset PRESETS[] = {
       .n_layers = 10,
       .drop_rate = 0.1,
       .qkv_bias = 0},
-     {16, 5000, 3e-4, 3e-5, 200, 0.95, 500, 20, 10, ATTN_LR_COSINE, 0, ATTN_TOKENIZER_CHAR, 0},
+     {16, 5000, 3e-4, 3e-5, 200, 0.95, 500, 20, 10, ATTN_LR_COSINE, 0, ATTN_TOKENIZER_CHAR, 0, 0,
+      0},
      ATTN_PRECISION_FP32},
     /* nanoGPT's config/train_shakespeare_char.py (GPU recipe). */
     {"shakespeare-char",
@@ -36,7 +37,8 @@ static const attn_preset PRESETS[] = {
       .n_layers = 6,
       .drop_rate = 0.2,
       .qkv_bias = 0},
-     {64, 5000, 1e-3, 1e-4, 100, 0.99, 250, 200, 10, ATTN_LR_COSINE, 0, ATTN_TOKENIZER_CHAR, 0},
+     {64, 5000, 1e-3, 1e-4, 100, 0.99, 250, 200, 10, ATTN_LR_COSINE, 0, ATTN_TOKENIZER_CHAR, 0, 0,
+      0},
      ATTN_PRECISION_FP32},
     /* nanoGPT README's CPU run of config/train_shakespeare_char.py. */
     {"nanogpt-cpu",
@@ -47,7 +49,8 @@ static const attn_preset PRESETS[] = {
       .n_layers = 4,
       .drop_rate = 0.0,
       .qkv_bias = 0},
-     {12, 2000, 1e-3, 1e-4, 100, 0.99, 250, 20, 10, ATTN_LR_COSINE, 0, ATTN_TOKENIZER_CHAR, 0},
+     {12, 2000, 1e-3, 1e-4, 100, 0.99, 250, 20, 10, ATTN_LR_COSINE, 0, ATTN_TOKENIZER_CHAR, 0, 0,
+      0},
      ATTN_PRECISION_FP32},
     /* Sized for `make run`: about 90 s on two cores (3 layers), val loss
      * ~1.76, which samples as recognisable play text. */
@@ -59,7 +62,7 @@ static const attn_preset PRESETS[] = {
       .n_layers = 3,
       .drop_rate = 0.0,
       .qkv_bias = 0},
-     {12, 2000, 2e-3, 2e-4, 50, 0.99, 250, 10, 50, ATTN_LR_COSINE, 0, ATTN_TOKENIZER_CHAR, 0},
+     {12, 2000, 2e-3, 2e-4, 50, 0.99, 250, 10, 50, ATTN_LR_COSINE, 0, ATTN_TOKENIZER_CHAR, 0, 0, 0},
      ATTN_PRECISION_FP32},
     /* Issue 21: the lowest val loss this CPU reaches in 600 s of wall time
      * (evaluations included), nanoGPT's A100 shakespeare-char run the mark
@@ -81,7 +84,8 @@ static const attn_preset PRESETS[] = {
       .qkv_bias = 0,
       .norm = ATTN_NORM_RMSNORM,
       .act = ATTN_ACT_SWIGLU},
-     {3, 1000000, 2e-3, 1e-4, 100, 0.99, 1000, 20, 100, ATTN_LR_WSD, 600, ATTN_TOKENIZER_CHAR, 0},
+     {3, 1000000, 2e-3, 1e-4, 100, 0.99, 1000, 20, 100, ATTN_LR_WSD, 600, ATTN_TOKENIZER_CHAR, 0, 0,
+      0},
      /* bf16: a quarter more steps in the 600 s, which is what reaches 1.47 */
      ATTN_PRECISION_BF16},
     /* The book's GPT_CONFIG_124M (chapter 4): 163 M parameters with its own
@@ -100,11 +104,13 @@ static const attn_preset PRESETS[] = {
      * AdamW lr 5e-4 held (no schedule, no clipping), weight decay 0.1,
      * batch 2, 10 epochs. On the-verdict.txt an epoch is its 9 training
      * batches (the book's loader), so 10 epochs are 90 steps; an evaluation
-     * every 5 steps on 1 batch (eval_freq=5, eval_iter=1). attn's loop draws
-     * random windows, not the book's strided ones. */
+     * every 5 steps on 1 batch (eval_freq=5, eval_iter=1); seed 123 and the
+     * book's DataLoader (loader "book": strided windows, its shuffles and
+     * evaluations drawn from the one generator), so the run prints the
+     * book's numbers. */
     {"book-ch05",
      GPT2_MODEL(768, 12, 12, 256),
-     {2, 90, 5e-4, 5e-4, 0, 0.999, 5, 1, 5, ATTN_LR_COSINE, 0, ATTN_TOKENIZER_GPT2, 1},
+     {2, 90, 5e-4, 5e-4, 0, 0.999, 5, 1, 5, ATTN_LR_COSINE, 0, ATTN_TOKENIZER_GPT2, 1, 123, 1},
      ATTN_PRECISION_FP32},
 };
 #define N_PRESETS (sizeof PRESETS / sizeof PRESETS[0])

@@ -27,6 +27,8 @@ typedef struct attn_preset_recipe {
     double time_budget;            /* 0: none */
     attn_tokenizer_kind tokenizer; /* 0: char */
     int no_grad_clip;              /* 1: grad_clip 0 (the book's chapter 5 does not clip) */
+    uint64_t seed;                 /* 0: 1337 */
+    int book_loader;               /* 1: loader "book", the chapter-5 DataLoader (train.h) */
 } attn_preset_recipe;
 
 typedef struct attn_preset {

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "train_accum.h"
+#include "train_book.h"
 #include "train_device.h"
 #include "train_history.h"
 
@@ -40,6 +41,8 @@ void attn_trainer_release(attn_trainer *tr) {
     free(tr->hist);
     free(tr->evals);
     attn_train_accum_free(tr);
+    if (tr->book) attn_book_order_free(tr->book);
+    free(tr->book);
     memset(tr, 0, sizeof *tr);
 }
 
@@ -124,6 +127,44 @@ static attn_status init_tokenizer(attn_trainer *tr, const attn_tokenizer *given,
     return attn_tokenizer_train(&tr->tok, text, n, err);
 }
 
+/* After the splits: the generators, model, workspace and optimizer (a
+ * planning trainer stops before the model). On failure the caller
+ * releases tr. */
+static attn_status trainer_setup(attn_trainer *tr, int plan_only, attn_error *err) {
+    const attn_train_config *tcfg = &tr->tcfg;
+    const int T = tr->mcfg.context_length;
+    attn_status st;
+    if ((st = attn_sampler_init(&tr->sampler, attn_dataset_len(&tr->train), tcfg->seed + 1, err)))
+        return st;
+    attn_rng_seed(&tr->model_rng, tcfg->seed);
+    attn_rng_seed(&tr->eval_rng, tcfg->seed + 2);
+    if ((tr->plan_only = plan_only)) return ATTN_OK;
+    if ((st = attn_gpt_init(&tr->model, &tr->mcfg, &tr->model_rng, err))) return st;
+    /* At a large vocabulary the output layer runs fused (no B x T x V
+     * logits); the char models keep the plain path and its bits. */
+    if ((st = tr->mcfg.vocab_size >= ATTN_TRAIN_LEAN_VOCAB
+                  ? attn_gpt_acts_init_lean(&tr->acts, &tr->model, tcfg->batch_size, T, err)
+                  : attn_gpt_acts_init(&tr->acts, &tr->model, tcfg->batch_size, T, err)))
+        return st;
+    attn_adamw_config ac = {tcfg->beta1, tcfg->beta2, tcfg->eps, tcfg->weight_decay};
+    if ((st = attn_adamw_init(&tr->opt, attn_gpt_params(&tr->model), &ac, err))) return st;
+    size_t bt = (size_t)tcfg->batch_size * (size_t)T;
+    tr->xb = malloc(bt * sizeof *tr->xb);
+    tr->yb = malloc(bt * sizeof *tr->yb);
+    if (!tr->xb || !tr->yb) return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for batches");
+    return attn_train_accum_setup(tr, err);
+}
+
+/* loader "book" on the trainer's own corpus: its train and val token splits
+ * (a caller with other splits, e.g. the book's 90% of characters under a
+ * BPE, replaces them with attn_trainer_set_book_data). */
+static attn_status book_from_corpus(attn_trainer *tr, attn_error *err) {
+    const attn_token_dataset tn = tr->train, vl = tr->val;
+    attn_status st = attn_trainer_book_attach(tr, tn.ids, tn.n_ids, vl.ids, vl.n_ids, err);
+    if (!st) attn_trainer_book_decay_all(tr);
+    return st;
+}
+
 /* attn_trainer_init(_vocab, _tok): the tokenizer is given's (a copy),
  * vocab's characters (a UTF-8 string in id order) or, both NULL, the
  * config's kind: GPT-2's files or the corpus's characters. */
@@ -152,29 +193,8 @@ static attn_status trainer_init(attn_trainer *tr, const attn_gpt_config *mcfg,
     tr->mcfg.vocab_size = tr->tok.vocab_size;
     if ((st = attn_gpt_config_validate(&tr->mcfg, err))) goto fail;
     if ((st = init_corpus(tr, text, n, err))) goto fail;
-    const int T = tr->mcfg.context_length;
-    if ((st = attn_sampler_init(&tr->sampler, attn_dataset_len(&tr->train), tcfg->seed + 1, err)))
-        goto fail;
-    attn_rng_seed(&tr->model_rng, tcfg->seed);
-    attn_rng_seed(&tr->eval_rng, tcfg->seed + 2);
-    if ((tr->plan_only = plan_only)) return ATTN_OK;
-    if ((st = attn_gpt_init(&tr->model, &tr->mcfg, &tr->model_rng, err))) goto fail;
-    /* At a large vocabulary the output layer runs fused (no B x T x V
-     * logits); the char models keep the plain path and its bits. */
-    if ((st = tr->mcfg.vocab_size >= ATTN_TRAIN_LEAN_VOCAB
-                  ? attn_gpt_acts_init_lean(&tr->acts, &tr->model, tcfg->batch_size, T, err)
-                  : attn_gpt_acts_init(&tr->acts, &tr->model, tcfg->batch_size, T, err)))
-        goto fail;
-    attn_adamw_config ac = {tcfg->beta1, tcfg->beta2, tcfg->eps, tcfg->weight_decay};
-    if ((st = attn_adamw_init(&tr->opt, attn_gpt_params(&tr->model), &ac, err))) goto fail;
-    size_t bt = (size_t)tcfg->batch_size * (size_t)T;
-    tr->xb = malloc(bt * sizeof *tr->xb);
-    tr->yb = malloc(bt * sizeof *tr->yb);
-    if (!tr->xb || !tr->yb) {
-        st = attn_fail(err, ATTN_ERR_NOMEM, "out of memory for batches");
-        goto fail;
-    }
-    if ((st = attn_train_accum_setup(tr, err))) goto fail;
+    if ((st = trainer_setup(tr, plan_only, err))) goto fail;
+    if (tcfg->loader == ATTN_LOADER_BOOK && (st = book_from_corpus(tr, err))) goto fail;
     return ATTN_OK;
 fail:
     attn_trainer_release(tr);
@@ -255,7 +275,10 @@ attn_status attn_trainer_step(attn_trainer *tr, attn_train_record *rec, attn_err
         /* Several micro-batches (and/or ranks): train_accum.c. */
         if ((st = attn_train_accum_grads(tr, &loss, err))) return st;
     } else {
-        attn_sampler_next_batch(&tr->sampler, &tr->train, B, tr->xb, tr->yb);
+        if (tr->book)
+            attn_book_next_batch(tr->book, &tr->model_rng, tr->xb, tr->yb);
+        else
+            attn_sampler_next_batch(&tr->sampler, &tr->train, B, tr->xb, tr->yb);
         if (tr->gpu) { /* train_device.c */
             double norm = 0;
             if ((st = attn_trainer_device_step(tr, lr, &loss, &norm, err))) return st;
@@ -328,6 +351,7 @@ static attn_status evaluate(attn_trainer *tr, int sampled_val, int exact, attn_e
 }
 
 attn_status attn_trainer_evaluate(attn_trainer *tr, attn_eval_record *rec, attn_error *err) {
+    if (tr->book && !planning(tr, err)) return attn_trainer_book_evaluate(tr, rec, err);
     const int exact = tr->tcfg.eval_mode == ATTN_EVAL_EXACT;
     return evaluate(tr, !exact, exact, rec, err);
 }
@@ -350,6 +374,29 @@ attn_status attn_trainer_create_ex(attn_trainer **out, const attn_gpt_config *mc
         free(tr);
         return st;
     }
+    *out = tr;
+    return ATTN_OK;
+}
+
+attn_status attn_trainer_create_book(attn_trainer **out, const attn_gpt_config *mcfg,
+                                     const attn_train_config *tcfg, const int32_t *train_ids,
+                                     size_t n_train, const int32_t *val_ids, size_t n_val,
+                                     attn_error *err) {
+    *out = NULL;
+    attn_trainer *tr = calloc(1, sizeof *tr);
+    if (!tr) return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for a trainer");
+    tr->mcfg = *mcfg;
+    tr->tcfg = *tcfg;
+    tr->tcfg.loader = ATTN_LOADER_BOOK;
+    attn_status st = attn_train_config_validate(tcfg, err);
+    if (!st) st = attn_gpt_config_validate(&tr->mcfg, err);
+    if (!st) st = attn_trainer_book_attach(tr, train_ids, n_train, val_ids, n_val, err);
+    if (!st) st = trainer_setup(tr, 0, err);
+    if (st) {
+        attn_trainer_free(tr);
+        return st;
+    }
+    attn_trainer_book_decay_all(tr);
     *out = tr;
     return ATTN_OK;
 }

@@ -18,6 +18,7 @@
 #include "attn/train.h"
 #include "attn/weights_format.h"
 #include "io/checkpoint_fit.h"
+#include "train_book.h"
 #include "train_device.h"
 #include "train_history.h"
 #include "trainer.h"
@@ -92,8 +93,11 @@ static const state_tensor STATE_TENSORS[T_COUNT] = {
 };
 
 /* The metadata, in the order written: an integer in [0, max] (max 0: a
- * string); budget: only for a time-budgeted run (elapsed_s, time_budget's
- * clock), so other runs' states are the same bytes run to run. */
+ * string); when: W_BUDGET only for a time-budgeted run (elapsed_s,
+ * time_budget's clock), W_BOOK only in the book's data order (its epoch,
+ * the batches taken from it and its iterator's seeds; the permutation is
+ * randperm of the sampler seed again), so other runs' states are the same
+ * bytes run to run. */
 enum {
     M_FORMAT,
     M_STEP,
@@ -105,13 +109,19 @@ enum {
     M_CORPUS_FNV1A,
     M_CORPUS_PATH,
     M_ELAPSED_S,
+    M_BOOK_EPOCH,
+    M_BOOK_POS,
+    M_BOOK_BASE_SEED,
+    M_BOOK_SAMPLER_SEED,
     M_COUNT
 };
+
+enum { W_ALWAYS, W_BUDGET, W_BOOK };
 
 static const struct state_meta {
     const char *key;
     uint64_t max;
-    int budget;
+    int when;
 } STATE_META[M_COUNT] = {
     [M_FORMAT] = {"format", 0, 0},
     [M_STEP] = {"step", INT64_MAX, 0},
@@ -122,8 +132,19 @@ static const struct state_meta {
     [M_CORPUS_BYTES] = {"corpus_bytes", SIZE_MAX, 0},
     [M_CORPUS_FNV1A] = {"corpus_fnv1a", 0, 0},
     [M_CORPUS_PATH] = {"corpus_path", 0, 0},
-    [M_ELAPSED_S] = {"elapsed_s", 0, 1},
+    [M_ELAPSED_S] = {"elapsed_s", 0, W_BUDGET},
+    [M_BOOK_EPOCH] = {"book_epoch", INT64_MAX, W_BOOK},
+    [M_BOOK_POS] = {"book_batches_taken", SIZE_MAX, W_BOOK},
+    [M_BOOK_BASE_SEED] = {"book_base_seed", INT64_MAX, W_BOOK},
+    [M_BOOK_SAMPLER_SEED] = {"book_sampler_seed", INT64_MAX, W_BOOK},
 };
+
+/* Whether row i belongs in tr's state. */
+static int meta_applies(const attn_trainer *tr, int i) {
+    return STATE_META[i].when == W_ALWAYS ||
+           (STATE_META[i].when == W_BUDGET && tr->tcfg.time_budget > 0) ||
+           (STATE_META[i].when == W_BOOK && tr->book);
+}
 
 /* Where t's values are in im. */
 static void *image_at(const state_image *im, const state_tensor *t) {
@@ -303,12 +324,18 @@ static attn_status meta_values(const attn_trainer *tr, state_meta_values *mv, at
     snprintf(num[M_CORPUS_BYTES], sizeof num[0], "%zu", tr->text_bytes);
     snprintf(num[M_CORPUS_FNV1A], sizeof num[0], "%016" PRIx64, tr->text_hash);
     snprintf(num[M_ELAPSED_S], sizeof num[0], "%.17g", tr->elapsed_s);
+    if (tr->book) {
+        snprintf(num[M_BOOK_EPOCH], sizeof num[0], "%" PRId64, tr->book->epoch);
+        snprintf(num[M_BOOK_POS], sizeof num[0], "%zu", tr->book->pos);
+        snprintf(num[M_BOOK_BASE_SEED], sizeof num[0], "%" PRId64, tr->book->base_seed);
+        snprintf(num[M_BOOK_SAMPLER_SEED], sizeof num[0], "%" PRId64, tr->book->sampler_seed);
+    }
     const char *value[M_COUNT] = {[M_FORMAT] = STATE_FORMAT,
                                   [M_CONFIG] = mv->config,
                                   [M_CORPUS_PATH] = tr->corpus_path ? tr->corpus_path : ""};
     mv->count = 0;
     for (int i = 0; i < M_COUNT; i++)
-        if (!STATE_META[i].budget || tr->tcfg.time_budget > 0)
+        if (meta_applies(tr, i))
             mv->kv[mv->count++] = (attn_st_kv){STATE_META[i].key, value[i] ? value[i] : num[i]};
     return ATTN_OK;
 }
@@ -560,9 +587,10 @@ static attn_status check_config(const attn_trainer *tr, const char *dir, const a
 static attn_status check_meta(const attn_trainer *tr, const attn_safetensors *st, const char *path,
                               const char *dir, uint64_t *v, attn_error *err) {
     for (int i = 0; i < M_COUNT; i++) {
-        attn_status s = STATE_META[i].max ? attn_safetensors_meta_u64(st, path, STATE_META[i].key,
-                                                                      STATE_META[i].max, &v[i], err)
-                                          : ATTN_OK;
+        attn_status s = STATE_META[i].max && meta_applies(tr, i)
+                            ? attn_safetensors_meta_u64(st, path, STATE_META[i].key,
+                                                        STATE_META[i].max, &v[i], err)
+                            : ATTN_OK;
         if (s) return s;
     }
     const char *hash = attn_safetensors_meta(st, STATE_META[M_CORPUS_FNV1A].key);
@@ -681,6 +709,21 @@ static attn_status read_elapsed(attn_trainer *tr, const attn_safetensors *st, co
     return ATTN_OK;
 }
 
+/* The book's loader where the run left it: the epoch's order again from
+ * its sampler seed. */
+static attn_status restore_book(attn_book_order *o, const uint64_t *meta, const char *path,
+                                attn_error *err) {
+    if (meta[M_BOOK_POS] > o->batches || (meta[M_BOOK_EPOCH] == 0 && meta[M_BOOK_POS] != 0))
+        return attn_fail(err, ATTN_ERR_FORMAT, "%s: %s %" PRIu64 " is outside its epoch of %zu",
+                         path, STATE_META[M_BOOK_POS].key, meta[M_BOOK_POS], o->batches);
+    o->epoch = (int64_t)meta[M_BOOK_EPOCH];
+    o->pos = (size_t)meta[M_BOOK_POS];
+    o->base_seed = (int64_t)meta[M_BOOK_BASE_SEED];
+    o->sampler_seed = (int64_t)meta[M_BOOK_SAMPLER_SEED];
+    if (o->epoch > 0) attn_randperm((uint64_t)o->sampler_seed, o->perm, o->windows);
+    return ATTN_OK;
+}
+
 attn_status attn_trainer_resume(attn_trainer *tr, const char *dir, attn_error *err) {
     char path[PATH_BUF], mpath[PATH_BUF], live[ATTN_CKPT_PATH_MAX];
     /* Both files from the one live checkpoint, whatever a writer does next. */
@@ -706,6 +749,7 @@ attn_status attn_trainer_resume(attn_trainer *tr, const char *dir, attn_error *e
         s = attn_sampler_restore(&tr->sampler, meta[M_SAMPLER_EPOCH],
                                  (size_t)meta[M_SAMPLER_CURSOR], err);
     if (!s && !plan) s = read_history(tr, &st, err);
+    if (!s && tr->book) s = restore_book(tr->book, meta, path, err);
     if (!s) {
         tr->opt.step = (int64_t)meta[M_ADAMW_STEP];
         tr->step = (int64_t)meta[M_STEP];

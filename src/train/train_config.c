@@ -31,6 +31,7 @@ static const char *const STREAMS[] = {"torch-cpu", "torch-mkl", NULL};
 static const char *const EVAL_MODES[] = {"sampled", "exact", NULL}; /* attn_eval_mode */
 static const char *const LR_SCHEDULES[] = {"cosine", "wsd", NULL};  /* attn_lr_schedule */
 static const char *const TOKENIZERS[] = {"char", "gpt2", NULL};     /* attn_tokenizer_kind */
+static const char *const LOADERS[] = {"sampler", "book", NULL};     /* attn_train_loader */
 
 /* One row per key: JSON name, nanoGPT's alias, the `attn train` option,
  * type, range, help; in attn_train_config's order. */
@@ -124,6 +125,11 @@ static const key_row ROWS[] = {
       .help = "char: the corpus's characters; gpt2:\nGPT-2's BPE (files: $ATTN_GPT2_DIR, else\n"
               "data/gpt2; scripts/get-data.sh gpt2)"},
      OFF(tokenizer),
+     S_ENUM},
+    {{"loader", NULL, "loader", ATTN_TKEY_CHOICE, .choices = LOADERS,
+      .help = "sampler (random windows) or book (the\nbook's chapter-5 DataLoader: stride\n"
+              "context_length, epochs, evals after\nstep 0, eval_interval, ...)"},
+     OFF(loader),
      S_ENUM},
 };
 _Static_assert(sizeof ROWS / sizeof ROWS[0] == ATTN_TRAIN_KEY_COUNT,
@@ -257,7 +263,7 @@ attn_status attn_train_preset(const char *name, attn_gpt_config *model, attn_tra
     t->eps = 1e-8;
     t->weight_decay = 0.1;
     t->grad_clip = r->no_grad_clip ? 0.0 : 1.0;
-    t->seed = 1337;
+    t->seed = r->seed ? r->seed : 1337;
     t->dropout_stream = ATTN_STREAM_TORCH_CPU;
     t->grad_accum = 1;
     t->batch_size = r->batch_size;
@@ -271,6 +277,7 @@ attn_status attn_train_preset(const char *name, attn_gpt_config *model, attn_tra
     t->lr_schedule = r->lr_schedule;
     t->time_budget = r->time_budget;
     t->tokenizer = r->tokenizer;
+    if (r->book_loader) t->loader = ATTN_LOADER_BOOK;
     return ATTN_OK;
 }
 
@@ -463,7 +470,8 @@ char *attn_train_config_to_json(const attn_train_config *c) {
         if ((ROWS[i].offset == OFF(eval_mode) && c->eval_mode == ATTN_EVAL_SAMPLED) ||
             (ROWS[i].offset == OFF(time_budget) && c->time_budget == 0) ||
             (ROWS[i].offset == OFF(lr_schedule) && c->lr_schedule == ATTN_LR_COSINE) ||
-            (ROWS[i].offset == OFF(tokenizer) && c->tokenizer == ATTN_TOKENIZER_CHAR))
+            (ROWS[i].offset == OFF(tokenizer) && c->tokenizer == ATTN_TOKENIZER_CHAR) ||
+            (ROWS[i].offset == OFF(loader) && c->loader == ATTN_LOADER_SAMPLER))
             continue;
         if (k->type == ATTN_TKEY_CHOICE)
             cJSON_AddStringToObject(o, k->name, v.s);

@@ -155,11 +155,14 @@ static attn_status timed_step(attn_trainer *tr, const attn_trainer_events *ev, b
 static attn_status after_step(attn_trainer *tr, const char *out, const attn_trainer_events *ev,
                               budget_clock *k, int *saved, attn_error *err) {
     const attn_train_config *c = &tr->tcfg;
-    const int last = tr->step == c->max_steps;
-    const int did_eval = tr->step % c->eval_interval == 0 || last;
+    const int last = tr->step == c->max_steps && !tr->book;
+    const int did_eval = tr->book ? (tr->step - 1) % c->eval_interval == 0
+                                  : tr->step % c->eval_interval == 0 || last;
     attn_status s;
     *saved = 0;
     if (did_eval && (s = eval_report(tr, out, last, k, ev, err))) return s;
+    if (tr->book && ev->on_epoch && tr->step % attn_trainer_book_batches(tr) == 0)
+        ev->on_epoch(ev->user, tr, attn_trainer_book_epoch(tr));
     if (did_eval || (c->checkpoint_interval > 0 && tr->step % c->checkpoint_interval == 0)) {
         if ((s = timed_save(tr, out, k, err))) return s;
         *saved = 1;
@@ -193,7 +196,8 @@ attn_status attn_trainer_run(attn_trainer *tr, const char *out, int resumed,
     budget_clock k = {.t0 = attn_now_s(), .elapsed0 = tr->elapsed_s};
     attn_status s;
     /* The first evaluation (out NULL: step 0 is never a best). */
-    if (!resumed && tr->step == 0 && (s = eval_report(tr, NULL, 0, &k, ev, err))) return s;
+    if (!resumed && tr->step == 0 && !tr->book && (s = eval_report(tr, NULL, 0, &k, ev, err)))
+        return s;
     int saved = resumed; /* a resumed run's state is already on disk */
     int spent = 0;       /* the time budget ended the run */
     while (tr->step < c->max_steps) {

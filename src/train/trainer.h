@@ -43,6 +43,8 @@ struct attn_trainer {
     /* A dry run's trainer: configs, tokenizer, corpus and the checkpoint's
      * checks (headers only), with no model, optimizer or activations. */
     int plan_only;
+    /* The book's data order (train_book.c), NULL: the sampler's. */
+    struct attn_book_order *book;
 };
 
 /* In place, for a trainer the caller holds (attn_trainer_create allocates
@@ -66,5 +68,51 @@ attn_status attn_trainer_create_ex(attn_trainer **out, const attn_gpt_config *mc
                                    const attn_train_config *tcfg, int vocab_given,
                                    const attn_tokenizer *tok, const char *vocab, const char *text,
                                    size_t n, int plan_only, attn_error *err);
+
+/* ---- the book's chapter-5 run (train_book.c, train_book.h) ----------------
+ *
+ * Book mode (training key "loader": "book" on the trainer's own splits,
+ * attn_trainer_create_book, or attn_trainer_set_book_data with other
+ * splits) replaces the sampler and the sampled evaluation with
+ * gpt_train.py's DataLoaders, drawn from the model generator (the one
+ * dropout draws from, as the book's one global generator), and every
+ * parameter decays in AdamW (the book passes model.parameters()). The
+ * caller's configs give the rest of the book's recipe: seed 123, constant
+ * lr (min_lr = learning_rate, warmup 0), grad_clip 0, eval_interval =
+ * eval_freq, eval_iters = eval_iter, max_steps = epochs *
+ * attn_trainer_book_batches. attn_trainer_run then evaluates after the steps
+ * the book does (global step s = tr->step - 1 with s % eval_interval == 0),
+ * no evaluation before the first step and no final one, and calls on_epoch
+ * after each epoch's last step. CPU only. */
+
+/* Switch a fresh trainer (step 0) to the book's data order over these
+ * token ids (copied; the train / val splits of the corpus, e.g. the GPT-2
+ * BPE of its first 90% of characters and of the rest). The trainer's own
+ * corpus split stays unused. */
+attn_status attn_trainer_set_book_data(attn_trainer *tr, const int32_t *train_ids, size_t n_train,
+                                       const int32_t *val_ids, size_t n_val, attn_error *err);
+
+/* A book-mode trainer without a tokenizer or corpus text: the model is
+ * mcfg as given (vocab_size included), initialised from tcfg->seed. */
+attn_status attn_trainer_create_book(attn_trainer **out, const attn_gpt_config *mcfg,
+                                     const attn_train_config *tcfg, const int32_t *train_ids,
+                                     size_t n_train, const int32_t *val_ids, size_t n_val,
+                                     attn_error *err);
+
+/* Training batches per epoch (0 outside book mode), and the 1-based epoch
+ * of the last step taken (1 before any). */
+int64_t attn_trainer_book_batches(const attn_trainer *tr);
+int64_t attn_trainer_book_epoch(const attn_trainer *tr);
+
+/* generate_and_print_sample's ids: prompt (n ids) then max_new greedy
+ * tokens, each from the last context_length tokens, into out (n + max_new). */
+attn_status attn_trainer_book_sample(const attn_trainer *tr, const int32_t *prompt, size_t n,
+                                     int max_new, int32_t *out, attn_error *err);
+
+/* train_book.c's pieces that train.c calls. */
+attn_status attn_trainer_book_attach(attn_trainer *tr, const int32_t *train_ids, size_t n_train,
+                                     const int32_t *val_ids, size_t n_val, attn_error *err);
+void attn_trainer_book_decay_all(attn_trainer *tr);
+attn_status attn_trainer_book_evaluate(attn_trainer *tr, attn_eval_record *rec, attn_error *err);
 
 #endif
