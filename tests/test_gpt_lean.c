@@ -15,8 +15,14 @@
 enum { B = 2, T = 70, N = B * T };
 
 static attn_gpt_config cfg(int tie) {
-    attn_gpt_config c = {.vocab_size = 300, .context_length = T, .emb_dim = 16, .n_heads = 2,
-                         .n_layers = 2, .drop_rate = 0.1, .qkv_bias = 1, .tie_weights = tie};
+    attn_gpt_config c = {.vocab_size = 300,
+                         .context_length = T,
+                         .emb_dim = 16,
+                         .n_heads = 2,
+                         .n_layers = 2,
+                         .drop_rate = 0.1,
+                         .qkv_bias = 1,
+                         .tie_weights = tie};
     return c;
 }
 
@@ -38,8 +44,8 @@ static float step(int how, int tie, float **grads, size_t *n) {
     attn_rng_seed(&rng, 1);
     cr_assert_eq(attn_gpt_init(&m, &c, &rng, &err), ATTN_OK, "%s", err.msg);
     attn_gpt_acts a;
-    attn_status s = how ? attn_gpt_acts_init_lean(&a, &m, B, T, &err)
-                        : attn_gpt_acts_init(&a, &m, B, T, &err);
+    attn_status s =
+        how ? attn_gpt_acts_init_lean(&a, &m, B, T, &err) : attn_gpt_acts_init(&a, &m, B, T, &err);
     cr_assert_eq(s, ATTN_OK, "%s", err.msg);
     cr_assert(how == 0 || a.d_logits == NULL, "lean activations hold no (B,T,V) gradient");
     int32_t ids[N], targets[N];

@@ -14,9 +14,9 @@
 #include <stdint.h>
 
 #include "attn/gpt.h"
-#include "attn/weights_format.h"
 #include "attn/status.h"
 #include "attn/train.h"
+#include "attn/weights_format.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -25,8 +25,8 @@ extern "C" {
 typedef struct attn_checkpoint_info {
     attn_gpt_config model;
     attn_weights_format format; /* attn's checkpoint, or HF / llm.c / book GPT-2 weights */
-    int64_t step;     /* the model file's step; -1 if it names none */
-    char *vocabulary; /* char: the characters in id order (UTF-8, malloc'd); gpt2: NULL */
+    int64_t step;               /* the model file's step; -1 if it names none */
+    char *vocabulary;           /* char: the characters in id order (UTF-8, malloc'd); gpt2: NULL */
     attn_tokenizer_kind tokenizer;
     int vocab_size;
     size_t n_params; /* scalar parameters */
