@@ -214,14 +214,16 @@ static int check_memory(const char *path, const attn_gpt_config *cfg, double max
     attn_error err;
     attn_gpt_config c;
     attn_tokenizer tok;
-    if (path && attn_gpt_checkpoint_config(path, &c, &tok, NULL, &err)) {
-        fprintf(stderr, "attn generate: %s\n", err.msg);
-        return 1;
+    if (path) {
+        if (attn_gpt_checkpoint_config(path, &c, &tok, NULL, &err)) {
+            fprintf(stderr, "attn generate: %s\n", err.msg);
+            return 1;
+        }
+        attn_tokenizer_free(&tok);
+        cfg = &c;
     }
-    if (path) attn_tokenizer_free(&tok);
-    if (attn_mem_check(
-            attn_gpt_config_memory(path ? &c : cfg, (path ? &c : cfg)->context_length, 0),
-            max_memory, "the model with its KV cache", &err)) {
+    if (attn_mem_check(attn_gpt_config_memory(cfg, cfg->context_length, 0), max_memory,
+                       "the model with its KV cache", &err)) {
         fprintf(stderr, "attn generate: %s\n", err.msg);
         return 1;
     }

@@ -265,7 +265,7 @@ attn_status attn_trainer_greedy_text(const attn_trainer *tr, const char *prompt,
                          ATTN_GREEDY_MAX_NEW);
     attn_status st = attn_tokenizer_max_ids(&tr->tok, prompt, n, &cap, err);
     if (st) return st;
-    int32_t *ids = malloc((cap + (size_t)max_new + 1) * sizeof *ids);
+    int32_t *ids = malloc((cap + 1) * sizeof *ids);
     int32_t *out = malloc((cap + (size_t)max_new + 1) * sizeof *out);
     if (!ids || !out) st = attn_fail(err, ATTN_ERR_NOMEM, "out of memory for the sample");
     if (!st) st = attn_tokenizer_encode_ex(&tr->tok, prompt, n, 1, ids, cap, &n_ids, err);
