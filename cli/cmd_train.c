@@ -318,6 +318,9 @@ static int resolve(train_cmd *c) {
         fprintf(stderr, "attn train: --device cuda: %s\n", err.msg);
         return 2;
     }
+    /* A gpt2 run maps its token files (attn_train_start): only a char run,
+     * whose vocabulary is the text's, reads the corpus here. */
+    if (c->su.train.tokenizer == ATTN_TOKENIZER_GPT2) return -1;
     if (attn_file_read_all(c->su.data, 0, (void **)&c->text, &c->n, &err)) {
         fprintf(stderr, "attn train: cannot read the corpus: %s\n", err.msg);
         return 1;

@@ -449,6 +449,11 @@ void train_announce(const train_run_info *r, const attn_trainer *tr) {
             r->preset ? r->preset : "saved config", attn_gpt_num_params(attn_trainer_model(tr)),
             m->vocab_size, m->context_length, m->emb_dim, m->n_heads, m->n_layers, n_train, n_val,
             t->batch_size, t->max_steps);
+    const attn_token_file *ft = attn_trainer_token_file(tr, 0), *fv = attn_trainer_token_file(tr, 1);
+    if (ft && fv)
+        fprintf(stderr, "attn train: token files (uint16, mapped): %s (train, %s), %s (val, %s)\n",
+                ft->path, ft->rebuilt ? "built now" : "reused", fv->path,
+                fv->rebuilt ? "built now" : "reused");
     if (r->resume)
         fprintf(stderr, "attn train: resuming %s at step %" PRId64 "\n", r->out,
                 attn_trainer_steps(tr));

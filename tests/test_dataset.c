@@ -106,3 +106,71 @@ Test(dataset, random_batch_is_seeded) {
     for (int b = 0; b < 4; b++)
         cr_expect(x1[b * 8] <= 91 && y1[b * 8 + 7] == x1[b * 8] + 8);
 }
+
+/* The computed order (GPT-2 runs): at every length, each epoch visits
+ * every window exactly once (block 1 over ids 0..n: x is the window's
+ * position), epochs and seeds differ, it is not the identity, and a restore
+ * continues it exactly. */
+Test(dataset, computed_sampler_is_a_permutation_per_epoch) {
+    static const size_t lens[] = {1, 2, 3, 4, 5, 15, 16, 17, 255, 1000, 4097};
+    for (size_t li = 0; li < sizeof lens / sizeof *lens; li++) {
+        const size_t len = lens[li];
+        int32_t *ids = malloc((len + 1) * sizeof *ids);
+        unsigned char *seen = calloc(len, 1);
+        for (size_t i = 0; i <= len; i++)
+            ids[i] = (int32_t)i;
+        attn_token_dataset ds;
+        cr_assert_eq(attn_dataset_init(&ds, ids, len + 1, 1, NULL), ATTN_OK);
+        attn_sampler s;
+        cr_assert_eq(attn_sampler_init_computed(&s, attn_dataset_len(&ds), 99, NULL), ATTN_OK);
+        cr_assert_null(s.perm, "the computed order stores nothing");
+        int32_t first[2][8] = {{0}}, x, y;
+        for (int e = 0; e < 2; e++) {
+            memset(seen, 0, len);
+            for (size_t i = 0; i < len; i++) {
+                attn_sampler_next_batch(&s, &ds, 1, &x, &y);
+                cr_assert(x >= 0 && (size_t)x < len && y == x + 1);
+                cr_assert_eq(seen[x], 0, "len %zu epoch %d: window %d twice", len, e, x);
+                seen[x] = 1;
+                if (i < 8) first[e][i] = x;
+            }
+        }
+        if (len >= 16) {
+            cr_expect(memcmp(first[0], first[1], sizeof first[0]) != 0, "len %zu: epochs differ",
+                      len);
+            int identity = 1;
+            for (int i = 0; i < 8; i++)
+                identity &= first[0][i] == i;
+            cr_expect(!identity, "len %zu: shuffled", len);
+        }
+        attn_sampler_free(&s);
+        free(ids);
+        free(seen);
+    }
+    enum { N = 300, BLOCK = 4, B = 7 };
+    int32_t ids[N];
+    for (int i = 0; i < N; i++)
+        ids[i] = (i * 37) % 11;
+    attn_token_dataset ds;
+    attn_dataset_init(&ds, ids, N, BLOCK, NULL);
+    attn_sampler a, b, c;
+    attn_sampler_init_computed(&a, attn_dataset_len(&ds), 1337, NULL);
+    attn_sampler_init_computed(&c, attn_dataset_len(&ds), 1338, NULL);
+    int32_t xa[B * BLOCK], ya[B * BLOCK], xb[B * BLOCK], yb[B * BLOCK];
+    attn_sampler_next_batch(&a, &ds, B, xa, ya);
+    attn_sampler_next_batch(&c, &ds, B, xb, yb);
+    cr_expect(memcmp(xa, xb, sizeof xa) != 0, "another seed, another order");
+    for (int i = 1; i < 50; i++)
+        attn_sampler_next_batch(&a, &ds, B, xa, ya);
+    attn_sampler_init_computed(&b, attn_dataset_len(&ds), 1337, NULL);
+    cr_assert_eq(attn_sampler_restore(&b, a.epoch, a.cursor, NULL), ATTN_OK);
+    for (int i = 0; i < 80; i++) {
+        attn_sampler_next_batch(&a, &ds, B, xa, ya);
+        attn_sampler_next_batch(&b, &ds, B, xb, yb);
+        cr_expect(memcmp(xa, xb, sizeof xa) == 0 && memcmp(ya, yb, sizeof ya) == 0, "batch %d", i);
+    }
+    cr_expect(a.epoch >= 2);
+    attn_sampler_free(&a);
+    attn_sampler_free(&b);
+    attn_sampler_free(&c);
+}

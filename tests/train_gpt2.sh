@@ -72,12 +72,13 @@ gen > "$tmp/g1.txt" 2> "$tmp/g.err" && ok "generate samples" || bad "generate: $
   ok "generate prints valid UTF-8, the prompt's <|endoftext|> as text" || bad "generate output is not UTF-8 or lost the prompt"
 gen --allow-special > "$tmp/g2.txt" 2>/dev/null && ! cmp -s "$tmp/g1.txt" "$tmp/g2.txt" &&
   ok "generate --allow-special: <|endoftext|> is the token (another text)" || bad "generate --allow-special"
-nofiles viz "$tmp/ref" --prompt "First Citizen: café" --generate 5 --out "$tmp/v.html" 2> "$tmp/viz.err" &&
+nofiles viz "$tmp/ref" --prompt "First Citizen: café" --generate 5 --out "$tmp/v.html" --svg "$tmp/v.svg" --layer 0 --head 1 2> "$tmp/viz.err" &&
+  grep -q "(9 tokens, generated ones included)" "$tmp/v.svg" &&
   "$PY" - "$tmp/v.html" << 'PY' && ok "viz: the page's tokens are GPT-2's" || bad "viz: $(cat "$tmp/viz.err")"
 import json, re, sys
 page = open(sys.argv[1], encoding='utf-8').read()
 d = json.loads(re.search(r'<script type="application/json" id="attn-data">(.*?)</script>', page, re.S).group(1))
-assert d['config']['vocab_size'] == 50257
+assert d['config']['vocab_size'] == 50257 and d['unit'] == 'tokens'
 assert ''.join(d['tokens'][:d['n_prompt']]) == 'First Citizen: café', d['tokens']
 assert d['token_ids'][:3] == [5962, 22307, 25] and len(d['generated']) == 5, d['token_ids']
 PY

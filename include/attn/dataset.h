@@ -47,6 +47,9 @@ attn_status attn_dataset_init_u16(attn_token_dataset *ds, const uint16_t *ids, s
 /* Number of windows: n_ids - block_size. */
 size_t attn_dataset_len(const attn_token_dataset *ds);
 
+/* Token i (< n_ids) of the view, whichever width it holds. */
+int32_t attn_dataset_token(const attn_token_dataset *ds, size_t i);
+
 /* Copy window pos (< len) into x and y (block_size ids each). */
 void attn_dataset_get(const attn_token_dataset *ds, size_t pos, int32_t *x, int32_t *y);
 
@@ -63,11 +66,24 @@ typedef struct attn_sampler {
     uint64_t seed;
     uint64_t epoch; /* completed passes */
     size_t cursor;  /* next index into perm */
-    uint32_t *perm; /* this epoch's order, len entries */
+    uint32_t *perm; /* this epoch's order, len entries; NULL: computed (below) */
+    unsigned half_bits; /* computed order: the Feistel network's half width */
+    uint64_t keys[4];   /* computed order: this epoch's round keys */
 } attn_sampler;
 
 /* Start at epoch 0, cursor 0. len must be in 1 .. 2^32-1. */
 attn_status attn_sampler_init(attn_sampler *s, size_t len, uint64_t seed, attn_error *err);
+
+/* The same sampler with its order computed rather than stored, so that it
+ * takes no memory at any length (a 1 GB corpus has some 250 M windows: a
+ * stored order would be 1 GB). Each epoch's order is a keyed bijection of
+ * [0, len): a 4-round Feistel network on the smallest even bit width that
+ * holds len, keys drawn from (seed, epoch), cycle-walked back into range.
+ * Another order than attn_sampler_init's for the same seed (the GPT-2 runs
+ * use this one, the char runs keep theirs); the state is the same three
+ * numbers, restored the same way. len in 1 .. SIZE_MAX / 4. */
+attn_status attn_sampler_init_computed(attn_sampler *s, size_t len, uint64_t seed,
+                                       attn_error *err);
 /* Jump to (epoch, cursor) as saved from another sampler of the same len and seed. */
 attn_status attn_sampler_restore(attn_sampler *s, uint64_t epoch, size_t cursor, attn_error *err);
 void attn_sampler_free(attn_sampler *s);

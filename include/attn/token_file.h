@@ -109,10 +109,19 @@ attn_status attn_token_file_open_split(const char *text_path, const attn_token_e
                                        const char *cache_dir, attn_token_file *train,
                                        attn_token_file *val, attn_error *err);
 
+/* The token counts of attn_token_file_open_range / _open_split without a
+ * cache: the text is encoded chunk by chunk as a build would, and nothing
+ * is read from or written to any cache (attn train --dry-run). */
+attn_status attn_token_count_range(const char *text_path, size_t text_begin, size_t text_end,
+                                   const attn_token_encoder *enc, size_t *n_tokens,
+                                   attn_error *err);
+attn_status attn_token_count_split(const char *text_path, const attn_token_encoder *enc,
+                                   size_t *n_train, size_t *n_val, attn_error *err);
+
 /* The default cache folder, made if missing (mkdir -p): $ATTN_CACHE_DIR,
  * else $XDG_CACHE_HOME/attn/tokens, else $HOME/.cache/attn/tokens (empty
- * variables count as unset). Fails when none is set or the path does not
- * fit in cap bytes. */
+ * variables count as unset). Fails when none is set, the path does not
+ * fit in cap bytes, or it lies in a run folder (nothing is made then). */
 attn_status attn_token_cache_dir(char *buf, size_t cap, attn_error *err);
 
 #ifdef __cplusplus

@@ -56,6 +56,7 @@
 
 #include "attn/checkpoint.h" /* ATTN_CKPT_MODEL, ATTN_CKPT_STATE, attn_gpt_load_checkpoint */
 #include "attn/dataset.h"
+#include "attn/token_file.h"
 #include "attn/dist.h"
 #include "attn/engine.h"
 #include "attn/gpt.h"
@@ -243,6 +244,10 @@ float attn_eval_val(const attn_eval_record *r);
  * scratch (any (B, T) with T <= context_length); ids must be valid tokens. */
 attn_status attn_gpt_loss_windows(attn_gpt *m, attn_gpt_acts *acts, const int32_t *ids, size_t n,
                                   double *loss, size_t *count, attn_error *err);
+/* The same over every token of a dataset view (int32 or a mapped uint16
+ * token file; its block_size is not used). */
+attn_status attn_gpt_loss_dataset(attn_gpt *m, attn_gpt_acts *acts, const attn_token_dataset *ds,
+                                  double *loss, size_t *count, attn_error *err);
 
 /* The trainer: a model, its AdamW state, the corpus's token splits, the
  * generators and the loss history of one run. Opaque: the accessors below
@@ -309,6 +314,10 @@ const attn_dist *attn_trainer_dist(const attn_trainer *tr);
 /* The corpus: its size in bytes, and its tokens in the train / val splits. */
 size_t attn_trainer_corpus_bytes(const attn_trainer *tr);
 void attn_trainer_split_tokens(const attn_trainer *tr, size_t *train, size_t *val);
+/* The mapped token file of split 0 (train) or 1 (val) of a gpt2 run on a
+ * corpus file (attn_train_start with no text; attn/token_file.h: its path,
+ * and whether this start built it), or NULL when the ids are in memory. */
+const attn_token_file *attn_trainer_token_file(const attn_trainer *tr, int split);
 /* Where the corpus is (recorded in the training state so --resume finds it;
  * borrowed, NULL: none), and time spent outside the trainer that a time
  * budget counts (a command's set-up). */

@@ -6,7 +6,7 @@
  *   rq.preset = "tiny";  rq.data = "corpus.txt";  rq.out = "runs/x";
  *   attn_train_setup su;  attn_train_resolve(&rq, &su, &err);
  *   attn_train_claim cl;  attn_train_claim_dir(su.out, "my run", 0, 0, NULL, &lock, &cl, &err);
- *   ... read su.data, then attn_train_start(&tr, &rq, &su, text, n, &err) (attn_trainer *tr)
+ *   attn_train_start(&tr, &rq, &su, NULL, 0, &err)   (attn_trainer *tr; the corpus su.data)
  *
  * The configuration of a fresh run: the preset (default "tiny"), then with
  * init_from the model shape of that checkpoint, then the JSON file's keys
@@ -80,9 +80,17 @@ void attn_train_request_set(attn_train_request *rq, int i, attn_train_value v);
 attn_status attn_train_resolve(const attn_train_request *rq, attn_train_setup *setup,
                                attn_error *err);
 
-/* The trainer of a resolved request (attn_train_resolve) on its corpus
- * (text, n bytes, read from setup->data): every check a run makes before its
- * first step, writing nothing (attn train --dry-run runs it too):
+/* The trainer of a resolved request (attn_train_resolve) on its corpus:
+ * text (n bytes, the contents of setup->data) or, text NULL, the file
+ * setup->data itself. A gpt2 run on the file never holds the text or its
+ * ids in memory: they are tokenized once into uint16 token files in the
+ * cache folder (attn_token_cache_dir: $ATTN_CACHE_DIR, else
+ * $XDG_CACHE_HOME/attn/tokens, else ~/.cache/attn/tokens), reused while
+ * the text and GPT-2's files are unchanged, and memory-mapped; a dry run
+ * only counts the tokens (no cache read or written). A char run reads the
+ * file whole (its vocabulary is the text's). Every check a run makes before
+ * its first step, writing nothing but that cache (attn train --dry-run runs
+ * it too, and writes nothing):
  *   fresh: attn_trainer_create (the corpus's vocabulary);
  *   rq->init_from: the checkpoint's vocabulary (attn_trainer_create_vocab: the
  *     corpus may use a subset of it; a character it lacks is an error naming

@@ -102,6 +102,7 @@ typedef struct attn_viz_data {
     attn_viz_step *steps; /* (n_generated) */
     attn_viz_options opt;
     char *source; /* what the page names as the model (e.g. the checkpoint path) */
+    const char *unit; /* what a token is called: "characters" (char) or "tokens" (gpt2) */
 } attn_viz_data;
 
 /* Encode prompt (n bytes of UTF-8; gpt2: any bytes, <|endoftext|> as plain

@@ -592,8 +592,11 @@ static attn_status train_run(const attn_train_request *rq, attn_run_lock *lock, 
         if (s) *request_error = cl->request_error;
     }
     if (!s) snprintf(out_abs, ATTN_TRAIN_PATH_MAX, "%s", cl->out_abs);
-    if (!s) s = attn_file_read_all(su->data, 0, (void **)&text, &n, err);
-    if (!s && n == 0) s = attn_fail(err, ATTN_ERR_INVALID_ARG, "the corpus %s is empty", su->data);
+    /* gpt2: attn_train_start maps the corpus's token files (text NULL) */
+    const int whole = !s && su->train.tokenizer != ATTN_TOKENIZER_GPT2;
+    if (whole) s = attn_file_read_all(su->data, 0, (void **)&text, &n, err);
+    if (whole && !s && n == 0)
+        s = attn_fail(err, ATTN_ERR_INVALID_ARG, "the corpus %s is empty", su->data);
     if (!s) s = attn_train_start(&tr, rq, su, text, n, err);
     free(text);
     /* loss.csv/svg may be a step behind the checkpoint: redo them. */

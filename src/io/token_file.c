@@ -325,8 +325,8 @@ static attn_status narrow_ids(const chunk_bufs *b, size_t k, int vocab, size_t a
     return ATTN_OK;
 }
 
-/* Encode the text chunk by chunk into f (after its header); h gets the
- * token count and hash, *calls the encode calls. */
+/* Encode the text chunk by chunk into f (after its header; NULL: count
+ * only); h gets the token count and hash, *calls the encode calls. */
 static attn_status encode_chunks(const text_map *m, const attn_token_encoder *enc,
                                  attn_atomic_file *f, tf_header *h, size_t *calls,
                                  attn_error *err) {
@@ -349,7 +349,7 @@ static attn_status encode_chunks(const text_map *m, const attn_token_encoder *en
         }
         if ((s = narrow_ids(&b, k, enc->vocab_size, at, err))) break;
         XXH3_64bits_update(st, b.u16, k * sizeof *b.u16);
-        s = attn_atomic_write(f, b.u16, k * sizeof *b.u16, err);
+        if (f) s = attn_atomic_write(f, b.u16, k * sizeof *b.u16, err);
         h->n_tokens += k;
     }
     if (!s) h->tokens_hash = XXH3_64bits_digest(st);
@@ -492,6 +492,34 @@ attn_status attn_token_file_open_split(const char *text_path, const attn_token_e
     return s;
 }
 
+attn_status attn_token_count_range(const char *text_path, size_t text_begin, size_t text_end,
+                                   const attn_token_encoder *enc, size_t *n_tokens,
+                                   attn_error *err) {
+    *n_tokens = 0;
+    text_map m = {0};
+    attn_status s = check_encoder(enc, err);
+    if (!s) s = text_map_range(&m, text_path, text_begin, text_end, err);
+    tf_header h = {0};
+    size_t calls = 0;
+    if (!s) s = encode_chunks(&m, enc, NULL, &h, &calls, err);
+    if (!s) *n_tokens = (size_t)h.n_tokens;
+    text_unmap(&m);
+    return s;
+}
+
+attn_status attn_token_count_split(const char *text_path, const attn_token_encoder *enc,
+                                   size_t *n_train, size_t *n_val, attn_error *err) {
+    *n_train = *n_val = 0;
+    text_map m;
+    attn_status s = text_map_range(&m, text_path, 0, SIZE_MAX, err);
+    if (s) return s;
+    const size_t split = attn_text_split_offset(m.text, m.n), n = m.n;
+    text_unmap(&m);
+    s = attn_token_count_range(text_path, 0, split, enc, n_train, err);
+    if (!s) s = attn_token_count_range(text_path, split, n, enc, n_val, err);
+    return s;
+}
+
 /* $name/suffix into buf when $name is set and not empty: 1, else 0. */
 static int env_path(char *buf, size_t cap, const char *name, const char *suffix, int *too_long) {
     const char *v = getenv(name);
@@ -508,5 +536,9 @@ attn_status attn_token_cache_dir(char *buf, size_t cap, attn_error *err) {
         return attn_fail(err, ATTN_ERR_INVALID_ARG,
                          "no cache folder: set ATTN_CACHE_DIR, XDG_CACHE_HOME or HOME");
     if (too_long) return attn_fail(err, ATTN_ERR_INVALID_ARG, "the cache folder path is too long");
+    char run[4096];
+    if (attn_path_in_run(buf, 1, run, sizeof run)) /* refused before anything is made */
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "cannot keep token files in '%s': it lies in the run folder %s", buf, run);
     return make_dirs(buf, err);
 }

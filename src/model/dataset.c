@@ -78,8 +78,45 @@ void attn_dataset_random_batch(const attn_token_dataset *ds, attn_rng *rng, int 
     }
 }
 
-/* This epoch's order: Fisher-Yates from a generator seeded by (seed, epoch). */
+int32_t attn_dataset_token(const attn_token_dataset *ds, size_t i) {
+    return ds->ids16 ? (int32_t)ds->ids16[i] : ds->ids[i];
+}
+
+/* splitmix64's finaliser: a well-mixed 64-bit function of z. */
+static uint64_t mix64(uint64_t z) {
+    z += 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* Window i (< len) of this epoch's computed order: the Feistel network
+ * maps [0, 4^half_bits) onto itself; walking it until the value is below
+ * len is a bijection of [0, len) (at most 4 steps expected). */
+static size_t computed_index(const attn_sampler *s, size_t i) {
+    const unsigned h = s->half_bits;
+    const uint64_t mask = (UINT64_C(1) << h) - 1;
+    uint64_t x = i;
+    do {
+        uint64_t l = x >> h, r = x & mask;
+        for (int k = 0; k < 4; k++) {
+            const uint64_t t = l ^ (mix64(r ^ s->keys[k]) & mask);
+            l = r;
+            r = t;
+        }
+        x = (l << h) | r;
+    } while (x >= s->len);
+    return (size_t)x;
+}
+
+/* This epoch's order: Fisher-Yates from a generator seeded by (seed, epoch),
+ * or the computed order's keys. */
 static void fill_perm(attn_sampler *s) {
+    if (!s->perm) {
+        for (int k = 0; k < 4; k++)
+            s->keys[k] = mix64(s->seed ^ mix64(s->epoch * 4 + (uint64_t)k));
+        return;
+    }
     attn_rng rng;
     /* Mix epoch into the 32 bits attn_rng_seed uses so epochs differ. */
     uint64_t mixed = (s->seed ^ (s->epoch * 0x9E3779B97F4A7C15ull)) * 0xBF58476D1CE4E5B9ull;
@@ -101,6 +138,22 @@ attn_status attn_sampler_init(attn_sampler *s, size_t len, uint64_t seed, attn_e
                          len);
     s->perm = malloc(len * sizeof *s->perm);
     if (!s->perm) return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for the sampler");
+    s->len = len;
+    s->seed = seed;
+    fill_perm(s);
+    return ATTN_OK;
+}
+
+attn_status attn_sampler_init_computed(attn_sampler *s, size_t len, uint64_t seed,
+                                       attn_error *err) {
+    memset(s, 0, sizeof *s);
+    if (len == 0 || len > SIZE_MAX / 4)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "sampler needs 1 .. %zu windows (got %zu)",
+                         SIZE_MAX / 4, len);
+    unsigned bits = 1;
+    while (bits < 31 && (UINT64_C(1) << (2 * bits)) < (uint64_t)len)
+        bits++;
+    s->half_bits = bits;
     s->len = len;
     s->seed = seed;
     fill_perm(s);
@@ -133,6 +186,8 @@ void attn_sampler_next_batch(attn_sampler *s, const attn_token_dataset *ds, int 
             s->cursor = 0;
             fill_perm(s);
         }
-        attn_dataset_get(ds, s->perm[s->cursor++], x + (size_t)b * bs, y + (size_t)b * bs);
+        const size_t i = s->cursor++;
+        const size_t pos = s->perm ? s->perm[i] : computed_index(s, i);
+        attn_dataset_get(ds, pos, x + (size_t)b * bs, y + (size_t)b * bs);
     }
 }

@@ -12,7 +12,14 @@ float attn_eval_val(const attn_eval_record *r) {
 
 attn_status attn_gpt_loss_windows(attn_gpt *m, attn_gpt_acts *acts, const int32_t *ids, size_t n,
                                   double *loss, size_t *count, attn_error *err) {
+    const attn_token_dataset ds = {.ids = ids, .n_ids = n, .block_size = 1};
+    return attn_gpt_loss_dataset(m, acts, &ds, loss, count, err);
+}
+
+attn_status attn_gpt_loss_dataset(attn_gpt *m, attn_gpt_acts *acts, const attn_token_dataset *ds,
+                                  double *loss, size_t *count, attn_error *err) {
     const int B = acts->B, T = acts->T;
+    const size_t n = ds->n_ids;
     const size_t bt = (size_t)B * (size_t)T;
     if (n < 2)
         return attn_fail(err, ATTN_ERR_INVALID_ARG, "the sequence needs 2 tokens, has %zu", n);
@@ -33,8 +40,8 @@ attn_status attn_gpt_loss_windows(attn_gpt *m, attn_gpt_acts *acts, const int32_
             const size_t s = w * (size_t)T, len = preds - s < (size_t)T ? preds - s : (size_t)T;
             for (size_t t = 0; t < (size_t)T; t++) {
                 const size_t i = t < len ? s + t : s;
-                x[(size_t)b * T + t] = ids[i];
-                y[(size_t)b * T + t] = ids[i + 1];
+                x[(size_t)b * T + t] = attn_dataset_token(ds, i);
+                y[(size_t)b * T + t] = attn_dataset_token(ds, i + 1);
             }
         }
         st = attn_gpt_forward(m, x, y, B, T, NULL, acts, NULL, err);

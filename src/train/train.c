@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attn/fileio.h"
 #include "train_accum.h"
 #include "train_book.h"
 #include "train_device.h"
@@ -19,19 +20,12 @@
 
 /* ------------------------------------------------------------ trainer */
 
-static uint64_t fnv1a(const char *s, size_t n) {
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++) {
-        h ^= (unsigned char)s[i];
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
-
 void attn_trainer_release(attn_trainer *tr) {
     attn_cuda_gpt_free(tr->gpu);
     attn_tokenizer_free(&tr->tok);
     free(tr->ids);
+    attn_token_file_close(&tr->tok_train);
+    attn_token_file_close(&tr->tok_val);
     attn_sampler_free(&tr->sampler);
     attn_gpt_acts_free(&tr->acts);
     attn_gpt_free(&tr->model);
@@ -44,65 +38,6 @@ void attn_trainer_release(attn_trainer *tr) {
     if (tr->book) attn_book_order_free(tr->book);
     free(tr->book);
     memset(tr, 0, sizeof *tr);
-}
-
-/* The character count of text, for the gpt2 split. */
-static attn_status split_text(const char *text, size_t n, size_t *at, attn_error *err) {
-    size_t chars = 0;
-    attn_status st = attn_utf8_count(text, n, &chars, err);
-    if (st) return st;
-    const size_t keep = attn_split_point(chars); /* Python's int(0.9 * len(text)) */
-    const unsigned char *s = (const unsigned char *)text;
-    size_t b = 0;
-    for (size_t c = 0; c < keep; c++) /* past one character (the text is valid) */
-        b += s[b] < 0x80 ? 1 : s[b] < 0xE0 ? 2 : s[b] < 0xF0 ? 3 : 4;
-    *at = b;
-    return ATTN_OK;
-}
-
-attn_status attn_train_tokenize(const attn_tokenizer *tok, const char *text, size_t n,
-                                int32_t **ids, size_t *n_ids, size_t *split, attn_error *err) {
-    *ids = NULL;
-    size_t cap = 0, at = n, a = 0, b = 0;
-    attn_status st = attn_tokenizer_max_ids(tok, text, n, &cap, err);
-    if (!st && tok->kind == ATTN_TOKENIZER_GPT2) {
-        st = split_text(text, n, &at, err);
-        cap = n + 2; /* each part n_part + 1 */
-    }
-    if (st) return st;
-    if (!(*ids = malloc(cap * sizeof **ids)))
-        return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for %zu token ids", cap);
-    const int special = tok->kind == ATTN_TOKENIZER_GPT2; /* <|endoftext|> as the book's */
-    st = attn_tokenizer_encode_ex(tok, text, at, special, *ids, cap, &a, err);
-    if (!st && at < n)
-        st = attn_tokenizer_encode_ex(tok, text + at, n - at, special, *ids + a, cap - a, &b, err);
-    if (st) {
-        free(*ids);
-        *ids = NULL;
-        return st;
-    }
-    *n_ids = a + b;
-    *split = tok->kind == ATTN_TOKENIZER_GPT2 ? a : attn_split_point(a);
-    return ATTN_OK;
-}
-
-/* The corpus as token ids, split into the training and validation sets
- * (each at least context_length + 1 of them). */
-static attn_status init_corpus(attn_trainer *tr, const char *text, size_t n, attn_error *err) {
-    size_t split = 0;
-    attn_status st = attn_train_tokenize(&tr->tok, text, n, &tr->ids, &tr->n_ids, &split, err);
-    if (st) return st;
-    tr->text_bytes = n;
-    tr->text_hash = fnv1a(text, n);
-    const int T = tr->mcfg.context_length;
-    if (split < (size_t)T + 1 || tr->n_ids - split < (size_t)T + 1)
-        return attn_fail(err, ATTN_ERR_INVALID_ARG,
-                         "the corpus has %zu tokens: its training split (%zu) and validation "
-                         "split (%zu) must each hold at least context_length + 1 = %d",
-                         tr->n_ids, split, tr->n_ids - split, T + 1);
-    attn_dataset_init(&tr->train, tr->ids, split, T, NULL);
-    attn_dataset_init(&tr->val, tr->ids + split, tr->n_ids - split, T, NULL);
-    return ATTN_OK;
 }
 
 /* The run's tokenizer: given (a checkpoint's), vocab's characters, GPT-2's
@@ -134,7 +69,11 @@ static attn_status trainer_setup(attn_trainer *tr, int plan_only, attn_error *er
     const attn_train_config *tcfg = &tr->tcfg;
     const int T = tr->mcfg.context_length;
     attn_status st;
-    if ((st = attn_sampler_init(&tr->sampler, attn_dataset_len(&tr->train), tcfg->seed + 1, err)))
+    /* GPT-2 runs may be large: their order is computed, not stored. */
+    const size_t windows = attn_dataset_len(&tr->train);
+    if ((st = tr->tok.kind == ATTN_TOKENIZER_GPT2
+                  ? attn_sampler_init_computed(&tr->sampler, windows, tcfg->seed + 1, err)
+                  : attn_sampler_init(&tr->sampler, windows, tcfg->seed + 1, err)))
         return st;
     attn_rng_seed(&tr->model_rng, tcfg->seed);
     attn_rng_seed(&tr->eval_rng, tcfg->seed + 2);
@@ -159,10 +98,41 @@ static attn_status trainer_setup(attn_trainer *tr, int plan_only, attn_error *er
  * (a caller with other splits, e.g. the book's 90% of characters under a
  * BPE, replaces them with attn_trainer_set_book_data). */
 static attn_status book_from_corpus(attn_trainer *tr, attn_error *err) {
-    const attn_token_dataset tn = tr->train, vl = tr->val;
-    attn_status st = attn_trainer_book_attach(tr, tn.ids, tn.n_ids, vl.ids, vl.n_ids, err);
+    attn_status st = attn_trainer_book_attach(tr, err);
     if (!st) attn_trainer_book_decay_all(tr);
     return st;
+}
+
+/* Where the corpus comes from: text in memory, or (text NULL) the file. */
+typedef struct corpus_src {
+    const char *text;
+    size_t n;
+    const char *path;
+} corpus_src;
+
+static attn_status vocab_mismatch(const attn_trainer *tr, const attn_gpt_config *mcfg,
+                                  const char *vocab, attn_error *err) {
+    return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                     tr->tok.kind == ATTN_TOKENIZER_GPT2
+                         ? "config vocab_size %d does not match the gpt2 tokenizer's %d tokens"
+                     : vocab ? "config vocab_size %d does not match the vocabulary's %d characters"
+                             : "config vocab_size %d does not match the corpus's %d distinct "
+                               "characters",
+                     mcfg->vocab_size, tr->tok.vocab_size);
+}
+
+/* A char run's corpus file is read whole (its vocabulary is the text's). */
+static attn_status read_text(const corpus_src *c, corpus_src *out, char **owned,
+                             attn_error *err) {
+    *out = *c;
+    if (!c->text && !c->path) return attn_fail(err, ATTN_ERR_INVALID_ARG, "no corpus given");
+    if (!c->text) {
+        attn_status st = attn_file_read_all(c->path, 0, (void **)owned, &out->n, err);
+        if (st) return st;
+        out->text = *owned;
+    }
+    if (out->n == 0) return attn_fail(err, ATTN_ERR_INVALID_ARG, "the corpus is empty");
+    return ATTN_OK;
 }
 
 /* attn_trainer_init(_vocab, _tok): the tokenizer is given's (a copy),
@@ -170,33 +140,34 @@ static attn_status book_from_corpus(attn_trainer *tr, attn_error *err) {
  * config's kind: GPT-2's files or the corpus's characters. */
 static attn_status trainer_init(attn_trainer *tr, const attn_gpt_config *mcfg,
                                 const attn_train_config *tcfg, int vocab_given,
-                                const attn_tokenizer *given, const char *vocab, const char *text,
-                                size_t n, int plan_only, attn_error *err) {
+                                const attn_tokenizer *given, const char *vocab,
+                                const corpus_src *c, int plan_only, attn_error *err) {
     memset(tr, 0, sizeof *tr);
     attn_status st = attn_train_config_validate(tcfg, err);
     if (st) return st;
-    if (n == 0) return attn_fail(err, ATTN_ERR_INVALID_ARG, "the corpus is empty");
     tr->mcfg = *mcfg;
     tr->tcfg = *tcfg;
-    if ((st = init_tokenizer(tr, given, vocab, text, n, err))) goto fail;
+    corpus_src src = *c;
+    char *owned = NULL;
+    const int mapped = !c->text && tcfg->tokenizer == ATTN_TOKENIZER_GPT2;
+    if (!mapped && (st = read_text(c, &src, &owned, err))) goto fail;
+    if ((st = init_tokenizer(tr, given, vocab, src.text, src.n, err))) goto fail;
     if (vocab_given && mcfg->vocab_size != tr->tok.vocab_size) {
-        st =
-            attn_fail(err, ATTN_ERR_INVALID_ARG,
-                      tr->tok.kind == ATTN_TOKENIZER_GPT2
-                          ? "config vocab_size %d does not match the gpt2 tokenizer's %d tokens"
-                      : vocab ? "config vocab_size %d does not match the vocabulary's %d characters"
-                              : "config vocab_size %d does not match the corpus's %d distinct "
-                                "characters",
-                      mcfg->vocab_size, tr->tok.vocab_size);
+        st = vocab_mismatch(tr, mcfg, vocab, err);
         goto fail;
     }
     tr->mcfg.vocab_size = tr->tok.vocab_size;
     if ((st = attn_gpt_config_validate(&tr->mcfg, err))) goto fail;
-    if ((st = init_corpus(tr, text, n, err))) goto fail;
+    st = mapped ? attn_trainer_corpus_file(tr, c->path, plan_only, err)
+                : attn_trainer_corpus_text(tr, src.text, src.n, err);
+    free(owned);
+    owned = NULL;
+    if (st) goto fail;
     if ((st = trainer_setup(tr, plan_only, err))) goto fail;
     if (tcfg->loader == ATTN_LOADER_BOOK && (st = book_from_corpus(tr, err))) goto fail;
     return ATTN_OK;
 fail:
+    free(owned);
     attn_trainer_release(tr);
     return st;
 }
@@ -204,7 +175,7 @@ fail:
 attn_status attn_trainer_init(attn_trainer *tr, const attn_gpt_config *mcfg,
                               const attn_train_config *tcfg, int vocab_given, const char *text,
                               size_t n, attn_error *err) {
-    return trainer_init(tr, mcfg, tcfg, vocab_given, NULL, NULL, text, n, 0, err);
+    return trainer_init(tr, mcfg, tcfg, vocab_given, NULL, NULL, &(corpus_src){text, n, NULL}, 0, err);
 }
 
 attn_status attn_trainer_init_vocab(attn_trainer *tr, const attn_gpt_config *mcfg,
@@ -215,7 +186,8 @@ attn_status attn_trainer_init_vocab(attn_trainer *tr, const attn_gpt_config *mcf
         memset(tr, 0, sizeof *tr);
         return attn_fail(err, ATTN_ERR_INVALID_ARG, "no vocabulary given");
     }
-    return trainer_init(tr, mcfg, tcfg, vocab_given, NULL, vocab, text, n, 0, err);
+    return trainer_init(tr, mcfg, tcfg, vocab_given, NULL, vocab, &(corpus_src){text, n, NULL}, 0,
+                        err);
 }
 
 attn_status attn_trainer_init_tok(attn_trainer *tr, const attn_gpt_config *mcfg,
@@ -226,7 +198,8 @@ attn_status attn_trainer_init_tok(attn_trainer *tr, const attn_gpt_config *mcfg,
         memset(tr, 0, sizeof *tr);
         return attn_fail(err, ATTN_ERR_INVALID_ARG, "no tokenizer given");
     }
-    return trainer_init(tr, mcfg, tcfg, vocab_given, tok, NULL, text, n, 0, err);
+    return trainer_init(tr, mcfg, tcfg, vocab_given, tok, NULL, &(corpus_src){text, n, NULL}, 0,
+                        err);
 }
 
 double attn_train_lr(const attn_train_config *c, int64_t step, double progress) {
@@ -276,7 +249,7 @@ attn_status attn_trainer_step(attn_trainer *tr, attn_train_record *rec, attn_err
         if ((st = attn_train_accum_grads(tr, &loss, err))) return st;
     } else {
         if (tr->book)
-            attn_book_next_batch(tr->book, &tr->model_rng, tr->xb, tr->yb);
+            attn_book_next_batch(tr->book, &tr->model_rng, &tr->train, tr->xb, tr->yb);
         else
             attn_sampler_next_batch(&tr->sampler, &tr->train, B, tr->xb, tr->yb);
         if (tr->gpu) { /* train_device.c */
@@ -331,8 +304,7 @@ static attn_status exact_val(attn_trainer *tr, float *out, attn_error *err) {
     attn_status st = tr->gpu ? attn_trainer_device_sync(tr, err) : ATTN_OK;
     double loss = 0;
     if (!st)
-        st = attn_gpt_loss_windows(&tr->model, &tr->acts, tr->val.ids, tr->val.n_ids, &loss, NULL,
-                                   err);
+        st = attn_gpt_loss_dataset(&tr->model, &tr->acts, &tr->val, &loss, NULL, err);
     if (!st) *out = (float)loss;
     return st;
 }
@@ -365,11 +337,12 @@ attn_status attn_trainer_evaluate_final(attn_trainer *tr, attn_eval_record *rec,
 attn_status attn_trainer_create_ex(attn_trainer **out, const attn_gpt_config *mcfg,
                                    const attn_train_config *tcfg, int vocab_given,
                                    const attn_tokenizer *tok, const char *vocab, const char *text,
-                                   size_t n, int plan_only, attn_error *err) {
+                                   size_t n, const char *path, int plan_only, attn_error *err) {
     *out = NULL;
     attn_trainer *tr = calloc(1, sizeof *tr);
     if (!tr) return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for a trainer");
-    attn_status st = trainer_init(tr, mcfg, tcfg, vocab_given, tok, vocab, text, n, plan_only, err);
+    const corpus_src c = {text, n, text ? NULL : path};
+    attn_status st = trainer_init(tr, mcfg, tcfg, vocab_given, tok, vocab, &c, plan_only, err);
     if (st) {
         free(tr);
         return st;
@@ -390,7 +363,7 @@ attn_status attn_trainer_create_book(attn_trainer **out, const attn_gpt_config *
     tr->tcfg.loader = ATTN_LOADER_BOOK;
     attn_status st = attn_train_config_validate(tcfg, err);
     if (!st) st = attn_gpt_config_validate(&tr->mcfg, err);
-    if (!st) st = attn_trainer_book_attach(tr, train_ids, n_train, val_ids, n_val, err);
+    if (!st) st = attn_trainer_book_attach_ids(tr, train_ids, n_train, val_ids, n_val, err);
     if (!st) st = trainer_setup(tr, 0, err);
     if (st) {
         attn_trainer_free(tr);
@@ -404,7 +377,7 @@ attn_status attn_trainer_create_book(attn_trainer **out, const attn_gpt_config *
 attn_status attn_trainer_create(attn_trainer **out, const attn_gpt_config *mcfg,
                                 const attn_train_config *tcfg, int vocab_given, const char *text,
                                 size_t n, attn_error *err) {
-    return attn_trainer_create_ex(out, mcfg, tcfg, vocab_given, NULL, NULL, text, n, 0, err);
+    return attn_trainer_create_ex(out, mcfg, tcfg, vocab_given, NULL, NULL, text, n, NULL, 0, err);
 }
 
 attn_status attn_trainer_create_vocab(attn_trainer **out, const attn_gpt_config *mcfg,
@@ -415,7 +388,7 @@ attn_status attn_trainer_create_vocab(attn_trainer **out, const attn_gpt_config 
         *out = NULL;
         return attn_fail(err, ATTN_ERR_INVALID_ARG, "no vocabulary given");
     }
-    return attn_trainer_create_ex(out, mcfg, tcfg, vocab_given, NULL, vocab, text, n, 0, err);
+    return attn_trainer_create_ex(out, mcfg, tcfg, vocab_given, NULL, vocab, text, n, NULL, 0, err);
 }
 
 attn_status attn_trainer_create_tok(attn_trainer **out, const attn_gpt_config *mcfg,
@@ -426,7 +399,7 @@ attn_status attn_trainer_create_tok(attn_trainer **out, const attn_gpt_config *m
         *out = NULL;
         return attn_fail(err, ATTN_ERR_INVALID_ARG, "no tokenizer given");
     }
-    return attn_trainer_create_ex(out, mcfg, tcfg, vocab_given, tok, NULL, text, n, 0, err);
+    return attn_trainer_create_ex(out, mcfg, tcfg, vocab_given, tok, NULL, text, n, NULL, 0, err);
 }
 
 const attn_tokenizer *attn_trainer_tokenizer(const attn_trainer *tr) {
@@ -468,6 +441,10 @@ size_t attn_trainer_corpus_bytes(const attn_trainer *tr) {
 void attn_trainer_split_tokens(const attn_trainer *tr, size_t *train, size_t *val) {
     *train = tr->train.n_ids;
     *val = tr->val.n_ids;
+}
+const attn_token_file *attn_trainer_token_file(const attn_trainer *tr, int split) {
+    const attn_token_file *f = split ? &tr->tok_val : &tr->tok_train;
+    return f->map ? f : NULL;
 }
 void attn_trainer_set_corpus_path(attn_trainer *tr, const char *path) {
     tr->corpus_path = path;

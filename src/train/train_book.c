@@ -18,15 +18,13 @@ size_t attn_book_windows(size_t n, int T) {
 }
 
 void attn_book_order_free(attn_book_order *o) {
-    free(o->train_ids);
-    free(o->val_ids);
+    free(o->owned);
     free(o->perm);
     free(o->scratch);
     memset(o, 0, sizeof *o);
 }
 
-attn_status attn_book_order_init(attn_book_order *o, const int32_t *train_ids, size_t n_train,
-                                 const int32_t *val_ids, size_t n_val, int T, int B,
+attn_status attn_book_order_init(attn_book_order *o, size_t n_train, size_t n_val, int T, int B,
                                  attn_error *err) {
     memset(o, 0, sizeof *o);
     o->T = T;
@@ -40,16 +38,12 @@ attn_status attn_book_order_init(attn_book_order *o, const int32_t *train_ids, s
                          "one val window of context_length %d (got %zu and %zu from %zu and %zu "
                          "tokens)",
                          B, T, o->windows, o->val_windows, n_train, n_val);
-    o->train_ids = malloc(n_train * sizeof *o->train_ids);
-    o->val_ids = malloc(n_val * sizeof *o->val_ids);
     o->perm = malloc(o->windows * sizeof *o->perm);
     o->scratch = malloc(o->windows * sizeof *o->scratch);
-    if (!o->train_ids || !o->val_ids || !o->perm || !o->scratch) {
+    if (!o->perm || !o->scratch) {
         attn_book_order_free(o);
         return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for the book's loaders");
     }
-    memcpy(o->train_ids, train_ids, n_train * sizeof *train_ids);
-    memcpy(o->val_ids, val_ids, n_val * sizeof *val_ids);
     o->n_train = n_train;
     o->n_val = n_val;
     return ATTN_OK;
@@ -62,51 +56,64 @@ void attn_book_iterator(attn_rng *rng, size_t windows, int64_t *base_seed, int64
     attn_randperm((uint64_t)*sampler_seed, perm, windows);
 }
 
-void attn_book_fill(const int32_t *ids, const size_t *win, int B, int T, int32_t *x, int32_t *y) {
-    for (int b = 0; b < B; b++) {
-        const int32_t *w = ids + win[b] * (size_t)T;
-        memcpy(x + (size_t)b * T, w, (size_t)T * sizeof *x);
-        memcpy(y + (size_t)b * T, w + 1, (size_t)T * sizeof *y);
-    }
+void attn_book_fill(const attn_token_dataset *ds, const size_t *win, int B, int T, int32_t *x,
+                    int32_t *y) {
+    for (int b = 0; b < B; b++)
+        attn_dataset_get(ds, win[b] * (size_t)T, x + (size_t)b * T, y + (size_t)b * T);
 }
 
-void attn_book_next_batch(attn_book_order *o, attn_rng *rng, int32_t *x, int32_t *y) {
+void attn_book_next_batch(attn_book_order *o, attn_rng *rng, const attn_token_dataset *train,
+                          int32_t *x, int32_t *y) {
     if (o->epoch == 0 || o->pos == o->batches) {
         attn_book_iterator(rng, o->windows, &o->base_seed, &o->sampler_seed, o->perm);
         o->epoch++;
         o->pos = 0;
     }
-    attn_book_fill(o->train_ids, o->perm + o->pos * (size_t)o->B, o->B, o->T, x, y);
+    attn_book_fill(train, o->perm + o->pos * (size_t)o->B, o->B, o->T, x, y);
     o->pos++;
 }
 
 /* ------------------------------------------------------- the trainer's mode */
 
-attn_status attn_trainer_book_attach(attn_trainer *tr, const int32_t *train_ids, size_t n_train,
-                                     const int32_t *val_ids, size_t n_val, attn_error *err) {
-    const int T = tr->mcfg.context_length;
+attn_status attn_trainer_book_attach(attn_trainer *tr, attn_error *err) {
     if (tr->book) return attn_fail(err, ATTN_ERR_STATE, "the book's data is already set");
     if (tr->tcfg.grad_accum > 1 || tr->dist)
         return attn_fail(err, ATTN_ERR_INVALID_ARG,
                          "the book's data order runs in one process without grad_accum");
+    attn_book_order *o = calloc(1, sizeof *o);
+    if (!o) return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for the book's loaders");
+    attn_status st = attn_book_order_init(o, tr->train.n_ids, tr->val.n_ids,
+                                          tr->mcfg.context_length, tr->tcfg.batch_size, err);
+    if (st) {
+        free(o);
+        return st;
+    }
+    tr->book = o;
+    return ATTN_OK;
+}
+
+attn_status attn_trainer_book_attach_ids(attn_trainer *tr, const int32_t *train_ids,
+                                         size_t n_train, const int32_t *val_ids, size_t n_val,
+                                         attn_error *err) {
+    const int T = tr->mcfg.context_length;
     for (size_t i = 0; i < n_train + n_val; i++) {
         const int32_t id = i < n_train ? train_ids[i] : val_ids[i - n_train];
         if (id < 0 || id >= tr->mcfg.vocab_size)
             return attn_fail(err, ATTN_ERR_INVALID_ARG, "token id %d at %zu is outside [0, %d)", id,
                              i, tr->mcfg.vocab_size);
     }
-    attn_book_order *o = calloc(1, sizeof *o);
-    if (!o) return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for the book's loaders");
-    attn_status st =
-        attn_book_order_init(o, train_ids, n_train, val_ids, n_val, T, tr->tcfg.batch_size, err);
-    if (!st) st = attn_dataset_init(&tr->train, o->train_ids, n_train, T, err);
-    if (!st) st = attn_dataset_init(&tr->val, o->val_ids, n_val, T, err);
+    int32_t *ids = n_train + n_val ? malloc((n_train + n_val) * sizeof *ids) : NULL;
+    if (!ids) return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for the book's token ids");
+    memcpy(ids, train_ids, n_train * sizeof *ids);
+    memcpy(ids + n_train, val_ids, n_val * sizeof *ids);
+    attn_status st = attn_dataset_init(&tr->train, ids, n_train, T, err);
+    if (!st) st = attn_dataset_init(&tr->val, ids + n_train, n_val, T, err);
+    if (!st) st = attn_trainer_book_attach(tr, err);
     if (st) {
-        attn_book_order_free(o);
-        free(o);
+        free(ids);
         return st;
     }
-    tr->book = o;
+    tr->book->owned = ids;
     return ATTN_OK;
 }
 
@@ -124,7 +131,7 @@ attn_status attn_trainer_set_book_data(attn_trainer *tr, const int32_t *train_id
     attn_book_order *old = tr->book;
     const attn_token_dataset tn = tr->train, vl = tr->val;
     tr->book = NULL;
-    attn_status st = attn_trainer_book_attach(tr, train_ids, n_train, val_ids, n_val, err);
+    attn_status st = attn_trainer_book_attach_ids(tr, train_ids, n_train, val_ids, n_val, err);
     if (st) {
         tr->book = old;
         tr->train = tn;
@@ -149,10 +156,10 @@ int64_t attn_trainer_book_epoch(const attn_trainer *tr) {
 
 /* One eval-mode batch of k windows (k < batch_size: the val loader's last
  * one, drop_last False, on a workspace of its own). */
-static attn_status batch_loss(attn_trainer *tr, const int32_t *ids, const size_t *win, int k,
-                              float *loss, attn_error *err) {
+static attn_status batch_loss(attn_trainer *tr, const attn_token_dataset *ds, const size_t *win,
+                              int k, float *loss, attn_error *err) {
     const int T = tr->mcfg.context_length;
-    attn_book_fill(ids, win, k, T, tr->xb, tr->yb);
+    attn_book_fill(ds, win, k, T, tr->xb, tr->yb);
     if (k == tr->tcfg.batch_size)
         return attn_gpt_forward(&tr->model, tr->xb, tr->yb, k, T, NULL, &tr->acts, loss, err);
     attn_gpt_acts acts;
@@ -165,7 +172,7 @@ static attn_status batch_loss(attn_trainer *tr, const int32_t *ids, const size_t
 
 /* calc_loss_loader(loader, num_batches = eval_iters): the mean of the
  * first batches' losses (win: the loader's order of its n_win windows). */
-static attn_status loader_loss(attn_trainer *tr, const int32_t *ids, const size_t *win,
+static attn_status loader_loss(attn_trainer *tr, const attn_token_dataset *ds, const size_t *win,
                                size_t n_win, float *out, attn_error *err) {
     const size_t B = (size_t)tr->tcfg.batch_size;
     size_t nb = (n_win + B - 1) / B;
@@ -174,7 +181,7 @@ static attn_status loader_loss(attn_trainer *tr, const int32_t *ids, const size_
     for (size_t b = 0; b < nb; b++) {
         float loss = 0;
         const size_t k = n_win - b * B < B ? n_win - b * B : B;
-        attn_status st = batch_loss(tr, ids, win + b * B, (int)k, &loss, err);
+        attn_status st = batch_loss(tr, ds, win + b * B, (int)k, &loss, err);
         if (st) return st;
         total += (double)loss; /* loss.item(): a Python float */
     }
@@ -190,12 +197,12 @@ attn_status attn_trainer_book_evaluate(attn_trainer *tr, attn_eval_record *rec, 
     int64_t base, seed;
     attn_book_iterator(&tr->model_rng, o->windows, &base, &seed, o->scratch);
     attn_status st =
-        loader_loss(tr, o->train_ids, o->scratch, o->batches * (size_t)o->B, &r.train_loss, err);
+        loader_loss(tr, &tr->train, o->scratch, o->batches * (size_t)o->B, &r.train_loss, err);
     if (st) return st;
     base = attn_rng_int64(&tr->model_rng); /* the val iterator: SequentialSampler */
     for (size_t k = 0; k < o->val_windows; k++)
         o->scratch[k] = k;
-    if ((st = loader_loss(tr, o->val_ids, o->scratch, o->val_windows, &r.val_loss, err))) return st;
+    if ((st = loader_loss(tr, &tr->val, o->scratch, o->val_windows, &r.val_loss, err))) return st;
     if ((st = train_history_push_eval(tr, &r, err))) return st;
     if (rec) *rec = r;
     return ATTN_OK;

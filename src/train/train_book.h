@@ -18,11 +18,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "attn/dataset.h"
 #include "attn/rng.h"
 #include "attn/status.h"
 
 typedef struct attn_book_order {
-    int32_t *train_ids, *val_ids; /* owned copies */
+    int32_t *owned; /* ids given to attn_trainer_set_book_data (copied), else NULL:
+                       the trainer's own splits */
     size_t n_train, n_val;
     int T, B;
     size_t windows, val_windows;     /* GPTDatasetV1 lengths */
@@ -37,10 +39,9 @@ typedef struct attn_book_order {
 /* GPTDatasetV1(ids[0..n), max_length = stride = T): its number of windows. */
 size_t attn_book_windows(size_t n, int T);
 
-/* Copy the ids and size the order; fails when the training split has fewer
- * than B windows or the val split none. */
-attn_status attn_book_order_init(attn_book_order *o, const int32_t *train_ids, size_t n_train,
-                                 const int32_t *val_ids, size_t n_val, int T, int B,
+/* Size the order for splits of n_train and n_val tokens; fails when the
+ * training split has fewer than B windows or the val split none. */
+attn_status attn_book_order_init(attn_book_order *o, size_t n_train, size_t n_val, int T, int B,
                                  attn_error *err);
 void attn_book_order_free(attn_book_order *o);
 
@@ -49,11 +50,13 @@ void attn_book_order_free(attn_book_order *o);
 void attn_book_iterator(attn_rng *rng, size_t windows, int64_t *base_seed, int64_t *sampler_seed,
                         size_t *perm);
 
-/* The next training batch (a new epoch first when the current one is used
- * up or none has begun) into x, y (B * T each). */
-void attn_book_next_batch(attn_book_order *o, attn_rng *rng, int32_t *x, int32_t *y);
+/* The next training batch of train (a new epoch first when the current one
+ * is used up or none has begun) into x, y (B * T each). */
+void attn_book_next_batch(attn_book_order *o, attn_rng *rng, const attn_token_dataset *train,
+                          int32_t *x, int32_t *y);
 
-/* Windows win[0..B) of ids into x, y. */
-void attn_book_fill(const int32_t *ids, const size_t *win, int B, int T, int32_t *x, int32_t *y);
+/* Windows win[0..B) of ds (window k starts at token kT) into x, y. */
+void attn_book_fill(const attn_token_dataset *ds, const size_t *win, int B, int T, int32_t *x,
+                    int32_t *y);
 
 #endif

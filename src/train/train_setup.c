@@ -310,7 +310,7 @@ attn_status attn_train_start(attn_trainer **out, const attn_train_request *rq,
     if (!ckpt && have && (st = attn_tokenizer_gpt2(&tok, NULL, err))) return st;
     attn_trainer *tr = NULL;
     st = attn_trainer_create_ex(&tr, &su->model, &su->train, su->vocab_given, have ? &tok : NULL,
-                                NULL, text, n, rq->dry_run, err);
+                                NULL, text, n, su->data, rq->dry_run, err);
     attn_tokenizer_free(&tok);
     if (st) {
         char msg[ATTN_ERROR_MSG_MAX];

@@ -3,6 +3,7 @@
 #ifndef ATTN_SRC_TRAINER_H
 #define ATTN_SRC_TRAINER_H
 
+#include "attn/token_file.h"
 #include "attn/train.h"
 
 /* From this vocabulary size on, the trainer's activations are lean
@@ -13,11 +14,12 @@ struct attn_trainer {
     attn_gpt_config mcfg;
     attn_train_config tcfg;
     attn_tokenizer tok;
-    int32_t *ids;
+    int32_t *ids; /* the corpus's ids in memory (text given), else NULL */
     size_t n_ids;
+    attn_token_file tok_train, tok_val; /* or its mapped token files (a corpus file, gpt2) */
     size_t text_bytes;
     uint64_t text_hash;
-    attn_token_dataset train, val;
+    attn_token_dataset train, val; /* views of ids or of the token files */
     attn_sampler sampler;
     attn_rng model_rng, eval_rng;
     attn_gpt model;
@@ -63,11 +65,23 @@ void attn_trainer_release(attn_trainer *tr);
 
 /* attn_trainer_create(_vocab, _tok) (tok and vocab NULL: the corpus's), or with plan_only
  * a planning trainer (above) that can be resumed and started from a
- * checkpoint (checks only) but not stepped. */
+ * checkpoint (checks only) but not stepped. text NULL: the corpus is the
+ * file at path: a gpt2 run maps its cached token files
+ * (attn_trainer_corpus_file), a char run reads it whole. */
 attn_status attn_trainer_create_ex(attn_trainer **out, const attn_gpt_config *mcfg,
                                    const attn_train_config *tcfg, int vocab_given,
                                    const attn_tokenizer *tok, const char *vocab, const char *text,
-                                   size_t n, int plan_only, attn_error *err);
+                                   size_t n, const char *path, int plan_only, attn_error *err);
+
+/* train_corpus.c: the corpus's splits into tr->train / tr->val, and its
+ * size and hash. From text in memory (the tokenizer's ids, owned), or from
+ * the file at path through token files in the cache folder
+ * (attn_token_cache_dir; gpt2 only): a planning trainer counts the tokens
+ * and neither reads nor writes a cache. */
+attn_status attn_trainer_corpus_text(attn_trainer *tr, const char *text, size_t n,
+                                     attn_error *err);
+attn_status attn_trainer_corpus_file(attn_trainer *tr, const char *path, int plan_only,
+                                     attn_error *err);
 
 /* ---- the book's chapter-5 run (train_book.c, train_book.h) ----------------
  *
@@ -110,8 +124,13 @@ attn_status attn_trainer_book_sample(const attn_trainer *tr, const int32_t *prom
                                      int max_new, int32_t *out, attn_error *err);
 
 /* train_book.c's pieces that train.c calls. */
-attn_status attn_trainer_book_attach(attn_trainer *tr, const int32_t *train_ids, size_t n_train,
-                                     const int32_t *val_ids, size_t n_val, attn_error *err);
+/* The book's order over the trainer's splits (tr->train, tr->val as they are). */
+attn_status attn_trainer_book_attach(attn_trainer *tr, attn_error *err);
+/* The same over copies of these ids (checked against the vocabulary),
+ * which become the trainer's splits. */
+attn_status attn_trainer_book_attach_ids(attn_trainer *tr, const int32_t *train_ids,
+                                         size_t n_train, const int32_t *val_ids, size_t n_val,
+                                         attn_error *err);
 void attn_trainer_book_decay_all(attn_trainer *tr);
 attn_status attn_trainer_book_evaluate(attn_trainer *tr, attn_eval_record *rec, attn_error *err);
 

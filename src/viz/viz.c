@@ -251,6 +251,7 @@ attn_status attn_viz_compute(attn_gpt *m, const attn_tokenizer *tok, const char 
         s = fit_prompt(&m->cfg, tok, o.generate, prompt, n, &ids, &count, &dropped, err);
     if (s == ATTN_OK) s = alloc_data(d, &m->cfg, &o, count - dropped, dropped, source, err);
     if (s == ATTN_OK) memcpy(d->ids, ids + dropped, (count - dropped) * sizeof *ids);
+    if (s == ATTN_OK) d->unit = tok->kind == ATTN_TOKENIZER_CHAR ? "characters" : "tokens";
     free(ids);
     if (s != ATTN_OK) return s;
     if (o.generate > 0) s = sample_more(m, tok, d, err);
@@ -290,8 +291,8 @@ attn_status attn_viz_head_svg(const attn_viz_data *d, int layer, int head, char 
         at += text_label(d->texts[t], store + at) + 1;
     }
     char title[160], sub[200];
-    snprintf(title, sizeof title, "Attention weights, layer %d, head %d (%d characters%s)", layer,
-             head, T, d->n_generated ? ", generated ones included" : "");
+    snprintf(title, sizeof title, "Attention weights, layer %d, head %d (%d %s%s)", layer, head, T,
+             d->unit ? d->unit : "characters", d->n_generated ? ", generated ones included" : "");
     snprintf(sub, sizeof sub,
              "softmax(Q K^T / sqrt(%d)), eval mode; blank above the diagonal: masked",
              d->cfg.emb_dim / d->cfg.n_heads);

@@ -45,8 +45,9 @@
   legend($("grid-scale"));
 
   /* ---- header ---- */
-  $("title").textContent = "Attention of " + (D.source || "a GPT") + " on " + T + " characters";
-  $("summary").textContent = L + " layers \u00d7 " + H + " heads; " + P + " prompt characters" +
+  var U = D.unit || "characters";
+  $("title").textContent = "Attention of " + (D.source || "a GPT") + " on " + T + " " + U;
+  $("summary").textContent = L + " layers \u00d7 " + H + " heads; " + P + " prompt " + U +
     (T > P ? " + " + (T - P) + " generated (orange, dashed)" : "") +
     ". Weights: causal softmax(QK\u1d40/\u221a" + (D.config.emb_dim / H) +
     "), eval mode, before dropout; each row sums to 1.";
@@ -54,7 +55,7 @@
   var dropped = D.prompt_dropped || 0;
   if (dropped > 0) {
     $("trimmed").hidden = false;
-    $("trimmed").textContent = "The prompt had " + (dropped + P) + " characters; the model reads at most " +
+    $("trimmed").textContent = "The prompt had " + (dropped + P) + " " + U + "; the model reads at most " +
       "context_length = " + D.config.context_length + (T > P ? " (the generated ones included)" : "") +
       ", so its first " + dropped + " were left out and the page shows the last " + P +
       ", as attn generate keeps the last context_length.";
