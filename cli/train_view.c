@@ -396,7 +396,11 @@ void train_report_end(const attn_trainer *tr, const attn_train_result *res, cons
             attn_trainer_steps(tr) - res->start_step, res->wall_s, res->tokens_per_s,
             res->budget_spent ? ", the time budget spent" : "",
             last ? (double)attn_eval_val(last) : NAN,
-            last && !isnan(last->val_exact) ? " (exact: the whole val split)" : "", out_abs, hint);
+            last && !isnan(last->val_exact) ? " (exact: the whole val split)"
+            : attn_trainer_final_is_exact(tr)
+                ? ""
+                : " (sampled: the val split is too large for an exact pass; --eval exact forces one)",
+            out_abs, hint);
     if (dist && dist->size > 1 && attn_trainer_steps(tr) > res->start_step) {
         const double k = (double)(attn_trainer_steps(tr) - res->start_step);
         fprintf(stderr,

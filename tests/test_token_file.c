@@ -14,6 +14,7 @@
 #include "attn/bpe.h"
 #include "attn/dataset.h"
 #include "attn/fileio.h"
+#include "attn/parse.h"
 #include "attn/token_file.h"
 #include "attn/tokenizer.h"
 
@@ -472,6 +473,52 @@ Test(token_file, split_is_ninety_percent_of_the_characters) {
 }
 
 /* ------------------------------------------------------- the u16 dataset */
+
+/* Python's characters, the plain way (no windows): the length in bytes of
+ * the character at t[i] (an invalid byte is one character of its own). */
+static size_t char_at(const char *t, size_t i, size_t n) {
+    const unsigned char c = (unsigned char)t[i];
+    size_t len = c < 0x80                 ? 1
+                 : c >= 0xC2 && c <= 0xDF ? 2
+                 : c >= 0xE0 && c <= 0xEF ? 3
+                 : c >= 0xF0 && c <= 0xF4 ? 4
+                                          : 1;
+    if (len > 1 && (i + len > n || attn_utf8_prefix(t + i, len) != len)) len = 1;
+    return len;
+}
+static size_t ref_split(const char *t, size_t n) {
+    size_t chars = 0;
+    for (size_t i = 0; i < n; i += char_at(t, i, n))
+        chars++;
+    size_t k = chars / 10 * 9 + (chars % 10) * 9 / 10, i = 0;
+    for (; i < n && k > 0; k--)
+        i += char_at(t, i, n);
+    return i;
+}
+
+/* The split scans in 64 MiB windows: a character or an invalid byte at a
+ * window's edge counts as it would in one pass, with the split point just
+ * before, at and after it. */
+Test(token_file, split_across_scan_windows, .timeout = 120) {
+    const size_t W = (size_t)64 << 20, N = W / 9 * 10 + 64;
+    static const char *const edges[] = {"\xc3\xa9", "\xe2\x80\x94", "\xf0\x9f\x98\x80", "\xff",
+                                        "\xe2\x80", "\xc3\xa9\xc3"};
+    char *t = malloc(N);
+    cr_assert_not_null(t);
+    memset(t, 'a', N);
+    for (size_t e = 0; e < sizeof edges / sizeof *edges; e++)
+        for (size_t back = 0; back < 2; back++) { /* the edge inside it, or after it */
+            const size_t el = strlen(edges[e]), at = W - 1 - back;
+            memcpy(t + at, edges[e], el);
+            for (int d = -2; d <= 2; d += 4) { /* 0.9 * chars on either side of it */
+                const size_t n = (size_t)((double)(at + (size_t)(d + 3)) / 0.9) - 3;
+                cr_expect_eq(attn_text_split_offset(t, n), ref_split(t, n),
+                             "edge %zu back %zu d %d", e, back, d);
+            }
+            memset(t + at, 'a', el);
+        }
+    free(t);
+}
 
 Test(token_file, u16_dataset_equals_int32_dataset) {
     enum { N = 5000, T = 16, B = 8 };

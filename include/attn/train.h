@@ -385,9 +385,15 @@ attn_status attn_trainer_step(attn_trainer *tr, attn_train_record *rec, attn_err
  * train estimate and the exact val loss (ATTN_EVAL_EXACT). */
 attn_status attn_trainer_evaluate(attn_trainer *tr, attn_eval_record *rec, attn_error *err);
 /* The final evaluation of a run: the sampled estimates (eval_mode sampled,
- * so best/ compares like with like) and the exact val loss. On the GPU the
+ * so best/ compares like with like) and the exact val loss, unless the val
+ * split holds more than ATTN_TRAIN_EXACT_FINAL_MAX tokens in a sampled run
+ * (a 1 GB corpus's val split is 30 M tokens: hours of forward passes) --
+ * val_exact is NaN then; eval_mode exact always computes it. On the GPU the
  * exact loss runs the forward on the CPU copy of the weights. */
+#define ATTN_TRAIN_EXACT_FINAL_MAX ((size_t)1 << 20)
 attn_status attn_trainer_evaluate_final(attn_trainer *tr, attn_eval_record *rec, attn_error *err);
+/* Whether attn_trainer_evaluate_final computes the exact val loss. */
+int attn_trainer_final_is_exact(const attn_trainer *tr);
 
 /* Write the checkpoint (both files, as one atomic unit) into dir, which must
  * exist; the caller holds dir's run lock (attn/runlock.h). */

@@ -155,7 +155,19 @@ static attn_status text_map_range(text_map *m, const char *path, size_t begin, s
     return ATTN_OK;
 }
 
-/* XXH3-128 of the n bytes at t, fed in slices (one pass over the mapping). */
+/* Drop the whole pages of [p, p + n) from this process's mapping: they
+ * stay in the page cache (read-only file pages, never written) and fault
+ * back in when read again, so one pass over a 1 GB file leaves no 1 GB in
+ * the process's resident set. */
+static void release_pages(const void *p, size_t n) {
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    const uintptr_t a = ((uintptr_t)p + page - 1) & ~(page - 1);
+    const uintptr_t b = ((uintptr_t)p + n) & ~(page - 1);
+    if (b > a) madvise((void *)a, b - a, MADV_DONTNEED);
+}
+
+/* XXH3-128 of the n bytes at t, fed in slices (one pass over the mapping,
+ * each slice released once hashed). */
 static attn_status hash_text(const char *t, size_t n, uint64_t out[2], attn_error *err) {
     XXH3_state_t *st = XXH3_createState();
     if (!st || XXH3_128bits_reset(st) != XXH_OK) {
@@ -163,8 +175,10 @@ static attn_status hash_text(const char *t, size_t n, uint64_t out[2], attn_erro
         return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for the text's hash");
     }
     const size_t slice = (size_t)64 << 20;
-    for (size_t i = 0; i < n; i += slice)
+    for (size_t i = 0; i < n; i += slice) {
         XXH3_128bits_update(st, t + i, n - i < slice ? n - i : slice);
+        release_pages(t + i, n - i < slice ? n - i : slice);
+    }
     XXH128_hash_t h = XXH3_128bits_digest(st);
     XXH3_freeState(st);
     out[0] = h.low64;
@@ -211,11 +225,23 @@ static int file_matches(const unsigned char *b, size_t size, const tf_header *h)
         return 0;
     if (n > (size - TF_HEADER) / 2 || size != TF_HEADER + 2 * n) return 0;
     const uint16_t *ids = (const uint16_t *)(b + TF_HEADER);
-    if (XXH3_64bits(ids, 2 * n) != get_u64(b + 56)) return 0;
+    XXH3_state_t *st = XXH3_createState();
+    if (!st || XXH3_64bits_reset(st) != XXH_OK) {
+        XXH3_freeState(st);
+        return 0;
+    }
     uint16_t top = 0;
-    for (uint64_t i = 0; i < n; i++)
-        top = ids[i] > top ? ids[i] : top;
-    return n == 0 || top < h->vocab_size;
+    const uint64_t slice = (uint64_t)16 << 20; /* ids per slice, released once read */
+    for (uint64_t i = 0; i < n; i += slice) {
+        const uint64_t k = n - i < slice ? n - i : slice;
+        XXH3_64bits_update(st, ids + i, 2 * k);
+        for (uint64_t j = i; j < i + k; j++)
+            top = ids[j] > top ? ids[j] : top;
+        release_pages(ids + i, 2 * k);
+    }
+    const int same = XXH3_64bits_digest(st) == get_u64(b + 56);
+    XXH3_freeState(st);
+    return same && (n == 0 || top < h->vocab_size);
 }
 
 /* ------------------------------------------------------ the cache file */
@@ -347,6 +373,7 @@ static attn_status encode_chunks(const text_map *m, const attn_token_encoder *en
             s = attn_fail(err, ATTN_ERR_STATE, "the encoder gave %zu ids for room %zu", k, cap);
             break;
         }
+        release_pages(m->text + at, end - at);
         if ((s = narrow_ids(&b, k, enc->vocab_size, at, err))) break;
         XXH3_64bits_update(st, b.u16, k * sizeof *b.u16);
         if (f) s = attn_atomic_write(f, b.u16, k * sizeof *b.u16, err);
@@ -445,35 +472,63 @@ const uint16_t *attn_token_file_ids(const attn_token_file *tf) {
 
 /* --------------------------------------------------------------- split */
 
+/* Behind a pass over a mapping (release set): drop what it has read. */
+static void release_behind(const char *t, size_t i, size_t *done, int release) {
+    if (release && i - *done >= ((size_t)64 << 20)) {
+        release_pages(t + *done, i - *done);
+        *done = i;
+    }
+}
+
+/* The valid UTF-8 run at t + i, looked for within the next 64 MiB (a pass
+ * over a mapping releases what lies behind it as it goes); *bad: the run
+ * ends at an invalid byte, not at that window's edge or at a character
+ * the edge cut (the next call starts there). */
+static size_t scan_run(const char *t, size_t i, size_t n, int *bad) {
+    const size_t window = (size_t)64 << 20, w = n - i < window ? n - i : window;
+    const size_t run = attn_utf8_prefix(t + i, w);
+    *bad = run < w && !(w < n - i && run + 4 > w);
+    return run;
+}
+
 /* Characters as Python counts them: code points, an invalid byte one each. */
-static size_t count_chars(const char *t, size_t n) {
-    size_t chars = 0;
+static size_t count_chars(const char *t, size_t n, int release) {
+    size_t chars = 0, done = 0;
     for (size_t i = 0; i < n;) {
-        const size_t run = attn_utf8_prefix(t + i, n - i);
+        release_behind(t, i, &done, release);
+        int bad;
+        const size_t run = scan_run(t, i, n, &bad);
         for (size_t k = 0; k < run; k++)
             chars += ((unsigned char)t[i + k] & 0xC0) != 0x80;
         i += run;
-        if (i < n) chars++, i++;
+        if (bad) chars++, i++;
     }
     return chars;
 }
 
 /* Byte offset of character k (k <= count_chars). */
-static size_t char_offset(const char *t, size_t n, size_t k) {
+static size_t char_offset(const char *t, size_t n, size_t k, int release) {
+    size_t done = 0;
     for (size_t i = 0; i < n;) {
-        const size_t run = attn_utf8_prefix(t + i, n - i);
+        release_behind(t, i, &done, release);
+        int bad;
+        const size_t run = scan_run(t, i, n, &bad);
         for (size_t j = 0; j < run; j++)
             if (((unsigned char)t[i + j] & 0xC0) != 0x80 && k-- == 0) return i + j;
         i += run;
-        if (i < n && k-- == 0) return i;
-        if (i < n) i++;
+        if (bad && k-- == 0) return i;
+        if (bad) i++;
     }
     return n;
 }
 
+static size_t split_offset(const char *text, size_t n, int release) {
+    const size_t chars = count_chars(text, n, release);
+    return char_offset(text, n, chars / 10 * 9 + (chars % 10) * 9 / 10, release);
+}
+
 size_t attn_text_split_offset(const char *text, size_t n) {
-    const size_t chars = count_chars(text, n);
-    return char_offset(text, n, chars / 10 * 9 + (chars % 10) * 9 / 10);
+    return split_offset(text, n, 0);
 }
 
 attn_status attn_token_file_open_split(const char *text_path, const attn_token_encoder *enc,
@@ -484,7 +539,7 @@ attn_status attn_token_file_open_split(const char *text_path, const attn_token_e
     text_map m;
     attn_status s = text_map_range(&m, text_path, 0, SIZE_MAX, err);
     if (s) return s;
-    const size_t split = attn_text_split_offset(m.text, m.n), n = m.n;
+    const size_t split = split_offset(m.text, m.n, 1), n = m.n;
     text_unmap(&m);
     s = attn_token_file_open_range(text_path, 0, split, enc, cache_dir, train, err);
     if (!s) s = attn_token_file_open_range(text_path, split, n, enc, cache_dir, val, err);
@@ -513,7 +568,7 @@ attn_status attn_token_count_split(const char *text_path, const attn_token_encod
     text_map m;
     attn_status s = text_map_range(&m, text_path, 0, SIZE_MAX, err);
     if (s) return s;
-    const size_t split = attn_text_split_offset(m.text, m.n), n = m.n;
+    const size_t split = split_offset(m.text, m.n, 1), n = m.n;
     text_unmap(&m);
     s = attn_token_count_range(text_path, 0, split, enc, n_train, err);
     if (!s) s = attn_token_count_range(text_path, split, n, enc, n_val, err);

@@ -328,8 +328,13 @@ attn_status attn_trainer_evaluate(attn_trainer *tr, attn_eval_record *rec, attn_
     return evaluate(tr, !exact, exact, rec, err);
 }
 
+int attn_trainer_final_is_exact(const attn_trainer *tr) {
+    return tr->tcfg.eval_mode == ATTN_EVAL_EXACT || tr->val.n_ids <= ATTN_TRAIN_EXACT_FINAL_MAX;
+}
+
 attn_status attn_trainer_evaluate_final(attn_trainer *tr, attn_eval_record *rec, attn_error *err) {
-    return evaluate(tr, tr->tcfg.eval_mode != ATTN_EVAL_EXACT, 1, rec, err);
+    return evaluate(tr, tr->tcfg.eval_mode != ATTN_EVAL_EXACT, attn_trainer_final_is_exact(tr), rec,
+                    err);
 }
 
 /* ---- the public, opaque trainer ------------------------------------------ */

@@ -63,7 +63,8 @@ static double clock_now(const budget_clock *k) {
 static double final_eval_s(const attn_trainer *tr, const budget_clock *k) {
     if (k->exact_s > 0) return 1.25 * k->exact_s;
     const double B = tr->tcfg.batch_size, T = tr->mcfg.context_length;
-    const double windows = ceil((double)(tr->val.n_ids - 1) / T);
+    const double windows =
+        attn_trainer_final_is_exact(tr) ? ceil((double)(tr->val.n_ids - 1) / T) : 0;
     const double tokens = ceil(windows / B) * B * T + 2.0 * tr->tcfg.eval_iters * B * T;
     const double per = k->fwd_token_s > 0 ? k->fwd_token_s : k->step_s / (3 * B * T);
     return 1.25 * per * tokens;
