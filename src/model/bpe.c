@@ -317,8 +317,10 @@ const char *attn_bpe_token(const attn_bpe *t, int32_t id, size_t *len) {
 
 /* One call's working memory, grown to the longest piece (amortised: no
  * allocation per piece once the pieces stop growing). */
-/* Pieces repeat (words): a direct-mapped cache of short pieces' tokens. */
-#define CACHE_SLOTS 8192
+/* Pieces repeat (words): a direct-mapped cache of short pieces' tokens,
+ * large enough for a book's vocabulary of words (Tiny Shakespeare has ~25k
+ * distinct pieces; calloc'd per call, so only the slots used are touched). */
+#define CACHE_SLOTS 65536
 #define CACHE_BYTES 24
 #define CACHE_IDS 6
 typedef struct cached {
