@@ -28,8 +28,7 @@ static void put_json(attn_vbuf *b, const attn_viz_data *d) {
     const int T = d->T;
     attn_vbuf_puts(b, "{\"format\":\"attn-viz\",\"version\":1,\"source\":");
     attn_vbuf_json_str(b, d->source ? d->source : "");
-    attn_vbuf_puts(b, ",\"unit\":");
-    attn_vbuf_json_str(b, d->unit ? d->unit : "characters");
+    attn_vbuf_printf(b, ",\"unit\":\"%s\"", d->unit ? d->unit : "characters"); /* a literal */
     attn_vbuf_printf(b,
                      ",\"config\":{\"vocab_size\":%d,\"context_length\":%d,\"emb_dim\":%d,"
                      "\"n_heads\":%d,\"n_layers\":%d,\"drop_rate\":%.9g,\"qkv_bias\":%s}",
