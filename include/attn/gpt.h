@@ -430,6 +430,12 @@ void attn_gpt_kv_reset(attn_gpt_kv_cache *cache);
 attn_status attn_gpt_kv_set_precision(attn_gpt_kv_cache *cache, const attn_gpt *m,
                                       attn_precision precision, attn_error *err);
 
+/* Weight elements a step streams: every Linear weight of the blocks and
+ * the output head (the bf16 copy holds exactly these); norms, biases and
+ * embedding rows add a few KB. Times 4 (fp32) or 2 (bf16): the bytes of
+ * weights per token, the memory-bandwidth floor's numerator. */
+size_t attn_gpt_kv_weight_numel(const attn_gpt *m);
+
 /* Feed one token at position cache->len (eval mode, no dropout); its logits
  * (V) land in cache->logits and, when logits != NULL, are copied there.
  * Equals row len of the full forward's logits on the same prefix (to a few

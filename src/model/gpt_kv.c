@@ -95,6 +95,11 @@ void attn_gpt_kv_reset(attn_gpt_kv_cache *c) {
     c->len = 0;
 }
 
+size_t attn_gpt_kv_weight_numel(const attn_gpt *m) {
+    const size_t per = attn_block_bf16_numel(&m->blocks[0]);
+    return per * (size_t)m->cfg.n_layers + (size_t)m->cfg.vocab_size * (size_t)m->cfg.emb_dim;
+}
+
 /* bf16 copies: each block's (attn_block_bf16_copy), then out_head (V x C). */
 attn_status attn_gpt_kv_set_precision(attn_gpt_kv_cache *c, const attn_gpt *m,
                                       attn_precision precision, attn_error *err) {
