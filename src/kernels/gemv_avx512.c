@@ -22,24 +22,12 @@ static inline __m512 load_w16(const uint16_t *w, __mmask16 m) {
 }
 
 /* One weight row at a time (one sequential stream: measured faster than
- * four interleaved rows here), four accumulators per sequence to hide the
- * FMA latency. A row's chunk is loaded (and widened) once for up to four
+ * four interleaved rows here; a software prefetch 1 or 2 KiB ahead gained
+ * nothing at 124M either), four accumulators per sequence to hide the FMA
+ * latency. A row's chunk is loaded (and widened) once for up to four
  * sequences; each sequence's sum runs in the same order whatever the
  * batch, so a batch of n equals n single products bit for bit. S is a
  * constant where this is inlined: the loops over s unroll into registers. */
-#ifndef GEMV_PF
-#define GEMV_PF 0
-#endif
-/* The rows a thread reads are one contiguous range: a prefetch GEMV_PF
- * bytes ahead runs on into the next row. */
-#define PREFETCH(p)                                                                                \
-    do {                                                                                           \
-        const char *c_ = (const char *)(p) + GEMV_PF;                                              \
-        if (GEMV_PF)                                                                               \
-            for (int k_ = 0; k_ < (int)(64 * sizeof *(p)) / 64; k_++)                              \
-                _mm_prefetch(c_ + 64 * k_, _MM_HINT_T0);                                           \
-    } while (0)
-
 #define GEMV_ROW(T, LOAD)                                                                          \
     static inline __attribute__((always_inline)) void row_##T(                                     \
         const T *w, const float *x, size_t ldx, int S, int in, float *out) {                       \
@@ -48,7 +36,6 @@ static inline __m512 load_w16(const uint16_t *w, __mmask16 m) {
             a[s][0] = a[s][1] = a[s][2] = a[s][3] = _mm512_setzero_ps();                           \
         int i = 0;                                                                                 \
         for (; i + 64 <= in; i += 64) {                                                            \
-            PREFETCH(w + i);                                                                       \
             for (int k = 0; k < 4; k++) {                                                          \
                 const __m512 wk = LOAD(w + i + 16 * k, 0xFFFF);                                    \
                 for (int s = 0; s < S; s++)                                                        \
