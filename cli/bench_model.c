@@ -79,7 +79,8 @@ static const char model_about[] =
     "  KV-cached steps of --num-samples sequences from one token each; prints\n"
     "  tokens/s (all sequences), the fastest and median step (ms), the bytes of\n"
     "  weights a step streams, their GB/s, the machine's read bandwidth measured\n"
-    "  first at the run's threads (attn_membw_read) and the share of it reached\n"
+    "  after the steps on as many bytes at the run's threads (attn_membw_read)\n"
+    "  and the share of it reached\n"
     "  (floor_pct: 100 is the memory-bandwidth floor; fastest_floor_pct: the\n"
     "  fastest step's).\n";
 
