@@ -57,5 +57,17 @@ gen --num-samples 2 --device cuda > /dev/null 2> "$tmp/e3.err"; rc=$?
 [ $rc -eq 2 ] && grep -q "decodes one sample" "$tmp/e3.err" && ok "--device cuda with 2 samples: exit 2" ||
   bad "cuda: rc=$rc $(cat "$tmp/e3.err")"
 
+# attn bench generate: the existing keys, then the floor's; N sequences.
+"$ATTN" bench generate --preset tiny --tokens 4 --threads 1 --num-samples 3 > "$tmp/bench.txt" 2>&1; rc=$?
+line=$(cat "$tmp/bench.txt")
+missing=""
+for k in tokens_per_s faults fastest_token_ms median_token_ms num_samples=3 weight_mb_per_step weight_gbs membw_gbs floor_pct fastest_floor_pct; do
+  grep -q " $k" "$tmp/bench.txt" || missing="$missing $k"
+done
+[ $rc -eq 0 ] && [[ "$line" == case=generate\ preset=tiny\ precision=fp32\ threads=1\ tokens=4\ * ]] && [ -z "$missing" ] &&
+  ok "bench generate --num-samples 3: one line with the floor's keys" || bad "bench generate: rc=$rc missing:$missing $line"
+"$ATTN" bench generate --preset tiny --num-samples 0 > /dev/null 2>&1; rc=$?
+[ $rc -eq 2 ] && ok "bench generate --num-samples 0: exit 2" || bad "bench --num-samples 0: rc=$rc"
+
 [ $fails -eq 0 ] && echo "all ok" || echo "$fails failed"
 exit $((fails > 0))

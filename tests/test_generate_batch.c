@@ -5,7 +5,8 @@
  * variant one: RoPE, grouped-query, SwiGLU, QK-norm, a sliding window). The
  * generator's N samples are the one-sample runs at seeds seed + i, stop
  * strings and window slides included; the option checks fail before
- * anything is allocated. */
+ * anything is allocated; the bandwidth measurement (attn_membw_read) runs
+ * and checks its arguments. */
 #include <criterion/criterion.h>
 #include <limits.h>
 #include <stdint.h>
@@ -13,6 +14,7 @@
 #include <string.h>
 
 #include "attn/generate.h"
+#include "attn/membw.h"
 
 static const char VOCAB[] = "\n !,.:;?ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 #define NSEQ 3
@@ -194,4 +196,17 @@ Test(generate_batch, generator_refusals) {
     attn_generator_free(&g);
     attn_tokenizer_free(&tok);
     attn_gpt_free(&m);
+}
+
+/* The floor's measurement: a rate from a small buffer; bad arguments are
+ * refused before anything is allocated. */
+Test(generate_batch, membw_read) {
+    attn_error err;
+    double bps = 0;
+    cr_assert_eq(attn_membw_read(1, (size_t)8 << 20, 2, &bps, &err), ATTN_OK, "%s", err.msg);
+    cr_assert(bps > 1e8 && bps < 1e13, "%g bytes/s", bps);
+    cr_assert_eq(attn_membw_read(-1, 0, 0, &bps, &err), ATTN_ERR_INVALID_ARG);
+    cr_assert_eq(attn_membw_read(1, 0, -1, &bps, &err), ATTN_ERR_INVALID_ARG);
+    cr_assert_eq(attn_membw_read(2, 100, 1, &bps, &err), ATTN_ERR_INVALID_ARG);
+    cr_assert(strstr(err.msg, "too few"), "%s", err.msg);
 }
