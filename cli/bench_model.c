@@ -15,6 +15,7 @@
 #include "attn/fileio.h"
 #include "attn/flash_attention.h"
 #include "attn/membudget.h"
+#include "attn/membw.h"
 #include "attn/train.h"
 #include "clock.h"
 #include "commands.h"
@@ -22,7 +23,7 @@
 
 typedef struct model_args {
     const char *preset, *data, *precision_name;
-    long long steps, batch, threads, tokens, context;
+    long long steps, batch, threads, tokens, context, num_samples;
     double max_memory; /* bytes; 0: the memory available now */
     attn_precision precision;
 } model_args;
@@ -37,6 +38,7 @@ enum {
     MB_THREADS,
     MB_PRECISION,
     MB_MAX_MEMORY,
+    MB_NUM_SAMPLES,
     MB_OPT_COUNT
 };
 
@@ -61,6 +63,9 @@ static const cli_option model_opts_table[] = {
                       .choices = cli_precision_choices, .def = "fp32",
                       .help = "bf16: bf16 products with fp32 sums (AVX512-BF16 CPUs)"},
     [MB_MAX_MEMORY] = CLI_MAX_MEMORY_OPTION(OFF(max_memory)),
+    [MB_NUM_SAMPLES] = {"num-samples", CLI_INT, "N", OFF(num_samples), 1, 65536, .def = "1",
+                        .help = "generate: sequences decoded together (each weight\n"
+                                "read serves N tokens)"},
 };
 CLI_TABLE_CHECK(model_opts_table, MB_OPT_COUNT);
 
@@ -71,8 +76,13 @@ static const char model_about[] =
     "  attention) and minor page faults of the first step and per later step\n"
     "  (getrusage).\n"
     "  generate: a randomly initialised model of the preset, greedy, --tokens\n"
-    "  KV-cached steps from one token; prints tokens/s, and the fastest and median\n"
-    "  single token (ms).\n";
+    "  KV-cached steps of --num-samples sequences from one token each; prints\n"
+    "  tokens/s (all sequences), the fastest and median step (ms), the bytes of\n"
+    "  weights a step streams, their GB/s, the machine's read bandwidth measured\n"
+    "  after the steps on as many bytes at the run's threads (attn_membw_read)\n"
+    "  and the share of it reached\n"
+    "  (floor_pct: 100 is the memory-bandwidth floor; fastest_floor_pct: the\n"
+    "  fastest step's).\n";
 
 const cli_command bench_train_cli = {
     "bench train",
@@ -85,7 +95,7 @@ const cli_command bench_train_cli = {
 const cli_command bench_generate_cli = {
     "bench generate",
     "attn bench generate [--preset NAME] [--tokens N] [--threads N]\n"
-    "                           [--precision fp32|bf16]",
+    "                           [--precision fp32|bf16] [--num-samples N]",
     model_about,
     model_opts_table,
     MB_OPT_COUNT,
@@ -222,6 +232,74 @@ static int bench_train(const model_args *a) {
     return rc;
 }
 
+/* Bytes of weights one step streams: every Linear weight of the blocks and
+ * the output head (at the precision's width); norms, biases and the
+ * embedding rows are a few KB. */
+static double step_weight_bytes(const attn_gpt *m, attn_precision p) {
+    return (double)attn_gpt_kv_weight_numel(m) * (p == ATTN_PRECISION_BF16 ? 2.0 : 4.0);
+}
+
+typedef struct gen_timing {
+    int steps, nt;
+    double seconds, fastest, times[1024];
+    long faults;
+} gen_timing;
+
+/* n greedy steps of the cache's sequences (sequence s starts at token s). */
+static attn_status time_gen_steps(const attn_gpt *m, attn_gpt_kv_cache *c, int n, gen_timing *t,
+                                  attn_error *err) {
+    const int B = c->batch, V = m->cfg.vocab_size;
+    int32_t *tok = malloc((size_t)B * sizeof *tok);
+    if (!tok) return attn_fail(err, ATTN_ERR_NOMEM, "out of memory");
+    for (int s = 0; s < B; s++)
+        tok[s] = s % V;
+    attn_status s = ATTN_OK;
+    /* One untimed pass over a few positions warms the weights' pages. */
+    for (int i = 0; i < 4 && s == ATTN_OK; i++)
+        s = attn_gpt_kv_step_batch(m, c, tok, NULL, err);
+    attn_gpt_kv_reset(c);
+    memset(t, 0, sizeof *t);
+    t->fastest = 1e30;
+    const long f0 = minor_faults();
+    const double t0 = attn_now_s();
+    /* The fastest and median single step as well: on a shared machine the
+     * fastest is the step that ran without being preempted. */
+    for (int i = 0; i < n && s == ATTN_OK; i++, t->steps++) {
+        const double ts = attn_now_s();
+        s = attn_gpt_kv_step_batch(m, c, tok, NULL, err);
+        const double tt = attn_now_s() - ts;
+        if (tt < t->fastest) t->fastest = tt;
+        if (t->nt < 1024) t->times[t->nt++] = tt;
+        for (int q = 0; q < B; q++) {
+            const float *l = c->logits + (size_t)q * (size_t)V;
+            int best = 0;
+            for (int v = 1; v < V; v++)
+                if (l[v] > l[best]) best = v;
+            tok[q] = best;
+        }
+    }
+    t->seconds = attn_now_s() - t0;
+    t->faults = minor_faults() - f0;
+    qsort(t->times, (size_t)t->nt, sizeof *t->times, cmp_double);
+    free(tok);
+    return s;
+}
+
+static void print_generate(const model_args *a, const attn_gpt *m, const gen_timing *t,
+                           double membw) {
+    const double B = (double)a->num_samples, bytes = step_weight_bytes(m, a->precision);
+    const double gbs = bytes * t->steps / t->seconds / 1e9, fast = bytes / t->fastest / 1e9;
+    printf("case=generate preset=%s precision=%s threads=%lld tokens=%d seconds=%.4f "
+           "tokens_per_s=%.1f faults=%ld fastest_token_ms=%.3f median_token_ms=%.3f "
+           "num_samples=%lld weight_mb_per_step=%.1f weight_gbs=%.2f membw_gbs=%.2f "
+           "floor_pct=%.1f fastest_floor_pct=%.1f\n",
+           a->preset, attn_precision_name(a->precision), a->threads, t->steps, t->seconds,
+           B * t->steps / t->seconds, t->faults, t->fastest * 1e3,
+           t->nt ? t->times[t->nt / 2] * 1e3 : 0.0, a->num_samples, bytes / 1e6, gbs, membw / 1e9,
+           membw > 0 ? 100.0 * gbs * 1e9 / membw : 0.0,
+           membw > 0 ? 100.0 * fast * 1e9 / membw : 0.0);
+}
+
 static int bench_generate(const model_args *a) {
     attn_error err;
     attn_error_clear(&err);
@@ -230,7 +308,8 @@ static int bench_generate(const model_args *a) {
         fprintf(stderr, "attn bench generate: %s\n", err.msg);
         return 2;
     }
-    if (attn_mem_check(attn_gpt_config_memory(&cfg, cfg.context_length, 0), a->max_memory,
+    const double tokens = (double)a->num_samples * cfg.context_length;
+    if (attn_mem_check(attn_gpt_config_memory(&cfg, tokens, 0), a->max_memory,
                        "the model with its KV cache", &err)) {
         fprintf(stderr, "attn bench generate: %s\n", err.msg);
         return 1;
@@ -242,46 +321,23 @@ static int bench_generate(const model_args *a) {
         fprintf(stderr, "attn bench generate: %s\n", err.msg);
         return 1;
     }
-    attn_gpt_kv_cache c;
-    if (attn_gpt_kv_init(&c, &m, &err) || attn_gpt_kv_set_precision(&c, &m, a->precision, &err)) {
-        fprintf(stderr, "attn bench generate: %s\n", err.msg);
-        attn_gpt_free(&m);
-        return 1;
-    }
+    attn_gpt_kv_cache c = {0};
+    gen_timing *t = malloc(sizeof *t);
+    attn_status s = t ? ATTN_OK : attn_fail(&err, ATTN_ERR_NOMEM, "out of memory");
+    if (!s) s = attn_gpt_kv_init_batch(&c, &m, (int)a->num_samples, &err);
+    if (!s) s = attn_gpt_kv_set_precision(&c, &m, a->precision, &err);
     const int n = a->tokens < cfg.context_length ? (int)a->tokens : cfg.context_length;
-    int32_t tok = 0;
-    attn_status s = ATTN_OK;
-    /* One untimed pass over a few positions warms the weights' pages. */
-    for (int i = 0; i < 4 && s == ATTN_OK; i++)
-        s = attn_gpt_kv_step(&m, &c, tok, NULL, &err);
-    attn_gpt_kv_reset(&c);
-    const long f0 = minor_faults();
-    const double t0 = attn_now_s();
-    /* The fastest and median single token as well: on a shared machine the
-     * fastest is the step that ran without being preempted. */
-    double fastest = 1e30, times[1024];
-    int nt = 0;
-    for (int i = 0; i < n && s == ATTN_OK; i++) {
-        const double ts = attn_now_s();
-        s = attn_gpt_kv_step(&m, &c, tok, NULL, &err);
-        const double tt = attn_now_s() - ts;
-        if (tt < fastest) fastest = tt;
-        if (nt < 1024) times[nt++] = tt;
-        int best = 0;
-        for (int v = 1; v < cfg.vocab_size; v++)
-            if (c.logits[v] > c.logits[best]) best = v;
-        tok = best;
-    }
-    const double dt = attn_now_s() - t0;
-    const long faults = minor_faults() - f0;
-    qsort(times, (size_t)nt, sizeof *times, cmp_double);
+    if (!s) s = time_gen_steps(&m, &c, n, t, &err);
+    /* The floor: a plain read of as many bytes as a step streams, at the
+     * run's threads (the same working set against the same caches). */
+    double membw = 0;
+    const size_t bytes = (size_t)step_weight_bytes(&m, a->precision);
+    if (!s) s = attn_membw_read((int)a->threads, bytes, 0, &membw, &err);
     if (s == ATTN_OK)
-        printf("case=generate preset=%s precision=%s threads=%lld tokens=%d seconds=%.4f "
-               "tokens_per_s=%.1f faults=%ld fastest_token_ms=%.3f median_token_ms=%.3f\n",
-               a->preset, attn_precision_name(a->precision), a->threads, n, dt, n / dt, faults,
-               fastest * 1e3, nt ? times[nt / 2] * 1e3 : 0.0);
+        print_generate(a, &m, t, membw);
     else
         fprintf(stderr, "attn bench generate: %s\n", err.msg);
+    free(t);
     attn_gpt_kv_free(&c);
     attn_gpt_free(&m);
     return s == ATTN_OK ? 0 : 1;

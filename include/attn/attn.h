@@ -28,6 +28,7 @@
 #include "attn/layernorm.h"
 #include "attn/linear.h"
 #include "attn/membudget.h"
+#include "attn/membw.h"
 #include "attn/module.h"
 #include "attn/multi_head_attention.h"
 #include "attn/npy.h"

@@ -82,6 +82,12 @@ size_t attn_feedforward_scratch(const attn_feedforward *ff);
 void attn_feedforward_step(const attn_feedforward *ff, const uint16_t *w_bf16, const float *x,
                            float *hidden, float *y);
 
+/* n rows at once (n sequences' tokens): x, y (n, C), hidden (n,
+ * fc1.out_features); each weight row is read once for the n rows, and each
+ * row equals attn_feedforward_step on it alone bit for bit. */
+void attn_feedforward_step_batch(const attn_feedforward *ff, const uint16_t *w_bf16, int n,
+                                 const float *x, float *hidden, float *y);
+
 /* bf16 weights for the step: layers.0 then layers.2, rounded to nearest
  * even, back to back. */
 size_t attn_feedforward_bf16_numel(const attn_feedforward *ff);

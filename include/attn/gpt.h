@@ -399,19 +399,26 @@ typedef struct attn_gpt_kv_cache {
     int capacity; /* tokens it takes: context_length; INT_MAX with a window and no learned table */
     int len;      /* tokens cached */
     int C, H, n_layers;
-    int rows;     /* rows kept per layer: context_length, or the window (a ring, len % rows) */
-    int kv_dim;   /* n_kv_heads * head_dim */
-    int threads;  /* OpenMP threads a step uses; attn_default_threads() at init */
-    float *k, *v; /* (n_layers, rows, kv_dim) each */
-    /* one-token scratch */
-    float *x, *ln, *q, *att, *proj, *hidden; /* C, C, C, C, C, ff.fc1.out_features */
-    float *scores;                           /* (H, context_length) */
-    float *logits;                           /* V — last step's logits */
+    int rows;    /* rows kept per layer: context_length, or the window (a ring, len % rows) */
+    int kv_dim;  /* n_kv_heads * head_dim */
+    int threads; /* OpenMP threads a step uses; attn_default_threads() at init */
+    int batch;   /* sequences stepped together: 1 (attn_gpt_kv_init), or attn_gpt_kv_init_batch's */
+    float *k, *v; /* (n_layers, batch, rows, kv_dim) each */
+    /* one-token scratch, a row per sequence */
+    float *x, *ln, *q, *att, *proj, *hidden; /* (batch, C) x5, (batch, ff.fc1.out_features) */
+    float *scores;                           /* (batch, H, context_length) */
+    float *logits;                           /* (batch, V): the last step's logits */
     attn_precision precision; /* weights a step reads: FP32 (the model's) or BF16 copies */
     uint16_t *w_bf16;         /* BF16: every Linear weight rounded to bf16 */
 } attn_gpt_kv_cache;
 
 attn_status attn_gpt_kv_init(attn_gpt_kv_cache *cache, const attn_gpt *m, attn_error *err);
+
+/* A cache for `batch` sequences (>= 1) decoded together, all at the same
+ * position (attn_gpt_kv_step_batch): each weight row a step streams serves
+ * batch tokens. Sizes are checked before allocating (ATTN_ERR_NOMEM). */
+attn_status attn_gpt_kv_init_batch(attn_gpt_kv_cache *cache, const attn_gpt *m, int batch,
+                                   attn_error *err);
 void attn_gpt_kv_free(attn_gpt_kv_cache *cache);
 void attn_gpt_kv_reset(attn_gpt_kv_cache *cache);
 
@@ -423,6 +430,12 @@ void attn_gpt_kv_reset(attn_gpt_kv_cache *cache);
 attn_status attn_gpt_kv_set_precision(attn_gpt_kv_cache *cache, const attn_gpt *m,
                                       attn_precision precision, attn_error *err);
 
+/* Weight elements a step streams: every Linear weight of the blocks and
+ * the output head (the bf16 copy holds exactly these); norms, biases and
+ * embedding rows add a few KB. Times 4 (fp32) or 2 (bf16): the bytes of
+ * weights per token, the memory-bandwidth floor's numerator. */
+size_t attn_gpt_kv_weight_numel(const attn_gpt *m);
+
 /* Feed one token at position cache->len (eval mode, no dropout); its logits
  * (V) land in cache->logits and, when logits != NULL, are copied there.
  * Equals row len of the full forward's logits on the same prefix (to a few
@@ -432,9 +445,21 @@ attn_status attn_gpt_kv_step(const attn_gpt *m, attn_gpt_kv_cache *cache, int32_
                              float *logits, attn_error *err);
 
 /* Reset, then feed ids[0..n-1] (1 <= n <= context_length); logits of the
- * last token as attn_gpt_kv_step. */
+ * last token as attn_gpt_kv_step (the output head runs for it alone). */
 attn_status attn_gpt_kv_prefill(const attn_gpt *m, attn_gpt_kv_cache *cache, const int32_t *ids,
                                 int n, float *logits, attn_error *err);
+
+/* One token for each of the cache's batch sequences (tokens[batch]); their
+ * logits land in cache->logits (batch, V) and, when logits != NULL, are
+ * copied there. attn_gpt_kv_step and attn_gpt_kv_prefill take a cache of
+ * batch 1 only. Sequence s equals a batch-1 cache fed its tokens alone, bit
+ * for bit, at any thread count. */
+attn_status attn_gpt_kv_step_batch(const attn_gpt *m, attn_gpt_kv_cache *cache,
+                                   const int32_t *tokens, float *logits, attn_error *err);
+
+/* Reset, then feed every sequence its n tokens: ids (batch, n) row-major. */
+attn_status attn_gpt_kv_prefill_batch(const attn_gpt *m, attn_gpt_kv_cache *cache,
+                                      const int32_t *ids, int n, float *logits, attn_error *err);
 
 #ifdef __cplusplus
 }

@@ -145,6 +145,14 @@ typedef struct attn_mha_step_buf {
 void attn_mha_step(const attn_mha *m, const float *x, float *k_cache, float *v_cache, int pos,
                    float *out, const attn_mha_step_buf *buf);
 
+/* n sequences at the same position at once: x (n, d_in), out (n, d_out);
+ * sequence s's cache at k_cache + s kv_stride (and v_cache's); buf's q and
+ * ctx are (n, d_out), scores (n, num_heads, context_length). Each weight row
+ * is read once for the n; each sequence equals attn_mha_step on it alone,
+ * bit for bit. */
+void attn_mha_step_batch(const attn_mha *m, int n, const float *x, float *k_cache, float *v_cache,
+                         size_t kv_stride, int pos, float *out, const attn_mha_step_buf *buf);
+
 /* Rows of the step's KV cache: context_length, or the window when smaller. */
 int attn_mha_step_rows(const attn_mha *m);
 

@@ -31,9 +31,10 @@ int attn_mha_step_rows(const attn_mha *m) {
 }
 
 /* q, and the key and value rows, as one loop of d_out + 2 kv_dim rows (one
- * barrier instead of three). */
-static void qkv(const attn_mha *m, const float *x, float *k_row, float *v_row,
-                const attn_mha_step_buf *b) {
+ * barrier instead of three), for the n sequences (cache rows kv_stride
+ * apart). */
+static void qkv(const attn_mha *m, int n, const float *x, float *k_row, float *v_row,
+                size_t kv_stride, const attn_mha_step_buf *b) {
     const int nq = (m->d_out + ATTN_STEP_ROWS - 1) / ATTN_STEP_ROWS;
     const int nk = (m->kv_dim + ATTN_STEP_ROWS - 1) / ATTN_STEP_ROWS;
 #pragma omp for schedule(static)
@@ -44,8 +45,9 @@ static void qkv(const attn_mha *m, const float *x, float *k_row, float *v_row,
         const int r1 = r0 + ATTN_STEP_ROWS < rows ? r0 + ATTN_STEP_ROWS : rows;
         const attn_linear *lin = which == 0 ? &m->W_query : which == 1 ? &m->W_key : &m->W_value;
         float *y = which == 0 ? b->q : which == 1 ? k_row : v_row;
+        const size_t ldy = which == 0 ? (size_t)m->d_out : kv_stride;
         const uint16_t *w = b->w_bf16 ? b->w_bf16 + bf16_offset(m, which) : NULL;
-        attn_linear_rows(lin, w, x, y, r0, r1);
+        attn_linear_rows_n(lin, w, x, (size_t)m->d_in, y, ldy, n, r0, r1);
     }
 }
 
@@ -105,17 +107,38 @@ static void head(const attn_mha *m, int h, const float *K, const float *V, int p
     }
 }
 
-void attn_mha_step(const attn_mha *m, const float *x, float *k_cache, float *v_cache, int pos,
-                   float *out, const attn_mha_step_buf *b) {
+/* Sequence s's view of the scratch. */
+static attn_mha_step_buf seq_buf(const attn_mha *m, const attn_mha_step_buf *b, int s) {
+    attn_mha_step_buf v = *b;
+    v.q += (size_t)s * (size_t)m->d_out;
+    v.ctx += (size_t)s * (size_t)m->d_out;
+    v.scores += (size_t)s * (size_t)m->num_heads * (size_t)m->context_length;
+    return v;
+}
+
+void attn_mha_step_batch(const attn_mha *m, int n, const float *x, float *k_cache, float *v_cache,
+                         size_t kv_stride, int pos, float *out, const attn_mha_step_buf *b) {
     const size_t row = (size_t)(pos % attn_mha_step_rows(m)) * (size_t)m->kv_dim;
-    qkv(m, x, k_cache + row, v_cache + row, b);
+    qkv(m, n, x, k_cache + row, v_cache + row, kv_stride, b);
     if (!attn_attention_is_book(&m->spec)) {
 #pragma omp single
-        prepare_qk(m, k_cache + row, pos, b);
+        for (int s = 0; s < n; s++) {
+            const attn_mha_step_buf v = seq_buf(m, b, s);
+            prepare_qk(m, k_cache + (size_t)s * kv_stride + row, pos, &v);
+        }
     }
+    const int H = m->num_heads;
 #pragma omp for schedule(static)
-    for (int h = 0; h < m->num_heads; h++)
-        head(m, h, k_cache, v_cache, pos, b);
+    for (int sh = 0; sh < n * H; sh++) {
+        const attn_mha_step_buf v = seq_buf(m, b, sh / H);
+        const size_t at = (size_t)(sh / H) * kv_stride;
+        head(m, sh % H, k_cache + at, v_cache + at, pos, &v);
+    }
     const uint16_t *wo = b->w_bf16 ? b->w_bf16 + bf16_offset(m, 3) : NULL;
-    attn_linear_step(&m->out_proj, wo, b->ctx, out);
+    attn_linear_step_n(&m->out_proj, wo, b->ctx, (size_t)m->d_out, out, n);
+}
+
+void attn_mha_step(const attn_mha *m, const float *x, float *k_cache, float *v_cache, int pos,
+                   float *out, const attn_mha_step_buf *b) {
+    attn_mha_step_batch(m, 1, x, k_cache, v_cache, 0, pos, out, b);
 }

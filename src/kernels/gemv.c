@@ -16,50 +16,50 @@ void attn_f32_to_bf16(const float *x, uint16_t *y, size_t n) {
 
 #define LANES 16
 
-void attn_gemv_f32(const float *W, const float *b, const float *x, float *y, int in, int r0,
-                   int r1) {
+/* One row against one sequence, in the AVX-512 kernel's lane order. */
+#define GEMV_DOT(CONV)                                                                             \
+    float acc[LANES] = {0};                                                                        \
+    int i = 0;                                                                                     \
+    for (; i + LANES <= in; i += LANES)                                                            \
+        for (int l = 0; l < LANES; l++)                                                            \
+            acc[l] += CONV(w[i + l]) * xs[i + l];                                                  \
+    for (; i < in; i++)                                                                            \
+        acc[i % LANES] += CONV(w[i]) * xs[i];                                                      \
+    float sum = 0.0f;                                                                              \
+    for (int l = 0; l < LANES; l++)                                                                \
+        sum += acc[l];
+
+#define AS_F32(v) (v)
+
+void attn_gemv_f32_n(const float *W, const float *b, const float *x, size_t ldx, float *y,
+                     size_t ldy, int n, int in, int r0, int r1) {
 #ifdef ATTN_GEMV_AVX512
     if (attn_cpu_has(ATTN_CPU_AVX512_BW)) {
-        attn_gemv_f32_avx512(W, b, x, y, in, r0, r1);
+        attn_gemv_f32_avx512(W, b, x, ldx, y, ldy, n, in, r0, r1);
         return;
     }
 #endif
-    for (int o = r0; o < r1; o++) {
-        const float *w = W + (size_t)o * (size_t)in;
-        float acc[LANES] = {0};
-        int i = 0;
-        for (; i + LANES <= in; i += LANES)
-            for (int l = 0; l < LANES; l++)
-                acc[l] += w[i + l] * x[i + l];
-        for (; i < in; i++)
-            acc[i % LANES] += w[i] * x[i];
-        float s = 0.0f;
-        for (int l = 0; l < LANES; l++)
-            s += acc[l];
-        y[o] = (b ? b[o] : 0.0f) + s;
-    }
+    for (int o = r0; o < r1; o++)
+        for (int s = 0; s < n; s++) {
+            const float *w = W + (size_t)o * (size_t)in, *xs = x + (size_t)s * ldx;
+            GEMV_DOT(AS_F32)
+            y[(size_t)s * ldy + (size_t)o] = (b ? b[o] : 0.0f) + sum;
+        }
 }
 
-void attn_gemv_bf16(const uint16_t *W, const float *b, const float *x, float *y, int in, int r0,
-                    int r1) {
+void attn_gemv_bf16_n(const uint16_t *W, const float *b, const float *x, size_t ldx, float *y,
+                      size_t ldy, int n, int in, int r0, int r1) {
 #ifdef ATTN_GEMV_AVX512
     if (attn_cpu_has(ATTN_CPU_AVX512_BW)) {
-        attn_gemv_bf16_avx512(W, b, x, y, in, r0, r1);
+        attn_gemv_bf16_avx512(W, b, x, ldx, y, ldy, n, in, r0, r1);
         return;
     }
 #endif
-    for (int o = r0; o < r1; o++) {
-        const uint16_t *w = W + (size_t)o * (size_t)in;
-        float acc[LANES] = {0};
-        int i = 0;
-        for (; i + LANES <= in; i += LANES)
-            for (int l = 0; l < LANES; l++)
-                acc[l] += attn_bf16_to_f32(w[i + l]) * x[i + l];
-        for (; i < in; i++)
-            acc[i % LANES] += attn_bf16_to_f32(w[i]) * x[i];
-        float s = 0.0f;
-        for (int l = 0; l < LANES; l++)
-            s += acc[l];
-        y[o] = (b ? b[o] : 0.0f) + s;
-    }
+    for (int o = r0; o < r1; o++)
+        for (int s = 0; s < n; s++) {
+            const uint16_t *w = W + (size_t)o * (size_t)in;
+            const float *xs = x + (size_t)s * ldx;
+            GEMV_DOT(attn_bf16_to_f32)
+            y[(size_t)s * ldy + (size_t)o] = (b ? b[o] : 0.0f) + sum;
+        }
 }

@@ -9,14 +9,27 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* y[o] = (b ? b[o] : 0) + sum_i W[o, i] x[i] for rows o in [r0, r1). The
- * sum runs in 16 lanes then adds them: not the order of sgemm, within a few
- * ulps of it. */
-void attn_gemv_f32(const float *W, const float *b, const float *x, float *y, int in, int r0,
-                   int r1);
+/* Batched: y[s ldy + o] = (b ? b[o] : 0) + sum_i W[o, i] x[s ldx + i] for
+ * the n sequences s and rows o in [r0, r1). Each weight row is read once
+ * for all n (a memory-bound gemv becomes a small gemm). Every sum runs in
+ * 16 lanes then adds them, in the same order for any n: not the order of
+ * sgemm (within a few ulps of it), and a batch equals its rows one by one
+ * bit for bit. */
+void attn_gemv_f32_n(const float *W, const float *b, const float *x, size_t ldx, float *y,
+                     size_t ldy, int n, int in, int r0, int r1);
 /* Same with bf16 weights, widened exactly to fp32 (fp32 x, fp32 sums). */
-void attn_gemv_bf16(const uint16_t *W, const float *b, const float *x, float *y, int in, int r0,
-                    int r1);
+void attn_gemv_bf16_n(const uint16_t *W, const float *b, const float *x, size_t ldx, float *y,
+                      size_t ldy, int n, int in, int r0, int r1);
+
+/* One sequence (n = 1). */
+static inline void attn_gemv_f32(const float *W, const float *b, const float *x, float *y, int in,
+                                 int r0, int r1) {
+    attn_gemv_f32_n(W, b, x, 0, y, 0, 1, in, r0, r1);
+}
+static inline void attn_gemv_bf16(const uint16_t *W, const float *b, const float *x, float *y,
+                                  int in, int r0, int r1) {
+    attn_gemv_bf16_n(W, b, x, 0, y, 0, 1, in, r0, r1);
+}
 
 /* Round fp32 to bf16 (nearest even; NaN stays NaN) and back (exact). */
 void attn_f32_to_bf16(const float *x, uint16_t *y, size_t n);
@@ -46,10 +59,10 @@ static inline float attn_bf16_to_f32(uint16_t h) {
 #if defined(__x86_64__) && defined(__GNUC__)
 #define ATTN_GEMV_AVX512 1
 void attn_f32_to_bf16_avx512(const float *x, uint16_t *y, size_t n);
-void attn_gemv_f32_avx512(const float *W, const float *b, const float *x, float *y, int in, int r0,
-                          int r1);
-void attn_gemv_bf16_avx512(const uint16_t *W, const float *b, const float *x, float *y, int in,
-                           int r0, int r1);
+void attn_gemv_f32_avx512(const float *W, const float *b, const float *x, size_t ldx, float *y,
+                          size_t ldy, int n, int in, int r0, int r1);
+void attn_gemv_bf16_avx512(const uint16_t *W, const float *b, const float *x, size_t ldx, float *y,
+                           size_t ldy, int n, int in, int r0, int r1);
 #endif
 
 #endif

@@ -133,22 +133,22 @@ static void add_into(float *x, const float *f, size_t n) {
         x[i] += f[i];
 }
 
-void attn_block_step(const attn_gpt_block *blk, float *k_cache, float *v_cache, int pos,
-                     const attn_block_step_buf *b) {
-    const size_t C = (size_t)blk->norm1.C;
+void attn_block_step(const attn_gpt_block *blk, int n, float *k_cache, float *v_cache,
+                     size_t kv_stride, int pos, const attn_block_step_buf *b) {
+    const size_t nC = (size_t)n * (size_t)blk->norm1.C;
     const uint16_t *w = b->att.w_bf16;
     const uint16_t *w_ff = w ? w + attn_mha_bf16_numel(&blk->att) : NULL;
 #pragma omp single
-    attn_layernorm_forward(&blk->norm1, b->x, b->ln, NULL, NULL, 1);
-    attn_mha_step(&blk->att, b->ln, k_cache, v_cache, pos, b->proj, &b->att);
+    attn_layernorm_forward(&blk->norm1, b->x, b->ln, NULL, NULL, (size_t)n);
+    attn_mha_step_batch(&blk->att, n, b->ln, k_cache, v_cache, kv_stride, pos, b->proj, &b->att);
 #pragma omp single
     {
-        add_into(b->x, b->proj, C);
-        attn_layernorm_forward(&blk->norm2, b->x, b->ln, NULL, NULL, 1);
+        add_into(b->x, b->proj, nC);
+        attn_layernorm_forward(&blk->norm2, b->x, b->ln, NULL, NULL, (size_t)n);
     }
-    attn_feedforward_step(&blk->ff, w_ff, b->ln, b->hidden, b->proj);
+    attn_feedforward_step_batch(&blk->ff, w_ff, n, b->ln, b->hidden, b->proj);
 #pragma omp single
-    add_into(b->x, b->proj, C);
+    add_into(b->x, b->proj, nC);
 }
 
 size_t attn_block_bf16_numel(const attn_gpt_block *blk) {

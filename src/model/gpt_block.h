@@ -60,20 +60,22 @@ attn_status attn_block_backward(attn_gpt_block *blk, const attn_gpt_block_acts *
                                 const attn_block_shape *s, int dropped, const attn_block_grads *g,
                                 attn_error *err);
 
-/* One token's scratch: x (C) is the residual stream, updated in place. */
+/* n tokens' scratch (one per sequence): x (n, C) is the residual stream,
+ * updated in place. */
 typedef struct attn_block_step_buf {
-    float *x, *ln, *proj; /* (C) each */
-    float *hidden;        /* (ff.fc1.out_features) */
+    float *x, *ln, *proj; /* (n, C) each */
+    float *hidden;        /* (n, ff.fc1.out_features) */
     attn_mha_step_buf att;
 } attn_block_step_buf;
 
-/* x = block(x) for the token at pos (eval mode), its key and value written
- * into row pos of k_cache, v_cache (context_length, C). att.w_bf16 NULL: the
- * fp32 weights; else attn_block_bf16_copy's values. Call from every thread
- * of a team (the products' rows and the heads are split) or from one thread
+/* x = block(x) for the n sequences' tokens at pos (eval mode), their keys
+ * and values written into row pos of k_cache, v_cache (context_length, C;
+ * sequence s's kv_stride after the first's). att.w_bf16 NULL: the fp32
+ * weights; else attn_block_bf16_copy's values. Call from every thread of a
+ * team (the products' rows and the heads are split) or from one thread
  * alone. */
-void attn_block_step(const attn_gpt_block *blk, float *k_cache, float *v_cache, int pos,
-                     const attn_block_step_buf *b);
+void attn_block_step(const attn_gpt_block *blk, int n, float *k_cache, float *v_cache,
+                     size_t kv_stride, int pos, const attn_block_step_buf *b);
 
 /* The block's weights in bf16 for the step: att's then ff's. */
 size_t attn_block_bf16_numel(const attn_gpt_block *blk);

@@ -1,5 +1,6 @@
 /* Incremental (KV-cached) GPT forward for generation (see attn/gpt.h). */
 #include <limits.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,22 +50,40 @@ static int kv_capacity(const attn_gpt *m) {
 }
 
 attn_status attn_gpt_kv_init(attn_gpt_kv_cache *c, const attn_gpt *m, attn_error *err) {
+    return attn_gpt_kv_init_batch(c, m, 1, err);
+}
+
+/* The element counts for batch sequences; 0 when one would overflow. */
+static int kv_count(const attn_gpt *m, const attn_gpt_kv_cache *c, int batch, kv_sizes *s) {
+    const double B = batch, L = m->cfg.n_layers, C = m->cfg.emb_dim;
+    const double kv = L * B * c->rows * (double)c->kv_dim, V = B * m->cfg.vocab_size;
+    const double sc = B * c->H * (double)m->cfg.context_length;
+    const double hid = B * m->blocks[0].ff.fc1.out_features;
+    const double most = (double)(SIZE_MAX / 8);
+    if (kv > most || V > most || sc > most || hid > most || B * C > most) return 0;
+    *s = (kv_sizes){(size_t)kv, (size_t)(B * C), (size_t)hid, (size_t)sc, (size_t)V};
+    return 1;
+}
+
+attn_status attn_gpt_kv_init_batch(attn_gpt_kv_cache *c, const attn_gpt *m, int batch,
+                                   attn_error *err) {
     memset(c, 0, sizeof *c);
-    const size_t C = (size_t)m->cfg.emb_dim, L = (size_t)m->cfg.n_layers;
-    const size_t cap = (size_t)m->cfg.context_length;
+    if (batch < 1) return attn_fail(err, ATTN_ERR_INVALID_ARG, "KV cache: batch %d < 1", batch);
+    const size_t L = (size_t)m->cfg.n_layers;
     c->rows = attn_mha_step_rows(&m->blocks[0].att);
     c->kv_dim = m->blocks[0].att.kv_dim;
     c->capacity = kv_capacity(m);
-    c->C = (int)C;
+    c->C = m->cfg.emb_dim;
     c->H = m->cfg.n_heads;
     c->n_layers = (int)L;
+    c->batch = batch;
     /* A second thread pays off only when a token streams enough weight bytes
      * to hide the barriers between the products (several MB). */
     const size_t weights = attn_block_bf16_numel(&m->blocks[0]) * L;
     c->threads = weights * sizeof(float) >= ((size_t)8 << 20) ? attn_default_threads() : 1;
-    const kv_sizes s = {L * (size_t)c->rows * (size_t)c->kv_dim, C,
-                        (size_t)m->blocks[0].ff.fc1.out_features, (size_t)c->H * cap,
-                        (size_t)m->cfg.vocab_size};
+    kv_sizes s;
+    if (!kv_count(m, c, batch, &s))
+        return attn_fail(err, ATTN_ERR_NOMEM, "KV cache: batch %d is too large", batch);
     if (kv_buffers(c, &s, ATTN_BUFS_ALLOC) != 0) {
         attn_gpt_kv_free(c);
         return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for the KV cache");
@@ -74,6 +93,11 @@ attn_status attn_gpt_kv_init(attn_gpt_kv_cache *c, const attn_gpt *m, attn_error
 
 void attn_gpt_kv_reset(attn_gpt_kv_cache *c) {
     c->len = 0;
+}
+
+size_t attn_gpt_kv_weight_numel(const attn_gpt *m) {
+    const size_t per = attn_block_bf16_numel(&m->blocks[0]);
+    return per * (size_t)m->cfg.n_layers + (size_t)m->cfg.vocab_size * (size_t)m->cfg.emb_dim;
 }
 
 /* bf16 copies: each block's (attn_block_bf16_copy), then out_head (V x C). */
@@ -98,21 +122,30 @@ attn_status attn_gpt_kv_set_precision(attn_gpt_kv_cache *c, const attn_gpt *m,
     return ATTN_OK;
 }
 
-/* Every block for the token at c->len: called by each thread of a team (the
- * block's worksharing splits the rows and heads) or alone, serially. */
-static void layers(const attn_gpt *m, attn_gpt_kv_cache *c, const uint16_t *wb) {
-    const size_t per_layer = (size_t)c->rows * (size_t)c->kv_dim;
+/* Every block for the batch's tokens at c->len, then (head) the final
+ * norm and the output head: called by each thread of a team (the
+ * worksharing splits the rows and heads) or alone, serially. */
+static void layers(const attn_gpt *m, attn_gpt_kv_cache *c, const uint16_t *wb, int head) {
+    const int n = c->batch;
+    const size_t per_seq = (size_t)c->rows * (size_t)c->kv_dim;
+    const size_t per_layer = per_seq * (size_t)n;
     const size_t per = attn_block_bf16_numel(&m->blocks[0]);
     attn_block_step_buf b = {c->x, c->ln, c->proj, c->hidden, {NULL, c->q, c->att, c->scores}};
     for (int l = 0; l < c->n_layers; l++) {
         b.att.w_bf16 = wb ? wb + (size_t)l * per : NULL;
-        attn_block_step(&m->blocks[l], c->k + (size_t)l * per_layer, c->v + (size_t)l * per_layer,
-                        c->len, &b);
+        attn_block_step(&m->blocks[l], n, c->k + (size_t)l * per_layer,
+                        c->v + (size_t)l * per_layer, per_seq, c->len, &b);
     }
+    if (!head) return;
+#pragma omp single
+    attn_layernorm_forward(&m->final_norm, c->x, c->ln, NULL, NULL, (size_t)n);
+    /* The largest matrix (V x C): its rows split over the team as well. */
+    const uint16_t *wo = wb ? wb + per * (size_t)c->n_layers : NULL;
+    attn_linear_step_n(&m->out_head, wo, c->ln, (size_t)c->C, c->logits, n);
 }
 
-attn_status attn_gpt_kv_step(const attn_gpt *m, attn_gpt_kv_cache *c, int32_t token, float *logits,
-                             attn_error *err) {
+/* The cache fits m and has room for a token. */
+static attn_status kv_check(const attn_gpt *m, const attn_gpt_kv_cache *c, attn_error *err) {
     const attn_gpt_config *cfg = &m->cfg;
     if (c->capacity != kv_capacity(m) || c->rows != attn_mha_step_rows(&m->blocks[0].att) ||
         c->kv_dim != m->blocks[0].att.kv_dim || c->C != cfg->emb_dim || c->H != cfg->n_heads ||
@@ -123,42 +156,76 @@ attn_status attn_gpt_kv_step(const attn_gpt *m, attn_gpt_kv_cache *c, int32_t to
                          "KV cache is full (%d tokens): slide the window by re-priming "
                          "with attn_gpt_kv_prefill",
                          c->capacity);
-    if (token < 0 || token >= cfg->vocab_size)
-        return attn_fail(err, ATTN_ERR_INVALID_ARG, "token id %ld is outside [0, vocab_size %d)",
-                         (long)token, cfg->vocab_size);
-    const uint16_t *wb = c->precision == ATTN_PRECISION_BF16 ? c->w_bf16 : NULL;
-    attn_gpt_embed(m, &token, 1, 1, c->len, c->x);
+    return ATTN_OK;
+}
 
+/* One step of every sequence; head 0 skips the output head (a prompt
+ * token whose logits nobody reads). */
+static attn_status step(const attn_gpt *m, attn_gpt_kv_cache *c, const int32_t *tokens, size_t ld,
+                        int head, attn_error *err) {
+    attn_status s = kv_check(m, c, err);
+    if (s) return s;
+    for (int i = 0; i < c->batch; i++)
+        if (tokens[(size_t)i * ld] < 0 || tokens[(size_t)i * ld] >= m->cfg.vocab_size)
+            return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                             "token id %ld is outside [0, vocab_size %d)",
+                             (long)tokens[(size_t)i * ld], m->cfg.vocab_size);
+    for (int i = 0; i < c->batch; i++)
+        attn_gpt_embed(m, tokens + (size_t)i * ld, 1, 1, c->len, c->x + (size_t)i * c->C);
+    const uint16_t *wb = c->precision == ATTN_PRECISION_BF16 ? c->w_bf16 : NULL;
     /* One team for the whole token (a region per product would cost more
      * than the small products themselves); none at all on one thread. */
     const int nt = c->threads > 0 ? c->threads : 1;
     if (nt > 1) {
 #pragma omp parallel num_threads(nt)
-        layers(m, c, wb);
+        layers(m, c, wb, head);
     } else {
-        layers(m, c, wb);
+        layers(m, c, wb, head);
     }
-    attn_layernorm_forward(&m->final_norm, c->x, c->ln, NULL, NULL, 1);
-    const size_t per = attn_block_bf16_numel(&m->blocks[0]);
-    const uint16_t *wo = wb ? wb + per * (size_t)cfg->n_layers : NULL;
-    attn_linear_rows(&m->out_head, wo, c->ln, c->logits, 0, cfg->vocab_size);
-    if (logits) memcpy(logits, c->logits, (size_t)cfg->vocab_size * sizeof(float));
     c->len++;
     return ATTN_OK;
 }
 
-attn_status attn_gpt_kv_prefill(const attn_gpt *m, attn_gpt_kv_cache *c, const int32_t *ids, int n,
-                                float *logits, attn_error *err) {
+attn_status attn_gpt_kv_step_batch(const attn_gpt *m, attn_gpt_kv_cache *c, const int32_t *tokens,
+                                   float *logits, attn_error *err) {
+    attn_status s = step(m, c, tokens, 1, 1, err);
+    if (!s && logits)
+        memcpy(logits, c->logits, (size_t)c->batch * (size_t)m->cfg.vocab_size * sizeof(float));
+    return s;
+}
+
+attn_status attn_gpt_kv_step(const attn_gpt *m, attn_gpt_kv_cache *c, int32_t token, float *logits,
+                             attn_error *err) {
+    if (c->batch != 1)
+        return attn_fail(err, ATTN_ERR_STATE,
+                         "KV cache of %d sequences: step them with attn_gpt_kv_step_batch",
+                         c->batch);
+    return attn_gpt_kv_step_batch(m, c, &token, logits, err);
+}
+
+attn_status attn_gpt_kv_prefill_batch(const attn_gpt *m, attn_gpt_kv_cache *c, const int32_t *ids,
+                                      int n, float *logits, attn_error *err) {
     if (n < 1 || n > m->cfg.context_length)
         return attn_fail(err, ATTN_ERR_SHAPE, "prefill length %d must be in [1, context_length %d]",
                          n, m->cfg.context_length);
     c->len = 0;
     for (int i = 0; i < n; i++) {
-        attn_status s = attn_gpt_kv_step(m, c, ids[i], i + 1 == n ? logits : NULL, err);
+        attn_status s = step(m, c, ids + i, (size_t)n, i + 1 == n, err);
         if (s != ATTN_OK) {
             c->len = 0;
             return s;
         }
     }
+    if (logits)
+        memcpy(logits, c->logits, (size_t)c->batch * (size_t)m->cfg.vocab_size * sizeof(float));
     return ATTN_OK;
+}
+
+attn_status attn_gpt_kv_prefill(const attn_gpt *m, attn_gpt_kv_cache *c, const int32_t *ids, int n,
+                                float *logits, attn_error *err) {
+    if (c->batch != 1)
+        return attn_fail(err, ATTN_ERR_STATE,
+                         "KV cache of %d sequences: prime them with attn_gpt_kv_prefill_batch",
+                         c->batch);
+    return attn_gpt_kv_prefill_batch(m, c, ids, n, logits, err);
 }

@@ -134,24 +134,32 @@ void attn_feedforward_backward(attn_feedforward *ff, const float *x, const float
 
 void attn_feedforward_step(const attn_feedforward *ff, const uint16_t *w_bf16, const float *x,
                            float *hidden, float *y) {
-    const int H = ff->hidden;
-    const uint16_t *w2 = w_bf16 ? w_bf16 + (size_t)ff->fc1.out_features * (size_t)ff->C : NULL;
+    attn_feedforward_step_batch(ff, w_bf16, 1, x, hidden, y);
+}
+
+void attn_feedforward_step_batch(const attn_feedforward *ff, const uint16_t *w_bf16, int n,
+                                 const float *x, float *hidden, float *y) {
+    const int H = ff->hidden, C = ff->C, W1 = ff->fc1.out_features;
+    const uint16_t *w2 = w_bf16 ? w_bf16 + (size_t)W1 * (size_t)C : NULL;
     if (ff->act == ATTN_ACT_SWIGLU) {
         /* A gate row and its value row are H rows apart: all of fc1 first. */
-        attn_linear_step(&ff->fc1, w_bf16, x, hidden);
+        attn_linear_step_n(&ff->fc1, w_bf16, x, (size_t)C, hidden, n);
 #pragma omp for schedule(static)
         for (int r = 0; r < H; r += ATTN_STEP_ROWS)
-            act_step(ff, hidden, r, r + ATTN_STEP_ROWS < H ? r + ATTN_STEP_ROWS : H);
+            for (int s = 0; s < n; s++)
+                act_step(ff, hidden + (size_t)s * (size_t)W1, r,
+                         r + ATTN_STEP_ROWS < H ? r + ATTN_STEP_ROWS : H);
     } else {
         /* fc1 then the activation on the same rows, while they are in cache. */
 #pragma omp for schedule(static)
         for (int r = 0; r < H; r += ATTN_STEP_ROWS) {
             const int r1 = r + ATTN_STEP_ROWS < H ? r + ATTN_STEP_ROWS : H;
-            attn_linear_rows(&ff->fc1, w_bf16, x, hidden, r, r1);
-            act_step(ff, hidden, r, r1);
+            attn_linear_rows_n(&ff->fc1, w_bf16, x, (size_t)C, hidden, (size_t)W1, n, r, r1);
+            for (int s = 0; s < n; s++)
+                act_step(ff, hidden + (size_t)s * (size_t)W1, r, r1);
         }
     }
-    attn_linear_step(&ff->fc2, w2, hidden, y);
+    attn_linear_step_n(&ff->fc2, w2, hidden, (size_t)W1, y, n);
 }
 
 size_t attn_feedforward_bf16_numel(const attn_feedforward *ff) {

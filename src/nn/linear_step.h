@@ -16,18 +16,31 @@
 /* Rows of y a thread takes at a time: whole cache lines of y. */
 #define ATTN_STEP_ROWS 16
 
-/* Rows [r0, r1) of y. */
-static inline void attn_linear_rows(const attn_linear *l, const uint16_t *w, const float *x,
-                                    float *y, int r0, int r1) {
+/* Rows [r0, r1) of y for n sequences: x row s at x + s ldx, y row s at
+ * y + s ldy. Each weight row is read once for the n. */
+static inline void attn_linear_rows_n(const attn_linear *l, const uint16_t *w, const float *x,
+                                      size_t ldx, float *y, size_t ldy, int n, int r0, int r1) {
     if (w)
-        attn_gemv_bf16(w, l->bias, x, y, l->in_features, r0, r1);
+        attn_gemv_bf16_n(w, l->bias, x, ldx, y, ldy, n, l->in_features, r0, r1);
     else
-        attn_gemv_f32(l->weight, l->bias, x, y, l->in_features, r0, r1);
+        attn_gemv_f32_n(l->weight, l->bias, x, ldx, y, ldy, n, l->in_features, r0, r1);
 }
 
-/* All of y, its row chunks split over the calling team (an orphaned
- * `omp for`): call from every thread of a team, or from one thread alone. */
-void attn_linear_step(const attn_linear *l, const uint16_t *w, const float *x, float *y);
+/* Rows [r0, r1) of y (one sequence). */
+static inline void attn_linear_rows(const attn_linear *l, const uint16_t *w, const float *x,
+                                    float *y, int r0, int r1) {
+    attn_linear_rows_n(l, w, x, 0, y, 0, 1, r0, r1);
+}
+
+/* All of y (n rows of out_features; x row s at x + s ldx), its row chunks
+ * split over the calling team (an orphaned `omp for`): call from every
+ * thread of a team, or from one thread alone. */
+void attn_linear_step_n(const attn_linear *l, const uint16_t *w, const float *x, size_t ldx,
+                        float *y, int n);
+static inline void attn_linear_step(const attn_linear *l, const uint16_t *w, const float *x,
+                                    float *y) {
+    attn_linear_step_n(l, w, x, 0, y, 1);
+}
 
 /* Writes the weight rounded to bf16 into w; returns the values written
  * (out_features * in_features). */
