@@ -22,7 +22,7 @@
 #include "threads.h"
 
 typedef struct model_args {
-    const char *preset, *data, *precision_name;
+    const char *preset, *data, *precision_name, *config;
     long long steps, batch, threads, tokens, context, num_samples;
     double max_memory; /* bytes; 0: the memory available now */
     attn_precision precision;
@@ -39,6 +39,7 @@ enum {
     MB_PRECISION,
     MB_MAX_MEMORY,
     MB_NUM_SAMPLES,
+    MB_CONFIG,
     MB_OPT_COUNT
 };
 
@@ -66,8 +67,37 @@ static const cli_option model_opts_table[] = {
     [MB_NUM_SAMPLES] = {"num-samples", CLI_INT, "N", OFF(num_samples), 1, 65536, .def = "1",
                         .help = "generate: sequences decoded together (each weight\n"
                                 "read serves N tokens)"},
+    [MB_CONFIG] = {"config", CLI_STRING, "FILE.json", OFF(config),
+                   .help = "model (and train: training) keys over the preset's,\n"
+                           "as attn train --config (e.g. {\"tie_weights\": true})"},
 };
 CLI_TABLE_CHECK(model_opts_table, MB_OPT_COUNT);
+
+/* The preset, then --config's keys. */
+static int model_config(const model_args *a, const char *who, attn_gpt_config *mcfg,
+                        attn_train_config *tcfg) {
+    attn_error err;
+    if (attn_train_preset(a->preset, mcfg, tcfg, &err)) {
+        fprintf(stderr, "attn %s: %s\n", who, err.msg);
+        return 2;
+    }
+    if (!a->config) return 0;
+    char *text = NULL;
+    size_t n = 0;
+    int vocab_given = 0;
+    if (attn_file_read_all(a->config, 1 << 20, (void **)&text, &n, &err)) {
+        fprintf(stderr, "attn %s: --config: %s\n", who, err.msg);
+        return 1;
+    }
+    const attn_status s =
+        attn_train_config_apply_json(mcfg, tcfg, text, a->config, &vocab_given, &err);
+    free(text);
+    if (s) {
+        fprintf(stderr, "attn %s: %s\n", who, err.msg);
+        return 2;
+    }
+    return 0;
+}
 
 static const char model_about[] =
     "  train: one untimed first step (it allocates the lazily sized buffers), then\n"
@@ -86,7 +116,7 @@ static const char model_about[] =
 
 const cli_command bench_train_cli = {
     "bench train",
-    "attn bench train [--preset NAME] [--steps N] [--batch-size N]\n"
+    "attn bench train [--preset NAME] [--config FILE.json] [--steps N] [--batch-size N]\n"
     "                        [--data FILE] [--threads N] [--precision fp32|bf16]",
     model_about,
     model_opts_table,
@@ -94,7 +124,7 @@ const cli_command bench_train_cli = {
     0};
 const cli_command bench_generate_cli = {
     "bench generate",
-    "attn bench generate [--preset NAME] [--tokens N] [--threads N]\n"
+    "attn bench generate [--preset NAME] [--config FILE.json] [--tokens N] [--threads N]\n"
     "                           [--precision fp32|bf16] [--num-samples N]",
     model_about,
     model_opts_table,
@@ -127,10 +157,8 @@ static int setup_trainer(const model_args *a, attn_trainer **out) {
     attn_error_clear(&err);
     attn_gpt_config mcfg;
     attn_train_config tcfg;
-    if (attn_train_preset(a->preset, &mcfg, &tcfg, &err)) {
-        fprintf(stderr, "attn bench train: %s\n", err.msg);
-        return 2;
-    }
+    const int rc = model_config(a, "bench train", &mcfg, &tcfg);
+    if (rc) return rc;
     if (a->batch > 0) tcfg.batch_size = (int)a->batch;
     if (a->context > mcfg.context_length) {
         fprintf(stderr, "attn bench train: --context %lld is over the preset's context_length %d\n",
@@ -304,10 +332,9 @@ static int bench_generate(const model_args *a) {
     attn_error err;
     attn_error_clear(&err);
     attn_gpt_config cfg;
-    if (attn_gpt_config_preset(a->preset, &cfg, &err)) {
-        fprintf(stderr, "attn bench generate: %s\n", err.msg);
-        return 2;
-    }
+    attn_train_config tcfg_unused;
+    const int rc = model_config(a, "bench generate", &cfg, &tcfg_unused);
+    if (rc) return rc;
     const double tokens = (double)a->num_samples * cfg.context_length;
     if (attn_mem_check(attn_gpt_config_memory(&cfg, tokens, 0), a->max_memory,
                        "the model with its KV cache", &err)) {

@@ -45,5 +45,14 @@ out=$("$attn" bench train --preset tiny --batch-size 2 --context 16 --steps 1 --
 check "bench train --context 16 trains 2 x 16 tokens" '[ $rc -eq 0 ] && grep -q "case=train preset=tiny B=2 T=16 " <<<"$out"'
 err=$("$attn" bench train --preset tiny --context 65 --data "${TMPDIR:-/tmp}/bench_cli_corpus.$$" 2>&1 >/dev/null); rc=$?
 check "bench train --context over context_length rejected" '[ $rc -eq 2 ] && grep -q "over the preset" <<<"$err"'
-rm -f "${TMPDIR:-/tmp}/bench_cli_corpus.$$"
+# --config: the preset's model with keys over it (llm.c's tied GPT-2 with qkv bias).
+cfg=${TMPDIR:-/tmp}/bench_cli_cfg.$$.json
+echo '{"n_layers": 1}' > "$cfg"
+w1=$("$attn" bench generate --preset tiny --tokens 2 --threads 1 | sed -n 's/.*weight_mb_per_step=\([0-9.]*\).*/\1/p')
+w2=$("$attn" bench generate --preset tiny --config "$cfg" --tokens 2 --threads 1 | sed -n 's/.*weight_mb_per_step=\([0-9.]*\).*/\1/p')
+check "bench generate --config n_layers 1 streams fewer weights" "awk -v a='$w1' -v b='$w2' 'BEGIN {exit !(b > 0 && b < a)}'"
+echo '{"n_layer": 1}' > "$cfg"
+err=$("$attn" bench train --preset tiny --config "$cfg" 2>&1 >/dev/null); rc=$?
+check "bench train --config with an unknown key rejected" '[ $rc -eq 2 ] && grep -q "n_layers" <<<"$err"'
+rm -f "${TMPDIR:-/tmp}/bench_cli_corpus.$$" "$cfg"
 exit $fail
