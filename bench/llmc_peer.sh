@@ -58,10 +58,10 @@ PY
 echo '{"qkv_bias": true, "tie_weights": true}' > "$work/llmc_shape.json"
 
 llmc_run() { # threads -> "median_s peak_kb"
-  ( cd "$work" && OMP_NUM_THREADS=$1 /usr/bin/time -v -o "$work/time.txt" "$llmc/train_gpt2" > "$work/llmc.out" 2>&1 & 
+  ( cd "$work" && OMP_NUM_THREADS=$1 /usr/bin/time -v -o "$work/time.txt" stdbuf -oL "$llmc/train_gpt2" > "$work/llmc.out" 2>&1 & 
     pid=$!
     while kill -0 $pid 2> /dev/null && [ "$(grep -c '^step ' "$work/llmc.out" 2> /dev/null)" -lt 6 ]; do sleep 0.2; done
-    pkill -f "$llmc/train_gpt2" 2> /dev/null || true
+    pkill -x train_gpt2 2> /dev/null || true
     wait $pid 2> /dev/null || true )
   local med rss
   med=$(grep '^step ' "$work/llmc.out" | sed -n '2,6p' | sed 's/.*took \([0-9.]*\) ms.*/\1/' | sort -g | sed -n 3p)
