@@ -62,6 +62,7 @@ class _Bridge:
         self.paths = [tuple(n.split(".")) for n in self.names]
         self.precision = 0
         self.calls = 0  # which forward the plain activations belong to
+        self.grad_sets = []  # _GradSet: gradient buffers reused across steps
 
     def __deepcopy__(self, memo):
         return None  # a copied model makes its own
@@ -100,9 +101,46 @@ class _Bridge:
         call(lib.attn_h_bgpt_backward_logits, self.h, d_logits.data_ptr(), B, T)
 
 
-def _zeros_for(params, needs):
-    return [torch.zeros_like(p, memory_format=torch.contiguous_format) if n else None
-            for p, n in zip(params, needs)]
+class _GradSet:
+    """Gradient tensors the C model adds into, one per parameter, reused
+    from step to step (a fresh 500 MB at GPT-2's size would cost its page
+    faults on every step). torch never keeps them: a set handed to autograd
+    is still referenced here, so AccumulateGrad adds it into .grad or clones
+    it. States: busy (a forward or backward fills it, or a loss's gradients
+    wait for their backward), handed (returned by a backward: free at the
+    next acquire, when that backward is done), free."""
+
+    def __init__(self, params):
+        self.tensors = [torch.empty(p.shape, dtype=torch.float32) for p in params]
+        self.state = "free"
+
+
+class _Lease:
+    """A set held by one autograd node: freed with the node when its
+    backward never ran (a loss computed with gradients but not used)."""
+
+    def __init__(self, gset):
+        self.gset = gset
+
+    def __del__(self):
+        if self.gset.state == "busy":
+            self.gset.state = "free"
+
+
+def _acquire(bridge, params, needs):
+    """A zeroed gradient set for params (None where no gradient is wanted)."""
+    for g in bridge.grad_sets:
+        if g.state == "handed":
+            g.state = "free"
+    shapes = [tuple(p.shape) for p in params]
+    gset = next((g for g in bridge.grad_sets if g.state == "free" and
+                 [tuple(t.shape) for t in g.tensors] == shapes), None)
+    if gset is None:
+        gset = _GradSet(params)
+        bridge.grad_sets.append(gset)
+    gset.state = "busy"
+    grads = [t.zero_() if n else None for t, n in zip(gset.tensors, needs)]
+    return _Lease(gset), grads
 
 
 class _GPTFunction(torch.autograd.Function):
@@ -114,7 +152,7 @@ class _GPTFunction(torch.autograd.Function):
         ctx.bridge, ctx.masks = bridge, masks
         needs = ctx.needs_input_grad[4:]
         if targets is not None:  # the fused head + loss, gradients computed now
-            grads = _zeros_for(params, needs) if any(needs) else None
+            ctx.lease, grads = _acquire(bridge, params, needs) if any(needs) else (None, None)
             loss = bridge.forward(idx, targets, masks, params, grads)
             ctx.grads = grads
             return torch.tensor(loss, dtype=torch.float32)
@@ -138,6 +176,7 @@ class _GPTFunction(torch.autograd.Function):
                 for g in grads:
                     if g is not None:
                         g.mul_(scale)
+            ctx.lease.gset.state = "handed"
             return (None, None, None, None, *grads)
         idx, *params = ctx.saved_tensors
         bridge, (B, T) = ctx.bridge, idx.shape
@@ -145,9 +184,9 @@ class _GPTFunction(torch.autograd.Function):
             scratch = torch.empty((B, T, bridge.cfg["vocab_size"]), dtype=torch.float32)
             bridge.forward(idx, None, ctx.masks, params, logits=scratch)
             ctx.token = bridge.calls
-        grads = _zeros_for(params, needs)
-        d = d_out.float().contiguous()
-        bridge.backward_logits(d, params, grads, B, T)
+        lease, grads = _acquire(bridge, params, needs)
+        bridge.backward_logits(d_out.float().contiguous(), params, grads, B, T)
+        lease.gset.state = "handed"
         return (None, None, None, None, *grads)
 
 
@@ -250,6 +289,7 @@ class GPTModel(nn.Module):
         cfg = _config(cfg)
         if precision not in _PRECISIONS:
             raise Error(f"GPTModel: precision must be 'fp32' or 'bf16', got {precision!r}")
+        self.__dict__["_attn_bridge"] = _Bridge(cfg)  # the C model checks cfg first
         self.tok_emb = nn.Embedding(cfg["vocab_size"], cfg["emb_dim"])
         self.pos_emb = nn.Embedding(cfg["context_length"], cfg["emb_dim"])
         self.drop_emb = nn.Dropout(cfg["drop_rate"])
