@@ -242,12 +242,18 @@ size_t attn_h_bgpt_mask_numel(const attn_h_bgpt *g, int B, int T);
  * masks keep (n_keep bytes, 1 = kept: attn_h_bgpt_mask_numel of them).
  *   logits != NULL: logits (B, T, V) written there (plain activations, kept
  *     for attn_h_bgpt_backward_logits); with targets also the loss.
- *   logits == NULL: the fused head + cross-entropy (lean activations, no
- *     (B, T, V) tensor): the mean loss into *loss; grads != 0 also runs the
- *     backward, adding (+=) d(loss)/d(param) into the bound gradients. */
+ *   logits == NULL: the head + cross-entropy in C, the mean loss into
+ *     *loss; grads != 0 also runs the backward, adding (+=) d(loss)/d(param)
+ *     into the bound gradients. The (B, T, V) logits and their gradient
+ *     stay in C up to 512 MiB for the two; past that the lean activations
+ *     run the head in 64-row chunks and hold no (B, T, V) tensor. */
 attn_status attn_h_bgpt_forward(attn_h_bgpt *g, const int64_t *ids, const int64_t *targets, int B,
                                 int T, int training, const uint8_t *keep, size_t n_keep, int grads,
                                 float *logits, float *loss, attn_error *err);
+
+/* The loss path's activations: lean 1 always lean, 0 always plain, -1
+ * (the default) by the 512 MiB rule above. */
+void attn_h_bgpt_set_lean(attn_h_bgpt *g, int lean);
 
 /* d_logits (B, T, V) of the last logits forward of (B, T) -> adds (+=)
  * into the bound gradients. */

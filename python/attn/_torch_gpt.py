@@ -23,6 +23,7 @@ for _name, _res, _args in [
         ("attn_h_bgpt_set_precision", ctypes.c_int, [c_void_p, ctypes.c_int, c_void_p]),
         ("attn_h_bgpt_bind", ctypes.c_int, [c_void_p, c_void_p, c_void_p, ctypes.c_int,
                                             c_void_p]),
+        ("attn_h_bgpt_set_lean", None, [c_void_p, ctypes.c_int]),
         ("attn_h_bgpt_mask_numel", ctypes.c_size_t, [c_void_p, ctypes.c_int, ctypes.c_int]),
         ("attn_h_bgpt_forward", ctypes.c_int,
          [c_void_p, c_void_p, c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, c_void_p,
@@ -92,8 +93,7 @@ class _Bridge:
              targets.data_ptr() if targets is not None else None, B, T, masks is not None,
              keep, n_keep, grads is not None, logits.data_ptr() if logits is not None else None,
              ctypes.byref(loss))
-        if logits is not None:
-            self.calls += 1
+        self.calls += 1  # any forward may reuse the plain activations
         return loss.value
 
     def backward_logits(self, d_logits, params, grads, B, T):
@@ -154,7 +154,7 @@ class _GPTFunction(torch.autograd.Function):
         if targets is not None:  # the fused head + loss, gradients computed now
             ctx.lease, grads = _acquire(bridge, params, needs) if any(needs) else (None, None)
             loss = bridge.forward(idx, targets, masks, params, grads)
-            ctx.grads = grads
+            ctx.grads = grads  # the backward only scales and hands them over
             return torch.tensor(loss, dtype=torch.float32)
         B, T = idx.shape
         logits = torch.empty((B, T, bridge.cfg["vocab_size"]), dtype=torch.float32)

@@ -26,8 +26,9 @@ struct attn_h_bgpt {
     attn_gpt model;
     bgpt_slot *slots;
     int n_slots;
-    attn_gpt_acts acts[2]; /* [0] plain (logits out), [1] lean (loss only) */
+    attn_gpt_acts acts[2]; /* [0] plain (logits out; small losses), [1] lean (large losses) */
     int have_acts[2];
+    int lean; /* the loss path's activations: -1 by size, 0 plain, 1 lean */
 };
 
 #define SLOTS_PER_LINEAR 4
@@ -106,6 +107,7 @@ attn_status attn_h_bgpt_create(const char *config_json, attn_h_bgpt **out, attn_
         return attn_fail(err, ATTN_ERR_NOMEM, "GPT: out of memory");
     }
     g->n_slots = list_fields(&g->model, g->slots);
+    g->lean = -1;
     map_fields(g);
     *out = g;
     return ATTN_OK;
@@ -163,12 +165,28 @@ attn_status attn_h_bgpt_bind(attn_h_bgpt *g, float *const *data, float *const *g
     return ATTN_OK;
 }
 
+void attn_h_bgpt_set_lean(attn_h_bgpt *g, int lean) {
+    g->lean = lean < 0 ? -1 : lean != 0;
+}
+
 size_t attn_h_bgpt_mask_numel(const attn_h_bgpt *g, int B, int T) {
     const attn_gpt_config *c = &g->model.cfg;
     if (!(c->drop_rate > 0.0) || B <= 0 || T <= 0) return 0;
     const size_t btc = (size_t)B * (size_t)T * (size_t)c->emb_dim;
     const size_t att = (size_t)B * (size_t)c->n_heads * (size_t)T * (size_t)T;
     return btc + (size_t)c->n_layers * (att + 2 * btc);
+}
+
+/* The loss path keeps (B, T, V) logits and their gradient in C (plain
+ * activations: one product per head pass) up to this size, and runs the
+ * lean head in 64-row chunks past it (each chunk adds into the whole head
+ * gradient: more memory traffic, no (B, T, V) tensor). */
+#define PLAIN_LOSS_MAX_BYTES ((size_t)512 << 20)
+
+static int lean_loss(const attn_h_bgpt *g, int B, int T) {
+    if (g->lean >= 0) return g->lean;
+    const size_t n = (size_t)B * (size_t)T * (size_t)g->model.cfg.vocab_size;
+    return n > PLAIN_LOSS_MAX_BYTES / (2 * sizeof(float));
 }
 
 static attn_status bgpt_acts(attn_h_bgpt *g, int lean, int B, int T, attn_error *err) {
@@ -199,11 +217,10 @@ static attn_status to_i32(const attn_gpt *m, const int64_t *src, int32_t *dst, s
     return ATTN_OK;
 }
 
-/* The lean path: the loss, and with grads its gradients (+=). */
-static attn_status lean_step(attn_h_bgpt *g, const int64_t *ids, const int64_t *targets, int B,
-                             int T, const attn_forward_mode *mode, int grads, float *loss,
-                             attn_error *err) {
-    attn_gpt_acts *a = &g->acts[1];
+/* The loss path: the loss, and with grads its gradients (+=). */
+static attn_status loss_step(attn_h_bgpt *g, attn_gpt_acts *a, const int64_t *ids,
+                             const int64_t *targets, int B, int T, const attn_forward_mode *mode,
+                             int grads, float *loss, attn_error *err) {
     if (!grads) return attn_gpt_forward_i64(&g->model, ids, targets, B, T, mode, a, loss, err);
     const size_t N = (size_t)B * (size_t)T;
     int32_t *buf = malloc(2 * N * sizeof *buf);
@@ -219,8 +236,8 @@ static attn_status lean_step(attn_h_bgpt *g, const int64_t *ids, const int64_t *
 static attn_status run_forward(attn_h_bgpt *g, const int64_t *ids, const int64_t *targets, int B,
                                int T, const attn_forward_mode *mode, int grads, float *logits,
                                float *loss, attn_error *err) {
-    if (!logits) return lean_step(g, ids, targets, B, T, mode, grads, loss, err);
-    attn_gpt_acts *a = &g->acts[0];
+    attn_gpt_acts *a = &g->acts[lean_loss(g, B, T) && !logits];
+    if (!logits) return loss_step(g, a, ids, targets, B, T, mode, grads, loss, err);
     float *own = a->logits; /* the logits land straight in the caller's array */
     a->logits = logits;
     attn_status s = attn_gpt_forward_i64(&g->model, ids, targets, B, T, mode, a, loss, err);
@@ -238,7 +255,7 @@ attn_status attn_h_bgpt_forward(attn_h_bgpt *g, const int64_t *ids, const int64_
         return attn_fail(err, ATTN_ERR_INVALID_ARG,
                          "GPT forward: grads come with the loss path (logits NULL); the logits "
                          "path's come from attn_h_bgpt_backward_logits");
-    attn_status s = bgpt_acts(g, logits == NULL, B, T, err);
+    attn_status s = bgpt_acts(g, lean_loss(g, B, T) && !logits, B, T, err);
     if (s != ATTN_OK) return s;
     const size_t need = training ? attn_h_bgpt_mask_numel(g, B, T) : 0;
     if (need && (!keep || n_keep != need))

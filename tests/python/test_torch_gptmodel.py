@@ -381,6 +381,25 @@ def test_gradients_and_dropout_match_the_book():
             assert torch.allclose(grads[name][1][k], g, atol=1e-5, rtol=1e-4), (name, k)
 
 
+def test_lean_head_gives_the_same_gradients():
+    """The loss path's lean head (64-row chunks, used past 512 MiB of
+    logits) against its plain one, forced on a small model."""
+    torch.manual_seed(12)
+    m = at.GPTModel(SMALL)
+    x, y = torch.randint(0, 96, (3, 30)), torch.randint(0, 96, (3, 30))
+    out = []
+    for lean in (0, 1):
+        attn._c.attn_h_bgpt_set_lean(m._bridge().h, lean)
+        m.zero_grad(set_to_none=True)
+        torch.manual_seed(2)
+        loss = m(x, targets=y)
+        loss.backward()
+        out.append((loss.item(), [p.grad.clone() for p in m.parameters()]))
+    assert out[0][0] == pytest.approx(out[1][0], abs=1e-6)
+    for a, b in zip(out[0][1], out[1][1]):
+        assert torch.allclose(a, b, atol=1e-6, rtol=1e-5)
+
+
 def test_backward_after_another_forward():
     torch.manual_seed(4)
     m = at.GPTModel(SMALL)
