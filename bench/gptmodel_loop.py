@@ -14,6 +14,7 @@ seconds per step over rounds and thread counts is kept.
 
   /usr/bin/python3 bench/gptmodel_loop.py               # 3 steps x 2 rounds
   /usr/bin/python3 bench/gptmodel_loop.py --steps 5 --rounds 3 --threads 2
+  /usr/bin/python3 bench/gptmodel_loop.py --bf16        # + precision="bf16" rows
 """
 import argparse
 import os
@@ -58,6 +59,8 @@ def main():
     ap.add_argument("--steps", type=int, default=3, help="steps per variant per round")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--bf16", action="store_true",
+                    help="also precision='bf16' (AVX512-BF16 CPUs), both paths")
     args = ap.parse_args()
 
     torch.manual_seed(123)
@@ -70,16 +73,19 @@ def main():
                for _ in range(4)]
     variants = [("book GPTModel", book, book_loss), ("attn GPTModel (logits)", ours, book_loss),
                 ("attn GPTModel (targets=)", ours, fused_loss)]
+    if args.bf16:
+        ours16 = at.swap_model(book, precision="bf16")
+        variants += [("attn bf16 (logits)", ours16, book_loss),
+                     ("attn bf16 (targets=)", ours16, fused_loss)]
     best = {name: float("inf") for name, _, _ in variants}
     print(f"torch {torch.__version__}, attn {attn.__version__}, {os.cpu_count()} CPUs; "
           f"GPT_CONFIG_124M, batch {B}, {args.steps} steps x {args.rounds} rounds, "
-          f"threads {args.threads}")
+          f"threads {args.threads}; load average {os.getloadavg()[0]:.1f}")
     for n in args.threads:
         torch.set_num_threads(n)
         attn.set_num_threads(n)
-        run(book, book_loss, optimizer, batches, 1)  # warm-up: grads, AdamW state, buffers
-        run(ours, book_loss, optimizer, batches, 1)
-        run(ours, fused_loss, optimizer, batches, 1)
+        for _, model, fn in variants:  # warm-up: grads, AdamW state, buffers
+            run(model, fn, optimizer, batches, 1)
         for r in range(args.rounds):
             for name, model, fn in variants:
                 s, loss = run(model, fn, optimizer, batches, args.steps)
@@ -87,7 +93,7 @@ def main():
                 print(f"threads {n} round {r}: {name:26s} {s:7.3f} s/step (loss {loss:.4f})",
                       flush=True)
     base = best["book GPTModel"]
-    print("best of threads", args.threads)
+    print(f"best of threads {args.threads} (load average now {os.getloadavg()[0]:.1f})")
     for name, _, _ in variants:
         print(f"  {name:26s} {best[name]:7.3f} s/step  {base / best[name]:5.2f}x the book's")
 

@@ -382,14 +382,16 @@ class GPTModel(nn.Module):
         return out if dtype == torch.float32 else out.to(dtype)
 
 
-def swap_model(model):
+def swap_model(model, precision="fp32"):
     """An attn.torch.GPTModel on the book's GPTModel `model`'s own modules:
     the same Parameter objects and mask buffers (an in-place change on either
     is seen by both; optimizers made for one train the other), the same
-    state_dict keys and training flag; its forward runs in attn's C model.
-    model must have the book's structure (tok_emb, pos_emb, drop_emb,
-    trf_blocks of att/ff/norm1/norm2/drop_shortcut, final_norm, out_head);
-    PyTorch's generator is not used."""
+    state_dict keys and training flag; its forward runs in attn's C model
+    (precision as GPTModel's). model must have the book's structure
+    (tok_emb, pos_emb, drop_emb, trf_blocks of att/ff/norm1/norm2/
+    drop_shortcut, final_norm, out_head); PyTorch's generator is not used."""
+    if precision not in _PRECISIONS:
+        raise Error(f"swap_model: precision must be 'fp32' or 'bf16', got {precision!r}")
     try:
         blocks = list(model.trf_blocks)
         att = blocks[0].att
@@ -407,7 +409,7 @@ def swap_model(model):
     nn.Module.__init__(new)
     for name, part in parts.items():
         setattr(new, name, part)
-    new._setup(_config(cfg), "fp32")
+    new._setup(_config(cfg), precision)
     try:
         new._params(new._bridge())  # every parameter the C model takes is there
     except AttributeError as e:
