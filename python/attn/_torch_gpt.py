@@ -108,7 +108,7 @@ class _GradSet:
     is still referenced here, so AccumulateGrad adds it into .grad or clones
     it. States: busy (a forward or backward fills it, or a loss's gradients
     wait for their backward), handed (returned by a backward: free at the
-    next acquire, when that backward is done), free."""
+    next forward, when that backward pass is over), free."""
 
     def __init__(self, params):
         self.tensors = [torch.empty(p.shape, dtype=torch.float32) for p in params]
@@ -127,11 +127,18 @@ class _Lease:
             self.gset.state = "free"
 
 
-def _acquire(bridge, params, needs):
-    """A zeroed gradient set for params (None where no gradient is wanted)."""
+def _release_handed(bridge):
+    """At a forward, every backward that handed out a set is done (within
+    one backward pass, the engine may still hold a set's tensors in its
+    input buffers while another node of the pass acquires: those stay
+    handed until here)."""
     for g in bridge.grad_sets:
         if g.state == "handed":
             g.state = "free"
+
+
+def _acquire(bridge, params, needs):
+    """A zeroed gradient set for params (None where no gradient is wanted)."""
     shapes = [tuple(p.shape) for p in params]
     gset = next((g for g in bridge.grad_sets if g.state == "free" and
                  [tuple(t.shape) for t in g.tensors] == shapes), None)
@@ -150,6 +157,7 @@ class _GPTFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, bridge, masks, idx, targets, *params):
         ctx.bridge, ctx.masks = bridge, masks
+        _release_handed(bridge)
         needs = ctx.needs_input_grad[4:]
         if targets is not None:  # the fused head + loss, gradients computed now
             ctx.lease, grads = _acquire(bridge, params, needs) if any(needs) else (None, None)

@@ -416,6 +416,28 @@ def test_backward_after_another_forward():
         assert torch.allclose(p.grad, g, atol=1e-6, rtol=1e-5)
 
 
+def test_one_graph_through_the_model_twice():
+    """Two forwards in one graph (both paths): each backward's gradients
+    reach .grad, though one backward pass runs both."""
+    torch.manual_seed(13)
+    book = GPTModel(SMALL).eval()
+    ours = at.swap_model(book)
+    x1, x2 = torch.randint(0, 96, (2, 16)), torch.randint(0, 96, (2, 16))
+    y1, y2 = torch.randint(0, 96, (2, 16)), torch.randint(0, 96, (2, 16))
+
+    def ce(logits, y):
+        return nn.functional.cross_entropy(logits.flatten(0, 1), y.flatten())
+
+    (ce(book(x1), y1) + 3 * ce(book(x2), y2)).backward()
+    want = [p.grad.clone() for p in book.parameters()]
+    for loss in (lambda: ce(ours(x1), y1) + 3 * ce(ours(x2), y2),
+                 lambda: ours(x1, targets=y1) + 3 * ours(x2, targets=y2)):
+        book.zero_grad(set_to_none=True)
+        loss().backward()
+        for p, g in zip(book.parameters(), want):
+            assert torch.allclose(p.grad, g, atol=1e-5, rtol=1e-4)
+
+
 def test_swap_model_shares_storage():
     torch.manual_seed(5)
     book = GPTModel(SMALL)
