@@ -10,7 +10,9 @@ optimizer.step() (AdamW, lr 4e-4, weight_decay 0.1). The three variants
 share one set of weights and one optimizer (attn.torch.swap_model of the
 book's model), so memory is one model's; they alternate, `steps` steps each
 per round, with torch and attn at 1 and then 2 threads; each variant's best
-seconds per step over rounds and thread counts is kept.
+wall seconds per step over rounds and thread counts is kept, and its best
+process CPU seconds per step at 1 thread (the work itself, which a machine
+busy with other jobs disturbs less than the wall time).
 
   /usr/bin/python3 bench/gptmodel_loop.py               # 3 steps x 2 rounds
   /usr/bin/python3 bench/gptmodel_loop.py --steps 5 --rounds 3 --threads 2
@@ -42,16 +44,18 @@ def fused_loss(model, x, y):
 
 
 def run(model, loss_fn, optimizer, batches, steps):
-    """steps steps of the book's loop; seconds per step and the last loss."""
+    """steps steps of the book's loop: wall and process CPU seconds per
+    step, and the last loss."""
     model.train()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for i in range(steps):
         x, y = batches[i % len(batches)]
         optimizer.zero_grad()
         loss = loss_fn(model, x, y)
         loss.backward()
         optimizer.step()
-    return (time.perf_counter() - t0) / steps, loss.item()
+    return ((time.perf_counter() - t0) / steps, (time.process_time() - c0) / steps,
+            loss.item())
 
 
 def main():
@@ -78,6 +82,7 @@ def main():
         variants += [("attn bf16 (logits)", ours16, book_loss),
                      ("attn bf16 (targets=)", ours16, fused_loss)]
     best = {name: float("inf") for name, _, _ in variants}
+    cpu = dict(best)
     print(f"torch {torch.__version__}, attn {attn.__version__}, {os.cpu_count()} CPUs; "
           f"GPT_CONFIG_124M, batch {B}, {args.steps} steps x {args.rounds} rounds, "
           f"threads {args.threads}; load average {os.getloadavg()[0]:.1f}")
@@ -88,14 +93,21 @@ def main():
             run(model, fn, optimizer, batches, 1)
         for r in range(args.rounds):
             for name, model, fn in variants:
-                s, loss = run(model, fn, optimizer, batches, args.steps)
+                s, c, loss = run(model, fn, optimizer, batches, args.steps)
                 best[name] = min(best[name], s)
-                print(f"threads {n} round {r}: {name:26s} {s:7.3f} s/step (loss {loss:.4f})",
-                      flush=True)
+                if n == 1:
+                    cpu[name] = min(cpu[name], c)
+                print(f"threads {n} round {r}: {name:26s} {s:7.3f} s/step, cpu {c:7.3f} s "
+                      f"(loss {loss:.4f})", flush=True)
     base = best["book GPTModel"]
     print(f"best of threads {args.threads} (load average now {os.getloadavg()[0]:.1f})")
     for name, _, _ in variants:
         print(f"  {name:26s} {best[name]:7.3f} s/step  {base / best[name]:5.2f}x the book's")
+    if 1 in args.threads:  # one thread: CPU time is the work, whatever else the machine runs
+        base = cpu["book GPTModel"]
+        print("CPU seconds per step at 1 thread (less sensitive to a busy machine)")
+        for name, _, _ in variants:
+            print(f"  {name:26s} {cpu[name]:7.3f} s/step  {base / cpu[name]:5.2f}x the book's")
 
 
 if __name__ == "__main__":
