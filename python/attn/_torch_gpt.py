@@ -3,6 +3,8 @@ whole network runs in attn's C model, as one torch.autograd.Function, on the
 torch parameters' own storage (see GPTModel's docstring)."""
 import ctypes
 import json
+import sys
+import threading
 import weakref
 
 import torch
@@ -64,6 +66,9 @@ class _Bridge:
         self.precision = 0
         self.calls = 0  # which forward the plain activations belong to
         self.grad_sets = []  # _GradSet: gradient buffers reused across steps
+        # One C call at a time (they share the activations); reentrant: a
+        # backward runs its forward again under the same hold.
+        self.lock = threading.RLock()
 
     def __deepcopy__(self, memo):
         return None  # a copied model makes its own
@@ -84,35 +89,47 @@ class _Bridge:
         return lib.attn_h_bgpt_mask_numel(self.h, B, T)
 
     def forward(self, idx, targets, masks, params, grads=None, logits=None):
-        """One C forward; the loss (a float) when targets are given."""
+        """One C forward: the loss (a float; NaN without targets) and which
+        forward this was (for backward_logits)."""
         B, T = idx.shape
-        self.bind(params, grads)
         loss = ctypes.c_float(float("nan"))
         keep, n_keep = (masks.data_ptr(), masks.numel()) if masks is not None else (None, 0)
-        call(lib.attn_h_bgpt_forward, self.h, idx.data_ptr(),
-             targets.data_ptr() if targets is not None else None, B, T, masks is not None,
-             keep, n_keep, grads is not None, logits.data_ptr() if logits is not None else None,
-             ctypes.byref(loss))
-        self.calls += 1  # any forward may reuse the plain activations
-        return loss.value
+        with self.lock:
+            self.bind(params, grads)
+            call(lib.attn_h_bgpt_forward, self.h, idx.data_ptr(),
+                 targets.data_ptr() if targets is not None else None, B, T, masks is not None,
+                 keep, n_keep, grads is not None,
+                 logits.data_ptr() if logits is not None else None, ctypes.byref(loss))
+            self.calls += 1  # any forward may reuse the plain activations
+            return loss.value, self.calls
 
-    def backward_logits(self, d_logits, params, grads, B, T):
-        self.bind(params, grads)
-        call(lib.attn_h_bgpt_backward_logits, self.h, d_logits.data_ptr(), B, T)
+    def backward_logits(self, d_logits, params, grads, B, T, token, redo):
+        """The gradients of the logits forward `token`; redo() runs it again
+        first when another forward ran since."""
+        with self.lock:
+            if token != self.calls:
+                redo()
+            self.bind(params, grads)
+            call(lib.attn_h_bgpt_backward_logits, self.h, d_logits.data_ptr(), B, T)
 
 
 class _GradSet:
     """Gradient tensors the C model adds into, one per parameter, reused
     from step to step (a fresh 500 MB at GPT-2's size would cost its page
-    faults on every step). torch never keeps them: a set handed to autograd
-    is still referenced here, so AccumulateGrad adds it into .grad or clones
-    it. States: busy (a forward or backward fills it, or a loss's gradients
+    faults on every step). AccumulateGrad never keeps them: a set handed to
+    autograd is still referenced here, so it adds it into .grad or clones
+    it; a set whose tensors someone else still holds at the next forward
+    (torch.autograd.grad returns them) is left to them. States: busy (a forward or backward fills it, or a loss's gradients
     wait for their backward), handed (returned by a backward: free at the
-    next forward, when that backward pass is over), free."""
+    next forward in the same thread, when that backward pass is over), free."""
 
     def __init__(self, params):
         self.tensors = [torch.empty(p.shape, dtype=torch.float32) for p in params]
-        self.state = "free"
+        self.state, self.owner = "free", None  # owner: the thread it was handed in
+        self.refs = self.most_refs()  # only this set's own
+
+    def most_refs(self):
+        return max(sys.getrefcount(t) for t in self.tensors)
 
 
 class _Lease:
@@ -132,9 +149,12 @@ def _release_handed(bridge):
     one backward pass, the engine may still hold a set's tensors in its
     input buffers while another node of the pass acquires: those stay
     handed until here)."""
-    for g in bridge.grad_sets:
-        if g.state == "handed":
+    me = threading.get_ident()
+    for g in list(bridge.grad_sets):
+        if g.state == "handed" and g.owner == me:  # another thread's pass may still run
             g.state = "free"
+            if g.most_refs() > g.refs:  # someone kept one (torch.autograd.grad's result,
+                bridge.grad_sets.remove(g)  # a hook): theirs now, never written again
 
 
 def _acquire(bridge, params, needs):
@@ -161,13 +181,12 @@ class _GPTFunction(torch.autograd.Function):
         needs = ctx.needs_input_grad[4:]
         if targets is not None:  # the fused head + loss, gradients computed now
             ctx.lease, grads = _acquire(bridge, params, needs) if any(needs) else (None, None)
-            loss = bridge.forward(idx, targets, masks, params, grads)
+            loss, _ = bridge.forward(idx, targets, masks, params, grads)
             ctx.grads = grads  # the backward only scales and hands them over
             return torch.tensor(loss, dtype=torch.float32)
         B, T = idx.shape
         logits = torch.empty((B, T, bridge.cfg["vocab_size"]), dtype=torch.float32)
-        bridge.forward(idx, None, masks, params, logits=logits)
-        ctx.token = bridge.calls
+        _, ctx.token = bridge.forward(idx, None, masks, params, logits=logits)
         ctx.save_for_backward(idx, *params)  # and torch checks they are not changed in place
         return logits
 
@@ -184,17 +203,18 @@ class _GPTFunction(torch.autograd.Function):
                 for g in grads:
                     if g is not None:
                         g.mul_(scale)
-            ctx.lease.gset.state = "handed"
+            ctx.lease.gset.state, ctx.lease.gset.owner = "handed", threading.get_ident()
             return (None, None, None, None, *grads)
         idx, *params = ctx.saved_tensors
         bridge, (B, T) = ctx.bridge, idx.shape
-        if ctx.token != bridge.calls:  # another forward ran since: its activations again
+
+        def redo():  # another forward ran since: this one's activations again
             scratch = torch.empty((B, T, bridge.cfg["vocab_size"]), dtype=torch.float32)
             bridge.forward(idx, None, ctx.masks, params, logits=scratch)
-            ctx.token = bridge.calls
+
         lease, grads = _acquire(bridge, params, needs)
-        bridge.backward_logits(d_out.float().contiguous(), params, grads, B, T)
-        lease.gset.state = "handed"
+        bridge.backward_logits(d_out.float().contiguous(), params, grads, B, T, ctx.token, redo)
+        lease.gset.state, lease.gset.owner = "handed", threading.get_ident()
         return (None, None, None, None, *grads)
 
 

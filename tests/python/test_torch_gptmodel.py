@@ -438,6 +438,55 @@ def test_one_graph_through_the_model_twice():
             assert torch.allclose(p.grad, g, atol=1e-5, rtol=1e-4)
 
 
+def test_autograd_grad_results_are_kept():
+    """torch.autograd.grad hands back the C model's gradient tensors: they
+    are the caller's from then on, never written by a later step."""
+    torch.manual_seed(15)
+    m = at.GPTModel(SMALL).eval()
+    x, y = torch.randint(0, 96, (2, 8)), torch.randint(0, 96, (2, 8))
+    g1, = torch.autograd.grad(m(x).sum(), [m.out_head.weight])
+    keep = g1.clone()
+    g2, = torch.autograd.grad(m(x, targets=y), [m.out_head.weight])
+    g3, = torch.autograd.grad(m(y).sum(), [m.out_head.weight])
+    assert torch.equal(g1, keep) and not torch.equal(g2, g1) and not torch.equal(g3, g1)
+
+
+def test_threads_share_one_model():
+    """Forwards and backwards from two threads on one model (the C calls
+    take turns; a backward whose activations were overwritten redoes its
+    forward) give what one thread gives."""
+    import threading
+    torch.manual_seed(14)
+    m = at.GPTModel(SMALL).eval()
+    xs = [torch.randint(0, 96, (2, 8 + 4 * i)) for i in range(2)]
+    want = []
+    for x in xs:
+        m.zero_grad(set_to_none=True)
+        out = m(x)
+        out.square().mean().backward()
+        want.append((out.detach(), m.out_head.weight.grad.clone()))
+    got, errors = [None, None], []
+
+    def work(i):
+        try:
+            for _ in range(4):
+                out = m(xs[i])
+                g, = torch.autograd.grad(out.square().mean(), [m.out_head.weight])
+                got[i] = (out.detach(), g)
+        except Exception as e:  # noqa: BLE001 (reported below)
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    for (o, g), (wo, wg) in zip(got, want):
+        assert torch.allclose(o, wo, atol=1e-6, rtol=0)
+        assert torch.allclose(g, wg, atol=1e-6, rtol=1e-5)
+
+
 def test_swap_model_shares_storage():
     torch.manual_seed(5)
     book = GPTModel(SMALL)
