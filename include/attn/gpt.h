@@ -372,6 +372,13 @@ attn_status attn_gpt_forward_i64(attn_gpt *m, const int64_t *ids, const int64_t 
  * Leaves acts' forward results (logits, loss) intact. */
 attn_status attn_gpt_backward(attn_gpt *m, attn_gpt_acts *acts, float loss_scale, attn_error *err);
 
+/* The same from d_logits (B, T, V), the gradient of any loss of the last
+ * forward's logits (plain activations; that forward needs no targets):
+ * accumulates (+=) into the parameter grads. For a caller whose framework
+ * computes its own loss of the logits (attn.torch.GPTModel). */
+attn_status attn_gpt_backward_logits(attn_gpt *m, attn_gpt_acts *acts, const float *d_logits,
+                                     attn_error *err);
+
 /* attn_gpt_forward (targets required) then attn_gpt_backward(loss_scale):
  * one training micro-step. With lean activations the head's backward runs
  * inside the forward, chunk by chunk, so no (B,T,V) tensor exists. */

@@ -206,6 +206,60 @@ attn_status attn_h_viz_html(attn_h_gpt *g, const char *prompt, size_t n, int gen
                             double temperature, int top_k, uint64_t seed, const char *source,
                             char **html, size_t *len, attn_error *err);
 
+/* ------------------------------------------- GPT on the caller's weights */
+
+/* The book's GPTModel whose parameters and gradients live in the caller's
+ * arrays (attn.torch.GPTModel: the torch tensors' storage), so nothing is
+ * copied per call. */
+typedef struct attn_h_bgpt attn_h_bgpt;
+
+/* A model of config_json (the book's keys, as attn_gpt_config_set_json
+ * reads them; every key given) with zeroed weights of its own until
+ * attn_h_bgpt_bind. attn_h_bgpt_params lists its parameters (state_dict
+ * names and shapes, the book's order, no mask buffers). */
+attn_status attn_h_bgpt_create(const char *config_json, attn_h_bgpt **out, attn_error *err);
+void attn_h_bgpt_free(attn_h_bgpt *g);
+const attn_param_list *attn_h_bgpt_params(const attn_h_bgpt *g);
+
+/* ATTN_PRECISION_FP32 (0) or _BF16 (1) products (attn_gpt_set_precision:
+ * fails with a message on a CPU without AVX512-BF16). */
+attn_status attn_h_bgpt_set_precision(attn_h_bgpt *g, int precision, attn_error *err);
+
+/* Parameter i's data is data[i] (n = the parameter count; float32,
+ * contiguous, its shape), its gradient grad[i] (grad NULL or grad[i] NULL:
+ * the model's own buffer). The arrays must outlive every call that uses
+ * them; call it again when they move. */
+attn_status attn_h_bgpt_bind(attn_h_bgpt *g, float *const *data, float *const *grad, int n,
+                             attn_error *err);
+
+/* Mask bytes a training forward of (B, T) takes: drop_emb (B, T, C), then
+ * per block the attention weights' (B, n_heads, T, T) and drop_shortcut's
+ * two (B, T, C), in the order the book's forward draws them (0 when
+ * drop_rate is 0). */
+size_t attn_h_bgpt_mask_numel(const attn_h_bgpt *g, int B, int T);
+
+/* One forward of ids (B, T) int64; training != 0 applies dropout with the
+ * masks keep (n_keep bytes, 1 = kept: attn_h_bgpt_mask_numel of them).
+ *   logits != NULL: logits (B, T, V) written there (plain activations, kept
+ *     for attn_h_bgpt_backward_logits); with targets also the loss.
+ *   logits == NULL: the head + cross-entropy in C, the mean loss into
+ *     *loss; grads != 0 also runs the backward, adding (+=) d(loss)/d(param)
+ *     into the bound gradients. The (B, T, V) logits and their gradient
+ *     stay in C up to 512 MiB for the two; past that the lean activations
+ *     run the head in 64-row chunks and hold no (B, T, V) tensor. */
+attn_status attn_h_bgpt_forward(attn_h_bgpt *g, const int64_t *ids, const int64_t *targets, int B,
+                                int T, int training, const uint8_t *keep, size_t n_keep, int grads,
+                                float *logits, float *loss, attn_error *err);
+
+/* The loss path's activations: lean 1 always lean, 0 always plain, -1
+ * (the default) by the 512 MiB rule above. */
+void attn_h_bgpt_set_lean(attn_h_bgpt *g, int lean);
+
+/* d_logits (B, T, V) of the last logits forward of (B, T) -> adds (+=)
+ * into the bound gradients. */
+attn_status attn_h_bgpt_backward_logits(attn_h_bgpt *g, const float *d_logits, int B, int T,
+                                        attn_error *err);
+
 /* -------------------------------------------------------------- training */
 
 /* Called on every step (event 0: a = the step's loss, b = its learning rate,

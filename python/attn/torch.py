@@ -27,6 +27,11 @@ GroupedQueryAttention (ch04/04) and MultiHeadAttentionWithSWA (ch04/06):
 projections in torch, attention by scaled_dot_product_attention (fused in C
 where it is causal and unmasked).
 
+Chapter 4's GPTModel(cfg): the whole network (embeddings, blocks, final
+norm, head; forward(idx) -> logits, forward(idx, targets=...) -> the loss by
+the fused head) in attn's C model on the parameters' own storage;
+swap_model(book_model) runs the book's model so, sharing its parameters.
+
 dtypes: CPU tensors; float32 runs in C as it is; a dtype attn has no kernel
 for is computed in float32 and cast back, with one RuntimeWarning per class
 and dtype (bfloat16 attention runs attn's bf16 kernel on AVX512-BF16 CPUs);
@@ -48,7 +53,8 @@ from .modules import Core, _c_array
 
 __all__ = ["SelfAttention_v1", "SelfAttention_v2", "CausalAttention",
            "MultiHeadAttentionWrapper", "MultiHeadAttention", "GroupedQueryAttention",
-           "MultiHeadAttentionWithSWA", "scaled_dot_product_attention", "swap_attention"]
+           "MultiHeadAttentionWithSWA", "scaled_dot_product_attention", "swap_attention",
+           "GPTModel", "swap_model"]
 
 
 class _Bridge:
@@ -608,3 +614,6 @@ def swap_attention(model):
                       "found (W_query, W_key, W_value, out_proj, num_heads, mask, ...): nothing "
                       "replaced", RuntimeWarning, stacklevel=2)
     return count
+
+
+from ._torch_gpt import GPTModel, swap_model  # noqa: E402 (its blocks use the classes above)

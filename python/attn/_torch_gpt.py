@@ -1,0 +1,446 @@
+"""attn.torch.GPTModel and swap_model: the book's chapter-4 GPTModel whose
+whole network runs in attn's C model, as one torch.autograd.Function, on the
+torch parameters' own storage (see GPTModel's docstring)."""
+import ctypes
+import json
+import sys
+import threading
+import weakref
+
+import torch
+import torch.nn as nn
+
+from . import _torch_sdpa as _sdpa
+from ._lib import Error, call, lib, params as _c_params
+
+_BOOK_KEYS = ("vocab_size", "context_length", "emb_dim", "n_heads", "n_layers", "drop_rate",
+              "qkv_bias")
+_PRECISIONS = {"fp32": 0, "bf16": 1}
+
+c_void_p, P = ctypes.c_void_p, ctypes.POINTER
+for _name, _res, _args in [
+        ("attn_h_bgpt_create", ctypes.c_int, [ctypes.c_char_p, P(c_void_p), c_void_p]),
+        ("attn_h_bgpt_free", None, [c_void_p]),
+        ("attn_h_bgpt_params", c_void_p, [c_void_p]),
+        ("attn_h_bgpt_set_precision", ctypes.c_int, [c_void_p, ctypes.c_int, c_void_p]),
+        ("attn_h_bgpt_bind", ctypes.c_int, [c_void_p, c_void_p, c_void_p, ctypes.c_int,
+                                            c_void_p]),
+        ("attn_h_bgpt_set_lean", None, [c_void_p, ctypes.c_int]),
+        ("attn_h_bgpt_mask_numel", ctypes.c_size_t, [c_void_p, ctypes.c_int, ctypes.c_int]),
+        ("attn_h_bgpt_forward", ctypes.c_int,
+         [c_void_p, c_void_p, c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, c_void_p,
+          ctypes.c_size_t, ctypes.c_int, c_void_p, P(ctypes.c_float), c_void_p]),
+        ("attn_h_bgpt_backward_logits", ctypes.c_int,
+         [c_void_p, c_void_p, ctypes.c_int, ctypes.c_int, c_void_p])]:
+    _f = getattr(lib, _name)
+    _f.restype, _f.argtypes = _res, _args
+
+
+def _config(cfg):
+    """The book's seven keys of cfg, checked (other keys are ignored, as
+    the book's class ignores them)."""
+    if not isinstance(cfg, dict):
+        raise Error(f"GPTModel: cfg must be the book's config dict, got {type(cfg).__name__}")
+    missing = [k for k in _BOOK_KEYS if k not in cfg]
+    if missing:
+        raise Error(f"GPTModel: cfg lacks {', '.join(missing)} (the book's GPT_CONFIG keys: "
+                    f"{', '.join(_BOOK_KEYS)})")
+    out = {k: cfg[k] for k in _BOOK_KEYS}
+    out["drop_rate"] = float(out["drop_rate"])
+    out["qkv_bias"] = bool(out["qkv_bias"])
+    return out
+
+
+class _Bridge:
+    """The C model (attn_h_bgpt) behind one GPTModel: its parameters bound to
+    the torch tensors' memory on every call."""
+
+    def __init__(self, cfg):
+        self.cfg = cfg
+        h = c_void_p()
+        call(lib.attn_h_bgpt_create, json.dumps(cfg).encode(), ctypes.byref(h))
+        self.h = h.value
+        self._finalizer = weakref.finalize(self, lib.attn_h_bgpt_free, self.h)
+        self.names = [p.name for p in _c_params(lib.attn_h_bgpt_params(self.h))]
+        self.paths = [tuple(n.split(".")) for n in self.names]
+        self.precision = 0
+        self.calls = 0  # which forward the plain activations belong to
+        self.grad_sets = []  # _GradSet: gradient buffers reused across steps
+        # One C call at a time (they share the activations); reentrant: a
+        # backward runs its forward again under the same hold.
+        self.lock = threading.RLock()
+
+    def __deepcopy__(self, memo):
+        return None  # a copied model makes its own
+
+    def set_precision(self, precision):
+        if precision != self.precision:
+            call(lib.attn_h_bgpt_set_precision, self.h, precision)
+            self.precision = precision
+
+    def bind(self, params, grads=None):
+        n = len(params)
+        data = (c_void_p * n)(*[t.data_ptr() for t in params])
+        g = None if grads is None else (c_void_p * n)(
+            *[t.data_ptr() if t is not None else None for t in grads])
+        call(lib.attn_h_bgpt_bind, self.h, data, g, n)
+
+    def mask_numel(self, B, T):
+        return lib.attn_h_bgpt_mask_numel(self.h, B, T)
+
+    def forward(self, idx, targets, masks, params, grads=None, logits=None):
+        """One C forward: the loss (a float; NaN without targets) and which
+        forward this was (for backward_logits)."""
+        B, T = idx.shape
+        loss = ctypes.c_float(float("nan"))
+        keep, n_keep = (masks.data_ptr(), masks.numel()) if masks is not None else (None, 0)
+        with self.lock:
+            self.bind(params, grads)
+            call(lib.attn_h_bgpt_forward, self.h, idx.data_ptr(),
+                 targets.data_ptr() if targets is not None else None, B, T, masks is not None,
+                 keep, n_keep, grads is not None,
+                 logits.data_ptr() if logits is not None else None, ctypes.byref(loss))
+            self.calls += 1  # any forward may reuse the plain activations
+            return loss.value, self.calls
+
+    def backward_logits(self, d_logits, params, grads, B, T, token, redo):
+        """The gradients of the logits forward `token`; redo() runs it again
+        first when another forward ran since."""
+        with self.lock:
+            if token != self.calls:
+                redo()
+            self.bind(params, grads)
+            call(lib.attn_h_bgpt_backward_logits, self.h, d_logits.data_ptr(), B, T)
+
+
+class _GradSet:
+    """Gradient tensors the C model adds into, one per parameter, reused
+    from step to step (a fresh 500 MB at GPT-2's size would cost its page
+    faults on every step). AccumulateGrad never keeps them: a set handed to
+    autograd is still referenced here, so it adds it into .grad or clones
+    it; a set whose tensors someone else still holds at the next forward
+    (torch.autograd.grad returns them) is left to them. States: busy (a forward or backward fills it, or a loss's gradients
+    wait for their backward), handed (returned by a backward: free at the
+    next forward in the same thread, when that backward pass is over), free."""
+
+    def __init__(self, params):
+        self.tensors = [torch.empty(p.shape, dtype=torch.float32) for p in params]
+        self.state, self.owner = "free", None  # owner: the thread it was handed in
+        self.refs = self.most_refs()  # only this set's own
+
+    def most_refs(self):
+        return max(sys.getrefcount(t) for t in self.tensors)
+
+
+class _Lease:
+    """A set held by one autograd node: freed with the node when its
+    backward never ran (a loss computed with gradients but not used)."""
+
+    def __init__(self, gset):
+        self.gset = gset
+
+    def __del__(self):
+        if self.gset.state == "busy":
+            self.gset.state = "free"
+
+
+def _release_handed(bridge):
+    """At a forward, every backward that handed out a set is done (within
+    one backward pass, the engine may still hold a set's tensors in its
+    input buffers while another node of the pass acquires: those stay
+    handed until here)."""
+    me = threading.get_ident()
+    for g in list(bridge.grad_sets):
+        if g.state == "handed" and g.owner == me:  # another thread's pass may still run
+            g.state = "free"
+            if g.most_refs() > g.refs:  # someone kept one (torch.autograd.grad's result,
+                bridge.grad_sets.remove(g)  # a hook): theirs now, never written again
+
+
+def _acquire(bridge, params, needs):
+    """A zeroed gradient set for params (None where no gradient is wanted)."""
+    shapes = [tuple(p.shape) for p in params]
+    gset = next((g for g in bridge.grad_sets if g.state == "free" and
+                 [tuple(t.shape) for t in g.tensors] == shapes), None)
+    if gset is None:
+        gset = _GradSet(params)
+        bridge.grad_sets.append(gset)
+    gset.state = "busy"
+    grads = [t.zero_() if n else None for t, n in zip(gset.tensors, needs)]
+    return _Lease(gset), grads
+
+
+class _GPTFunction(torch.autograd.Function):
+    """idx (B, T) [, targets] -> logits (B, T, V) or the mean loss: the whole
+    GPT, forward and backward, in one C call each."""
+
+    @staticmethod
+    def forward(ctx, bridge, masks, idx, targets, *params):
+        ctx.bridge, ctx.masks = bridge, masks
+        _release_handed(bridge)
+        needs = ctx.needs_input_grad[4:]
+        if targets is not None:  # the fused head + loss, gradients computed now
+            ctx.lease, grads = _acquire(bridge, params, needs) if any(needs) else (None, None)
+            loss, _ = bridge.forward(idx, targets, masks, params, grads)
+            ctx.grads = grads  # the backward only scales and hands them over
+            return torch.tensor(loss, dtype=torch.float32)
+        B, T = idx.shape
+        logits = torch.empty((B, T, bridge.cfg["vocab_size"]), dtype=torch.float32)
+        _, ctx.token = bridge.forward(idx, None, masks, params, logits=logits)
+        ctx.save_for_backward(idx, *params)  # and torch checks they are not changed in place
+        return logits
+
+    @staticmethod
+    def backward(ctx, d_out):
+        needs = ctx.needs_input_grad[4:]
+        if getattr(ctx, "grads", None) is not None or not hasattr(ctx, "token"):
+            grads, ctx.grads = ctx.grads, None
+            if grads is None:
+                raise Error("GPTModel: backward twice through one loss (its gradients were "
+                            "computed once, by the forward)", "state")
+            scale = float(d_out)
+            if scale != 1.0:
+                for g in grads:
+                    if g is not None:
+                        g.mul_(scale)
+            ctx.lease.gset.state, ctx.lease.gset.owner = "handed", threading.get_ident()
+            return (None, None, None, None, *grads)
+        idx, *params = ctx.saved_tensors
+        bridge, (B, T) = ctx.bridge, idx.shape
+
+        def redo():  # another forward ran since: this one's activations again
+            scratch = torch.empty((B, T, bridge.cfg["vocab_size"]), dtype=torch.float32)
+            bridge.forward(idx, None, ctx.masks, params, logits=scratch)
+
+        lease, grads = _acquire(bridge, params, needs)
+        bridge.backward_logits(d_out.float().contiguous(), params, grads, B, T, ctx.token, redo)
+        lease.gset.state, lease.gset.owner = "handed", threading.get_ident()
+        return (None, None, None, None, *grads)
+
+
+class _LayerNorm(nn.Module):
+    """The book's LayerNorm(emb_dim): scale (ones), shift (zeros), eps 1e-5,
+    biased variance (its forward in torch ops; GPTModel runs it in C)."""
+
+    def __init__(self, emb_dim):
+        super().__init__()
+        self.eps = 1e-5
+        self.scale = nn.Parameter(torch.ones(emb_dim))
+        self.shift = nn.Parameter(torch.zeros(emb_dim))
+
+    def forward(self, x):
+        """x (..., emb_dim) -> the normalised, scaled and shifted x."""
+        mean = x.mean(dim=-1, keepdim=True)
+        var = x.var(dim=-1, keepdim=True, unbiased=False)
+        return self.scale * (x - mean) / torch.sqrt(var + self.eps) + self.shift
+
+
+class _GELU(nn.Module):
+    """The book's GELU (the tanh approximation)."""
+
+    def forward(self, x):
+        """x -> GELU(x), tanh approximation."""
+        return nn.functional.gelu(x, approximate="tanh")
+
+
+class _FeedForward(nn.Module):
+    """The book's FeedForward(cfg): layers = Linear(C, 4C), GELU, Linear(4C, C)."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.layers = nn.Sequential(nn.Linear(cfg["emb_dim"], 4 * cfg["emb_dim"]), _GELU(),
+                                    nn.Linear(4 * cfg["emb_dim"], cfg["emb_dim"]))
+
+    def forward(self, x):
+        """x (..., C) -> (..., C)."""
+        return self.layers(x)
+
+
+class _TransformerBlock(nn.Module):
+    """The book's TransformerBlock(cfg): att (attn.torch.MultiHeadAttention),
+    ff, norm1, norm2, drop_shortcut, created in the book's order."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        from .torch import MultiHeadAttention
+        self.att = MultiHeadAttention(d_in=cfg["emb_dim"], d_out=cfg["emb_dim"],
+                                      context_length=cfg["context_length"],
+                                      num_heads=cfg["n_heads"], dropout=cfg["drop_rate"],
+                                      qkv_bias=cfg["qkv_bias"])
+        self.ff = _FeedForward(cfg)
+        self.norm1 = _LayerNorm(cfg["emb_dim"])
+        self.norm2 = _LayerNorm(cfg["emb_dim"])
+        self.drop_shortcut = nn.Dropout(cfg["drop_rate"])
+
+    def forward(self, x):
+        """x (B, T, C) -> (B, T, C), the book's pre-LayerNorm block (attention in C)."""
+        x = x + self.drop_shortcut(self.att(self.norm1(x)))
+        return x + self.drop_shortcut(self.ff(self.norm2(x)))
+
+
+class GPTModel(nn.Module):
+    """The book's chapter-4 GPTModel(cfg) run by attn: the embeddings, every
+    block, the final norm and the output head, forward and backward, in
+    attn's C model (one torch.autograd.Function).
+
+    cfg: the book's dict (vocab_size, context_length, emb_dim, n_heads,
+    n_layers, drop_rate, qkv_bias). The submodules and parameters are the
+    book's, created in its order (tok_emb, pos_emb, drop_emb, trf_blocks.N.
+    {att, ff, norm1, norm2, drop_shortcut}, final_norm, out_head), so after
+    torch.manual_seed the weights equal the book's and state_dict() has the
+    book's keys (the att.mask buffers included) and loads both ways.
+
+    forward(in_idx) with in_idx (B, T) int64, T <= context_length -> logits
+    (B, T, vocab_size) float32. forward(in_idx, targets=...) with targets
+    (B, T) -> the mean cross-entropy (a 0-dim tensor, as
+    F.cross_entropy(logits.flatten(0, 1), targets.flatten())) by attn's fused
+    head + loss: no (B, T, V) tensor, and the gradients are computed by that
+    same forward (backward only hands them over). Gradients land in each
+    parameter's .grad as torch's own backward leaves them, so a
+    torch.optim loop works unchanged; in training mode the dropout masks are
+    drawn from PyTorch's generator as the book's nn.Dropout modules draw them,
+    in the same order (one byte per dropped element), so the losses equal the
+    book's model's. eval()/train() and torch.no_grad() behave as the book's.
+
+    The C model reads and writes the parameters' own storage (float32,
+    contiguous): no weight is copied per call. precision="bf16" runs the
+    products in bf16 with fp32 sums (attn's bf16 kernels; weights and
+    gradients stay fp32); it raises attn.Error on a CPU without
+    AVX512-BF16. Parameters converted to bfloat16 (.to(torch.bfloat16)) run
+    those kernels on float32 copies made per call, the gradients cast back;
+    float16 and float64 are computed in float32 and cast back (one warning).
+    The att submodules are attn.torch.MultiHeadAttention and each submodule
+    also runs on its own, as the book's."""
+
+    def __init__(self, cfg, precision="fp32"):
+        super().__init__()
+        cfg = _config(cfg)
+        if precision not in _PRECISIONS:
+            raise Error(f"GPTModel: precision must be 'fp32' or 'bf16', got {precision!r}")
+        self.__dict__["_attn_bridge"] = _Bridge(cfg)  # the C model checks cfg first
+        self.tok_emb = nn.Embedding(cfg["vocab_size"], cfg["emb_dim"])
+        self.pos_emb = nn.Embedding(cfg["context_length"], cfg["emb_dim"])
+        self.drop_emb = nn.Dropout(cfg["drop_rate"])
+        self.trf_blocks = nn.Sequential(*[_TransformerBlock(cfg) for _ in range(cfg["n_layers"])])
+        self.final_norm = _LayerNorm(cfg["emb_dim"])
+        self.out_head = nn.Linear(cfg["emb_dim"], cfg["vocab_size"], bias=False)
+        self._setup(cfg, precision)
+
+    def _setup(self, cfg, precision):
+        self.cfg = cfg
+        self.precision = precision
+        if precision == "bf16":
+            self._bridge().set_precision(1)  # refuses a CPU without AVX512-BF16 now
+
+    def __getstate__(self):  # pickling: the C model is made again on use
+        state = self.__dict__.copy()
+        state.pop("_attn_bridge", None)
+        return state
+
+    def _bridge(self):
+        bridge = self.__dict__.get("_attn_bridge")
+        if bridge is None or bridge.cfg != self.cfg:
+            bridge = self.__dict__["_attn_bridge"] = _Bridge(self.cfg)
+        return bridge
+
+    def _params(self, bridge):
+        out = []
+        for name, path in zip(bridge.names, bridge.paths):
+            t = self
+            for a in path:  # "trf_blocks.0.att.W_query.weight"
+                t = getattr(t, a)
+            if t.device.type != "cpu" or not t.is_floating_point():
+                raise Error(f"GPTModel: parameter {name} must be a floating point CPU tensor, "
+                            f"got {t.dtype} on {t.device}")
+            if out and t.dtype != out[0].dtype:
+                raise Error(f"GPTModel: parameter {name} is {t.dtype}, {bridge.names[0]} "
+                            f"{out[0].dtype}: one dtype for all")
+            out.append(t)
+        return out
+
+    def _masks(self, B, T):
+        """The dropout masks the book's forward draws, in its order: drop_emb
+        (B, T, C); per block att's weights (B, H, T, T), drop_shortcut twice
+        (B, T, C). nn.Dropout: torch.empty_like(x).bernoulli_(1 - p) each; a
+        byte tensor draws the same values."""
+        p = self.cfg["drop_rate"]
+        for m in self.modules():
+            if isinstance(m, nn.Dropout) and float(m.p) != p:
+                raise Error(f"GPTModel: a dropout has p = {m.p}, cfg drop_rate {p}: attn's "
+                            "model takes one rate")
+        if not (self.training and p > 0):
+            return None
+        C, H = self.cfg["emb_dim"], self.cfg["n_heads"]
+        shapes = [(B, T, C)] + [(B, H, T, T), (B, T, C), (B, T, C)] * self.cfg["n_layers"]
+        masks = torch.empty(self._bridge().mask_numel(B, T), dtype=torch.uint8)
+        at = 0
+        for s in shapes:
+            n = s[0] * s[1] * s[2] * (s[3] if len(s) == 4 else 1)
+            masks[at:at + n].view(s).bernoulli_(1 - p)
+            at += n
+        return masks
+
+    def forward(self, in_idx, targets=None):
+        """in_idx (B, T) -> logits (B, T, vocab_size); with targets (B, T)
+        the mean cross-entropy instead (see the class)."""
+        _sdpa.check_tensor(in_idx, "GPTModel: in_idx", floating=False)
+        if in_idx.dim() != 2 or in_idx.dtype not in (torch.int64, torch.int32):
+            raise Error(f"GPTModel: in_idx must be (B, T) integer token ids, got "
+                        f"{tuple(in_idx.shape)} {in_idx.dtype}", "shape")
+        if targets is not None:
+            _sdpa.check_tensor(targets, "GPTModel: targets", floating=False)
+            if targets.shape != in_idx.shape:
+                raise Error(f"GPTModel: targets must be {tuple(in_idx.shape)} as in_idx, got "
+                            f"{tuple(targets.shape)}", "shape")
+            targets = targets.long().contiguous()
+        bridge = self._bridge()
+        params = self._params(bridge)
+        dtype = params[0].dtype
+        precision = _PRECISIONS[self.precision]
+        if dtype != torch.float32:
+            if dtype == torch.bfloat16:
+                precision = 1
+            else:
+                _sdpa.warn_fp32("GPTModel", dtype)
+            params = [t.float() for t in params]  # the copies' gradients reach t cast back
+        bridge.set_precision(precision)
+        params = [t.contiguous() for t in params]
+        masks = self._masks(*in_idx.shape)
+        out = _GPTFunction.apply(bridge, masks, in_idx.long().contiguous(), targets, *params)
+        return out if dtype == torch.float32 else out.to(dtype)
+
+
+def swap_model(model, precision="fp32"):
+    """An attn.torch.GPTModel on the book's GPTModel `model`'s own modules:
+    the same Parameter objects and mask buffers (an in-place change on either
+    is seen by both; optimizers made for one train the other), the same
+    state_dict keys and training flag; its forward runs in attn's C model
+    (precision as GPTModel's). model must have the book's structure
+    (tok_emb, pos_emb, drop_emb, trf_blocks of att/ff/norm1/norm2/
+    drop_shortcut, final_norm, out_head); PyTorch's generator is not used."""
+    if precision not in _PRECISIONS:
+        raise Error(f"swap_model: precision must be 'fp32' or 'bf16', got {precision!r}")
+    try:
+        blocks = list(model.trf_blocks)
+        att = blocks[0].att
+        cfg = {"vocab_size": model.tok_emb.num_embeddings,
+               "context_length": model.pos_emb.num_embeddings,
+               "emb_dim": model.tok_emb.embedding_dim, "n_heads": int(att.num_heads),
+               "n_layers": len(blocks), "drop_rate": float(model.drop_emb.p),
+               "qkv_bias": att.W_query.bias is not None}
+        parts = {n: getattr(model, n) for n in ("tok_emb", "pos_emb", "drop_emb", "trf_blocks",
+                                                 "final_norm", "out_head")}
+    except (AttributeError, IndexError, TypeError) as e:
+        raise Error(f"swap_model: {type(model).__name__} has not the book's GPTModel structure "
+                    f"({e})") from None
+    new = GPTModel.__new__(GPTModel)
+    nn.Module.__init__(new)
+    for name, part in parts.items():
+        setattr(new, name, part)
+    new._setup(_config(cfg), precision)
+    try:
+        new._params(new._bridge())  # every parameter the C model takes is there
+    except AttributeError as e:
+        raise Error(f"swap_model: {type(model).__name__} has not the book's GPTModel structure "
+                    f"({e})") from None
+    return new.train(model.training)

@@ -1,0 +1,292 @@
+/* A GPT whose parameters live in the caller's memory (attn/handles.h,
+ * attn_h_bgpt_*): attn.torch.GPTModel runs attn's model on the torch
+ * tensors' storage, so no weight is copied per call. The model is made with
+ * zeroed buffers of its own (calloc: their pages are never touched), then each
+ * pointer field that holds a parameter or its gradient is pointed at the
+ * caller's array; the model's own pointers are put back before it is freed. */
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn/dropout.h"
+#include "attn/gpt.h"
+#include "attn/handles.h"
+
+/* One pointer field of the model: which parameter it holds (-1: none) and
+ * whether it is that parameter's data or its gradient. */
+typedef struct bgpt_slot {
+    float **field;
+    float *own; /* the model's own buffer, restored before attn_gpt_free */
+    int param;
+    int is_grad;
+} bgpt_slot;
+
+struct attn_h_bgpt {
+    attn_gpt model;
+    bgpt_slot *slots;
+    int n_slots;
+    attn_gpt_acts acts[2]; /* [0] plain (logits out; small losses), [1] lean (large losses) */
+    int have_acts[2];
+    int lean; /* the loss path's activations: -1 by size, 0 plain, 1 lean */
+};
+
+#define SLOTS_PER_LINEAR 4
+#define SLOTS_PER_NORM 4
+#define SLOTS_PER_BLOCK (6 * SLOTS_PER_LINEAR + 4 * SLOTS_PER_NORM)
+
+static int add_linear(bgpt_slot *s, int n, attn_linear *l) {
+    float **f[SLOTS_PER_LINEAR] = {&l->weight, &l->bias, &l->grad_weight, &l->grad_bias};
+    for (int i = 0; i < SLOTS_PER_LINEAR; i++)
+        s[n++].field = f[i];
+    return n;
+}
+
+static int add_norm(bgpt_slot *s, int n, attn_layernorm *ln) {
+    float **f[SLOTS_PER_NORM] = {&ln->scale, &ln->shift, &ln->grad_scale, &ln->grad_shift};
+    for (int i = 0; i < SLOTS_PER_NORM; i++)
+        s[n++].field = f[i];
+    return n;
+}
+
+/* Every float pointer field of the model that can hold a parameter. */
+static int list_fields(attn_gpt *m, bgpt_slot *s) {
+    int n = 0;
+    attn_embedding *emb[2] = {&m->tok_emb, &m->pos_emb};
+    for (int e = 0; e < 2; e++) {
+        s[n++].field = &emb[e]->weight;
+        s[n++].field = &emb[e]->grad_weight;
+    }
+    for (int i = 0; i < m->cfg.n_layers; i++) {
+        attn_gpt_block *b = &m->blocks[i];
+        attn_linear *lin[6] = {&b->att.W_query,  &b->att.W_key, &b->att.W_value,
+                               &b->att.out_proj, &b->ff.fc1,    &b->ff.fc2};
+        for (int k = 0; k < 6; k++)
+            n = add_linear(s, n, lin[k]);
+        attn_layernorm *norms[4] = {&b->norm1, &b->norm2, &b->att.q_norm, &b->att.k_norm};
+        for (int k = 0; k < 4; k++)
+            n = add_norm(s, n, norms[k]);
+    }
+    n = add_norm(s, n, &m->final_norm);
+    return add_linear(s, n, &m->out_head);
+}
+
+/* Which parameter (data or grad) each field holds, by the model's own
+ * (distinct) buffers, before anything is bound. */
+static void map_fields(attn_h_bgpt *g) {
+    const attn_param_list *L = attn_gpt_params(&g->model);
+    for (int k = 0; k < g->n_slots; k++) {
+        bgpt_slot *s = &g->slots[k];
+        s->own = *s->field;
+        s->param = -1;
+        for (int i = 0; s->own && i < L->count && s->param < 0; i++) {
+            if (L->items[i].data == s->own || L->items[i].grad == s->own) {
+                s->param = i;
+                s->is_grad = L->items[i].grad == s->own;
+            }
+        }
+    }
+}
+
+attn_status attn_h_bgpt_create(const char *config_json, attn_h_bgpt **out, attn_error *err) {
+    *out = NULL;
+    attn_gpt_config cfg = {0};
+    attn_status s = config_json ? attn_gpt_config_set_json(&cfg, config_json, err)
+                                : attn_fail(err, ATTN_ERR_INVALID_ARG, "GPT: no config given");
+    if (s != ATTN_OK) return s;
+    attn_h_bgpt *g = calloc(1, sizeof *g);
+    if (!g) return attn_fail(err, ATTN_ERR_NOMEM, "GPT: out of memory");
+    s = attn_gpt_init(&g->model, &cfg, NULL, err);
+    if (s != ATTN_OK) {
+        free(g);
+        return s;
+    }
+    g->slots = calloc((size_t)cfg.n_layers * SLOTS_PER_BLOCK + 12, sizeof *g->slots);
+    if (!g->slots) {
+        attn_h_bgpt_free(g);
+        return attn_fail(err, ATTN_ERR_NOMEM, "GPT: out of memory");
+    }
+    g->n_slots = list_fields(&g->model, g->slots);
+    g->lean = -1;
+    map_fields(g);
+    *out = g;
+    return ATTN_OK;
+}
+
+void attn_h_bgpt_free(attn_h_bgpt *g) {
+    if (!g) return;
+    for (int a = 0; a < 2; a++)
+        if (g->have_acts[a]) attn_gpt_acts_free(&g->acts[a]);
+    for (int k = 0; g->slots && k < g->n_slots; k++)
+        *g->slots[k].field = g->slots[k].own;
+    attn_param_list *L = &g->model.params;
+    for (int k = 0; g->slots && k < g->n_slots; k++) {
+        const bgpt_slot *s = &g->slots[k];
+        if (s->param >= 0 && s->is_grad) L->items[s->param].grad = s->own;
+        if (s->param >= 0 && !s->is_grad) L->items[s->param].data = s->own;
+    }
+    attn_gpt_free(&g->model);
+    free(g->slots);
+    free(g);
+}
+
+const attn_param_list *attn_h_bgpt_params(const attn_h_bgpt *g) {
+    return attn_gpt_params(&g->model);
+}
+
+attn_status attn_h_bgpt_set_precision(attn_h_bgpt *g, int precision, attn_error *err) {
+    if (precision != ATTN_PRECISION_FP32 && precision != ATTN_PRECISION_BF16)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "GPT: precision %d is not fp32 (0) or bf16 (1)",
+                         precision);
+    return attn_gpt_set_precision(&g->model, (attn_precision)precision, err);
+}
+
+attn_status attn_h_bgpt_bind(attn_h_bgpt *g, float *const *data, float *const *grad, int n,
+                             attn_error *err) {
+    attn_param_list *L = &g->model.params;
+    if (n != L->count || !data)
+        return attn_fail(err, ATTN_ERR_SHAPE,
+                         "GPT bind: %d parameter arrays given, the model has %d", n, L->count);
+    for (int i = 0; i < n; i++)
+        if (!data[i])
+            return attn_fail(err, ATTN_ERR_INVALID_ARG, "GPT bind: no array for %s",
+                             L->items[i].name);
+    for (int k = 0; k < g->n_slots; k++) {
+        const bgpt_slot *s = &g->slots[k];
+        if (s->param < 0) continue;
+        float *want =
+            s->is_grad ? (grad && grad[s->param] ? grad[s->param] : s->own) : data[s->param];
+        *s->field = want;
+        if (s->is_grad)
+            L->items[s->param].grad = want;
+        else
+            L->items[s->param].data = want;
+    }
+    return ATTN_OK;
+}
+
+void attn_h_bgpt_set_lean(attn_h_bgpt *g, int lean) {
+    g->lean = lean < 0 ? -1 : lean != 0;
+}
+
+size_t attn_h_bgpt_mask_numel(const attn_h_bgpt *g, int B, int T) {
+    const attn_gpt_config *c = &g->model.cfg;
+    if (!(c->drop_rate > 0.0) || B <= 0 || T <= 0) return 0;
+    const size_t btc = (size_t)B * (size_t)T * (size_t)c->emb_dim;
+    const size_t att = (size_t)B * (size_t)c->n_heads * (size_t)T * (size_t)T;
+    return btc + (size_t)c->n_layers * (att + 2 * btc);
+}
+
+/* The loss path keeps (B, T, V) logits and their gradient in C (plain
+ * activations: one product per head pass) up to this size, and runs the
+ * lean head in 64-row chunks past it (each chunk adds into the whole head
+ * gradient: more memory traffic, no (B, T, V) tensor). */
+#define PLAIN_LOSS_MAX_BYTES ((size_t)512 << 20)
+
+static int lean_loss(const attn_h_bgpt *g, int B, int T) {
+    if (g->lean >= 0) return g->lean;
+    const size_t n = (size_t)B * (size_t)T * (size_t)g->model.cfg.vocab_size;
+    return n > PLAIN_LOSS_MAX_BYTES / (2 * sizeof(float));
+}
+
+static attn_status bgpt_acts(attn_h_bgpt *g, int lean, int B, int T, attn_error *err) {
+    if (B <= 0 || T <= 0 || T > g->model.cfg.context_length)
+        return attn_fail(err, ATTN_ERR_SHAPE,
+                         "GPT: ids must be (B, T) with B >= 1 and 1 <= T <= context_length = %d "
+                         "(got B = %d, T = %d)",
+                         g->model.cfg.context_length, B, T);
+    attn_gpt_acts *a = &g->acts[lean];
+    if (g->have_acts[lean] && a->B == B && a->T == T) return ATTN_OK;
+    if (g->have_acts[lean]) attn_gpt_acts_free(a);
+    g->have_acts[lean] = 0;
+    attn_status s = lean ? attn_gpt_acts_init_lean(a, &g->model, B, T, err)
+                         : attn_gpt_acts_init(a, &g->model, B, T, err);
+    if (s == ATTN_OK) g->have_acts[lean] = 1;
+    return s;
+}
+
+/* attn_gpt_forward_backward takes int32 ids (the forward has an int64 twin). */
+static attn_status to_i32(const attn_gpt *m, const int64_t *src, int32_t *dst, size_t n,
+                          const char *what, attn_error *err) {
+    for (size_t i = 0; i < n; i++) {
+        if (src[i] < 0 || src[i] >= m->cfg.vocab_size)
+            return attn_fail(err, ATTN_ERR_INVALID_ARG, "%s %lld at index %zu is outside [0, %d)",
+                             what, (long long)src[i], i, m->cfg.vocab_size);
+        dst[i] = (int32_t)src[i];
+    }
+    return ATTN_OK;
+}
+
+/* The loss path: the loss, and with grads its gradients (+=). */
+static attn_status loss_step(attn_h_bgpt *g, attn_gpt_acts *a, const int64_t *ids,
+                             const int64_t *targets, int B, int T, const attn_forward_mode *mode,
+                             int grads, float *loss, attn_error *err) {
+    if (!grads) return attn_gpt_forward_i64(&g->model, ids, targets, B, T, mode, a, loss, err);
+    const size_t N = (size_t)B * (size_t)T;
+    int32_t *buf = malloc(2 * N * sizeof *buf);
+    if (!buf) return attn_fail(err, ATTN_ERR_NOMEM, "GPT: out of memory");
+    attn_status s = to_i32(&g->model, ids, buf, N, "token id", err);
+    if (s == ATTN_OK) s = to_i32(&g->model, targets, buf + N, N, "target", err);
+    if (s == ATTN_OK)
+        s = attn_gpt_forward_backward(&g->model, buf, buf + N, B, T, mode, a, 1.0f, loss, err);
+    free(buf);
+    return s;
+}
+
+static attn_status run_forward(attn_h_bgpt *g, const int64_t *ids, const int64_t *targets, int B,
+                               int T, const attn_forward_mode *mode, int grads, float *logits,
+                               float *loss, attn_error *err) {
+    attn_gpt_acts *a = &g->acts[lean_loss(g, B, T) && !logits];
+    if (!logits) return loss_step(g, a, ids, targets, B, T, mode, grads, loss, err);
+    float *own = a->logits; /* the logits land straight in the caller's array */
+    a->logits = logits;
+    attn_status s = attn_gpt_forward_i64(&g->model, ids, targets, B, T, mode, a, loss, err);
+    a->logits = own;
+    return s;
+}
+
+attn_status attn_h_bgpt_forward(attn_h_bgpt *g, const int64_t *ids, const int64_t *targets, int B,
+                                int T, int training, const uint8_t *keep, size_t n_keep, int grads,
+                                float *logits, float *loss, attn_error *err) {
+    if (!g || !ids || (!logits && !targets))
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "GPT forward: needs ids, and logits or targets (the loss)");
+    if (grads && logits)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "GPT forward: grads come with the loss path (logits NULL); the logits "
+                         "path's come from attn_h_bgpt_backward_logits");
+    attn_status s = bgpt_acts(g, lean_loss(g, B, T) && !logits, B, T, err);
+    if (s != ATTN_OK) return s;
+    const size_t need = training ? attn_h_bgpt_mask_numel(g, B, T) : 0;
+    if (need && (!keep || n_keep != need))
+        return attn_fail(err, ATTN_ERR_SHAPE,
+                         "GPT forward: training with dropout takes %zu mask bytes, got %zu", need,
+                         keep ? n_keep : 0);
+    attn_dropout_given *dg = malloc(sizeof *dg);
+    if (!dg) return attn_fail(err, ATTN_ERR_NOMEM, "GPT forward: out of memory");
+    attn_dropout_given_init(dg, keep, need);
+    const attn_forward_mode mode = {training != 0, &dg->rng, ATTN_STREAM_GIVEN};
+    const int blas = openblas_get_num_threads();
+    if (blas != 1) openblas_set_num_threads(1); /* attn's one pool (handles.h) */
+    float l = NAN;
+    s = run_forward(g, ids, targets, B, T, training ? &mode : NULL, grads, logits, &l, err);
+    if (blas != 1) openblas_set_num_threads(blas);
+    if (s == ATTN_OK && training) s = attn_dropout_given_check(dg, err);
+    free(dg);
+    if (loss) *loss = targets ? l : NAN;
+    return s;
+}
+
+attn_status attn_h_bgpt_backward_logits(attn_h_bgpt *g, const float *d_logits, int B, int T,
+                                        attn_error *err) {
+    if (!g || !d_logits) return attn_fail(err, ATTN_ERR_INVALID_ARG, "GPT backward: NULL array");
+    if (!g->have_acts[0] || g->acts[0].B != B || g->acts[0].T != T)
+        return attn_fail(err, ATTN_ERR_STATE,
+                         "GPT backward: no logits forward of (B, T) = (%d, %d) to differentiate", B,
+                         T);
+    const int blas = openblas_get_num_threads();
+    if (blas != 1) openblas_set_num_threads(1);
+    attn_status s = attn_gpt_backward_logits(&g->model, &g->acts[0], d_logits, err);
+    if (blas != 1) openblas_set_num_threads(blas);
+    return s;
+}
