@@ -12,6 +12,8 @@ import torch.nn as nn
 
 from . import _torch_sdpa as _sdpa
 from ._lib import Error, call, lib, params as _c_params
+# The book's layer norm and feed-forward (their torch forward; GPTModel runs them in C).
+from .book import FeedForward as _FeedForward, LayerNorm as _LayerNorm
 
 _BOOK_KEYS = ("vocab_size", "context_length", "emb_dim", "n_heads", "n_layers", "drop_rate",
               "qkv_bias")
@@ -216,44 +218,6 @@ class _GPTFunction(torch.autograd.Function):
         bridge.backward_logits(d_out.float().contiguous(), params, grads, B, T, ctx.token, redo)
         lease.gset.state, lease.gset.owner = "handed", threading.get_ident()
         return (None, None, None, None, *grads)
-
-
-class _LayerNorm(nn.Module):
-    """The book's LayerNorm(emb_dim): scale (ones), shift (zeros), eps 1e-5,
-    biased variance (its forward in torch ops; GPTModel runs it in C)."""
-
-    def __init__(self, emb_dim):
-        super().__init__()
-        self.eps = 1e-5
-        self.scale = nn.Parameter(torch.ones(emb_dim))
-        self.shift = nn.Parameter(torch.zeros(emb_dim))
-
-    def forward(self, x):
-        """x (..., emb_dim) -> the normalised, scaled and shifted x."""
-        mean = x.mean(dim=-1, keepdim=True)
-        var = x.var(dim=-1, keepdim=True, unbiased=False)
-        return self.scale * (x - mean) / torch.sqrt(var + self.eps) + self.shift
-
-
-class _GELU(nn.Module):
-    """The book's GELU (the tanh approximation)."""
-
-    def forward(self, x):
-        """x -> GELU(x), tanh approximation."""
-        return nn.functional.gelu(x, approximate="tanh")
-
-
-class _FeedForward(nn.Module):
-    """The book's FeedForward(cfg): layers = Linear(C, 4C), GELU, Linear(4C, C)."""
-
-    def __init__(self, cfg):
-        super().__init__()
-        self.layers = nn.Sequential(nn.Linear(cfg["emb_dim"], 4 * cfg["emb_dim"]), _GELU(),
-                                    nn.Linear(4 * cfg["emb_dim"], cfg["emb_dim"]))
-
-    def forward(self, x):
-        """x (..., C) -> (..., C)."""
-        return self.layers(x)
 
 
 class _TransformerBlock(nn.Module):
