@@ -116,16 +116,18 @@ static const char model_about[] =
 
 const cli_command bench_train_cli = {
     "bench train",
-    "attn bench train [--preset NAME] [--config FILE.json] [--steps N] [--batch-size N]\n"
-    "                        [--data FILE] [--threads N] [--precision fp32|bf16]",
+    "attn bench train [--preset NAME] [--config FILE.json] [--steps N]\n"
+    "                        [--batch-size N] [--context N] [--data FILE]\n"
+    "                        [--threads N] [--precision fp32|bf16]",
     model_about,
     model_opts_table,
     MB_OPT_COUNT,
     0};
 const cli_command bench_generate_cli = {
     "bench generate",
-    "attn bench generate [--preset NAME] [--config FILE.json] [--tokens N] [--threads N]\n"
-    "                           [--precision fp32|bf16] [--num-samples N]",
+    "attn bench generate [--preset NAME] [--config FILE.json] [--tokens N]\n"
+    "                           [--threads N] [--precision fp32|bf16]\n"
+    "                           [--num-samples N]",
     model_about,
     model_opts_table,
     MB_OPT_COUNT,
