@@ -6,6 +6,7 @@
 
 #include "attn/flash_attention.h"
 #include "attn/gpt.h"
+#include "attn/membudget.h"
 #include "base/alloc_huge.h"
 #include "base/buffers.h"
 #include "gpt_block.h"
@@ -84,6 +85,11 @@ attn_status attn_gpt_kv_init_batch(attn_gpt_kv_cache *c, const attn_gpt *m, int 
     kv_sizes s;
     if (!kv_count(m, c, batch, &s))
         return attn_fail(err, ATTN_ERR_NOMEM, "KV cache: batch %d is too large", batch);
+    /* Checked against the machine before anything is allocated. */
+    const double need = 4.0 * (2.0 * (double)s.kv + 5.0 * (double)s.C + (double)s.hidden +
+                               (double)s.scores + (double)s.V);
+    attn_status st = attn_mem_check(need, 0, "the KV cache", err);
+    if (st) return st;
     if (kv_buffers(c, &s, ATTN_BUFS_ALLOC) != 0) {
         attn_gpt_kv_free(c);
         return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for the KV cache");
