@@ -42,7 +42,10 @@ cmp -s "$tmp/a/model.safetensors" "$tmp/b/model.safetensors" &&
 # 2. Their ids: GPT-2's BPE of the text's first 90% of characters and of
 # the rest, <|endoftext|> the special token (attn's Python tokenizer on the
 # whole text; the run encoded it in chunks).
-PYTHONPATH=$SRC/python ATTN_LIB=${ATTN_LIB:-} "$PY" - "$tmp/corpus.txt" "$tmp/cache" "$tmp/a.err" << 'PY' &&
+# Python as the suite runs it (tests/python/pyenv.sh: this build's library, ASan's too).
+. "$SRC/tests/python/pyenv.sh"
+pyenv "$SRC" "$(dirname "$ATTN")/libattn.so"
+"${PY[@]}" - "$tmp/corpus.txt" "$tmp/cache" "$tmp/a.err" << 'PY' &&
 import os, re, sys, array
 import attn.tokenizer
 text = open(sys.argv[1], encoding='utf-8').read()
