@@ -390,17 +390,18 @@ void train_report_end(const attn_trainer *tr, const attn_train_result *res, cons
     if (attn_trainer_train_config(tr)->time_budget <= 0)
         snprintf(hint, sizeof hint, " (train on with: attn train --out %s --resume --steps N)",
                  dir);
-    fprintf(stderr,
-            "attn train: %" PRId64 " steps in %.1f s (%.0f tokens/s)%s; final val loss %.4f%s; "
-            "checkpoint in %s%s\n",
-            attn_trainer_steps(tr) - res->start_step, res->wall_s, res->tokens_per_s,
-            res->budget_spent ? ", the time budget spent" : "",
-            last ? (double)attn_eval_val(last) : NAN,
-            last && !isnan(last->val_exact) ? " (exact: the whole val split)"
-            : attn_trainer_final_is_exact(tr)
-                ? ""
-                : " (sampled: the val split is too large for an exact pass; --eval exact forces one)",
-            out_abs, hint);
+    fprintf(
+        stderr,
+        "attn train: %" PRId64 " steps in %.1f s (%.0f tokens/s)%s; final val loss %.4f%s; "
+        "checkpoint in %s%s\n",
+        attn_trainer_steps(tr) - res->start_step, res->wall_s, res->tokens_per_s,
+        res->budget_spent ? ", the time budget spent" : "",
+        last ? (double)attn_eval_val(last) : NAN,
+        last && !isnan(last->val_exact) ? " (exact: the whole val split)"
+        : attn_trainer_final_is_exact(tr)
+            ? ""
+            : " (sampled: the val split is too large for an exact pass; --eval exact forces one)",
+        out_abs, hint);
     if (dist && dist->size > 1 && attn_trainer_steps(tr) > res->start_step) {
         const double k = (double)(attn_trainer_steps(tr) - res->start_step);
         fprintf(stderr,
@@ -453,7 +454,8 @@ void train_announce(const train_run_info *r, const attn_trainer *tr) {
             r->preset ? r->preset : "saved config", attn_gpt_num_params(attn_trainer_model(tr)),
             m->vocab_size, m->context_length, m->emb_dim, m->n_heads, m->n_layers, n_train, n_val,
             t->batch_size, t->max_steps);
-    const attn_token_file *ft = attn_trainer_token_file(tr, 0), *fv = attn_trainer_token_file(tr, 1);
+    const attn_token_file *ft = attn_trainer_token_file(tr, 0),
+                          *fv = attn_trainer_token_file(tr, 1);
     if (ft && fv)
         fprintf(stderr, "attn train: token files (uint16, mapped): %s (train, %s), %s (val, %s)\n",
                 ft->path, ft->rebuilt ? "built now" : "reused", fv->path,

@@ -501,8 +501,8 @@ static size_t ref_split(const char *t, size_t n) {
  * before, at and after it. */
 Test(token_file, split_across_scan_windows, .timeout = 120) {
     const size_t W = (size_t)64 << 20, N = W / 9 * 10 + 64;
-    static const char *const edges[] = {"\xc3\xa9", "\xe2\x80\x94", "\xf0\x9f\x98\x80", "\xff",
-                                        "\xe2\x80", "\xc3\xa9\xc3"};
+    static const char *const edges[] = {"\xc3\xa9", "\xe2\x80\x94", "\xf0\x9f\x98\x80",
+                                        "\xff",     "\xe2\x80",     "\xc3\xa9\xc3"};
     char *t = malloc(N);
     cr_assert_not_null(t);
     memset(t, 'a', N);

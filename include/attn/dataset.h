@@ -64,9 +64,9 @@ void attn_dataset_random_batch(const attn_token_dataset *ds, attn_rng *rng, int 
 typedef struct attn_sampler {
     size_t len; /* windows in the dataset */
     uint64_t seed;
-    uint64_t epoch; /* completed passes */
-    size_t cursor;  /* next index into perm */
-    uint32_t *perm; /* this epoch's order, len entries; NULL: computed (below) */
+    uint64_t epoch;     /* completed passes */
+    size_t cursor;      /* next index into perm */
+    uint32_t *perm;     /* this epoch's order, len entries; NULL: computed (below) */
     unsigned half_bits; /* computed order: the Feistel network's half width */
     uint64_t keys[4];   /* computed order: this epoch's round keys */
 } attn_sampler;
@@ -82,8 +82,7 @@ attn_status attn_sampler_init(attn_sampler *s, size_t len, uint64_t seed, attn_e
  * Another order than attn_sampler_init's for the same seed (the GPT-2 runs
  * use this one, the char runs keep theirs); the state is the same three
  * numbers, restored the same way. len in 1 .. SIZE_MAX / 4. */
-attn_status attn_sampler_init_computed(attn_sampler *s, size_t len, uint64_t seed,
-                                       attn_error *err);
+attn_status attn_sampler_init_computed(attn_sampler *s, size_t len, uint64_t seed, attn_error *err);
 /* Jump to (epoch, cursor) as saved from another sampler of the same len and seed. */
 attn_status attn_sampler_restore(attn_sampler *s, uint64_t epoch, size_t cursor, attn_error *err);
 void attn_sampler_free(attn_sampler *s);

@@ -56,13 +56,13 @@
 
 #include "attn/checkpoint.h" /* ATTN_CKPT_MODEL, ATTN_CKPT_STATE, attn_gpt_load_checkpoint */
 #include "attn/dataset.h"
-#include "attn/token_file.h"
 #include "attn/dist.h"
 #include "attn/engine.h"
 #include "attn/gpt.h"
 #include "attn/optim.h"
 #include "attn/rng.h"
 #include "attn/status.h"
+#include "attn/token_file.h"
 #include "attn/tokenizer.h"
 
 #ifdef __cplusplus

@@ -101,7 +101,7 @@ typedef struct attn_viz_data {
     float *attention;     /* (n_layers, n_heads, T, T) */
     attn_viz_step *steps; /* (n_generated) */
     attn_viz_options opt;
-    char *source; /* what the page names as the model (e.g. the checkpoint path) */
+    char *source;     /* what the page names as the model (e.g. the checkpoint path) */
     const char *unit; /* what a token is called: "characters" (char) or "tokens" (gpt2) */
 } attn_viz_data;
 

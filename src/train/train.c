@@ -122,8 +122,7 @@ static attn_status vocab_mismatch(const attn_trainer *tr, const attn_gpt_config 
 }
 
 /* A char run's corpus file is read whole (its vocabulary is the text's). */
-static attn_status read_text(const corpus_src *c, corpus_src *out, char **owned,
-                             attn_error *err) {
+static attn_status read_text(const corpus_src *c, corpus_src *out, char **owned, attn_error *err) {
     *out = *c;
     if (!c->text && !c->path) return attn_fail(err, ATTN_ERR_INVALID_ARG, "no corpus given");
     if (!c->text) {
@@ -140,8 +139,8 @@ static attn_status read_text(const corpus_src *c, corpus_src *out, char **owned,
  * config's kind: GPT-2's files or the corpus's characters. */
 static attn_status trainer_init(attn_trainer *tr, const attn_gpt_config *mcfg,
                                 const attn_train_config *tcfg, int vocab_given,
-                                const attn_tokenizer *given, const char *vocab,
-                                const corpus_src *c, int plan_only, attn_error *err) {
+                                const attn_tokenizer *given, const char *vocab, const corpus_src *c,
+                                int plan_only, attn_error *err) {
     memset(tr, 0, sizeof *tr);
     attn_status st = attn_train_config_validate(tcfg, err);
     if (st) return st;
@@ -175,7 +174,8 @@ fail:
 attn_status attn_trainer_init(attn_trainer *tr, const attn_gpt_config *mcfg,
                               const attn_train_config *tcfg, int vocab_given, const char *text,
                               size_t n, attn_error *err) {
-    return trainer_init(tr, mcfg, tcfg, vocab_given, NULL, NULL, &(corpus_src){text, n, NULL}, 0, err);
+    return trainer_init(tr, mcfg, tcfg, vocab_given, NULL, NULL, &(corpus_src){text, n, NULL}, 0,
+                        err);
 }
 
 attn_status attn_trainer_init_vocab(attn_trainer *tr, const attn_gpt_config *mcfg,
@@ -303,8 +303,7 @@ static attn_status sampled_loss(attn_trainer *tr, int s, float *mean, attn_error
 static attn_status exact_val(attn_trainer *tr, float *out, attn_error *err) {
     attn_status st = tr->gpu ? attn_trainer_device_sync(tr, err) : ATTN_OK;
     double loss = 0;
-    if (!st)
-        st = attn_gpt_loss_dataset(&tr->model, &tr->acts, &tr->val, &loss, NULL, err);
+    if (!st) st = attn_gpt_loss_dataset(&tr->model, &tr->acts, &tr->val, &loss, NULL, err);
     if (!st) *out = (float)loss;
     return st;
 }

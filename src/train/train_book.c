@@ -92,9 +92,8 @@ attn_status attn_trainer_book_attach(attn_trainer *tr, attn_error *err) {
     return ATTN_OK;
 }
 
-attn_status attn_trainer_book_attach_ids(attn_trainer *tr, const int32_t *train_ids,
-                                         size_t n_train, const int32_t *val_ids, size_t n_val,
-                                         attn_error *err) {
+attn_status attn_trainer_book_attach_ids(attn_trainer *tr, const int32_t *train_ids, size_t n_train,
+                                         const int32_t *val_ids, size_t n_val, attn_error *err) {
     const int T = tr->mcfg.context_length;
     for (size_t i = 0; i < n_train + n_val; i++) {
         const int32_t id = i < n_train ? train_ids[i] : val_ids[i - n_train];

@@ -78,8 +78,7 @@ attn_status attn_trainer_create_ex(attn_trainer **out, const attn_gpt_config *mc
  * the file at path through token files in the cache folder
  * (attn_token_cache_dir; gpt2 only): a planning trainer counts the tokens
  * and neither reads nor writes a cache. */
-attn_status attn_trainer_corpus_text(attn_trainer *tr, const char *text, size_t n,
-                                     attn_error *err);
+attn_status attn_trainer_corpus_text(attn_trainer *tr, const char *text, size_t n, attn_error *err);
 attn_status attn_trainer_corpus_file(attn_trainer *tr, const char *path, int plan_only,
                                      attn_error *err);
 
@@ -128,9 +127,8 @@ attn_status attn_trainer_book_sample(const attn_trainer *tr, const int32_t *prom
 attn_status attn_trainer_book_attach(attn_trainer *tr, attn_error *err);
 /* The same over copies of these ids (checked against the vocabulary),
  * which become the trainer's splits. */
-attn_status attn_trainer_book_attach_ids(attn_trainer *tr, const int32_t *train_ids,
-                                         size_t n_train, const int32_t *val_ids, size_t n_val,
-                                         attn_error *err);
+attn_status attn_trainer_book_attach_ids(attn_trainer *tr, const int32_t *train_ids, size_t n_train,
+                                         const int32_t *val_ids, size_t n_val, attn_error *err);
 void attn_trainer_book_decay_all(attn_trainer *tr);
 attn_status attn_trainer_book_evaluate(attn_trainer *tr, attn_eval_record *rec, attn_error *err);
 
