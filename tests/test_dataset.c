@@ -64,6 +64,20 @@ Test(dataset, sampler_epoch_is_a_permutation) {
     attn_sampler_free(&s);
 }
 
+/* The next n batches of 7 windows from a and b are the same. */
+static void expect_same_batches(attn_sampler *a, attn_sampler *b, const attn_token_dataset *ds,
+                                int n) {
+    enum { B = 7, MAX = B * 16 };
+    int32_t xa[MAX], ya[MAX], xb[MAX], yb[MAX];
+    const size_t bytes = (size_t)B * (size_t)ds->block_size * sizeof *xa;
+    cr_assert(ds->block_size * B <= MAX);
+    for (int i = 0; i < n; i++) {
+        attn_sampler_next_batch(a, ds, B, xa, ya);
+        attn_sampler_next_batch(b, ds, B, xb, yb);
+        cr_expect(memcmp(xa, xb, bytes) == 0 && memcmp(ya, yb, bytes) == 0, "batch %d", i);
+    }
+}
+
 /* Saving (epoch, cursor) and restoring into a fresh sampler continues the
  * same batch stream, across an epoch boundary. */
 Test(dataset, sampler_resume_is_exact) {
@@ -75,16 +89,12 @@ Test(dataset, sampler_resume_is_exact) {
     attn_dataset_init(&ds, ids, N, BLOCK, NULL);
     attn_sampler a, b;
     attn_sampler_init(&a, attn_dataset_len(&ds), 1337, NULL);
-    int32_t xa[B * BLOCK], ya[B * BLOCK], xb[B * BLOCK], yb[B * BLOCK];
+    int32_t xa[B * BLOCK], ya[B * BLOCK];
     for (int i = 0; i < 9; i++)
         attn_sampler_next_batch(&a, &ds, B, xa, ya);
     attn_sampler_init(&b, attn_dataset_len(&ds), 1337, NULL);
     cr_assert_eq(attn_sampler_restore(&b, a.epoch, a.cursor, NULL), ATTN_OK);
-    for (int i = 0; i < 20; i++) {
-        attn_sampler_next_batch(&a, &ds, B, xa, ya);
-        attn_sampler_next_batch(&b, &ds, B, xb, yb);
-        cr_expect(memcmp(xa, xb, sizeof xa) == 0 && memcmp(ya, yb, sizeof ya) == 0, "batch %d", i);
-    }
+    expect_same_batches(&a, &b, &ds, 20);
     cr_expect(a.epoch >= 2);
     attn_sampler_free(&a);
     attn_sampler_free(&b);
@@ -164,11 +174,7 @@ Test(dataset, computed_sampler_is_a_permutation_per_epoch) {
         attn_sampler_next_batch(&a, &ds, B, xa, ya);
     attn_sampler_init_computed(&b, attn_dataset_len(&ds), 1337, NULL);
     cr_assert_eq(attn_sampler_restore(&b, a.epoch, a.cursor, NULL), ATTN_OK);
-    for (int i = 0; i < 80; i++) {
-        attn_sampler_next_batch(&a, &ds, B, xa, ya);
-        attn_sampler_next_batch(&b, &ds, B, xb, yb);
-        cr_expect(memcmp(xa, xb, sizeof xa) == 0 && memcmp(ya, yb, sizeof ya) == 0, "batch %d", i);
-    }
+    expect_same_batches(&a, &b, &ds, 80);
     cr_expect(a.epoch >= 2);
     attn_sampler_free(&a);
     attn_sampler_free(&b);
