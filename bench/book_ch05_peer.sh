@@ -9,7 +9,20 @@
 # BOOK_DIR: the book's gpt_train.py and previous_chapters.py
 # (rasbt/LLMs-from-scratch ch05/01_main-chapter-code); NODE_MODULES: npm's
 # tiktoken. Times: wall seconds of the whole run (model set-up included).
+# OpenBLAS: ATTN_BLAS and TORCH_BLAS each "set" (the environment's, the
+# default), "unset" or a core type such as SkylakeX: give each its best
+# (bench/gptmodel_loop.py under each setting finds torch's).
 set -euo pipefail
+with_blas() { # setting command...
+  local b=$1; shift
+  case $b in
+    set) "$@" ;;
+    unset) env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$@" ;;
+    *) env -u OPENBLAS_L2_SIZE OPENBLAS_CORETYPE="$b" "$@" ;;
+  esac
+}
+attn_blas=${ATTN_BLAS:-set}
+torch_blas=${TORCH_BLAS:-set}
 root=$(cd "$(dirname "$0")/.." && pwd)
 book=${1:?usage: bench/book_ch05_peer.sh BOOK_DIR NODE_MODULES [EPOCHS] [ROUNDS]}
 nm=${2:?node_modules with tiktoken}
@@ -20,17 +33,17 @@ data=$root/data/the-verdict.txt
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 echo "# $(date -u +%FT%TZ) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); $epochs epoch(s) = $((9 * epochs)) steps"
-echo "# OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset} OPENBLAS_L2_SIZE=${OPENBLAS_L2_SIZE:-unset}"
+echo "# OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset} OPENBLAS_L2_SIZE=${OPENBLAS_L2_SIZE:-unset}; attn under '$attn_blas', torch under '$torch_blas'"
 for r in $(seq 1 "$rounds"); do
   rm -rf "$tmp/run"
   t0=$EPOCHREALTIME
-  ATTN_CACHE_DIR=$tmp/cache ATTN_GPT2_DIR=$root/data/gpt2 "$attn" train --preset book-ch05 --data "$data" \
+  ATTN_CACHE_DIR=$tmp/cache ATTN_GPT2_DIR=$root/data/gpt2 with_blas "$attn_blas" "$attn" train --preset book-ch05 --data "$data" \
     --steps $((9 * epochs)) --threads 2 --out "$tmp/run" > "$tmp/attn.out" 2> "$tmp/attn.err"
   t1=$EPOCHREALTIME
   echo "round $r attn  threads 2: $(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", b - a}') s"
   grep -v '^iter\|^attn train' "$tmp/attn.out" > "$tmp/attn.lines" || true
   for th in 1 2; do
-    /usr/bin/python3 "$root/bench/book_ch05_torch.py" "$book" "$nm" "$data" "$epochs" "$th" > "$tmp/torch.out" 2> "$tmp/torch.err"
+    with_blas "$torch_blas" /usr/bin/python3 "$root/bench/book_ch05_torch.py" "$book" "$nm" "$data" "$epochs" "$th" > "$tmp/torch.out" 2> "$tmp/torch.err"
     echo "round $r torch threads $th: $(sed -n 's/^wall_s=//p' "$tmp/torch.out") s"
     grep -v '^wall_s=' "$tmp/torch.out" > "$tmp/torch.lines"
     cmp -s "$tmp/attn.lines" "$tmp/torch.lines" && echo "  lines: the same ($(wc -l < "$tmp/attn.lines"))" ||

@@ -6,13 +6,24 @@
 # ROUNDS rounds. The book's file is not in this repository: give its path.
 #   bench/gen_floor.sh [ATTN] [BOOK_KV_PY] [ROUNDS] [TOKENS] [SAMPLES]
 #   bench/gen_floor.sh build/attn ../LLMs-from-scratch/ch04/03_kv-cache/gpt_with_kv_cache_optimized.py 3 64 4
+# TORCH_BLAS: the peer's OpenBLAS setting, "set" (the environment's, the
+# default), "unset" or a core type (SkylakeX); attn's one-token products are
+# its own (no OpenBLAS).
 set -u
+with_blas() { # setting command...
+  local b=$1; shift
+  case $b in
+    set) "$@" ;;
+    unset) env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$@" ;;
+    *) env -u OPENBLAS_L2_SIZE OPENBLAS_CORETYPE="$b" "$@" ;;
+  esac
+}
 ATTN=${1:-build/attn}
 BOOK=${2:-}
 ROUNDS=${3:-3}
 TOKENS=${4:-64}
 SAMPLES=${5:-4}
-echo "# gen_floor $(date -u +%FT%TZ), $(nproc) CPUs, OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}"
+echo "# gen_floor $(date -u +%FT%TZ), $(nproc) CPUs, OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}; torch under '${TORCH_BLAS:-set}'"
 echo "# load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for r in $(seq "$ROUNDS"); do
   for t in 1 2; do
@@ -23,7 +34,7 @@ for r in $(seq "$ROUNDS"); do
     done
   done
   if [ -n "$BOOK" ]; then
-    /usr/bin/python3 "$(dirname "$0")/gen_torch_kv.py" "$BOOK" --tokens "$TOKENS" --threads 1 2 --repeat 1 |
+    with_blas "${TORCH_BLAS:-set}" /usr/bin/python3 "$(dirname "$0")/gen_torch_kv.py" "$BOOK" --tokens "$TOKENS" --threads 1 2 --repeat 1 |
       sed "s/^/round=$r /"
   fi
 done

@@ -3,7 +3,8 @@
 2, drop_rate 0.1, qkv_bias False): the book's GPTModel (attn.book, plain
 PyTorch) against attn.torch.GPTModel returning the logits (the book's
 calc_loss_batch: F.cross_entropy in torch) and attn.torch.GPTModel(targets=)
-(attn's fused head + loss), in the same run.
+(attn's fused head + loss), in the same run; and the last two with
+attn.torch.AdamW in place of torch.optim.AdamW (the loop's other line).
 
 One step is the book's: optimizer.zero_grad(); loss = ...; loss.backward();
 optimizer.step() (AdamW, lr 4e-4, weight_decay 0.1). The three variants
@@ -65,6 +66,8 @@ def main():
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--bf16", action="store_true",
                     help="also precision='bf16' (AVX512-BF16 CPUs), both paths")
+    ap.add_argument("--only", help="the variants whose name contains one of these "
+                    "comma-separated words (the book's always runs)")
     args = ap.parse_args()
 
     torch.manual_seed(123)
@@ -75,13 +78,22 @@ def main():
     g = torch.Generator().manual_seed(1)
     batches = [(torch.randint(0, V, (B, T), generator=g), torch.randint(0, V, (B, T), generator=g))
                for _ in range(4)]
-    variants = [("book GPTModel", book, book_loss), ("attn GPTModel (logits)", ours, book_loss),
-                ("attn GPTModel (targets=)", ours, fused_loss)]
+    # attn.torch.AdamW for torch.optim.AdamW: the loop's one other line
+    ours_opt = at.AdamW(book.parameters(), lr=4e-4, weight_decay=0.1)
+    variants = [("book GPTModel", book, book_loss, optimizer),
+                ("attn GPTModel (logits)", ours, book_loss, optimizer),
+                ("attn GPTModel (targets=)", ours, fused_loss, optimizer),
+                ("attn (logits) + AdamW", ours, book_loss, ours_opt),
+                ("attn (targets=) + AdamW", ours, fused_loss, ours_opt)]
     if args.bf16:
         ours16 = at.swap_model(book, precision="bf16")
-        variants += [("attn bf16 (logits)", ours16, book_loss),
-                     ("attn bf16 (targets=)", ours16, fused_loss)]
-    best = {name: float("inf") for name, _, _ in variants}
+        variants += [("attn bf16 (logits)", ours16, book_loss, optimizer),
+                     ("attn bf16 (targets=)", ours16, fused_loss, optimizer),
+                     ("attn bf16 (targets=) + AdamW", ours16, fused_loss, ours_opt)]
+    if args.only:
+        words = args.only.split(",")
+        variants = [v for v in variants if v[0] == "book GPTModel" or any(w in v[0] for w in words)]
+    best = {name: float("inf") for name, _, _, _ in variants}
     cpu = dict(best)
     print(f"torch {torch.__version__}, attn {attn.__version__}, {os.cpu_count()} CPUs; "
           f"GPT_CONFIG_124M, batch {B}, {args.steps} steps x {args.rounds} rounds, "
@@ -89,25 +101,25 @@ def main():
     for n in args.threads:
         torch.set_num_threads(n)
         attn.set_num_threads(n)
-        for _, model, fn in variants:  # warm-up: grads, AdamW state, buffers
-            run(model, fn, optimizer, batches, 1)
+        for _, model, fn, opt in variants:  # warm-up: grads, AdamW state, buffers
+            run(model, fn, opt, batches, 1)
         for r in range(args.rounds):
-            for name, model, fn in variants:
-                s, c, loss = run(model, fn, optimizer, batches, args.steps)
+            for name, model, fn, opt in variants:
+                s, c, loss = run(model, fn, opt, batches, args.steps)
                 best[name] = min(best[name], s)
                 if n == 1:
                     cpu[name] = min(cpu[name], c)
-                print(f"threads {n} round {r}: {name:26s} {s:7.3f} s/step, cpu {c:7.3f} s "
+                print(f"threads {n} round {r}: {name:28s} {s:7.3f} s/step, cpu {c:7.3f} s "
                       f"(loss {loss:.4f})", flush=True)
     base = best["book GPTModel"]
     print(f"best of threads {args.threads} (load average now {os.getloadavg()[0]:.1f})")
-    for name, _, _ in variants:
-        print(f"  {name:26s} {best[name]:7.3f} s/step  {base / best[name]:5.2f}x the book's")
+    for name, _, _, _ in variants:
+        print(f"  {name:28s} {best[name]:7.3f} s/step  {base / best[name]:5.2f}x the book's")
     if 1 in args.threads:  # one thread: CPU time is the work, whatever else the machine runs
         base = cpu["book GPTModel"]
         print("CPU seconds per step at 1 thread (less sensitive to a busy machine)")
-        for name, _, _ in variants:
-            print(f"  {name:26s} {cpu[name]:7.3f} s/step  {base / cpu[name]:5.2f}x the book's")
+        for name, _, _, _ in variants:
+            print(f"  {name:28s} {cpu[name]:7.3f} s/step  {base / cpu[name]:5.2f}x the book's")
 
 
 if __name__ == "__main__":

@@ -17,7 +17,8 @@
 # the head tied to the embedding, as llm.c's), 5 timed steps after one
 # untimed. Peak RSS: /usr/bin/time -v of each. The floor: the step's FLOPs
 # (attn's count: 6 N params-in-matmuls + causal attention) at this run's
-# 1024^3 sgemm rate (attn bench sgemm, 2 threads).
+# 1024^3 sgemm rate (attn bench sgemm, 2 threads, under the OpenBLAS
+# setting of attn's best step).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 llmc=$(cd "${1:?usage: bench/llmc_peer.sh LLMC_DIR [ROUNDS]}" && pwd)
@@ -68,11 +69,23 @@ llmc_run() { # threads -> "median_s peak_kb"
   rss=$(grep 'Maximum resident' "$work/time.txt" | awk '{print $NF}')
   echo "$(awk -v m="$med" 'BEGIN {printf "%.4f", m / 1000}') $rss"
 }
-attn_run() { # threads -> "median_s peak_kb gflop_per_step"
-  /usr/bin/time -v -o "$work/time.txt" "$attn" bench train --preset gpt2-124m --config "$work/llmc_shape.json" \
+# attn under each OpenBLAS setting (the machine's, none, SkylakeX); llm.c
+# does not use OpenBLAS. BLAS_SETTINGS="set unset SkylakeX" by default.
+with_blas() { # setting command... : run the command under that setting
+  local b=$1; shift
+  case $b in
+    set) "$@" ;;
+    unset) env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$@" ;;
+    *) env -u OPENBLAS_L2_SIZE OPENBLAS_CORETYPE="$b" "$@" ;;
+  esac
+}
+settings=${BLAS_SETTINGS:-set unset SkylakeX}
+attn_run() { # threads setting -> "median_s peak_kb"
+  with_blas "$2" /usr/bin/time -v -o "$work/time.txt" "$attn" bench train --preset gpt2-124m --config "$work/llmc_shape.json" \
     --batch-size 4 --context 64 --steps 5 --threads "$1" --data "$root/data/tinyshakespeare.txt" > "$work/attn.out" 2> "$work/attn.err" ||
     { cat "$work/attn.err" >&2; exit 1; }
   local line med rss
+  cp "$work/attn.out" "$work/attn-$2.out"
   line=$(grep '^case=train' "$work/attn.out")
   med=$(echo "$line" | tr ' ' '\n' | sed -n 's/^median_s=//p')
   rss=$(grep 'Maximum resident' "$work/time.txt" | awk '{print $NF}')
@@ -81,23 +94,27 @@ attn_run() { # threads -> "median_s peak_kb gflop_per_step"
 for r in $(seq 1 "$rounds"); do
   for th in 1 2; do
     echo "round $r threads $th llm.c $(llmc_run "$th")"
-    echo "round $r threads $th attn  $(attn_run "$th")"
+    for b in $settings; do
+      echo "round $r threads $th attn  $(attn_run "$th" "$b") $b"
+    done
   done
 done | tee "$work/runs"
-grep -m1 '^case=train' "$work/attn.out"
-sg=$("$attn" bench sgemm --m 1024 --n 1024 --k 1024 --threads 2 2>/dev/null | grep -m1 'gflops' || true)
-echo "sgemm 1024^3, 2 threads: ${sg:-(attn bench sgemm printed no line)}"
-"$PY" - "$work/runs" "$work/attn.out" "$sg" << 'PY'
+# the best attn row's setting: its line, and the floor at its sgemm rate
+bb=$(sort -k6 -g "$work/runs" | awk '$5 == "attn" {print $8; exit}')
+grep -m1 '^case=train' "$work/attn-$bb.out"
+sg=$(with_blas "$bb" "$attn" bench sgemm --m 1024 --n 1024 --k 1024 --threads 2 2>/dev/null | grep -m1 'gflops' || true)
+echo "sgemm 1024^3, 2 threads, OpenBLAS $bb: ${sg:-(attn bench sgemm printed no line)}"
+"$PY" - "$work/runs" "$work/attn-$bb.out" "$sg" << 'PY'
 import re, sys
 runs = [l.split() for l in open(sys.argv[1])]
 best = {}
 for l in runs:
     who, t, rss = l[4], float(l[5]), int(l[6])
     b = best.get(who)
-    if b is None or t < b[0]: best[who] = (t, l[3], rss)
+    if b is None or t < b[0]: best[who] = (t, l[3], rss, l[7] if len(l) > 7 else '-')
     best[who + '_rss'] = max(best.get(who + '_rss', 0), rss)
 a, c = best['attn'], best['llm.c']
-print(f"best step: attn {a[0]:.3f} s ({a[1]} threads), llm.c {c[0]:.3f} s ({c[1]} threads): attn {c[0] / a[0]:.2f}x llm.c")
+print(f"best step: attn {a[0]:.3f} s ({a[1]} threads, OpenBLAS {a[3]}), llm.c {c[0]:.3f} s ({c[1]} threads): attn {c[0] / a[0]:.2f}x llm.c")
 print(f"peak RSS: attn {best['attn_rss'] / 1024:.0f} MB, llm.c {best['llm.c_rss'] / 1024:.0f} MB")
 line = open(sys.argv[2]).read()
 g = re.search(r'gflops=([0-9.]+)', line)

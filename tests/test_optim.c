@@ -88,3 +88,37 @@ Test(optim, warmup_cosine_schedule) {
         cr_expect(attn_lr_cosine(it, 100, 2000, 1e-3, 1e-4) <=
                   attn_lr_cosine(it - 1, 100, 2000, 1e-3, 1e-4));
 }
+
+/* attn_adamw_step_tensors (attn.torch.AdamW's kernel) is attn_adamw_step's
+ * update, bit for bit, on state held by the caller (weight decay on every
+ * tensor, as a torch parameter group applies it). */
+Test(optim, tensors_entry_equals_the_trainers_step) {
+    float w1[12], g[12], w2[12], m2[12] = {0}, v2[12] = {0};
+    memcpy(w1, optim_ref_w0, sizeof w1);
+    memcpy(w2, optim_ref_w0, sizeof w2);
+    attn_param_list params;
+    attn_param_list_init(&params);
+    const int64_t sw[2] = {3, 4};
+    cr_assert_eq(attn_param_list_add(&params, "", "weight", w1, g, 2, sw, NULL), ATTN_OK);
+    attn_adamw_config cfg = {0.9, 0.99, 1e-8, 0.1};
+    attn_adamw opt;
+    cr_assert_eq(attn_adamw_init(&opt, &params, &cfg, NULL), ATTN_OK);
+    attn_adamw_tensor t = {w2, g, m2, v2, 12};
+    for (int s = 0; s < OPTIM_REF_STEPS; s++) {
+        memcpy(g, optim_ref_gw + 12 * s, sizeof g);
+        cr_assert_eq(attn_adamw_step(&opt, &params, optim_ref_lr[s], NULL), ATTN_OK);
+        cr_assert_eq(attn_adamw_step_tensors(&t, 1, &cfg, optim_ref_lr[s], s + 1, NULL), ATTN_OK);
+        cr_expect(memcmp(w1, w2, sizeof w1) == 0, "weights differ after step %d", s + 1);
+        cr_expect(memcmp(opt.m, m2, sizeof m2) == 0 && memcmp(opt.v, v2, sizeof v2) == 0,
+                  "moments differ after step %d", s + 1);
+    }
+    attn_error err;
+    cr_expect_eq(attn_adamw_step_tensors(&t, 1, &cfg, 1e-3, 0, &err), ATTN_ERR_INVALID_ARG,
+                 "step 0 refused");
+    attn_adamw_tensor bad = {w2, NULL, m2, v2, 12};
+    cr_expect_eq(attn_adamw_step_tensors(&bad, 1, &cfg, 1e-3, 1, &err), ATTN_ERR_INVALID_ARG);
+    cr_expect(strstr(err.msg, "NULL") != NULL, "%s", err.msg);
+    cr_expect(memcmp(w1, w2, sizeof w1) == 0, "a refused call changes nothing");
+    attn_adamw_free(&opt);
+    attn_param_list_free(&params);
+}

@@ -48,6 +48,26 @@ got=$("$ATTN" info "$tmp/best/best" 2>&1 | awk '$1 == "step" { print $2 }')
 "$ATTN" generate --checkpoint "$tmp/best/best" --max-new-tokens 5 --seed 1 > /dev/null 2>&1 &&
   ok "generate reads DIR/best" || bad "generate --checkpoint DIR/best failed"
 
+# 2b. When the best evaluation is the run's last checkpoint, best/ shares its
+#    files (hard links: a 124M model's 2 GB is written once), and they stay
+#    whole when the run's own checkpoint folder goes. At lr 0.01 the exact
+#    val loss falls to the end of this 40-step run.
+train --out "$tmp/hl" --lr 0.01 --eval exact > /dev/null 2> "$tmp/hl.err" || bad "run failed: $(cat "$tmp/hl.err")"
+bstep=$("$ATTN" info "$tmp/hl/best" 2>&1 | awk '$1 == "step" { print $2 }')
+ino() { stat -c %i "$1"; }
+if [ "$bstep" = 40 ] && [ "$(ino "$tmp/hl/best/ckpt-40/model.safetensors")" = "$(ino "$tmp/hl/ckpt-40/model.safetensors")" ] &&
+  [ "$(ino "$tmp/hl/best/ckpt-40/train_state.safetensors")" = "$(ino "$tmp/hl/ckpt-40/train_state.safetensors")" ]; then
+  ok "best/ at the last step links the run's checkpoint files (one write)"
+else
+  bad "best/ step '$bstep' (want 40), or its files are copies: $(ls -li "$tmp/hl/best/ckpt-40" "$tmp/hl/ckpt-40" 2>&1 | tr '\n' ' ')"
+fi
+cp "$tmp/hl/ckpt-40/model.safetensors" "$tmp/hl-model.st"
+rm -r "$tmp/hl/ckpt-40"
+cmp -s "$tmp/hl-model.st" "$tmp/hl/best/ckpt-40/model.safetensors" &&
+  "$ATTN" generate --checkpoint "$tmp/hl/best" --max-new-tokens 3 --seed 1 > /dev/null 2>&1 &&
+  ok "the run's ckpt-40 removed, best/ keeps its bytes and generates" ||
+  bad "best/ after the run's ckpt-40 went: $(ls "$tmp/hl" "$tmp/hl/best/ckpt-40" 2>&1 | tr '\n' ' ')"
+
 # 3. --resume --steps N: a finished 40-step run goes on to 60; the LR keeps
 #    its 40-step horizon (steps past it at min_lr, 2e-4 from the tiny preset).
 #    A run stopped at step 17 and resumed with --steps 60 is the same run,

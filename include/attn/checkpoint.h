@@ -83,6 +83,16 @@ attn_status attn_ckpt_begin(attn_ckpt_txn *t, const char *dir, int64_t step, att
  * checkpoint is to be written (atomically, attn/fileio.h). */
 attn_status attn_ckpt_file(const attn_ckpt_txn *t, const char *name, char *out, attn_error *err);
 
+/* Put file `name` of the checkpoint folder src (a committed ckpt-* folder,
+ * attn_ckpt_resolve's answer) into this checkpoint as a hard link rather
+ * than a copy: a run's best/ and its checkpoint of the same step share their
+ * bytes. Committed checkpoint files are never changed in place (each save
+ * writes new files), so the two stay equal; removing either folder removes a
+ * link only. ATTN_ERR_IO when the file system cannot link (the caller then
+ * writes the file). */
+attn_status attn_ckpt_link(const attn_ckpt_txn *t, const char *name, const char *src,
+                           attn_error *err);
+
 /* Make the checkpoint the live one (steps 2-4 above). On failure the previous
  * checkpoint stays live and the partial one is removed. A DIR/latest or
  * top-level name that is not attn's is never replaced (ATTN_ERR_IO). */

@@ -56,6 +56,24 @@ void attn_adamw_free(attn_adamw *opt);
 attn_status attn_adamw_step(attn_adamw *opt, const attn_param_list *params, double lr,
                             attn_error *err);
 
+/* One tensor of torch.optim.AdamW's parameter groups: the parameter, its
+ * gradient and its state (exp_avg, exp_avg_sq), numel floats each. */
+typedef struct attn_adamw_tensor {
+    float *param;
+    const float *grad;
+    float *exp_avg, *exp_avg_sq;
+    size_t numel;
+} attn_adamw_tensor;
+
+/* torch.optim.AdamW.step for one parameter group whose state lives outside
+ * attn (attn.torch.AdamW): the same update as attn_adamw_step, one pass
+ * over each tensor (PyTorch 1.13's single-tensor path makes nine), at
+ * step number `step` (>= 1, the state's step after its increment); weight
+ * decay on every tensor, as torch applies a group's. */
+attn_status attn_adamw_step_tensors(const attn_adamw_tensor *t, int count,
+                                    const attn_adamw_config *cfg, double lr, int64_t step,
+                                    attn_error *err);
+
 /* torch.nn.utils.clip_grad_norm_(params, max_norm): returns the global L2
  * norm of all gradients (computed in double) and, when it exceeds max_norm,
  * scales every gradient by max_norm / (norm + 1e-6). max_norm <= 0 only

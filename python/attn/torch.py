@@ -31,6 +31,7 @@ Chapter 4's GPTModel(cfg): the whole network (embeddings, blocks, final
 norm, head; forward(idx) -> logits, forward(idx, targets=...) -> the loss by
 the fused head) in attn's C model on the parameters' own storage;
 swap_model(book_model) runs the book's model so, sharing its parameters.
+AdamW: torch.optim.AdamW with its update in one C pass per tensor.
 
 dtypes: CPU tensors; float32 runs in C as it is; a dtype attn has no kernel
 for is computed in float32 and cast back, with one RuntimeWarning per class
@@ -54,7 +55,7 @@ from .modules import Core, _c_array
 __all__ = ["SelfAttention_v1", "SelfAttention_v2", "CausalAttention",
            "MultiHeadAttentionWrapper", "MultiHeadAttention", "GroupedQueryAttention",
            "MultiHeadAttentionWithSWA", "scaled_dot_product_attention", "swap_attention",
-           "GPTModel", "swap_model"]
+           "GPTModel", "swap_model", "AdamW"]
 
 
 class _Bridge:
@@ -617,3 +618,4 @@ def swap_attention(model):
 
 
 from ._torch_gpt import GPTModel, swap_model  # noqa: E402 (its blocks use the classes above)
+from ._torch_optim import AdamW  # noqa: E402

@@ -20,6 +20,19 @@ void *attn_alloc_huge(size_t bytes) {
     return p;
 }
 
+void *attn_calloc_hinted(size_t n, size_t size) {
+    void *p = calloc(n, size);
+#ifdef MADV_HUGEPAGE
+    const size_t bytes = n * size; /* calloc checked the product */
+    if (p && bytes >= 2 * HUGE_PAGE) {
+        const uintptr_t lo = ((uintptr_t)p + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1);
+        const uintptr_t hi = ((uintptr_t)p + bytes) & ~(uintptr_t)(HUGE_PAGE - 1);
+        if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE); /* a hint */
+    }
+#endif
+    return p;
+}
+
 void *attn_calloc_streamed(size_t n, size_t size) {
     if (size && n > SIZE_MAX / size) return NULL;
     const size_t bytes = n * size;

@@ -11,7 +11,7 @@ static void *alloc_one(const attn_buf *b) {
     switch (b->kind) {
     case ATTN_BUF_HUGE: return attn_alloc_huge(b->count * b->size);
     case ATTN_BUF_STREAMED: return attn_calloc_streamed(b->count, b->size);
-    default: return calloc(b->count, b->size);
+    default: return attn_calloc_hinted(b->count, b->size);
     }
 }
 

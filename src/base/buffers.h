@@ -15,7 +15,7 @@
 #include <stddef.h>
 
 typedef enum attn_buf_kind {
-    ATTN_BUF_ZEROED,   /* calloc */
+    ATTN_BUF_ZEROED,   /* calloc, huge pages advised (attn_calloc_hinted) */
     ATTN_BUF_HUGE,     /* attn_alloc_huge (alloc_huge.h): not zeroed */
     ATTN_BUF_STREAMED, /* attn_calloc_streamed (alloc_huge.h): zeroed */
 } attn_buf_kind;

@@ -381,6 +381,18 @@ attn_status attn_ckpt_file(const attn_ckpt_txn *t, const char *name, char *out, 
     return ATTN_OK;
 }
 
+attn_status attn_ckpt_link(const attn_ckpt_txn *t, const char *name, const char *src,
+                           attn_error *err) {
+    char to[ATTN_CKPT_PATH_MAX], from[ATTN_CKPT_PATH_MAX];
+    attn_status s = attn_ckpt_file(t, name, to, err);
+    if (s) return s;
+    if (attn_path_join(from, ATTN_CKPT_PATH_MAX, src, name))
+        return attn_fail(err, ATTN_ERR_IO, "checkpoint path is too long");
+    if (link(from, to) != 0)
+        return attn_fail(err, ATTN_ERR_IO, "cannot link %s to %s: %s", from, to, strerror(errno));
+    return ATTN_OK;
+}
+
 void attn_ckpt_abort(attn_ckpt_txn *t) {
     if (!t || !t->tmp[0]) return;
     remove_tree(t->tmp);

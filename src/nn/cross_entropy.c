@@ -3,7 +3,9 @@
 
 #include <math.h>
 
+#include "attn/cpu.h"
 #include "base/parallel.h"
+#include "kernels/ce_kernels.h"
 
 /* Rows are summed in blocks of CE_BLOCK, block sums then added in block order:
  * the same total whatever the thread count. */
@@ -16,9 +18,50 @@ float attn_cross_entropy_forward(const float *logits, const int32_t *targets, fl
     return (float)(total / (double)N);
 }
 
+/* The row loops in C, in ce_kernels.h's order (the AVX-512 ones are the
+ * same but for exp). */
+static float max_c(const float *row, size_t V) {
+    float mx = row[0];
+    for (size_t v = 1; v < V; v++)
+        if (row[v] > mx) mx = row[v];
+    return mx;
+}
+
+static double sumexp_c(const float *row, size_t V, float mx) {
+    double lane[ATTN_CE_LANES] = {0};
+    for (size_t v = 0; v < V; v++)
+        lane[v % ATTN_CE_LANES] += (double)expf(row[v] - mx);
+    double s = 0.0;
+    for (int j = 0; j < ATTN_CE_LANES; j++)
+        s += lane[j];
+    return s;
+}
+
+static void grad_row_c(const float *x, float *d, size_t V, float lse, float scale, int add) {
+    for (size_t v = 0; v < V; v++)
+        d[v] = (add ? d[v] : 0.0f) + expf(x[v] - lse) * scale;
+}
+
+typedef struct ce_rows {
+    float (*max)(const float *, size_t);
+    double (*sumexp)(const float *, size_t, float);
+    void (*grad)(const float *, float *, size_t, float, float, int);
+} ce_rows;
+
+static const ce_rows *rows_impl(void) {
+    static const ce_rows c = {max_c, sumexp_c, grad_row_c};
+#if defined(__x86_64__) && defined(__GNUC__)
+    static const ce_rows avx512 = {attn_ce_max_avx512, attn_ce_sumexp_avx512,
+                                   attn_ce_grad_row_avx512};
+    if (attn_simd_resolve(ATTN_SIMD_AUTO) == ATTN_SIMD_AVX512) return &avx512;
+#endif
+    return &c;
+}
+
 void attn_cross_entropy_accumulate(const float *logits, const int32_t *targets, float *lse,
                                    size_t N, size_t V, double *total_out) {
     double total = *total_out;
+    const ce_rows *k = rows_impl();
     const long blocks = (long)((N + CE_BLOCK - 1) / CE_BLOCK);
 #pragma omp parallel for ordered schedule(static, 1) if (N * V >= ATTN_PAR_MIN)
     for (long blk = 0; blk < blocks; blk++) {
@@ -26,13 +69,8 @@ void attn_cross_entropy_accumulate(const float *logits, const int32_t *targets, 
         double part = 0.0;
         for (size_t n = lo; n < hi; n++) {
             const float *row = logits + n * V;
-            float mx = row[0];
-            for (size_t v = 1; v < V; v++)
-                if (row[v] > mx) mx = row[v];
-            double s = 0.0;
-            for (size_t v = 0; v < V; v++)
-                s += exp((double)(row[v] - mx));
-            const double l = (double)mx + log(s);
+            const float mx = k->max(row, V);
+            const double l = (double)mx + log(k->sumexp(row, V, mx));
             if (lse) lse[n] = (float)l;
             part += l - (double)row[targets[n]];
         }
@@ -45,27 +83,25 @@ void attn_cross_entropy_accumulate(const float *logits, const int32_t *targets, 
 void attn_cross_entropy_backward(const float *logits, const int32_t *targets, const float *lse,
                                  float dloss, float *dlogits, size_t N, size_t V) {
     const float scale = dloss / (float)N;
+    const ce_rows *k = rows_impl();
     const long rows = (long)N;
 #pragma omp parallel for schedule(static) if (N * V >= ATTN_PAR_MIN)
     for (long r = 0; r < rows; r++) {
         const size_t n = (size_t)r;
-        const float *row = logits + n * V;
-        float *d = dlogits + n * V;
-        for (size_t v = 0; v < V; v++)
-            d[v] += expf(row[v] - lse[n]) * scale;
-        d[targets[n]] -= scale;
+        k->grad(logits + n * V, dlogits + n * V, V, lse[n], scale, 1);
+        dlogits[n * V + (size_t)targets[n]] -= scale;
     }
 }
 
 void attn_cross_entropy_backward_inplace(float *logits, const int32_t *targets, const float *lse,
                                          float scale, size_t N, size_t V) {
+    const ce_rows *k = rows_impl();
     const long rows = (long)N;
 #pragma omp parallel for schedule(static) if (N * V >= ATTN_PAR_MIN)
     for (long r = 0; r < rows; r++) {
         const size_t n = (size_t)r;
-        float *d = logits + n * V;
-        for (size_t v = 0; v < V; v++)
-            d[v] = 0.0f + expf(d[v] - lse[n]) * scale; /* 0 + x: the plain path's += on zeros */
-        d[targets[n]] -= scale;
+        /* 0 + x: the plain path's += on zeros */
+        k->grad(logits + n * V, logits + n * V, V, lse[n], scale, 0);
+        logits[n * V + (size_t)targets[n]] -= scale;
     }
 }

@@ -1,6 +1,7 @@
 /* AdamW, learning-rate schedule and gradient clipping (see attn/optim.h). */
 #include "attn/optim.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,6 +61,44 @@ void attn_adamw_free(attn_adamw *opt) {
     memset(opt, 0, sizeof *opt);
 }
 
+/* One step's scalars, as Python computes them (double), then used as
+ * float32 by the tensor ops, as PyTorch's CPU kernels do for float tensors. */
+typedef struct adamw_scalars {
+    float decay_f, b1f, omb1, b2f, omb2, bc2_sqrt, neg_step, eps;
+} adamw_scalars;
+
+static adamw_scalars adamw_scalars_of(const attn_adamw_config *c, double lr, int64_t step) {
+    const double b1 = c->beta1, b2 = c->beta2, t = (double)step;
+    adamw_scalars sc = {
+        .decay_f = (float)(1.0 - lr * c->weight_decay),
+        .b1f = (float)b1,
+        .omb1 = (float)(1.0 - b1),
+        .b2f = (float)b2,
+        .omb2 = (float)(1.0 - b2),
+        .bc2_sqrt = (float)sqrt(1.0 - pow(b2, t)),
+        .neg_step = (float)(-(lr / (1.0 - pow(b1, t)))),
+        .eps = (float)c->eps,
+    };
+    return sc;
+}
+
+/* The update of one tensor of n values: the AdamW math, once. */
+static void adamw_tensor(const adamw_scalars *sc, int decay, float *w, const float *g, float *m,
+                         float *v, long n) {
+    const adamw_scalars c = *sc;
+#pragma omp parallel for schedule(static) if (n >= ATTN_PAR_MIN)
+    for (long k = 0; k < n; k++) {
+        float wk = w[k];
+        if (decay) wk = wk * c.decay_f;
+        float mk = m[k] * c.b1f + c.omb1 * g[k];
+        float vk = v[k] * c.b2f + c.omb2 * (g[k] * g[k]);
+        float denom = sqrtf(vk) / c.bc2_sqrt + c.eps;
+        w[k] = wk + c.neg_step * (mk / denom);
+        m[k] = mk;
+        v[k] = vk;
+    }
+}
+
 attn_status attn_adamw_step(attn_adamw *opt, const attn_param_list *params, double lr,
                             attn_error *err) {
     if (params->count != opt->n_params || attn_param_list_numel(params) != opt->total)
@@ -67,37 +106,35 @@ attn_status attn_adamw_step(attn_adamw *opt, const attn_param_list *params, doub
                          "AdamW was set up for %d parameters (%zu values), given %d", opt->n_params,
                          opt->total, params->count);
     opt->step++;
-    const double b1 = opt->cfg.beta1, b2 = opt->cfg.beta2;
-    const double t = (double)opt->step;
-    /* Scalars as Python computes them (double), then used as float32 by
-     * the tensor ops, as PyTorch's CPU kernels do for float tensors. */
-    const float decay_f = (float)(1.0 - lr * opt->cfg.weight_decay);
-    const float b1f = (float)b1, omb1 = (float)(1.0 - b1);
-    const float b2f = (float)b2, omb2 = (float)(1.0 - b2);
-    const double step_size = lr / (1.0 - pow(b1, t));
-    const float bc2_sqrt = (float)sqrt(1.0 - pow(b2, t));
-    const float neg_step = (float)(-step_size);
-    const float eps = (float)opt->cfg.eps;
+    const adamw_scalars sc = adamw_scalars_of(&opt->cfg, lr, opt->step);
     for (int i = 0; i < params->count; i++) {
         const attn_param *p = &params->items[i];
         if (!p->grad) continue;
-        float *w = p->data;
-        const float *g = p->grad;
-        float *m = opt->m + opt->offset[i], *v = opt->v + opt->offset[i];
         const int decay = opt->decay[i] && opt->cfg.weight_decay != 0;
-        const long n = (long)p->numel;
-#pragma omp parallel for schedule(static) if (n >= ATTN_PAR_MIN)
-        for (long k = 0; k < n; k++) {
-            float wk = w[k];
-            if (decay) wk = wk * decay_f;
-            float mk = m[k] * b1f + omb1 * g[k];
-            float vk = v[k] * b2f + omb2 * (g[k] * g[k]);
-            float denom = sqrtf(vk) / bc2_sqrt + eps;
-            w[k] = wk + neg_step * (mk / denom);
-            m[k] = mk;
-            v[k] = vk;
-        }
+        adamw_tensor(&sc, decay, p->data, p->grad, opt->m + opt->offset[i], opt->v + opt->offset[i],
+                     (long)p->numel);
     }
+    return ATTN_OK;
+}
+
+attn_status attn_adamw_step_tensors(const attn_adamw_tensor *t, int count,
+                                    const attn_adamw_config *cfg, double lr, int64_t step,
+                                    attn_error *err) {
+    if (count < 0 || (count > 0 && !t))
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "AdamW: %d tensors given", count);
+    if (!(cfg->beta1 >= 0 && cfg->beta1 < 1 && cfg->beta2 >= 0 && cfg->beta2 < 1) ||
+        !(cfg->eps > 0) || !(cfg->weight_decay >= 0) || !(lr >= 0) || step < 1)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "AdamW: betas in [0, 1), eps > 0, weight decay >= 0, lr >= 0 and step "
+                         ">= 1 (got %g, %g, %g, %g, %g, %lld)",
+                         cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay, lr, (long long)step);
+    for (int i = 0; i < count; i++)
+        if (!t[i].param || !t[i].grad || !t[i].exp_avg || !t[i].exp_avg_sq || t[i].numel > LONG_MAX)
+            return attn_fail(err, ATTN_ERR_INVALID_ARG, "AdamW: tensor %d has a NULL array", i);
+    const adamw_scalars sc = adamw_scalars_of(cfg, lr, step);
+    for (int i = 0; i < count; i++)
+        adamw_tensor(&sc, cfg->weight_decay != 0, t[i].param, t[i].grad, t[i].exp_avg,
+                     t[i].exp_avg_sq, (long)t[i].numel);
     return ATTN_OK;
 }
 

@@ -21,27 +21,34 @@ static attn_status save(const attn_trainer *tr, const char *out, attn_error *err
     return s ? s : attn_trainer_write_loss_files(tr, out, err);
 }
 
-/* After an evaluation at step > 0 that beats every earlier one on val
- * loss: its checkpoint into out/best (rank 0). The runs with exact
- * evaluations compare exact losses; the others the sampled estimates (the
- * final exact loss of such a run is not compared with them). */
-static attn_status save_best(const attn_trainer *tr, const char *out, attn_error *err) {
-    if (!out || (tr->dist && tr->dist->rank != 0) || tr->n_evals == 0) return ATTN_OK;
+/* Whether the last evaluation, at step > 0, beats every earlier one on val
+ * loss. The runs with exact evaluations compare exact losses; the others
+ * the sampled estimates (the final exact loss of such a run is not compared
+ * with them). */
+static int is_best(const attn_trainer *tr) {
+    if (tr->n_evals == 0) return 0;
     const int exact = tr->tcfg.eval_mode == ATTN_EVAL_EXACT;
     const attn_eval_record *now = &tr->evals[tr->n_evals - 1];
     const float v = exact ? now->val_exact : now->val_loss;
-    if (now->step == 0 || !isfinite(v)) return ATTN_OK;
+    if (now->step == 0 || !isfinite(v)) return 0;
     for (size_t i = 0; i + 1 < tr->n_evals; i++) {
         const float w = exact ? tr->evals[i].val_exact : tr->evals[i].val_loss;
-        if (tr->evals[i].step > 0 && !isnan(w) && !(v < w)) return ATTN_OK;
+        if (tr->evals[i].step > 0 && !isnan(w) && !(v < w)) return 0;
     }
+    return 1;
+}
+
+/* The best evaluation's checkpoint into out/best (rank 0), after the run's
+ * own checkpoint of the same step: best/ links its files (one write). */
+static attn_status save_best(const attn_trainer *tr, const char *out, attn_error *err) {
+    if (!out || (tr->dist && tr->dist->rank != 0) || !is_best(tr)) return ATTN_OK;
     char best[4096];
     int k = snprintf(best, sizeof best, "%s/" ATTN_CKPT_BEST, out);
     if (k < 0 || k >= (int)sizeof best)
         return attn_fail(err, ATTN_ERR_IO, "output directory path is too long");
     if (mkdir(best, 0777) != 0 && errno != EEXIST)
         return attn_fail(err, ATTN_ERR_IO, "cannot create %s: %s", best, strerror(errno));
-    return attn_trainer_save(tr, best, err);
+    return attn_trainer_save_linked(tr, best, out, err);
 }
 
 /* time_budget's bookkeeping: the run's clock and what the end must keep for
@@ -94,15 +101,15 @@ static attn_status timed_save(attn_trainer *tr, const char *out, budget_clock *k
     return s;
 }
 
-/* An evaluation (final: attn_trainer_evaluate_final), reported (on_eval),
- * and its checkpoint into out/best when it is the best yet. */
-static attn_status eval_report(attn_trainer *tr, const char *out, int final, budget_clock *k,
+/* An evaluation (final: attn_trainer_evaluate_final), reported (on_eval).
+ * The caller saves the checkpoint, then save_best. */
+static attn_status eval_report(attn_trainer *tr, int final, budget_clock *k,
                                const attn_trainer_events *ev, attn_error *err) {
     attn_eval_record er;
     attn_status s = timed_eval(tr, final, k, &er, err);
     if (s) return s;
     if (ev->on_eval) ev->on_eval(ev->user, tr, &er);
-    return save_best(tr, out, err);
+    return ATTN_OK;
 }
 
 /* time_budget: 1 when the run must stop now, while the final evaluation
@@ -161,14 +168,14 @@ static attn_status after_step(attn_trainer *tr, const char *out, const attn_trai
                                   : tr->step % c->eval_interval == 0 || last;
     attn_status s;
     *saved = 0;
-    if (did_eval && (s = eval_report(tr, out, last, k, ev, err))) return s;
+    if (did_eval && (s = eval_report(tr, last, k, ev, err))) return s;
     if (tr->book && ev->on_epoch && tr->step % attn_trainer_book_batches(tr) == 0)
         ev->on_epoch(ev->user, tr, attn_trainer_book_epoch(tr));
     if (did_eval || (c->checkpoint_interval > 0 && tr->step % c->checkpoint_interval == 0)) {
         if ((s = timed_save(tr, out, k, err))) return s;
         *saved = 1;
     }
-    return ATTN_OK;
+    return did_eval ? save_best(tr, out, err) : ATTN_OK;
 }
 
 /* The end: a spent budget's final (exact) evaluation, then its checkpoint,
@@ -178,11 +185,12 @@ static attn_status after_step(attn_trainer *tr, const char *out, const attn_trai
 static attn_status finish(attn_trainer *tr, const char *out, int spent, int saved, budget_clock *k,
                           const attn_trainer_events *ev, attn_error *err) {
     if (!spent) return saved ? ATTN_OK : timed_save(tr, out, k, err);
-    attn_status s = eval_report(tr, out, 1, k, ev, err);
+    attn_status s = eval_report(tr, 1, k, ev, err);
     if (s) return s;
     const double now = clock_now(k), budget = tr->tcfg.time_budget;
     tr->elapsed_s = now > budget ? now : budget;
-    return save(tr, out, err);
+    s = save(tr, out, err);
+    return s ? s : save_best(tr, out, err);
 }
 
 attn_status attn_trainer_run(attn_trainer *tr, const char *out, int resumed,
@@ -197,8 +205,7 @@ attn_status attn_trainer_run(attn_trainer *tr, const char *out, int resumed,
     budget_clock k = {.t0 = attn_now_s(), .elapsed0 = tr->elapsed_s};
     attn_status s;
     /* The first evaluation (out NULL: step 0 is never a best). */
-    if (!resumed && tr->step == 0 && !tr->book && (s = eval_report(tr, NULL, 0, &k, ev, err)))
-        return s;
+    if (!resumed && tr->step == 0 && !tr->book && (s = eval_report(tr, 0, &k, ev, err))) return s;
     int saved = resumed; /* a resumed run's state is already on disk */
     int spent = 0;       /* the time budget ended the run */
     while (tr->step < c->max_steps) {

@@ -78,6 +78,11 @@ attn_status attn_trainer_create_ex(attn_trainer **out, const attn_gpt_config *mc
  * the file at path through token files in the cache folder
  * (attn_token_cache_dir; gpt2 only): a planning trainer counts the tokens
  * and neither reads nor writes a cache. */
+/* attn_trainer_save into dir (a run's best/) with the files of run's live
+ * checkpoint hard-linked when it is this step's (just saved), so the same
+ * 2 GB of a 124M model's checkpoint is not written twice; else written. */
+attn_status attn_trainer_save_linked(const attn_trainer *tr, const char *dir, const char *run,
+                                     attn_error *err);
 attn_status attn_trainer_corpus_text(attn_trainer *tr, const char *text, size_t n, attn_error *err);
 attn_status attn_trainer_corpus_file(attn_trainer *tr, const char *path, int plan_only,
                                      attn_error *err);

@@ -1,8 +1,9 @@
 """attn.torch.GPTModel against the book's chapter-4 GPTModel, written out
 here (not imported from attn): the book's chapter-5 loop (train_model_simple
 as the book writes it; vocab 1000, context 32, emb 64, 2 layers, 2 heads,
-drop 0.1, batch 2) for 20 steps on both, with the logits and with targets=,
-gives the same losses within 1e-5 and the same greedy samples;
+drop 0.1, batch 2) for 20 steps on both, with the logits and with targets=
+(and with attn.torch.AdamW for the book's torch.optim.AdamW), gives the same
+losses within 1e-5 and the same greedy samples;
 same weights after torch.manual_seed, the same state_dict (strict, both
 ways); swap_model shares the book model's storage; dtypes and errors."""
 import contextlib
@@ -166,7 +167,7 @@ TEXT = "".join(f"First Citizen: before we proceed any further, hear me speak {i}
                for i in range(6))[:750]
 
 
-def _run_chapter5(make_model, targets):
+def _run_chapter5(make_model, targets, optimizer_cls=torch.optim.AdamW):
     """gpt_train.py's main at a reduced size, 20 steps: (the loss of each
     step, train_model_simple's result, what it printed, the model)."""
     step_losses = []
@@ -185,7 +186,7 @@ def _run_chapter5(make_model, targets):
     try:
         torch.manual_seed(123)
         model = make_model()
-        optimizer = torch.optim.AdamW(model.parameters(), lr=5e-4, weight_decay=0.1)
+        optimizer = optimizer_cls(model.parameters(), lr=5e-4, weight_decay=0.1)
         split_idx = int(0.90 * len(TEXT))
         train_loader = create_dataloader_v1(TEXT[:split_idx], batch_size=2, max_length=32,
                                             stride=32, drop_last=True, shuffle=True)
@@ -207,10 +208,11 @@ def book_run():
     return _run_chapter5(lambda: GPTModel(CFG), targets=False)
 
 
-@pytest.mark.parametrize("targets", [False, True], ids=["logits", "targets"])
-def test_chapter5_loop_matches_the_book(book_run, targets):
+@pytest.mark.parametrize("targets,attn_adamw", [(False, False), (True, False), (True, True)],
+                         ids=["logits", "targets", "targets+attn.torch.AdamW"])
+def test_chapter5_loop_matches_the_book(book_run, targets, attn_adamw):
     steps, (train_l, val_l, seen), printed, model = _run_chapter5(
-        lambda: at.GPTModel(CFG), targets)
+        lambda: at.GPTModel(CFG), targets, at.AdamW if attn_adamw else torch.optim.AdamW)
     b_steps, (b_train, b_val, b_seen), b_printed, b_model = book_run
     assert len(steps) == 20 and len(b_steps) == 20
     assert steps == pytest.approx(b_steps, abs=1e-5, rel=0)
