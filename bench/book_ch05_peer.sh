@@ -13,14 +13,7 @@
 # default), "unset" or a core type such as SkylakeX: give each its best
 # (bench/gptmodel_loop.py under each setting finds torch's).
 set -euo pipefail
-with_blas() { # setting command...
-  local b=$1; shift
-  case $b in
-    set) "$@" ;;
-    unset) env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$@" ;;
-    *) env -u OPENBLAS_L2_SIZE OPENBLAS_CORETYPE="$b" "$@" ;;
-  esac
-}
+. "$(dirname "$0")/blas_setting.sh"
 attn_blas=${ATTN_BLAS:-set}
 torch_blas=${TORCH_BLAS:-set}
 root=$(cd "$(dirname "$0")/.." && pwd)

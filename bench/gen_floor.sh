@@ -10,14 +10,7 @@
 # default), "unset" or a core type (SkylakeX); attn's one-token products are
 # its own (no OpenBLAS).
 set -u
-with_blas() { # setting command...
-  local b=$1; shift
-  case $b in
-    set) "$@" ;;
-    unset) env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$@" ;;
-    *) env -u OPENBLAS_L2_SIZE OPENBLAS_CORETYPE="$b" "$@" ;;
-  esac
-}
+. "$(dirname "$0")/blas_setting.sh"
 ATTN=${1:-build/attn}
 BOOK=${2:-}
 ROUNDS=${3:-3}

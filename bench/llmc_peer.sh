@@ -71,14 +71,7 @@ llmc_run() { # threads -> "median_s peak_kb"
 }
 # attn under each OpenBLAS setting (the machine's, none, SkylakeX); llm.c
 # does not use OpenBLAS. BLAS_SETTINGS="set unset SkylakeX" by default.
-with_blas() { # setting command... : run the command under that setting
-  local b=$1; shift
-  case $b in
-    set) "$@" ;;
-    unset) env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$@" ;;
-    *) env -u OPENBLAS_L2_SIZE OPENBLAS_CORETYPE="$b" "$@" ;;
-  esac
-}
+. "$(dirname "$0")/blas_setting.sh"
 settings=${BLAS_SETTINGS:-set unset SkylakeX}
 attn_run() { # threads setting -> "median_s peak_kb"
   with_blas "$2" /usr/bin/time -v -o "$work/time.txt" "$attn" bench train --preset gpt2-124m --config "$work/llmc_shape.json" \
