@@ -9,27 +9,31 @@
 
 #define HUGE_PAGE ((size_t)2 << 20)
 
+/* Advise the whole 2 MiB pages inside [p, p + bytes) onto huge pages: a
+ * hint, whose failure only costs speed. */
+static void advise_huge(void *p, size_t bytes) {
+#ifdef MADV_HUGEPAGE
+    const uintptr_t lo = ((uintptr_t)p + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1);
+    const uintptr_t hi = ((uintptr_t)p + bytes) & ~(uintptr_t)(HUGE_PAGE - 1);
+    if (p && hi > lo) (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+#else
+    (void)p;
+    (void)bytes;
+#endif
+}
+
 void *attn_alloc_huge(size_t bytes) {
     if (bytes < 2 * HUGE_PAGE) return malloc(bytes);
     void *p = NULL;
     const size_t rounded = (bytes + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
     if (posix_memalign(&p, HUGE_PAGE, rounded) != 0) return NULL;
-#ifdef MADV_HUGEPAGE
-    (void)madvise(p, rounded, MADV_HUGEPAGE); /* a hint: failure only costs speed */
-#endif
+    advise_huge(p, rounded);
     return p;
 }
 
 void *attn_calloc_hinted(size_t n, size_t size) {
     void *p = calloc(n, size);
-#ifdef MADV_HUGEPAGE
-    const size_t bytes = n * size; /* calloc checked the product */
-    if (p && bytes >= 2 * HUGE_PAGE) {
-        const uintptr_t lo = ((uintptr_t)p + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1);
-        const uintptr_t hi = ((uintptr_t)p + bytes) & ~(uintptr_t)(HUGE_PAGE - 1);
-        if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE); /* a hint */
-    }
-#endif
+    if (p && n * size >= 2 * HUGE_PAGE) advise_huge(p, n * size); /* calloc checked n * size */
     return p;
 }
 
@@ -39,9 +43,7 @@ void *attn_calloc_streamed(size_t n, size_t size) {
     if (bytes < HUGE_PAGE) return calloc(n, size);
     void *p = NULL;
     if (posix_memalign(&p, HUGE_PAGE, bytes) != 0) return NULL;
-#ifdef MADV_HUGEPAGE
-    (void)madvise(p, bytes / HUGE_PAGE * HUGE_PAGE, MADV_HUGEPAGE);
-#endif
+    advise_huge(p, bytes);
     memset(p, 0, bytes);
     return p;
 }
