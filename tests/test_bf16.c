@@ -175,6 +175,59 @@ Test(bf16, linear_backward_pair_equals_two_products) {
         free(dW[k]), free(dx[k]);
 }
 
+/* A weight's bf16 copy within a pass: attn_gemm_weight and the backward
+ * pair's dx give attn_gemm's bits, whether the copy was just made or
+ * reused; a new pass rounds the weight again (it changed), and without a
+ * pass each use rounds it. */
+Test(bf16, weight_copies_of_a_pass_give_the_same_products) {
+    if (!have_bf16()) cr_skip_test("no AVX512-BF16 on this CPU");
+    attn_bf16_gemm *g;
+    attn_error err;
+    cr_assert_eq(attn_bf16_gemm_create(&g, &err), ATTN_OK, "%s", err.msg);
+    const int N = 37, in = 48, out = 65;
+    float *x = malloc(sizeof(float) * N * in), *dy = malloc(sizeof(float) * N * out);
+    float *W = malloc(sizeof(float) * out * in), *dW = malloc(sizeof(float) * out * in);
+    float *y[2], *dx[2];
+    for (int k = 0; k < 2; k++) {
+        y[k] = malloc(sizeof(float) * N * out);
+        dx[k] = malloc(sizeof(float) * N * in);
+    }
+    attn_rng rng;
+    attn_rng_seed(&rng, 12);
+    attn_rng_uniform(&rng, x, (size_t)N * in, -1.0f, 1.0f);
+    attn_rng_uniform(&rng, dy, (size_t)N * out, -1.0f, 1.0f);
+    attn_rng_uniform(&rng, W, (size_t)out * in, -1.0f, 1.0f);
+    for (int round = 0; round < 4; round++) {
+        if (round == 1 || round == 2) attn_bf16_gemm_begin_pass(g); /* round 3: same pass */
+        if (round == 2) /* the weight changed between passes */
+            for (int i = 0; i < out * in; i++)
+                W[i] *= 1.5f;
+        for (int k = 0; k < 2; k++) {
+            memset(y[k], 0, sizeof(float) * N * out);
+            memset(dx[k], 0, sizeof(float) * N * in);
+        }
+        attn_gemm_weight(g, 1, N, out, in, x, W, 0.0f, y[0]);
+        attn_gemm(g, 1, 0, 1, N, out, in, 1.0f, x, in, W, in, 0.0f, y[1], out);
+        attn_gemm_linear_grads(g, 1, N, in, out, x, dy, W, 0.0f, dW, dx[0]);
+        attn_gemm(g, 1, 0, 0, N, in, out, 1.0f, dy, out, W, in, 1.0f, dx[1], in);
+        cr_expect(memcmp(y[0], y[1], sizeof(float) * N * out) == 0, "round %d: y differs", round);
+        cr_expect(memcmp(dx[0], dx[1], sizeof(float) * N * in) == 0, "round %d: dx differs", round);
+    }
+    /* Within a pass the copy is the one made at the weight's first use. */
+    float *y0 = malloc(sizeof(float) * N * out);
+    attn_gemm_weight(g, 1, N, out, in, x, W, 0.0f, y0);
+    W[0] += 1.0f;
+    attn_gemm_weight(g, 1, N, out, in, x, W, 0.0f, y[0]);
+    cr_expect(memcmp(y0, y[0], sizeof(float) * N * out) == 0, "the pass's copy is reused");
+    attn_bf16_gemm_begin_pass(g);
+    attn_gemm_weight(g, 1, N, out, in, x, W, 0.0f, y[0]);
+    cr_expect(memcmp(y0, y[0], sizeof(float) * N * out) != 0, "a new pass rounds it again");
+    attn_bf16_gemm_free(g);
+    free(x), free(dy), free(W), free(dW), free(y0);
+    for (int k = 0; k < 2; k++)
+        free(y[k]), free(dx[k]);
+}
+
 static double rel_err(const float *a, const float *b, size_t n) {
     double d = 0, s = 0;
     for (size_t i = 0; i < n; i++) {

@@ -4,6 +4,8 @@
  * is committed. */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <omp.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "attn/optim.h"
@@ -121,4 +123,71 @@ Test(optim, tensors_entry_equals_the_trainers_step) {
     cr_expect(memcmp(w1, w2, sizeof w1) == 0, "a refused call changes nothing");
     attn_adamw_free(&opt);
     attn_param_list_free(&params);
+}
+
+/* The trainer's fused clip (attn_grad_norm, attn_clip_coef, then
+ * attn_adamw_step_scaled) equals clip_grad_norm_ then the step, bit for bit,
+ * on tensors long enough to be cut into parts and split over threads; the
+ * norm is the same at 1 and 2 threads and within 1e-12 of a long double
+ * sum; the gradients are left unscaled. */
+Test(optim, scaled_step_equals_clip_then_step) {
+    enum { NW = 300007, NB = 33 };
+    static float w1[NW], w2[NW], g1[NW], g2[NW], b1[NB], b2[NB], gb1[NB], gb2[NB];
+    uint32_t s = 12345u;
+    long double ref = 0;
+    for (int i = 0; i < NW + NB; i++) {
+        s = s * 1664525u + 1013904223u;
+        const float x = (float)((int)(s >> 8) - (1 << 23)) / (float)(1 << 23);
+        if (i < NW)
+            w1[i] = w2[i] = x, g1[i] = g2[i] = 0.01f * x * (float)(1 + i % 7);
+        else
+            b1[i - NW] = b2[i - NW] = x, gb1[i - NW] = gb2[i - NW] = 0.3f * x;
+    }
+    for (int i = 0; i < NW; i++)
+        ref += (long double)g1[i] * g1[i];
+    for (int i = 0; i < NB; i++)
+        ref += (long double)gb1[i] * gb1[i];
+    attn_param_list p1, p2;
+    attn_param_list_init(&p1);
+    attn_param_list_init(&p2);
+    const int64_t sw[2] = {NW, 1}, sb[1] = {NB};
+    cr_assert_eq(attn_param_list_add(&p1, "", "w", w1, g1, 2, sw, NULL), ATTN_OK);
+    cr_assert_eq(attn_param_list_add(&p1, "", "b", b1, gb1, 1, sb, NULL), ATTN_OK);
+    cr_assert_eq(attn_param_list_add(&p2, "", "w", w2, g2, 2, sw, NULL), ATTN_OK);
+    cr_assert_eq(attn_param_list_add(&p2, "", "b", b2, gb2, 1, sb, NULL), ATTN_OK);
+    attn_adamw_config cfg = {0.9, 0.95, 1e-8, 0.1};
+    attn_adamw o1, o2;
+    cr_assert_eq(attn_adamw_init(&o1, &p1, &cfg, NULL), ATTN_OK);
+    cr_assert_eq(attn_adamw_init(&o2, &p2, &cfg, NULL), ATTN_OK);
+    omp_set_num_threads(1);
+    const double n1 = attn_grad_norm(&p2);
+    omp_set_num_threads(2);
+    const double n2 = attn_grad_norm(&p2);
+    cr_expect(memcmp(&n1, &n2, sizeof n1) == 0, "norm %.17g at 1 thread, %.17g at 2", n1, n2);
+    cr_expect(fabsl((long double)n1 - sqrtl(ref)) <= 1e-12L * sqrtl(ref), "norm %.17g vs %.17Lg",
+              n1, sqrtl(ref));
+    const double max_norm = 0.5 * n1; /* clips */
+    for (int step = 0; step < 3; step++) {
+        const double c1 = attn_clip_grad_norm(&p1, max_norm);
+        cr_assert_eq(attn_adamw_step(&o1, &p1, 1e-3, NULL), ATTN_OK);
+        const double c2 = attn_grad_norm(&p2);
+        cr_expect(memcmp(&c1, &c2, sizeof c1) == 0, "norms differ at step %d", step + 1);
+        const float coef = attn_clip_coef(c2, max_norm);
+        cr_expect(coef < 1.0f);
+        cr_assert_eq(attn_adamw_step_scaled(&o2, &p2, 1e-3, coef, NULL), ATTN_OK);
+        cr_expect(memcmp(w1, w2, sizeof w1) == 0 && memcmp(b1, b2, sizeof b1) == 0,
+                  "weights differ after step %d", step + 1);
+        cr_expect(memcmp(o1.m, o2.m, (NW + NB) * sizeof(float)) == 0 &&
+                      memcmp(o1.v, o2.v, (NW + NB) * sizeof(float)) == 0,
+                  "moments differ after step %d", step + 1);
+        cr_expect(g2[5] != g1[5], "the fused step leaves the gradients unscaled");
+        memcpy(g1, g2, sizeof g1); /* the next step's gradients, unscaled */
+        memcpy(gb1, gb2, sizeof gb1);
+    }
+    cr_expect_eq(attn_clip_coef(0.4, 0.5), 1.0f, "no clip below max_norm");
+    cr_expect_eq(attn_clip_coef(2.0, 0.0), 1.0f, "max_norm 0 only measures");
+    attn_adamw_free(&o1);
+    attn_adamw_free(&o2);
+    attn_param_list_free(&p1);
+    attn_param_list_free(&p2);
 }

@@ -46,6 +46,20 @@ void attn_gemm(attn_bf16_gemm *g, int threads, int trans_a, int trans_b, int M, 
                float alpha, const float *A, int lda, const float *B, int ldb, float beta, float *C,
                int ldc);
 
+/* Starts a pass (a forward and its backward): from here to the next
+ * begin, each weight given to attn_gemm_weight / attn_gemm_linear_grads is
+ * rounded to bf16 at its first use and that copy reused (a weight must not
+ * change within a pass). The copies are kept in the engine, one per
+ * weight (half the fp32 weights' bytes). Before the first pass each use
+ * rounds its weight. No effect on g NULL. */
+void attn_bf16_gemm_begin_pass(attn_bf16_gemm *g);
+
+/* C (M, N) = beta C + A W^T for a weight W (N, K) and A (M, K), all compact
+ * row-major (beta 0 or 1): attn_gemm's product, with W's bf16 copy of the
+ * pass. */
+void attn_gemm_weight(attn_bf16_gemm *g, int threads, int M, int N, int K, const float *A,
+                      const float *W, float beta, float *C);
+
 /* A linear layer's two backward products (y = x W^T), with dy rounded to
  * bf16 once for both:
  *     dW (out, in) = beta_w dW + dy^T x      (beta_w 0 or 1)

@@ -251,6 +251,22 @@ attn_status attn_h_bgpt_forward(attn_h_bgpt *g, const int64_t *ids, const int64_
                                 int T, int training, const uint8_t *keep, size_t n_keep, int grads,
                                 float *logits, float *loss, attn_error *err);
 
+/* attn_h_bgpt_forward in training mode with the dropout masks drawn in C
+ * from PyTorch's CPU generator: torch_state is torch.get_rng_state()'s
+ * bytes (ATTN_TORCH_RNG_STATE_BYTES), advanced in place as the book's
+ * forward would advance it (nn.Dropout's bernoulli_ on a non-MKL build,
+ * attn_rng.h's torch-cpu stream): the same masks as the keep bytes a
+ * caller would draw with torch, without drawing them. */
+attn_status attn_h_bgpt_forward_drawn(attn_h_bgpt *g, const int64_t *ids, const int64_t *targets,
+                                      int B, int T, uint8_t *torch_state, size_t state_len,
+                                      int grads, float *logits, float *loss, attn_error *err);
+
+/* Tensor.bernoulli_(keep) on n bytes from that state (advanced in place),
+ * out[i] = 1 kept: the draw attn_h_bgpt_forward_drawn makes, for a caller
+ * to check against torch's own on its build. */
+attn_status attn_h_torch_bernoulli(uint8_t *torch_state, size_t state_len, double keep,
+                                   uint8_t *out, size_t n, attn_error *err);
+
 /* The loss path's activations: lean 1 always lean, 0 always plain, -1
  * (the default) by the 512 MiB rule above. */
 void attn_h_bgpt_set_lean(attn_h_bgpt *g, int lean);

@@ -56,6 +56,12 @@ void attn_adamw_free(attn_adamw *opt);
 attn_status attn_adamw_step(attn_adamw *opt, const attn_param_list *params, double lr,
                             attn_error *err);
 
+/* attn_adamw_step reading each gradient times grad_scale (in float32, as
+ * torch's grad.mul_(clip_coef) then the step would): clipping folded into
+ * the update's one pass. The gradients are left as they were. */
+attn_status attn_adamw_step_scaled(attn_adamw *opt, const attn_param_list *params, double lr,
+                                   float grad_scale, attn_error *err);
+
 /* One tensor of torch.optim.AdamW's parameter groups: the parameter, its
  * gradient and its state (exp_avg, exp_avg_sq), numel floats each. */
 typedef struct attn_adamw_tensor {
@@ -79,6 +85,14 @@ attn_status attn_adamw_step_tensors(const attn_adamw_tensor *t, int count,
  * scales every gradient by max_norm / (norm + 1e-6). max_norm <= 0 only
  * measures. */
 double attn_clip_grad_norm(const attn_param_list *params, double max_norm);
+
+/* The global L2 norm of all gradients (summed in double in a fixed order:
+ * the same at every thread count), without changing them. */
+double attn_grad_norm(const attn_param_list *params);
+
+/* torch's clip factor for a norm: max_norm / (norm + 1e-6) in float32 when
+ * norm > max_norm > 0, else exactly 1. */
+float attn_clip_coef(double norm, double max_norm);
 
 /* Learning rate at 0-based iteration it (nanoGPT's get_lr): linear warmup
  * lr_max * (it + 1) / (warmup + 1) for it < warmup, then cosine from lr_max

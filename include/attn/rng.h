@@ -92,6 +92,20 @@ void attn_rng_uniform(attn_rng *rng, float *out, size_t n, float lo, float hi);
  * n >= 16, scalar path otherwise). */
 void attn_rng_normal(attn_rng *rng, float *out, size_t n, float mean, float std);
 
+/* PyTorch's CPU generator state as torch.get_rng_state() gives it and
+ * torch.set_rng_state() takes it (PyTorch 1.13's CPUGeneratorImplState,
+ * little-endian): the seed (u64 at 0), mt19937's left (i32 at 8) and next
+ * (u64 at 16) and its 624 words (u64 each from 24); the normal-sample
+ * caches after them are neither read nor written. */
+#define ATTN_TORCH_RNG_STATE_BYTES 5056
+
+/* rng from such a state; -1 if len is not ATTN_TORCH_RNG_STATE_BYTES or the
+ * position or a word is out of range (rng unchanged). */
+int attn_rng_from_torch_state(attn_rng *rng, const uint8_t *state, size_t len);
+/* rng's engine (words and position) written into such a state, its other
+ * bytes kept; -1 if len is wrong. */
+int attn_rng_to_torch_state(const attn_rng *rng, uint8_t *state, size_t len);
+
 /* Parse "torch-cpu" / "torch-mkl"; returns 0 on success, -1 otherwise
  * ("given" is not a stream a user can choose). */
 int attn_dropout_stream_parse(const char *name, attn_dropout_stream *out);

@@ -32,6 +32,11 @@ for _name, _res, _args in [
         ("attn_h_bgpt_forward", ctypes.c_int,
          [c_void_p, c_void_p, c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, c_void_p,
           ctypes.c_size_t, ctypes.c_int, c_void_p, P(ctypes.c_float), c_void_p]),
+        ("attn_h_bgpt_forward_drawn", ctypes.c_int,
+         [c_void_p, c_void_p, c_void_p, ctypes.c_int, ctypes.c_int, c_void_p, ctypes.c_size_t,
+          ctypes.c_int, c_void_p, P(ctypes.c_float), c_void_p]),
+        ("attn_h_torch_bernoulli", ctypes.c_int,
+         [c_void_p, ctypes.c_size_t, ctypes.c_double, c_void_p, ctypes.c_size_t, c_void_p]),
         ("attn_h_bgpt_backward_logits", ctypes.c_int,
          [c_void_p, c_void_p, ctypes.c_int, ctypes.c_int, c_void_p])]:
     _f = getattr(lib, _name)
@@ -51,6 +56,42 @@ def _config(cfg):
     out["drop_rate"] = float(out["drop_rate"])
     out["qkv_bias"] = bool(out["qkv_bias"])
     return out
+
+
+class _Drawn:
+    """Dropout masks drawn in C from torch's default CPU generator (see
+    _c_draws_masks): one object per training forward, holding the
+    generator's state before the draw, so that a backward that must run its
+    forward again draws the same masks."""
+
+    def __init__(self):
+        self.start = None
+
+
+_C_DRAWS = None
+
+
+def _c_draws_masks():
+    """Whether attn's C draw (attn_h_torch_bernoulli: mt19937 and the
+    non-MKL bernoulli_ rule, attn/rng.h) gives this torch build's own
+    bernoulli_ values and leaves its generator in the same state: checked
+    once per process on 4099 draws, torch's generator put back as it was."""
+    global _C_DRAWS
+    if _C_DRAWS is None:
+        start = torch.get_rng_state()
+        try:
+            want = torch.empty(4099, dtype=torch.uint8).bernoulli_(0.9)
+            after = torch.get_rng_state()
+            state = start.clone()
+            got = torch.empty(4099, dtype=torch.uint8)
+            call(lib.attn_h_torch_bernoulli, state.data_ptr(), state.numel(), 0.9,
+                 got.data_ptr(), got.numel())
+            _C_DRAWS = bool(torch.equal(got, want) and torch.equal(state, after))
+        except Error:
+            _C_DRAWS = False
+        finally:
+            torch.set_rng_state(start)
+    return _C_DRAWS
 
 
 class _Bridge:
@@ -90,18 +131,26 @@ class _Bridge:
     def mask_numel(self, B, T):
         return lib.attn_h_bgpt_mask_numel(self.h, B, T)
 
-    def forward(self, idx, targets, masks, params, grads=None, logits=None):
+    def forward(self, idx, targets, masks, params, grads=None, logits=None, state=None):
         """One C forward: the loss (a float; NaN without targets) and which
-        forward this was (for backward_logits)."""
+        forward this was (for backward_logits). masks: None (evaluation), the
+        keep bytes, or a _Drawn, whose draw advances state (a
+        torch.get_rng_state() tensor) in place."""
         B, T = idx.shape
         loss = ctypes.c_float(float("nan"))
-        keep, n_keep = (masks.data_ptr(), masks.numel()) if masks is not None else (None, 0)
+        tgt = targets.data_ptr() if targets is not None else None
+        out = logits.data_ptr() if logits is not None else None
         with self.lock:
             self.bind(params, grads)
-            call(lib.attn_h_bgpt_forward, self.h, idx.data_ptr(),
-                 targets.data_ptr() if targets is not None else None, B, T, masks is not None,
-                 keep, n_keep, grads is not None,
-                 logits.data_ptr() if logits is not None else None, ctypes.byref(loss))
+            if isinstance(masks, _Drawn):
+                call(lib.attn_h_bgpt_forward_drawn, self.h, idx.data_ptr(), tgt, B, T,
+                     state.data_ptr(), state.numel(), grads is not None, out,
+                     ctypes.byref(loss))
+            else:
+                keep, n_keep = (masks.data_ptr(), masks.numel()) if masks is not None else (None,
+                                                                                            0)
+                call(lib.attn_h_bgpt_forward, self.h, idx.data_ptr(), tgt, B, T,
+                     masks is not None, keep, n_keep, grads is not None, out, ctypes.byref(loss))
             self.calls += 1  # any forward may reuse the plain activations
             return loss.value, self.calls
 
@@ -181,14 +230,22 @@ class _GPTFunction(torch.autograd.Function):
         ctx.bridge, ctx.masks = bridge, masks
         _release_handed(bridge)
         needs = ctx.needs_input_grad[4:]
+        state = None
+        if isinstance(masks, _Drawn):  # torch's generator, advanced as its own draw would
+            state = torch.get_rng_state()
+            masks.start = state.clone()
         if targets is not None:  # the fused head + loss, gradients computed now
             ctx.lease, grads = _acquire(bridge, params, needs) if any(needs) else (None, None)
-            loss, _ = bridge.forward(idx, targets, masks, params, grads)
+            loss, _ = bridge.forward(idx, targets, masks, params, grads, state=state)
+            if state is not None:
+                torch.set_rng_state(state)
             ctx.grads = grads  # the backward only scales and hands them over
             return torch.tensor(loss, dtype=torch.float32)
         B, T = idx.shape
         logits = torch.empty((B, T, bridge.cfg["vocab_size"]), dtype=torch.float32)
-        _, ctx.token = bridge.forward(idx, None, masks, params, logits=logits)
+        _, ctx.token = bridge.forward(idx, None, masks, params, logits=logits, state=state)
+        if state is not None:
+            torch.set_rng_state(state)
         ctx.save_for_backward(idx, *params)  # and torch checks they are not changed in place
         return logits
 
@@ -212,7 +269,9 @@ class _GPTFunction(torch.autograd.Function):
 
         def redo():  # another forward ran since: this one's activations again
             scratch = torch.empty((B, T, bridge.cfg["vocab_size"]), dtype=torch.float32)
-            bridge.forward(idx, None, ctx.masks, params, logits=scratch)
+            masks = ctx.masks  # drawn masks: drawn again from the same start
+            state = masks.start.clone() if isinstance(masks, _Drawn) else None
+            bridge.forward(idx, None, masks, params, logits=scratch, state=state)
 
         lease, grads = _acquire(bridge, params, needs)
         bridge.backward_logits(d_out.float().contiguous(), params, grads, B, T, ctx.token, redo)
@@ -326,7 +385,9 @@ class GPTModel(nn.Module):
         """The dropout masks the book's forward draws, in its order: drop_emb
         (B, T, C); per block att's weights (B, H, T, T), drop_shortcut twice
         (B, T, C). nn.Dropout: torch.empty_like(x).bernoulli_(1 - p) each; a
-        byte tensor draws the same values."""
+        byte tensor draws the same values. Where attn's C draw gives this
+        build's values (_c_draws_masks), a _Drawn instead: the C forward
+        draws them itself from torch's generator, with no mask tensor."""
         p = self.cfg["drop_rate"]
         for m in self.modules():
             if isinstance(m, nn.Dropout) and float(m.p) != p:
@@ -334,6 +395,8 @@ class GPTModel(nn.Module):
                             "model takes one rate")
         if not (self.training and p > 0):
             return None
+        if _c_draws_masks():  # drawn in C as the forward needs them: no mask tensor
+            return _Drawn()
         C, H = self.cfg["emb_dim"], self.cfg["n_heads"]
         shapes = [(B, T, C)] + [(B, H, T, T), (B, T, C), (B, T, C)] * self.cfg["n_layers"]
         masks = torch.empty(self._bridge().mask_numel(B, T), dtype=torch.uint8)

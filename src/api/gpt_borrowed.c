@@ -12,6 +12,7 @@
 #include "attn/dropout.h"
 #include "attn/gpt.h"
 #include "attn/handles.h"
+#include "attn/rng.h"
 
 /* One pointer field of the model: which parameter it holds (-1: none) and
  * whether it is that parameter's data or its gradient. */
@@ -245,9 +246,23 @@ static attn_status run_forward(attn_h_bgpt *g, const int64_t *ids, const int64_t
     return s;
 }
 
-attn_status attn_h_bgpt_forward(attn_h_bgpt *g, const int64_t *ids, const int64_t *targets, int B,
-                                int T, int training, const uint8_t *keep, size_t n_keep, int grads,
-                                float *logits, float *loss, attn_error *err) {
+/* The checks and the C call shared by the two forwards: mode NULL for
+ * evaluation. */
+static attn_status bgpt_forward(attn_h_bgpt *g, const int64_t *ids, const int64_t *targets, int B,
+                                int T, const attn_forward_mode *mode, int grads, float *logits,
+                                float *loss, attn_error *err) {
+    const int blas = openblas_get_num_threads();
+    if (blas != 1) openblas_set_num_threads(1); /* attn's one pool (handles.h) */
+    float l = NAN;
+    attn_status s = run_forward(g, ids, targets, B, T, mode, grads, logits, &l, err);
+    if (blas != 1) openblas_set_num_threads(blas);
+    if (loss) *loss = targets ? l : NAN;
+    return s;
+}
+
+static attn_status bgpt_forward_check(attn_h_bgpt *g, const int64_t *ids, const int64_t *targets,
+                                      int B, int T, int grads, const float *logits,
+                                      attn_error *err) {
     if (!g || !ids || (!logits && !targets))
         return attn_fail(err, ATTN_ERR_INVALID_ARG,
                          "GPT forward: needs ids, and logits or targets (the loss)");
@@ -255,7 +270,13 @@ attn_status attn_h_bgpt_forward(attn_h_bgpt *g, const int64_t *ids, const int64_
         return attn_fail(err, ATTN_ERR_INVALID_ARG,
                          "GPT forward: grads come with the loss path (logits NULL); the logits "
                          "path's come from attn_h_bgpt_backward_logits");
-    attn_status s = bgpt_acts(g, lean_loss(g, B, T) && !logits, B, T, err);
+    return bgpt_acts(g, lean_loss(g, B, T) && !logits, B, T, err);
+}
+
+attn_status attn_h_bgpt_forward(attn_h_bgpt *g, const int64_t *ids, const int64_t *targets, int B,
+                                int T, int training, const uint8_t *keep, size_t n_keep, int grads,
+                                float *logits, float *loss, attn_error *err) {
+    attn_status s = bgpt_forward_check(g, ids, targets, B, T, grads, logits, err);
     if (s != ATTN_OK) return s;
     const size_t need = training ? attn_h_bgpt_mask_numel(g, B, T) : 0;
     if (need && (!keep || n_keep != need))
@@ -266,15 +287,42 @@ attn_status attn_h_bgpt_forward(attn_h_bgpt *g, const int64_t *ids, const int64_
     if (!dg) return attn_fail(err, ATTN_ERR_NOMEM, "GPT forward: out of memory");
     attn_dropout_given_init(dg, keep, need);
     const attn_forward_mode mode = {training != 0, &dg->rng, ATTN_STREAM_GIVEN};
-    const int blas = openblas_get_num_threads();
-    if (blas != 1) openblas_set_num_threads(1); /* attn's one pool (handles.h) */
-    float l = NAN;
-    s = run_forward(g, ids, targets, B, T, training ? &mode : NULL, grads, logits, &l, err);
-    if (blas != 1) openblas_set_num_threads(blas);
+    s = bgpt_forward(g, ids, targets, B, T, training ? &mode : NULL, grads, logits, loss, err);
     if (s == ATTN_OK && training) s = attn_dropout_given_check(dg, err);
     free(dg);
-    if (loss) *loss = targets ? l : NAN;
     return s;
+}
+
+attn_status attn_h_bgpt_forward_drawn(attn_h_bgpt *g, const int64_t *ids, const int64_t *targets,
+                                      int B, int T, uint8_t *torch_state, size_t state_len,
+                                      int grads, float *logits, float *loss, attn_error *err) {
+    attn_status s = bgpt_forward_check(g, ids, targets, B, T, grads, logits, err);
+    if (s != ATTN_OK) return s;
+    attn_rng rng;
+    if (attn_rng_from_torch_state(&rng, torch_state, state_len) != 0)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "GPT forward: not a PyTorch CPU generator state (%zu bytes; "
+                         "torch.get_rng_state() gives %d)",
+                         state_len, ATTN_TORCH_RNG_STATE_BYTES);
+    const attn_forward_mode mode = {1, &rng, ATTN_STREAM_TORCH_CPU};
+    s = bgpt_forward(g, ids, targets, B, T, &mode, grads, logits, loss, err);
+    if (s == ATTN_OK) attn_rng_to_torch_state(&rng, torch_state, state_len);
+    return s;
+}
+
+attn_status attn_h_torch_bernoulli(uint8_t *torch_state, size_t state_len, double keep,
+                                   uint8_t *out, size_t n, attn_error *err) {
+    attn_rng rng;
+    if (!out && n) return attn_fail(err, ATTN_ERR_INVALID_ARG, "bernoulli: NULL output");
+    if (!(keep >= 0 && keep <= 1))
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "bernoulli: p must be in [0, 1] (got %g)",
+                         keep);
+    if (attn_rng_from_torch_state(&rng, torch_state, state_len) != 0)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "bernoulli: not a PyTorch CPU generator state (%zu bytes)", state_len);
+    attn_rng_keep_mask(&rng, keep, out, n, 0);
+    attn_rng_to_torch_state(&rng, torch_state, state_len);
+    return ATTN_OK;
 }
 
 attn_status attn_h_bgpt_backward_logits(attn_h_bgpt *g, const float *d_logits, int B, int T,

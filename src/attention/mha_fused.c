@@ -195,8 +195,8 @@ attn_status attn_mha_fused_forward(const attn_mha *m, const float *x, int B, int
     if (st->b_qkv)
         for (size_t n = 0; n < N; n++)
             memcpy(st->qkv + n * d3, st->b_qkv, d3 * sizeof(float));
-    attn_gemm(m->bf16, m->flash.threads, 0, 1, (int)N, (int)d3, (int)din, 1.0f, x, (int)din,
-              st->w_qkv, (int)din, st->b_qkv ? 1.0f : 0.0f, st->qkv, (int)d3);
+    attn_gemm_weight(m->bf16, m->flash.threads, (int)N, (int)d3, (int)din, x, st->w_qkv,
+                     st->b_qkv ? 1.0f : 0.0f, st->qkv);
     prepare(m, st, N, T);
     /* Dropout only in training with p > 0, drawn as PyTorch draws it. */
     const double p = mode && mode->training ? m->dropout : 0.0;

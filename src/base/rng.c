@@ -235,3 +235,44 @@ const char *attn_dropout_stream_name(attn_dropout_stream s) {
            : s == ATTN_STREAM_GIVEN   ? "given"
                                       : "torch-cpu";
 }
+
+/* mt19937 (ATen) counts `left` down to a refill at 1 and reads word `next`:
+ * after a refill left = 624, next = 0, and each draw decrements left after
+ * testing it, so word i is next while left = 625 - i; left == 1 means the
+ * next draw refills first (attn: index 624). */
+enum { TS_SEED = 0, TS_LEFT = 8, TS_NEXT = 16, TS_WORDS = 24 };
+
+int attn_rng_from_torch_state(attn_rng *rng, const uint8_t *state, size_t len) {
+    if (!rng || !state || len != ATTN_TORCH_RNG_STATE_BYTES) return -1;
+    int32_t left;
+    uint64_t next, seed, w;
+    memcpy(&seed, state + TS_SEED, sizeof seed);
+    memcpy(&left, state + TS_LEFT, sizeof left);
+    memcpy(&next, state + TS_NEXT, sizeof next);
+    if (left < 1 || left > ATTN_MT_N || (left > 1 && next != (uint64_t)(ATTN_MT_N + 1 - left)))
+        return -1;
+    attn_rng r;
+    memset(&r, 0, sizeof r);
+    for (int i = 0; i < ATTN_MT_N; i++) {
+        memcpy(&w, state + TS_WORDS + 8 * (size_t)i, sizeof w);
+        if (w > 0xffffffffU) return -1;
+        r.mt[i] = (uint32_t)w;
+    }
+    r.seed = seed;
+    r.index = left == 1 ? ATTN_MT_N : (uint32_t)next;
+    *rng = r;
+    return 0;
+}
+
+int attn_rng_to_torch_state(const attn_rng *rng, uint8_t *state, size_t len) {
+    if (!rng || !state || len != ATTN_TORCH_RNG_STATE_BYTES) return -1;
+    const int32_t left = rng->index >= ATTN_MT_N ? 1 : (int32_t)(ATTN_MT_N + 1 - rng->index);
+    const uint64_t next = rng->index >= ATTN_MT_N ? ATTN_MT_N : rng->index;
+    memcpy(state + TS_LEFT, &left, sizeof left);
+    memcpy(state + TS_NEXT, &next, sizeof next);
+    for (int i = 0; i < ATTN_MT_N; i++) {
+        const uint64_t w = rng->mt[i];
+        memcpy(state + TS_WORDS + 8 * (size_t)i, &w, sizeof w);
+    }
+    return 0;
+}

@@ -18,6 +18,17 @@ typedef struct prim {
 
 #define MAX_PRIMS 128
 
+/* A weight's bf16 copy, made at its first use in a pass (GPT-2 XL has 193
+ * weight matrices). */
+typedef struct wcopy {
+    const float *w;
+    size_t n, cap;
+    uint16_t *copy;
+    unsigned pass;
+} wcopy;
+
+#define MAX_WCOPIES 512
+
 struct attn_bf16_gemm {
     dnnl_engine_t eng;
     dnnl_stream_t stream;
@@ -25,6 +36,9 @@ struct attn_bf16_gemm {
     int n_prims;
     uint16_t *a16, *b16; /* bf16 copies of A and B (compact) */
     size_t a_cap, b_cap;
+    wcopy wc[MAX_WCOPIES];
+    int n_wc;
+    unsigned pass; /* 0: no pass begun, weights rounded at every use */
 };
 
 attn_status attn_bf16_gemm_create(attn_bf16_gemm **out, attn_error *err) {
@@ -52,9 +66,15 @@ void attn_bf16_gemm_free(attn_bf16_gemm *g) {
     }
     if (g->stream) dnnl_stream_destroy(g->stream);
     if (g->eng) dnnl_engine_destroy(g->eng);
+    for (int i = 0; i < g->n_wc; i++)
+        free(g->wc[i].copy);
     free(g->a16);
     free(g->b16);
     free(g);
+}
+
+void attn_bf16_gemm_begin_pass(attn_bf16_gemm *g) {
+    if (g && ++g->pass == 0) g->pass = 1; /* wrapped: every copy is older than 1 */
 }
 
 /* The cached primitive for a shape, made on first use (NULL on failure).
@@ -125,10 +145,33 @@ static int reserve(uint16_t **buf, size_t *cap, size_t n) {
     return 0;
 }
 
-/* C = [C +] A B on operands already in g->a16 and g->b16; 0 on success. */
-static int run_prim(attn_bf16_gemm *g, prim *q, float *C) {
-    dnnl_memory_set_data_handle(q->a, g->a16);
-    dnnl_memory_set_data_handle(q->b, g->b16);
+/* The bf16 copy of weight W (rows x cols, compact) for this pass: rounded
+ * on its first use in the pass, then reused. NULL outside a pass or when no
+ * copy can be kept (the caller rounds into its scratch as before). */
+static const uint16_t *weight_bf16(attn_bf16_gemm *g, const float *W, int rows, int cols) {
+    if (!g->pass) return NULL;
+    const size_t n = (size_t)rows * (size_t)cols;
+    wcopy *e = NULL;
+    for (int i = 0; i < g->n_wc && !e; i++)
+        if (g->wc[i].w == W && g->wc[i].n == n) e = &g->wc[i];
+    if (!e) {
+        if (g->n_wc == MAX_WCOPIES) return NULL;
+        e = &g->wc[g->n_wc++];
+        memset(e, 0, sizeof *e);
+        e->w = W, e->n = n;
+    }
+    if (e->pass == g->pass) return e->copy;
+    if (reserve(&e->copy, &e->cap, n) != 0) return NULL;
+    to_bf16(W, rows, cols, cols, e->copy);
+    e->pass = g->pass;
+    return e->copy;
+}
+
+/* C = [C +] A B on bf16 operands a16 and b16; 0 on success. */
+static int run_prim_on(attn_bf16_gemm *g, prim *q, const uint16_t *a16, const uint16_t *b16,
+                       float *C) {
+    dnnl_memory_set_data_handle(q->a, (void *)a16);
+    dnnl_memory_set_data_handle(q->b, (void *)b16);
     dnnl_memory_set_data_handle(q->c, C);
     dnnl_exec_arg_t args[3] = {
         {DNNL_ARG_SRC, q->a}, {DNNL_ARG_WEIGHTS, q->b}, {DNNL_ARG_DST, q->c}};
@@ -136,6 +179,11 @@ static int run_prim(attn_bf16_gemm *g, prim *q, float *C) {
                    dnnl_stream_wait(g->stream) == dnnl_success
                ? 0
                : -1;
+}
+
+/* ... on the operands already in g->a16 and g->b16. */
+static int run_prim(attn_bf16_gemm *g, prim *q, float *C) {
+    return run_prim_on(g, q, g->a16, g->b16, C);
 }
 
 void attn_gemm(attn_bf16_gemm *g, int threads, int trans_a, int trans_b, int M, int N, int K,
@@ -166,6 +214,24 @@ void attn_gemm(attn_bf16_gemm *g, int threads, int trans_a, int trans_b, int M, 
         attn_sgemm(threads, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
+void attn_gemm_weight(attn_bf16_gemm *g, int threads, int M, int N, int K, const float *A,
+                      const float *W, float beta, float *C) {
+    if (M <= 0 || N <= 0) return;
+    prim *q = NULL;
+    const uint16_t *w16 = NULL;
+    if (g && K > 0 && (beta == 0.0f || beta == 1.0f) &&
+        reserve(&g->a16, &g->a_cap, (size_t)M * (size_t)K) == 0 &&
+        (q = get_prim(g, M, N, K, 0, 1, beta != 0.0f, N)) != NULL)
+        w16 = weight_bf16(g, W, N, K);
+    if (!w16) { /* no pass, no engine or no copy: attn_gemm's way */
+        attn_gemm(g, threads, 0, 1, M, N, K, 1.0f, A, K, W, K, beta, C, N);
+        return;
+    }
+    to_bf16(A, M, K, K, g->a16);
+    if (run_prim_on(g, q, g->a16, w16, C) != 0)
+        attn_sgemm(threads, 0, 1, M, N, K, 1.0f, A, K, W, K, beta, C, N);
+}
+
 void attn_gemm_linear_grads(attn_bf16_gemm *g, int threads, int N, int in, int out, const float *x,
                             const float *dy, const float *W, float beta_w, float *dW, float *dx) {
     if (N <= 0 || in <= 0 || out <= 0) return;
@@ -188,7 +254,8 @@ void attn_gemm_linear_grads(attn_bf16_gemm *g, int threads, int N, int in, int o
     if (run_prim(g, qw, dW) != 0)
         attn_sgemm(threads, 1, 0, out, in, N, 1.0f, dy, out, x, in, beta_w, dW, in);
     if (!dx) return;
-    to_bf16(W, out, in, in, g->b16);
-    if (run_prim(g, qx, dx) != 0)
+    const uint16_t *w16 = weight_bf16(g, W, out, in);
+    if (!w16) to_bf16(W, out, in, in, g->b16);
+    if (run_prim_on(g, qx, g->a16, w16 ? w16 : g->b16, dx) != 0)
         attn_sgemm(threads, 0, 0, N, in, out, 1.0f, dy, out, W, in, 1.0f, dx, in);
 }

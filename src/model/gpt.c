@@ -289,6 +289,8 @@ static attn_status forward_core(attn_gpt *m, int B, int T, const attn_forward_mo
     const attn_gpt_config *c = &m->cfg;
     const size_t N = (size_t)B * (size_t)T, C = (size_t)c->emb_dim, V = (size_t)c->vocab_size;
     const attn_block_shape shape = {B, T, c->drop_rate};
+    /* Each weight rounded to bf16 once for this forward and its backward. */
+    attn_bf16_gemm_begin_pass(m->bf16);
 
     float *x = a->blocks[0].x_in;
     attn_gpt_embed(m, a->ids, N, T, 0, x);

@@ -76,7 +76,7 @@ void attn_linear_forward(const attn_linear *layer, const float *x, float *y, siz
         else
             memset(row, 0, (size_t)out * sizeof(float));
     }
-    attn_gemm(layer->bf16, 0, 0, 1, (int)N, out, in, 1.0f, x, in, layer->weight, in, 1.0f, y, out);
+    attn_gemm_weight(layer->bf16, 0, (int)N, out, in, x, layer->weight, 1.0f, y);
 }
 
 void attn_linear_backward(attn_linear *layer, const float *x, const float *dy, float *dx,

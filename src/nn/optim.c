@@ -8,6 +8,7 @@
 
 #include "base/buffers.h"
 #include "base/parallel.h"
+#include "base/vec_clones.h"
 
 static const double PI = 3.14159265358979323846;
 
@@ -82,16 +83,18 @@ static adamw_scalars adamw_scalars_of(const attn_adamw_config *c, double lr, int
     return sc;
 }
 
-/* The update of one tensor of n values: the AdamW math, once. */
-static void adamw_tensor(const adamw_scalars *sc, int decay, float *w, const float *g, float *m,
-                         float *v, long n) {
+/* The update of n values: the AdamW math, once. The gradient is read times
+ * gscale (a clip factor; 1 is exact), so clipping needs no pass of its own.
+ * Each element on its own: the same bits at every vector width. */
+ATTN_VEC_CLONES static void adamw_chunk(const adamw_scalars *sc, int decay, float gscale, float *w,
+                                        const float *g, float *m, float *v, long n) {
     const adamw_scalars c = *sc;
-#pragma omp parallel for schedule(static) if (n >= ATTN_PAR_MIN)
     for (long k = 0; k < n; k++) {
         float wk = w[k];
         if (decay) wk = wk * c.decay_f;
-        float mk = m[k] * c.b1f + c.omb1 * g[k];
-        float vk = v[k] * c.b2f + c.omb2 * (g[k] * g[k]);
+        const float gk = g[k] * gscale;
+        float mk = m[k] * c.b1f + c.omb1 * gk;
+        float vk = v[k] * c.b2f + c.omb2 * (gk * gk);
         float denom = sqrtf(vk) / c.bc2_sqrt + c.eps;
         w[k] = wk + c.neg_step * (mk / denom);
         m[k] = mk;
@@ -99,8 +102,25 @@ static void adamw_tensor(const adamw_scalars *sc, int decay, float *w, const flo
     }
 }
 
+#define ADAMW_CHUNK 16384
+
+static void adamw_tensor(const adamw_scalars *sc, int decay, float gscale, float *w, const float *g,
+                         float *m, float *v, long n) {
+    const long chunks = (n + ADAMW_CHUNK - 1) / ADAMW_CHUNK;
+#pragma omp parallel for schedule(static) if (n >= ATTN_PAR_MIN)
+    for (long b = 0; b < chunks; b++) {
+        const long lo = b * ADAMW_CHUNK, len = n - lo < ADAMW_CHUNK ? n - lo : ADAMW_CHUNK;
+        adamw_chunk(sc, decay, gscale, w + lo, g + lo, m + lo, v + lo, len);
+    }
+}
+
 attn_status attn_adamw_step(attn_adamw *opt, const attn_param_list *params, double lr,
                             attn_error *err) {
+    return attn_adamw_step_scaled(opt, params, lr, 1.0f, err);
+}
+
+attn_status attn_adamw_step_scaled(attn_adamw *opt, const attn_param_list *params, double lr,
+                                   float grad_scale, attn_error *err) {
     if (params->count != opt->n_params || attn_param_list_numel(params) != opt->total)
         return attn_fail(err, ATTN_ERR_STATE,
                          "AdamW was set up for %d parameters (%zu values), given %d", opt->n_params,
@@ -111,8 +131,8 @@ attn_status attn_adamw_step(attn_adamw *opt, const attn_param_list *params, doub
         const attn_param *p = &params->items[i];
         if (!p->grad) continue;
         const int decay = opt->decay[i] && opt->cfg.weight_decay != 0;
-        adamw_tensor(&sc, decay, p->data, p->grad, opt->m + opt->offset[i], opt->v + opt->offset[i],
-                     (long)p->numel);
+        adamw_tensor(&sc, decay, grad_scale, p->data, p->grad, opt->m + opt->offset[i],
+                     opt->v + opt->offset[i], (long)p->numel);
     }
     return ATTN_OK;
 }
@@ -133,39 +153,76 @@ attn_status attn_adamw_step_tensors(const attn_adamw_tensor *t, int count,
             return attn_fail(err, ATTN_ERR_INVALID_ARG, "AdamW: tensor %d has a NULL array", i);
     const adamw_scalars sc = adamw_scalars_of(cfg, lr, step);
     for (int i = 0; i < count; i++)
-        adamw_tensor(&sc, cfg->weight_decay != 0, t[i].param, t[i].grad, t[i].exp_avg,
+        adamw_tensor(&sc, cfg->weight_decay != 0, 1.0f, t[i].param, t[i].grad, t[i].exp_avg,
                      t[i].exp_avg_sq, (long)t[i].numel);
     return ATTN_OK;
 }
 
-double attn_clip_grad_norm(const attn_param_list *params, double max_norm) {
-    /* Each tensor's sum of squares on its own (in parallel), then added in
-     * parameter order: the same norm whatever the thread count. */
-    double ss = 0.0;
-    const int count = params->count;
-    const size_t total = attn_param_list_numel(params);
-#pragma omp parallel for ordered schedule(dynamic, 1) if (total >= ATTN_PAR_MIN)
-    for (int i = 0; i < count; i++) {
-        const attn_param *p = &params->items[i];
-        double part = 0.0;
-        if (p->grad)
-            for (size_t k = 0; k < p->numel; k++)
-                part += (double)p->grad[k] * (double)p->grad[k];
-#pragma omp ordered
-        ss += part;
+/* Sum of squares of n floats in double: 32 lanes, each summing every 32nd
+ * element, then the lanes in order. The lanes are independent sums (no
+ * reassociation), so every vector width gives the same bits. */
+ATTN_VEC_CLONES static double sumsq_chunk(const float *x, size_t n) {
+    double lane[32] = {0};
+    size_t k = 0;
+    for (; k + 32 <= n; k += 32)
+        for (int j = 0; j < 32; j++)
+            lane[j] += (double)x[k + j] * (double)x[k + j];
+    for (int j = 0; k < n; k++, j++)
+        lane[j] += (double)x[k] * (double)x[k];
+    double s = 0.0;
+    for (int j = 0; j < 32; j++)
+        s += lane[j];
+    return s;
+}
+
+/* At most SUMSQ_PARTS chunks per tensor, each at least SUMSQ_MIN long: the
+ * cut depends on the tensor's size alone, so the partial sums, added in
+ * order, give the same norm at every thread count. */
+#define SUMSQ_PARTS 512
+#define SUMSQ_MIN 65536
+
+static double sumsq(const float *x, size_t n) {
+    size_t len = (n + SUMSQ_PARTS - 1) / SUMSQ_PARTS;
+    if (len < SUMSQ_MIN) len = SUMSQ_MIN;
+    const long parts = (long)((n + len - 1) / len);
+    if (parts <= 1) return sumsq_chunk(x, n);
+    double part[SUMSQ_PARTS];
+#pragma omp parallel for schedule(static)
+    for (long b = 0; b < parts; b++) {
+        const size_t lo = (size_t)b * len;
+        part[b] = sumsq_chunk(x + lo, n - lo < len ? n - lo : len);
     }
-    double norm = sqrt(ss);
-    if (max_norm > 0 && norm > max_norm) {
-        /* PyTorch forms the factor from the float32 norm, in float32. */
-        float coef = (float)max_norm / ((float)norm + 1e-6f);
-        for (int i = 0; i < params->count; i++) {
-            const attn_param *p = &params->items[i];
-            if (!p->grad) continue;
-            const long n = (long)p->numel;
+    double s = 0.0;
+    for (long b = 0; b < parts; b++)
+        s += part[b];
+    return s;
+}
+
+double attn_grad_norm(const attn_param_list *params) {
+    double ss = 0.0;
+    for (int i = 0; i < params->count; i++) {
+        const attn_param *p = &params->items[i];
+        if (p->grad) ss += sumsq(p->grad, p->numel);
+    }
+    return sqrt(ss);
+}
+
+float attn_clip_coef(double norm, double max_norm) {
+    /* PyTorch forms the factor from the float32 norm, in float32. */
+    return max_norm > 0 && norm > max_norm ? (float)max_norm / ((float)norm + 1e-6f) : 1.0f;
+}
+
+double attn_clip_grad_norm(const attn_param_list *params, double max_norm) {
+    const double norm = attn_grad_norm(params);
+    const float coef = attn_clip_coef(norm, max_norm);
+    if (coef == 1.0f) return norm;
+    for (int i = 0; i < params->count; i++) {
+        const attn_param *p = &params->items[i];
+        if (!p->grad) continue;
+        const long n = (long)p->numel;
 #pragma omp parallel for schedule(static) if (n >= ATTN_PAR_MIN)
-            for (long k = 0; k < n; k++)
-                p->grad[k] *= coef;
-        }
+        for (long k = 0; k < n; k++)
+            p->grad[k] *= coef;
     }
     return norm;
 }

@@ -268,8 +268,12 @@ attn_status attn_trainer_step(attn_trainer *tr, attn_train_record *rec, attn_err
                              tr->step + 1);
     }
     const attn_param_list *params = attn_gpt_params(&tr->model);
-    double norm = attn_clip_grad_norm(params, c->grad_clip);
-    if ((st = attn_adamw_step(&tr->opt, params, lr, err))) return st;
+    /* clip_grad_norm_ then AdamW, in one pass over the gradients: the clip
+     * factor is applied as the update reads them. */
+    const double norm = attn_grad_norm(params);
+    if ((st =
+             attn_adamw_step_scaled(&tr->opt, params, lr, attn_clip_coef(norm, c->grad_clip), err)))
+        return st;
     return record_step(tr, loss, lr, norm, rec, err);
 }
 

@@ -447,3 +447,67 @@ def test_errors():
         m(torch.full((1, 4), 96, dtype=torch.long))
     with pytest.raises(attn.Error, match="targets must be"):
         m(torch.zeros((1, 4), dtype=torch.long), targets=torch.zeros((1, 5), dtype=torch.long))
+
+
+@pytest.mark.skipif(torch.backends.mkl.is_available(),
+                    reason="MKL builds draw bernoulli_ another way (attn falls back to torch's)")
+@pytest.mark.parametrize("skip_draws", [0, 1, 311, 623, 624, 625, 1500])
+def test_c_draw_is_torch_bernoulli(skip_draws):
+    """attn_h_torch_bernoulli on torch.get_rng_state() bytes: torch's own
+    bernoulli_ values, and the generator state torch's draw leaves, from any
+    position of mt19937's 624-word block."""
+    from attn import _torch_gpt as tg
+    torch.manual_seed(5)
+    torch.empty(skip_draws, dtype=torch.int32).random_()  # skip_draws 32-bit draws
+    for n, keep in ((1, 0.9), (37, 0.5), (5000, 0.9), (1249, 0.0), (300, 1.0)):
+        state = torch.get_rng_state()
+        got = torch.empty(n, dtype=torch.uint8)
+        attn._lib.call(tg.lib.attn_h_torch_bernoulli, state.data_ptr(), state.numel(), keep,
+                       got.data_ptr(), n)
+        want = torch.empty(n, dtype=torch.uint8).bernoulli_(keep)
+        assert torch.equal(got, want), (n, keep)
+        assert torch.equal(state, torch.get_rng_state()), (n, keep)
+    bad = torch.zeros(100, dtype=torch.uint8)
+    with pytest.raises(attn.Error, match="generator state"):
+        attn._lib.call(tg.lib.attn_h_torch_bernoulli, bad.data_ptr(), 100, 0.9,
+                       got.data_ptr(), 1)
+
+
+def test_masks_drawn_in_c_equal_torch_drawn_masks():
+    """The training forward's masks drawn in C (the default where the
+    build's draw matches) against the same masks drawn by torch and given
+    (the fallback), both paths: the same loss, gradients and logits, and
+    torch's generator left where the book's model leaves it."""
+    from attn import _torch_gpt as tg
+    torch.manual_seed(8)
+    book = GPTModel(SMALL)
+    ours = at.swap_model(book)
+    x, y = torch.randint(0, 96, (2, 24)), torch.randint(0, 96, (2, 24))
+    torch.manual_seed(21)
+    book(x)
+    after_book = torch.rand(4)
+    saved = tg._C_DRAWS
+    runs = {}
+    try:
+        for drawn in (True, False):
+            tg._C_DRAWS = drawn
+            for targets in (False, True):
+                book.zero_grad(set_to_none=True)
+                torch.manual_seed(21)
+                if targets:
+                    out = ours(x, targets=y)
+                    assert torch.equal(torch.rand(4), after_book)
+                    out.backward()
+                else:
+                    out = ours(x)
+                    assert torch.equal(torch.rand(4), after_book)
+                    nn.functional.cross_entropy(out.flatten(0, 1), y.flatten()).backward()
+                runs[drawn, targets] = (out.detach().clone(),
+                                        [p.grad.clone() for p in book.parameters()])
+    finally:
+        tg._C_DRAWS = saved
+    for targets in (False, True):
+        a, b = runs[True, targets], runs[False, targets]
+        assert torch.equal(a[0], b[0]), targets
+        for ga, gb in zip(a[1], b[1]):
+            assert torch.equal(ga, gb), targets
