@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "attn/activation.h"
+#include "attn/cross_entropy.h"
 #include "attn/flash_attention.h"
 #include "attn/rng.h"
 
@@ -103,4 +104,77 @@ Test(activation_simd, swiglu_equal_at_one_and_two_threads) {
             free(y[t]), free(d[t]);
     }
     free(h), free(dy);
+}
+
+/* Cross-entropy forward (loss, lse) and backward (added and in place) on
+ * ATTN_SIMD's rows, at `threads` OpenMP threads. */
+static float ce_run(const char *simd, int threads, const float *x, const int32_t *t, float *lse,
+                    float *d, float *inplace, size_t N, size_t V) {
+    setenv("ATTN_SIMD", simd, 1);
+    omp_set_num_threads(threads);
+    const float loss = attn_cross_entropy_forward(x, t, lse, N, V);
+    memset(d, 0, N * V * sizeof *d);
+    attn_cross_entropy_backward(x, t, lse, 1.0f, d, N, V);
+    memcpy(inplace, x, N * V * sizeof *inplace);
+    attn_cross_entropy_backward_inplace(inplace, t, lse, 1.0f / (float)N, N, V);
+    unsetenv("ATTN_SIMD");
+    return loss;
+}
+
+/* The cross-entropy's AVX-512 rows (attn_exp16, 16 double lanes) against
+ * the C rows (expf, the same lanes): every width 1..40 (tails) and GPT-2's
+ * 50,257, logits up to |x| = 30; loss and lse within a few ulp, gradients
+ * within 4 ulp plus the two lse's difference and x - lse's rounding
+ * (relative); each path the same bits at 1 and 2
+ * threads; the in-place gradient equal to the added one. */
+Test(activation_simd, cross_entropy_rows_match_scalar) {
+    if (!attn_simd_supported(ATTN_SIMD_AVX512)) cr_skip_test("no AVX-512 on this CPU");
+    attn_rng rng;
+    attn_rng_seed(&rng, 9);
+    for (size_t w = 1; w <= 41; w++) {
+        const size_t V = w <= 40 ? w : 50257; /* every tail, then GPT-2's width */
+        const size_t N = V < 40 ? 5 : 3, n = N * V;
+        float *x = malloc(n * sizeof *x), *lse[2], *d[2], *ip[2], *d2 = malloc(n * sizeof *d2);
+        float *ip2 = malloc(n * sizeof *ip2), *lse2 = malloc(N * sizeof *lse2);
+        int32_t *t = malloc(N * sizeof *t);
+        for (int k = 0; k < 2; k++) {
+            lse[k] = malloc(N * sizeof(float));
+            d[k] = malloc(n * sizeof(float));
+            ip[k] = malloc(n * sizeof(float));
+        }
+        attn_rng_uniform(&rng, x, n, -30.0f, 30.0f);
+        for (size_t r = 0; r < N; r++)
+            t[r] = (int32_t)((r * 7919u) % V);
+        const char *simd[2] = {"generic", "avx512"};
+        float loss[2];
+        for (int k = 0; k < 2; k++) {
+            loss[k] = ce_run(simd[k], 1, x, t, lse[k], d[k], ip[k], N, V);
+            const float l2 = ce_run(simd[k], 2, x, t, lse2, d2, ip2, N, V);
+            cr_assert(memcmp(&l2, &loss[k], sizeof l2) == 0 &&
+                          memcmp(lse2, lse[k], N * sizeof *lse2) == 0 &&
+                          memcmp(d2, d[k], n * sizeof *d2) == 0 &&
+                          memcmp(ip2, ip[k], n * sizeof *ip2) == 0,
+                      "%s V %zu: 1 and 2 threads differ", simd[k], V);
+            for (size_t i = 0; i < n; i++)
+                cr_assert(fabsf(ip[k][i] - d[k][i]) <= 2e-7f * fabsf(d[k][i]) + 1e-30f,
+                          "%s V %zu: in-place gradient %zu differs", simd[k], V, i);
+        }
+        cr_assert(close_to(loss[1], (double)loss[0], 8), "V %zu: loss %.9g vs %.9g", V,
+                  (double)loss[1], (double)loss[0]);
+        for (size_t r = 0; r < N; r++)
+            cr_assert(close_to(lse[1][r], (double)lse[0][r], 4), "V %zu row %zu: lse %.9g vs %.9g",
+                      V, r, (double)lse[1][r], (double)lse[0][r]);
+        /* exp(x - lse): lse apart by e, and x - lse rounded to its ulp, move
+         * a gradient by that much relative */
+        for (size_t i = 0; i < n; i++) {
+            const float e =
+                fabsf(lse[1][i / V] - lse[0][i / V]) + 2 * 0x1p-23f * fabsf(x[i] - lse[0][i / V]);
+            cr_assert(fabsf(d[1][i] - d[0][i]) <=
+                          (4 * 0x1p-23f + e) * fmaxf(fabsf(d[0][i]), fabsf(d[1][i])) + 1e-30f,
+                      "V %zu grad %zu: %.9g vs %.9g", V, i, (double)d[1][i], (double)d[0][i]);
+        }
+        for (int k = 0; k < 2; k++)
+            free(lse[k]), free(d[k]), free(ip[k]);
+        free(x), free(t), free(d2), free(ip2), free(lse2);
+    }
 }
