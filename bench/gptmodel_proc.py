@@ -11,6 +11,7 @@ STEPS (after one untimed), then the best per variant and its ratio to the
 book's.
 
   /usr/bin/python3 bench/gptmodel_proc.py [--rounds 2] [--steps 3] [--threads 2]
+      [--only book,targets+adamw]
 """
 import argparse
 import os
@@ -64,6 +65,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--threads", type=int, nargs="+", default=[2])
+    ap.add_argument("--only", help="comma-separated variants to run (default all: "
+                    + ", ".join(VARIANTS) + ")")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.one:
@@ -72,10 +75,14 @@ def main():
     print(f"# {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}, {os.cpu_count()} CPUs, "
           f"load {os.getloadavg()[0]:.2f}, OPENBLAS_CORETYPE="
           f"{env.get('OPENBLAS_CORETYPE', 'unset')}", flush=True)
+    variants = a.only.split(",") if a.only else VARIANTS
+    bad = [v for v in variants if v not in VARIANTS]
+    if bad:
+        ap.error(f"unknown variant {bad[0]!r} (one of {', '.join(VARIANTS)})")
     best = {}
     for r in range(a.rounds):
         for th in a.threads:
-            for v in VARIANTS:
+            for v in variants:
                 out = subprocess.run([sys.executable, os.path.abspath(__file__), "--one", v,
                                       "--threads", str(th), "--steps", str(a.steps)],
                                      capture_output=True, text=True, env=env)

@@ -125,6 +125,19 @@ Test(bf16, gemm_engine_matches_rounded_operands_in_every_layout) {
     free(A), free(B), free(C), free(C0), free(R), free(F), free(S);
 }
 
+/* A linear layer's x (N, in), dy (N, out) and W (out, in), uniform in
+ * [-1, 1) from seed; the caller frees them. */
+static void linear_operands(uint64_t seed, int N, int in, int out, float **x, float **dy, float **W,
+                            attn_rng *rng) {
+    *x = malloc(sizeof(float) * N * in);
+    *dy = malloc(sizeof(float) * N * out);
+    *W = malloc(sizeof(float) * out * in);
+    attn_rng_seed(rng, seed);
+    attn_rng_uniform(rng, *x, (size_t)N * in, -1.0f, 1.0f);
+    attn_rng_uniform(rng, *dy, (size_t)N * out, -1.0f, 1.0f);
+    attn_rng_uniform(rng, *W, (size_t)out * in, -1.0f, 1.0f);
+}
+
 /* The backward pair with dy converted once gives each product exactly as
  * attn_gemm does (same rounding, same primitive), for both beta_w and with
  * dx skipped; and with no engine, attn_sgemm's bits. */
@@ -134,19 +147,15 @@ Test(bf16, linear_backward_pair_equals_two_products) {
     attn_error err;
     cr_assert_eq(attn_bf16_gemm_create(&g, &err), ATTN_OK, "%s", err.msg);
     const int N = 45, in = 33, out = 70;
-    float *x = malloc(sizeof(float) * N * in), *dy = malloc(sizeof(float) * N * out);
-    float *W = malloc(sizeof(float) * out * in);
+    float *x, *dy, *W;
+    attn_rng rng;
+    linear_operands(11, N, in, out, &x, &dy, &W, &rng);
     float *dW0 = malloc(sizeof(float) * out * in), *dx0 = malloc(sizeof(float) * N * in);
     float *dW[2], *dx[2];
     for (int k = 0; k < 2; k++) {
         dW[k] = malloc(sizeof(float) * out * in);
         dx[k] = malloc(sizeof(float) * N * in);
     }
-    attn_rng rng;
-    attn_rng_seed(&rng, 11);
-    attn_rng_uniform(&rng, x, (size_t)N * in, -1.0f, 1.0f);
-    attn_rng_uniform(&rng, dy, (size_t)N * out, -1.0f, 1.0f);
-    attn_rng_uniform(&rng, W, (size_t)out * in, -1.0f, 1.0f);
     attn_rng_uniform(&rng, dW0, (size_t)out * in, -1.0f, 1.0f);
     attn_rng_uniform(&rng, dx0, (size_t)N * in, -1.0f, 1.0f);
     for (int engine = 0; engine < 2; engine++)
@@ -185,18 +194,14 @@ Test(bf16, weight_copies_of_a_pass_give_the_same_products) {
     attn_error err;
     cr_assert_eq(attn_bf16_gemm_create(&g, &err), ATTN_OK, "%s", err.msg);
     const int N = 37, in = 48, out = 65;
-    float *x = malloc(sizeof(float) * N * in), *dy = malloc(sizeof(float) * N * out);
-    float *W = malloc(sizeof(float) * out * in), *dW = malloc(sizeof(float) * out * in);
+    float *x, *dy, *W, *dW = malloc(sizeof(float) * out * in);
+    attn_rng rng;
+    linear_operands(12, N, in, out, &x, &dy, &W, &rng);
     float *y[2], *dx[2];
     for (int k = 0; k < 2; k++) {
         y[k] = malloc(sizeof(float) * N * out);
         dx[k] = malloc(sizeof(float) * N * in);
     }
-    attn_rng rng;
-    attn_rng_seed(&rng, 12);
-    attn_rng_uniform(&rng, x, (size_t)N * in, -1.0f, 1.0f);
-    attn_rng_uniform(&rng, dy, (size_t)N * out, -1.0f, 1.0f);
-    attn_rng_uniform(&rng, W, (size_t)out * in, -1.0f, 1.0f);
     for (int round = 0; round < 4; round++) {
         if (round == 1 || round == 2) attn_bf16_gemm_begin_pass(g); /* round 3: same pass */
         if (round == 2) /* the weight changed between passes */
