@@ -14,21 +14,27 @@ gpt2|gpt2/encoder.json|dffec25a898b1f5e569bec4dffd7e5c0|https://openaipublic.blo
 gpt2|gpt2/vocab.bpe|75a37753dd7a28a2c5df80c28bf06e4e|https://openaipublic.blob.core.windows.net/gpt-2/models/124M/vocab.bpe
 "
 
+fetch_failed() { # file
+  echo "attn: cannot download $1 (offline?): put it at data/$1 or ../shared/data/$1" >&2
+  exit 1
+}
+
 get() { # file md5 url
   local dest=data/$1 tmp got
   if [ -s "$dest" ]; then return 0; fi
   mkdir -p "$(dirname "$dest")"
   tmp=$(mktemp "$(dirname "$dest")/.get.XXXXXX")
-  trap 'rm -f "$tmp"' EXIT
+  # expanded now: the trap may run after this function's locals are gone
+  trap "rm -f '$tmp'" EXIT
   if [ -s "../shared/data/$1" ]; then
     cp "../shared/data/$1" "$tmp"
     echo "attn: copied $1 from ../shared/data/" >&2
   elif command -v curl > /dev/null; then
     echo "attn: downloading $1 from $3" >&2
-    curl -fsSL --retry 3 -o "$tmp" "$3"
+    curl -fsSL --retry 3 -o "$tmp" "$3" || fetch_failed "$1"
   elif command -v wget > /dev/null; then
     echo "attn: downloading $1 from $3" >&2
-    wget -q -O "$tmp" "$3"
+    wget -q -O "$tmp" "$3" || fetch_failed "$1"
   else
     echo "attn: no data/$1, no ../shared/data copy, and neither curl nor wget to fetch $3" >&2
     exit 1
