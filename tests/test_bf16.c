@@ -77,11 +77,17 @@ static void ref_gemm(int ta, int tb, int M, int N, int K, const float *A, int ld
         }
 }
 
-Test(bf16, gemm_engine_matches_rounded_operands_in_every_layout) {
-    if (!have_bf16()) cr_skip_test("no AVX512-BF16 on this CPU");
-    attn_bf16_gemm *g;
+/* A bf16 engine (the test fails if it cannot be made). */
+static attn_bf16_gemm *new_engine(void) {
+    attn_bf16_gemm *g = NULL;
     attn_error err;
     cr_assert_eq(attn_bf16_gemm_create(&g, &err), ATTN_OK, "%s", err.msg);
+    return g;
+}
+
+Test(bf16, gemm_engine_matches_rounded_operands_in_every_layout) {
+    if (!have_bf16()) cr_skip_test("no AVX512-BF16 on this CPU");
+    attn_bf16_gemm *g = new_engine();
     const int M = 37, N = 70, K = 129;
     float *A = malloc(sizeof(float) * M * K), *B = malloc(sizeof(float) * N * K);
     float *C = malloc(sizeof(float) * M * N), *C0 = malloc(sizeof(float) * M * N);
@@ -143,9 +149,7 @@ static void linear_operands(uint64_t seed, int N, int in, int out, float **x, fl
  * dx skipped; and with no engine, attn_sgemm's bits. */
 Test(bf16, linear_backward_pair_equals_two_products) {
     if (!have_bf16()) cr_skip_test("no AVX512-BF16 on this CPU");
-    attn_bf16_gemm *g;
-    attn_error err;
-    cr_assert_eq(attn_bf16_gemm_create(&g, &err), ATTN_OK, "%s", err.msg);
+    attn_bf16_gemm *g = new_engine();
     const int N = 45, in = 33, out = 70;
     float *x, *dy, *W;
     attn_rng rng;
@@ -190,9 +194,7 @@ Test(bf16, linear_backward_pair_equals_two_products) {
  * pass each use rounds it. */
 Test(bf16, weight_copies_of_a_pass_give_the_same_products) {
     if (!have_bf16()) cr_skip_test("no AVX512-BF16 on this CPU");
-    attn_bf16_gemm *g;
-    attn_error err;
-    cr_assert_eq(attn_bf16_gemm_create(&g, &err), ATTN_OK, "%s", err.msg);
+    attn_bf16_gemm *g = new_engine();
     const int N = 37, in = 48, out = 65;
     float *x, *dy, *W, *dW = malloc(sizeof(float) * out * in);
     attn_rng rng;
