@@ -67,6 +67,15 @@ class _Drawn:
     def __init__(self):
         self.start = None
 
+    def state(self):
+        """(state, first): a copy of the generator state to draw from, and
+        whether this is the first forward, whose draw torch's generator then
+        takes on (a later one, the backward's redo, draws the same again)."""
+        first = self.start is None
+        if first:
+            self.start = torch.get_rng_state()
+        return self.start.clone(), first
+
 
 _C_DRAWS = None
 
@@ -131,11 +140,11 @@ class _Bridge:
     def mask_numel(self, B, T):
         return lib.attn_h_bgpt_mask_numel(self.h, B, T)
 
-    def forward(self, idx, targets, masks, params, grads=None, logits=None, state=None):
+    def forward(self, idx, targets, masks, params, grads=None, logits=None):
         """One C forward: the loss (a float; NaN without targets) and which
         forward this was (for backward_logits). masks: None (evaluation), the
-        keep bytes, or a _Drawn, whose draw advances state (a
-        torch.get_rng_state() tensor) in place."""
+        keep bytes, or a _Drawn (drawn in C from torch's generator, which the
+        first forward of it advances as torch's own draws would)."""
         B, T = idx.shape
         loss = ctypes.c_float(float("nan"))
         tgt = targets.data_ptr() if targets is not None else None
@@ -143,9 +152,12 @@ class _Bridge:
         with self.lock:
             self.bind(params, grads)
             if isinstance(masks, _Drawn):
+                state, first = masks.state()
                 call(lib.attn_h_bgpt_forward_drawn, self.h, idx.data_ptr(), tgt, B, T,
                      state.data_ptr(), state.numel(), grads is not None, out,
                      ctypes.byref(loss))
+                if first:
+                    torch.set_rng_state(state)
             else:
                 keep, n_keep = (masks.data_ptr(), masks.numel()) if masks is not None else (None,
                                                                                             0)
@@ -230,22 +242,14 @@ class _GPTFunction(torch.autograd.Function):
         ctx.bridge, ctx.masks = bridge, masks
         _release_handed(bridge)
         needs = ctx.needs_input_grad[4:]
-        state = None
-        if isinstance(masks, _Drawn):  # torch's generator, advanced as its own draw would
-            state = torch.get_rng_state()
-            masks.start = state.clone()
         if targets is not None:  # the fused head + loss, gradients computed now
             ctx.lease, grads = _acquire(bridge, params, needs) if any(needs) else (None, None)
-            loss, _ = bridge.forward(idx, targets, masks, params, grads, state=state)
-            if state is not None:
-                torch.set_rng_state(state)
+            loss, _ = bridge.forward(idx, targets, masks, params, grads)
             ctx.grads = grads  # the backward only scales and hands them over
             return torch.tensor(loss, dtype=torch.float32)
         B, T = idx.shape
         logits = torch.empty((B, T, bridge.cfg["vocab_size"]), dtype=torch.float32)
-        _, ctx.token = bridge.forward(idx, None, masks, params, logits=logits, state=state)
-        if state is not None:
-            torch.set_rng_state(state)
+        _, ctx.token = bridge.forward(idx, None, masks, params, logits=logits)
         ctx.save_for_backward(idx, *params)  # and torch checks they are not changed in place
         return logits
 
@@ -269,9 +273,7 @@ class _GPTFunction(torch.autograd.Function):
 
         def redo():  # another forward ran since: this one's activations again
             scratch = torch.empty((B, T, bridge.cfg["vocab_size"]), dtype=torch.float32)
-            masks = ctx.masks  # drawn masks: drawn again from the same start
-            state = masks.start.clone() if isinstance(masks, _Drawn) else None
-            bridge.forward(idx, None, masks, params, logits=scratch, state=state)
+            bridge.forward(idx, None, ctx.masks, params, logits=scratch)  # the same masks
 
         lease, grads = _acquire(bridge, params, needs)
         bridge.backward_logits(d_out.float().contiguous(), params, grads, B, T, ctx.token, redo)

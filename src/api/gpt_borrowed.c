@@ -293,17 +293,24 @@ attn_status attn_h_bgpt_forward(attn_h_bgpt *g, const int64_t *ids, const int64_
     return s;
 }
 
+/* rng from torch.get_rng_state()'s bytes, or a message naming the call. */
+static attn_status torch_rng(attn_rng *rng, const uint8_t *state, size_t len, const char *what,
+                             attn_error *err) {
+    if (attn_rng_from_torch_state(rng, state, len) != 0)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "%s: not a PyTorch CPU generator state (%zu bytes; "
+                         "torch.get_rng_state() gives %d)",
+                         what, len, ATTN_TORCH_RNG_STATE_BYTES);
+    return ATTN_OK;
+}
+
 attn_status attn_h_bgpt_forward_drawn(attn_h_bgpt *g, const int64_t *ids, const int64_t *targets,
                                       int B, int T, uint8_t *torch_state, size_t state_len,
                                       int grads, float *logits, float *loss, attn_error *err) {
     attn_status s = bgpt_forward_check(g, ids, targets, B, T, grads, logits, err);
     if (s != ATTN_OK) return s;
     attn_rng rng;
-    if (attn_rng_from_torch_state(&rng, torch_state, state_len) != 0)
-        return attn_fail(err, ATTN_ERR_INVALID_ARG,
-                         "GPT forward: not a PyTorch CPU generator state (%zu bytes; "
-                         "torch.get_rng_state() gives %d)",
-                         state_len, ATTN_TORCH_RNG_STATE_BYTES);
+    if ((s = torch_rng(&rng, torch_state, state_len, "GPT forward", err))) return s;
     const attn_forward_mode mode = {1, &rng, ATTN_STREAM_TORCH_CPU};
     s = bgpt_forward(g, ids, targets, B, T, &mode, grads, logits, loss, err);
     if (s == ATTN_OK) attn_rng_to_torch_state(&rng, torch_state, state_len);
@@ -317,9 +324,8 @@ attn_status attn_h_torch_bernoulli(uint8_t *torch_state, size_t state_len, doubl
     if (!(keep >= 0 && keep <= 1))
         return attn_fail(err, ATTN_ERR_INVALID_ARG, "bernoulli: p must be in [0, 1] (got %g)",
                          keep);
-    if (attn_rng_from_torch_state(&rng, torch_state, state_len) != 0)
-        return attn_fail(err, ATTN_ERR_INVALID_ARG,
-                         "bernoulli: not a PyTorch CPU generator state (%zu bytes)", state_len);
+    attn_status s = torch_rng(&rng, torch_state, state_len, "bernoulli", err);
+    if (s != ATTN_OK) return s;
     attn_rng_keep_mask(&rng, keep, out, n, 0);
     attn_rng_to_torch_state(&rng, torch_state, state_len);
     return ATTN_OK;
