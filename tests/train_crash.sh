@@ -52,6 +52,9 @@ ATTN_FAULT_DIR="$tmp/count/" ATTN_FAULT_LOG="$tmp/ops.log" LD_PRELOAD=$SHIM \
 cmp -s "$tmp/ref/model.safetensors" "$tmp/count/model.safetensors" ||
   bad "the shim changes the run's result"
 nops=$(wc -l < "$tmp/ops.log")
+# Numbered 1..N with none repeated (the checkpoint's two writer threads share
+# the shim's counter).
+awk '$1 != NR { exit 1 }' "$tmp/ops.log" || bad "operation log numbers repeat or skip"
 # The commit points: the renames of DIR/latest (step 1, then step 2).
 mapfile -t commits < <(grep " rename $tmp/count/latest\$" "$tmp/ops.log" | cut -d' ' -f1)
 if [ "$nops" -lt 50 ] || [ ${#commits[@]} -ne 2 ]; then

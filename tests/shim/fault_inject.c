@@ -25,6 +25,8 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+/* Atomic: a checkpoint writes its two files from two threads, and a lost
+ * increment would shift every later operation's number. */
 static long counter;
 
 static const char *marker(void) {
@@ -46,7 +48,7 @@ static int hit(const char *op, const char *path, int fd, int fail_errno) {
     const char *m = marker();
     if (!m) return 0;
     if (path ? !strstr(path, m) : !fd_matches(fd, m)) return 0;
-    long n = ++counter;
+    long n = __atomic_add_fetch(&counter, 1, __ATOMIC_SEQ_CST);
     const char *log = getenv("ATTN_FAULT_LOG");
     if (log) {
         int (*real_open)(const char *, int, ...) =
