@@ -117,6 +117,13 @@ static float ce_run(const char *simd, int threads, const float *x, const int32_t
     attn_cross_entropy_backward(x, t, lse, 1.0f, d, N, V);
     memcpy(inplace, x, N * V * sizeof *inplace);
     attn_cross_entropy_backward_inplace(inplace, t, lse, 1.0f / (float)N, N, V);
+    /* written into another buffer (attn.torch's logits loss): the same bits */
+    float *written = malloc(N * V * sizeof *written);
+    cr_assert(written);
+    attn_cross_entropy_grad(x, t, lse, 1.0f / (float)N, written, N, V);
+    cr_assert(memcmp(written, inplace, N * V * sizeof *written) == 0,
+              "%s V %zu: attn_cross_entropy_grad differs from the in-place gradient", simd, V);
+    free(written);
     unsetenv("ATTN_SIMD");
     return loss;
 }
@@ -126,7 +133,8 @@ static float ce_run(const char *simd, int threads, const float *x, const int32_t
  * 50,257, logits up to |x| = 30; loss and lse within a few ulp, gradients
  * within 4 ulp plus the two lse's difference and x - lse's rounding
  * (relative); each path the same bits at 1 and 2
- * threads; the in-place gradient equal to the added one. */
+ * threads; the in-place gradient equal to the added one, and the one
+ * written into another buffer to the in-place one. */
 Test(activation_simd, cross_entropy_rows_match_scalar) {
     if (!attn_simd_supported(ATTN_SIMD_AVX512)) cr_skip_test("no AVX-512 on this CPU");
     attn_rng rng;

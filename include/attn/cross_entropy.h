@@ -32,6 +32,11 @@ void attn_cross_entropy_accumulate(const float *logits, const int32_t *targets, 
 void attn_cross_entropy_backward_inplace(float *logits, const int32_t *targets, const float *lse,
                                          float scale, size_t N, size_t V);
 
+/* The same values written into dlogits (N, V), a buffer of the caller's
+ * (it may be logits itself: backward_inplace is this). */
+void attn_cross_entropy_grad(const float *logits, const int32_t *targets, const float *lse,
+                             float scale, float *dlogits, size_t N, size_t V);
+
 /* The backward rule (every attn backward; docs/library.md#conventions):
  * it adds (+=) into dx and into the parameter gradients, never overwrites;
  * the caller zeroes them first. */

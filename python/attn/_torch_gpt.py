@@ -38,7 +38,12 @@ for _name, _res, _args in [
         ("attn_h_torch_bernoulli", ctypes.c_int,
          [c_void_p, ctypes.c_size_t, ctypes.c_double, c_void_p, ctypes.c_size_t, c_void_p]),
         ("attn_h_bgpt_backward_logits", ctypes.c_int,
-         [c_void_p, c_void_p, ctypes.c_int, ctypes.c_int, c_void_p])]:
+         [c_void_p, c_void_p, ctypes.c_int, ctypes.c_int, c_void_p]),
+        ("attn_cross_entropy_forward", ctypes.c_float,
+         [c_void_p, c_void_p, c_void_p, ctypes.c_size_t, ctypes.c_size_t]),
+        ("attn_cross_entropy_grad", None,
+         [c_void_p, c_void_p, c_void_p, ctypes.c_float, c_void_p, ctypes.c_size_t,
+          ctypes.c_size_t])]:
     _f = getattr(lib, _name)
     _f.restype, _f.argtypes = _res, _args
 
@@ -121,6 +126,7 @@ class _Bridge:
         # One C call at a time (they share the activations); reentrant: a
         # backward runs its forward again under the same hold.
         self.lock = threading.RLock()
+        self.d_logits = None  # the fused loss's logits gradient, used under the lock only
 
     def __deepcopy__(self, memo):
         return None  # a copied model makes its own
@@ -165,6 +171,15 @@ class _Bridge:
                      masks is not None, keep, n_keep, grads is not None, out, ctypes.byref(loss))
             self.calls += 1  # any forward may reuse the plain activations
             return loss.value, self.calls
+
+    def d_logits_buffer(self, N, V):
+        """The (N, V) buffer _LogitsLoss writes the logits' gradient into:
+        kept (a fresh 100 MB would cost its page faults every step), never
+        handed out, used under the lock."""
+        if self.d_logits is None or self.d_logits.shape != (N, V):
+            self.d_logits = None
+            self.d_logits = torch.empty((N, V), dtype=torch.float32)
+        return self.d_logits
 
     def backward_logits(self, d_logits, params, grads, B, T, token, redo):
         """The gradients of the logits forward `token`; redo() runs it again
@@ -251,6 +266,9 @@ class _GPTFunction(torch.autograd.Function):
         logits = torch.empty((B, T, bridge.cfg["vocab_size"]), dtype=torch.float32)
         _, ctx.token = bridge.forward(idx, None, masks, params, logits=logits)
         ctx.save_for_backward(idx, *params)  # and torch checks they are not changed in place
+        # not a view (as_subclass's alias would be): changed in place as the book's logits may
+        logits = torch.Tensor._make_subclass(_Logits, logits)
+        logits._attn_info = _LogitsInfo(bridge, masks, idx, params, ctx.token, logits)
         return logits
 
     @staticmethod
@@ -269,16 +287,144 @@ class _GPTFunction(torch.autograd.Function):
             ctx.lease.gset.state, ctx.lease.gset.owner = "handed", threading.get_ident()
             return (None, None, None, None, *grads)
         idx, *params = ctx.saved_tensors
-        bridge, (B, T) = ctx.bridge, idx.shape
-
-        def redo():  # another forward ran since: this one's activations again
-            scratch = torch.empty((B, T, bridge.cfg["vocab_size"]), dtype=torch.float32)
-            bridge.forward(idx, None, ctx.masks, params, logits=scratch)  # the same masks
-
-        lease, grads = _acquire(bridge, params, needs)
-        bridge.backward_logits(d_out.float().contiguous(), params, grads, B, T, ctx.token, redo)
-        lease.gset.state, lease.gset.owner = "handed", threading.get_ident()
+        grads = _backward_logits(ctx.bridge, ctx.masks, idx, params, needs, ctx.token,
+                                 d_logits=d_out.float().contiguous())
         return (None, None, None, None, *grads)
+
+
+def _backward_logits(bridge, masks, idx, params, needs, token, d_logits=None, fill=None):
+    """The parameters' gradients of the logits forward `token` (its
+    activations, or the same forward run again when another ran since) from
+    the logits' gradient: d_logits (B, T, V), or fill(d) writing it into the
+    bridge's buffer."""
+    (B, T), V = idx.shape, bridge.cfg["vocab_size"]
+
+    def redo():  # another forward ran since: this one's activations again
+        scratch = torch.empty((B, T, V), dtype=torch.float32)
+        bridge.forward(idx, None, masks, params, logits=scratch)  # the same masks
+
+    lease, grads = _acquire(bridge, params, needs)
+    with bridge.lock:
+        if d_logits is None:
+            d_logits = bridge.d_logits_buffer(B * T, V)
+            fill(d_logits)
+        bridge.backward_logits(d_logits, params, grads, B, T, token, redo)
+    lease.gset.state, lease.gset.owner = "handed", threading.get_ident()
+    return grads
+
+
+class _LogitsInfo:
+    """Where a _Logits tensor came from: enough to run its model's backward
+    from the loss's own gradient."""
+
+    def __init__(self, bridge, masks, idx, params, token, out):
+        self.bridge, self.masks, self.idx, self.params = bridge, masks, idx, params
+        self.token = token
+        self.ptr, self.version = out.data_ptr(), out._version
+
+
+_VIEWS = {torch.Tensor.flatten, torch.flatten, torch.Tensor.view, torch.Tensor.reshape,
+          torch.reshape}
+
+
+class _Logits(torch.Tensor):
+    """GPTModel's logits: an ordinary float32 tensor to every operation but
+    one. F.cross_entropy(logits.flatten(0, 1), targets) (or a view/reshape to
+    (B*T, V)) with its default arguments and targets in [0, V) is computed by
+    attn (_LogitsLoss): the loss in C, and at backward the logits' gradient
+    written in C straight into the model's C backward, with no logits
+    gradient in torch. Changed in place, or any other use, and PyTorch's own
+    operations run."""
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is torch.nn.functional.cross_entropy:
+            loss = _fused_cross_entropy(*args, **kwargs)
+            if loss is not None:
+                return loss
+        with torch._C.DisableTorchFunction():
+            out = func(*args, **kwargs)
+        info = getattr(args[0], "_attn_info", None) if args else None
+        if func in _VIEWS and info is not None and isinstance(out, torch.Tensor):
+            return _as_logits(out, info)
+        return out  # plain tensors: only the model's output and its views route
+
+    def __repr__(self, *, tensor_contents=None):  # as a plain tensor's: tensor(..., grad_fn=)
+        with torch._C.DisableTorchFunction():
+            text = torch.Tensor.detach(self).__repr__(tensor_contents=tensor_contents)
+        if self.grad_fn is not None:
+            text = f"{text[:-1]}, grad_fn=<{type(self.grad_fn).__name__}>)"
+        return text
+
+
+def _as_logits(t, info):
+    with torch._C.DisableTorchFunction():
+        out = t.as_subclass(_Logits)
+    out._attn_info = info
+    return out
+
+
+def _fused_cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100,
+                         reduce=None, reduction="mean", label_smoothing=0.0):
+    """_LogitsLoss's result, or None where PyTorch's cross_entropy must run."""
+    info = getattr(input, "_attn_info", None)
+    if (info is None or weight is not None or size_average is not None or reduce is not None
+            or reduction != "mean" or label_smoothing != 0.0
+            or not isinstance(target, torch.Tensor) or target.requires_grad):
+        return None
+    idx, V = info.idx, info.bridge.cfg["vocab_size"]
+    N = idx.numel()
+    with torch._C.DisableTorchFunction():
+        if (input.dtype != torch.float32 or tuple(input.shape) != (N, V)
+                or not input.is_contiguous() or input.data_ptr() != info.ptr
+                or input._version != info.version or tuple(target.shape) != (N,)
+                or target.dtype not in (torch.int64, torch.int32)):
+            return None
+        if int(target.min()) < 0 or int(target.max()) >= V:
+            return None  # ignore_index or an error: PyTorch's own
+        t32 = target.to(torch.int32).contiguous()
+        with torch.no_grad():  # the same memory, plain (its gradient comes from the params)
+            logits = input.as_subclass(torch.Tensor)
+    if torch.is_grad_enabled() and input.requires_grad:
+        return _LogitsLoss.apply(info, logits, t32, *info.params)
+    lse = torch.empty(N, dtype=torch.float32)
+    return torch.tensor(lib.attn_cross_entropy_forward(logits.data_ptr(), t32.data_ptr(),
+                                                       lse.data_ptr(), N, V))
+
+
+class _LogitsLoss(torch.autograd.Function):
+    """F.cross_entropy(logits (B*T, V), targets) of a GPTModel's logits: the
+    loss in C; its backward writes the logits' gradient in C into the model's
+    buffer and runs the model's backward from it, returning the parameters'
+    gradients (none to the logits: their own node is not needed)."""
+
+    @staticmethod
+    def forward(ctx, info, logits, t32, *params):
+        N, V = logits.shape
+        lse = torch.empty(N, dtype=torch.float32)
+        loss = lib.attn_cross_entropy_forward(logits.data_ptr(), t32.data_ptr(), lse.data_ptr(),
+                                              N, V)
+        ctx.info, ctx.logits, ctx.version = info, logits, logits._version
+        ctx.save_for_backward(t32, lse, *params)  # torch checks the weights are not changed
+        return torch.tensor(loss, dtype=torch.float32)
+
+    @staticmethod
+    def backward(ctx, d_loss):
+        t32, lse, *params = ctx.saved_tensors
+        info, logits, token = ctx.info, ctx.logits, ctx.info.token
+        (N, V), bridge = logits.shape, info.bridge
+        if logits._version != ctx.version:  # changed in place since (torch's own loss allows
+            logits = torch.empty((N, V), dtype=torch.float32)  # it): the forward's again
+            _, token = bridge.forward(info.idx, None, info.masks, params, logits=logits)
+
+        def fill(d):
+            lib.attn_cross_entropy_grad(logits.data_ptr(), t32.data_ptr(), lse.data_ptr(),
+                                        float(d_loss) / N, d.data_ptr(), N, V)
+
+        grads = _backward_logits(bridge, info.masks, info.idx, params,
+                                 ctx.needs_input_grad[3:], token, fill=fill)
+        return (None, None, None, *grads)
 
 
 class _TransformerBlock(nn.Module):
@@ -316,7 +462,11 @@ class GPTModel(nn.Module):
     book's keys (the att.mask buffers included) and loads both ways.
 
     forward(in_idx) with in_idx (B, T) int64, T <= context_length -> logits
-    (B, T, vocab_size) float32. forward(in_idx, targets=...) with targets
+    (B, T, vocab_size) float32, a tensor like any other except that the
+    book's F.cross_entropy(logits.flatten(0, 1), targets.flatten()) (default
+    arguments, targets in [0, V)) runs in attn: the loss in C and, at
+    backward, the logits' gradient written in C into the model's backward,
+    never a torch tensor; other losses run PyTorch's. forward(in_idx, targets=...) with targets
     (B, T) -> the mean cross-entropy (a 0-dim tensor, as
     F.cross_entropy(logits.flatten(0, 1), targets.flatten())) by attn's fused
     head + loss: no (B, T, V) tensor, and the gradients are computed by that
@@ -435,7 +585,8 @@ class GPTModel(nn.Module):
         bridge.set_precision(precision)
         params = [t.contiguous() for t in params]
         masks = self._masks(*in_idx.shape)
-        out = _GPTFunction.apply(bridge, masks, in_idx.long().contiguous(), targets, *params)
+        idx = in_idx.long().contiguous()
+        out = _GPTFunction.apply(bridge, masks, idx, targets, *params)
         return out if dtype == torch.float32 else out.to(dtype)
 
 

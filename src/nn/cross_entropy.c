@@ -93,15 +93,20 @@ void attn_cross_entropy_backward(const float *logits, const int32_t *targets, co
     }
 }
 
-void attn_cross_entropy_backward_inplace(float *logits, const int32_t *targets, const float *lse,
-                                         float scale, size_t N, size_t V) {
+void attn_cross_entropy_grad(const float *logits, const int32_t *targets, const float *lse,
+                             float scale, float *dlogits, size_t N, size_t V) {
     const ce_rows *k = rows_impl();
     const long rows = (long)N;
 #pragma omp parallel for schedule(static) if (N * V >= ATTN_PAR_MIN)
     for (long r = 0; r < rows; r++) {
         const size_t n = (size_t)r;
         /* 0 + x: the plain path's += on zeros */
-        k->grad(logits + n * V, logits + n * V, V, lse[n], scale, 0);
-        logits[n * V + (size_t)targets[n]] -= scale;
+        k->grad(logits + n * V, dlogits + n * V, V, lse[n], scale, 0);
+        dlogits[n * V + (size_t)targets[n]] -= scale;
     }
+}
+
+void attn_cross_entropy_backward_inplace(float *logits, const int32_t *targets, const float *lse,
+                                         float scale, size_t N, size_t V) {
+    attn_cross_entropy_grad(logits, targets, lse, scale, logits, N, V);
 }

@@ -271,6 +271,90 @@ def test_gradients_and_dropout_match_the_book():
             assert torch.allclose(grads[name][1][k], g, atol=1e-5, rtol=1e-4), (name, k)
 
 
+def _ce_case(model, book, x, y, loss_of, after=None):
+    """loss_of(logits) with model, the dropout masks of seed 11: the loss,
+    its grad_fn's name, the gradients (of the book's parameters: model may
+    share them) and torch's generator after."""
+    book.zero_grad(set_to_none=True)
+    torch.manual_seed(11)
+    logits = model(x)
+    loss = loss_of(logits)
+    if after:
+        after(logits)
+    (3 * loss).backward()
+    return (loss.item(), type(loss.grad_fn).__name__,
+            {k: p.grad.clone() for k, p in book.named_parameters()}, torch.rand(2))
+
+
+def test_cross_entropy_of_the_logits_runs_in_attn():
+    """F.cross_entropy of the logits' (B*T, V) view with the default
+    arguments runs in attn (_LogitsLoss: no logits gradient in torch); every
+    other form and an in-place change run PyTorch's. Each gives the book's
+    loss and gradients, and leaves torch's generator where the book does."""
+    torch.manual_seed(3)
+    book = GPTModel(SMALL)
+    ours = at.swap_model(book)
+    x, y = torch.randint(0, 96, (2, 32)), torch.randint(0, 96, (2, 32))
+    F = nn.functional
+    y_ign = y.clone()
+    y_ign[0, :5] = -100
+    w = torch.rand(96)
+    cases = [  # (loss of the logits, routed to attn, applied to the logits after the loss)
+        (lambda l: F.cross_entropy(l.flatten(0, 1), y.flatten()), True, None),
+        (lambda l: F.cross_entropy(l.view(-1, 96), y.view(-1)), True, None),
+        (lambda l: F.cross_entropy(l.reshape(64, 96), y.reshape(64).int().long()), True, None),
+        (lambda l: nn.CrossEntropyLoss()(l.flatten(0, 1), y.flatten()), True, None),
+        (lambda l: F.cross_entropy(l.flatten(0, 1), y.flatten()), True, lambda l: l.mul_(0)),
+        (lambda l: F.cross_entropy(l.flatten(0, 1), y.flatten(), reduction="sum"), False, None),
+        (lambda l: F.cross_entropy(l.flatten(0, 1), y.flatten(), label_smoothing=0.1), False,
+         None),
+        (lambda l: F.cross_entropy(l.flatten(0, 1), y_ign.flatten()), False, None),
+        (lambda l: F.cross_entropy(l.flatten(0, 1), y.flatten(), weight=w), False, None),
+        (lambda l: F.cross_entropy(l.mul_(1.5).flatten(0, 1), y.flatten()), False, None),
+        (lambda l: F.cross_entropy(l.flatten(0, 1).clone(), y.flatten()), False, None),
+        (lambda l: F.cross_entropy(l[:, :16].flatten(0, 1), y[:, :16].flatten()), False, None),
+    ]
+    for i, (loss_of, routed, after) in enumerate(cases):
+        ref = _ce_case(book, book, x, y, loss_of, after)
+        got = _ce_case(ours, book, x, y, loss_of, after)
+        assert (got[1] == "_LogitsLossBackward") == routed, (i, got[1])
+        assert got[0] == pytest.approx(ref[0], abs=1e-5), i
+        for k, g in ref[2].items():
+            assert torch.allclose(got[2][k], g, atol=1e-5, rtol=1e-4), (i, k)
+        assert torch.equal(got[3], ref[3]), i  # the generator: the same draws
+    # Another forward between the loss and its backward: the same gradients.
+    ours.zero_grad(set_to_none=True)
+    torch.manual_seed(11)
+    loss = F.cross_entropy(ours(x).flatten(0, 1), y.flatten())
+    ours(y)
+    (3 * loss).backward()
+    ref = _ce_case(book, book, x, y, cases[0][0])
+    for k, p in book.named_parameters():
+        assert torch.allclose(p.grad, ref[2][k], atol=1e-5, rtol=1e-4), k
+    # Without gradients (the book's calc_loss_loader): the loss in C.
+    ours.eval()
+    book.eval()
+    with torch.no_grad():
+        a = F.cross_entropy(ours(x).flatten(0, 1), y.flatten())
+        b = F.cross_entropy(book(x).flatten(0, 1), y.flatten())
+    assert a.grad_fn is None and a.item() == pytest.approx(b.item(), abs=1e-6)
+    # The logits look and behave as a plain tensor.
+    ours.train()
+    logits = ours(x)
+    assert isinstance(logits, torch.Tensor) and repr(logits).startswith("tensor([[[")
+    assert repr(logits).endswith("grad_fn=<_GPTFunctionBackward>)")
+    assert type(logits[:, -1, :]) is torch.Tensor and type(logits * 2) is torch.Tensor
+    weights = [p.detach().clone() for p in ours.parameters()]
+    loss = F.cross_entropy(logits.flatten(0, 1), y.flatten())
+    with torch.no_grad():
+        next(ours.parameters()).add_(1.0)  # a weight changed before backward: torch's error
+    with pytest.raises(RuntimeError, match="inplace"):
+        loss.backward()
+    with torch.no_grad():
+        for p, w0 in zip(ours.parameters(), weights):
+            p.copy_(w0)
+
+
 def test_lean_head_gives_the_same_gradients():
     """The loss path's lean head (64-row chunks, used past 512 MiB of
     logits) against its plain one, forced on a small model."""
