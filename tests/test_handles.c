@@ -488,3 +488,19 @@ Test(handles, deprecated_names_still_work) {
     cr_expect_eq(d.size, 1);
 }
 #pragma GCC diagnostic pop
+
+/* attn_h_alloc_huge: every byte usable, 2 MiB-aligned past 4 MiB (so the
+ * kernel can back it with huge pages), small and zero sizes served too. */
+Test(alloc, huge_buffers_are_usable_and_aligned) {
+    const size_t sizes[] = {0, 1, 4096, (size_t)4 << 20, ((size_t)9 << 20) + 3};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        unsigned char *p = attn_h_alloc_huge(sizes[i]);
+        cr_assert(p, "size %zu", sizes[i]);
+        memset(p, 0xA5, sizes[i]);
+        if (sizes[i]) cr_expect(p[sizes[i] - 1] == 0xA5);
+        if (sizes[i] >= ((size_t)4 << 20))
+            cr_expect(((uintptr_t)p & (((uintptr_t)2 << 20) - 1)) == 0, "size %zu: %p", sizes[i],
+                      (void *)p);
+        attn_h_free(p);
+    }
+}

@@ -40,6 +40,11 @@ extern "C" {
 /* Release a string or buffer returned by a call below (NULL is fine). */
 void attn_h_free(void *p);
 
+/* bytes of uninitialised memory for a binding's large arrays, on 2 MiB
+ * pages where the kernel allows (a 100 MB array then costs 50 page faults,
+ * not 25,000); released with attn_h_free. NULL when out of memory. */
+void *attn_h_alloc_huge(size_t bytes);
+
 /* ------------------------------------------------------------ generators */
 
 /* A generator as torch.manual_seed(seed) leaves PyTorch's (attn/rng.h);

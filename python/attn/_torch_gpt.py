@@ -39,6 +39,7 @@ for _name, _res, _args in [
          [c_void_p, ctypes.c_size_t, ctypes.c_double, c_void_p, ctypes.c_size_t, c_void_p]),
         ("attn_h_bgpt_backward_logits", ctypes.c_int,
          [c_void_p, c_void_p, ctypes.c_int, ctypes.c_int, c_void_p]),
+        ("attn_h_alloc_huge", c_void_p, [ctypes.c_size_t]),
         ("attn_cross_entropy_forward", ctypes.c_float,
          [c_void_p, c_void_p, c_void_p, ctypes.c_size_t, ctypes.c_size_t]),
         ("attn_cross_entropy_grad", None,
@@ -46,6 +47,34 @@ for _name, _res, _args in [
           ctypes.c_size_t])]:
     _f = getattr(lib, _name)
     _f.restype, _f.argtypes = _res, _args
+
+
+class _HugeMemory:
+    """Memory from attn_h_alloc_huge (2 MiB pages) that a numpy array, then
+    a tensor, borrows; freed with the last of them."""
+
+    def __init__(self, numel):
+        self.ptr = lib.attn_h_alloc_huge(4 * numel)
+        if not self.ptr:
+            raise MemoryError(f"attn: cannot allocate {4 * numel} bytes")
+        self.__array_interface__ = {"shape": (numel,), "typestr": "<f4",
+                                    "data": (self.ptr, False), "version": 3}
+
+    def __del__(self):
+        lib.attn_h_free(self.ptr)
+
+
+def _empty(shape):
+    """torch.empty(shape) (float32); past 4 MiB on 2 MiB pages: the logits
+    are a new 100 MB tensor every step at GPT-2's size, whose 25,000 4 KiB
+    page faults cost ~0.1 s on a VM."""
+    numel = 1
+    for n in shape:
+        numel *= n
+    if numel * 4 < (4 << 20):
+        return torch.empty(shape, dtype=torch.float32)
+    import numpy
+    return torch.from_numpy(numpy.asarray(_HugeMemory(numel))).view(shape)
 
 
 def _config(cfg):
@@ -263,7 +292,7 @@ class _GPTFunction(torch.autograd.Function):
             ctx.grads = grads  # the backward only scales and hands them over
             return torch.tensor(loss, dtype=torch.float32)
         B, T = idx.shape
-        logits = torch.empty((B, T, bridge.cfg["vocab_size"]), dtype=torch.float32)
+        logits = _empty((B, T, bridge.cfg["vocab_size"]))
         _, ctx.token = bridge.forward(idx, None, masks, params, logits=logits)
         ctx.save_for_backward(idx, *params)  # and torch checks they are not changed in place
         # not a view (as_subclass's alias would be): changed in place as the book's logits may

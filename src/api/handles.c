@@ -26,9 +26,14 @@
 #include "attn/train_setup.h"
 #include "attn/viz.h"
 #include "attn/weights_format.h"
+#include "base/alloc_huge.h"
 
 void attn_h_free(void *p) {
     free(p);
+}
+
+void *attn_h_alloc_huge(size_t bytes) {
+    return attn_alloc_huge(bytes ? bytes : 1);
 }
 
 /* attn's one thread pool for the length of a call (attn/gemm.h): OpenBLAS

@@ -355,6 +355,40 @@ def test_cross_entropy_of_the_logits_runs_in_attn():
             p.copy_(w0)
 
 
+def test_large_logits_live_on_attn_memory_until_dropped(monkeypatch):
+    """Logits past 4 MiB are made on attn_h_alloc_huge's memory (2 MiB
+    pages): the book's values, the loss routed as for small ones, freed
+    when the last tensor on them goes (and not before)."""
+    import gc
+    from attn import _torch_gpt
+    freed = []
+    real_del = _torch_gpt._HugeMemory.__del__
+    monkeypatch.setattr(_torch_gpt._HugeMemory, "__del__",
+                        lambda self: (freed.append(self.ptr), real_del(self)))
+    cfg = dict(SMALL, vocab_size=5000, context_length=256, n_layers=1)
+    torch.manual_seed(4)
+    book = GPTModel(cfg).eval()
+    ours = at.swap_model(book)
+    x = torch.randint(0, 5000, (1, 256))
+    logits = ours(x)  # 1 x 256 x 5000 floats: 5.1 MB
+    assert logits.shape == (1, 256, 5000) and logits.dtype == torch.float32
+    assert logits.is_contiguous()
+    with torch.no_grad():
+        ref = book(x)
+    assert torch.allclose(logits, ref, atol=1e-5, rtol=1e-4)
+    flat = logits.flatten(0, 1)
+    loss = nn.functional.cross_entropy(flat, x.flatten())
+    assert type(loss.grad_fn).__name__ == "_LogitsLossBackward"
+    loss.backward()
+    del logits, loss
+    gc.collect()
+    assert freed == []  # flat still uses the memory, unchanged
+    assert torch.allclose(flat, ref.flatten(0, 1), atol=1e-5, rtol=1e-4)
+    del flat
+    gc.collect()
+    assert len(freed) == 1
+
+
 def test_lean_head_gives_the_same_gradients():
     """The loss path's lean head (64-row chunks, used past 512 MiB of
     logits) against its plain one, forced on a small model."""
