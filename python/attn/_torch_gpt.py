@@ -3,6 +3,7 @@ whole network runs in attn's C model, as one torch.autograd.Function, on the
 torch parameters' own storage (see GPTModel's docstring)."""
 import ctypes
 import json
+import math
 import sys
 import threading
 import weakref
@@ -68,9 +69,7 @@ def _empty(shape):
     """torch.empty(shape) (float32); past 4 MiB on 2 MiB pages: the logits
     are a new 100 MB tensor every step at GPT-2's size, whose 25,000 4 KiB
     page faults cost ~0.1 s on a VM."""
-    numel = 1
-    for n in shape:
-        numel *= n
+    numel = math.prod(shape)
     if numel * 4 < (4 << 20):
         return torch.empty(shape, dtype=torch.float32)
     import numpy
@@ -226,8 +225,9 @@ class _GradSet:
     faults on every step). AccumulateGrad never keeps them: a set handed to
     autograd is still referenced here, so it adds it into .grad or clones
     it; a set whose tensors someone else still holds at the next forward
-    (torch.autograd.grad returns them) is left to them. States: busy (a forward or backward fills it, or a loss's gradients
-    wait for their backward), handed (returned by a backward: free at the
+    (torch.autograd.grad returns them) is left to them. States: busy (a
+    forward or backward fills it, or a loss's gradients wait for their
+    backward), handed (returned by a backward: free at the
     next forward in the same thread, when that backward pass is over), free."""
 
     def __init__(self, params):
@@ -329,8 +329,7 @@ def _backward_logits(bridge, masks, idx, params, needs, token, d_logits=None, fi
     (B, T), V = idx.shape, bridge.cfg["vocab_size"]
 
     def redo():  # another forward ran since: this one's activations again
-        scratch = torch.empty((B, T, V), dtype=torch.float32)
-        bridge.forward(idx, None, masks, params, logits=scratch)  # the same masks
+        _logits_again(bridge, idx, masks, params)
 
     lease, grads = _acquire(bridge, params, needs)
     with bridge.lock:
@@ -340,6 +339,22 @@ def _backward_logits(bridge, masks, idx, params, needs, token, d_logits=None, fi
         bridge.backward_logits(d_logits, params, grads, B, T, token, redo)
     lease.gset.state, lease.gset.owner = "handed", threading.get_ident()
     return grads
+
+
+def _logits_again(bridge, idx, masks, params):
+    """The logits forward of idx run again, with the same masks: its logits
+    and its token (the activations are this forward's again)."""
+    logits = _empty((*idx.shape, bridge.cfg["vocab_size"]))
+    _, token = bridge.forward(idx, None, masks, params, logits=logits)
+    return logits, token
+
+
+def _c_loss(logits, t32, lse=None):
+    """attn's mean cross-entropy of logits (N, V) float32 and t32 (N) int32
+    (each row's log-sum-exp into lse when given)."""
+    N, V = logits.shape
+    return lib.attn_cross_entropy_forward(logits.data_ptr(), t32.data_ptr(),
+                                          lse.data_ptr() if lse is not None else None, N, V)
 
 
 class _LogitsInfo:
@@ -417,9 +432,7 @@ def _fused_cross_entropy(input, target, weight=None, size_average=None, ignore_i
             logits = input.as_subclass(torch.Tensor)
     if torch.is_grad_enabled() and input.requires_grad:
         return _LogitsLoss.apply(info, logits, t32, *info.params)
-    lse = torch.empty(N, dtype=torch.float32)
-    return torch.tensor(lib.attn_cross_entropy_forward(logits.data_ptr(), t32.data_ptr(),
-                                                       lse.data_ptr(), N, V))
+    return torch.tensor(_c_loss(logits, t32))
 
 
 class _LogitsLoss(torch.autograd.Function):
@@ -430,10 +443,8 @@ class _LogitsLoss(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, info, logits, t32, *params):
-        N, V = logits.shape
-        lse = torch.empty(N, dtype=torch.float32)
-        loss = lib.attn_cross_entropy_forward(logits.data_ptr(), t32.data_ptr(), lse.data_ptr(),
-                                              N, V)
+        lse = torch.empty(logits.shape[0], dtype=torch.float32)
+        loss = _c_loss(logits, t32, lse)
         ctx.info, ctx.logits, ctx.version = info, logits, logits._version
         ctx.save_for_backward(t32, lse, *params)  # torch checks the weights are not changed
         return torch.tensor(loss, dtype=torch.float32)
@@ -444,8 +455,7 @@ class _LogitsLoss(torch.autograd.Function):
         info, logits, token = ctx.info, ctx.logits, ctx.info.token
         (N, V), bridge = logits.shape, info.bridge
         if logits._version != ctx.version:  # changed in place since (torch's own loss allows
-            logits = torch.empty((N, V), dtype=torch.float32)  # it): the forward's again
-            _, token = bridge.forward(info.idx, None, info.masks, params, logits=logits)
+            logits, token = _logits_again(bridge, info.idx, info.masks, params)  # it)
 
         def fill(d):
             lib.attn_cross_entropy_grad(logits.data_ptr(), t32.data_ptr(), lse.data_ptr(),
@@ -614,8 +624,7 @@ class GPTModel(nn.Module):
         bridge.set_precision(precision)
         params = [t.contiguous() for t in params]
         masks = self._masks(*in_idx.shape)
-        idx = in_idx.long().contiguous()
-        out = _GPTFunction.apply(bridge, masks, idx, targets, *params)
+        out = _GPTFunction.apply(bridge, masks, in_idx.long().contiguous(), targets, *params)
         return out if dtype == torch.float32 else out.to(dtype)
 
 

@@ -62,21 +62,19 @@ size_t attn_param_list_numel(const attn_param_list *list) {
     return n;
 }
 
-/* Zeroed in 64 KiB pieces over the threads: one core's stores do not
- * reach the machine's write bandwidth (GPT-2's 500 MB of gradients a step). */
-#define ZERO_PIECE 16384
-
+/* Zeroed in ATTN_PAR_CHUNK pieces over the threads: one core's stores do
+ * not reach the machine's write bandwidth (GPT-2's 500 MB of gradients a step). */
 void attn_param_list_zero_grad(const attn_param_list *list) {
     const size_t total = attn_param_list_numel(list);
 #pragma omp parallel if (total >= ATTN_PAR_MIN)
     for (int i = 0; i < list->count; i++) {
         float *g = list->items[i].grad;
         const size_t n = g ? list->items[i].numel : 0;
-        const long pieces = (long)((n + ZERO_PIECE - 1) / ZERO_PIECE);
+        const long pieces = (long)((n + ATTN_PAR_CHUNK - 1) / ATTN_PAR_CHUNK);
 #pragma omp for schedule(static) nowait
         for (long p = 0; p < pieces; p++) {
-            const size_t lo = (size_t)p * ZERO_PIECE;
-            memset(g + lo, 0, (n - lo < ZERO_PIECE ? n - lo : ZERO_PIECE) * sizeof(float));
+            const size_t lo = (size_t)p * ATTN_PAR_CHUNK;
+            memset(g + lo, 0, (n - lo < ATTN_PAR_CHUNK ? n - lo : ATTN_PAR_CHUNK) * sizeof(float));
         }
     }
 }
