@@ -52,8 +52,10 @@ ATTN_FAULT_DIR="$tmp/count/" ATTN_FAULT_LOG="$tmp/ops.log" LD_PRELOAD=$SHIM \
 cmp -s "$tmp/ref/model.safetensors" "$tmp/count/model.safetensors" ||
   bad "the shim changes the run's result"
 nops=$(wc -l < "$tmp/ops.log")
-# Numbered 1..N with none repeated (the checkpoint's two writer threads share
-# the shim's counter).
+# The checkpoint's two writer threads share the shim's counter and may log
+# out of turn: in number order, line k is operation k, and the numbers are
+# 1..N with none repeated or lost.
+sort -n -k1,1 -o "$tmp/ops.log" "$tmp/ops.log"
 awk '$1 != NR { exit 1 }' "$tmp/ops.log" || bad "operation log numbers repeat or skip"
 # The commit points: the renames of DIR/latest (step 1, then step 2).
 mapfile -t commits < <(grep " rename $tmp/count/latest\$" "$tmp/ops.log" | cut -d' ' -f1)
@@ -140,6 +142,7 @@ dur_ms=$((($(date +%s%N) - t0) / 1000000))
 rm -f "$tmp/ops24.log"
 ATTN_FAULT_DIR="$tmp/count24/" ATTN_FAULT_LOG="$tmp/ops24.log" LD_PRELOAD=$SHIM \
   train --config "$tmp/c24.json" --out "$tmp/count24" > /dev/null 2>&1 || bad "24-step counting run failed"
+sort -n -k1,1 -o "$tmp/ops24.log" "$tmp/ops24.log" # in number order (see above)
 nops24=$(wc -l < "$tmp/ops24.log")
 first24=$(grep -m1 " rename $tmp/count24/latest\$" "$tmp/ops24.log" | cut -d' ' -f1)
 [ -n "$first24" ] && [ "$nops24" -gt "$first24" ] || { bad "24-step operation log: $nops24 operations, first commit at ${first24:-none}"; first24=1; }
