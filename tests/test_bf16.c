@@ -12,7 +12,9 @@
 #include <string.h>
 
 #include "attn/engine.h"
+#include "attn/feedforward.h"
 #include "attn/flash_attention.h"
+#include "attn/gelu.h"
 #include "attn/gemm.h"
 #include "attn/train.h"
 #include "kernels/flash_kernels.h"
@@ -78,6 +80,19 @@ static void ref_gemm(int ta, int tb, int M, int N, int K, const float *A, int ld
 }
 
 /* A bf16 engine (the test fails if it cannot be made). */
+static float *copy_floats(const float *v, size_t n) {
+    float *c = malloc(n * sizeof(float));
+    memcpy(c, v, n * sizeof(float));
+    return c;
+}
+
+static void zero_ff_grads(attn_feedforward *ff) {
+    memset(ff->fc1.grad_weight, 0, sizeof(float) * ff->fc1.out_features * ff->fc1.in_features);
+    memset(ff->fc1.grad_bias, 0, sizeof(float) * ff->fc1.out_features);
+    memset(ff->fc2.grad_weight, 0, sizeof(float) * ff->fc2.out_features * ff->fc2.in_features);
+    memset(ff->fc2.grad_bias, 0, sizeof(float) * ff->fc2.out_features);
+}
+
 static attn_bf16_gemm *new_engine(void) {
     attn_bf16_gemm *g = NULL;
     attn_error err;
@@ -186,6 +201,125 @@ Test(bf16, linear_backward_pair_equals_two_products) {
     free(x), free(dy), free(W), free(dW0), free(dx0);
     for (int k = 0; k < 2; k++)
         free(dW[k]), free(dx[k]);
+}
+
+/* A layer input kept in bf16 from its forward gives the products of its
+ * fp32 original, bit for bit: the forward (beta 0 and 1) and the backward
+ * pair (dx added, or written over whatever dx held). */
+Test(bf16, products_from_a_kept_bf16_input_equal_those_from_fp32) {
+    if (!have_bf16()) cr_skip_test("no AVX512-BF16 on this CPU");
+    attn_bf16_gemm *g = new_engine();
+    const int N = 41, in = 36, out = 67;
+    float *x, *dy, *W;
+    attn_rng rng;
+    linear_operands(13, N, in, out, &x, &dy, &W, &rng);
+    uint16_t *x16 = malloc(sizeof(uint16_t) * N * in);
+    attn_f32_to_bf16(x, x16, (size_t)N * in);
+    const size_t ny = (size_t)N * out, nx = (size_t)N * in, nw = (size_t)out * in;
+    float *y0 = malloc(sizeof(float) * ny), *dW0 = malloc(sizeof(float) * nw);
+    float *dx0 = malloc(sizeof(float) * nx), *y[2], *dW[2], *dx[2];
+    for (int k = 0; k < 2; k++) {
+        y[k] = malloc(sizeof(float) * ny);
+        dW[k] = malloc(sizeof(float) * nw);
+        dx[k] = malloc(sizeof(float) * nx);
+    }
+    attn_rng_uniform(&rng, y0, ny, -1.0f, 1.0f);
+    attn_rng_uniform(&rng, dx0, nx, -1.0f, 1.0f);
+    attn_rng_uniform(&rng, dW0, nw, -1.0f, 1.0f);
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass) attn_bf16_gemm_begin_pass(g);
+        for (int acc = 0; acc < 2; acc++) {
+            const float beta = acc ? 1.0f : 0.0f;
+            for (int k = 0; k < 2; k++) {
+                memcpy(y[k], y0, sizeof(float) * ny);
+                memcpy(dW[k], dW0, sizeof(float) * nw);
+                memcpy(dx[k], dx0, sizeof(float) * nx);
+            }
+            attn_gemm_weight_a16(g, 1, N, out, in, x16, W, beta, y[0]);
+            attn_gemm_weight(g, 1, N, out, in, x, W, beta, y[1]);
+            cr_expect(memcmp(y[0], y[1], sizeof(float) * ny) == 0, "pass %d beta %g: y differs",
+                      pass, (double)beta);
+            /* beta_x as acc: added to dx0, or written over it (vs dx cleared first). */
+            if (!acc) memset(dx[1], 0, sizeof(float) * nx);
+            attn_gemm_linear_grads_x16(g, 1, N, in, out, x16, dy, W, beta, dW[0], beta, dx[0]);
+            attn_gemm_linear_grads(g, 1, N, in, out, x, dy, W, beta, dW[1], dx[1]);
+            cr_expect(memcmp(dW[0], dW[1], sizeof(float) * nw) == 0, "pass %d beta %g: dW differs",
+                      pass, (double)beta);
+            cr_expect(memcmp(dx[0], dx[1], sizeof(float) * nx) == 0, "pass %d beta %g: dx differs",
+                      pass, (double)beta);
+        }
+    }
+    attn_bf16_gemm_free(g);
+    free(x), free(dy), free(W), free(x16), free(y0), free(dW0), free(dx0);
+    for (int k = 0; k < 2; k++)
+        free(y[k]), free(dW[k]), free(dx[k]);
+}
+
+/* The bf16 FeedForward rounds GELU's output in GELU's pass and keeps it for
+ * fc2's backward: output and every gradient equal the same layer run on the
+ * fp32 activation (fc1, GELU, fc2 with their own rounding), bit for bit,
+ * and a second forward on fewer rows reuses the kept buffer. */
+Test(bf16, feedforward_with_gelu_rounded_once_equals_the_fp32_activation_path) {
+    if (!have_bf16()) cr_skip_test("no AVX512-BF16 on this CPU");
+    attn_bf16_gemm *g = new_engine();
+    attn_error err;
+    attn_rng rng;
+    attn_rng_seed(&rng, 21);
+    const int C = 48;
+    attn_feedforward ff;
+    cr_assert_eq(attn_feedforward_init(&ff, C, &rng, &err), ATTN_OK);
+    ff.fc1.bf16 = ff.fc2.bf16 = g;
+    const int H = ff.hidden, rows[2] = {70, 33};
+    attn_feedforward_cache cache;
+    cr_assert_eq(attn_feedforward_cache_init(&cache, &ff, 70, &err), ATTN_OK);
+    for (int r = 0; r < 2; r++) {
+        const size_t N = (size_t)rows[r];
+        float *x = malloc(sizeof(float) * N * C), *dy = malloc(sizeof(float) * N * C);
+        attn_rng_uniform(&rng, x, N * C, -2.0f, 2.0f);
+        attn_rng_uniform(&rng, dy, N * C, -1.0f, 1.0f);
+        float *y = malloc(sizeof(float) * N * C), *dx = calloc(N * C, sizeof(float));
+        float *scratch = malloc(sizeof(float) * N * H);
+        attn_rng_uniform(&rng, scratch, N * H, -1.0f, 1.0f); /* not cleared by the caller */
+        zero_ff_grads(&ff);
+        attn_bf16_gemm_begin_pass(g);
+        attn_feedforward_forward(&ff, x, y, N, &cache);
+        cr_assert(cache.g_in_bf16, "the bf16 GELU path ran");
+        attn_feedforward_backward(&ff, x, dy, dx, N, &cache, scratch);
+        float *gw1 = copy_floats(ff.fc1.grad_weight, (size_t)H * C);
+        float *gb1 = copy_floats(ff.fc1.grad_bias, (size_t)H);
+        float *gw2 = copy_floats(ff.fc2.grad_weight, (size_t)H * C);
+        float *gb2 = copy_floats(ff.fc2.grad_bias, (size_t)C);
+        /* The reference: the fp32 activation, each product rounding its operands. */
+        zero_ff_grads(&ff);
+        attn_bf16_gemm_begin_pass(g);
+        float *h = malloc(sizeof(float) * N * H), *act = malloc(sizeof(float) * N * H);
+        float *y_ref = malloc(sizeof(float) * N * C), *dx_ref = calloc(N * C, sizeof(float));
+        float *dh = calloc(N * H, sizeof(float));
+        attn_linear_forward(&ff.fc1, x, h, N);
+        attn_gelu_forward(h, act, N * H);
+        attn_linear_forward(&ff.fc2, act, y_ref, N);
+        attn_linear_backward(&ff.fc2, act, dy, dh, N);
+        attn_gelu_backward_inplace(h, dh, N * H);
+        attn_linear_backward(&ff.fc1, x, dh, dx_ref, N);
+        cr_expect(memcmp(y, y_ref, sizeof(float) * N * C) == 0, "rows %zu: y differs", N);
+        cr_expect(memcmp(dx, dx_ref, sizeof(float) * N * C) == 0, "rows %zu: dx differs", N);
+        cr_expect(memcmp(gw1, ff.fc1.grad_weight, sizeof(float) * H * C) == 0, "fc1 dW");
+        cr_expect(memcmp(gb1, ff.fc1.grad_bias, sizeof(float) * H) == 0, "fc1 db");
+        cr_expect(memcmp(gw2, ff.fc2.grad_weight, sizeof(float) * H * C) == 0, "fc2 dW");
+        cr_expect(memcmp(gb2, ff.fc2.grad_bias, sizeof(float) * C) == 0, "fc2 db");
+        free(x), free(dy), free(y), free(dx), free(scratch), free(gw1), free(gb1), free(gw2);
+        free(gb2), free(h), free(act), free(y_ref), free(dx_ref), free(dh);
+    }
+    /* Without the engine the fp32 activation is kept, as before. */
+    ff.fc1.bf16 = ff.fc2.bf16 = NULL;
+    float x1[48], y1[48];
+    for (int c = 0; c < C; c++)
+        x1[c] = 0.01f * (float)c;
+    attn_feedforward_forward(&ff, x1, y1, 1, &cache);
+    cr_expect(!cache.g_in_bf16, "fp32 keeps g");
+    attn_feedforward_cache_free(&cache);
+    attn_feedforward_free(&ff);
+    attn_bf16_gemm_free(g);
 }
 
 /* A weight's bf16 copy within a pass: attn_gemm_weight and the backward

@@ -19,6 +19,7 @@
 #include "attn/residual.h"
 #include "attn/rng.h"
 #include "base/parallel.h"
+#include "kernels/gemv.h"
 
 #define ROWS 701
 #define COLS 131 /* ROWS * COLS = 91,831: about 2.8 x ATTN_PAR_MIN */
@@ -74,6 +75,15 @@ Test(threads, gelu_split_matches_serial_pieces_for_any_thread_count) {
         expect_same_bits(y, y_ref, NUMEL, "gelu forward", threads);
         expect_same_bits(dx, dx_ref, NUMEL, "gelu backward", threads);
         expect_same_bits(d, d_ref, NUMEL, "gelu backward in place", threads);
+        /* The bf16 engine's form: the forward's values rounded in its pass. */
+        uint16_t *y16 = malloc(NUMEL * sizeof(uint16_t)), *y16_ref = malloc(NUMEL * 2);
+        attn_f32_to_bf16(y_ref, y16_ref, NUMEL);
+        attn_gelu_forward_bf16(x, y16, NUMEL);
+        cr_assert(memcmp(y16, y16_ref, NUMEL * sizeof(uint16_t)) == 0,
+                  "gelu forward to bf16 with %d threads differs from rounding the forward",
+                  threads);
+        free(y16);
+        free(y16_ref);
         free(y);
         free(dx);
         free(d);
@@ -237,4 +247,46 @@ Test(threads, clip_and_adamw_are_the_same_for_any_thread_count) {
         free(w_ref[i]);
         free(g0[i]);
     }
+}
+
+/* base/parallel.h's loops around the products (zeroing, bias rows, bias
+ * gradients, gradient adds) equal their serial loops for 1-3 threads,
+ * including a strided column sum with a partial last block. */
+Test(threads, parallel_helpers_match_serial_loops_for_any_thread_count) {
+    const size_t ld = COLS + 5;
+    const float *x = random_floats(ROWS * ld, 7, 2.0f), *row = random_floats(COLS, 8, 1.0f);
+    const float *sum0 = random_floats(COLS, 9, 1.0f);
+    float *sum_ref = copy_of(sum0, COLS), *fill_ref = malloc(NUMEL * sizeof(float));
+    float *add_ref = copy_of(x, NUMEL);
+    for (size_t n = 0; n < ROWS; n++)
+        for (size_t c = 0; c < COLS; c++) {
+            sum_ref[c] += x[n * ld + c];
+            fill_ref[n * COLS + c] = row[c];
+            add_ref[n * COLS + c] += x[NUMEL - 1 - (n * COLS + c)];
+        }
+    const float *rev = random_floats(NUMEL, 10, 1.0f);
+    float *rev_src = malloc(NUMEL * sizeof(float));
+    for (size_t i = 0; i < NUMEL; i++)
+        rev_src[i] = x[NUMEL - 1 - i];
+    for (int threads = 1; threads <= 3; threads++) {
+        omp_set_num_threads(threads);
+        float *sum = copy_of(sum0, COLS), *y = copy_of(rev, NUMEL), *a = copy_of(x, NUMEL);
+        attn_par_col_sums(x, ROWS, COLS, ld, sum);
+        expect_same_bits(sum, sum_ref, COLS, "column sums", threads);
+        attn_par_fill_rows(y, ROWS, COLS, row);
+        expect_same_bits(y, fill_ref, NUMEL, "bias rows", threads);
+        attn_par_fill_rows(y, ROWS, COLS, NULL);
+        for (size_t i = 0; i < NUMEL; i++)
+            cr_assert(y[i] == 0.0f && !signbit(y[i]), "zero rows: [%zu] = %g", i, y[i]);
+        memcpy(y, rev, NUMEL * sizeof(float));
+        attn_par_zero(y, NUMEL - 3);
+        for (size_t i = 0; i < NUMEL; i++)
+            cr_assert(i < NUMEL - 3 ? y[i] == 0.0f : y[i] == rev[i], "zeroing: [%zu]", i);
+        attn_par_add(a, rev_src, NUMEL);
+        expect_same_bits(a, add_ref, NUMEL, "adds", threads);
+        free(sum);
+        free(y);
+        free(a);
+    }
+    free(rev_src);
 }

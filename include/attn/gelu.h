@@ -4,6 +4,7 @@
 #define ATTN_GELU_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -15,6 +16,10 @@ float attn_tanhf(float u);
 
 /* y = gelu(x) for n elements (in place allowed). */
 void attn_gelu_forward(const float *x, float *y, size_t n);
+
+/* y16 = gelu(x) rounded to bf16 (nearest even), n elements: the bf16
+ * engine's input to the next product, made in the same pass. */
+void attn_gelu_forward_bf16(const float *x, uint16_t *y16, size_t n);
 
 /* The backward rule (every attn backward; docs/library.md#conventions):
  * it adds (+=) into dx and into the parameter gradients, never overwrites;

@@ -12,6 +12,8 @@
 #ifndef ATTN_GEMM_H
 #define ATTN_GEMM_H
 
+#include <stdint.h>
+
 #include "attn/status.h"
 
 #ifdef __cplusplus
@@ -68,6 +70,17 @@ void attn_gemm_weight(attn_bf16_gemm *g, int threads, int M, int N, int K, const
  * exactly what attn_gemm gives for it (two attn_sgemm calls when g is NULL). */
 void attn_gemm_linear_grads(attn_bf16_gemm *g, int threads, int N, int in, int out, const float *x,
                             const float *dy, const float *W, float beta_w, float *dW, float *dx);
+
+/* The two above with the layer's input already in bf16 (as kept from its
+ * forward, so that it is not rounded twice): A16 (M, K) / x16 (N, in)
+ * compact; g must not be NULL. The products equal those on the fp32 operand
+ * whose rounding A16 / x16 is. linear_grads_x16 also takes beta_x (0 or 1):
+ * dx (N, in) = beta_x dx + dy W (0: dx need not be cleared first). */
+void attn_gemm_weight_a16(attn_bf16_gemm *g, int threads, int M, int N, int K,
+                          const uint16_t *A16, const float *W, float beta, float *C);
+void attn_gemm_linear_grads_x16(attn_bf16_gemm *g, int threads, int N, int in, int out,
+                                const uint16_t *x16, const float *dy, const float *W,
+                                float beta_w, float *dW, float beta_x, float *dx);
 
 #ifdef __cplusplus
 }

@@ -10,6 +10,7 @@
 #define ATTN_LINEAR_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "attn/param.h"
 #include "attn/rng.h"
@@ -51,6 +52,15 @@ void attn_linear_forward(const attn_linear *layer, const float *x, float *y, siz
 /* Accumulates (+=): grad_weight += dy^T x, grad_bias += sum_n dy, and, when
  * dx != NULL, dx (N, in) += dy W. */
 void attn_linear_backward(attn_linear *layer, const float *x, const float *dy, float *dx, size_t N);
+
+/* The same pair on the bf16 engine (layer->bf16 not NULL) with the input
+ * given as its bf16 rounding x16 (N, in), made once for the forward and
+ * kept for the backward: the same products as from the fp32 x. The
+ * parameter gradients accumulate as above; dx (N, in), when not NULL, is
+ * written (=), not added to: the input's gradient, in the caller's scratch. */
+void attn_linear_forward_x16(const attn_linear *layer, const uint16_t *x16, float *y, size_t N);
+void attn_linear_backward_x16(attn_linear *layer, const uint16_t *x16, const float *dy, float *dx,
+                              size_t N);
 
 #ifdef __cplusplus
 }

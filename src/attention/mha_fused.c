@@ -15,6 +15,7 @@
 
 #include "attn/gemm.h"
 #include "base/buffers.h"
+#include "base/parallel.h"
 
 static int grouped(const attn_mha *m) {
     return m->kv_dim != m->d_out;
@@ -192,9 +193,7 @@ attn_status attn_mha_fused_forward(const attn_mha *m, const float *x, int B, int
         if (st->b_qkv) memcpy(st->b_qkv + row0[i], lin[i]->bias, rows[i] * sizeof(float));
     }
     /* qkv (N, d3) = x W_qkv^T (+ b_qkv) in one sgemm */
-    if (st->b_qkv)
-        for (size_t n = 0; n < N; n++)
-            memcpy(st->qkv + n * d3, st->b_qkv, d3 * sizeof(float));
+    if (st->b_qkv) attn_par_fill_rows(st->qkv, N, d3, st->b_qkv);
     attn_gemm_weight(m->bf16, m->flash.threads, (int)N, (int)d3, (int)din, x, st->w_qkv,
                      st->b_qkv ? 1.0f : 0.0f, st->qkv);
     prepare(m, st, N, T);
@@ -221,14 +220,14 @@ attn_status attn_mha_fused_backward(attn_mha *m, const float *x, int B, int T, c
                          "MultiHeadAttention: backward needs a fused forward on the same cache");
     const size_t N = (size_t)B * (size_t)T, d = (size_t)m->d_out, din = (size_t)m->d_in;
     const size_t kv = (size_t)m->kv_dim, d3 = d + 2 * kv;
-    memset(cache->d_context, 0, N * d * sizeof(float));
+    attn_par_zero(cache->d_context, N * d);
     attn_linear_backward(&m->out_proj, cache->context, d_out, cache->d_context, N);
-    memset(st->d_qkv, 0, N * d3 * sizeof(float));
+    attn_par_zero(st->d_qkv, N * d3);
     attn_flash_problem pb = attn_mha_fused_problem(m, st, (attn_attention_cache *)cache, B, T);
     attn_flash_grads g = {cache->d_context,   d,  st->d_qkv, st->d_qkv + d,
                           st->d_qkv + d + kv, d3, d3,        d3};
     if (st->d_kv_x) { /* grouped: per query head, summed over each group after */
-        memset(st->d_kv_x, 0, N * 2 * d * sizeof(float));
+        attn_par_zero(st->d_kv_x, N * 2 * d);
         g.dk = st->d_kv_x;
         g.dv = st->d_kv_x + d;
         g.ld_dk = g.ld_dv = 2 * d;
@@ -247,12 +246,8 @@ attn_status attn_mha_fused_backward(attn_mha *m, const float *x, int B, int T, c
             return attn_fail(err, ATTN_ERR_NOMEM, "MultiHeadAttention: out of memory");
         attn_gemm_linear_grads(m->bf16, m->flash.threads, (int)N, (int)din, (int)d3, x, st->d_qkv,
                                st->w_qkv, 0.0f, st->dw_qkv, dx);
-        for (int i = 0; i < 3; i++) {
-            const float *src = st->dw_qkv + row0[i] * din;
-            float *dst = lin[i]->grad_weight;
-            for (size_t k = 0; k < rows[i] * din; k++)
-                dst[k] += src[k];
-        }
+        for (int i = 0; i < 3; i++)
+            attn_par_add(lin[i]->grad_weight, st->dw_qkv + row0[i] * din, rows[i] * din);
     } else {
         /* W.grad (rows, d_in) += dQKV_block^T x, straight into each public grad. */
         for (int i = 0; i < 3; i++)
@@ -266,10 +261,6 @@ attn_status attn_mha_fused_backward(attn_mha *m, const float *x, int B, int T, c
     }
     if (m->qkv_bias)
         for (int i = 0; i < 3; i++)
-            for (size_t n = 0; n < N; n++) {
-                const float *row = st->d_qkv + n * d3 + row0[i];
-                for (size_t o = 0; o < rows[i]; o++)
-                    lin[i]->grad_bias[o] += row[o];
-            }
+            attn_par_col_sums(st->d_qkv + row0[i], N, rows[i], d3, lin[i]->grad_bias);
     return ATTN_OK;
 }

@@ -36,6 +36,8 @@ struct attn_bf16_gemm {
     int n_prims;
     uint16_t *a16, *b16; /* bf16 copies of A and B (compact) */
     size_t a_cap, b_cap;
+    float *wide; /* a caller's bf16 operand widened, for the fp32 fallback only */
+    size_t wide_cap;
     wcopy wc[MAX_WCOPIES];
     int n_wc;
     unsigned pass; /* 0: no pass begun, weights rounded at every use */
@@ -70,6 +72,7 @@ void attn_bf16_gemm_free(attn_bf16_gemm *g) {
         free(g->wc[i].copy);
     free(g->a16);
     free(g->b16);
+    free(g->wide);
     free(g);
 }
 
@@ -214,15 +217,39 @@ void attn_gemm(attn_bf16_gemm *g, int threads, int trans_a, int trans_b, int M, 
         attn_sgemm(threads, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
-void attn_gemm_weight(attn_bf16_gemm *g, int threads, int M, int N, int K, const float *A,
-                      const float *W, float beta, float *C) {
+/* A caller's bf16 operand (n values) widened exactly into g->wide, for a
+ * product oneDNN refused; NULL when out of memory. */
+static const float *widen(attn_bf16_gemm *g, const uint16_t *x16, size_t n) {
+    if (g->wide_cap < n) {
+        float *p = malloc(n * sizeof *p);
+        if (!p) return NULL;
+        free(g->wide);
+        g->wide = p;
+        g->wide_cap = n;
+    }
+    for (size_t i = 0; i < n; i++)
+        g->wide[i] = attn_bf16_to_f32(x16[i]);
+    return g->wide;
+}
+
+/* attn_gemm_weight on A in fp32 (A16 NULL) or already in bf16 (A NULL). */
+static void gemm_weight(attn_bf16_gemm *g, int threads, int M, int N, int K, const float *A,
+                        const uint16_t *A16, const float *W, float beta, float *C) {
     if (M <= 0 || N <= 0) return;
     prim *q = NULL;
     const uint16_t *w16 = NULL;
     if (g && K > 0 && (beta == 0.0f || beta == 1.0f) &&
-        reserve(&g->a16, &g->a_cap, (size_t)M * (size_t)K) == 0 &&
+        (A16 || reserve(&g->a16, &g->a_cap, (size_t)M * (size_t)K) == 0) &&
         (q = get_prim(g, M, N, K, 0, 1, beta != 0.0f, N)) != NULL)
         w16 = weight_bf16(g, W, N, K);
+    if (A16) {
+        if (w16 && run_prim_on(g, q, A16, w16, C) == 0) return;
+        /* Refused: the fp32 product on the exact widening (C left as it was
+         * when even that cannot be had). */
+        if (g && (A = widen(g, A16, (size_t)M * (size_t)K)) != NULL)
+            attn_gemm(g, threads, 0, 1, M, N, K, 1.0f, A, K, W, K, beta, C, N);
+        return;
+    }
     if (!w16) { /* no pass, no engine or no copy: attn_gemm's way */
         attn_gemm(g, threads, 0, 1, M, N, K, 1.0f, A, K, W, K, beta, C, N);
         return;
@@ -232,30 +259,59 @@ void attn_gemm_weight(attn_bf16_gemm *g, int threads, int M, int N, int K, const
         attn_sgemm(threads, 0, 1, M, N, K, 1.0f, A, K, W, K, beta, C, N);
 }
 
-void attn_gemm_linear_grads(attn_bf16_gemm *g, int threads, int N, int in, int out, const float *x,
-                            const float *dy, const float *W, float beta_w, float *dW, float *dx) {
+void attn_gemm_weight(attn_bf16_gemm *g, int threads, int M, int N, int K, const float *A,
+                      const float *W, float beta, float *C) {
+    gemm_weight(g, threads, M, N, K, A, NULL, W, beta, C);
+}
+
+void attn_gemm_weight_a16(attn_bf16_gemm *g, int threads, int M, int N, int K,
+                          const uint16_t *A16, const float *W, float beta, float *C) {
+    gemm_weight(g, threads, M, N, K, NULL, A16, W, beta, C);
+}
+
+/* attn_gemm_linear_grads on x in fp32 (x16 NULL) or already in bf16 (x NULL). */
+static void linear_grads(attn_bf16_gemm *g, int threads, int N, int in, int out, const float *x,
+                         const uint16_t *x16, const float *dy, const float *W, float beta_w,
+                         float *dW, float beta_x, float *dx) {
     if (N <= 0 || in <= 0 || out <= 0) return;
     prim *qw = NULL, *qx = NULL;
     const size_t nx = (size_t)N * (size_t)in, nw = (size_t)out * (size_t)in;
-    if (g && (beta_w == 0.0f || beta_w == 1.0f) &&
+    if (g && (beta_w == 0.0f || beta_w == 1.0f) && (beta_x == 0.0f || beta_x == 1.0f) &&
         reserve(&g->a16, &g->a_cap, (size_t)N * (size_t)out) == 0 &&
         reserve(&g->b16, &g->b_cap, nx > nw ? nx : nw) == 0) {
         qw = get_prim(g, out, in, N, 1, 0, beta_w != 0.0f, in);
-        if (dx) qx = get_prim(g, N, in, out, 0, 0, 1, in);
+        if (dx) qx = get_prim(g, N, in, out, 0, 0, beta_x != 0.0f, in);
+    }
+    if (x16 && (!qw || (dx && !qx))) { /* fp32 fallback on the exact widening */
+        x = g ? widen(g, x16, nx) : NULL;
+        if (!x) return;
     }
     if (!qw || (dx && !qx)) { /* no engine, or a shape oneDNN refused */
         attn_gemm(g, threads, 1, 0, out, in, N, 1.0f, dy, out, x, in, beta_w, dW, in);
-        if (dx) attn_gemm(g, threads, 0, 0, N, in, out, 1.0f, dy, out, W, in, 1.0f, dx, in);
+        if (dx) attn_gemm(g, threads, 0, 0, N, in, out, 1.0f, dy, out, W, in, beta_x, dx, in);
         return;
     }
     /* dy (N, out) compact in a16 serves both: read transposed for dW. */
     to_bf16(dy, N, out, out, g->a16);
-    to_bf16(x, N, in, in, g->b16);
-    if (run_prim(g, qw, dW) != 0)
+    if (!x16) to_bf16(x, N, in, in, g->b16);
+    if (run_prim_on(g, qw, g->a16, x16 ? x16 : g->b16, dW) != 0) {
+        if (x16 && !(x = widen(g, x16, nx))) return;
         attn_sgemm(threads, 1, 0, out, in, N, 1.0f, dy, out, x, in, beta_w, dW, in);
+    }
     if (!dx) return;
     const uint16_t *w16 = weight_bf16(g, W, out, in);
     if (!w16) to_bf16(W, out, in, in, g->b16);
     if (run_prim_on(g, qx, g->a16, w16 ? w16 : g->b16, dx) != 0)
-        attn_sgemm(threads, 0, 0, N, in, out, 1.0f, dy, out, W, in, 1.0f, dx, in);
+        attn_sgemm(threads, 0, 0, N, in, out, 1.0f, dy, out, W, in, beta_x, dx, in);
+}
+
+void attn_gemm_linear_grads(attn_bf16_gemm *g, int threads, int N, int in, int out, const float *x,
+                            const float *dy, const float *W, float beta_w, float *dW, float *dx) {
+    linear_grads(g, threads, N, in, out, x, NULL, dy, W, beta_w, dW, 1.0f, dx);
+}
+
+void attn_gemm_linear_grads_x16(attn_bf16_gemm *g, int threads, int N, int in, int out,
+                                const uint16_t *x16, const float *dy, const float *W,
+                                float beta_w, float *dW, float beta_x, float *dx) {
+    linear_grads(g, threads, N, in, out, NULL, x16, dy, W, beta_w, dW, beta_x, dx);
 }

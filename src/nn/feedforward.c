@@ -8,6 +8,7 @@
 
 #include "attn/gelu.h"
 #include "base/buffers.h"
+#include "base/parallel.h"
 #include "linear_step.h"
 
 /* The activation between the two Linears (ff->act): the book's GELU
@@ -88,31 +89,44 @@ attn_status attn_feedforward_params(attn_feedforward *ff, const char *prefix, at
 }
 
 /* The cache's buffers, listed once: N rows of fc1's output (h) and of the
- * activation's (g). */
+ * activation's (g), and of g in bf16 (g16, only when with_g16: made at the
+ * first forward on the bf16 engine). */
 static int cache_buffers(attn_feedforward_cache *cache, const attn_feedforward *ff, size_t N,
-                         attn_bufs_op op) {
-    const size_t h = ff ? N * (size_t)ff->fc1.out_features : 0, g = ff ? N * (size_t)ff->hidden : 0;
-    const attn_buf t[] = {ATTN_BUF(cache->h, h), ATTN_BUF(cache->g, g)};
+                         int with_g16, attn_bufs_op op) {
+    const size_t h = ff && !with_g16 ? N * (size_t)ff->fc1.out_features : 0;
+    const size_t g = ff && !with_g16 ? N * (size_t)ff->hidden : 0;
+    const size_t g16 = ff && with_g16 ? N * (size_t)ff->hidden : 0;
+    const attn_buf t[] = {ATTN_BUF(cache->h, h), ATTN_BUF(cache->g, g),
+                          ATTN_BUF_KIND(cache->g16, g16, ATTN_BUF_HUGE)};
     return ATTN_BUFS(t, op);
 }
 
 attn_status attn_feedforward_cache_init(attn_feedforward_cache *cache, const attn_feedforward *ff,
                                         size_t N, attn_error *err) {
     memset(cache, 0, sizeof *cache);
-    if (cache_buffers(cache, ff, N, ATTN_BUFS_ALLOC) != 0)
+    if (cache_buffers(cache, ff, N, 0, ATTN_BUFS_ALLOC) != 0)
         return attn_fail(err, ATTN_ERR_NOMEM, "feedforward: out of memory for a %zu-row cache", N);
     cache->N = N;
     return ATTN_OK;
 }
 
 void attn_feedforward_cache_free(attn_feedforward_cache *cache) {
-    cache_buffers(cache, NULL, 0, ATTN_BUFS_FREE);
+    cache_buffers(cache, NULL, 0, 0, ATTN_BUFS_FREE);
     memset(cache, 0, sizeof *cache);
 }
 
 void attn_feedforward_forward(const attn_feedforward *ff, const float *x, float *y, size_t N,
                               attn_feedforward_cache *cache) {
     attn_linear_forward(&ff->fc1, x, cache->h, N);
+    /* bf16 GELU: fc2's operand rounded in GELU's pass and kept for fc2's
+     * backward (else rounded from g twice); the same bits either way. */
+    cache->g_in_bf16 = ff->act == ATTN_ACT_GELU && ff->fc2.bf16 && N <= cache->N &&
+                       (cache->g16 || cache_buffers(cache, ff, cache->N, 1, ATTN_BUFS_ALLOC) == 0);
+    if (cache->g_in_bf16) {
+        attn_gelu_forward_bf16(cache->h, cache->g16, N * (size_t)ff->hidden);
+        attn_linear_forward_x16(&ff->fc2, cache->g16, y, N);
+        return;
+    }
     act_forward(ff, cache->h, cache->g, N);
     attn_linear_forward(&ff->fc2, cache->g, y, N);
 }
@@ -123,11 +137,15 @@ size_t attn_feedforward_scratch(const attn_feedforward *ff) {
 
 void attn_feedforward_backward(attn_feedforward *ff, const float *x, const float *dy, float *dx,
                                size_t N, const attn_feedforward_cache *cache, float *d_hidden) {
-    memset(d_hidden, 0, N * attn_feedforward_scratch(ff) * sizeof(float));
     /* SwiGLU: dh (N, 2H) first, then dg (N, H); else one (N, hidden) in place. */
     float *dh = d_hidden;
     float *dg = ff->act == ATTN_ACT_SWIGLU ? d_hidden + N * 2 * (size_t)ff->hidden : d_hidden;
-    attn_linear_backward(&ff->fc2, cache->g, dy, dg, N);
+    if (cache->g_in_bf16) { /* dg written, not added to: no clearing */
+        attn_linear_backward_x16(&ff->fc2, cache->g16, dy, dg, N);
+    } else {
+        attn_par_zero(d_hidden, N * attn_feedforward_scratch(ff));
+        attn_linear_backward(&ff->fc2, cache->g, dy, dg, N);
+    }
     act_backward(ff, cache->h, dg, dh, N);
     attn_linear_backward(&ff->fc1, x, dh, dx, N);
 }

@@ -11,6 +11,7 @@
 
 #include "base/parallel.h"
 #include "base/vec_clones.h"
+#include "kernels/gemv.h"
 
 /* Let GCC compute both sides of the selects below so the loops vectorise;
  * this only drops assumptions about FP exception flags (which attn never
@@ -96,13 +97,19 @@ ATTN_VEC_CLONES static void gelu_backward_inplace_chunk(const float *x, float *d
 
 /* The public entry points split [0, n) into ATTN_PAR_CHUNK pieces over the
  * OpenMP threads; each piece runs the vectorised clone of one of these. */
-typedef enum { GELU_FORWARD, GELU_BACKWARD, GELU_BACKWARD_INPLACE } gelu_op;
+typedef enum { GELU_FORWARD, GELU_FORWARD_BF16, GELU_BACKWARD, GELU_BACKWARD_INPLACE } gelu_op;
 
-/* FORWARD: out = gelu(x). BACKWARD: out += gelu'(x) * b. INPLACE: out *= gelu'(x). */
-static void gelu_chunk(gelu_op op, const float *x, const float *b, float *out, size_t n, long c) {
+/* FORWARD: out = gelu(x). FORWARD_BF16: out (uint16_t) = bf16(gelu(x)).
+ * BACKWARD: out += gelu'(x) * b. INPLACE: out *= gelu'(x). */
+static void gelu_chunk(gelu_op op, const float *x, const float *b, void *out_, size_t n, long c) {
     const size_t o = (size_t)c * ATTN_PAR_CHUNK;
     const size_t len = n - o < ATTN_PAR_CHUNK ? n - o : ATTN_PAR_CHUNK;
-    if (op == GELU_FORWARD)
+    float *out = out_;
+    if (op == GELU_FORWARD_BF16) {
+        float tmp[ATTN_PAR_CHUNK]; /* 16 KiB: stays in L1 between the two */
+        gelu_forward_chunk(x + o, tmp, len);
+        attn_f32_to_bf16(tmp, (uint16_t *)out_ + o, len);
+    } else if (op == GELU_FORWARD)
         gelu_forward_chunk(x + o, out + o, len);
     else if (op == GELU_BACKWARD)
         gelu_backward_chunk(x + o, b + o, out + o, len);
@@ -110,7 +117,7 @@ static void gelu_chunk(gelu_op op, const float *x, const float *b, float *out, s
         gelu_backward_inplace_chunk(x + o, out + o, len);
 }
 
-static void gelu_split(gelu_op op, const float *x, const float *b, float *out, size_t n) {
+static void gelu_split(gelu_op op, const float *x, const float *b, void *out, size_t n) {
     const long chunks = (long)((n + ATTN_PAR_CHUNK - 1) / ATTN_PAR_CHUNK);
     /* Small inputs (one token while generating) skip the OpenMP runtime. */
     if (n < ATTN_PAR_MIN) {
@@ -125,6 +132,10 @@ static void gelu_split(gelu_op op, const float *x, const float *b, float *out, s
 
 void attn_gelu_forward(const float *x, float *y, size_t n) {
     gelu_split(GELU_FORWARD, x, NULL, y, n);
+}
+
+void attn_gelu_forward_bf16(const float *x, uint16_t *y16, size_t n) {
+    gelu_split(GELU_FORWARD_BF16, x, NULL, y16, n);
 }
 
 void attn_gelu_backward(const float *x, const float *dy, float *dx, size_t n) {

@@ -117,11 +117,16 @@ void attn_layernorm_forward(const attn_layernorm *ln, const float *x, float *y, 
 static void rms_backward(attn_layernorm *ln, const float *x, const float *rstd, const float *dy,
                          float *dx, size_t N) {
     const size_t C = (size_t)ln->C;
-    for (size_t n = 0; n < N; n++) {
-        const float *xr = x + n * C, *dyr = dy + n * C;
-        const float r = rstd[n];
-        for (size_t c = 0; c < C; c++)
-            ln->grad_scale[c] += dyr[c] * xr[c] * r;
+#pragma omp parallel if (N * C >= ATTN_PAR_MIN && C > ATTN_PAR_COLS)
+    {
+        size_t c0, c1;
+        attn_par_cols(C, &c0, &c1);
+        for (size_t n = 0; n < N && c0 < c1; n++) {
+            const float *xr = x + n * C, *dyr = dy + n * C;
+            const float r = rstd[n];
+            for (size_t c = c0; c < c1; c++)
+                ln->grad_scale[c] += dyr[c] * xr[c] * r;
+        }
     }
     if (!dx) return;
     const long rows = (long)N;
@@ -147,13 +152,19 @@ void attn_layernorm_backward(attn_layernorm *ln, const float *x, const float *me
         return;
     }
     const size_t C = (size_t)ln->C;
-    /* Parameter grads: columns are independent, rows are summed. */
-    for (size_t n = 0; n < N; n++) {
-        const float *xr = x + n * C, *dyr = dy + n * C;
-        const float m = mean[n], r = rstd[n];
-        for (size_t c = 0; c < C; c++) {
-            ln->grad_scale[c] += dyr[c] * (xr[c] - m) * r;
-            ln->grad_shift[c] += dyr[c];
+    /* Parameter grads: columns are independent, rows are summed in order, so
+     * the columns split over the threads. */
+#pragma omp parallel if (N * C >= ATTN_PAR_MIN && C > ATTN_PAR_COLS)
+    {
+        size_t c0, c1;
+        attn_par_cols(C, &c0, &c1);
+        for (size_t n = 0; n < N && c0 < c1; n++) {
+            const float *xr = x + n * C, *dyr = dy + n * C;
+            const float m = mean[n], r = rstd[n];
+            for (size_t c = c0; c < c1; c++) {
+                ln->grad_scale[c] += dyr[c] * (xr[c] - m) * r;
+                ln->grad_shift[c] += dyr[c];
+            }
         }
     }
     if (!dx) return;

@@ -8,6 +8,7 @@
 
 #include "attn/gemm.h"
 #include "base/buffers.h"
+#include "base/parallel.h"
 
 /* The layer's buffers, listed once: nw weights, nb biases (0: none). The
  * weight is streamed once per token when generating: on huge pages. */
@@ -69,14 +70,24 @@ void attn_linear_forward(const attn_linear *layer, const float *x, float *y, siz
     const int in = layer->in_features, out = layer->out_features;
     if (N == 0) return;
     /* Start from the bias (or zero), then y += x W^T. */
-    for (size_t n = 0; n < N; n++) {
-        float *row = y + n * (size_t)out;
-        if (layer->has_bias)
-            memcpy(row, layer->bias, (size_t)out * sizeof(float));
-        else
-            memset(row, 0, (size_t)out * sizeof(float));
-    }
+    attn_par_fill_rows(y, N, (size_t)out, layer->has_bias ? layer->bias : NULL);
     attn_gemm_weight(layer->bf16, 0, (int)N, out, in, x, layer->weight, 1.0f, y);
+}
+
+void attn_linear_forward_x16(const attn_linear *layer, const uint16_t *x16, float *y, size_t N) {
+    const int in = layer->in_features, out = layer->out_features;
+    if (N == 0) return;
+    attn_par_fill_rows(y, N, (size_t)out, layer->has_bias ? layer->bias : NULL);
+    attn_gemm_weight_a16(layer->bf16, 0, (int)N, out, in, x16, layer->weight, 1.0f, y);
+}
+
+void attn_linear_backward_x16(attn_linear *layer, const uint16_t *x16, const float *dy, float *dx,
+                              size_t N) {
+    const int in = layer->in_features, out = layer->out_features;
+    if (N == 0) return;
+    attn_gemm_linear_grads_x16(layer->bf16, 0, (int)N, in, out, x16, dy, layer->weight, 1.0f,
+                               layer->grad_weight, 0.0f, dx);
+    if (layer->has_bias) attn_par_col_sums(dy, N, (size_t)out, (size_t)out, layer->grad_bias);
 }
 
 void attn_linear_backward(attn_linear *layer, const float *x, const float *dy, float *dx,
@@ -87,11 +98,5 @@ void attn_linear_backward(attn_linear *layer, const float *x, const float *dy, f
      * dx (N, in) += dy (N, out) W (out, in) */
     attn_gemm_linear_grads(layer->bf16, 0, (int)N, in, out, x, dy, layer->weight, 1.0f,
                            layer->grad_weight, dx);
-    if (layer->has_bias) {
-        for (size_t n = 0; n < N; n++) {
-            const float *row = dy + n * (size_t)out;
-            for (int o = 0; o < out; o++)
-                layer->grad_bias[o] += row[o];
-        }
-    }
+    if (layer->has_bias) attn_par_col_sums(dy, N, (size_t)out, (size_t)out, layer->grad_bias);
 }
