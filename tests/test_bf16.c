@@ -15,8 +15,10 @@
 #include "attn/feedforward.h"
 #include "attn/flash_attention.h"
 #include "attn/gelu.h"
+#include "attn/multi_head_attention.h"
 #include "attn/gemm.h"
 #include "attn/train.h"
+#include "attention/mha_fused.h"
 #include "kernels/flash_kernels.h"
 #include "kernels/gemv.h"
 #include "train/trainer.h"
@@ -319,6 +321,69 @@ Test(bf16, feedforward_with_gelu_rounded_once_equals_the_fp32_activation_path) {
     cr_expect(!cache.g_in_bf16, "fp32 keeps g");
     attn_feedforward_cache_free(&cache);
     attn_feedforward_free(&ff);
+    attn_bf16_gemm_free(g);
+}
+
+/* The bf16 MHA keeps its rounded input and context from the forward for the
+ * backward: a forward on other data in between (same cache) leaves no stale
+ * copy; output, input gradient and every parameter gradient equal a fresh
+ * cache's, bit for bit. */
+static void mha_grads(attn_mha *m, float **out) {
+    const attn_linear *l[4] = {&m->W_query, &m->W_key, &m->W_value, &m->out_proj};
+    size_t k = 0;
+    for (int i = 0; i < 4; i++) {
+        const size_t nw = (size_t)l[i]->out_features * (size_t)l[i]->in_features;
+        memcpy(*out + k, l[i]->grad_weight, nw * sizeof(float)), k += nw;
+        memcpy(*out + k, l[i]->grad_bias, (size_t)l[i]->out_features * sizeof(float));
+        k += (size_t)l[i]->out_features;
+        memset(l[i]->grad_weight, 0, nw * sizeof(float));
+        memset(l[i]->grad_bias, 0, (size_t)l[i]->out_features * sizeof(float));
+    }
+}
+
+Test(bf16, mha_kept_inputs_follow_the_last_forward) {
+    if (!have_bf16()) cr_skip_test("no AVX512-BF16 on this CPU");
+    attn_bf16_gemm *g = new_engine();
+    attn_error err;
+    attn_rng rng;
+    attn_rng_seed(&rng, 31);
+    const int B = 2, T = 24, d = 64, H = 4;
+    attn_mha m;
+    cr_assert_eq(attn_mha_init(&m, d, d, T, 0.0, H, 1, &rng, &err), ATTN_OK, "%s", err.msg);
+    m.bf16 = g;
+    m.W_query.bf16 = m.W_key.bf16 = m.W_value.bf16 = m.out_proj.bf16 = g;
+    const size_t N = (size_t)B * T, np = 4 * ((size_t)d * d + d);
+    float *x1 = malloc(sizeof(float) * N * d), *x2 = malloc(sizeof(float) * N * d);
+    float *dy = malloc(sizeof(float) * N * d);
+    attn_rng_uniform(&rng, x1, N * d, -1.0f, 1.0f);
+    attn_rng_uniform(&rng, x2, N * d, -1.0f, 1.0f);
+    attn_rng_uniform(&rng, dy, N * d, -1.0f, 1.0f);
+    float *out[2], *dx[2], *gr[2];
+    for (int run = 0; run < 2; run++) {
+        out[run] = malloc(sizeof(float) * N * d);
+        dx[run] = calloc(N * d, sizeof(float));
+        gr[run] = malloc(sizeof(float) * np);
+        attn_attention_cache cache;
+        cr_assert_eq(attn_mha_cache_init(&cache, &m, B, T, &err), ATTN_OK, "%s", err.msg);
+        float *zero = gr[run];
+        mha_grads(&m, &zero); /* clears the gradients */
+        attn_bf16_gemm_begin_pass(g);
+        if (run == 0) /* the first run's cache saw other data first */
+            cr_assert_eq(attn_mha_forward(&m, x1, B, T, out[run], NULL, &cache, &err), ATTN_OK);
+        cr_assert_eq(attn_mha_forward(&m, x2, B, T, out[run], NULL, &cache, &err), ATTN_OK);
+        cr_assert(cache.fused && cache.fused->kept16, "the fused bf16 path keeps its inputs");
+        cr_assert_eq(attn_mha_backward(&m, x2, B, T, dy, dx[run], &cache, &err), ATTN_OK,
+                     "%s", err.msg);
+        mha_grads(&m, &gr[run]);
+        attn_attention_cache_free(&cache);
+    }
+    cr_expect(memcmp(out[0], out[1], sizeof(float) * N * d) == 0, "output");
+    cr_expect(memcmp(dx[0], dx[1], sizeof(float) * N * d) == 0, "dx");
+    cr_expect(memcmp(gr[0], gr[1], sizeof(float) * np) == 0, "parameter gradients");
+    for (int run = 0; run < 2; run++)
+        free(out[run]), free(dx[run]), free(gr[run]);
+    free(x1), free(x2), free(dy);
+    attn_mha_free(&m);
     attn_bf16_gemm_free(g);
 }
 

@@ -41,11 +41,12 @@ typedef struct attn_feedforward_cache {
     size_t N;
     float *h; /* (N, fc1.out_features) fc1 output (the activation's input) */
     float *g; /* (N, hidden) the activation's output (fc2 input) */
-    /* The bf16 engine with GELU: the activation's output rounded to bf16
-     * (fc2's operand, forward and backward), made in GELU's pass instead
-     * of g (allocated at the first such forward); g_in_bf16 says the last
-     * forward wrote g16, not g. */
-    uint16_t *g16;
+    /* The bf16 engine with GELU: the products' inputs in bf16, rounded once
+     * in the forward and kept for the backward (allocated at the first such
+     * forward): x16 (N, C) the layer's input (fc1's operand) and g16
+     * (N, hidden) the activation's output, made in GELU's pass instead of
+     * g (fc2's operand). g_in_bf16 says the last forward wrote them, not g. */
+    uint16_t *x16, *g16;
     int g_in_bf16;
 } attn_feedforward_cache;
 

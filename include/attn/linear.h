@@ -54,13 +54,17 @@ void attn_linear_forward(const attn_linear *layer, const float *x, float *y, siz
 void attn_linear_backward(attn_linear *layer, const float *x, const float *dy, float *dx, size_t N);
 
 /* The same pair on the bf16 engine (layer->bf16 not NULL) with the input
- * given as its bf16 rounding x16 (N, in), made once for the forward and
- * kept for the backward: the same products as from the fp32 x. The
+ * rounded to bf16 once, in the forward, and that copy x16 (N, in) kept for
+ * the backward: the same products as from the fp32 x. _forward_keep rounds
+ * x into x16; _forward_x16 takes x16 as it is (made by the caller). The
  * parameter gradients accumulate as above; dx (N, in), when not NULL, is
- * written (=), not added to: the input's gradient, in the caller's scratch. */
+ * dx = beta_x dx + dy W (beta_x 0 or 1; 0: written, not added to, for a
+ * caller's own scratch). */
+void attn_linear_forward_keep(const attn_linear *layer, const float *x, float *y, size_t N,
+                              uint16_t *x16);
 void attn_linear_forward_x16(const attn_linear *layer, const uint16_t *x16, float *y, size_t N);
 void attn_linear_backward_x16(attn_linear *layer, const uint16_t *x16, const float *dy, float *dx,
-                              size_t N);
+                              float beta_x, size_t N);
 
 #ifdef __cplusplus
 }

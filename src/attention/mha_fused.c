@@ -39,8 +39,8 @@ static state_sizes sizes_for(const attn_mha *m, int B, int T) {
     return s;
 }
 
-/* The state's buffers, listed once. dw_qkv is the bf16 backward's, made on
- * its first use. */
+/* The state's buffers, listed once. dw_qkv, x16 and ctx16 are the bf16
+ * engine's, made on their first use. */
 static int state_buffers(attn_mha_fused_state *st, const state_sizes *s, attn_bufs_op op) {
     const attn_buf t[] = {
         ATTN_BUF(st->w_qkv, s->w),
@@ -49,6 +49,8 @@ static int state_buffers(attn_mha_fused_state *st, const state_sizes *s, attn_bu
         ATTN_BUF_KIND(st->d_qkv, s->qkv, ATTN_BUF_HUGE),
         ATTN_BUF(st->lse, s->lse),
         ATTN_BUF(st->dw_qkv, 0),
+        ATTN_BUF(st->x16, 0),
+        ATTN_BUF(st->ctx16, 0),
         ATTN_BUF(st->raw, s->raw),
         ATTN_BUF(st->rstd, s->rstd),
         ATTN_BUF(st->d_raw, s->raw),
@@ -194,8 +196,16 @@ attn_status attn_mha_fused_forward(const attn_mha *m, const float *x, int B, int
     }
     /* qkv (N, d3) = x W_qkv^T (+ b_qkv) in one sgemm */
     if (st->b_qkv) attn_par_fill_rows(st->qkv, N, d3, st->b_qkv);
-    attn_gemm_weight(m->bf16, m->flash.threads, (int)N, (int)d3, (int)din, x, st->w_qkv,
-                     st->b_qkv ? 1.0f : 0.0f, st->qkv);
+    /* bf16: x and the context rounded once, here, and kept for the backward. */
+    if (m->bf16 && !st->x16) st->x16 = malloc(N * din * sizeof(uint16_t));
+    if (m->bf16 && !st->ctx16) st->ctx16 = malloc(N * d * sizeof(uint16_t));
+    st->kept16 = m->bf16 && st->x16 && st->ctx16;
+    if (st->kept16)
+        attn_gemm_weight_keep(m->bf16, m->flash.threads, (int)N, (int)d3, (int)din, x, st->w_qkv,
+                              st->b_qkv ? 1.0f : 0.0f, st->qkv, st->x16);
+    else
+        attn_gemm_weight(m->bf16, m->flash.threads, (int)N, (int)d3, (int)din, x, st->w_qkv,
+                         st->b_qkv ? 1.0f : 0.0f, st->qkv);
     prepare(m, st, N, T);
     /* Dropout only in training with p > 0, drawn as PyTorch draws it. */
     const double p = mode && mode->training ? m->dropout : 0.0;
@@ -208,7 +218,10 @@ attn_status attn_mha_fused_forward(const attn_mha *m, const float *x, int B, int
     const attn_flash_options fo = flash_options(m);
     s = attn_flash_forward(&pb, &fo, &st->ws, err);
     if (s != ATTN_OK) return s;
-    attn_linear_forward(&m->out_proj, cache->context, out, N);
+    if (st->kept16)
+        attn_linear_forward_keep(&m->out_proj, cache->context, out, N, st->ctx16);
+    else
+        attn_linear_forward(&m->out_proj, cache->context, out, N);
     return ATTN_OK;
 }
 
@@ -220,8 +233,12 @@ attn_status attn_mha_fused_backward(attn_mha *m, const float *x, int B, int T, c
                          "MultiHeadAttention: backward needs a fused forward on the same cache");
     const size_t N = (size_t)B * (size_t)T, d = (size_t)m->d_out, din = (size_t)m->d_in;
     const size_t kv = (size_t)m->kv_dim, d3 = d + 2 * kv;
-    attn_par_zero(cache->d_context, N * d);
-    attn_linear_backward(&m->out_proj, cache->context, d_out, cache->d_context, N);
+    if (st->kept16) { /* d_context written, not added to: no clearing */
+        attn_linear_backward_x16(&m->out_proj, st->ctx16, d_out, cache->d_context, 0.0f, N);
+    } else {
+        attn_par_zero(cache->d_context, N * d);
+        attn_linear_backward(&m->out_proj, cache->context, d_out, cache->d_context, N);
+    }
     attn_par_zero(st->d_qkv, N * d3);
     attn_flash_problem pb = attn_mha_fused_problem(m, st, (attn_attention_cache *)cache, B, T);
     attn_flash_grads g = {cache->d_context,   d,  st->d_qkv, st->d_qkv + d,
@@ -244,8 +261,12 @@ attn_status attn_mha_fused_backward(attn_mha *m, const float *x, int B, int T, c
          * dx (N, d_in) += dQKV (N, d3) W_qkv (d3, d_in). */
         if (!st->dw_qkv && !(st->dw_qkv = malloc(d3 * din * sizeof(float))))
             return attn_fail(err, ATTN_ERR_NOMEM, "MultiHeadAttention: out of memory");
-        attn_gemm_linear_grads(m->bf16, m->flash.threads, (int)N, (int)din, (int)d3, x, st->d_qkv,
-                               st->w_qkv, 0.0f, st->dw_qkv, dx);
+        if (st->kept16)
+            attn_gemm_linear_grads_x16(m->bf16, m->flash.threads, (int)N, (int)din, (int)d3,
+                                       st->x16, st->d_qkv, st->w_qkv, 0.0f, st->dw_qkv, 1.0f, dx);
+        else
+            attn_gemm_linear_grads(m->bf16, m->flash.threads, (int)N, (int)din, (int)d3, x,
+                                   st->d_qkv, st->w_qkv, 0.0f, st->dw_qkv, dx);
         for (int i = 0; i < 3; i++)
             attn_par_add(lin[i]->grad_weight, st->dw_qkv + row0[i] * din, rows[i] * din);
     } else {

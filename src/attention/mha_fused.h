@@ -3,6 +3,8 @@
 #ifndef ATTN_MHA_FUSED_H
 #define ATTN_MHA_FUSED_H
 
+#include <stdint.h>
+
 #include "attn/flash_attention.h"
 #include "attn/multi_head_attention.h"
 
@@ -17,6 +19,12 @@ typedef struct attn_mha_fused_state {
     float *d_qkv;  /* same, gradients */
     float *lse;    /* (B, heads, T) */
     float *dw_qkv; /* (d3, d_in) weight gradients (bf16 engine only; made on first use) */
+    /* bf16 engine: the two products' inputs rounded once in the forward and
+     * kept for the backward (made on first use): x16 (B T, d_in) the layer's
+     * input, ctx16 (B T, d_out) out_proj's; kept16 says the last forward
+     * made them. */
+    uint16_t *x16, *ctx16;
+    int kept16;
     /* Variants (attn/attention.h) around the kernel: */
     float *raw;    /* qk_norm: (B T, d_out + kv_dim) q | k before the norm */
     float *rstd;   /* qk_norm: (B T, heads + kv_heads) 1/rms per head row */

@@ -232,10 +232,16 @@ static const float *widen(attn_bf16_gemm *g, const uint16_t *x16, size_t n) {
     return g->wide;
 }
 
-/* attn_gemm_weight on A in fp32 (A16 NULL) or already in bf16 (A NULL). */
+/* attn_gemm_weight on A in fp32 (A16 NULL) or already in bf16 (A NULL);
+ * with keep, A (fp32) is rounded into keep and the product made from it. */
 static void gemm_weight(attn_bf16_gemm *g, int threads, int M, int N, int K, const float *A,
-                        const uint16_t *A16, const float *W, float beta, float *C) {
+                        const uint16_t *A16, uint16_t *keep, const float *W, float beta,
+                        float *C) {
     if (M <= 0 || N <= 0) return;
+    if (keep) {
+        to_bf16(A, M, K, K, keep);
+        A16 = keep;
+    }
     prim *q = NULL;
     const uint16_t *w16 = NULL;
     if (g && K > 0 && (beta == 0.0f || beta == 1.0f) &&
@@ -244,9 +250,9 @@ static void gemm_weight(attn_bf16_gemm *g, int threads, int M, int N, int K, con
         w16 = weight_bf16(g, W, N, K);
     if (A16) {
         if (w16 && run_prim_on(g, q, A16, w16, C) == 0) return;
-        /* Refused: the fp32 product on the exact widening (C left as it was
-         * when even that cannot be had). */
-        if (g && (A = widen(g, A16, (size_t)M * (size_t)K)) != NULL)
+        /* Refused: the fp32 product on A, or on A16's exact widening (C
+         * left as it was when even that cannot be had). */
+        if (A || (g && (A = widen(g, A16, (size_t)M * (size_t)K)) != NULL))
             attn_gemm(g, threads, 0, 1, M, N, K, 1.0f, A, K, W, K, beta, C, N);
         return;
     }
@@ -261,12 +267,17 @@ static void gemm_weight(attn_bf16_gemm *g, int threads, int M, int N, int K, con
 
 void attn_gemm_weight(attn_bf16_gemm *g, int threads, int M, int N, int K, const float *A,
                       const float *W, float beta, float *C) {
-    gemm_weight(g, threads, M, N, K, A, NULL, W, beta, C);
+    gemm_weight(g, threads, M, N, K, A, NULL, NULL, W, beta, C);
+}
+
+void attn_gemm_weight_keep(attn_bf16_gemm *g, int threads, int M, int N, int K, const float *A,
+                           const float *W, float beta, float *C, uint16_t *A16) {
+    gemm_weight(g, threads, M, N, K, A, NULL, A16, W, beta, C);
 }
 
 void attn_gemm_weight_a16(attn_bf16_gemm *g, int threads, int M, int N, int K,
                           const uint16_t *A16, const float *W, float beta, float *C) {
-    gemm_weight(g, threads, M, N, K, NULL, A16, W, beta, C);
+    gemm_weight(g, threads, M, N, K, NULL, A16, NULL, W, beta, C);
 }
 
 /* attn_gemm_linear_grads on x in fp32 (x16 NULL) or already in bf16 (x NULL). */

@@ -89,14 +89,16 @@ attn_status attn_feedforward_params(attn_feedforward *ff, const char *prefix, at
 }
 
 /* The cache's buffers, listed once: N rows of fc1's output (h) and of the
- * activation's (g), and of g in bf16 (g16, only when with_g16: made at the
- * first forward on the bf16 engine). */
+ * activation's (g), and the bf16 operands x16 and g16 (only when bf16: made
+ * at the first forward on the bf16 engine). */
 static int cache_buffers(attn_feedforward_cache *cache, const attn_feedforward *ff, size_t N,
-                         int with_g16, attn_bufs_op op) {
-    const size_t h = ff && !with_g16 ? N * (size_t)ff->fc1.out_features : 0;
-    const size_t g = ff && !with_g16 ? N * (size_t)ff->hidden : 0;
-    const size_t g16 = ff && with_g16 ? N * (size_t)ff->hidden : 0;
+                         int bf16, attn_bufs_op op) {
+    const size_t h = ff && !bf16 ? N * (size_t)ff->fc1.out_features : 0;
+    const size_t g = ff && !bf16 ? N * (size_t)ff->hidden : 0;
+    const size_t x16 = ff && bf16 ? N * (size_t)ff->C : 0;
+    const size_t g16 = ff && bf16 ? N * (size_t)ff->hidden : 0;
     const attn_buf t[] = {ATTN_BUF(cache->h, h), ATTN_BUF(cache->g, g),
+                          ATTN_BUF_KIND(cache->x16, x16, ATTN_BUF_HUGE),
                           ATTN_BUF_KIND(cache->g16, g16, ATTN_BUF_HUGE)};
     return ATTN_BUFS(t, op);
 }
@@ -117,16 +119,19 @@ void attn_feedforward_cache_free(attn_feedforward_cache *cache) {
 
 void attn_feedforward_forward(const attn_feedforward *ff, const float *x, float *y, size_t N,
                               attn_feedforward_cache *cache) {
-    attn_linear_forward(&ff->fc1, x, cache->h, N);
-    /* bf16 GELU: fc2's operand rounded in GELU's pass and kept for fc2's
-     * backward (else rounded from g twice); the same bits either way. */
-    cache->g_in_bf16 = ff->act == ATTN_ACT_GELU && ff->fc2.bf16 && N <= cache->N &&
+    /* bf16 GELU: each product's operand rounded once and kept for its
+     * backward (fc2's in GELU's pass) rather than rounded again there; the
+     * same bits either way. */
+    cache->g_in_bf16 = ff->act == ATTN_ACT_GELU && ff->fc1.bf16 && ff->fc2.bf16 &&
+                       N <= cache->N &&
                        (cache->g16 || cache_buffers(cache, ff, cache->N, 1, ATTN_BUFS_ALLOC) == 0);
     if (cache->g_in_bf16) {
+        attn_linear_forward_keep(&ff->fc1, x, cache->h, N, cache->x16);
         attn_gelu_forward_bf16(cache->h, cache->g16, N * (size_t)ff->hidden);
         attn_linear_forward_x16(&ff->fc2, cache->g16, y, N);
         return;
     }
+    attn_linear_forward(&ff->fc1, x, cache->h, N);
     act_forward(ff, cache->h, cache->g, N);
     attn_linear_forward(&ff->fc2, cache->g, y, N);
 }
@@ -141,11 +146,13 @@ void attn_feedforward_backward(attn_feedforward *ff, const float *x, const float
     float *dh = d_hidden;
     float *dg = ff->act == ATTN_ACT_SWIGLU ? d_hidden + N * 2 * (size_t)ff->hidden : d_hidden;
     if (cache->g_in_bf16) { /* dg written, not added to: no clearing */
-        attn_linear_backward_x16(&ff->fc2, cache->g16, dy, dg, N);
-    } else {
-        attn_par_zero(d_hidden, N * attn_feedforward_scratch(ff));
-        attn_linear_backward(&ff->fc2, cache->g, dy, dg, N);
+        attn_linear_backward_x16(&ff->fc2, cache->g16, dy, dg, 0.0f, N);
+        act_backward(ff, cache->h, dg, dh, N);
+        attn_linear_backward_x16(&ff->fc1, cache->x16, dh, dx, 1.0f, N);
+        return;
     }
+    attn_par_zero(d_hidden, N * attn_feedforward_scratch(ff));
+    attn_linear_backward(&ff->fc2, cache->g, dy, dg, N);
     act_backward(ff, cache->h, dg, dh, N);
     attn_linear_backward(&ff->fc1, x, dh, dx, N);
 }

@@ -66,27 +66,40 @@ attn_status attn_linear_params(attn_linear *layer, const char *prefix, attn_para
     return attn_param_list_add(list, prefix, "bias", layer->bias, layer->grad_bias, 1, bshape, err);
 }
 
-void attn_linear_forward(const attn_linear *layer, const float *x, float *y, size_t N) {
+/* y = bias (or zero) rows, then y += x W^T from x (fp32), x16 (its bf16
+ * rounding, given) or x with its rounding left in keep. */
+static void forward_from(const attn_linear *layer, const float *x, const uint16_t *x16,
+                         uint16_t *keep, float *y, size_t N) {
     const int in = layer->in_features, out = layer->out_features;
     if (N == 0) return;
-    /* Start from the bias (or zero), then y += x W^T. */
     attn_par_fill_rows(y, N, (size_t)out, layer->has_bias ? layer->bias : NULL);
-    attn_gemm_weight(layer->bf16, 0, (int)N, out, in, x, layer->weight, 1.0f, y);
+    if (x16)
+        attn_gemm_weight_a16(layer->bf16, 0, (int)N, out, in, x16, layer->weight, 1.0f, y);
+    else if (keep)
+        attn_gemm_weight_keep(layer->bf16, 0, (int)N, out, in, x, layer->weight, 1.0f, y, keep);
+    else
+        attn_gemm_weight(layer->bf16, 0, (int)N, out, in, x, layer->weight, 1.0f, y);
+}
+
+void attn_linear_forward(const attn_linear *layer, const float *x, float *y, size_t N) {
+    forward_from(layer, x, NULL, NULL, y, N);
+}
+
+void attn_linear_forward_keep(const attn_linear *layer, const float *x, float *y, size_t N,
+                              uint16_t *x16) {
+    forward_from(layer, x, NULL, x16, y, N);
 }
 
 void attn_linear_forward_x16(const attn_linear *layer, const uint16_t *x16, float *y, size_t N) {
-    const int in = layer->in_features, out = layer->out_features;
-    if (N == 0) return;
-    attn_par_fill_rows(y, N, (size_t)out, layer->has_bias ? layer->bias : NULL);
-    attn_gemm_weight_a16(layer->bf16, 0, (int)N, out, in, x16, layer->weight, 1.0f, y);
+    forward_from(layer, NULL, x16, NULL, y, N);
 }
 
 void attn_linear_backward_x16(attn_linear *layer, const uint16_t *x16, const float *dy, float *dx,
-                              size_t N) {
+                              float beta_x, size_t N) {
     const int in = layer->in_features, out = layer->out_features;
     if (N == 0) return;
     attn_gemm_linear_grads_x16(layer->bf16, 0, (int)N, in, out, x16, dy, layer->weight, 1.0f,
-                               layer->grad_weight, 0.0f, dx);
+                               layer->grad_weight, beta_x, dx);
     if (layer->has_bias) attn_par_col_sums(dy, N, (size_t)out, (size_t)out, layer->grad_bias);
 }
 
