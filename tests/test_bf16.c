@@ -207,7 +207,8 @@ Test(bf16, linear_backward_pair_equals_two_products) {
 
 /* A layer input kept in bf16 from its forward gives the products of its
  * fp32 original, bit for bit: the forward (beta 0 and 1) and the backward
- * pair (dx added, or written over whatever dx held). */
+ * pair (dx added, or written over whatever dx held); without an engine, the
+ * fp32 products of its widening. */
 Test(bf16, products_from_a_kept_bf16_input_equal_those_from_fp32) {
     if (!have_bf16()) cr_skip_test("no AVX512-BF16 on this CPU");
     attn_bf16_gemm *g = new_engine();
@@ -251,6 +252,23 @@ Test(bf16, products_from_a_kept_bf16_input_equal_those_from_fp32) {
                       pass, (double)beta);
         }
     }
+    /* No engine: fp32 products on the exact widening of x16. */
+    float *xw = malloc(sizeof(float) * nx);
+    for (size_t i = 0; i < nx; i++)
+        xw[i] = attn_bf16_to_f32(x16[i]);
+    for (int k = 0; k < 2; k++) {
+        memcpy(y[k], y0, sizeof(float) * ny);
+        memcpy(dW[k], dW0, sizeof(float) * nw);
+        memcpy(dx[k], dx0, sizeof(float) * nx);
+    }
+    attn_gemm_weight_a16(NULL, 1, N, out, in, x16, W, 1.0f, y[0]);
+    attn_gemm_weight(NULL, 1, N, out, in, xw, W, 1.0f, y[1]);
+    cr_expect(memcmp(y[0], y[1], sizeof(float) * ny) == 0, "no engine: y differs");
+    attn_gemm_linear_grads_x16(NULL, 1, N, in, out, x16, dy, W, 1.0f, dW[0], 1.0f, dx[0]);
+    attn_gemm_linear_grads(NULL, 1, N, in, out, xw, dy, W, 1.0f, dW[1], dx[1]);
+    cr_expect(memcmp(dW[0], dW[1], sizeof(float) * nw) == 0, "no engine: dW differs");
+    cr_expect(memcmp(dx[0], dx[1], sizeof(float) * nx) == 0, "no engine: dx differs");
+    free(xw);
     attn_bf16_gemm_free(g);
     free(x), free(dy), free(W), free(x16), free(y0), free(dW0), free(dx0);
     for (int k = 0; k < 2; k++)

@@ -36,8 +36,6 @@ struct attn_bf16_gemm {
     int n_prims;
     uint16_t *a16, *b16; /* bf16 copies of A and B (compact) */
     size_t a_cap, b_cap;
-    float *wide; /* a caller's bf16 operand widened, for the fp32 fallback only */
-    size_t wide_cap;
     wcopy wc[MAX_WCOPIES];
     int n_wc;
     unsigned pass; /* 0: no pass begun, weights rounded at every use */
@@ -72,7 +70,6 @@ void attn_bf16_gemm_free(attn_bf16_gemm *g) {
         free(g->wc[i].copy);
     free(g->a16);
     free(g->b16);
-    free(g->wide);
     free(g);
 }
 
@@ -217,19 +214,14 @@ void attn_gemm(attn_bf16_gemm *g, int threads, int trans_a, int trans_b, int M, 
         attn_sgemm(threads, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
-/* A caller's bf16 operand (n values) widened exactly into g->wide, for a
- * product oneDNN refused; NULL when out of memory. */
-static const float *widen(attn_bf16_gemm *g, const uint16_t *x16, size_t n) {
-    if (g->wide_cap < n) {
-        float *p = malloc(n * sizeof *p);
-        if (!p) return NULL;
-        free(g->wide);
-        g->wide = p;
-        g->wide_cap = n;
-    }
-    for (size_t i = 0; i < n; i++)
-        g->wide[i] = attn_bf16_to_f32(x16[i]);
-    return g->wide;
+/* A caller's bf16 operand (n values) widened exactly, for a product that
+ * must run in fp32 (no engine, or oneDNN refused it): a fallback, so its
+ * buffer is the caller's to free. NULL when out of memory. */
+static float *widen(const uint16_t *x16, size_t n) {
+    float *p = malloc(n * sizeof *p);
+    for (size_t i = 0; p && i < n; i++)
+        p[i] = attn_bf16_to_f32(x16[i]);
+    return p;
 }
 
 /* attn_gemm_weight on A in fp32 (A16 NULL) or already in bf16 (A NULL);
@@ -251,9 +243,10 @@ static void gemm_weight(attn_bf16_gemm *g, int threads, int M, int N, int K, con
     if (A16) {
         if (w16 && run_prim_on(g, q, A16, w16, C) == 0) return;
         /* Refused: the fp32 product on A, or on A16's exact widening (C
-         * left as it was when even that cannot be had). */
-        if (A || (g && (A = widen(g, A16, (size_t)M * (size_t)K)) != NULL))
-            attn_gemm(g, threads, 0, 1, M, N, K, 1.0f, A, K, W, K, beta, C, N);
+         * left as it was when even that memory cannot be had). */
+        float *wide = A ? NULL : widen(A16, (size_t)M * (size_t)K);
+        if (A || wide) attn_gemm(g, threads, 0, 1, M, N, K, 1.0f, A ? A : wide, K, W, K, beta, C, N);
+        free(wide);
         return;
     }
     if (!w16) { /* no pass, no engine or no copy: attn_gemm's way */
@@ -280,6 +273,14 @@ void attn_gemm_weight_a16(attn_bf16_gemm *g, int threads, int M, int N, int K,
     gemm_weight(g, threads, M, N, K, NULL, A16, NULL, W, beta, C);
 }
 
+/* The backward pair as attn_gemm's products, all from fp32 x. */
+static void linear_grads_fp32(attn_bf16_gemm *g, int threads, int N, int in, int out,
+                              const float *x, const float *dy, const float *W, float beta_w,
+                              float *dW, float beta_x, float *dx) {
+    attn_gemm(g, threads, 1, 0, out, in, N, 1.0f, dy, out, x, in, beta_w, dW, in);
+    if (dx) attn_gemm(g, threads, 0, 0, N, in, out, 1.0f, dy, out, W, in, beta_x, dx, in);
+}
+
 /* attn_gemm_linear_grads on x in fp32 (x16 NULL) or already in bf16 (x NULL). */
 static void linear_grads(attn_bf16_gemm *g, int threads, int N, int in, int out, const float *x,
                          const uint16_t *x16, const float *dy, const float *W, float beta_w,
@@ -293,21 +294,21 @@ static void linear_grads(attn_bf16_gemm *g, int threads, int N, int in, int out,
         qw = get_prim(g, out, in, N, 1, 0, beta_w != 0.0f, in);
         if (dx) qx = get_prim(g, N, in, out, 0, 0, beta_x != 0.0f, in);
     }
-    if (x16 && (!qw || (dx && !qx))) { /* fp32 fallback on the exact widening */
-        x = g ? widen(g, x16, nx) : NULL;
-        if (!x) return;
-    }
-    if (!qw || (dx && !qx)) { /* no engine, or a shape oneDNN refused */
-        attn_gemm(g, threads, 1, 0, out, in, N, 1.0f, dy, out, x, in, beta_w, dW, in);
-        if (dx) attn_gemm(g, threads, 0, 0, N, in, out, 1.0f, dy, out, W, in, beta_x, dx, in);
+    if (!qw || (dx && !qx)) { /* no engine, or a shape oneDNN refused: fp32 */
+        float *wide = x16 ? widen(x16, nx) : NULL;
+        if (x || wide)
+            linear_grads_fp32(g, threads, N, in, out, x ? x : wide, dy, W, beta_w, dW, beta_x, dx);
+        free(wide);
         return;
     }
     /* dy (N, out) compact in a16 serves both: read transposed for dW. */
     to_bf16(dy, N, out, out, g->a16);
     if (!x16) to_bf16(x, N, in, in, g->b16);
     if (run_prim_on(g, qw, g->a16, x16 ? x16 : g->b16, dW) != 0) {
-        if (x16 && !(x = widen(g, x16, nx))) return;
-        attn_sgemm(threads, 1, 0, out, in, N, 1.0f, dy, out, x, in, beta_w, dW, in);
+        float *wide = x16 ? widen(x16, nx) : NULL;
+        if (x || wide)
+            attn_sgemm(threads, 1, 0, out, in, N, 1.0f, dy, out, x ? x : wide, in, beta_w, dW, in);
+        free(wide);
     }
     if (!dx) return;
     const uint16_t *w16 = weight_bf16(g, W, out, in);
