@@ -205,6 +205,14 @@ Test(bf16, linear_backward_pair_equals_two_products) {
         free(dW[k]), free(dx[k]);
 }
 
+/* Outputs back to their starting values. */
+static void restart(float *y, const float *y0, size_t ny, float *dW, const float *dW0, size_t nw,
+                    float *dx, const float *dx0, size_t nx) {
+    memcpy(y, y0, sizeof(float) * ny);
+    memcpy(dW, dW0, sizeof(float) * nw);
+    memcpy(dx, dx0, sizeof(float) * nx);
+}
+
 /* A layer input kept in bf16 from its forward gives the products of its
  * fp32 original, bit for bit: the forward (beta 0 and 1) and the backward
  * pair (dx added, or written over whatever dx held); without an engine, the
@@ -233,11 +241,8 @@ Test(bf16, products_from_a_kept_bf16_input_equal_those_from_fp32) {
         if (pass) attn_bf16_gemm_begin_pass(g);
         for (int acc = 0; acc < 2; acc++) {
             const float beta = acc ? 1.0f : 0.0f;
-            for (int k = 0; k < 2; k++) {
-                memcpy(y[k], y0, sizeof(float) * ny);
-                memcpy(dW[k], dW0, sizeof(float) * nw);
-                memcpy(dx[k], dx0, sizeof(float) * nx);
-            }
+            for (int k = 0; k < 2; k++)
+                restart(y[k], y0, ny, dW[k], dW0, nw, dx[k], dx0, nx);
             attn_gemm_weight_a16(g, 1, N, out, in, x16, W, beta, y[0]);
             attn_gemm_weight(g, 1, N, out, in, x, W, beta, y[1]);
             cr_expect(memcmp(y[0], y[1], sizeof(float) * ny) == 0, "pass %d beta %g: y differs",
@@ -256,11 +261,8 @@ Test(bf16, products_from_a_kept_bf16_input_equal_those_from_fp32) {
     float *xw = malloc(sizeof(float) * nx);
     for (size_t i = 0; i < nx; i++)
         xw[i] = attn_bf16_to_f32(x16[i]);
-    for (int k = 0; k < 2; k++) {
-        memcpy(y[k], y0, sizeof(float) * ny);
-        memcpy(dW[k], dW0, sizeof(float) * nw);
-        memcpy(dx[k], dx0, sizeof(float) * nx);
-    }
+    for (int k = 0; k < 2; k++)
+        restart(y[k], y0, ny, dW[k], dW0, nw, dx[k], dx0, nx);
     attn_gemm_weight_a16(NULL, 1, N, out, in, x16, W, 1.0f, y[0]);
     attn_gemm_weight(NULL, 1, N, out, in, xw, W, 1.0f, y[1]);
     cr_expect(memcmp(y[0], y[1], sizeof(float) * ny) == 0, "no engine: y differs");

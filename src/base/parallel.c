@@ -27,34 +27,30 @@ void attn_par_fill_rows(float *y, size_t rows, size_t width, const float *row) {
 }
 
 /* Up to 64 columns at a time, summed in registers over all rows (a sum kept
- * in memory waits on its own store each row). */
+ * in memory waits on its own store each row). Inlined with w = COL_RUN, a
+ * constant, for the full runs. */
 #define COL_RUN 64
+static inline void col_run(const float *x, size_t rows, size_t c, size_t w, size_t ld,
+                           float *sum) {
+    float acc[COL_RUN];
+    for (size_t j = 0; j < w; j++)
+        acc[j] = sum[c + j];
+    for (size_t n = 0; n < rows; n++) {
+        const float *xr = x + n * ld + c;
+        for (size_t j = 0; j < w; j++)
+            acc[j] += xr[j];
+    }
+    for (size_t j = 0; j < w; j++)
+        sum[c + j] = acc[j];
+}
+
 ATTN_VEC_CLONES static void col_sums_block(const float *x, size_t rows, size_t c0, size_t c1,
                                            size_t ld, float *sum) {
     for (size_t c = c0; c < c1; c += COL_RUN) {
-        const size_t w = c1 - c < COL_RUN ? c1 - c : COL_RUN;
-        float acc[COL_RUN];
-        if (w == COL_RUN) {
-            for (size_t j = 0; j < COL_RUN; j++)
-                acc[j] = sum[c + j];
-            for (size_t n = 0; n < rows; n++) {
-                const float *xr = x + n * ld + c;
-                for (size_t j = 0; j < COL_RUN; j++)
-                    acc[j] += xr[j];
-            }
-            for (size_t j = 0; j < COL_RUN; j++)
-                sum[c + j] = acc[j];
-        } else {
-            for (size_t j = 0; j < w; j++)
-                acc[j] = sum[c + j];
-            for (size_t n = 0; n < rows; n++) {
-                const float *xr = x + n * ld + c;
-                for (size_t j = 0; j < w; j++)
-                    acc[j] += xr[j];
-            }
-            for (size_t j = 0; j < w; j++)
-                sum[c + j] = acc[j];
-        }
+        if (c1 - c >= COL_RUN)
+            col_run(x, rows, c, COL_RUN, ld, sum);
+        else
+            col_run(x, rows, c, c1 - c, ld, sum);
     }
 }
 
