@@ -11,14 +11,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attention/mha_fused.h"
 #include "attn/engine.h"
 #include "attn/feedforward.h"
 #include "attn/flash_attention.h"
 #include "attn/gelu.h"
-#include "attn/multi_head_attention.h"
 #include "attn/gemm.h"
+#include "attn/multi_head_attention.h"
 #include "attn/train.h"
-#include "attention/mha_fused.h"
 #include "kernels/flash_kernels.h"
 #include "kernels/gemv.h"
 #include "train/trainer.h"
@@ -392,8 +392,8 @@ Test(bf16, mha_kept_inputs_follow_the_last_forward) {
             cr_assert_eq(attn_mha_forward(&m, x1, B, T, out[run], NULL, &cache, &err), ATTN_OK);
         cr_assert_eq(attn_mha_forward(&m, x2, B, T, out[run], NULL, &cache, &err), ATTN_OK);
         cr_assert(cache.fused && cache.fused->kept16, "the fused bf16 path keeps its inputs");
-        cr_assert_eq(attn_mha_backward(&m, x2, B, T, dy, dx[run], &cache, &err), ATTN_OK,
-                     "%s", err.msg);
+        cr_assert_eq(attn_mha_backward(&m, x2, B, T, dy, dx[run], &cache, &err), ATTN_OK, "%s",
+                     err.msg);
         mha_grads(&m, &gr[run]);
         attn_attention_cache_free(&cache);
     }

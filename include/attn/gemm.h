@@ -74,18 +74,18 @@ void attn_gemm_linear_grads(attn_bf16_gemm *g, int threads, int N, int in, int o
 /* The two above with the layer's input already in bf16 (as kept from its
  * forward, so that it is not rounded twice): A16 (M, K) / x16 (N, in)
  * compact. The products equal those on the fp32 operand whose rounding
- * A16 / x16 is (with g NULL: fp32 products on its exact widening). linear_grads_x16 also takes beta_x (0 or 1):
- * dx (N, in) = beta_x dx + dy W (0: dx need not be cleared first). */
-void attn_gemm_weight_a16(attn_bf16_gemm *g, int threads, int M, int N, int K,
-                          const uint16_t *A16, const float *W, float beta, float *C);
+ * A16 / x16 is (with g NULL: fp32 products on its exact widening). linear_grads_x16 also takes
+ * beta_x (0 or 1): dx (N, in) = beta_x dx + dy W (0: dx need not be cleared first). */
+void attn_gemm_weight_a16(attn_bf16_gemm *g, int threads, int M, int N, int K, const uint16_t *A16,
+                          const float *W, float beta, float *C);
 /* attn_gemm_weight that also leaves A's bf16 rounding in A16 (M, K), for
  * the backward's attn_gemm_linear_grads_x16 (with g NULL: the fp32 product
  * from A, A16 written all the same). */
 void attn_gemm_weight_keep(attn_bf16_gemm *g, int threads, int M, int N, int K, const float *A,
                            const float *W, float beta, float *C, uint16_t *A16);
 void attn_gemm_linear_grads_x16(attn_bf16_gemm *g, int threads, int N, int in, int out,
-                                const uint16_t *x16, const float *dy, const float *W,
-                                float beta_w, float *dW, float beta_x, float *dx);
+                                const uint16_t *x16, const float *dy, const float *W, float beta_w,
+                                float *dW, float beta_x, float *dx);
 
 #ifdef __cplusplus
 }

@@ -8,10 +8,8 @@
 void attn_par_zero(float *x, size_t n) {
     const long chunks = (long)((n + ATTN_PAR_CHUNK - 1) / ATTN_PAR_CHUNK);
 #pragma omp parallel for schedule(static) if (n >= ATTN_PAR_MIN)
-    for (long c = 0; c < chunks; c++) {
-        const size_t lo = (size_t)c * ATTN_PAR_CHUNK;
-        memset(x + lo, 0, (n - lo < ATTN_PAR_CHUNK ? n - lo : ATTN_PAR_CHUNK) * sizeof(float));
-    }
+    for (long c = 0; c < chunks; c++)
+        memset(x + (size_t)c * ATTN_PAR_CHUNK, 0, attn_par_piece(n, c) * sizeof(float));
 }
 
 void attn_par_fill_rows(float *y, size_t rows, size_t width, const float *row) {
@@ -30,8 +28,7 @@ void attn_par_fill_rows(float *y, size_t rows, size_t width, const float *row) {
  * in memory waits on its own store each row). Inlined with w = COL_RUN, a
  * constant, for the full runs. */
 #define COL_RUN 64
-static inline void col_run(const float *x, size_t rows, size_t c, size_t w, size_t ld,
-                           float *sum) {
+static inline void col_run(const float *x, size_t rows, size_t c, size_t w, size_t ld, float *sum) {
     float acc[COL_RUN];
     for (size_t j = 0; j < w; j++)
         acc[j] = sum[c + j];
@@ -74,6 +71,6 @@ void attn_par_add(float *dst, const float *src, size_t n) {
 #pragma omp parallel for schedule(static) if (n >= ATTN_PAR_MIN)
     for (long c = 0; c < chunks; c++) {
         const size_t lo = (size_t)c * ATTN_PAR_CHUNK;
-        add_chunk(dst + lo, src + lo, n - lo < ATTN_PAR_CHUNK ? n - lo : ATTN_PAR_CHUNK);
+        add_chunk(dst + lo, src + lo, attn_par_piece(n, c));
     }
 }

@@ -19,6 +19,13 @@
 #include <omp.h>
 #include <stddef.h>
 
+/* Values in piece c of a loop over n values cut into ATTN_PAR_CHUNK pieces
+ * (the piece starts at c * ATTN_PAR_CHUNK). */
+static inline size_t attn_par_piece(size_t n, long c) {
+    const size_t lo = (size_t)c * ATTN_PAR_CHUNK;
+    return n - lo < ATTN_PAR_CHUNK ? n - lo : ATTN_PAR_CHUNK;
+}
+
 /* Inside a parallel region: this thread's share [*c0, *c1) of cols columns,
  * whole ATTN_PAR_COLS blocks, contiguous, possibly empty. */
 static inline void attn_par_cols(size_t cols, size_t *c0, size_t *c1) {

@@ -181,11 +181,6 @@ static int run_prim_on(attn_bf16_gemm *g, prim *q, const uint16_t *a16, const ui
                : -1;
 }
 
-/* ... on the operands already in g->a16 and g->b16. */
-static int run_prim(attn_bf16_gemm *g, prim *q, float *C) {
-    return run_prim_on(g, q, g->a16, g->b16, C);
-}
-
 void attn_gemm(attn_bf16_gemm *g, int threads, int trans_a, int trans_b, int M, int N, int K,
                float alpha, const float *A, int lda, const float *B, int ldb, float beta, float *C,
                int ldc) {
@@ -210,7 +205,7 @@ void attn_gemm(attn_bf16_gemm *g, int threads, int trans_a, int trans_b, int M, 
         to_bf16(B, N, K, ldb, g->b16);
     else
         to_bf16(B, K, N, ldb, g->b16);
-    if (run_prim(g, q, C) != 0)
+    if (run_prim_on(g, q, g->a16, g->b16, C) != 0)
         attn_sgemm(threads, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
@@ -227,8 +222,7 @@ static float *widen(const uint16_t *x16, size_t n) {
 /* attn_gemm_weight on A in fp32 (A16 NULL) or already in bf16 (A NULL);
  * with keep, A (fp32) is rounded into keep and the product made from it. */
 static void gemm_weight(attn_bf16_gemm *g, int threads, int M, int N, int K, const float *A,
-                        const uint16_t *A16, uint16_t *keep, const float *W, float beta,
-                        float *C) {
+                        const uint16_t *A16, uint16_t *keep, const float *W, float beta, float *C) {
     if (M <= 0 || N <= 0) return;
     if (keep) {
         to_bf16(A, M, K, K, keep);
@@ -245,7 +239,8 @@ static void gemm_weight(attn_bf16_gemm *g, int threads, int M, int N, int K, con
         /* Refused: the fp32 product on A, or on A16's exact widening (C
          * left as it was when even that memory cannot be had). */
         float *wide = A ? NULL : widen(A16, (size_t)M * (size_t)K);
-        if (A || wide) attn_gemm(g, threads, 0, 1, M, N, K, 1.0f, A ? A : wide, K, W, K, beta, C, N);
+        if (A || wide)
+            attn_gemm(g, threads, 0, 1, M, N, K, 1.0f, A ? A : wide, K, W, K, beta, C, N);
         free(wide);
         return;
     }
@@ -268,8 +263,8 @@ void attn_gemm_weight_keep(attn_bf16_gemm *g, int threads, int M, int N, int K, 
     gemm_weight(g, threads, M, N, K, A, NULL, A16, W, beta, C);
 }
 
-void attn_gemm_weight_a16(attn_bf16_gemm *g, int threads, int M, int N, int K,
-                          const uint16_t *A16, const float *W, float beta, float *C) {
+void attn_gemm_weight_a16(attn_bf16_gemm *g, int threads, int M, int N, int K, const uint16_t *A16,
+                          const float *W, float beta, float *C) {
     gemm_weight(g, threads, M, N, K, NULL, A16, NULL, W, beta, C);
 }
 
@@ -323,7 +318,7 @@ void attn_gemm_linear_grads(attn_bf16_gemm *g, int threads, int N, int in, int o
 }
 
 void attn_gemm_linear_grads_x16(attn_bf16_gemm *g, int threads, int N, int in, int out,
-                                const uint16_t *x16, const float *dy, const float *W,
-                                float beta_w, float *dW, float beta_x, float *dx) {
+                                const uint16_t *x16, const float *dy, const float *W, float beta_w,
+                                float *dW, float beta_x, float *dx) {
     linear_grads(g, threads, N, in, out, NULL, x16, dy, W, beta_w, dW, beta_x, dx);
 }

@@ -29,7 +29,7 @@ void attn_relu2_forward(const float *x, float *y, size_t n) {
 #pragma omp parallel for schedule(static)
     for (long c = 0; c < chunks; c++) {
         const size_t o = (size_t)c * ATTN_PAR_CHUNK;
-        relu2_chunk(x + o, y + o, n - o < ATTN_PAR_CHUNK ? n - o : ATTN_PAR_CHUNK);
+        relu2_chunk(x + o, y + o, attn_par_piece(n, c));
     }
 }
 

@@ -103,7 +103,7 @@ typedef enum { GELU_FORWARD, GELU_FORWARD_BF16, GELU_BACKWARD, GELU_BACKWARD_INP
  * BACKWARD: out += gelu'(x) * b. INPLACE: out *= gelu'(x). */
 static void gelu_chunk(gelu_op op, const float *x, const float *b, void *out_, size_t n, long c) {
     const size_t o = (size_t)c * ATTN_PAR_CHUNK;
-    const size_t len = n - o < ATTN_PAR_CHUNK ? n - o : ATTN_PAR_CHUNK;
+    const size_t len = attn_par_piece(n, c);
     float *out = out_;
     if (op == GELU_FORWARD_BF16) {
         float tmp[ATTN_PAR_CHUNK]; /* 16 KiB: stays in L1 between the two */

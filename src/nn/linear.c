@@ -94,22 +94,27 @@ void attn_linear_forward_x16(const attn_linear *layer, const uint16_t *x16, floa
     forward_from(layer, NULL, x16, NULL, y, N);
 }
 
-void attn_linear_backward_x16(attn_linear *layer, const uint16_t *x16, const float *dy, float *dx,
-                              float beta_x, size_t N) {
+/* grad_weight += dy^T x, grad_bias += sum_n dy and dx = beta_x dx + dy W,
+ * from x (fp32) or x16 (its bf16 rounding, kept from the forward). */
+static void backward_from(attn_linear *layer, const float *x, const uint16_t *x16, const float *dy,
+                          float *dx, float beta_x, size_t N) {
     const int in = layer->in_features, out = layer->out_features;
     if (N == 0) return;
-    attn_gemm_linear_grads_x16(layer->bf16, 0, (int)N, in, out, x16, dy, layer->weight, 1.0f,
-                               layer->grad_weight, beta_x, dx);
+    if (x16)
+        attn_gemm_linear_grads_x16(layer->bf16, 0, (int)N, in, out, x16, dy, layer->weight, 1.0f,
+                                   layer->grad_weight, beta_x, dx);
+    else /* the public backward: always added into dx */
+        attn_gemm_linear_grads(layer->bf16, 0, (int)N, in, out, x, dy, layer->weight, 1.0f,
+                               layer->grad_weight, dx);
     if (layer->has_bias) attn_par_col_sums(dy, N, (size_t)out, (size_t)out, layer->grad_bias);
+}
+
+void attn_linear_backward_x16(attn_linear *layer, const uint16_t *x16, const float *dy, float *dx,
+                              float beta_x, size_t N) {
+    backward_from(layer, NULL, x16, dy, dx, beta_x, N);
 }
 
 void attn_linear_backward(attn_linear *layer, const float *x, const float *dy, float *dx,
                           size_t N) {
-    const int in = layer->in_features, out = layer->out_features;
-    if (N == 0) return;
-    /* grad_weight (out, in) += dy^T (out, N) x (N, in);
-     * dx (N, in) += dy (N, out) W (out, in) */
-    attn_gemm_linear_grads(layer->bf16, 0, (int)N, in, out, x, dy, layer->weight, 1.0f,
-                           layer->grad_weight, dx);
-    if (layer->has_bias) attn_par_col_sums(dy, N, (size_t)out, (size_t)out, layer->grad_bias);
+    backward_from(layer, x, NULL, dy, dx, 1.0f, N);
 }

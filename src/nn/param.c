@@ -72,9 +72,7 @@ void attn_param_list_zero_grad(const attn_param_list *list) {
         const size_t n = g ? list->items[i].numel : 0;
         const long pieces = (long)((n + ATTN_PAR_CHUNK - 1) / ATTN_PAR_CHUNK);
 #pragma omp for schedule(static) nowait
-        for (long p = 0; p < pieces; p++) {
-            const size_t lo = (size_t)p * ATTN_PAR_CHUNK;
-            memset(g + lo, 0, (n - lo < ATTN_PAR_CHUNK ? n - lo : ATTN_PAR_CHUNK) * sizeof(float));
-        }
+        for (long p = 0; p < pieces; p++)
+            memset(g + (size_t)p * ATTN_PAR_CHUNK, 0, attn_par_piece(n, p) * sizeof(float));
     }
 }
