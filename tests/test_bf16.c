@@ -407,6 +407,58 @@ Test(bf16, mha_kept_inputs_follow_the_last_forward) {
     attn_bf16_gemm_free(g);
 }
 
+/* MultiHeadAttention keeps W_query, W_key, W_value adjacent and multiplies
+ * by them in place; with them apart (attn.torch points them at torch
+ * tensors) the fused path packs a copy: the same bits either way, fp32 and
+ * bf16, for the output, dx and every parameter gradient. */
+Test(bf16, mha_weights_in_place_or_packed_give_the_same_bits) {
+    const int B = 2, T = 16, d = 48, H = 4;
+    const size_t N = (size_t)B * T, nw = (size_t)d * d, np = 4 * (nw + d);
+    attn_error err;
+    for (int prec = 0; prec < 2; prec++) {
+        if (prec == 1 && !have_bf16()) break;
+        attn_bf16_gemm *g = prec ? new_engine() : NULL;
+        float *out[2], *dx[2], *gr[2], *x = malloc(sizeof(float) * N * d);
+        float *dy = malloc(sizeof(float) * N * d);
+        float *wk = malloc(sizeof(float) * nw), *gk = calloc(nw, sizeof(float));
+        attn_rng rng;
+        attn_rng_seed(&rng, 5);
+        attn_rng_uniform(&rng, x, N * d, -1.0f, 1.0f);
+        attn_rng_uniform(&rng, dy, N * d, -1.0f, 1.0f);
+        for (int apart = 0; apart < 2; apart++) {
+            attn_mha m;
+            attn_rng_seed(&rng, 77);
+            cr_assert_eq(attn_mha_init(&m, d, d, T, 0.0, H, 1, &rng, &err), ATTN_OK, "%s", err.msg);
+            m.bf16 = m.W_query.bf16 = m.W_key.bf16 = m.W_value.bf16 = m.out_proj.bf16 = g;
+            float *own_w = m.W_key.weight, *own_g = m.W_key.grad_weight;
+            if (apart) { /* W_key elsewhere, as a borrowed tensor */
+                memcpy(wk, own_w, nw * sizeof(float));
+                m.W_key.weight = wk, m.W_key.grad_weight = gk;
+            }
+            out[apart] = malloc(sizeof(float) * N * d);
+            dx[apart] = calloc(N * d, sizeof(float));
+            gr[apart] = malloc(sizeof(float) * np);
+            attn_attention_cache cache;
+            cr_assert_eq(attn_mha_cache_init(&cache, &m, B, T, &err), ATTN_OK, "%s", err.msg);
+            attn_bf16_gemm_begin_pass(g);
+            cr_assert_eq(attn_mha_forward(&m, x, B, T, out[apart], NULL, &cache, &err), ATTN_OK);
+            cr_assert_eq(attn_mha_backward(&m, x, B, T, dy, dx[apart], &cache, &err), ATTN_OK);
+            cr_expect((cache.fused->w_qkv != NULL) == apart, "packed only when apart");
+            mha_grads(&m, &gr[apart]);
+            attn_attention_cache_free(&cache);
+            m.W_key.weight = own_w, m.W_key.grad_weight = own_g;
+            attn_mha_free(&m);
+        }
+        cr_expect(memcmp(out[0], out[1], sizeof(float) * N * d) == 0, "prec %d: output", prec);
+        cr_expect(memcmp(dx[0], dx[1], sizeof(float) * N * d) == 0, "prec %d: dx", prec);
+        cr_expect(memcmp(gr[0], gr[1], sizeof(float) * np) == 0, "prec %d: gradients", prec);
+        for (int k = 0; k < 2; k++)
+            free(out[k]), free(dx[k]), free(gr[k]);
+        free(x), free(dy), free(wk), free(gk);
+        attn_bf16_gemm_free(g);
+    }
+}
+
 /* A weight's bf16 copy within a pass: attn_gemm_weight and the backward
  * pair's dx give attn_gemm's bits, whether the copy was just made or
  * reused; a new pass rounds the weight again (it changed), and without a
@@ -452,6 +504,61 @@ Test(bf16, weight_copies_of_a_pass_give_the_same_products) {
     free(x), free(dy), free(W), free(dW), free(y0);
     for (int k = 0; k < 2; k++)
         free(y[k]), free(dx[k]);
+}
+
+/* y (N, out) = x W^T on a fresh engine (its first pass rounds W). */
+static void fresh_product(int N, int in, int out, const float *x, const float *W, float *y) {
+    attn_bf16_gemm *f = new_engine();
+    attn_bf16_gemm_begin_pass(f);
+    attn_gemm_weight(f, 1, N, out, in, x, W, 0.0f, y);
+    attn_bf16_gemm_free(f);
+}
+
+/* The optimizer's side: copies it writes are the next pass's, that pass
+ * only; a weight used as one block (three parts, as MHA's Q, K, V) is
+ * carried only when every part was written. */
+Test(bf16, optimizer_written_copies_serve_the_next_pass_only) {
+    if (!have_bf16()) cr_skip_test("no AVX512-BF16 on this CPU");
+    attn_bf16_gemm *g = new_engine();
+    const int N = 19, in = 40, out = 3 * 24;
+    const size_t part = (size_t)24 * in;
+    float *x, *dy, *W;
+    attn_rng rng;
+    linear_operands(44, N, in, out, &x, &dy, &W, &rng);
+    float *W1 = malloc(sizeof(float) * out * in), *y = malloc(sizeof(float) * N * out);
+    float *want = malloc(sizeof(float) * N * out);
+    cr_expect(attn_bf16_gemm_weight_copy(NULL, W, part) == NULL, "no engine, no copy");
+    cr_expect(attn_bf16_gemm_weight_copy(g, W, part) == NULL, "no pass, no copy");
+    for (int parts = 3; parts >= 2; parts--) {
+        attn_bf16_gemm_begin_pass(g);
+        cr_expect(attn_bf16_gemm_weight_copy(g, W, part) == NULL, "not used in this pass yet");
+        attn_gemm_weight(g, 1, N, out, in, x, W, 0.0f, y);
+        /* the update: W1 = 1.5 W, parts written into the pass's copy */
+        for (int i = 0; i < out * in; i++)
+            W1[i] = W[i] = 1.5f * W[i];
+        for (int k = 0; k < parts; k++) {
+            uint16_t *c = attn_bf16_gemm_weight_copy(g, W + k * part, part);
+            cr_assert(c != NULL, "part %d of the weight used this pass", k);
+            attn_f32_to_bf16(W + k * part, c, part);
+        }
+        attn_bf16_gemm_carry_copies(g);
+        /* A write the rule forbids, made here to see which values the next
+         * pass multiplies by: the carried copy (all parts written) or W. */
+        for (int i = 0; i < out * in; i++)
+            W[i] += 0.25f;
+        attn_bf16_gemm_begin_pass(g);
+        attn_gemm_weight(g, 1, N, out, in, x, W, 0.0f, y);
+        fresh_product(N, in, out, x, parts == 3 ? W1 : W, want);
+        cr_expect(memcmp(y, want, sizeof(float) * N * out) == 0, "%s",
+                  parts == 3 ? "the next pass multiplies by the carried copy"
+                             : "a copy written in part is rounded again");
+        attn_bf16_gemm_begin_pass(g); /* the pass after: W rounded afresh */
+        attn_gemm_weight(g, 1, N, out, in, x, W, 0.0f, y);
+        fresh_product(N, in, out, x, W, want);
+        cr_expect(memcmp(y, want, sizeof(float) * N * out) == 0, "%d parts: one pass only", parts);
+    }
+    attn_bf16_gemm_free(g);
+    free(x), free(dy), free(W), free(W1), free(y), free(want);
 }
 
 static double rel_err(const float *a, const float *b, size_t n) {
@@ -564,6 +671,43 @@ Test(bf16, short_loss_curve_within_one_percent_of_fp32) {
     cr_expect(last32 < 0.6 * first, "fp32 must learn (%g -> %g)", first, last32);
     cr_expect(worst < 0.01, "bf16 loss off fp32's by %.3g%% at worst (last %g vs %g)", 100 * worst,
               last16, last32);
+    attn_trainer_release(&a);
+    attn_trainer_release(&b);
+    free(text);
+}
+
+/* The trainer's AdamW writes the weights' bf16 copies as it updates them:
+ * the same losses and weights, bit for bit, as steps that round every
+ * weight afresh at each forward. */
+Test(bf16, trainer_steps_on_carried_copies_equal_steps_rounding_afresh) {
+    if (!have_bf16()) cr_skip_test("no AVX512-BF16 on this CPU");
+    size_t n;
+    char *text = corpus(&n);
+    attn_gpt_config m;
+    attn_train_config t;
+    attn_error err;
+    cr_assert_eq(attn_train_preset("tiny", &m, &t, &err), ATTN_OK);
+    m.context_length = 32, m.emb_dim = 64, m.n_heads = 4, m.n_layers = 2;
+    t.batch_size = 4, t.max_steps = 12, t.warmup_steps = 2;
+    attn_trainer a, b;
+    cr_assert_eq(attn_trainer_init(&a, &m, &t, 0, text, n, &err), ATTN_OK, "%s", err.msg);
+    cr_assert_eq(attn_trainer_init(&b, &m, &t, 0, text, n, &err), ATTN_OK, "%s", err.msg);
+    cr_assert_eq(attn_gpt_set_precision(&a.model, ATTN_PRECISION_BF16, &err), ATTN_OK);
+    cr_assert_eq(attn_gpt_set_precision(&b.model, ATTN_PRECISION_BF16, &err), ATTN_OK);
+    for (int s = 0; s < 12; s++) {
+        attn_train_record ra, rb;
+        cr_assert_eq(attn_trainer_step(&a, &ra, &err), ATTN_OK, "%s", err.msg);
+        cr_assert_eq(attn_trainer_step(&b, &rb, &err), ATTN_OK, "%s", err.msg);
+        /* b: an extra pass, so its next forward rounds every weight again */
+        attn_bf16_gemm_begin_pass(b.model.bf16);
+        cr_expect(memcmp(&ra.loss, &rb.loss, sizeof ra.loss) == 0, "step %d: loss %.9g vs %.9g", s,
+                  (double)ra.loss, (double)rb.loss);
+    }
+    const attn_param_list *pa = attn_gpt_params(&a.model), *pb = attn_gpt_params(&b.model);
+    for (int i = 0; i < pa->count; i++)
+        cr_expect(
+            memcmp(pa->items[i].data, pb->items[i].data, pa->items[i].numel * sizeof(float)) == 0,
+            "%s differs", pa->items[i].name);
     attn_trainer_release(&a);
     attn_trainer_release(&b);
     free(text);

@@ -56,6 +56,19 @@ void attn_gemm(attn_bf16_gemm *g, int threads, int trans_a, int trans_b, int M, 
  * rounds its weight. No effect on g NULL. */
 void attn_bf16_gemm_begin_pass(attn_bf16_gemm *g);
 
+/* For the owner of the weights as it updates them (the optimizer), so that
+ * the next pass need not round them again: the bf16 copy this pass holds
+ * of weight W (n values), or of the part W is of a weight used as one
+ * (MultiHeadAttention's Q, K, V block), NULL if it holds none (or g is
+ * NULL). The caller overwrites it with attn_f32_to_bf16 of W's new values,
+ * then calls attn_bf16_gemm_carry_copies: the next pass, and only that
+ * one, uses each copy handed out whole (every part once) since this pass
+ * began instead of rounding its weight (others are rounded as before).
+ * Between the carry and the next begin no weight may change by any other
+ * write. */
+uint16_t *attn_bf16_gemm_weight_copy(attn_bf16_gemm *g, const float *W, size_t n);
+void attn_bf16_gemm_carry_copies(attn_bf16_gemm *g);
+
 /* C (M, N) = beta C + A W^T for a weight W (N, K) and A (M, K), all compact
  * row-major (beta 0 or 1): attn_gemm's product, with W's bf16 copy of the
  * pass. */

@@ -30,12 +30,22 @@ typedef struct attn_linear {
     float *grad_bias;
     struct attn_bf16_gemm *bf16; /* NULL: fp32 products (default); else bf16 products through
                                     this engine (attn/gemm.h; borrowed, set by the model) */
+    int weight_given;            /* 1: weight and grad_weight are the owner's (init_into) */
 } attn_linear;
 
 /* Allocate parameters and zeroed gradients. With rng != NULL the weights are
  * drawn as torch.nn.Linear does; with rng == NULL they are zero. */
 attn_status attn_linear_init(attn_linear *layer, int in_features, int out_features, int has_bias,
                              attn_rng *rng, attn_error *err);
+/* The same with the weight and its gradient (out_features x in_features
+ * floats each, zeroed) in the caller's storage, which must outlive the
+ * layer and is not freed with it; NULL and NULL: attn_linear_init. A
+ * module whose product covers several layers keeps their weights adjacent
+ * (MultiHeadAttention's W_query, W_key, W_value: one QKV product, no
+ * packing). */
+attn_status attn_linear_init_into(attn_linear *layer, int in_features, int out_features,
+                                  int has_bias, attn_rng *rng, float *weight, float *grad_weight,
+                                  attn_error *err);
 void attn_linear_free(attn_linear *layer);
 
 /* Add "<prefix>weight" and, if present, "<prefix>bias" to list. */

@@ -74,8 +74,10 @@ typedef struct attn_mha {
     int d_in, d_out, context_length, num_heads, head_dim, qkv_bias;
     double dropout;
     attn_linear W_query, W_key, W_value, out_proj; /* W_key, W_value: (kv_dim, d_in) */
-    attn_attention_spec spec; /* the call's variants (attn/attention.h); the book's by default */
-    int kv_dim;               /* kv_heads * head_dim (d_out unless grouped-query) */
+    float *w_qkv, *grad_w_qkv; /* the storage of W_query, W_key, W_value's weights (and
+                                  gradients), adjacent: (d_out + 2 kv_dim, d_in) */
+    attn_attention_spec spec;  /* the call's variants (attn/attention.h); the book's by default */
+    int kv_dim;                /* kv_heads * head_dim (d_out unless grouped-query) */
     attn_layernorm q_norm, k_norm; /* spec.qk_norm: RMSNorm(head_dim) each, "q_norm.scale" */
     attn_mha_path path;            /* ATTN_MHA_FUSED after attn_mha_init */
     attn_flash_options flash;      /* threads / SIMD / tiles of the fused path (zeros: defaults) */

@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "attn/gemm.h"
 #include "attn/param.h"
 #include "attn/status.h"
 
@@ -61,6 +62,16 @@ attn_status attn_adamw_step(attn_adamw *opt, const attn_param_list *params, doub
  * the update's one pass. The gradients are left as they were. */
 attn_status attn_adamw_step_scaled(attn_adamw *opt, const attn_param_list *params, double lr,
                                    float grad_scale, attn_error *err);
+
+/* attn_adamw_step_scaled that also rounds to bf16, as it writes them, the
+ * weights the bf16 engine bf16 holds copies of (those its current pass
+ * used), into those copies, and carries them to the engine's next pass
+ * (attn_bf16_gemm_carry_copies): the next forward does not read the fp32
+ * weights again to round them. The same weights as attn_adamw_step_scaled,
+ * bit for bit; bf16 NULL is that call. No other write to a weight may come
+ * between this and the next pass (the trainer's loop guarantees it). */
+attn_status attn_adamw_step_bf16(attn_adamw *opt, const attn_param_list *params, double lr,
+                                 float grad_scale, attn_bf16_gemm *bf16, attn_error *err);
 
 /* One tensor of torch.optim.AdamW's parameter groups: the parameter, its
  * gradient and its state (exp_avg, exp_avg_sq), numel floats each. */

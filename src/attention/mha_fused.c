@@ -1,8 +1,9 @@
-/* MultiHeadAttention, fused path: one sgemm for Q, K and V against a packed
- * copy of the three weights, the tiled attention kernel
+/* MultiHeadAttention, fused path: one sgemm for Q, K and V against the
+ * three weights as one block (the module keeps them adjacent; a model on
+ * borrowed tensors gets a packed copy), the tiled attention kernel
  * (attn/flash_attention.h) straight on the packed projections, then out_proj.
  * The public weights stay W_query / W_key / W_value; their gradients are
- * accumulated in place, straight from the packed gradient by three sgemms.
+ * accumulated in place, straight from the packed gradient.
  * The variants: the window, soft-cap and ALiBi inside the kernel (its score
  * tile, attn_flash_problem.window and .scores); the rest around it with the
  * attention core's functions (attn/attention.h): QK-norm and RoPE on the
@@ -21,16 +22,29 @@ static int grouped(const attn_mha *m) {
     return m->kv_dim != m->d_out;
 }
 
+/* W_query, W_key and W_value's weights (grad: their gradients) as one
+ * (d3, d_in) block: the module's storage while the three still lie there
+ * adjacent, else NULL (attn.torch's model points them at torch tensors). */
+static float *qkv_block(const attn_mha *m, int grad) {
+    float *const b = grad ? m->grad_w_qkv : m->w_qkv;
+    if (!b) return NULL;
+    const size_t q = (size_t)m->d_out * (size_t)m->d_in, kv = (size_t)m->kv_dim * (size_t)m->d_in;
+    const attn_linear *l[3] = {&m->W_query, &m->W_key, &m->W_value};
+    const float *at[3] = {b, b + q, b + q + kv};
+    for (int i = 0; i < 3; i++)
+        if ((grad ? l[i]->grad_weight : l[i]->weight) != at[i]) return NULL;
+    return b;
+}
+
 /* Element counts of the state's buffers (0: none). */
 typedef struct state_sizes {
-    size_t w, b, qkv, lse, raw, rstd, kv_x;
+    size_t b, qkv, lse, raw, rstd, kv_x;
 } state_sizes;
 
 static state_sizes sizes_for(const attn_mha *m, int B, int T) {
     const size_t N = (size_t)B * (size_t)T, d = (size_t)m->d_out, kv = (size_t)m->kv_dim;
     const size_t d3 = d + 2 * kv, H = (size_t)m->num_heads;
-    state_sizes s = {
-        d3 * (size_t)m->d_in, m->qkv_bias ? d3 : 0, N * d3, (size_t)B * H * (size_t)T, 0, 0, 0};
+    state_sizes s = {m->qkv_bias ? d3 : 0, N * d3, (size_t)B * H * (size_t)T, 0, 0, 0};
     if (m->spec.qk_norm) {
         s.raw = N * (d + kv);
         s.rstd = N * (H + (size_t)m->spec.kv_heads);
@@ -39,11 +53,12 @@ static state_sizes sizes_for(const attn_mha *m, int B, int T) {
     return s;
 }
 
-/* The state's buffers, listed once. dw_qkv, x16 and ctx16 are the bf16
- * engine's, made on their first use. */
+/* The state's buffers, listed once. w_qkv is made when the weights are not
+ * adjacent (qkv_block); dw_qkv, x16 and ctx16 are the bf16 engine's; each
+ * on its first use. */
 static int state_buffers(attn_mha_fused_state *st, const state_sizes *s, attn_bufs_op op) {
     const attn_buf t[] = {
-        ATTN_BUF(st->w_qkv, s->w),
+        ATTN_BUF(st->w_qkv, 0),
         ATTN_BUF(st->b_qkv, s->b),
         ATTN_BUF_KIND(st->qkv, s->qkv, ATTN_BUF_HUGE),
         ATTN_BUF_KIND(st->d_qkv, s->qkv, ATTN_BUF_HUGE),
@@ -187,13 +202,18 @@ attn_status attn_mha_fused_forward(const attn_mha *m, const float *x, int B, int
     attn_mha_fused_state *st = cache->fused;
     const size_t N = (size_t)B * (size_t)T, d = (size_t)m->d_out, din = (size_t)m->d_in;
     const size_t kv = (size_t)m->kv_dim, d3 = d + 2 * kv;
-    /* Packed weights: the three (rows, d_in) blocks one after the other. */
+    /* The three (rows, d_in) weights one after the other: in place, or packed. */
     const attn_linear *lin[3] = {&m->W_query, &m->W_key, &m->W_value};
     const size_t row0[3] = {0, d, d + kv}, rows[3] = {d, kv, kv};
+    const float *w_qkv = qkv_block(m, 0);
+    if (!w_qkv && !st->w_qkv && !(st->w_qkv = malloc(d3 * din * sizeof(float))))
+        return attn_fail(err, ATTN_ERR_NOMEM, "MultiHeadAttention: out of memory");
     for (int i = 0; i < 3; i++) {
-        memcpy(st->w_qkv + row0[i] * din, lin[i]->weight, rows[i] * din * sizeof(float));
+        if (!w_qkv)
+            memcpy(st->w_qkv + row0[i] * din, lin[i]->weight, rows[i] * din * sizeof(float));
         if (st->b_qkv) memcpy(st->b_qkv + row0[i], lin[i]->bias, rows[i] * sizeof(float));
     }
+    if (!w_qkv) w_qkv = st->w_qkv;
     /* qkv (N, d3) = x W_qkv^T (+ b_qkv) in one sgemm */
     if (st->b_qkv) attn_par_fill_rows(st->qkv, N, d3, st->b_qkv);
     /* bf16: x and the context rounded once, here, and kept for the backward. */
@@ -201,10 +221,10 @@ attn_status attn_mha_fused_forward(const attn_mha *m, const float *x, int B, int
     if (m->bf16 && !st->ctx16) st->ctx16 = malloc(N * d * sizeof(uint16_t));
     st->kept16 = m->bf16 && st->x16 && st->ctx16;
     if (st->kept16)
-        attn_gemm_weight_keep(m->bf16, m->flash.threads, (int)N, (int)d3, (int)din, x, st->w_qkv,
+        attn_gemm_weight_keep(m->bf16, m->flash.threads, (int)N, (int)d3, (int)din, x, w_qkv,
                               st->b_qkv ? 1.0f : 0.0f, st->qkv, st->x16);
     else
-        attn_gemm_weight(m->bf16, m->flash.threads, (int)N, (int)d3, (int)din, x, st->w_qkv,
+        attn_gemm_weight(m->bf16, m->flash.threads, (int)N, (int)d3, (int)din, x, w_qkv,
                          st->b_qkv ? 1.0f : 0.0f, st->qkv);
     prepare(m, st, N, T);
     /* Dropout only in training with p > 0, drawn as PyTorch draws it. */
@@ -225,13 +245,58 @@ attn_status attn_mha_fused_forward(const attn_mha *m, const float *x, int B, int
     return ATTN_OK;
 }
 
+/* The QKV product's backward from st->d_qkv: the three weight gradients
+ * (and biases') added in place, and dx (N, d_in) += dQKV W_qkv. */
+static attn_status qkv_backward(attn_mha *m, attn_mha_fused_state *st, const float *x, float *dx,
+                                size_t N, attn_error *err) {
+    const size_t d = (size_t)m->d_out, din = (size_t)m->d_in;
+    const size_t kv = (size_t)m->kv_dim, d3 = d + 2 * kv;
+    attn_linear *lin[3] = {&m->W_query, &m->W_key, &m->W_value};
+    const size_t row0[3] = {0, d, d + kv}, rows[3] = {d, kv, kv};
+    const float *w_qkv = qkv_block(m, 0) ? m->w_qkv : st->w_qkv; /* as the forward's */
+    if (m->bf16) {
+        /* bf16: one product for the three weight gradients (x and dQKV
+         * converted once, one large GEMM), added straight into the adjacent
+         * gradients (else into dw_qkv, then each); and dx (N, d_in) += dQKV
+         * (N, d3) W_qkv (d3, d_in). */
+        float *dw = qkv_block(m, 1);
+        const float beta_w = dw ? 1.0f : 0.0f;
+        if (!dw && !st->dw_qkv && !(st->dw_qkv = malloc(d3 * din * sizeof(float))))
+            return attn_fail(err, ATTN_ERR_NOMEM, "MultiHeadAttention: out of memory");
+        if (!dw) dw = st->dw_qkv;
+        if (st->kept16)
+            attn_gemm_linear_grads_x16(m->bf16, m->flash.threads, (int)N, (int)din, (int)d3,
+                                       st->x16, st->d_qkv, w_qkv, beta_w, dw, 1.0f, dx);
+        else
+            attn_gemm_linear_grads(m->bf16, m->flash.threads, (int)N, (int)din, (int)d3, x,
+                                   st->d_qkv, w_qkv, beta_w, dw, dx);
+        if (dw == st->dw_qkv)
+            for (int i = 0; i < 3; i++)
+                attn_par_add(lin[i]->grad_weight, st->dw_qkv + row0[i] * din, rows[i] * din);
+    } else {
+        /* W.grad (rows, d_in) += dQKV_block^T x, straight into each public grad. */
+        for (int i = 0; i < 3; i++)
+            attn_gemm(NULL, m->flash.threads, 1, 0, (int)rows[i], (int)din, (int)N, 1.0f,
+                      st->d_qkv + row0[i], (int)d3, x, (int)din, 1.0f, lin[i]->grad_weight,
+                      (int)din);
+        /* dx (N, d_in) += dQKV (N, d3) W_qkv (d3, d_in) in one sgemm */
+        if (dx)
+            attn_gemm(NULL, m->flash.threads, 0, 0, (int)N, (int)din, (int)d3, 1.0f, st->d_qkv,
+                      (int)d3, w_qkv, (int)din, 1.0f, dx, (int)din);
+    }
+    if (m->qkv_bias)
+        for (int i = 0; i < 3; i++)
+            attn_par_col_sums(st->d_qkv + row0[i], N, rows[i], d3, lin[i]->grad_bias);
+    return ATTN_OK;
+}
+
 attn_status attn_mha_fused_backward(attn_mha *m, const float *x, int B, int T, const float *d_out,
                                     float *dx, const attn_attention_cache *cache, attn_error *err) {
     attn_mha_fused_state *st = cache->fused;
     if (!st || st->B != B || st->T != T)
         return attn_fail(err, ATTN_ERR_STATE,
                          "MultiHeadAttention: backward needs a fused forward on the same cache");
-    const size_t N = (size_t)B * (size_t)T, d = (size_t)m->d_out, din = (size_t)m->d_in;
+    const size_t N = (size_t)B * (size_t)T, d = (size_t)m->d_out;
     const size_t kv = (size_t)m->kv_dim, d3 = d + 2 * kv;
     if (st->kept16) { /* d_context written, not added to: no clearing */
         attn_linear_backward_x16(&m->out_proj, st->ctx16, d_out, cache->d_context, 0.0f, N);
@@ -253,35 +318,5 @@ attn_status attn_mha_fused_backward(attn_mha *m, const float *x, int B, int T, c
     attn_status s = attn_flash_backward(&pb, &g, &fo, &st->ws, err);
     if (s != ATTN_OK) return s;
     unprepare(m, st, N, T);
-    attn_linear *lin[3] = {&m->W_query, &m->W_key, &m->W_value};
-    const size_t row0[3] = {0, d, d + kv}, rows[3] = {d, kv, kv};
-    if (m->bf16) {
-        /* bf16: one product for the three weight gradients (x and dQKV
-         * converted once, one large GEMM), added into each public grad; and
-         * dx (N, d_in) += dQKV (N, d3) W_qkv (d3, d_in). */
-        if (!st->dw_qkv && !(st->dw_qkv = malloc(d3 * din * sizeof(float))))
-            return attn_fail(err, ATTN_ERR_NOMEM, "MultiHeadAttention: out of memory");
-        if (st->kept16)
-            attn_gemm_linear_grads_x16(m->bf16, m->flash.threads, (int)N, (int)din, (int)d3,
-                                       st->x16, st->d_qkv, st->w_qkv, 0.0f, st->dw_qkv, 1.0f, dx);
-        else
-            attn_gemm_linear_grads(m->bf16, m->flash.threads, (int)N, (int)din, (int)d3, x,
-                                   st->d_qkv, st->w_qkv, 0.0f, st->dw_qkv, dx);
-        for (int i = 0; i < 3; i++)
-            attn_par_add(lin[i]->grad_weight, st->dw_qkv + row0[i] * din, rows[i] * din);
-    } else {
-        /* W.grad (rows, d_in) += dQKV_block^T x, straight into each public grad. */
-        for (int i = 0; i < 3; i++)
-            attn_gemm(NULL, m->flash.threads, 1, 0, (int)rows[i], (int)din, (int)N, 1.0f,
-                      st->d_qkv + row0[i], (int)d3, x, (int)din, 1.0f, lin[i]->grad_weight,
-                      (int)din);
-        /* dx (N, d_in) += dQKV (N, d3) W_qkv (d3, d_in) in one sgemm */
-        if (dx)
-            attn_gemm(NULL, m->flash.threads, 0, 0, (int)N, (int)din, (int)d3, 1.0f, st->d_qkv,
-                      (int)d3, st->w_qkv, (int)din, 1.0f, dx, (int)din);
-    }
-    if (m->qkv_bias)
-        for (int i = 0; i < 3; i++)
-            attn_par_col_sums(st->d_qkv + row0[i], N, rows[i], d3, lin[i]->grad_bias);
-    return ATTN_OK;
+    return qkv_backward(m, st, x, dx, N, err);
 }

@@ -12,7 +12,8 @@
 typedef struct attn_mha_fused_state {
     int B, T, d_in, d_out, heads, qkv_bias;
     int kv_dim;    /* kv_heads * head_dim; the packed width is d3 = d_out + 2 kv_dim */
-    float *w_qkv;  /* (d3, d_in): W_query, W_key, W_value rows, refreshed each forward */
+    float *w_qkv;  /* (d3, d_in): W_query, W_key, W_value rows packed each forward, when they
+                      are not adjacent in the module (made on first use) */
     float *b_qkv;  /* (d3) or NULL */
     float *qkv;    /* (B, T, d3): queries | keys | values per token, as the kernel reads them
                       (QK-normed and rotated) */

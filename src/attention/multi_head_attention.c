@@ -8,7 +8,19 @@
 
 #include "attention_core.h"
 #include "attn/multi_head_attention.h"
+#include "base/buffers.h"
 #include "mha_fused.h"
+
+/* The module's own buffers, listed once: W_query, W_key and W_value (and
+ * their gradients) as one (d_out + 2 kv_dim, d_in) block each, so that the
+ * fused path multiplies by the three in one product, in place. */
+static int mha_buffers(attn_mha *m, size_t n, attn_bufs_op op) {
+    const attn_buf t[] = {
+        ATTN_BUF_KIND(m->w_qkv, n, ATTN_BUF_STREAMED),
+        ATTN_BUF(m->grad_w_qkv, n),
+    };
+    return ATTN_BUFS(t, op);
+}
 
 attn_status attn_mha_init(attn_mha *m, int d_in, int d_out, int context_length, double dropout,
                           int num_heads, int qkv_bias, attn_rng *rng, attn_error *err) {
@@ -51,9 +63,16 @@ attn_status attn_mha_init_spec(attn_mha *m, int d_in, int d_out, int context_len
     m->kv_dim = m->spec.kv_heads * m->head_dim;
     m->qkv_bias = qkv_bias ? 1 : 0;
     m->dropout = spec->dropout;
-    if ((st = attn_linear_init(&m->W_query, d_in, d_out, qkv_bias, rng, err)) != ATTN_OK ||
-        (st = attn_linear_init(&m->W_key, d_in, m->kv_dim, qkv_bias, rng, err)) != ATTN_OK ||
-        (st = attn_linear_init(&m->W_value, d_in, m->kv_dim, qkv_bias, rng, err)) != ATTN_OK ||
+    const size_t din = (size_t)d_in, q = (size_t)d_out * din, kv = (size_t)m->kv_dim * din;
+    if (mha_buffers(m, q + 2 * kv, ATTN_BUFS_ALLOC) != 0)
+        return attn_fail(err, ATTN_ERR_NOMEM, "MultiHeadAttention: out of memory for its weights");
+    float *w = m->w_qkv, *g = m->grad_w_qkv;
+    if ((st = attn_linear_init_into(&m->W_query, d_in, d_out, qkv_bias, rng, w, g, err)) !=
+            ATTN_OK ||
+        (st = attn_linear_init_into(&m->W_key, d_in, m->kv_dim, qkv_bias, rng, w + q, g + q,
+                                    err)) != ATTN_OK ||
+        (st = attn_linear_init_into(&m->W_value, d_in, m->kv_dim, qkv_bias, rng, w + q + kv,
+                                    g + q + kv, err)) != ATTN_OK ||
         (st = attn_linear_init(&m->out_proj, d_out, d_out, 1, rng, err)) != ATTN_OK ||
         (m->spec.qk_norm &&
          ((st = attn_norm_init(&m->q_norm, m->head_dim, ATTN_NORM_RMSNORM, err)) != ATTN_OK ||
@@ -71,6 +90,7 @@ void attn_mha_free(attn_mha *m) {
     attn_linear_free(&m->out_proj);
     attn_layernorm_free(&m->q_norm);
     attn_layernorm_free(&m->k_norm);
+    mha_buffers(m, 0, ATTN_BUFS_FREE);
 }
 
 attn_status attn_mha_params(attn_mha *m, const char *prefix, attn_param_list *list,

@@ -24,7 +24,9 @@ typedef struct wcopy {
     const float *w;
     size_t n, cap;
     uint16_t *copy;
-    unsigned pass;
+    unsigned pass;   /* the pass whose copy this is (0: none) */
+    unsigned handed; /* the pass in which attn_bf16_gemm_weight_copy handed it out */
+    size_t handed_n; /* values of it handed out then (each part once: all of it = n) */
 } wcopy;
 
 #define MAX_WCOPIES 512
@@ -73,8 +75,43 @@ void attn_bf16_gemm_free(attn_bf16_gemm *g) {
     free(g);
 }
 
+/* The pass after p (never 0, which marks no copy). */
+static unsigned next_pass(unsigned p) {
+    return p + 1 ? p + 1 : 1;
+}
+
 void attn_bf16_gemm_begin_pass(attn_bf16_gemm *g) {
-    if (g && ++g->pass == 0) g->pass = 1; /* wrapped: every copy is older than 1 */
+    if (!g) return;
+    g->pass = next_pass(g->pass);
+    if (g->pass == 1) /* wrapped: no stamp may match by accident */
+        for (int i = 0; i < g->n_wc; i++)
+            g->wc[i].pass = g->wc[i].handed = 0;
+}
+
+uint16_t *attn_bf16_gemm_weight_copy(attn_bf16_gemm *g, const float *W, size_t n) {
+    if (!g || !g->pass || !W) return NULL;
+    /* W may be part of a weight multiplied as one (MultiHeadAttention's Q,
+     * K and V block): its slice of that copy. */
+    const uintptr_t lo = (uintptr_t)W, hi = lo + n * sizeof(float);
+    for (int i = 0; i < g->n_wc; i++) {
+        wcopy *e = &g->wc[i];
+        const uintptr_t b = (uintptr_t)e->w, end = b + e->n * sizeof(float);
+        if (e->pass != g->pass || lo < b || hi > end) continue;
+        if (e->handed != g->pass) e->handed = g->pass, e->handed_n = 0;
+        e->handed_n += n;
+        return e->copy + (lo - b) / sizeof(float);
+    }
+    return NULL;
+}
+
+void attn_bf16_gemm_carry_copies(attn_bf16_gemm *g) {
+    if (!g || !g->pass) return;
+    const unsigned next = next_pass(g->pass);
+    for (int i = 0; i < g->n_wc; i++) {
+        wcopy *e = &g->wc[i];
+        if (e->handed == g->pass && e->handed_n == e->n && e->pass == g->pass) e->pass = next;
+        e->handed = 0;
+    }
 }
 
 /* The cached primitive for a shape, made on first use (NULL on failure).

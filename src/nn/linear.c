@@ -10,8 +10,9 @@
 #include "base/buffers.h"
 #include "base/parallel.h"
 
-/* The layer's buffers, listed once: nw weights, nb biases (0: none). The
- * weight is streamed once per token when generating: on huge pages. */
+/* The layer's buffers, listed once: nw weights, nb biases (0: none; a
+ * weight in its owner's storage counts 0). The weight is streamed once per
+ * token when generating: on huge pages. */
 static int linear_buffers(attn_linear *layer, size_t nw, size_t nb, attn_bufs_op op) {
     const attn_buf t[] = {
         ATTN_BUF_KIND(layer->weight, nw, ATTN_BUF_STREAMED),
@@ -24,17 +25,29 @@ static int linear_buffers(attn_linear *layer, size_t nw, size_t nb, attn_bufs_op
 
 attn_status attn_linear_init(attn_linear *layer, int in_features, int out_features, int has_bias,
                              attn_rng *rng, attn_error *err) {
+    return attn_linear_init_into(layer, in_features, out_features, has_bias, rng, NULL, NULL, err);
+}
+
+attn_status attn_linear_init_into(attn_linear *layer, int in_features, int out_features,
+                                  int has_bias, attn_rng *rng, float *weight, float *grad_weight,
+                                  attn_error *err) {
     memset(layer, 0, sizeof *layer);
     if (in_features <= 0 || out_features <= 0)
         return attn_fail(err, ATTN_ERR_INVALID_ARG,
                          "Linear needs positive in_features and out_features (got %d, %d)",
                          in_features, out_features);
+    if (!weight != !grad_weight)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "Linear: the weight and its gradient come from the caller together");
     const size_t nw = (size_t)in_features * (size_t)out_features;
     const size_t nb = has_bias ? (size_t)out_features : 0;
     layer->in_features = in_features;
     layer->out_features = out_features;
     layer->has_bias = has_bias ? 1 : 0;
-    if (linear_buffers(layer, nw, nb, ATTN_BUFS_ALLOC) != 0)
+    layer->weight = weight;
+    layer->grad_weight = grad_weight;
+    layer->weight_given = weight != NULL;
+    if (linear_buffers(layer, layer->weight_given ? 0 : nw, nb, ATTN_BUFS_ALLOC) != 0)
         return attn_fail(err, ATTN_ERR_NOMEM, "out of memory allocating Linear(%d, %d)",
                          in_features, out_features);
     if (rng) {
@@ -53,6 +66,7 @@ attn_status attn_linear_init(attn_linear *layer, int in_features, int out_featur
 }
 
 void attn_linear_free(attn_linear *layer) {
+    if (layer->weight_given) layer->weight = layer->grad_weight = NULL; /* the owner's */
     linear_buffers(layer, 0, 0, ATTN_BUFS_FREE);
 }
 

@@ -9,6 +9,7 @@
 #include "base/buffers.h"
 #include "base/parallel.h"
 #include "base/vec_clones.h"
+#include "kernels/gemv.h"
 
 static const double PI = 3.14159265358979323846;
 
@@ -104,13 +105,15 @@ ATTN_VEC_CLONES static void adamw_chunk(const adamw_scalars *sc, int decay, floa
 
 #define ADAMW_CHUNK 16384
 
+/* w16 non-NULL: also its bf16 rounding, each chunk while still in cache. */
 static void adamw_tensor(const adamw_scalars *sc, int decay, float gscale, float *w, const float *g,
-                         float *m, float *v, long n) {
+                         float *m, float *v, uint16_t *w16, long n) {
     const long chunks = (n + ADAMW_CHUNK - 1) / ADAMW_CHUNK;
 #pragma omp parallel for schedule(static) if (n >= ATTN_PAR_MIN)
     for (long b = 0; b < chunks; b++) {
         const long lo = b * ADAMW_CHUNK, len = n - lo < ADAMW_CHUNK ? n - lo : ADAMW_CHUNK;
         adamw_chunk(sc, decay, gscale, w + lo, g + lo, m + lo, v + lo, len);
+        if (w16) attn_f32_to_bf16(w + lo, w16 + lo, (size_t)len);
     }
 }
 
@@ -121,6 +124,11 @@ attn_status attn_adamw_step(attn_adamw *opt, const attn_param_list *params, doub
 
 attn_status attn_adamw_step_scaled(attn_adamw *opt, const attn_param_list *params, double lr,
                                    float grad_scale, attn_error *err) {
+    return attn_adamw_step_bf16(opt, params, lr, grad_scale, NULL, err);
+}
+
+attn_status attn_adamw_step_bf16(attn_adamw *opt, const attn_param_list *params, double lr,
+                                 float grad_scale, attn_bf16_gemm *bf16, attn_error *err) {
     if (params->count != opt->n_params || attn_param_list_numel(params) != opt->total)
         return attn_fail(err, ATTN_ERR_STATE,
                          "AdamW was set up for %d parameters (%zu values), given %d", opt->n_params,
@@ -132,8 +140,10 @@ attn_status attn_adamw_step_scaled(attn_adamw *opt, const attn_param_list *param
         if (!p->grad) continue;
         const int decay = opt->decay[i] && opt->cfg.weight_decay != 0;
         adamw_tensor(&sc, decay, grad_scale, p->data, p->grad, opt->m + opt->offset[i],
-                     opt->v + opt->offset[i], (long)p->numel);
+                     opt->v + opt->offset[i], attn_bf16_gemm_weight_copy(bf16, p->data, p->numel),
+                     (long)p->numel);
     }
+    attn_bf16_gemm_carry_copies(bf16);
     return ATTN_OK;
 }
 
@@ -154,7 +164,7 @@ attn_status attn_adamw_step_tensors(const attn_adamw_tensor *t, int count,
     const adamw_scalars sc = adamw_scalars_of(cfg, lr, step);
     for (int i = 0; i < count; i++)
         adamw_tensor(&sc, cfg->weight_decay != 0, 1.0f, t[i].param, t[i].grad, t[i].exp_avg,
-                     t[i].exp_avg_sq, (long)t[i].numel);
+                     t[i].exp_avg_sq, NULL, (long)t[i].numel);
     return ATTN_OK;
 }
 
