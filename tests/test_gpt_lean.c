@@ -3,16 +3,19 @@
  * gradient equals it to rounding (1e-5); forward_backward equals lean
  * forward + backward bit for bit; 1, 2 and 3 threads give the same bits;
  * a lean forward without targets is refused. The vocabulary (300) and
- * B x T (2 x 70 = 140 rows) make three chunks, the last one partial. */
+ * B x T (2 x 70 = 140 rows) make three chunks, the last one partial. On
+ * the bf16 engine the same, at 9 x 70 = 630 rows too: the head's weight
+ * gradient is then two products (512 rows and the rest). */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "attn/engine.h"
 #include "attn/gpt.h"
 
-enum { B = 2, T = 70, N = B * T };
+enum { T = 70 };
 
 static attn_gpt_config cfg(int tie) {
     attn_gpt_config c = {.vocab_size = 300,
@@ -26,30 +29,33 @@ static attn_gpt_config cfg(int tie) {
     return c;
 }
 
-static void tokens(int32_t *ids, int32_t *targets) {
+static void tokens(int32_t *ids, int32_t *targets, int N) {
     for (int i = 0; i < N; i++) {
         ids[i] = (int32_t)((i * 37 + 11) % 300);
         targets[i] = (int32_t)((i * 53 + 7) % 300);
     }
 }
 
-/* One training micro-step on a fresh seed-1 model; the gradients, flat,
- * into *grads (malloc'd). how: 0 plain forward+backward, 1 lean
- * forward+backward, 2 lean forward_backward. */
-static float step(int how, int tie, float **grads, size_t *n) {
+/* One training micro-step of batch B (bf16: on the bf16 engine) on a fresh
+ * seed-1 model; the gradients, flat, into *grads (malloc'd). how: 0 plain
+ * forward+backward, 1 lean forward+backward, 2 lean forward_backward. */
+static float step_at(int how, int tie, int bf16, int B, float **grads, size_t *n) {
     const attn_gpt_config c = cfg(tie);
+    const int N = B * T;
     attn_gpt m;
     attn_rng rng, drop;
     attn_error err;
     attn_rng_seed(&rng, 1);
     cr_assert_eq(attn_gpt_init(&m, &c, &rng, &err), ATTN_OK, "%s", err.msg);
+    if (bf16)
+        cr_assert_eq(attn_gpt_set_precision(&m, ATTN_PRECISION_BF16, &err), ATTN_OK, "%s", err.msg);
     attn_gpt_acts a;
     attn_status s =
         how ? attn_gpt_acts_init_lean(&a, &m, B, T, &err) : attn_gpt_acts_init(&a, &m, B, T, &err);
     cr_assert_eq(s, ATTN_OK, "%s", err.msg);
     cr_assert(how == 0 || a.d_logits == NULL, "lean activations hold no (B,T,V) gradient");
-    int32_t ids[N], targets[N];
-    tokens(ids, targets);
+    int32_t *ids = malloc(N * sizeof *ids), *targets = malloc(N * sizeof *targets);
+    tokens(ids, targets, N);
     attn_rng_seed(&drop, 5);
     const attn_forward_mode mode = {1, &drop, ATTN_STREAM_TORCH_CPU};
     attn_gpt_zero_grad(&m);
@@ -71,14 +77,15 @@ static float step(int how, int tie, float **grads, size_t *n) {
     }
     attn_gpt_acts_free(&a);
     attn_gpt_free(&m);
+    free(ids), free(targets);
     return loss;
 }
 
-static void lean_equals_plain(int tie) {
+static void lean_equals_plain_at(int tie, int bf16, int B) {
     float *g0, *g1, *g2;
     size_t n0, n1, n2;
-    const float l0 = step(0, tie, &g0, &n0), l1 = step(1, tie, &g1, &n1),
-                l2 = step(2, tie, &g2, &n2);
+    const float l0 = step_at(0, tie, bf16, B, &g0, &n0), l1 = step_at(1, tie, bf16, B, &g1, &n1),
+                l2 = step_at(2, tie, bf16, B, &g2, &n2);
     cr_assert(n0 == n1 && n1 == n2);
     cr_assert(memcmp(&l0, &l1, sizeof l0) == 0 && memcmp(&l0, &l2, sizeof l0) == 0,
               "loss %.9g / %.9g / %.9g", (double)l0, (double)l1, (double)l2);
@@ -92,6 +99,18 @@ static void lean_equals_plain(int tie) {
     free(g0), free(g1), free(g2);
 }
 
+static void lean_equals_plain(int tie) {
+    lean_equals_plain_at(tie, 0, 2);
+}
+
+Test(gpt_lean, bf16_equals_the_plain_bf16_path) {
+    attn_error err;
+    if (attn_precision_check(ATTN_PRECISION_BF16, &err) != ATTN_OK)
+        cr_skip_test("no AVX512-BF16 on this CPU");
+    lean_equals_plain_at(1, 1, 2);
+    lean_equals_plain_at(1, 1, 9);
+}
+
 Test(gpt_lean, equals_the_plain_path) {
     lean_equals_plain(0);
 }
@@ -101,39 +120,45 @@ Test(gpt_lean, equals_the_plain_path_tied) {
 }
 
 Test(gpt_lean, same_bits_at_1_2_3_threads) {
-    float *ref = NULL;
-    size_t n = 0;
-    float lref = 0;
-    for (int threads = 1; threads <= 3; threads++) {
-        omp_set_num_threads(threads);
-        float *g;
-        size_t k;
-        const float l = step(2, 0, &g, &k);
-        if (!ref) {
-            ref = g, n = k, lref = l;
-            continue;
+    attn_error err;
+    const int has_bf16 = attn_precision_check(ATTN_PRECISION_BF16, &err) == ATTN_OK;
+    for (int bf16 = 0; bf16 <= has_bf16; bf16++) {
+        float *ref = NULL;
+        size_t n = 0;
+        float lref = 0;
+        for (int threads = 1; threads <= 3; threads++) {
+            omp_set_num_threads(threads);
+            float *g;
+            size_t k;
+            const float l = step_at(2, 0, bf16, bf16 ? 9 : 2, &g, &k);
+            if (!ref) {
+                ref = g, n = k, lref = l;
+                continue;
+            }
+            cr_assert(k == n && memcmp(&l, &lref, sizeof l) == 0 &&
+                          memcmp(g, ref, n * sizeof(float)) == 0,
+                      "bf16 %d: %d threads", bf16, threads);
+            free(g);
         }
-        cr_assert(k == n && memcmp(&l, &lref, sizeof l) == 0 &&
-                      memcmp(g, ref, n * sizeof(float)) == 0,
-                  "%d threads", threads);
-        free(g);
+        free(ref);
     }
-    free(ref);
 }
 
 Test(gpt_lean, forward_without_targets_refused) {
     const attn_gpt_config c = cfg(0);
+    const int B = 2, N = B * T;
     attn_gpt m;
     attn_error err;
     cr_assert_eq(attn_gpt_init(&m, &c, NULL, &err), ATTN_OK);
     attn_gpt_acts a;
     cr_assert_eq(attn_gpt_acts_init_lean(&a, &m, B, T, &err), ATTN_OK);
-    int32_t ids[N], targets[N];
-    tokens(ids, targets);
+    int32_t *ids = malloc(N * sizeof *ids), *targets = malloc(N * sizeof *targets);
+    tokens(ids, targets, N);
     cr_assert_eq(attn_gpt_forward(&m, ids, NULL, B, T, NULL, &a, NULL, &err), ATTN_ERR_INVALID_ARG);
     cr_assert(strstr(err.msg, "needs targets"), "%s", err.msg);
     cr_assert_eq(attn_gpt_forward_backward(&m, ids, NULL, B, T, NULL, &a, 1, NULL, &err),
                  ATTN_ERR_INVALID_ARG);
     attn_gpt_acts_free(&a);
     attn_gpt_free(&m);
+    free(ids), free(targets);
 }

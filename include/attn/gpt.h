@@ -329,13 +329,18 @@ typedef struct attn_gpt_acts {
     float *d_resid, *d_tmp, *d_ln; /* (B,T,C) */
     float *d_hidden;               /* (B,T,attn_feedforward_scratch) */
     float *d_logits;               /* (B,T,V) */
+    /* Lean head on the bf16 engine: up to ATTN_GPT_HEAD_DW_ROWS rows of
+     * dlogits in bf16 (made at the first such backward), so that the
+     * head's weight gradient is one product over them, not one per chunk. */
+    uint16_t *d_logits16;
 } attn_gpt_acts;
 
 attn_status attn_gpt_acts_init(attn_gpt_acts *acts, const attn_gpt *m, int B, int T,
                                attn_error *err);
 void attn_gpt_acts_free(attn_gpt_acts *acts);
 
-#define ATTN_GPT_HEAD_ROWS 64 /* rows of the lean head's chunks */
+#define ATTN_GPT_HEAD_ROWS 64     /* rows of the lean head's chunks */
+#define ATTN_GPT_HEAD_DW_ROWS 512 /* bf16: rows per head weight-gradient product */
 
 /* Activations for training at a large vocabulary (GPT-2's 50,257: B·T·V
  * floats are hundreds of MB): the output layer and its cross-entropy run

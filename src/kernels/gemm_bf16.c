@@ -359,3 +359,36 @@ void attn_gemm_linear_grads_x16(attn_bf16_gemm *g, int threads, int N, int in, i
                                 float *dW, float beta_x, float *dx) {
     linear_grads(g, threads, N, in, out, NULL, x16, dy, W, beta_w, dW, beta_x, dx);
 }
+
+void attn_gemm_input_grad_keep(attn_bf16_gemm *g, int threads, int N, int in, int out,
+                               const float *dy, const float *W, float beta_x, float *dx,
+                               uint16_t *dy16) {
+    if (N <= 0 || in <= 0 || out <= 0) return;
+    to_bf16(dy, N, out, out, dy16);
+    prim *q = g && (beta_x == 0.0f || beta_x == 1.0f)
+                  ? get_prim(g, N, in, out, 0, 0, beta_x != 0.0f, in)
+                  : NULL;
+    const uint16_t *w16 = q ? weight_bf16(g, W, out, in) : NULL;
+    if (q && !w16 && reserve(&g->b16, &g->b_cap, (size_t)out * (size_t)in) == 0) {
+        to_bf16(W, out, in, in, g->b16);
+        w16 = g->b16;
+    }
+    if (!w16 || run_prim_on(g, q, dy16, w16, dx) != 0) /* no engine, or refused: fp32 */
+        attn_sgemm(threads, 0, 0, N, in, out, 1.0f, dy, out, W, in, beta_x, dx, in);
+}
+
+void attn_gemm_weight_grad_dy16(attn_bf16_gemm *g, int threads, int N, int in, int out,
+                                const float *x, const uint16_t *dy16, float beta_w, float *dW) {
+    if (N <= 0 || in <= 0 || out <= 0) return;
+    const size_t nx = (size_t)N * (size_t)in;
+    prim *q = g && (beta_w == 0.0f || beta_w == 1.0f) && reserve(&g->b16, &g->b_cap, nx) == 0
+                  ? get_prim(g, out, in, N, 1, 0, beta_w != 0.0f, in)
+                  : NULL;
+    if (q) {
+        to_bf16(x, N, in, in, g->b16);
+        if (run_prim_on(g, q, dy16, g->b16, dW) == 0) return;
+    }
+    float *wide = widen(dy16, (size_t)N * (size_t)out); /* fp32 on dy16's exact widening */
+    if (wide) attn_sgemm(threads, 1, 0, out, in, N, 1.0f, wide, out, x, in, beta_w, dW, in);
+    free(wide);
+}
