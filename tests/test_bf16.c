@@ -643,10 +643,10 @@ static char *corpus(size_t *n) {
     return s;
 }
 
-/* A few dozen steps of a tiny model: the bf16 loss curve stays within 1% of
- * fp32's (the 500-step comparison is bench/bf16_loss.sh). */
-Test(bf16, short_loss_curve_within_one_percent_of_fp32) {
-    if (!have_bf16()) cr_skip_test("no AVX512-BF16 on this CPU");
+/* Two fp32 trainers of one tiny model (no dropout) on corpus(); returns
+ * the corpus, for the caller to free. */
+static char *tiny_pair(attn_trainer *a, attn_trainer *b, int batch_size, int max_steps,
+                       int warmup_steps) {
     size_t n;
     char *text = corpus(&n);
     attn_gpt_config m;
@@ -654,10 +654,19 @@ Test(bf16, short_loss_curve_within_one_percent_of_fp32) {
     attn_error err;
     cr_assert_eq(attn_train_preset("tiny", &m, &t, &err), ATTN_OK);
     m.context_length = 32, m.emb_dim = 64, m.n_heads = 4, m.n_layers = 2, m.drop_rate = 0.0;
-    t.batch_size = 8, t.max_steps = 40, t.warmup_steps = 5;
+    t.batch_size = batch_size, t.max_steps = max_steps, t.warmup_steps = warmup_steps;
+    cr_assert_eq(attn_trainer_init(a, &m, &t, 0, text, n, &err), ATTN_OK, "%s", err.msg);
+    cr_assert_eq(attn_trainer_init(b, &m, &t, 0, text, n, &err), ATTN_OK, "%s", err.msg);
+    return text;
+}
+
+/* A few dozen steps of a tiny model: the bf16 loss curve stays within 1% of
+ * fp32's (the 500-step comparison is bench/bf16_loss.sh). */
+Test(bf16, short_loss_curve_within_one_percent_of_fp32) {
+    if (!have_bf16()) cr_skip_test("no AVX512-BF16 on this CPU");
     attn_trainer a, b;
-    cr_assert_eq(attn_trainer_init(&a, &m, &t, 0, text, n, &err), ATTN_OK, "%s", err.msg);
-    cr_assert_eq(attn_trainer_init(&b, &m, &t, 0, text, n, &err), ATTN_OK, "%s", err.msg);
+    attn_error err;
+    char *text = tiny_pair(&a, &b, 8, 40, 5);
     cr_assert_eq(attn_gpt_set_precision(&b.model, ATTN_PRECISION_BF16, &err), ATTN_OK);
     double worst = 0, first = 0, last32 = 0, last16 = 0;
     for (int s = 0; s < 40; s++) {
@@ -681,17 +690,9 @@ Test(bf16, short_loss_curve_within_one_percent_of_fp32) {
  * weight afresh at each forward. */
 Test(bf16, trainer_steps_on_carried_copies_equal_steps_rounding_afresh) {
     if (!have_bf16()) cr_skip_test("no AVX512-BF16 on this CPU");
-    size_t n;
-    char *text = corpus(&n);
-    attn_gpt_config m;
-    attn_train_config t;
-    attn_error err;
-    cr_assert_eq(attn_train_preset("tiny", &m, &t, &err), ATTN_OK);
-    m.context_length = 32, m.emb_dim = 64, m.n_heads = 4, m.n_layers = 2;
-    t.batch_size = 4, t.max_steps = 12, t.warmup_steps = 2;
     attn_trainer a, b;
-    cr_assert_eq(attn_trainer_init(&a, &m, &t, 0, text, n, &err), ATTN_OK, "%s", err.msg);
-    cr_assert_eq(attn_trainer_init(&b, &m, &t, 0, text, n, &err), ATTN_OK, "%s", err.msg);
+    attn_error err;
+    char *text = tiny_pair(&a, &b, 4, 12, 2);
     cr_assert_eq(attn_gpt_set_precision(&a.model, ATTN_PRECISION_BF16, &err), ATTN_OK);
     cr_assert_eq(attn_gpt_set_precision(&b.model, ATTN_PRECISION_BF16, &err), ATTN_OK);
     for (int s = 0; s < 12; s++) {
