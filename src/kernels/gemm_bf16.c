@@ -313,6 +313,20 @@ static void linear_grads_fp32(attn_bf16_gemm *g, int threads, int N, int in, int
     if (dx) attn_gemm(g, threads, 0, 0, N, in, out, 1.0f, dy, out, W, in, beta_x, dx, in);
 }
 
+/* dx (N, in) = beta_x dx + dy W on q, from dy's rounding dy16 and W's copy
+ * of the pass (or W rounded into b16); fp32 from dy when that fails. */
+static void dx_product(attn_bf16_gemm *g, int threads, prim *q, int N, int in, int out,
+                       const uint16_t *dy16, const float *dy, const float *W, float beta_x,
+                       float *dx) {
+    const uint16_t *w16 = weight_bf16(g, W, out, in);
+    if (!w16 && reserve(&g->b16, &g->b_cap, (size_t)out * (size_t)in) == 0) {
+        to_bf16(W, out, in, in, g->b16);
+        w16 = g->b16;
+    }
+    if (!w16 || run_prim_on(g, q, dy16, w16, dx) != 0)
+        attn_sgemm(threads, 0, 0, N, in, out, 1.0f, dy, out, W, in, beta_x, dx, in);
+}
+
 /* attn_gemm_linear_grads on x in fp32 (x16 NULL) or already in bf16 (x NULL). */
 static void linear_grads(attn_bf16_gemm *g, int threads, int N, int in, int out, const float *x,
                          const uint16_t *x16, const float *dy, const float *W, float beta_w,
@@ -342,11 +356,7 @@ static void linear_grads(attn_bf16_gemm *g, int threads, int N, int in, int out,
             attn_sgemm(threads, 1, 0, out, in, N, 1.0f, dy, out, x ? x : wide, in, beta_w, dW, in);
         free(wide);
     }
-    if (!dx) return;
-    const uint16_t *w16 = weight_bf16(g, W, out, in);
-    if (!w16) to_bf16(W, out, in, in, g->b16);
-    if (run_prim_on(g, qx, g->a16, w16 ? w16 : g->b16, dx) != 0)
-        attn_sgemm(threads, 0, 0, N, in, out, 1.0f, dy, out, W, in, beta_x, dx, in);
+    if (dx) dx_product(g, threads, qx, N, in, out, g->a16, dy, W, beta_x, dx);
 }
 
 void attn_gemm_linear_grads(attn_bf16_gemm *g, int threads, int N, int in, int out, const float *x,
@@ -368,12 +378,9 @@ void attn_gemm_input_grad_keep(attn_bf16_gemm *g, int threads, int N, int in, in
     prim *q = g && (beta_x == 0.0f || beta_x == 1.0f)
                   ? get_prim(g, N, in, out, 0, 0, beta_x != 0.0f, in)
                   : NULL;
-    const uint16_t *w16 = q ? weight_bf16(g, W, out, in) : NULL;
-    if (q && !w16 && reserve(&g->b16, &g->b_cap, (size_t)out * (size_t)in) == 0) {
-        to_bf16(W, out, in, in, g->b16);
-        w16 = g->b16;
-    }
-    if (!w16 || run_prim_on(g, q, dy16, w16, dx) != 0) /* no engine, or refused: fp32 */
+    if (q)
+        dx_product(g, threads, q, N, in, out, dy16, dy, W, beta_x, dx);
+    else /* no engine, or refused: fp32 */
         attn_sgemm(threads, 0, 0, N, in, out, 1.0f, dy, out, W, in, beta_x, dx, in);
 }
 

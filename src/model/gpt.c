@@ -274,8 +274,9 @@ static float head_chunks(attn_gpt *m, attn_gpt_acts *a, size_t N, int grads, flo
     const size_t C = (size_t)m->cfg.emb_dim, V = (size_t)m->cfg.vocab_size;
     const size_t dw_rows = N < HEAD_DW_ROWS ? N : HEAD_DW_ROWS;
     attn_linear *head = &m->out_head;
-    const int keep16 = grads && head->bf16 && !head->has_bias &&
-                       (a->d_logits16 || (a->d_logits16 = malloc(dw_rows * V * 2)) != NULL);
+    const int keep16 =
+        grads && head->bf16 && !head->has_bias &&
+        (a->d_logits16 || (a->d_logits16 = malloc(dw_rows * V * sizeof(uint16_t))) != NULL);
     double total = 0.0;
     if (grads) memset(a->d_ln, 0, N * C * sizeof(float));
     size_t k0 = 0; /* first row whose dlogits wait in d_logits16 */
