@@ -5,7 +5,10 @@
  * a lean forward without targets is refused. The vocabulary (300) and
  * B x T (2 x 70 = 140 rows) make three chunks, the last one partial. On
  * the bf16 engine the same, at 9 x 70 = 630 rows too: the head's weight
- * gradient is then two products (512 rows and the rest). */
+ * gradient is then two products (512 rows and the rest). The trainer's
+ * deferred zeroing (attn_gpt_zero_grad_deferred: weight gradients written,
+ * not added to) gives the zeroed gradients' bits, over two accumulated
+ * micro-steps, and leaves none unset when a backward is refused. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <omp.h>
@@ -36,10 +39,34 @@ static void tokens(int32_t *ids, int32_t *targets, int N) {
     }
 }
 
+enum { ZERO_ONCE, ZERO_TWICE, DEFER_TWICE };
+
+/* Every gradient of m, flat, into *grads (malloc'd). */
+static void flat_grads(const attn_gpt *m, float **grads, size_t *n) {
+    const attn_param_list *L = attn_gpt_params(m);
+    *n = attn_param_list_numel(L);
+    *grads = malloc(*n * sizeof(float));
+    size_t at = 0;
+    for (int i = 0; i < L->count; i++) {
+        memcpy(*grads + at, L->items[i].grad, L->items[i].numel * sizeof(float));
+        at += L->items[i].numel;
+    }
+}
+
+/* Every gradient of m set to NaN: what a deferred zeroing leaves shows. */
+static void poison_grads(const attn_gpt *m) {
+    const attn_param_list *L = attn_gpt_params(m);
+    for (int i = 0; i < L->count; i++)
+        for (size_t k = 0; k < L->items[i].numel; k++)
+            L->items[i].grad[k] = NAN;
+}
+
 /* One training micro-step of batch B (bf16: on the bf16 engine) on a fresh
  * seed-1 model; the gradients, flat, into *grads (malloc'd). how: 0 plain
- * forward+backward, 1 lean forward+backward, 2 lean forward_backward. */
-static float step_at(int how, int tie, int bf16, int B, float **grads, size_t *n) {
+ * forward+backward, 1 lean forward+backward, 2 lean forward_backward.
+ * zero: ZERO_ONCE; ZERO_TWICE, two micro-steps accumulated; DEFER_TWICE,
+ * the same after NaN gradients zeroed by attn_gpt_zero_grad_deferred. */
+static float steps_at(int how, int tie, int bf16, int B, int zero, float **grads, size_t *n) {
     const attn_gpt_config c = cfg(tie);
     const int N = B * T;
     attn_gpt m;
@@ -58,27 +85,31 @@ static float step_at(int how, int tie, int bf16, int B, float **grads, size_t *n
     tokens(ids, targets, N);
     attn_rng_seed(&drop, 5);
     const attn_forward_mode mode = {1, &drop, ATTN_STREAM_TORCH_CPU};
-    attn_gpt_zero_grad(&m);
-    float loss = NAN;
-    if (how == 2) {
-        s = attn_gpt_forward_backward(&m, ids, targets, B, T, &mode, &a, 0.5f, &loss, &err);
+    if (zero == DEFER_TWICE) {
+        poison_grads(&m);
+        attn_gpt_zero_grad_deferred(&m);
     } else {
-        s = attn_gpt_forward(&m, ids, targets, B, T, &mode, &a, &loss, &err);
-        if (s == ATTN_OK) s = attn_gpt_backward(&m, &a, 0.5f, &err);
+        attn_gpt_zero_grad(&m);
     }
-    cr_assert_eq(s, ATTN_OK, "%s", err.msg);
-    const attn_param_list *L = attn_gpt_params(&m);
-    *n = attn_param_list_numel(L);
-    *grads = malloc(*n * sizeof(float));
-    size_t at = 0;
-    for (int i = 0; i < L->count; i++) {
-        memcpy(*grads + at, L->items[i].grad, L->items[i].numel * sizeof(float));
-        at += L->items[i].numel;
+    float loss = NAN;
+    for (int rep = 0; rep < (zero == ZERO_ONCE ? 1 : 2); rep++) {
+        if (how == 2) {
+            s = attn_gpt_forward_backward(&m, ids, targets, B, T, &mode, &a, 0.5f, &loss, &err);
+        } else {
+            s = attn_gpt_forward(&m, ids, targets, B, T, &mode, &a, &loss, &err);
+            if (s == ATTN_OK) s = attn_gpt_backward(&m, &a, 0.5f, &err);
+        }
+        cr_assert_eq(s, ATTN_OK, "%s", err.msg);
     }
+    flat_grads(&m, grads, n);
     attn_gpt_acts_free(&a);
     attn_gpt_free(&m);
     free(ids), free(targets);
     return loss;
+}
+
+static float step_at(int how, int tie, int bf16, int B, float **grads, size_t *n) {
+    return steps_at(how, tie, bf16, B, ZERO_ONCE, grads, n);
 }
 
 static void lean_equals_plain_at(int tie, int bf16, int B) {
@@ -161,4 +192,59 @@ Test(gpt_lean, forward_without_targets_refused) {
     attn_gpt_acts_free(&a);
     attn_gpt_free(&m);
     free(ids), free(targets);
+}
+
+/* Equal as numbers: a written zero may be -0 where 0 + -0 gave +0. */
+static void deferred_equals_zeroed(int how, int tie, int bf16, int B) {
+    float *g0, *g1;
+    size_t n0, n1;
+    steps_at(how, tie, bf16, B, ZERO_TWICE, &g0, &n0);
+    steps_at(how, tie, bf16, B, DEFER_TWICE, &g1, &n1);
+    cr_assert_eq(n0, n1);
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < n0; i++)
+        if (!(g0[i] == g1[i]) && bad++ == 0) first = i;
+    cr_assert(bad == 0, "how %d tie %d bf16 %d B %d: %zu gradients differ, first [%zu] %g vs %g",
+              how, tie, bf16, B, bad, first, (double)g0[first], (double)g1[first]);
+    free(g0), free(g1);
+}
+
+Test(gpt_lean, deferred_zeroing_gives_the_zeroed_gradients) {
+    attn_error err;
+    const int has_bf16 = attn_precision_check(ATTN_PRECISION_BF16, &err) == ATTN_OK;
+    for (int bf16 = 0; bf16 <= has_bf16; bf16++)
+        for (int tie = 0; tie <= 1; tie++) {
+            deferred_equals_zeroed(0, tie, bf16, 2);
+            deferred_equals_zeroed(2, tie, bf16, 2);
+            if (bf16) deferred_equals_zeroed(2, tie, bf16, 9); /* the head's dW in two products */
+        }
+    if (!has_bf16) cr_log_warn("no AVX512-BF16: the bf16 engine's cases not run");
+}
+
+Test(gpt_lean, refused_backward_leaves_no_gradient_unset) {
+    attn_error err;
+    if (attn_precision_check(ATTN_PRECISION_BF16, &err) != ATTN_OK)
+        cr_skip_test("no AVX512-BF16 on this CPU");
+    const attn_gpt_config c = cfg(0);
+    attn_gpt m;
+    attn_rng rng;
+    attn_rng_seed(&rng, 1);
+    cr_assert_eq(attn_gpt_init(&m, &c, &rng, &err), ATTN_OK);
+    cr_assert_eq(attn_gpt_set_precision(&m, ATTN_PRECISION_BF16, &err), ATTN_OK, "%s", err.msg);
+    attn_gpt_acts a;
+    cr_assert_eq(attn_gpt_acts_init_lean(&a, &m, 2, T, &err), ATTN_OK);
+    poison_grads(&m);
+    attn_gpt_zero_grad_deferred(&m);
+    cr_assert_eq(attn_gpt_backward(&m, &a, 1.0f, &err), ATTN_ERR_STATE); /* no forward yet */
+    const attn_param_list *L = attn_gpt_params(&m);
+    int unset = 0;
+    for (int i = 0; i < L->count; i++) {
+        unset += L->items[i].grad_unset && *L->items[i].grad_unset;
+        for (size_t k = 0; k < L->items[i].numel; k++)
+            cr_assert(L->items[i].grad[k] == 0.0f, "%s[%zu] = %g", L->items[i].name, k,
+                      (double)L->items[i].grad[k]);
+    }
+    cr_assert_eq(unset, 0);
+    attn_gpt_acts_free(&a);
+    attn_gpt_free(&m);
 }

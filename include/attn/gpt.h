@@ -286,6 +286,12 @@ const attn_param_list *attn_gpt_params(const attn_gpt *m);
 /* Total number of parameter floats (book's count, without the mask buffers). */
 size_t attn_gpt_num_params(const attn_gpt *m);
 void attn_gpt_zero_grad(attn_gpt *m);
+/* The trainer's: zero the gradients for a backward that runs next. On the
+ * bf16 engine the weight gradients that backward writes whole are left
+ * unset (attn_param_list_zero_grad_deferred) and written, not added to;
+ * every backward below settles the rest, so after it each gradient holds
+ * its value as after attn_gpt_zero_grad. */
+void attn_gpt_zero_grad_deferred(attn_gpt *m);
 
 /* ------------------------------------------------- training forward/backward */
 

@@ -31,6 +31,8 @@ typedef struct attn_linear {
     struct attn_bf16_gemm *bf16; /* NULL: fp32 products (default); else bf16 products through
                                     this engine (attn/gemm.h; borrowed, set by the model) */
     int weight_given;            /* 1: weight and grad_weight are the owner's (init_into) */
+    int grad_unset; /* 1: grad_weight holds no value yet (attn_param_list_zero_grad_deferred):
+                       the next backward writes it instead of adding */
 } attn_linear;
 
 /* Allocate parameters and zeroed gradients. With rng != NULL the weights are
@@ -48,7 +50,8 @@ attn_status attn_linear_init_into(attn_linear *layer, int in_features, int out_f
                                   attn_error *err);
 void attn_linear_free(attn_linear *layer);
 
-/* Add "<prefix>weight" and, if present, "<prefix>bias" to list. */
+/* Add "<prefix>weight" and, if present, "<prefix>bias" to list; the
+ * weight's gradient may be deferred (grad_unset). */
 attn_status attn_linear_params(attn_linear *layer, const char *prefix, attn_param_list *list,
                                attn_error *err);
 
@@ -57,7 +60,14 @@ void attn_linear_forward(const attn_linear *layer, const float *x, float *y, siz
 
 /* The backward rule (every attn backward; docs/library.md#conventions):
  * it adds (+=) into dx and into the parameter gradients, never overwrites;
- * the caller zeroes them first. */
+ * the caller zeroes them first. The one exception: a weight gradient
+ * marked unset (grad_unset, by the trainer) is written. */
+
+/* For a module writing a layer's weight gradient itself: the product's
+ * beta for it, 0.0f when grad_unset (the mark then cleared), else 1.0f;
+ * _settle zeroes an unset gradient before a caller adds into it. */
+float attn_linear_grad_beta(attn_linear *layer);
+void attn_linear_grad_settle(attn_linear *layer);
 
 /* Accumulates (+=): grad_weight += dy^T x, grad_bias += sum_n dy, and, when
  * dx != NULL, dx (N, in) += dy W. */

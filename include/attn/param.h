@@ -27,6 +27,10 @@ typedef struct attn_param {
     int ndim;
     int64_t shape[ATTN_PARAM_MAX_DIMS];
     size_t numel;
+    /* Non-NULL: the owner's mark that grad holds no value yet, set by
+     * attn_param_list_zero_grad_deferred; the owner's next backward writes
+     * the gradient whole (instead of adding) and clears it. */
+    int *grad_unset;
 } attn_param;
 
 typedef struct attn_param_list {
@@ -51,6 +55,18 @@ size_t attn_param_list_numel(const attn_param_list *list);
 
 /* Set every gradient in the list to zero. */
 void attn_param_list_zero_grad(const attn_param_list *list);
+
+/* The same, except that a gradient whose owner can write it whole (its
+ * grad_unset not NULL) is marked unset instead of cleared: its next
+ * backward writes it, skipping the pass that clears it and the product's
+ * read of those zeros. Until that backward it holds stale values, so only
+ * a caller that runs the backward next uses this (the trainer), and calls
+ * attn_param_list_settle_grad after it. */
+void attn_param_list_zero_grad_deferred(const attn_param_list *list);
+
+/* Zero each gradient still marked unset (its owner's backward did not run)
+ * and clear the mark: every gradient then holds its value. */
+void attn_param_list_settle_grad(const attn_param_list *list);
 
 #ifdef __cplusplus
 }

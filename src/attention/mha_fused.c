@@ -260,7 +260,14 @@ static attn_status qkv_backward(attn_mha *m, attn_mha_fused_state *st, const flo
          * gradients (else into dw_qkv, then each); and dx (N, d_in) += dQKV
          * (N, d3) W_qkv (d3, d_in). */
         float *dw = qkv_block(m, 1);
-        const float beta_w = dw ? 1.0f : 0.0f;
+        /* The block is written whole only when all three are unset. */
+        const int unset = lin[0]->grad_unset && lin[1]->grad_unset && lin[2]->grad_unset;
+        for (int i = 0; i < 3; i++)
+            if (unset && dw)
+                attn_linear_grad_beta(lin[i]);
+            else
+                attn_linear_grad_settle(lin[i]);
+        const float beta_w = dw && !unset ? 1.0f : 0.0f;
         if (!dw && !st->dw_qkv && !(st->dw_qkv = malloc(d3 * din * sizeof(float))))
             return attn_fail(err, ATTN_ERR_NOMEM, "MultiHeadAttention: out of memory");
         if (!dw) dw = st->dw_qkv;
@@ -274,11 +281,11 @@ static attn_status qkv_backward(attn_mha *m, attn_mha_fused_state *st, const flo
             for (int i = 0; i < 3; i++)
                 attn_par_add(lin[i]->grad_weight, st->dw_qkv + row0[i] * din, rows[i] * din);
     } else {
-        /* W.grad (rows, d_in) += dQKV_block^T x, straight into each public grad. */
+        /* W.grad (rows, d_in) (+)= dQKV_block^T x, straight into each public grad. */
         for (int i = 0; i < 3; i++)
             attn_gemm(NULL, m->flash.threads, 1, 0, (int)rows[i], (int)din, (int)N, 1.0f,
-                      st->d_qkv + row0[i], (int)d3, x, (int)din, 1.0f, lin[i]->grad_weight,
-                      (int)din);
+                      st->d_qkv + row0[i], (int)d3, x, (int)din, attn_linear_grad_beta(lin[i]),
+                      lin[i]->grad_weight, (int)din);
         /* dx (N, d_in) += dQKV (N, d3) W_qkv (d3, d_in) in one sgemm */
         if (dx)
             attn_gemm(NULL, m->flash.threads, 0, 0, (int)N, (int)din, (int)d3, 1.0f, st->d_qkv,

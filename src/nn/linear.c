@@ -76,7 +76,9 @@ attn_status attn_linear_params(attn_linear *layer, const char *prefix, attn_para
     const int64_t bshape[1] = {layer->out_features};
     attn_status s = attn_param_list_add(list, prefix, "weight", layer->weight, layer->grad_weight,
                                         2, wshape, err);
-    if (s != ATTN_OK || !layer->has_bias) return s;
+    if (s != ATTN_OK) return s;
+    list->items[list->count - 1].grad_unset = &layer->grad_unset;
+    if (!layer->has_bias) return s;
     return attn_param_list_add(list, prefix, "bias", layer->bias, layer->grad_bias, 1, bshape, err);
 }
 
@@ -108,17 +110,30 @@ void attn_linear_forward_x16(const attn_linear *layer, const uint16_t *x16, floa
     forward_from(layer, NULL, x16, NULL, y, N);
 }
 
-/* grad_weight += dy^T x, grad_bias += sum_n dy and dx = beta_x dx + dy W,
+float attn_linear_grad_beta(attn_linear *layer) {
+    const float beta = layer->grad_unset ? 0.0f : 1.0f;
+    layer->grad_unset = 0;
+    return beta;
+}
+
+void attn_linear_grad_settle(attn_linear *layer) {
+    if (!layer->grad_unset) return;
+    attn_par_zero(layer->grad_weight, (size_t)layer->in_features * (size_t)layer->out_features);
+    layer->grad_unset = 0;
+}
+
+/* grad_weight (+)= dy^T x, grad_bias += sum_n dy and dx = beta_x dx + dy W,
  * from x (fp32) or x16 (its bf16 rounding, kept from the forward). */
 static void backward_from(attn_linear *layer, const float *x, const uint16_t *x16, const float *dy,
                           float *dx, float beta_x, size_t N) {
     const int in = layer->in_features, out = layer->out_features;
     if (N == 0) return;
+    const float beta_w = attn_linear_grad_beta(layer);
     if (x16)
-        attn_gemm_linear_grads_x16(layer->bf16, 0, (int)N, in, out, x16, dy, layer->weight, 1.0f,
+        attn_gemm_linear_grads_x16(layer->bf16, 0, (int)N, in, out, x16, dy, layer->weight, beta_w,
                                    layer->grad_weight, beta_x, dx);
     else /* the public backward: always added into dx */
-        attn_gemm_linear_grads(layer->bf16, 0, (int)N, in, out, x, dy, layer->weight, 1.0f,
+        attn_gemm_linear_grads(layer->bf16, 0, (int)N, in, out, x, dy, layer->weight, beta_w,
                                layer->grad_weight, dx);
     if (layer->has_bias) attn_par_col_sums(dy, N, (size_t)out, (size_t)out, layer->grad_bias);
 }

@@ -62,17 +62,43 @@ size_t attn_param_list_numel(const attn_param_list *list) {
     return n;
 }
 
+enum { ZERO_ALL, ZERO_DEFER, ZERO_SETTLE };
+
+/* Whether gradient p is cleared now under mode. */
+static int clears(const attn_param *p, int mode) {
+    if (!p->grad) return 0;
+    if (mode == ZERO_SETTLE) return p->grad_unset && *p->grad_unset;
+    return mode == ZERO_ALL || !p->grad_unset;
+}
+
 /* Zeroed in ATTN_PAR_CHUNK pieces over the threads: one core's stores do
- * not reach the machine's write bandwidth (GPT-2's 500 MB of gradients a step). */
-void attn_param_list_zero_grad(const attn_param_list *list) {
-    const size_t total = attn_param_list_numel(list);
+ * not reach the machine's write bandwidth (GPT-2's 500 MB of gradients a
+ * step). */
+static void zero_grads(const attn_param_list *list, int mode) {
+    size_t total = 0;
+    for (int i = 0; i < list->count; i++)
+        if (clears(&list->items[i], mode)) total += list->items[i].numel;
 #pragma omp parallel if (total >= ATTN_PAR_MIN)
     for (int i = 0; i < list->count; i++) {
         float *g = list->items[i].grad;
-        const size_t n = g ? list->items[i].numel : 0;
+        const size_t n = clears(&list->items[i], mode) ? list->items[i].numel : 0;
         const long pieces = (long)((n + ATTN_PAR_CHUNK - 1) / ATTN_PAR_CHUNK);
 #pragma omp for schedule(static) nowait
         for (long p = 0; p < pieces; p++)
             memset(g + (size_t)p * ATTN_PAR_CHUNK, 0, attn_par_piece(n, p) * sizeof(float));
     }
+    for (int i = 0; i < list->count; i++)
+        if (list->items[i].grad_unset) *list->items[i].grad_unset = mode == ZERO_DEFER;
+}
+
+void attn_param_list_zero_grad(const attn_param_list *list) {
+    zero_grads(list, ZERO_ALL);
+}
+
+void attn_param_list_zero_grad_deferred(const attn_param_list *list) {
+    zero_grads(list, ZERO_DEFER);
+}
+
+void attn_param_list_settle_grad(const attn_param_list *list) {
+    zero_grads(list, ZERO_SETTLE);
 }

@@ -257,7 +257,7 @@ attn_status attn_trainer_step(attn_trainer *tr, attn_train_record *rec, attn_err
             if ((st = attn_trainer_device_step(tr, lr, &loss, &norm, err))) return st;
             return record_step(tr, loss, lr, norm, rec, err);
         }
-        attn_gpt_zero_grad(&tr->model);
+        attn_gpt_zero_grad_deferred(&tr->model);
         attn_forward_mode mode = {1, &tr->model_rng, c->dropout_stream};
         st = attn_gpt_forward_backward(&tr->model, tr->xb, tr->yb, B, T, &mode, &tr->acts, 1.0f,
                                        &loss, err);

@@ -123,7 +123,7 @@ attn_status attn_train_accum_grads(attn_trainer *tr, float *loss_out, attn_error
         attn_rng rng;
         attn_rng_seed(
             &rng, splitmix64(c->seed ^ splitmix64((uint64_t)tr->step * 0x10000ull + (uint64_t)j)));
-        attn_gpt_zero_grad(&tr->model);
+        attn_gpt_zero_grad_deferred(&tr->model);
         attn_forward_mode mode = {1, &rng, c->dropout_stream};
         /* A non-finite loss is reported after the gather, by every rank. */
         st = attn_gpt_forward_backward(&tr->model, tr->xb, tr->yb, B, T, &mode, &tr->acts,
