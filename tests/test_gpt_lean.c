@@ -3,7 +3,7 @@
  * gradient equals it to rounding (1e-5); forward_backward equals lean
  * forward + backward bit for bit; 1, 2 and 3 threads give the same bits;
  * a lean forward without targets is refused. The vocabulary (300) and
- * B x T (2 x 70 = 140 rows) make three chunks, the last one partial. On
+ * B x T (2 x 70 = 140 rows) make two chunks, the last one partial. On
  * the bf16 engine the same, at 9 x 70 = 630 rows too: the head's weight
  * gradient is then two products (512 rows and the rest). The trainer's
  * deferred zeroing (attn_gpt_zero_grad_deferred: weight gradients written,

@@ -322,7 +322,7 @@ typedef struct attn_gpt_acts {
     attn_gpt_block_acts *blocks;
     float *x_final; /* (B,T,C) residual stream after the last block */
     float *lnf, *lnf_mean, *lnf_rstd;
-    /* Lean (attn_gpt_acts_init_lean): the head runs in chunks of 64 rows
+    /* Lean (attn_gpt_acts_init_lean): the head runs in chunks of 128 rows
      * and no (B,T,V) tensor is kept: logits holds one chunk (not readable
      * after forward) and d_logits is NULL. */
     int lean;
@@ -345,12 +345,12 @@ attn_status attn_gpt_acts_init(attn_gpt_acts *acts, const attn_gpt *m, int B, in
                                attn_error *err);
 void attn_gpt_acts_free(attn_gpt_acts *acts);
 
-#define ATTN_GPT_HEAD_ROWS 64     /* rows of the lean head's chunks */
+#define ATTN_GPT_HEAD_ROWS 128    /* rows of the lean head's chunks */
 #define ATTN_GPT_HEAD_DW_ROWS 512 /* bf16: rows per head weight-gradient product */
 
 /* Activations for training at a large vocabulary (GPT-2's 50,257: B·T·V
  * floats are hundreds of MB): the output layer and its cross-entropy run
- * in chunks of 64 rows, each chunk's dlogits written over its logits and fed
+ * in chunks of 128 rows, each chunk's dlogits written over its logits and fed
  * straight into the head's two backward products (llm.c's fused
  * classifier). A forward needs targets and gives the loss, bit for bit the
  * plain path's; attn_gpt_forward_backward runs the step without computing

@@ -251,7 +251,7 @@ size_t attn_h_bgpt_mask_numel(const attn_h_bgpt *g, int B, int T);
  *     *loss; grads != 0 also runs the backward, adding (+=) d(loss)/d(param)
  *     into the bound gradients. The (B, T, V) logits and their gradient
  *     stay in C up to 512 MiB for the two; past that the lean activations
- *     run the head in 64-row chunks and hold no (B, T, V) tensor. */
+ *     run the head in 128-row chunks and hold no (B, T, V) tensor. */
 attn_status attn_h_bgpt_forward(attn_h_bgpt *g, const int64_t *ids, const int64_t *targets, int B,
                                 int T, int training, const uint8_t *keep, size_t n_keep, int grads,
                                 float *logits, float *loss, attn_error *err);

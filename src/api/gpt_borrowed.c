@@ -180,7 +180,7 @@ size_t attn_h_bgpt_mask_numel(const attn_h_bgpt *g, int B, int T) {
 
 /* The loss path keeps (B, T, V) logits and their gradient in C (plain
  * activations: one product per head pass) up to this size, and runs the
- * lean head in 64-row chunks past it (each chunk adds into the whole head
+ * lean head in 128-row chunks past it (each chunk adds into the whole head
  * gradient: more memory traffic, no (B, T, V) tensor). */
 #define PLAIN_LOSS_MAX_BYTES ((size_t)512 << 20)
 

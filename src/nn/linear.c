@@ -83,18 +83,22 @@ attn_status attn_linear_params(attn_linear *layer, const char *prefix, attn_para
 }
 
 /* y = bias (or zero) rows, then y += x W^T from x (fp32), x16 (its bf16
- * rounding, given) or x with its rounding left in keep. */
+ * rounding, given) or x with its rounding left in keep. Without a bias the
+ * bf16 engine writes y (beta 0) instead: no clearing pass, no read of the
+ * zeros (GPT-2's head: 13 MB a chunk); OpenBLAS would clear y itself,
+ * block by block, so fp32 keeps the one pass. */
 static void forward_from(const attn_linear *layer, const float *x, const uint16_t *x16,
                          uint16_t *keep, float *y, size_t N) {
     const int in = layer->in_features, out = layer->out_features;
     if (N == 0) return;
-    attn_par_fill_rows(y, N, (size_t)out, layer->has_bias ? layer->bias : NULL);
+    const float beta = layer->has_bias || !layer->bf16 ? 1.0f : 0.0f;
+    if (beta != 0.0f) attn_par_fill_rows(y, N, (size_t)out, layer->has_bias ? layer->bias : NULL);
     if (x16)
-        attn_gemm_weight_a16(layer->bf16, 0, (int)N, out, in, x16, layer->weight, 1.0f, y);
+        attn_gemm_weight_a16(layer->bf16, 0, (int)N, out, in, x16, layer->weight, beta, y);
     else if (keep)
-        attn_gemm_weight_keep(layer->bf16, 0, (int)N, out, in, x, layer->weight, 1.0f, y, keep);
+        attn_gemm_weight_keep(layer->bf16, 0, (int)N, out, in, x, layer->weight, beta, y, keep);
     else
-        attn_gemm_weight(layer->bf16, 0, (int)N, out, in, x, layer->weight, 1.0f, y);
+        attn_gemm_weight(layer->bf16, 0, (int)N, out, in, x, layer->weight, beta, y);
 }
 
 void attn_linear_forward(const attn_linear *layer, const float *x, float *y, size_t N) {

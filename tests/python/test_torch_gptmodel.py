@@ -390,11 +390,12 @@ def test_large_logits_live_on_attn_memory_until_dropped(monkeypatch):
 
 
 def test_lean_head_gives_the_same_gradients():
-    """The loss path's lean head (64-row chunks, used past 512 MiB of
-    logits) against its plain one, forced on a small model."""
+    """The loss path's lean head (128-row chunks, used past 512 MiB of
+    logits) against its plain one, forced on a small model: 150 rows, two
+    chunks."""
     torch.manual_seed(12)
     m = at.GPTModel(SMALL)
-    x, y = torch.randint(0, 96, (3, 30)), torch.randint(0, 96, (3, 30))
+    x, y = torch.randint(0, 96, (5, 30)), torch.randint(0, 96, (5, 30))
     out = []
     for lean in (0, 1):
         attn._c.attn_h_bgpt_set_lean(m._bridge().h, lean)
