@@ -13,8 +13,8 @@
 #     files (header 20240520, version 1, uint16), random GPT-2 ids;
 # and runs train_gpt2 in that folder until it has printed 6 steps (its
 # later evaluations and samples are not steps), the median of steps 1-5.
-# attn: `attn bench train` of the same model (gpt2-124m with qkv_bias and
-# the head tied to the embedding, as llm.c's), 5 timed steps after one
+# attn: `attn bench train` of the same model (gpt2-124m with qkv_bias,
+# the head tied to the embedding and no dropout, as llm.c's), 5 timed steps after one
 # untimed. Peak RSS: /usr/bin/time -v of each. The floor: the step's FLOPs
 # (attn's count: 6 N params-in-matmuls + causal attention) at this run's
 # 1024^3 sgemm rate (attn bench sgemm, 2 threads, the fastest of 20, under the OpenBLAS
@@ -56,7 +56,8 @@ for name, n in (('train', 200000), ('val', 20000)):
         f.write(t.tobytes())
         f.write(rng.integers(0, V, n).astype(np.uint16).tobytes())
 PY
-echo '{"qkv_bias": true, "tie_weights": true}' > "$work/llmc_shape.json"
+# llm.c's GPT-2: biased Q/K/V, the head tied to the embedding, no dropout.
+echo '{"qkv_bias": true, "tie_weights": true, "drop_rate": 0.0}' > "$work/llmc_shape.json"
 
 llmc_run() { # threads -> "median_s peak_kb"
   ( cd "$work" && OMP_NUM_THREADS=$1 /usr/bin/time -v -o "$work/time.txt" stdbuf -oL "$llmc/train_gpt2" > "$work/llmc.out" 2>&1 & 

@@ -18,8 +18,12 @@ static void one_call(int trans_a, int trans_b, int M, int N, int K, float alpha,
  * product alone, never on the thread count, and every thread count (1, 2,
  * ... or a caller's parallel region) computes the same blocks: the same
  * bits. At most BLOCKS blocks along the longer side of C, multiples of 16
- * (whole vectors), at least 64 long. */
-#define BLOCKS 8
+ * (whole vectors), at least 64 long. Each block packs all of the operand
+ * along the other side, so fewer blocks pack less: 4 still share out over
+ * two threads (and around a core another process is using), where 8
+ * packed GPT-2's (256, 3072) input gradients 8 times, more than the
+ * weights themselves (the 124M fp32 step 0.65 -> 0.63 s). */
+#define BLOCKS 4
 
 static void block(int trans_a, int trans_b, int split_m, int lo, int n, int M, int N, int K,
                   float alpha, const float *A, int lda, const float *B, int ldb, float beta,
