@@ -28,6 +28,10 @@ static attn_status add_params(attn_gpt *m, attn_error *err) {
      * lists a shared parameter once. */
     if (s == ATTN_OK && !m->cfg.tie_weights)
         s = attn_linear_params(&m->out_head, "out_head.", L, err);
+    /* Tied, the head's backward runs first and may write the shared
+     * gradient whole (the embedding's scatter adds after it): its mark. */
+    if (s == ATTN_OK && m->cfg.tie_weights)
+        attn_param_list_find(L, "tok_emb.weight")->grad_unset = &m->out_head.grad_unset;
     return s;
 }
 
