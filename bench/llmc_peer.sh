@@ -28,6 +28,8 @@ PY=/usr/bin/python3
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 [ -x "$llmc/train_gpt2" ] || { echo "build llm.c first: (cd $llmc && make train_gpt2)"; exit 1; }
+# attn's side reads GPT-2's vocabulary and the corpus (a fresh clone has neither).
+(cd "$root" && scripts/get-data.sh tinyshakespeare gpt2 > /dev/null)
 echo "# $(date -u +%FT%TZ) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset} OPENBLAS_L2_SIZE=${OPENBLAS_L2_SIZE:-unset}"
 
