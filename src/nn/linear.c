@@ -85,7 +85,7 @@ attn_status attn_linear_params(attn_linear *layer, const char *prefix, attn_para
 /* y = bias (or zero) rows, then y += x W^T from x (fp32), x16 (its bf16
  * rounding, given) or x with its rounding left in keep. Without a bias the
  * bf16 engine writes y (beta 0) instead: no clearing pass, no read of the
- * zeros (GPT-2's head: 13 MB a chunk); OpenBLAS would clear y itself,
+ * zeros (GPT-2's head: 26 MB a chunk); OpenBLAS would clear y itself,
  * block by block, so fp32 keeps the one pass. */
 static void forward_from(const attn_linear *layer, const float *x, const uint16_t *x16,
                          uint16_t *keep, float *y, size_t N) {
