@@ -37,6 +37,12 @@ void *attn_calloc_hinted(size_t n, size_t size) {
     return p;
 }
 
+void *attn_alloc_touched(size_t bytes) {
+    void *p = malloc(bytes ? bytes : 1);
+    if (p) explicit_bzero(p, bytes); /* never folded into calloc, never elided */
+    return p;
+}
+
 void *attn_calloc_streamed(size_t n, size_t size) {
     if (size && n > SIZE_MAX / size) return NULL;
     const size_t bytes = n * size;

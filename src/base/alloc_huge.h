@@ -27,4 +27,11 @@ void *attn_calloc_hinted(size_t n, size_t size);
  * there): bench/membw.c read 8-15 GB/s on 4 KiB pages, 20 GB/s on 2 MiB. */
 void *attn_calloc_streamed(size_t n, size_t size);
 
+/* malloc-compatible, zeroed with every page written now: for a buffer made
+ * at a step's first use whose pages must not fault in later steps. A plain
+ * malloc + memset does not do it: GCC turns the pair into calloc, whose
+ * fresh pages are mapped one by one as later steps first write them
+ * (seed004's bf16 step: 256 page faults a step). */
+void *attn_alloc_touched(size_t bytes);
+
 #endif

@@ -7,6 +7,7 @@
 
 #include "attn/engine.h"
 #include "attn/gemm.h"
+#include "base/alloc_huge.h"
 #include "gemv.h"
 
 /* One primitive per product shape; memory objects are re-pointed per call. */
@@ -173,9 +174,8 @@ static void to_bf16(const float *src, int rows, int cols, int ld, uint16_t *dst)
 
 static int reserve(uint16_t **buf, size_t *cap, size_t n) {
     if (*cap >= n) return 0;
-    uint16_t *p = malloc(n * sizeof *p);
+    uint16_t *p = attn_alloc_touched(n * sizeof *p); /* no page faults in later steps */
     if (!p) return -1;
-    memset(p, 0, n * sizeof *p); /* touched now, not during a later step */
     free(*buf);
     *buf = p;
     *cap = n;
