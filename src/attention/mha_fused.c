@@ -261,13 +261,14 @@ static attn_status qkv_backward(attn_mha *m, attn_mha_fused_state *st, const flo
          * (N, d3) W_qkv (d3, d_in). */
         float *dw = qkv_block(m, 1);
         /* The block is written whole only when all three are unset. */
-        const int unset = lin[0]->grad_unset && lin[1]->grad_unset && lin[2]->grad_unset;
-        for (int i = 0; i < 3; i++)
-            if (unset && dw)
-                attn_linear_grad_beta(lin[i]);
+        const int write = dw && lin[0]->grad_unset && lin[1]->grad_unset && lin[2]->grad_unset;
+        for (int i = 0; i < 3; i++) {
+            if (write)
+                lin[i]->grad_unset = 0; /* written below */
             else
                 attn_linear_grad_settle(lin[i]);
-        const float beta_w = dw && !unset ? 1.0f : 0.0f;
+        }
+        const float beta_w = dw && !write ? 1.0f : 0.0f;
         if (!dw && !st->dw_qkv && !(st->dw_qkv = malloc(d3 * din * sizeof(float))))
             return attn_fail(err, ATTN_ERR_NOMEM, "MultiHeadAttention: out of memory");
         if (!dw) dw = st->dw_qkv;

@@ -480,19 +480,23 @@ attn_status attn_gpt_backward(attn_gpt *m, attn_gpt_acts *a, float loss_scale, a
     return settled(m, backward(m, a, loss_scale, err));
 }
 
-attn_status attn_gpt_backward_logits(attn_gpt *m, attn_gpt_acts *a, const float *d_logits,
-                                     attn_error *err) {
+static attn_status backward_logits(attn_gpt *m, attn_gpt_acts *a, const float *d_logits,
+                                   attn_error *err) {
     if (!a || a->n_layers != m->cfg.n_layers || !a->blocks)
-        return settled(
-            m, attn_fail(err, ATTN_ERR_STATE, "backward needs the activations of a forward pass"));
+        return attn_fail(err, ATTN_ERR_STATE, "backward needs the activations of a forward pass");
     if (a->lean || !d_logits)
-        return settled(m, attn_fail(err, ATTN_ERR_INVALID_ARG,
-                                    "backward from the logits' gradient needs plain activations "
-                                    "(attn_gpt_acts_init) and d_logits"));
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "backward from the logits' gradient needs plain activations "
+                         "(attn_gpt_acts_init) and d_logits");
     const size_t N = (size_t)a->B * (size_t)a->T;
     memset(a->d_ln, 0, N * (size_t)m->cfg.emb_dim * sizeof(float));
     attn_linear_backward(&m->out_head, a->lnf, d_logits, a->d_ln, N);
-    return settled(m, body_backward(m, a, err));
+    return body_backward(m, a, err);
+}
+
+attn_status attn_gpt_backward_logits(attn_gpt *m, attn_gpt_acts *a, const float *d_logits,
+                                     attn_error *err) {
+    return settled(m, backward_logits(m, a, d_logits, err));
 }
 
 static attn_status forward_backward(attn_gpt *m, const int32_t *ids, const int32_t *targets, int B,
