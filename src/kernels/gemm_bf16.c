@@ -315,16 +315,14 @@ static void linear_grads_fp32(attn_bf16_gemm *g, int threads, int N, int in, int
 
 /* dx (N, in) = beta_x dx + dy W on q, from dy's rounding dy16 and W's copy
  * of the pass (or W rounded into b16); fp32 from dy when that fails. */
-static void dx_product(attn_bf16_gemm *g, int threads, prim *q, int N, int in, int out,
-                       const uint16_t *dy16, const float *dy, const float *W, float beta_x,
-                       float *dx) {
+static int dx_product(attn_bf16_gemm *g, prim *q, int in, int out, const uint16_t *dy16,
+                      const float *W, float *dx) {
     const uint16_t *w16 = weight_bf16(g, W, out, in);
     if (!w16 && reserve(&g->b16, &g->b_cap, (size_t)out * (size_t)in) == 0) {
         to_bf16(W, out, in, in, g->b16);
         w16 = g->b16;
     }
-    if (!w16 || run_prim_on(g, q, dy16, w16, dx) != 0)
-        attn_sgemm(threads, 0, 0, N, in, out, 1.0f, dy, out, W, in, beta_x, dx, in);
+    return w16 ? run_prim_on(g, q, dy16, w16, dx) : -1;
 }
 
 /* attn_gemm_linear_grads on x in fp32 (x16 NULL) or already in bf16 (x NULL). */
@@ -356,7 +354,8 @@ static void linear_grads(attn_bf16_gemm *g, int threads, int N, int in, int out,
             attn_sgemm(threads, 1, 0, out, in, N, 1.0f, dy, out, x ? x : wide, in, beta_w, dW, in);
         free(wide);
     }
-    if (dx) dx_product(g, threads, qx, N, in, out, g->a16, dy, W, beta_x, dx);
+    if (dx && dx_product(g, qx, in, out, g->a16, W, dx) != 0)
+        attn_sgemm(threads, 0, 0, N, in, out, 1.0f, dy, out, W, in, beta_x, dx, in);
 }
 
 void attn_gemm_linear_grads(attn_bf16_gemm *g, int threads, int N, int in, int out, const float *x,
@@ -370,18 +369,20 @@ void attn_gemm_linear_grads_x16(attn_bf16_gemm *g, int threads, int N, int in, i
     linear_grads(g, threads, N, in, out, NULL, x16, dy, W, beta_w, dW, beta_x, dx);
 }
 
-void attn_gemm_input_grad_keep(attn_bf16_gemm *g, int threads, int N, int in, int out,
-                               const float *dy, const float *W, float beta_x, float *dx,
-                               uint16_t *dy16) {
+void attn_gemm_round(int N, int out, const float *dy, uint16_t *dy16) {
+    if (N > 0 && out > 0) to_bf16(dy, N, out, out, dy16);
+}
+
+void attn_gemm_input_grad_dy16(attn_bf16_gemm *g, int threads, int N, int in, int out,
+                               const uint16_t *dy16, const float *W, float beta_x, float *dx) {
     if (N <= 0 || in <= 0 || out <= 0) return;
-    to_bf16(dy, N, out, out, dy16);
     prim *q = g && (beta_x == 0.0f || beta_x == 1.0f)
                   ? get_prim(g, N, in, out, 0, 0, beta_x != 0.0f, in)
                   : NULL;
-    if (q)
-        dx_product(g, threads, q, N, in, out, dy16, dy, W, beta_x, dx);
-    else /* no engine, or refused: fp32 */
-        attn_sgemm(threads, 0, 0, N, in, out, 1.0f, dy, out, W, in, beta_x, dx, in);
+    if (q && dx_product(g, q, in, out, dy16, W, dx) == 0) return;
+    float *wide = widen(dy16, (size_t)N * (size_t)out); /* fp32 on dy16's exact widening */
+    if (wide) attn_sgemm(threads, 0, 0, N, in, out, 1.0f, wide, out, W, in, beta_x, dx, in);
+    free(wide);
 }
 
 void attn_gemm_weight_grad_dy16(attn_bf16_gemm *g, int threads, int N, int in, int out,

@@ -281,9 +281,10 @@ void attn_gpt_embed(const attn_gpt *m, const int32_t *ids, size_t N, int T, int 
  * with grads each chunk's dlogits written over its logits, then fed to the
  * head's two backward products (a->d_ln's rows, out_head's gradient). On
  * the bf16 engine the chunks' dlogits are kept in bf16 (the rounding the
- * products use anyway) and the weight gradient made once per
- * HEAD_DW_ROWS rows: its (V, C) fp32 sum is read and written once per
- * product, a quarter of the step's traffic at GPT-2's B4 T64 otherwise. */
+ * products use anyway) and both products made once per HEAD_DW_ROWS rows:
+ * the weight gradient's (V, C) fp32 sum is read and written once per
+ * product (a quarter of the step's traffic at GPT-2's B4 T64 otherwise),
+ * and the input gradient's product runs faster on more rows. */
 static float head_chunks(attn_gpt *m, attn_gpt_acts *a, size_t N, int grads, float loss_scale) {
     const size_t C = (size_t)m->cfg.emb_dim, V = (size_t)m->cfg.vocab_size;
     const size_t dw_rows = N < HEAD_DW_ROWS ? N : HEAD_DW_ROWS;
@@ -307,11 +308,13 @@ static float head_chunks(attn_gpt *m, attn_gpt_acts *a, size_t N, int grads, flo
             attn_linear_backward(head, a->lnf + r0 * C, a->logits, a->d_ln + r0 * C, n);
             continue;
         }
-        attn_gemm_input_grad_keep(head->bf16, 0, (int)n, (int)C, (int)V, a->logits, head->weight,
-                                  1.0f, a->d_ln + r0 * C, a->d_logits16 + (r0 - k0) * V);
+        attn_gemm_round((int)n, (int)V, a->logits, a->d_logits16 + (r0 - k0) * V);
         if (r0 + n - k0 == dw_rows || r0 + n == N) {
-            attn_gemm_weight_grad_dy16(head->bf16, 0, (int)(r0 + n - k0), (int)C, (int)V,
-                                       a->lnf + k0 * C, a->d_logits16, attn_linear_grad_beta(head),
+            const int rows = (int)(r0 + n - k0);
+            attn_gemm_input_grad_dy16(head->bf16, 0, rows, (int)C, (int)V, a->d_logits16,
+                                      head->weight, 1.0f, a->d_ln + k0 * C);
+            attn_gemm_weight_grad_dy16(head->bf16, 0, rows, (int)C, (int)V, a->lnf + k0 * C,
+                                       a->d_logits16, attn_linear_grad_beta(head),
                                        head->grad_weight);
             k0 = r0 + n;
         }
