@@ -10,7 +10,8 @@
 # MODEL=llmc (default): llm.c's GPT-2 (Q/K/V bias, head tied to the
 # embedding, no dropout); MODEL=preset: gpt2-124m as the preset has it.
 # BLAS=unset (default), set or a core type: the OpenBLAS setting (blas_setting.sh).
-# Each run: `attn bench train --preset gpt2-124m --batch-size 4 --context 64
+# Each round alternates the order (precisions, and binaries); the last lines
+# give each one's median over the rounds. Each run: `attn bench train --preset gpt2-124m --batch-size 4 --context 64
 # --precision P --steps 10`, the median step.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -41,12 +42,15 @@ for r in $(seq 1 "$rounds"); do
   order=(bf16 fp32)
   [ $((r % 2)) = 0 ] && order=(fp32 bf16)
   declare -A t=()
+  wo=("${bins[@]}")
+  [ $((r % 2)) = 0 ] && [ -n "$old" ] && wo=(old new)
   for p in "${order[@]}"; do
-    for w in "${bins[@]}"; do
+    for w in "${wo[@]}"; do
       b=$attn
       [ "$w" = old ] && b=$old
       t[$w-$p]=$(step "$b" "$p")
       echo "round $r $w $p: median ${t[$w-$p]} s"
+      echo "$w $p ${t[$w-$p]}" >> "$work/all"
     done
   done
   for w in "${bins[@]}"; do
@@ -61,3 +65,16 @@ for r in $(seq 1 "$rounds"); do
   fi
   unset t
 done
+# Over all rounds: each (binary, precision)'s median of the rounds' medians.
+med() { awk -v w="$1" -v p="$2" '$1 == w && $2 == p { print $3 }' "$work/all" | sort -g |
+  awk '{ v[NR] = $1 } END { print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
+for w in "${bins[@]}"; do
+  awk -v a="$(med "$w" bf16)" -v b="$(med "$w" fp32)" -v w="$w" -v n="$rounds" \
+    'BEGIN { printf "all %d rounds %s: bf16 %.4f s, fp32 %.4f s (medians): bf16 %.2fx fp32 (target 1.8x)\n", n, w, a, b, b / a }'
+done
+if [ -n "$old" ]; then
+  for p in bf16 fp32; do
+    awk -v o="$(med old "$p")" -v n="$(med new "$p")" -v p="$p" \
+      'BEGIN { printf "all rounds %s: new %.4f s, old %.4f s: %.1f%% faster\n", p, n, o, 100 * (o - n) / o }'
+  done
+fi
