@@ -124,12 +124,13 @@ int main(void) {
             const size_t n = (size_t)lin_in[j] * lin_out[j];
             ts[nt++] = (attn_adamw_tensor){s.w[l][j], s.dw[l][j], buf(n), buf(n), n};
         }
-    ts[nt++] = (attn_adamw_tensor){s.head, s.dhead, buf((size_t)V * C), buf((size_t)V * C),
-                                   (size_t)V * C};
+    ts[nt++] =
+        (attn_adamw_tensor){s.head, s.dhead, buf((size_t)V * C), buf((size_t)V * C), (size_t)V * C};
     ts[nt++] = (attn_adamw_tensor){buf(extra), buf(extra), buf(extra), buf(extra), extra};
     for (int i = 0; i < nt; i++) /* v >= 0, as AdamW keeps it */
         for (size_t k = 0; k < ts[i].numel; k++)
-            ts[i].exp_avg_sq[k] = ts[i].exp_avg_sq[k] < 0 ? -ts[i].exp_avg_sq[k] : ts[i].exp_avg_sq[k];
+            ts[i].exp_avg_sq[k] =
+                ts[i].exp_avg_sq[k] < 0 ? -ts[i].exp_avg_sq[k] : ts[i].exp_avg_sq[k];
     const attn_adamw_config cfg = {0.9, 0.95, 1e-8, 0.1};
     attn_error err;
     for (int i = 0; i < WARM + REPS; i++) {
