@@ -336,8 +336,8 @@ typedef struct attn_gpt_acts {
     float *d_hidden;               /* (B,T,attn_feedforward_scratch) */
     float *d_logits;               /* (B,T,V) */
     /* Lean head on the bf16 engine: up to ATTN_GPT_HEAD_DW_ROWS rows of
-     * dlogits in bf16 (made at the first such backward), so that the
-     * head's weight gradient is one product over them, not one per chunk. */
+     * dlogits in bf16 (made at the first such backward), so that each of
+     * the head's two backward products is one over them, not one per chunk. */
     uint16_t *d_logits16;
 } attn_gpt_acts;
 
