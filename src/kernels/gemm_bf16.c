@@ -313,8 +313,9 @@ static void linear_grads_fp32(attn_bf16_gemm *g, int threads, int N, int in, int
     if (dx) attn_gemm(g, threads, 0, 0, N, in, out, 1.0f, dy, out, W, in, beta_x, dx, in);
 }
 
-/* dx (N, in) = beta_x dx + dy W on q, from dy's rounding dy16 and W's copy
- * of the pass (or W rounded into b16); fp32 from dy when that fails. */
+/* dx (N, in) = beta_x dx + dy W on q (whose accumulation is beta_x's),
+ * from dy's rounding dy16 and W's copy of the pass (or W rounded into b16).
+ * 0 on success; -1 leaves dx to the caller's fp32 product. */
 static int dx_product(attn_bf16_gemm *g, prim *q, int in, int out, const uint16_t *dy16,
                       const float *W, float *dx) {
     const uint16_t *w16 = weight_bf16(g, W, out, in);
