@@ -370,6 +370,19 @@ void attn_gemm_linear_grads_x16(attn_bf16_gemm *g, int threads, int N, int in, i
     linear_grads(g, threads, N, in, out, NULL, x16, dy, W, beta_w, dW, beta_x, dx);
 }
 
+/* The dy16 products' fp32 fallback (no engine, or oneDNN refused the
+ * shape), on dy16's (N, out) exact widening: C (N, in) = beta C + dy B
+ * (trans_a 0, B (out, in)) or C (out, in) = beta C + dy^T B (trans_a 1, B
+ * (N, in)). C is left as it was when that memory cannot be had. */
+static void sgemm_on_dy16(int threads, int trans_a, int N, int in, int out, const uint16_t *dy16,
+                          const float *B, float beta, float *C) {
+    float *wide = widen(dy16, (size_t)N * (size_t)out);
+    if (wide)
+        attn_sgemm(threads, trans_a, 0, trans_a ? out : N, in, trans_a ? N : out, 1.0f, wide, out,
+                   B, in, beta, C, in);
+    free(wide);
+}
+
 void attn_gemm_round(int N, int out, const float *dy, uint16_t *dy16) {
     if (N > 0 && out > 0) to_bf16(dy, N, out, out, dy16);
 }
@@ -381,9 +394,7 @@ void attn_gemm_input_grad_dy16(attn_bf16_gemm *g, int threads, int N, int in, in
                   ? get_prim(g, N, in, out, 0, 0, beta_x != 0.0f, in)
                   : NULL;
     if (q && dx_product(g, q, in, out, dy16, W, dx) == 0) return;
-    float *wide = widen(dy16, (size_t)N * (size_t)out); /* fp32 on dy16's exact widening */
-    if (wide) attn_sgemm(threads, 0, 0, N, in, out, 1.0f, wide, out, W, in, beta_x, dx, in);
-    free(wide);
+    sgemm_on_dy16(threads, 0, N, in, out, dy16, W, beta_x, dx);
 }
 
 void attn_gemm_weight_grad_dy16(attn_bf16_gemm *g, int threads, int N, int in, int out,
@@ -397,7 +408,5 @@ void attn_gemm_weight_grad_dy16(attn_bf16_gemm *g, int threads, int N, int in, i
         to_bf16(x, N, in, in, g->b16);
         if (run_prim_on(g, q, dy16, g->b16, dW) == 0) return;
     }
-    float *wide = widen(dy16, (size_t)N * (size_t)out); /* fp32 on dy16's exact widening */
-    if (wide) attn_sgemm(threads, 1, 0, out, in, N, 1.0f, wide, out, x, in, beta_w, dW, in);
-    free(wide);
+    sgemm_on_dy16(threads, 1, N, in, out, dy16, x, beta_w, dW);
 }
