@@ -277,6 +277,59 @@ Test(bf16, products_from_a_kept_bf16_input_equal_those_from_fp32) {
         free(y[k]), free(dW[k]), free(dx[k]);
 }
 
+/* The output head's pair from dlogits rounded once (attn_gemm_round, then
+ * attn_gemm_input_grad_dy16 and attn_gemm_weight_grad_dy16, each over many
+ * rows) equals attn_gemm_linear_grads from the fp32 dy, bit for bit, written
+ * or added; with no engine, both are fp32 products on dy16's exact widening. */
+Test(bf16, products_from_a_rounded_dy_equal_those_from_fp32) {
+    if (!have_bf16()) cr_skip_test("no AVX512-BF16 on this CPU");
+    attn_bf16_gemm *g = new_engine();
+    const int N = 45, in = 36, out = 131;
+    float *x, *dy, *W;
+    attn_rng rng;
+    linear_operands(17, N, in, out, &x, &dy, &W, &rng);
+    const size_t ny = (size_t)N * out, nx = (size_t)N * in, nw = (size_t)out * in;
+    uint16_t *dy16 = malloc(sizeof(uint16_t) * ny), *want16 = malloc(sizeof(uint16_t) * ny);
+    attn_gemm_round(N, out, dy, dy16);
+    attn_f32_to_bf16(dy, want16, ny);
+    cr_expect(memcmp(dy16, want16, sizeof(uint16_t) * ny) == 0, "attn_gemm_round differs");
+    float *dW0 = malloc(sizeof(float) * nw), *dx0 = malloc(sizeof(float) * nx);
+    float *dyw = malloc(sizeof(float) * ny), *dW[2], *dx[2];
+    for (size_t i = 0; i < ny; i++)
+        dyw[i] = attn_bf16_to_f32(dy16[i]);
+    for (int k = 0; k < 2; k++) {
+        dW[k] = malloc(sizeof(float) * nw);
+        dx[k] = malloc(sizeof(float) * nx);
+    }
+    attn_rng_uniform(&rng, dx0, nx, -1.0f, 1.0f);
+    attn_rng_uniform(&rng, dW0, nw, -1.0f, 1.0f);
+    for (int acc = 0; acc < 2; acc++) {
+        const float beta = acc ? 1.0f : 0.0f;
+        for (int k = 0; k < 2; k++)
+            memcpy(dW[k], dW0, sizeof(float) * nw), memcpy(dx[k], dx0, sizeof(float) * nx);
+        attn_gemm_input_grad_dy16(g, 1, N, in, out, dy16, W, 1.0f, dx[0]);
+        attn_gemm_weight_grad_dy16(g, 1, N, in, out, x, dy16, beta, dW[0]);
+        attn_gemm_linear_grads(g, 1, N, in, out, x, dy, W, beta, dW[1], dx[1]);
+        cr_expect(memcmp(dW[0], dW[1], sizeof(float) * nw) == 0, "beta %g: dW differs",
+                  (double)beta);
+        cr_expect(memcmp(dx[0], dx[1], sizeof(float) * nx) == 0, "beta %g: dx differs",
+                  (double)beta);
+    }
+    /* No engine: fp32 products on the exact widening of dy16. */
+    for (int k = 0; k < 2; k++)
+        memcpy(dW[k], dW0, sizeof(float) * nw), memcpy(dx[k], dx0, sizeof(float) * nx);
+    attn_gemm_input_grad_dy16(NULL, 1, N, in, out, dy16, W, 1.0f, dx[0]);
+    attn_gemm_weight_grad_dy16(NULL, 1, N, in, out, x, dy16, 1.0f, dW[0]);
+    attn_sgemm(1, 0, 0, N, in, out, 1.0f, dyw, out, W, in, 1.0f, dx[1], in);
+    attn_sgemm(1, 1, 0, out, in, N, 1.0f, dyw, out, x, in, 1.0f, dW[1], in);
+    cr_expect(memcmp(dW[0], dW[1], sizeof(float) * nw) == 0, "no engine: dW differs");
+    cr_expect(memcmp(dx[0], dx[1], sizeof(float) * nx) == 0, "no engine: dx differs");
+    attn_bf16_gemm_free(g);
+    free(x), free(dy), free(W), free(dy16), free(want16), free(dW0), free(dx0), free(dyw);
+    for (int k = 0; k < 2; k++)
+        free(dW[k]), free(dx[k]);
+}
+
 /* The bf16 FeedForward rounds GELU's output in GELU's pass and keeps it for
  * fc2's backward: output and every gradient equal the same layer run on the
  * fp32 activation (fc1, GELU, fc2 with their own rounding), bit for bit,
