@@ -87,8 +87,8 @@ static const cli_option bench_opts_table[] = {
     [BENCH_MHA_ONLY] = {"mha-only", CLI_FLAG, .offset = OFF(mha_only),
                         .help = "skip the kernel-alone and sgemm cases"},
     [BENCH_SIMD] = {"simd", CLI_CHOICE, NULL, OFF(simd_name), .choices = simd_names, .def = "auto",
-                    .help = "the fused kernels' path (auto: the ATTN_SIMD variable,\n"
-                            "else the best this CPU has)"},
+                    .help = "the fused kernels' path (auto: the best this CPU has\n"
+                            "under the ATTN_SIMD cap; a path above the cap is refused)"},
     [BENCH_BLOCK_Q] = {"block-q", CLI_INT, "N", OFF(block_q), 1, BIG,
                        .help = "the fused kernel's query tile (default: its own)"},
     [BENCH_BLOCK_K] = {"block-k", CLI_INT, "N", OFF(block_k), 1, BIG,

@@ -10,26 +10,34 @@
 #include <string.h>
 
 #include "attn/checkpoint_info.h"
+#include "attn/cpu.h"
 #include "commands.h"
 
 typedef struct info_opts {
     int json;
+    int cpu;
 } info_opts;
 
-enum { INFO_JSON, INFO_OPT_COUNT };
+enum { INFO_JSON, INFO_CPU, INFO_OPT_COUNT };
 
 static const cli_option info_opts_table[] = {
     [INFO_JSON] = {"json", CLI_FLAG, .offset = offsetof(info_opts, json),
                    .help = "print one JSON object instead of text"},
+    [INFO_CPU] = {"cpu", CLI_FLAG, .offset = offsetof(info_opts, cpu),
+                  .help = "describe this CPU instead (no DIR): what it has, the ATTN_SIMD\n"
+                          "cap, and which kernels attn runs"},
 };
 CLI_TABLE_CHECK(info_opts_table, INFO_OPT_COUNT);
 
 const cli_command info_cli = {
     "info",
-    "attn info [--json] DIR",
+    "attn info [--json] DIR\n"
+    "       attn info --cpu [--json]",
     "  Describes the checkpoint in DIR (a run folder of `attn train`, or a model\n"
     "  .safetensors file): model and training config, step, the last training loss\n"
-    "  and evaluations, the vocabulary, the parameter count and the size on disk.\n",
+    "  and evaluations, the vocabulary, the parameter count and the size on disk.\n"
+    "  With --cpu: this CPU's level (generic, avx2, avx512, avx512-bf16, amx), the\n"
+    "  cap ATTN_SIMD sets, and the kernels attn runs under it.\n",
     info_opts_table,
     INFO_OPT_COUNT,
     1};
@@ -196,11 +204,59 @@ static int print_json(const char *dir, const attn_checkpoint_info *in) {
     return 0;
 }
 
+/* attn info --cpu: the library's own answers (attn_cpu_report_get). */
+static int print_cpu(int json) {
+    attn_cpu_report r;
+    attn_cpu_report_get(&r);
+    const char *bf16 = r.bf16_engine ? "yes (oneDNN, AVX512-BF16)" : "no (fp32 only)";
+    const char *blas = r.openblas_core ? r.openblas_core : "?";
+    if (!json) {
+        printf("cpu            %s\n", attn_cpu_level_name(r.native));
+        printf("ATTN_SIMD      %s\n", r.cap_set ? attn_cpu_level_name(r.cap) : "(no cap)");
+        printf("used           %s\n", attn_cpu_level_name(r.used));
+        printf("fp32 kernels   %s (attention, activations, loss, dropout)\n",
+               attn_simd_name(r.fp32_path));
+        printf("gemv           %s\n", r.gemv_avx512 ? "avx512" : "portable C");
+        printf("bf16 engine    %s\n", bf16);
+        printf("amx            %s\n", r.amx ? "yes (fused attention's bf16 products)" : "no");
+        printf("openblas       %s\n", blas);
+        return 0;
+    }
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "cpu", attn_cpu_level_name(r.native));
+    if (r.cap_set)
+        cJSON_AddStringToObject(o, "cap", attn_cpu_level_name(r.cap));
+    else
+        cJSON_AddNullToObject(o, "cap");
+    cJSON_AddStringToObject(o, "used", attn_cpu_level_name(r.used));
+    cJSON_AddStringToObject(o, "fp32_kernels", attn_simd_name(r.fp32_path));
+    cJSON_AddStringToObject(o, "gemv", r.gemv_avx512 ? "avx512" : "generic");
+    cJSON_AddBoolToObject(o, "bf16_engine", r.bf16_engine);
+    cJSON_AddBoolToObject(o, "amx", r.amx);
+    cJSON_AddStringToObject(o, "openblas", blas);
+    char *text = cJSON_Print(o);
+    cJSON_Delete(o);
+    if (!text) {
+        fprintf(stderr, "attn info: out of memory\n");
+        return 1;
+    }
+    printf("%s\n", text);
+    free(text);
+    return 0;
+}
+
 int cmd_info(int argc, char **argv) {
     info_opts o;
     cli_parsed parsed;
     int rc = cli_parse(&info_cli, argc, argv, &o, &parsed);
     if (rc) return rc == CLI_HELP ? 0 : rc;
+    if (o.cpu) {
+        if (parsed.n_positional) {
+            fprintf(stderr, "attn info: --cpu takes no DIR; usage: %s\n", info_cli.synopsis);
+            return 2;
+        }
+        return print_cpu(o.json);
+    }
     if (parsed.n_positional != 1) {
         fprintf(stderr, "attn info: which checkpoint? usage: %s\n", info_cli.synopsis);
         return 2;

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "attn/cpu.h"
 #include "attn/version.h"
 #include "commands.h"
 
@@ -105,6 +106,11 @@ int main(int argc, char **argv) {
             bad |= cli_check_table(tables[i]);
         bad |= cli_check_table(train_cli_table());
         return bad;
+    }
+    attn_error cap_err;
+    if (attn_cpu_cap_check(&cap_err) != ATTN_OK) { /* a typo would silently cap nothing */
+        fprintf(stderr, "attn: %s\n", cap_err.msg);
+        return 2;
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (strcmp(argv[1], commands[i].name) == 0)

@@ -117,6 +117,14 @@ elif [ -n "$want" ]; then
 else
   echo "skip: not an Intel CPU with AVX2 or AVX-512: OpenBLAS chose $(core "$tmp/blas.err") itself"
 fi
+# ATTN_SIMD's cap (attn/cpu.h) reaches OpenBLAS on any CPU above it: an AVX2
+# CPU's kernels (Haswell), or no AVX at all (Nehalem).
+if [ -n "$(core "$tmp/blas.err")" ] && has avx512f avx512bw avx512dq avx512vl avx2 fma; then
+  for cap in avx2:Haswell generic:Nehalem; do
+    ATTN_SIMD=${cap%%:*} blas "$ATTN" --version > /dev/null 2> "$tmp/blas_cap.err"
+    expect_core "ATTN_SIMD=${cap%%:*} attn --version" "$tmp/blas_cap.err" $? "${cap#*:}"
+  done
+fi
 if [ -n "$(core "$tmp/blas.err")" ]; then # the user's choice wins (SSE3: any x86-64 runs it)
   OPENBLAS_CORETYPE=Prescott OPENBLAS_VERBOSE=2 "$ATTN" --version > /dev/null 2> "$tmp/blas_user.err"
   expect_core "OPENBLAS_CORETYPE=Prescott attn --version" "$tmp/blas_user.err" $? Prescott

@@ -37,7 +37,8 @@
  *
  * SIMD: AVX-512 and AVX2+FMA micro-kernels are chosen at run time
  * (attn/cpu.h); a portable C path is always available. The environment
- * variable ATTN_SIMD=generic|avx2|avx512 forces a path for ATTN_SIMD_AUTO. */
+ * variable ATTN_SIMD caps the paths (attn/cpu.h): AUTO takes the best one
+ * under the cap, and a path above it is refused. */
 #ifndef ATTN_FLASH_ATTENTION_H
 #define ATTN_FLASH_ATTENTION_H
 

@@ -37,39 +37,97 @@ static int amx_bf16(void) {
 }
 #endif
 
-int attn_cpu_has(attn_cpu_feature f) {
+/* The CPU's own level up to avx512-bf16: AMX is probed only when asked
+ * about (the probe asks Linux for the tile state). */
+static attn_cpu_level native_below_amx(void) {
 #ifdef ATTN_CPU_X86
     __builtin_cpu_init();
-    switch (f) {
-    case ATTN_CPU_AVX512_BW:
-        return HAS("avx512f") && HAS("avx512bw") && HAS("avx512vl") && HAS("fma");
-    case ATTN_CPU_AVX512_BF16: return HAS("avx512f") && HAS("avx512bf16");
-    case ATTN_CPU_AMX_BF16: return amx_bf16();
-    }
+    if (!(HAS("avx2") && HAS("fma"))) return ATTN_CPU_LEVEL_GENERIC;
+    if (!(HAS("avx512f") && HAS("avx512bw") && HAS("avx512dq") && HAS("avx512vl")))
+        return ATTN_CPU_LEVEL_AVX2;
+    return HAS("avx512bf16") ? ATTN_CPU_LEVEL_AVX512_BF16 : ATTN_CPU_LEVEL_AVX512;
 #else
-    (void)f;
+    return ATTN_CPU_LEVEL_GENERIC;
 #endif
+}
+
+static int native_amx(void) {
+#ifdef ATTN_CPU_X86
+    return amx_bf16();
+#else
+    return 0;
+#endif
+}
+
+attn_cpu_level attn_cpu_level_native(void) {
+    const attn_cpu_level l = native_below_amx();
+    return l == ATTN_CPU_LEVEL_AVX512_BF16 && native_amx() ? ATTN_CPU_LEVEL_AMX : l;
+}
+
+static const char *const LEVEL_NAMES[] = {"generic", "avx2", "avx512", "avx512-bf16", "amx"};
+
+const char *attn_cpu_level_name(attn_cpu_level l) {
+    return (unsigned)l <= ATTN_CPU_LEVEL_AMX ? LEVEL_NAMES[l] : "unknown";
+}
+
+int attn_cpu_level_parse(const char *name, attn_cpu_level *out) {
+    if (!name) return -1;
+    if (strcmp(name, "auto") == 0) {
+        *out = ATTN_CPU_LEVEL_AMX;
+        return 0;
+    }
+    for (int l = 0; l <= ATTN_CPU_LEVEL_AMX; l++)
+        if (strcmp(name, LEVEL_NAMES[l]) == 0) {
+            *out = (attn_cpu_level)l;
+            return 0;
+        }
+    return -1;
+}
+
+/* Read on every question (not cached): a test may set ATTN_SIMD between
+ * calls, and getenv costs far less than any kernel it chooses. */
+attn_cpu_level attn_cpu_cap(void) {
+    attn_cpu_level cap;
+    const char *env = getenv("ATTN_SIMD");
+    if (!env || !*env || attn_cpu_level_parse(env, &cap) != 0) return ATTN_CPU_LEVEL_AMX;
+    return cap;
+}
+
+attn_cpu_level attn_cpu_level_used(void) {
+    const attn_cpu_level cap = attn_cpu_cap();
+    if (cap == ATTN_CPU_LEVEL_GENERIC) return cap; /* no CPU question asked at all */
+    const attn_cpu_level native = attn_cpu_level_native();
+    return native < cap ? native : cap;
+}
+
+/* 1 when the capped CPU reaches level l. */
+static int reaches(attn_cpu_level l) {
+    if (attn_cpu_cap() < l) return 0;
+    if (l == ATTN_CPU_LEVEL_AMX) return native_below_amx() == ATTN_CPU_LEVEL_AVX512_BF16 && native_amx();
+    return native_below_amx() >= l;
+}
+
+int attn_cpu_has(attn_cpu_feature f) {
+    switch (f) {
+    case ATTN_CPU_AVX512_BW: return reaches(ATTN_CPU_LEVEL_AVX512);
+    case ATTN_CPU_AVX512_BF16: return reaches(ATTN_CPU_LEVEL_AVX512_BF16);
+    case ATTN_CPU_AMX_BF16: return reaches(ATTN_CPU_LEVEL_AMX);
+    }
     return 0;
 }
 
 int attn_simd_supported(attn_simd s) {
-    if (s == ATTN_SIMD_AUTO || s == ATTN_SIMD_GENERIC) return 1;
-#ifdef ATTN_CPU_X86
-    __builtin_cpu_init();
-    if (s == ATTN_SIMD_AVX2) return HAS("avx2") && HAS("fma");
-    if (s == ATTN_SIMD_AVX512)
-        return HAS("avx512f") && HAS("avx512dq") && HAS("avx512vl") && HAS("avx2") && HAS("fma");
-#endif
+    switch (s) {
+    case ATTN_SIMD_AUTO:
+    case ATTN_SIMD_GENERIC: return 1;
+    case ATTN_SIMD_AVX2: return reaches(ATTN_CPU_LEVEL_AVX2);
+    case ATTN_SIMD_AVX512: return reaches(ATTN_CPU_LEVEL_AVX512);
+    }
     return 0;
 }
 
 attn_simd attn_simd_resolve(attn_simd s) {
     if (s != ATTN_SIMD_AUTO) return s;
-    const char *env = getenv("ATTN_SIMD");
-    attn_simd forced;
-    if (env && attn_simd_parse(env, &forced) == 0 && forced != ATTN_SIMD_AUTO &&
-        attn_simd_supported(forced))
-        return forced;
     if (attn_simd_supported(ATTN_SIMD_AVX512)) return ATTN_SIMD_AVX512;
     if (attn_simd_supported(ATTN_SIMD_AVX2)) return ATTN_SIMD_AVX2;
     return ATTN_SIMD_GENERIC;
@@ -98,6 +156,9 @@ int attn_simd_parse(const char *name, attn_simd *out) {
 
 const char *attn_cpu_openblas_core(void) {
 #ifdef ATTN_CPU_X86
+    const attn_cpu_level cap = attn_cpu_cap();
+    if (cap < ATTN_CPU_LEVEL_AVX512 && cap < native_below_amx())
+        return cap == ATTN_CPU_LEVEL_AVX2 ? "Haswell" : "Nehalem";
     __builtin_cpu_init();
     if (!__builtin_cpu_is("intel")) return NULL;
     /* The single-precision kernels OpenBLAS also uses for Cooper Lake and

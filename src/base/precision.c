@@ -46,6 +46,11 @@ attn_status attn_precision_check(attn_precision p, attn_error *err) {
     if (p != ATTN_PRECISION_BF16)
         return attn_fail(err, ATTN_ERR_INVALID_ARG, "unknown precision %d (fp32 or bf16)", (int)p);
     if (attn_cpu_has(ATTN_CPU_AVX512_BF16)) return ATTN_OK;
+    if (attn_cpu_level_native() >= ATTN_CPU_LEVEL_AVX512_BF16)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "bf16 needs AVX512-BF16, which ATTN_SIMD=%s turns off on this CPU: "
+                         "unset ATTN_SIMD, or use --precision fp32",
+                         attn_cpu_level_name(attn_cpu_cap()));
     return attn_fail(err, ATTN_ERR_INVALID_ARG,
                      "bf16 needs a CPU with AVX512-BF16 (vdpbf16ps); this one has none: use "
                      "--precision fp32");
