@@ -88,7 +88,7 @@ static const cli_option bench_opts_table[] = {
                         .help = "skip the kernel-alone and sgemm cases"},
     [BENCH_SIMD] = {"simd", CLI_CHOICE, NULL, OFF(simd_name), .choices = simd_names, .def = "auto",
                     .help = "the fused kernels' path (auto: the best this CPU has\n"
-                            "under the ATTN_SIMD cap; a path above the cap is refused)"},
+                            "under the ATTN_SIMD cap; one above the cap is refused)"},
     [BENCH_BLOCK_Q] = {"block-q", CLI_INT, "N", OFF(block_q), 1, BIG,
                        .help = "the fused kernel's query tile (default: its own)"},
     [BENCH_BLOCK_K] = {"block-k", CLI_INT, "N", OFF(block_k), 1, BIG,

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "attn/checkpoint_info.h"
-#include "attn/cpu.h"
+#include "attn/cpu_report.h"
 #include "commands.h"
 
 typedef struct info_opts {
@@ -24,8 +24,8 @@ static const cli_option info_opts_table[] = {
     [INFO_JSON] = {"json", CLI_FLAG, .offset = offsetof(info_opts, json),
                    .help = "print one JSON object instead of text"},
     [INFO_CPU] = {"cpu", CLI_FLAG, .offset = offsetof(info_opts, cpu),
-                  .help = "describe this CPU instead (no DIR): what it has, the ATTN_SIMD\n"
-                          "cap, and which kernels attn runs"},
+                  .help = "describe this CPU instead (no DIR): its level, the\n"
+                          "ATTN_SIMD cap, and which kernels attn runs"},
 };
 CLI_TABLE_CHECK(info_opts_table, INFO_OPT_COUNT);
 

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "attn/cpu.h"
+#include "attn/cpu_report.h"
 #include "attn/version.h"
 #include "commands.h"
 

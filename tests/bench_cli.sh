@@ -25,7 +25,7 @@ ref=$("$attn" bench mha --batch 1 --tokens 9 --d-model 8 --heads 2 --repeat 1 --
 check "reference path timed" 'grep -q "^case=mha_reference .*mode=forward " <<<"$ref"'
 sg=$("$attn" bench sgemm --m 32 --n 16 --k 8 --repeat 1 --threads 1)
 check "sgemm case" 'grep -q "^case=sgemm .*mode=32x16x8 threads=1" <<<"$sg"'
-if grep -q avx512_bf16 /proc/cpuinfo 2>/dev/null; then # the bf16 engine's product, and the kernel
+if "$attn" info --cpu --json | grep -q '"bf16_engine":[[:space:]]*true'; then # the bf16 engine's product, and the kernel
   sg=$("$attn" bench sgemm --m 32 --n 16 --k 8 --repeat 1 --threads 1 --precision bf16)
   check "bf16 sgemm case" 'grep -q "^case=sgemm .*mode=32x16x8,bf16 threads=1" <<<"$sg"'
   out=$("$attn" bench mha --batch 1 --tokens 33 --d-model 16 --heads 2 --repeat 1 --backward --precision bf16)

@@ -26,7 +26,7 @@ train --precision fp8 --out "$tmp/b" > /dev/null 2> "$tmp/err"; rc=$?
 [ $rc -eq 2 ] && grep -q "one of fp32, bf16" "$tmp/err" && ok "train --precision fp8: exit 2" ||
   bad "train --precision fp8: rc $rc, $(cat "$tmp/err")"
 train --precision bf16 --out "$tmp/c" > /dev/null 2> "$tmp/err"; rc=$?
-if grep -q avx512_bf16 /proc/cpuinfo; then
+if "$ATTN" info --cpu --json | grep -q '"bf16_engine":[[:space:]]*true'; then
   [ $rc -eq 0 ] && [ -s "$tmp/c/model.safetensors" ] &&
     ok "train --precision bf16 on an AVX512-BF16 CPU: runs, checkpoint written" ||
     bad "train --precision bf16 on the CPU: rc $rc, $(cat "$tmp/err")"

@@ -56,7 +56,7 @@ else
 fi
 
 # 4. bf16 (AVX512-BF16 CPUs): the same at 1 and 2 threads, near fp32's.
-if grep -q avx512_bf16 /proc/cpuinfo; then
+if "$ATTN" info --cpu --json | grep -q '"bf16_engine":[[:space:]]*true'; then
   train --config "$tmp/c.json" --out "$tmp/b1" --eval exact --precision bf16 --threads 1 &&
     train --config "$tmp/c.json" --out "$tmp/b2" --eval exact --precision bf16 --threads 2 ||
     bad "bf16 run: $(cat "$tmp/err")"

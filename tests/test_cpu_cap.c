@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attn/cpu.h"
+#include "attn/cpu_report.h"
 #include "attn/engine.h"
 #include "attn/flash_attention.h"
 #include "kernels/flash_kernels.h"

@@ -117,7 +117,7 @@ fi
 # (else fp32, saying why); --precision overrides it; other presets are fp32.
 engine() { "$ATTN" train --data "$tmp/corpus.txt" --out "$tmp/never" --dry-run --threads 1 "$@" 2> "$tmp/eng.err" |
   sed -n 's/^engine *//p'; }
-if grep -qw avx512_bf16 /proc/cpuinfo; then want=bf16; else want=fp32; fi
+if attn_bf16 "$ATTN"; then want=bf16; else want=fp32; fi
 e=$(engine --preset speedrun)
 [ "$e" = "cpu, $want" ] && { [ $want = bf16 ] || grep -q 'runs in bf16 where the CPU has AVX512-BF16; this one has not' "$tmp/eng.err"; } &&
   ok "--preset speedrun: engine cpu, $want" || bad "speedrun engine '$e' (want $want): $(cat "$tmp/eng.err")"

@@ -91,7 +91,7 @@ grep -qE '^time +about [0-9]+ (days?|hours?)( [0-9]+ (hours?|minutes?))? for 100
 # What the hints should offer, found out independently of attn: the CPU's
 # flags and the engine plug-ins built beside the program (attn/engine.h).
 want_bf16=0 want_mpi=0 want_cuda=0
-grep -qw avx512_bf16 /proc/cpuinfo && grep -qw avx512f /proc/cpuinfo && want_bf16=1
+attn_bf16 "$ATTN" && want_bf16=1
 [ -f "$(dirname "$ATTN")/libattn-mpi.so" ] && want_mpi=1
 [ -f "$(dirname "$ATTN")/libattn-cuda.so" ] && want_cuda=1
 got_bf16=0 got_mpi=0 got_cuda=0

@@ -10,6 +10,7 @@
 #include "attn/checkpoint.h"
 #include "attn/checkpoint_info.h"
 #include "attn/cpu.h"
+#include "attn/cpu_report.h"
 #include "attn/cross_entropy.h"
 #include "attn/cuda.h"
 #include "attn/dataset.h"

@@ -12,12 +12,10 @@
  * GEMV or activation kernels, no bf16 engine, no AMX, and (set before
  * OpenBLAS loads, by libattn-ompwait.so) OpenBLAS's Haswell kernels. Every
  * question below answers for the capped CPU. An ATTN_SIMD the parser does
- * not know caps nothing; attn_cpu_cap_check() says so, for the programs
- * that report it. */
+ * not know caps nothing; attn_cpu_cap_check() (attn/cpu_report.h) says so,
+ * for the programs that report it. */
 #ifndef ATTN_CPU_H
 #define ATTN_CPU_H
-
-#include "attn/status.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -62,23 +60,6 @@ attn_cpu_level attn_cpu_level_used(void);
 const char *attn_cpu_level_name(attn_cpu_level l);
 /* A level's name (or "auto": *out = ATTN_CPU_LEVEL_AMX) -> 0, else -1. */
 int attn_cpu_level_parse(const char *name, attn_cpu_level *out);
-/* ATTN_OK when ATTN_SIMD is unset or names a level, else
- * ATTN_ERR_INVALID_ARG with the accepted names. */
-attn_status attn_cpu_cap_check(attn_error *err);
-
-/* What runs here, for `attn info --cpu` and Python's attn.cpu_info(). */
-typedef struct attn_cpu_report {
-    attn_cpu_level native, cap, used; /* the CPU's, ATTN_SIMD's, the lower */
-    int cap_set;                      /* 1 when ATTN_SIMD set a cap */
-    attn_simd fp32_path;              /* the fp32 kernels' path (attention, activations) */
-    int gemv_avx512;                  /* GEMV and bf16 conversion in AVX-512 */
-    int bf16_engine;                  /* --precision bf16 (oneDNN, AVX512-BF16) */
-    int amx;                          /* the fused attention's bf16 products on AMX */
-    const char *openblas_core;        /* OPENBLAS_CORETYPE as OpenBLAS read it, or NULL */
-} attn_cpu_report;
-
-void attn_cpu_report_get(attn_cpu_report *r);
-
 /* Instruction sets the other kernels need, beyond attn_simd's paths. */
 typedef enum attn_cpu_feature {
     ATTN_CPU_AVX512_BW,   /* AVX-512 F, BW, VL + FMA: GEMV, bf16 conversion, masks */

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attn/cpu.h"
+#include "attn/cpu_report.h"
 #include "attn/engine.h"
 #include "flash_kernels.h"
 

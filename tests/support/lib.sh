@@ -12,3 +12,7 @@ make_corpus() {
     echo "All: speak, speak! you are all resolved rather to die than to famish?"
   done > "$1"
 }
+
+# attn_bf16 ATTN: true when ATTN runs --precision bf16 here, as attn itself
+# decides (the CPU under the ATTN_SIMD cap, attn/cpu.h), not /proc/cpuinfo.
+attn_bf16() { "$1" info --cpu --json | grep -q '"bf16_engine":[[:space:]]*true'; }
