@@ -9,7 +9,8 @@
  * encoder are unchanged; anything else (another tokenizer, a changed text,
  * a truncated or corrupt file) is rebuilt, never trusted.
  *
- * Nothing here memory-maps a file: a mapped file that another process
+ * Nothing here memory-maps a file (nor anywhere in attn: weights and
+ * checkpoints are read into memory): a mapped file that another process
  * truncates kills the reader with SIGBUS, and a cache file or a corpus can
  * change under a run (a user's `truncate`, another tool rewriting it). So
  * the text is read in slices and the ids with pread; a file that changes
