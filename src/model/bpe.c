@@ -333,12 +333,23 @@ attn_status attn_bpe_from_memory(attn_bpe **out, const char *encoder_json, size_
     return bpe_build(out, encoder_json, encoder_len, vocab_bpe, vocab_len, &nm, err);
 }
 
+/* A file's name in messages: its path, and the role when the path's last
+ * part is another name ("/x/merges.txt (vocab.bpe)"). */
+static const char *role_name(char *buf, size_t cap, const char *path, const char *role) {
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    snprintf(buf, cap, strcmp(base, role) == 0 ? "%s" : "%s (%s)", path, role);
+    return buf;
+}
+
 attn_status attn_bpe_load(attn_bpe **out, const char *encoder_json_path, const char *vocab_bpe_path,
                           attn_error *err) {
     void *enc = NULL, *voc = NULL;
     size_t ne = 0, nv = 0;
     *out = NULL;
-    const bpe_names nm = {encoder_json_path, vocab_bpe_path};
+    char en[512], vn[512];
+    const bpe_names nm = {role_name(en, sizeof en, encoder_json_path, "encoder.json"),
+                          role_name(vn, sizeof vn, vocab_bpe_path, "vocab.bpe")};
     attn_status s = attn_file_read_all(encoder_json_path, FILE_MAX, &enc, &ne, err);
     if (!s) s = attn_file_read_all(vocab_bpe_path, FILE_MAX, &voc, &nv, err);
     if (!s) s = bpe_build(out, enc, ne, voc, nv, &nm, err);
