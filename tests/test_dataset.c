@@ -204,8 +204,7 @@ Test(dataset, file_view_reads_the_windows) {
     const int fd = ids_file(path, 20);
     attn_token_dataset ds;
     attn_error err;
-    cr_assert_eq(attn_dataset_init_file(&ds, fd, path, 8, 20, 20, 4, &err), ATTN_OK, "%s",
-                 err.msg);
+    cr_assert_eq(attn_dataset_init_file(&ds, fd, path, 8, 20, 20, 4, &err), ATTN_OK, "%s", err.msg);
     int32_t x[4], y[4], all[20];
     cr_expect_eq(attn_dataset_len(&ds), 16);
     cr_assert_eq(attn_dataset_get(&ds, 15, x, y, &err), ATTN_OK, "%s", err.msg);

@@ -568,7 +568,8 @@ Test(token_file, file_dataset_equals_int32_dataset) {
     attn_token_dataset a, b;
     attn_error err;
     cr_assert_eq(attn_dataset_init(&a, ids, N, T, NULL), ATTN_OK);
-    cr_expect_eq(attn_dataset_init_file(&b, fd, path, OFF, T, 65536, T, NULL), ATTN_ERR_INVALID_ARG);
+    cr_expect_eq(attn_dataset_init_file(&b, fd, path, OFF, T, 65536, T, NULL),
+                 ATTN_ERR_INVALID_ARG);
     cr_expect_eq(attn_dataset_init_file(&b, fd, path, OFF, N, 65537, T, NULL),
                  ATTN_ERR_INVALID_ARG);
     cr_assert_eq(attn_dataset_init_file(&b, fd, path, OFF, N, 65536, T, NULL), ATTN_OK);
@@ -648,7 +649,8 @@ Test(token_file, a_file_changed_under_a_reader_is_an_error) {
     FILE *f = fopen(tf.path, "r+b");
     cr_assert(f && fwrite(before, 1, n, f) == n && fclose(f) == 0);
     cr_expect_eq(attn_dataset_get(&ds, 3, x, y, &err), ATTN_ERR_IO);
-    cr_expect(strstr(err.msg, tf.path) && strstr(err.msg, "id 65535, not below the vocabulary's 200"),
+    cr_expect(strstr(err.msg, tf.path) &&
+                  strstr(err.msg, "id 65535, not below the vocabulary's 200"),
               "%s", err.msg);
     attn_token_file_close(&tf);
     free(before);

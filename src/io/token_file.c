@@ -25,7 +25,7 @@
 #define TF_VERSION 1u
 #define TF_HEADER ATTN_TOKEN_FILE_HEADER
 #define TF_VOCAB_MAX 65536
-#define TF_SLICE ((size_t)1 << 20) /* bytes per read of a text or a cache file */
+#define TF_SLICE ((size_t)1 << 20)      /* bytes per read of a text or a cache file */
 #define TF_LOOKAHEAD ((size_t)64 << 10) /* read past a chunk's end to judge its cut */
 
 /* What a cache file must say about itself. */
@@ -143,7 +143,8 @@ static attn_status text_open(text_src *t, const char *path, size_t begin, size_t
     memset(t, 0, sizeof *t);
     t->path = path;
     t->fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (t->fd < 0) return attn_fail(err, ATTN_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    if (t->fd < 0)
+        return attn_fail(err, ATTN_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
     struct stat st;
     if (fstat(t->fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         text_close(t);
@@ -187,8 +188,9 @@ static attn_status text_view(text_src *t, size_t i, size_t want, const char **p,
     t->len = 0;
     attn_status s = attn_file_pread(t->fd, t->path, t->buf, k, t->begin + i, &r, err);
     if (!s && r < k)
-        s = attn_fail(err, ATTN_ERR_IO, "the text '%s' changed while it was read: it ends at byte %llu",
-                      t->path, (unsigned long long)(t->begin + i + r));
+        s = attn_fail(err, ATTN_ERR_IO,
+                      "the text '%s' changed while it was read: it ends at byte %llu", t->path,
+                      (unsigned long long)(t->begin + i + r));
     if (s) return s;
     t->at = i;
     t->len = k;
@@ -532,7 +534,7 @@ static attn_status scan_run(text_src *t, size_t i, size_t *run, int *bad, attn_e
     attn_status s = text_view(t, i, TF_SLICE, &p, &w, err);
     if (s) return s;
     *run = attn_utf8_prefix(p, w);
-    *bad = *run < w && !(w < t->n - i && *run + 4 > w);
+    *bad = *run < w && !(w<t->n - i && * run + 4> w);
     return ATTN_OK;
 }
 

@@ -125,9 +125,9 @@ static attn_status hf_config_heads(const char *path, const attn_gpt_config *cfg,
     const struct {
         const char *key;
         long long want;
-    } sizes[] = {{"n_layer", cfg->n_layers},        {"n_embd", cfg->emb_dim},
-                 {"vocab_size", cfg->vocab_size},   {"n_positions", cfg->context_length},
-                 {"n_ctx", cfg->context_length},    {"n_inner", 4LL * cfg->emb_dim}};
+    } sizes[] = {{"n_layer", cfg->n_layers},      {"n_embd", cfg->emb_dim},
+                 {"vocab_size", cfg->vocab_size}, {"n_positions", cfg->context_length},
+                 {"n_ctx", cfg->context_length},  {"n_inner", 4LL * cfg->emb_dim}};
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes && !s; i++)
         s = hf_config_size(root, sizes[i].key, sizes[i].want, i == 5, path, file, err);
     /* HF ties a head to wte whatever the file holds: attn would use it. */

@@ -143,10 +143,9 @@ static attn_status load_encoder(attn_bpe *t, const int16_t byte_of[324], const c
     for (const cJSON *it = root->child; it; it = it->next) {
         const double v = cJSON_IsNumber(it) ? it->valuedouble : -1;
         if (!(v >= 0 && v < t->n && v == (double)(int)v)) {
-            s = attn_fail(err, ATTN_ERR_FORMAT,
-                          "%s: token \"%.40s\" has id %.40s, not an integer in [0, %d)", name,
-                          it->string, cJSON_IsNumber(it) ? "out of range" : "that is no number",
-                          t->n);
+            s = attn_fail(
+                err, ATTN_ERR_FORMAT, "%s: token \"%.40s\" has id %.40s, not an integer in [0, %d)",
+                name, it->string, cJSON_IsNumber(it) ? "out of range" : "that is no number", t->n);
             goto out;
         }
         const int id = (int)v;
@@ -185,8 +184,7 @@ static attn_status build_table(attn_bpe *t, const char *name, attn_error *err) {
         if (id == t->eot) continue; /* special: never made by merges */
         const char *b = t->bytes + t->off[id];
         if (lookup(t, b, t->len[id]) >= 0)
-            return attn_fail(err, ATTN_ERR_FORMAT, "%s: two tokens have the bytes of %d", name,
-                             id);
+            return attn_fail(err, ATTN_ERR_FORMAT, "%s: two tokens have the bytes of %d", name, id);
         size_t i = fnv(b, t->len[id]) & t->mask;
         while (t->table[i] >= 0)
             i = (i + 1) & t->mask;

@@ -55,8 +55,8 @@ static uint32_t id16(const unsigned char *b, size_t k) {
 /* Ids [i, i + n) of a file view as bytes into b (2 n bytes), each checked:
  * a short read (the file shrank) or an id past the vocabulary (other bytes
  * than the ones the run opened) says the file changed. */
-static attn_status read_file_ids(const attn_token_dataset *ds, size_t i, size_t n,
-                                 unsigned char *b, attn_error *err) {
+static attn_status read_file_ids(const attn_token_dataset *ds, size_t i, size_t n, unsigned char *b,
+                                 attn_error *err) {
     const uint64_t at = ds->offset + 2 * (uint64_t)i;
     size_t got = 0;
     attn_status s = attn_file_pread(ds->fd, ds->path, b, 2 * n, at, &got, err);

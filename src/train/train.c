@@ -250,9 +250,9 @@ attn_status attn_trainer_step(attn_trainer *tr, attn_train_record *rec, attn_err
     } else {
         /* A failed read (a token file changed under the run) ends the step
          * before the model changes: the last checkpoint stays the run's. */
-        st = tr->book ? attn_book_next_batch(tr->book, &tr->model_rng, &tr->train, tr->xb, tr->yb,
-                                             err)
-                      : attn_sampler_next_batch(&tr->sampler, &tr->train, B, tr->xb, tr->yb, err);
+        st = tr->book
+                 ? attn_book_next_batch(tr->book, &tr->model_rng, &tr->train, tr->xb, tr->yb, err)
+                 : attn_sampler_next_batch(&tr->sampler, &tr->train, B, tr->xb, tr->yb, err);
         if (st) return st;
         if (tr->gpu) { /* train_device.c */
             double norm = 0;
@@ -292,8 +292,8 @@ static attn_status sampled_loss(attn_trainer *tr, int s, float *mean, attn_error
         if (st) return st;
         if (i < lo || i >= hi) continue;
         st = tr->gpu ? attn_trainer_device_eval(tr, &tr->eval_loss[i], err)
-                                 : attn_gpt_forward(&tr->model, tr->xb, tr->yb, B, T, NULL,
-                                                    &tr->acts, &tr->eval_loss[i], err);
+                     : attn_gpt_forward(&tr->model, tr->xb, tr->yb, B, T, NULL, &tr->acts,
+                                        &tr->eval_loss[i], err);
         if (st) return st;
     }
     attn_status st = attn_dist_allgather(tr->dist, tr->eval_loss, n_it, err);

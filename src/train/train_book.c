@@ -66,9 +66,8 @@ attn_status attn_book_fill(const attn_token_dataset *ds, const size_t *win, int 
     return ATTN_OK;
 }
 
-attn_status attn_book_next_batch(attn_book_order *o, attn_rng *rng,
-                                 const attn_token_dataset *train, int32_t *x, int32_t *y,
-                                 attn_error *err) {
+attn_status attn_book_next_batch(attn_book_order *o, attn_rng *rng, const attn_token_dataset *train,
+                                 int32_t *x, int32_t *y, attn_error *err) {
     if (o->epoch == 0 || o->pos == o->batches) {
         attn_book_iterator(rng, o->windows, &o->base_seed, &o->sampler_seed, o->perm);
         o->epoch++;
