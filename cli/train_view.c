@@ -457,7 +457,7 @@ void train_announce(const train_run_info *r, const attn_trainer *tr) {
     const attn_token_file *ft = attn_trainer_token_file(tr, 0),
                           *fv = attn_trainer_token_file(tr, 1);
     if (ft && fv)
-        fprintf(stderr, "attn train: token files (uint16, mapped): %s (train, %s), %s (val, %s)\n",
+        fprintf(stderr, "attn train: token files (uint16): %s (train, %s), %s (val, %s)\n",
                 ft->path, ft->rebuilt ? "built now" : "reused", fv->path,
                 fv->rebuilt ? "built now" : "reused");
     if (r->resume)

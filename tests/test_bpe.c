@@ -3,13 +3,17 @@
  * Tiny Shakespeare, The Verdict, a stress text of every Unicode category,
  * 571 short cases, runs of one character up to 10,000,000, decodes of split
  * characters; then invalid and random bytes (round trip, no crash) and
- * vocabulary files that are truncated, mismatched or repeat a merge. */
+ * vocabulary files that are truncated, mismatched or repeat a merge, or are
+ * not strictly what they should be (text after encoder.json's object, NUL,
+ * BOM, no "#version" line). */
+#define _DEFAULT_SOURCE /* mkstemp */
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "attn/bpe.h"
 #include "attn/fileio.h"
@@ -334,7 +338,8 @@ Test(bpe, bad_vocabulary_files_are_refused) {
     memcpy(odd + (p - voc) + sizeof junk - 1, p, nv - (size_t)(p - voc));
     refuse("a mismatched vocab.bpe", enc, ne, odd, nv + sizeof junk - 1, "mismatched");
     /* Not JSON; and an encoder with a token missing. */
-    refuse("a cut encoder.json", enc, ne / 2, voc, nv, "not a JSON object");
+    refuse("a cut encoder.json", enc, ne / 2, voc, nv, "encoder.json: not valid JSON at line 1");
+    refuse("an encoder.json that is an array", "[1]", 3, voc, nv, "not a JSON object");
     cJSON *j = cJSON_ParseWithLength(enc, ne);
     cJSON_DeleteItemFromObject(j, "\xc4\xa0the"); /* " the" */
     char *less = cJSON_PrintUnformatted(j);
@@ -344,5 +349,99 @@ Test(bpe, bad_vocabulary_files_are_refused) {
     free(odd);
     free(dup);
     free(enc);
+    free(voc);
+}
+
+/* enc with extra bytes put at byte at (a copy, malloc'd; *n its size). */
+static char *spliced(const char *enc, size_t ne, size_t at, const char *extra, size_t k,
+                     size_t *n) {
+    char *b = malloc(ne + k);
+    memcpy(b, enc, at);
+    memcpy(b + at, extra, k);
+    memcpy(b + at + k, enc + at, ne - at);
+    *n = ne + k;
+    return b;
+}
+
+/* The two files are read strictly: encoder.json is one JSON object and
+ * nothing else (no text or second object after it, no NUL byte, no byte
+ * order mark), vocab.bpe starts with its "#version" line; each refusal
+ * names the file and where. CRLF line ends are read as LF (tiktoken and
+ * Hugging Face split on white space): the same tokenizer. */
+Test(bpe, vocabulary_files_are_read_strictly) {
+    char e[4096], v[4096];
+    if (!data_path("gpt2/encoder.json", e, sizeof e) || !data_path("gpt2/vocab.bpe", v, sizeof v))
+        cr_skip_test("no GPT-2 vocabulary in data/gpt2 (scripts/get-data.sh gpt2)");
+    size_t ne, nv, n;
+    char *enc = slurp(e, &ne), *voc = slurp(v, &nv), *b;
+    while (ne && (enc[ne - 1] == '\n' || enc[ne - 1] == ' ')) /* the object's end at ne */
+        ne--;
+    b = spliced(enc, ne, ne, "\nx", 2, &n);
+    refuse("encoder.json with text after it", b, n, voc, nv,
+           "encoder.json: text after the JSON at line 2, column 1");
+    free(b);
+    char *twice = malloc(2 * ne);
+    memcpy(twice, enc, ne);
+    memcpy(twice + ne, enc, ne);
+    refuse("encoder.json given twice", twice, 2 * ne, voc, nv, "encoder.json: text after the JSON");
+    free(twice);
+    const size_t comma = (size_t)(strchr(enc, ',') - enc) + 1;
+    b = spliced(enc, ne, comma, "\0", 1, &n);
+    refuse("encoder.json with a NUL between tokens", b, n, voc, nv,
+           "encoder.json: a NUL byte at byte");
+    free(b);
+    b = spliced(enc, ne, 0, "\xEF\xBB\xBF", 3, &n);
+    refuse("encoder.json with a BOM", b, n, voc, nv, "encoder.json: a byte order mark");
+    free(b);
+    const char *line2 = strchr(voc, '\n') + 1;
+    refuse("vocab.bpe without its #version line", enc, ne, line2, nv - (size_t)(line2 - voc),
+           "vocab.bpe line 1 is not its \"#version\" line");
+    b = spliced(voc, nv, 0, "\xEF\xBB\xBF", 3, &n);
+    refuse("vocab.bpe with a BOM", enc, ne, b, n, "vocab.bpe line 1: a byte order mark");
+    free(b);
+    /* CRLF: the same merges, the same ids. */
+    char *crlf = malloc(2 * nv);
+    size_t nc = 0;
+    for (size_t i = 0; i < nv; i++) {
+        if (voc[i] == '\n') crlf[nc++] = '\r';
+        crlf[nc++] = voc[i];
+    }
+    attn_bpe *t = NULL, *ref = gpt2();
+    attn_error err;
+    cr_assert_eq(attn_bpe_from_memory(&t, enc, ne, crlf, nc, &err), ATTN_OK, "%s", err.msg);
+    const char text[] = "Hello, do you like tea? In the sunlit terraces of the palace.";
+    size_t k1, k2;
+    int32_t *a = encode(t, text, sizeof text - 1, 0, &k1);
+    int32_t *c = encode(ref, text, sizeof text - 1, 0, &k2);
+    cr_expect(k1 == k2 && !memcmp(a, c, k1 * sizeof *a), "CRLF vocab.bpe encodes differently");
+    free(a);
+    free(c);
+    attn_bpe_free(t);
+    attn_bpe_free(ref);
+    free(crlf);
+    free(enc);
+    free(voc);
+}
+
+/* Loaded from files, a refusal names the file by its path. */
+Test(bpe, refusals_name_the_file_by_its_path) {
+    char e[4096], v[4096];
+    if (!data_path("gpt2/encoder.json", e, sizeof e) || !data_path("gpt2/vocab.bpe", v, sizeof v))
+        cr_skip_test("no GPT-2 vocabulary in data/gpt2 (scripts/get-data.sh gpt2)");
+    size_t nv;
+    char *voc = slurp(v, &nv);
+    char path[] = "/tmp/attn-vocab-XXXXXX";
+    const int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    const char *line2 = strchr(voc, '\n') + 1;
+    const size_t k = nv - (size_t)(line2 - voc);
+    cr_assert_eq(write(fd, line2, k), (ssize_t)k);
+    close(fd);
+    attn_bpe *t = NULL;
+    attn_error err;
+    cr_expect_eq(attn_bpe_load(&t, e, path, &err), ATTN_ERR_FORMAT);
+    cr_expect(strstr(err.msg, path) && strstr(err.msg, "line 1 is not its \"#version\" line"), "%s",
+              err.msg);
+    unlink(path);
     free(voc);
 }

@@ -1,10 +1,12 @@
 /* Cached uint16 token files (attn/token_file.h): build, reuse without
  * encoding, rebuild on a changed text or encoder or a corrupt cache file,
  * chunked encoding == whole encoding (byte, char and GPT-2 tokenizers), the
- * book's 90/10 character split, and the uint16 dataset view. */
+ * book's 90/10 character split, and the dataset view that reads the file
+ * (equal to the int32 view; a file changed under it is an error). */
 #define _DEFAULT_SOURCE /* mkdtemp, setenv, symlink */
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +26,6 @@
  * each chunk it was given ends. */
 typedef struct byte_ctx {
     size_t calls;
-    const char *base; /* the text's first byte as mapped, learnt from call 1 */
     size_t cuts[4096], n_cuts, at;
 } byte_ctx;
 
@@ -99,12 +100,36 @@ static void open_ok(const char *text, const attn_token_encoder *enc, const char 
     cr_assert_eq(attn_token_file_open(text, enc, cache, tf, &err), ATTN_OK, "%s", err.msg);
 }
 
+/* Every id of tf (malloc'd), read as a run reads them: through its
+ * dataset view (a file of fewer than 2 ids, which holds no window: from
+ * the file's bytes). */
+static int32_t *file_ids(const attn_token_file *tf) {
+    const size_t n = attn_token_file_len(tf);
+    int32_t *ids = malloc((n + 1) * sizeof *ids);
+    cr_assert_not_null(ids);
+    attn_token_dataset ds;
+    attn_error err;
+    if (n >= 2) {
+        cr_assert_eq(attn_token_file_dataset(tf, 1, &ds, &err), ATTN_OK, "%s", err.msg);
+        cr_assert_eq(attn_dataset_read(&ds, 0, n, ids, &err), ATTN_OK, "%s", err.msg);
+        return ids;
+    }
+    size_t bytes;
+    unsigned char *b = (unsigned char *)read_file(tf->path, &bytes);
+    cr_assert_eq(bytes, ATTN_TOKEN_FILE_HEADER + 2 * n);
+    for (size_t i = 0; i < n; i++)
+        ids[i] = b[ATTN_TOKEN_FILE_HEADER + 2 * i] | b[ATTN_TOKEN_FILE_HEADER + 2 * i + 1] << 8;
+    free(b);
+    return ids;
+}
+
 /* The token file holds exactly the bytes of s (byte encoder). */
 static void assert_bytes(const attn_token_file *tf, const char *s, size_t n) {
     cr_assert_eq(attn_token_file_len(tf), n);
-    const uint16_t *ids = attn_token_file_ids(tf);
+    int32_t *ids = file_ids(tf);
     for (size_t i = 0; i < n; i++)
         cr_assert_eq(ids[i], (unsigned char)s[i], "token %zu", i);
+    free(ids);
 }
 
 /* ------------------------------------------------- build, reuse, rebuild */
@@ -422,8 +447,10 @@ Test(token_file, char_tokenizer_chunked_equals_whole) {
     open_ok(text, &enc, dir, &tf);
     cr_expect_gt(tf.encode_calls, 100);
     cr_assert_eq(attn_token_file_len(&tf), k);
+    int32_t *got = file_ids(&tf);
     for (size_t i = 0; i < k; i++)
-        cr_assert_eq(attn_token_file_ids(&tf)[i], whole[i], "id %zu", i);
+        cr_assert_eq(got[i], whole[i], "id %zu", i);
+    free(got);
     attn_token_file_close(&tf);
     attn_tokenizer_free(&tok);
     free(whole);
@@ -520,25 +547,37 @@ Test(token_file, split_across_scan_windows, .timeout = 120) {
     free(t);
 }
 
-Test(token_file, u16_dataset_equals_int32_dataset) {
-    enum { N = 5000, T = 16, B = 8 };
+/* The file view (uint16 ids after a header, read with pread) gives what
+ * the int32 view of the same ids gives, window by window and batch by
+ * batch. */
+Test(token_file, file_dataset_equals_int32_dataset) {
+    enum { N = 5000, T = 16, B = 8, OFF = 40 };
     int32_t *ids = malloc(N * sizeof *ids);
-    uint16_t *ids16 = malloc(N * sizeof *ids16);
+    unsigned char *bytes = calloc(OFF + 2 * N, 1);
     for (uint32_t i = 0, r = 99; i < N; i++) {
         r = r * 1103515245u + 12345u;
         ids[i] = (int32_t)(r >> 16); /* all of 0 .. 65535 */
-        ids16[i] = (uint16_t)ids[i];
+        bytes[OFF + 2 * i] = (unsigned char)ids[i];
+        bytes[OFF + 2 * i + 1] = (unsigned char)(ids[i] >> 8);
     }
+    char *dir = temp_dir(), path[4200];
+    snprintf(path, sizeof path, "%s/ids.u16", dir);
+    write_file(path, bytes, OFF + 2 * N);
+    const int fd = open(path, O_RDONLY);
+    cr_assert_geq(fd, 0);
     attn_token_dataset a, b;
+    attn_error err;
     cr_assert_eq(attn_dataset_init(&a, ids, N, T, NULL), ATTN_OK);
-    cr_assert_eq(attn_dataset_init_u16(&b, ids16, N, T, NULL), ATTN_OK);
-    cr_expect_eq(attn_dataset_init_u16(&b, ids16, T, T, NULL), ATTN_ERR_INVALID_ARG);
-    cr_assert_eq(attn_dataset_init_u16(&b, ids16, N, T, NULL), ATTN_OK);
+    cr_expect_eq(attn_dataset_init_file(&b, fd, path, OFF, T, 65536, T, NULL),
+                 ATTN_ERR_INVALID_ARG);
+    cr_expect_eq(attn_dataset_init_file(&b, fd, path, OFF, N, 65537, T, NULL),
+                 ATTN_ERR_INVALID_ARG);
+    cr_assert_eq(attn_dataset_init_file(&b, fd, path, OFF, N, 65536, T, NULL), ATTN_OK);
     cr_assert_eq(attn_dataset_len(&a), attn_dataset_len(&b));
     int32_t xa[B * T], ya[B * T], xb[B * T], yb[B * T];
     for (size_t p = 0; p < attn_dataset_len(&a); p++) {
-        attn_dataset_get(&a, p, xa, ya);
-        attn_dataset_get(&b, p, xb, yb);
+        cr_assert_eq(attn_dataset_get(&a, p, xa, ya, &err), ATTN_OK);
+        cr_assert_eq(attn_dataset_get(&b, p, xb, yb, &err), ATTN_OK, "%s", err.msg);
         cr_assert(!memcmp(xa, xb, sizeof(int32_t) * T) && !memcmp(ya, yb, sizeof(int32_t) * T),
                   "window %zu", p);
     }
@@ -549,17 +588,74 @@ Test(token_file, u16_dataset_equals_int32_dataset) {
     cr_assert_eq(attn_sampler_init(&sa, attn_dataset_len(&a), 7, NULL), ATTN_OK);
     cr_assert_eq(attn_sampler_init(&sb, attn_dataset_len(&b), 7, NULL), ATTN_OK);
     for (int it = 0; it < 700; it++) {
-        attn_dataset_random_batch(&a, &ra, B, xa, ya);
-        attn_dataset_random_batch(&b, &rb, B, xb, yb);
+        cr_assert_eq(attn_dataset_random_batch(&a, &ra, B, xa, ya, &err), ATTN_OK);
+        cr_assert_eq(attn_dataset_random_batch(&b, &rb, B, xb, yb, &err), ATTN_OK, "%s", err.msg);
         cr_assert(!memcmp(xa, xb, sizeof xa) && !memcmp(ya, yb, sizeof ya), "random batch %d", it);
-        attn_sampler_next_batch(&sa, &a, B, xa, ya);
-        attn_sampler_next_batch(&sb, &b, B, xb, yb);
+        cr_assert_eq(attn_sampler_next_batch(&sa, &a, B, xa, ya, &err), ATTN_OK);
+        cr_assert_eq(attn_sampler_next_batch(&sb, &b, B, xb, yb, &err), ATTN_OK, "%s", err.msg);
         cr_assert(!memcmp(xa, xb, sizeof xa) && !memcmp(ya, yb, sizeof ya), "sampler batch %d", it);
     }
     attn_sampler_free(&sa);
     attn_sampler_free(&sb);
+    close(fd);
     free(ids);
-    free(ids16);
+    free(bytes);
+    remove_tree(dir);
+    free(dir);
+}
+
+/* A token file changed under an open one (the run's): truncated, or
+ * overwritten in place, its reads fail naming it (never a SIGBUS, never an
+ * id past the vocabulary); replaced by a new file (rename), the open one
+ * still reads what it opened. */
+Test(token_file, a_file_changed_under_a_reader_is_an_error) {
+    char *dir = temp_dir(), text[4200];
+    snprintf(text, sizeof text, "%s/t.txt", dir);
+    write_file(text, TEXT, sizeof TEXT - 1);
+    byte_ctx c;
+    attn_token_encoder enc = byte_encoder(&c, "bytes-v1");
+    enc.vocab_size = 200; /* every byte of TEXT is below it; 0xFFFF is not */
+    attn_token_file tf;
+    open_ok(text, &enc, dir, &tf);
+    attn_token_dataset ds;
+    attn_error err;
+    cr_assert_eq(attn_token_file_dataset(&tf, 8, &ds, &err), ATTN_OK, "%s", err.msg);
+    int32_t x[8], y[8];
+    const size_t last = attn_dataset_len(&ds) - 1;
+    size_t n;
+    char *before = read_file(tf.path, &n);
+    /* replaced: the open file is still the one the run checked */
+    char other[4300];
+    snprintf(other, sizeof other, "%s.new", tf.path);
+    write_file(other, "x", 1);
+    cr_assert_eq(rename(other, tf.path), 0);
+    cr_expect_eq(attn_dataset_get(&ds, last, x, y, &err), ATTN_OK, "%s", err.msg);
+    cr_expect_eq(y[7], (unsigned char)TEXT[sizeof TEXT - 2]);
+    attn_token_file_close(&tf);
+    /* truncated in place */
+    other[strlen(other) - 4] = '\0'; /* the cache file's name again */
+    write_file(other, before, n);
+    open_ok(text, &enc, dir, &tf);
+    cr_assert_eq(attn_token_file_dataset(&tf, 8, &ds, &err), ATTN_OK, "%s", err.msg);
+    cr_assert_eq(truncate(tf.path, 100), 0);
+    cr_expect_eq(attn_dataset_get(&ds, 0, x, y, &err), ATTN_OK, "%s", err.msg);
+    cr_expect_eq(attn_dataset_get(&ds, last, x, y, &err), ATTN_ERR_IO);
+    cr_expect(strstr(err.msg, tf.path) && strstr(err.msg, "changed under the run"), "%s", err.msg);
+    cr_assert_eq(truncate(tf.path, 0), 0);
+    cr_expect_eq(attn_dataset_read(&ds, 0, 2, x, &err), ATTN_ERR_IO);
+    cr_expect(strstr(err.msg, "ends before byte"), "%s", err.msg);
+    /* overwritten in place with other bytes of the same size */
+    memset(before + ATTN_TOKEN_FILE_HEADER, 0xFF, n - ATTN_TOKEN_FILE_HEADER);
+    FILE *f = fopen(tf.path, "r+b");
+    cr_assert(f && fwrite(before, 1, n, f) == n && fclose(f) == 0);
+    cr_expect_eq(attn_dataset_get(&ds, 3, x, y, &err), ATTN_ERR_IO);
+    cr_expect(strstr(err.msg, tf.path) &&
+                  strstr(err.msg, "id 65535, not below the vocabulary's 200"),
+              "%s", err.msg);
+    attn_token_file_close(&tf);
+    free(before);
+    remove_tree(dir);
+    free(dir);
 }
 
 /* ------------------------------------------------------ GPT-2's BPE */
@@ -609,8 +705,10 @@ static void assert_gpt2_chunked_is_whole(attn_bpe *t, const char *path, size_t c
     cr_expect_geq(tf.encode_calls, min_calls, "%s: only %zu chunks", path, tf.encode_calls);
     cr_assert_eq(attn_token_file_len(&tf), k, "%s: %zu tokens chunked, %zu whole", path,
                  attn_token_file_len(&tf), k);
+    int32_t *got = file_ids(&tf);
     for (size_t i = 0; i < k; i++)
-        cr_assert_eq(attn_token_file_ids(&tf)[i], whole[i], "%s: token %zu", path, i);
+        cr_assert_eq(got[i], whole[i], "%s: token %zu", path, i);
+    free(got);
     attn_token_file_close(&tf);
     free(whole);
     free(s);

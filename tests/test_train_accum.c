@@ -61,7 +61,8 @@ Test(train_accum, gradient_is_the_ordered_fold_of_micro_batches) {
     float *fold = calloc(total, sizeof *fold);
     float losses[3];
     for (int j = 0; j < 3; j++) {
-        attn_sampler_next_batch(&ref.sampler, &ref.train, 3, ref.xb, ref.yb);
+        cr_assert_eq(attn_sampler_next_batch(&ref.sampler, &ref.train, 3, ref.xb, ref.yb, NULL),
+                     ATTN_OK);
         attn_gpt_zero_grad(&ref.model);
         attn_forward_mode mode = {1, &ref.model_rng, t.dropout_stream};
         cr_assert_eq(

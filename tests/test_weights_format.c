@@ -308,6 +308,54 @@ Test(weights_format, heads) {
     attn_gpt_free(&m);
 }
 
+/* HF's config.json beside the weights: one JSON object that describes
+ * these tensors, or the import is refused naming the key and both values
+ * (a config.json of another model never passes for this one's). */
+Test(weights_format, hf_config_json_must_describe_the_tensors) {
+    attn_gpt_config c = small_config();
+    attn_gpt m;
+    attn_error err;
+    c.tie_weights = 0;
+    make_model(&m, &c);
+    const char *hf = tio_path(dir, "model.safetensors"), *cfg = tio_path(dir, "config.json");
+    cr_assert_eq(attn_gpt_export(&m, hf, ATTN_WEIGHTS_HF, &err), ATTN_OK, "%s", err.msg);
+    cr_assert_eq(attn_gpt_export_hf_config(&m, cfg, &err), ATTN_OK, "%s", err.msg);
+    expect_import(hf, NULL, ATTN_OK, NULL); /* attn's own config.json */
+    static const struct {
+        const char *json, *says;
+    } bad[] = {
+        {"{\"n_head\": 3, \"n_layer\": 100}", "n_layer says 100, but the tensors of"},
+        {"{\"n_head\": 3, \"vocab_size\": 10}", "vocab_size says 10, but the tensors of"},
+        {"{\"n_head\": 3, \"n_positions\": 1073741824}", "n_positions says 1073741824, but"},
+        {"{\"n_head\": 3, \"n_ctx\": 1024}", "n_ctx says 1024, but the tensors of"},
+        {"{\"n_head\": 3, \"n_embd\": 768}", "n_embd says 768, but the tensors of"},
+        {"{\"n_head\": 3, \"n_inner\": 100}", "n_inner says 100, but the tensors of"},
+        {"{\"n_head\": 3, \"n_layer\": \"2\"}", "n_layer is \"2\", not an integer"},
+        {"{\"n_head\": 3, \"n_layer\": 2.5}", "n_layer is 2.5, not an integer"},
+        {"{\"n_head\": 3, \"tie_word_embeddings\": true}", "tie_word_embeddings says true"},
+        {"[]", "not a JSON object"},
+        {"3", "not a JSON object"},
+        {"{\"n_head\": 3}{\"n_head\": 3}", "text after the JSON at line 1, column 14"},
+        {"\xEF\xBB\xBF{\"n_head\": 3}", "a byte order mark"},
+        {"", "empty"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        tio_write(cfg, bad[i].json, strlen(bad[i].json));
+        expect_import(hf, NULL, ATTN_ERR_FORMAT, bad[i].says);
+        expect_import(hf, NULL, ATTN_ERR_FORMAT, cfg); /* the message names the file */
+    }
+    static const char *good[] = {
+        "{\"n_head\": 3, \"n_layer\": 2, \"n_embd\": 24, \"vocab_size\": 50, "
+        "\"n_positions\": 16, \"n_ctx\": 16, \"n_inner\": null, \"tie_word_embeddings\": false}",
+        "{\"n_head\": 3, \"n_inner\": 96}",
+    };
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+        tio_write(cfg, good[i], strlen(good[i]));
+        expect_import(hf, NULL, ATTN_OK, NULL);
+    }
+    attn_gpt_free(&m);
+}
+
 /* A BF16 wte is widened (values that bf16 holds exactly). */
 Test(weights_format, bf16) {
     attn_gpt_config c = small_config();

@@ -53,7 +53,7 @@ enc = attn.tokenizer.get_encoding('gpt2')
 cut = int(0.9 * len(text))
 want = [enc.encode(text[:cut], allowed_special={'<|endoftext|>'}),
         enc.encode(text[cut:], allowed_special={'<|endoftext|>'})]
-paths = re.search(r'token files \(uint16, mapped\): (\S+) \(train.*?\), (\S+) \(val', open(sys.argv[3]).read()).groups()
+paths = re.search(r'token files \(uint16\): (\S+) \(train.*?\), (\S+) \(val', open(sys.argv[3]).read()).groups()
 for path, ids in zip(paths, want):
     b = open(path, 'rb').read()
     assert b[:8] == b'ATTNTOK\0' and len(b) == 72 + 2 * len(ids), (path, len(b), len(ids))

@@ -32,10 +32,16 @@ extern "C" {
 typedef struct attn_bpe attn_bpe;
 
 /* Load encoder.json and vocab.bpe. The files are checked whole before use:
- * every id 0..n-1 once, all 256 single bytes present, every merge "a b"
- * naming two tokens whose join is a token, no merge twice, and one merge
- * for every token that is neither a byte nor special (so a truncated or
- * mismatched pair of files is refused, naming the line). */
+ * encoder.json is one JSON object and nothing else (no text or second
+ * object after it, no NUL byte, no byte order mark: refused naming line
+ * and column), vocab.bpe starts with its "#version" line (tiktoken and
+ * Hugging Face skip line 1 unread), every id 0..n-1 once, all 256 single
+ * bytes present, every merge "a b" naming two tokens whose join is a
+ * token, no merge twice, and one merge for every token that is neither a
+ * byte nor special (so a truncated or mismatched pair of files is refused,
+ * naming the line). CRLF line ends in vocab.bpe are read as LF (as
+ * tiktoken and Hugging Face read them). Messages name the files by their
+ * paths (attn_bpe_from_memory: "encoder.json", "vocab.bpe"). */
 attn_status attn_bpe_load(attn_bpe **out, const char *encoder_json_path, const char *vocab_bpe_path,
                           attn_error *err);
 /* The same from the files' bytes in memory. */

@@ -2,9 +2,16 @@
  *
  * A dataset views n token ids (borrowed, int32) as len = n - block_size
  * windows: window p is x = ids[p : p+block], y = ids[p+1 : p+1+block].
- * attn_dataset_init_u16 views uint16 ids instead (a mapped token file,
- * attn/token_file.h): get and both batch functions still give int32 x, y,
- * the same as the int32 view of the same ids.
+ * attn_dataset_init_file views n uint16 ids in an open file instead (a
+ * token file, attn/token_file.h), read window by window with pread: no id
+ * is held in memory, and nothing is mapped, so a file that is truncated,
+ * replaced in place or overwritten under a run is an error (ATTN_ERR_IO
+ * naming the file: "... changed under the run"), never a SIGBUS. Every id
+ * read is checked: fewer bytes than asked (a shorter file) or an id not
+ * below vocab_size (other bytes) fail the read. get, read and both batch
+ * functions give int32 x, y, the same as the int32 view of the same ids;
+ * they return a status for the file view's sake (the int32 view never
+ * fails).
  *
  * Splits: the first 90% of the ids train, the last 10% validate (the split
  * point is floor(0.9 * n), as nanoGPT's int(n * 0.9)).
@@ -30,36 +37,46 @@ extern "C" {
 #endif
 
 typedef struct attn_token_dataset {
-    const int32_t *ids; /* borrowed; NULL for a uint16 view */
+    const int32_t *ids; /* borrowed; NULL for a file view */
     size_t n_ids;
     int block_size;
-    const uint16_t *ids16; /* borrowed; the uint16 view's ids, else NULL */
+    /* A file view (attn_dataset_init_file) reads ids from here: */
+    const char *path; /* the file, named in errors (borrowed); NULL: no file view */
+    int fd;           /* open for reading (borrowed: the caller closes it) */
+    uint64_t offset;  /* byte of id 0; id i is the little-endian uint16 at offset + 2 i */
+    int vocab_size;   /* every id read must be below it */
 } attn_token_dataset;
 
 /* Fails unless n >= block_size + 1 (at least one window) and block_size >= 1. */
 attn_status attn_dataset_init(attn_token_dataset *ds, const int32_t *ids, size_t n, int block_size,
                               attn_error *err);
 
-/* The same over n uint16 ids (ids stays NULL, ids16 = ids). */
-attn_status attn_dataset_init_u16(attn_token_dataset *ds, const uint16_t *ids, size_t n,
-                                  int block_size, attn_error *err);
+/* The same over n uint16 ids at byte offset of the open file fd (path names
+ * it in errors; both are borrowed), each to be below vocab_size (1 ..
+ * 65536). Nothing is read here: the reads check what they get. */
+attn_status attn_dataset_init_file(attn_token_dataset *ds, int fd, const char *path,
+                                   uint64_t offset, size_t n, int vocab_size, int block_size,
+                                   attn_error *err);
 
 /* Number of windows: n_ids - block_size. */
 size_t attn_dataset_len(const attn_token_dataset *ds);
 
-/* Token i (< n_ids) of the view, whichever width it holds. */
-int32_t attn_dataset_token(const attn_token_dataset *ds, size_t i);
+/* Ids [i, i + n) of the view (i + n <= n_ids) into out, whichever width
+ * they are stored in. */
+attn_status attn_dataset_read(const attn_token_dataset *ds, size_t i, size_t n, int32_t *out,
+                              attn_error *err);
 
 /* Copy window pos (< len) into x and y (block_size ids each). */
-void attn_dataset_get(const attn_token_dataset *ds, size_t pos, int32_t *x, int32_t *y);
+attn_status attn_dataset_get(const attn_token_dataset *ds, size_t pos, int32_t *x, int32_t *y,
+                             attn_error *err);
 
 /* Where the training split ends: floor(0.9 * n). Train = ids[0:s], val = ids[s:n]. */
 size_t attn_split_point(size_t n);
 
 /* B windows at uniformly random positions drawn from rng (for loss
  * estimates); x, y are (B, block_size) row-major. */
-void attn_dataset_random_batch(const attn_token_dataset *ds, attn_rng *rng, int B, int32_t *x,
-                               int32_t *y);
+attn_status attn_dataset_random_batch(const attn_token_dataset *ds, attn_rng *rng, int B,
+                                      int32_t *x, int32_t *y, attn_error *err);
 
 typedef struct attn_sampler {
     size_t len; /* windows in the dataset */
@@ -87,9 +104,10 @@ attn_status attn_sampler_init_computed(attn_sampler *s, size_t len, uint64_t see
 attn_status attn_sampler_restore(attn_sampler *s, uint64_t epoch, size_t cursor, attn_error *err);
 void attn_sampler_free(attn_sampler *s);
 
-/* The next B windows of the shuffled order into x, y (B, block_size). */
-void attn_sampler_next_batch(attn_sampler *s, const attn_token_dataset *ds, int B, int32_t *x,
-                             int32_t *y);
+/* The next B windows of the shuffled order into x, y (B, block_size). A
+ * failed read leaves the sampler past the windows it drew. */
+attn_status attn_sampler_next_batch(attn_sampler *s, const attn_token_dataset *ds, int B,
+                                    int32_t *x, int32_t *y, attn_error *err);
 
 #ifdef __cplusplus
 }

@@ -45,6 +45,13 @@ attn_status attn_file_in_read(attn_file_in *in, const char *path, void *buf, siz
                               attn_error *err);
 void attn_file_in_close(attn_file_in *in);
 
+/* Read n bytes at byte off of the open file fd into buf (pread: no file
+ * position, any thread), fewer only where the file ends: *got = how many.
+ * A read error is ATTN_ERR_IO naming path; a short count is the caller's
+ * to judge (a file that shrank under a reader, attn/dataset.h). */
+attn_status attn_file_pread(int fd, const char *path, void *buf, size_t n, uint64_t off,
+                            size_t *got, attn_error *err);
+
 /* Streaming atomic write:
  *
  *     attn_atomic_file f;

@@ -1,12 +1,20 @@
-/* attn/token_file.h — a corpus tokenized once into a cached, memory-mapped
- * uint16 token file.
+/* attn/token_file.h — a corpus tokenized once into a cached uint16 token
+ * file.
  *
  * For a vocabulary of at most 65536 tokens (GPT-2's is 50257) the ids of a
- * text are written once, as uint16, into a file in a cache folder and mapped
- * read-only from then on: a 1 GB text trains without its bytes or its ids
- * in RAM. The file is reused only while the text's bytes and the encoder are
- * unchanged; anything else (another tokenizer, a changed text, a truncated
- * or corrupt file) is rebuilt, never trusted.
+ * text are written once, as uint16, into a file in a cache folder and read
+ * from then on window by window (pread, attn_token_file_dataset): a 1 GB
+ * text trains without its bytes or its ids in RAM (the page cache alone
+ * holds them). The file is reused only while the text's bytes and the
+ * encoder are unchanged; anything else (another tokenizer, a changed text,
+ * a truncated or corrupt file) is rebuilt, never trusted.
+ *
+ * Nothing here memory-maps a file (nor anywhere in attn: weights and
+ * checkpoints are read into memory): a mapped file that another process
+ * truncates kills the reader with SIGBUS, and a cache file or a corpus can
+ * change under a run (a user's `truncate`, another tool rewriting it). So
+ * the text is read in slices and the ids with pread; a file that changes
+ * under a reader is an error naming it (attn/dataset.h), never a crash.
  *
  * The cache file is "<cache_dir>/tok-<E>-<T>.u16": E is XXH3-64 of the
  * encoder's identity bytes, T is XXH3-128 of the text's bytes (of the range
@@ -21,7 +29,7 @@
  * link, a folder or another kind of file there is an error, as is a cache
  * path that is the text itself or lies in a run folder (the trainer's).
  *
- * Building: the text is mapped read-only (never modified) and encoded in
+ * Building: the text is read (never modified) and encoded in
  * chunks of about chunk_bytes, each cut only at a SAFE boundary p:
  * text[p-1] == '\n', the character before that '\n' is not white space, and
  * either the character at p is not white space, or it is one white-space
@@ -42,6 +50,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "attn/dataset.h"
 #include "attn/status.h"
 
 #ifdef __cplusplus
@@ -67,14 +76,17 @@ typedef struct attn_token_encoder {
     size_t chunk_bytes; /* text per encode call when building; 0: ATTN_TOKEN_CHUNK_DEFAULT */
 } attn_token_encoder;
 
+/* Bytes before the ids in a token file (its header). */
+#define ATTN_TOKEN_FILE_HEADER 72
+
 typedef struct attn_token_file {
-    const uint16_t *tokens; /* n_tokens ids, mapped read-only */
     size_t n_tokens;
     int rebuilt;         /* 1 when this open encoded the text (no valid cache file) */
     size_t encode_calls; /* calls to encode made by this open (0 when reused) */
     char path[4096];     /* the cache file */
-    void *map;           /* the mapping (private) */
-    size_t map_size;
+    int fd;              /* the cache file, open for reading (checked whole at open) */
+    int is_open;         /* 1 while fd is this handle's */
+    int vocab_size;      /* the encoder's: every id is below it */
 } attn_token_file;
 
 /* Tokens of the whole text at text_path, from the cache in cache_dir (made
@@ -90,11 +102,16 @@ attn_status attn_token_file_open_range(const char *text_path, size_t text_begin,
                                        const attn_token_encoder *enc, const char *cache_dir,
                                        attn_token_file *tf, attn_error *err);
 
-/* Unmap; safe on a zeroed or closed handle. */
+/* Close the file; safe on a zeroed or closed handle. */
 void attn_token_file_close(attn_token_file *tf);
 
 size_t attn_token_file_len(const attn_token_file *tf);
-const uint16_t *attn_token_file_ids(const attn_token_file *tf);
+
+/* A dataset view of the open file's ids (attn_dataset_init_file: read
+ * window by window, every read checked), borrowing tf: close tf after the
+ * last read. */
+attn_status attn_token_file_dataset(const attn_token_file *tf, int block_size,
+                                    attn_token_dataset *ds, attn_error *err);
 
 /* The book's split of the TEXT (chapter 2/5: split_idx = int(0.9 *
  * len(text)) characters): the byte offset where character

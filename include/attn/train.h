@@ -244,8 +244,8 @@ float attn_eval_val(const attn_eval_record *r);
  * scratch (any (B, T) with T <= context_length); ids must be valid tokens. */
 attn_status attn_gpt_loss_windows(attn_gpt *m, attn_gpt_acts *acts, const int32_t *ids, size_t n,
                                   double *loss, size_t *count, attn_error *err);
-/* The same over every token of a dataset view (int32 or a mapped uint16
- * token file; its block_size is not used). */
+/* The same over every token of a dataset view (int32 or a uint16 token
+ * file, read window by window; its block_size is not used). */
 attn_status attn_gpt_loss_dataset(attn_gpt *m, attn_gpt_acts *acts, const attn_token_dataset *ds,
                                   double *loss, size_t *count, attn_error *err);
 
@@ -314,7 +314,7 @@ const attn_dist *attn_trainer_dist(const attn_trainer *tr);
 /* The corpus: its size in bytes, and its tokens in the train / val splits. */
 size_t attn_trainer_corpus_bytes(const attn_trainer *tr);
 void attn_trainer_split_tokens(const attn_trainer *tr, size_t *train, size_t *val);
-/* The mapped token file of split 0 (train) or 1 (val) of a gpt2 run on a
+/* The token file of split 0 (train) or 1 (val) of a gpt2 run on a
  * corpus file (attn_train_start with no text; attn/token_file.h: its path,
  * and whether this start built it), or NULL when the ids are in memory. */
 const attn_token_file *attn_trainer_token_file(const attn_trainer *tr, int split);

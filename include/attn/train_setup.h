@@ -86,7 +86,9 @@ attn_status attn_train_resolve(const attn_train_request *rq, attn_train_setup *s
  * ids in memory: they are tokenized once into uint16 token files in the
  * cache folder (attn_token_cache_dir: $ATTN_CACHE_DIR, else
  * $XDG_CACHE_HOME/attn/tokens, else ~/.cache/attn/tokens), reused while
- * the text and GPT-2's files are unchanged, and memory-mapped; a dry run
+ * the text and GPT-2's files are unchanged, and read window by window (a
+ * token file that changes under the run ends it with an error naming the
+ * file; the last checkpoint stays the run's); a dry run
  * only counts the tokens (no cache read or written). A char run reads the
  * file whole (its vocabulary is the text's). Every check a run makes before
  * its first step, writing nothing but that cache (attn train --dry-run runs

@@ -30,7 +30,17 @@
  * "n_heads" (attn's exports write it); else hint->n_heads; else GPT-2's by
  * emb_dim (768: 12, 1024: 16, 1280: 20, 1600: 25); else an error saying to
  * give it. A hint that disagrees with the file is an error. GELU is the tanh
- * form in GPT-2, llm.c and the book alike; LayerNorm eps 1e-5. */
+ * form in GPT-2, llm.c and the book alike; LayerNorm eps 1e-5.
+ *
+ * An HF config.json beside the file, when there is one, must be one JSON
+ * object (json_strict's rules: nothing after it, no NUL, no byte order
+ * mark) that agrees with the tensors: n_layer, n_embd, vocab_size,
+ * n_positions, n_ctx, n_inner (null: 4 n_embd) are the tensors' sizes where
+ * given, tie_word_embeddings true means no distinct lm_head, and
+ * activation_function, layer_norm_epsilon, scale_attn_by_inverse_layer_idx
+ * are GPT-2's. Anything else is ATTN_ERR_FORMAT naming the file, the key
+ * and both values ("n_layer says 100, but the tensors of F say 12"): a
+ * config.json left beside other weights must not pass for theirs. */
 #ifndef ATTN_WEIGHTS_FORMAT_H
 #define ATTN_WEIGHTS_FORMAT_H
 

@@ -83,8 +83,13 @@ class Encoding:
     def _encode(self, text, special):
         if not isinstance(text, str):
             raise TypeError(f"encode: text must be str, not {type(text).__name__}")
-        # surrogatepass: a lone surrogate (from a bad decode) still round-trips as bytes
-        data = text.encode("utf-8", "surrogatepass")
+        try:
+            data = text.encode("utf-8")
+        except UnicodeEncodeError:
+            # tiktoken's own fix-up: a surrogate pair becomes its character,
+            # each lone surrogate U+FFFD ("a\ud800b" -> [64, 4210, 65])
+            data = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace") \
+                .encode("utf-8")
         ids = (ctypes.c_int32 * (len(data) + 1))()
         n = ctypes.c_size_t()
         err = error()

@@ -71,6 +71,25 @@ attn_status attn_file_in_read(attn_file_in *in, const char *path, void *buf, siz
     return ATTN_OK;
 }
 
+attn_status attn_file_pread(int fd, const char *path, void *buf, size_t n, uint64_t off,
+                            size_t *got, attn_error *err) {
+    size_t k = 0;
+    while (k < n) {
+        const size_t ask = n - k > ((size_t)1 << 30) ? (size_t)1 << 30 : n - k;
+        const ssize_t r = pread(fd, (char *)buf + k, ask, (off_t)(off + k));
+        if (r == 0) break;
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            int e = errno;
+            *got = k;
+            return attn_fail(err, ATTN_ERR_IO, "cannot read '%s': %s", path, strerror(e));
+        }
+        k += (size_t)r;
+    }
+    *got = k;
+    return ATTN_OK;
+}
+
 void attn_file_in_close(attn_file_in *in) {
     if (in && in->fd >= 0) close(in->fd);
     if (in) in->fd = -1;

@@ -107,6 +107,12 @@ attn_status attn_json_parse_strict(const char *text, size_t n, const char *name,
         return attn_fail(err, ATTN_ERR_FORMAT, "%s: a NUL byte at byte %zu (line %zu, column %zu)",
                          name, (size_t)(nul - text), line, col);
     }
+    /* cJSON skips a UTF-8 byte order mark; RFC 8259 has none (8.1). */
+    if (n >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0)
+        return attn_fail(err, ATTN_ERR_FORMAT,
+                         "%s: a byte order mark (EF BB BF) at line 1, column 1: JSON text has "
+                         "none (save it as UTF-8 without BOM)",
+                         name);
     if (text[strspn(text, " \t\r\n")] == '\0')
         return attn_fail(err, ATTN_ERR_FORMAT, "%s: empty (no JSON)", name);
     const char *end = NULL;

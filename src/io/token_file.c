@@ -1,5 +1,6 @@
-/* A text tokenized once into a cached, mapped uint16 token file (see
- * attn/token_file.h). */
+/* A text tokenized once into a cached uint16 token file (see
+ * attn/token_file.h). Nothing is mapped: the text is read in slices, the
+ * cache file with pread (a file truncated under a mapping is a SIGBUS). */
 #define _GNU_SOURCE /* memrchr */
 #include "attn/token_file.h"
 
@@ -8,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -18,13 +18,15 @@
 #include "attn/parse.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
-#error "token files are mapped as little-endian uint16"
+#error "token files are written as the host's uint16: little-endian only"
 #endif
 
 #define TF_MAGIC "ATTNTOK"
 #define TF_VERSION 1u
-#define TF_HEADER 72
+#define TF_HEADER ATTN_TOKEN_FILE_HEADER
 #define TF_VOCAB_MAX 65536
+#define TF_SLICE ((size_t)1 << 20)      /* bytes per read of a text or a cache file */
+#define TF_LOOKAHEAD ((size_t)64 << 10) /* read past a chunk's end to judge its cut */
 
 /* What a cache file must say about itself. */
 typedef struct tf_header {
@@ -89,13 +91,17 @@ static int safe_at(const char *t, size_t lo, size_t n, size_t p) {
 }
 
 /* Where the chunk starting at s ends: the last safe boundary in
- * (s, s + chunk], else the first one after it, else n. */
-static size_t next_cut(const char *t, size_t s, size_t n, size_t chunk) {
-    if (n - s <= chunk) return n;
+ * (s, s + chunk], else the first one after it, else n. t[0:n) is the text
+ * read so far, whole: up to its end. When it is not, a cut is judged only
+ * with the 8 bytes after it in t (all safe_at looks at), and 0 says: read
+ * further. */
+static size_t next_cut(const char *t, size_t s, size_t n, size_t chunk, int whole) {
+    if (n - s <= chunk) return whole ? n : 0;
     for (size_t end = s + chunk; end > s + 1;) {
         const char *nl = memrchr(t + s + 1, '\n', end - (s + 1));
         if (!nl) break;
         const size_t p = (size_t)(nl - t) + 1;
+        if (!whole && p + 8 > n) return 0;
         if (safe_at(t, s, n, p)) return p;
         end = p - 1;
     }
@@ -103,87 +109,112 @@ static size_t next_cut(const char *t, size_t s, size_t n, size_t chunk) {
         const char *nl = memchr(t + from, '\n', n - from);
         if (!nl) break;
         const size_t p = (size_t)(nl - t) + 1;
+        if (!whole && p + 8 > n) return 0;
         if (safe_at(t, s, n, p)) return p;
         from = p;
     }
-    return n;
+    return whole ? n : 0;
 }
 
 /* ------------------------------------------------------------ the text */
 
-typedef struct text_map {
-    void *base; /* the whole file, read-only (NULL when empty) */
-    size_t size;
-    const char *text; /* base + begin */
-    size_t n;
-} text_map;
+/* A text (or a range of one) read on demand: from a file with pread, in
+ * slices into buf, or from memory. */
+typedef struct text_src {
+    const char *mem; /* the text in memory, or NULL: read from fd */
+    int fd;
+    const char *path;
+    uint64_t begin; /* the range's first byte in the file */
+    size_t n;       /* the range's bytes */
+    char *buf;      /* bytes [at, at + len) of the range */
+    size_t cap, at, len;
+} text_src;
 
-static void text_unmap(text_map *m) {
-    if (m->base) munmap(m->base, m->size);
-    memset(m, 0, sizeof *m);
+static void text_close(text_src *t) {
+    if (!t->mem && t->fd >= 0) close(t->fd);
+    free(t->buf);
+    memset(t, 0, sizeof *t);
+    t->fd = -1;
 }
 
-/* Map text_path read-only and point at [begin, end) (end SIZE_MAX: its end). */
-static attn_status text_map_range(text_map *m, const char *path, size_t begin, size_t end,
-                                  attn_error *err) {
-    memset(m, 0, sizeof *m);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return attn_fail(err, ATTN_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+/* Open text_path and take its bytes [begin, end) (end SIZE_MAX: its end). */
+static attn_status text_open(text_src *t, const char *path, size_t begin, size_t end,
+                             attn_error *err) {
+    memset(t, 0, sizeof *t);
+    t->path = path;
+    t->fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (t->fd < 0)
+        return attn_fail(err, ATTN_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return attn_fail(err, ATTN_ERR_IO, "cannot map '%s': not a regular file", path);
+    if (fstat(t->fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        text_close(t);
+        return attn_fail(err, ATTN_ERR_IO, "cannot read '%s' in slices: not a regular file", path);
     }
-    m->size = (size_t)st.st_size;
-    if (end == SIZE_MAX) end = m->size;
-    if (begin > end || end > m->size) {
-        close(fd);
+    const size_t size = (size_t)st.st_size;
+    if (end == SIZE_MAX) end = size;
+    if (begin > end || end > size) {
+        text_close(t);
         return attn_fail(err, ATTN_ERR_INVALID_ARG,
                          "text range [%zu, %zu) is not within '%s' (%zu bytes)", begin, end, path,
-                         m->size);
+                         size);
     }
-    if (m->size) m->base = mmap(NULL, m->size, PROT_READ, MAP_PRIVATE, fd, 0);
-    int e = errno;
-    close(fd);
-    if (m->base == MAP_FAILED) {
-        m->base = NULL;
-        return attn_fail(err, ATTN_ERR_IO, "cannot map '%s': %s", path, strerror(e));
-    }
-    if (m->base) madvise(m->base, m->size, MADV_SEQUENTIAL);
-    m->text = m->base ? (const char *)m->base + begin : "";
-    m->n = end - begin;
+    t->begin = begin;
+    t->n = end - begin;
     return ATTN_OK;
 }
 
-/* Drop the whole pages of [p, p + n) from this process's mapping: they
- * stay in the page cache (read-only file pages, never written) and fault
- * back in when read again, so one pass over a 1 GB file leaves no 1 GB in
- * the process's resident set. */
-static void release_pages(const void *p, size_t n) {
-    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    const uintptr_t a = ((uintptr_t)p + page - 1) & ~(page - 1);
-    const uintptr_t b = ((uintptr_t)p + n) & ~(page - 1);
-    if (b > a) madvise((void *)a, b - a, MADV_DONTNEED);
+/* The text's bytes [i, i + *got) at *p, *got = min(want, n - i): valid
+ * until the next view. A file that is shorter than when it was opened
+ * changed while it was read. */
+static attn_status text_view(text_src *t, size_t i, size_t want, const char **p, size_t *got,
+                             attn_error *err) {
+    const size_t k = t->n - i < want ? t->n - i : want;
+    *got = k;
+    if (t->mem) {
+        *p = t->mem + i;
+        return ATTN_OK;
+    }
+    if (i >= t->at && i + k <= t->at + t->len) {
+        *p = t->buf + (i - t->at);
+        return ATTN_OK;
+    }
+    if (k > t->cap) {
+        char *b = realloc(t->buf, k);
+        if (!b) return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for %zu bytes of text", k);
+        t->buf = b;
+        t->cap = k;
+    }
+    size_t r = 0;
+    t->len = 0;
+    attn_status s = attn_file_pread(t->fd, t->path, t->buf, k, t->begin + i, &r, err);
+    if (!s && r < k)
+        s = attn_fail(err, ATTN_ERR_IO,
+                      "the text '%s' changed while it was read: it ends at byte %llu", t->path,
+                      (unsigned long long)(t->begin + i + r));
+    if (s) return s;
+    t->at = i;
+    t->len = k;
+    *p = t->buf;
+    return ATTN_OK;
 }
 
-/* XXH3-128 of the n bytes at t, fed in slices (one pass over the mapping,
- * each slice released once hashed). */
-static attn_status hash_text(const char *t, size_t n, uint64_t out[2], attn_error *err) {
+/* XXH3-128 of the text, read in slices. */
+static attn_status hash_text(text_src *t, uint64_t out[2], attn_error *err) {
     XXH3_state_t *st = XXH3_createState();
     if (!st || XXH3_128bits_reset(st) != XXH_OK) {
         XXH3_freeState(st);
         return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for the text's hash");
     }
-    const size_t slice = (size_t)64 << 20;
-    for (size_t i = 0; i < n; i += slice) {
-        XXH3_128bits_update(st, t + i, n - i < slice ? n - i : slice);
-        release_pages(t + i, n - i < slice ? n - i : slice);
+    attn_status s = ATTN_OK;
+    for (size_t i = 0, k = 0; i < t->n && !s; i += k) {
+        const char *p = NULL;
+        if (!(s = text_view(t, i, TF_SLICE, &p, &k, err))) XXH3_128bits_update(st, p, k);
     }
     XXH128_hash_t h = XXH3_128bits_digest(st);
     XXH3_freeState(st);
     out[0] = h.low64;
     out[1] = h.high64;
-    return ATTN_OK;
+    return s;
 }
 
 /* ---------------------------------------------------------- the header */
@@ -213,57 +244,60 @@ static void header_write(unsigned char b[TF_HEADER], const tf_header *h) {
     put_u64(b + 64, XXH3_64bits(b, 64)); /* the header's own check */
 }
 
-/* 1 when the size bytes at b are the cache file h describes (its tokens
- * hashed and checked against the vocabulary). */
-static int file_matches(const unsigned char *b, size_t size, const tf_header *h) {
-    if (size < TF_HEADER || memcmp(b, TF_MAGIC, sizeof TF_MAGIC) != 0) return 0;
-    if (get_u64(b + 64) != XXH3_64bits(b, 64)) return 0;
-    const uint64_t n = get_u64(b + 48);
-    if (get_u64(b + 8) != ((uint64_t)h->version | (uint64_t)h->vocab_size << 32) ||
-        get_u64(b + 16) != h->enc_hash || get_u64(b + 24) != h->text_bytes ||
-        get_u64(b + 32) != h->text_hash[0] || get_u64(b + 40) != h->text_hash[1])
+/* 1 when the header b says what h says (its own check included). */
+static int header_matches(const unsigned char *b, const tf_header *h) {
+    return memcmp(b, TF_MAGIC, sizeof TF_MAGIC) == 0 && get_u64(b + 64) == XXH3_64bits(b, 64) &&
+           get_u64(b + 8) == ((uint64_t)h->version | (uint64_t)h->vocab_size << 32) &&
+           get_u64(b + 16) == h->enc_hash && get_u64(b + 24) == h->text_bytes &&
+           get_u64(b + 32) == h->text_hash[0] && get_u64(b + 40) == h->text_hash[1];
+}
+
+/* 1 when the open file fd of size bytes is the cache file h describes:
+ * its header, its tokens' hash, every id below the vocabulary (read in
+ * slices); *n the token count. */
+static int file_matches(int fd, const char *path, uint64_t size, const tf_header *h, size_t *n) {
+    unsigned char hdr[TF_HEADER];
+    size_t got = 0;
+    if (size < TF_HEADER || attn_file_pread(fd, path, hdr, TF_HEADER, 0, &got, NULL) ||
+        got != TF_HEADER || !header_matches(hdr, h))
         return 0;
-    if (n > (size - TF_HEADER) / 2 || size != TF_HEADER + 2 * n) return 0;
-    const uint16_t *ids = (const uint16_t *)(b + TF_HEADER);
+    const uint64_t count = get_u64(hdr + 48);
+    if (count > (size - TF_HEADER) / 2 || size != TF_HEADER + 2 * count) return 0;
+    unsigned char *buf = malloc(TF_SLICE);
     XXH3_state_t *st = XXH3_createState();
-    if (!st || XXH3_64bits_reset(st) != XXH_OK) {
-        XXH3_freeState(st);
-        return 0;
+    int ok = buf && st && XXH3_64bits_reset(st) == XXH_OK;
+    for (uint64_t at = 0, k; ok && at < 2 * count; at += k) {
+        k = 2 * count - at < TF_SLICE ? 2 * count - at : TF_SLICE;
+        ok = !attn_file_pread(fd, path, buf, (size_t)k, TF_HEADER + at, &got, NULL) && got == k;
+        for (size_t j = 0; ok && j < k; j += 2) /* little-endian uint16 ids */
+            ok = ((uint32_t)buf[j] | (uint32_t)buf[j + 1] << 8) < h->vocab_size;
+        if (ok) XXH3_64bits_update(st, buf, (size_t)k);
     }
-    uint16_t top = 0;
-    const uint64_t slice = (uint64_t)16 << 20; /* ids per slice, released once read */
-    for (uint64_t i = 0; i < n; i += slice) {
-        const uint64_t k = n - i < slice ? n - i : slice;
-        XXH3_64bits_update(st, ids + i, 2 * k);
-        for (uint64_t j = i; j < i + k; j++)
-            top = ids[j] > top ? ids[j] : top;
-        release_pages(ids + i, 2 * k);
-    }
-    const int same = XXH3_64bits_digest(st) == get_u64(b + 56);
+    ok = ok && XXH3_64bits_digest(st) == get_u64(hdr + 56);
     XXH3_freeState(st);
-    return same && (n == 0 || top < h->vocab_size);
+    free(buf);
+    *n = (size_t)count;
+    return ok;
 }
 
 /* ------------------------------------------------------ the cache file */
 
-/* Map path when it is the cache file h describes: 1 (tf filled), else 0. */
+/* Open path when it is the cache file h describes: 1 (tf holds it open),
+ * else 0. */
 static int try_reuse(const char *path, const tf_header *h, attn_token_file *tf) {
     int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) return 0;
     struct stat st;
-    void *map = MAP_FAILED;
-    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= TF_HEADER)
-        map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (map == MAP_FAILED) return 0;
-    if (!file_matches(map, (size_t)st.st_size, h)) {
-        munmap(map, (size_t)st.st_size);
+    size_t n = 0;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+        !file_matches(fd, path, (uint64_t)st.st_size, h, &n)) {
+        close(fd);
         return 0;
     }
-    tf->map = map;
-    tf->map_size = (size_t)st.st_size;
-    tf->tokens = (const uint16_t *)((const unsigned char *)map + TF_HEADER);
-    tf->n_tokens = (size_t)get_u64((const unsigned char *)map + 48);
+    tf->fd = fd;
+    tf->is_open = 1;
+    tf->n_tokens = n;
+    tf->vocab_size = (int)h->vocab_size;
     return 1;
 }
 
@@ -351,11 +385,27 @@ static attn_status narrow_ids(const chunk_bufs *b, size_t k, int vocab, size_t a
     return ATTN_OK;
 }
 
+/* The next chunk of the text, from byte at: [at, *end), its bytes at *p
+ * (valid until the next view). Read with TF_LOOKAHEAD bytes past its
+ * nominal end, and twice as much each time no cut can be judged yet. */
+static attn_status next_chunk(text_src *t, size_t at, size_t chunk, const char **p, size_t *end,
+                              attn_error *err) {
+    for (size_t want = chunk + TF_LOOKAHEAD;; want = want > SIZE_MAX / 2 ? SIZE_MAX : want * 2) {
+        size_t got = 0;
+        attn_status s = text_view(t, at, want, p, &got, err);
+        if (s) return s;
+        const size_t cut = next_cut(*p, 0, got, chunk, at + got == t->n);
+        if (cut) {
+            *end = at + cut;
+            return ATTN_OK;
+        }
+    }
+}
+
 /* Encode the text chunk by chunk into f (after its header; NULL: count
  * only); h gets the token count and hash, *calls the encode calls. */
-static attn_status encode_chunks(const text_map *m, const attn_token_encoder *enc,
-                                 attn_atomic_file *f, tf_header *h, size_t *calls,
-                                 attn_error *err) {
+static attn_status encode_chunks(text_src *t, const attn_token_encoder *enc, attn_atomic_file *f,
+                                 tf_header *h, size_t *calls, attn_error *err) {
     const size_t chunk = enc->chunk_bytes ? enc->chunk_bytes : ATTN_TOKEN_CHUNK_DEFAULT;
     chunk_bufs b = {0};
     XXH3_state_t *st = XXH3_createState();
@@ -363,17 +413,17 @@ static attn_status encode_chunks(const text_map *m, const attn_token_encoder *en
                         ? ATTN_OK
                         : attn_fail(err, ATTN_ERR_NOMEM, "out of memory for the tokens' hash");
     h->n_tokens = 0;
-    for (size_t at = 0, end; at < m->n && !s; at = end) {
-        end = next_cut(m->text, at, m->n, chunk);
+    for (size_t at = 0, end = 0; at < t->n && !s; at = end) {
+        const char *text = NULL;
+        if ((s = next_chunk(t, at, chunk, &text, &end, err))) break;
         size_t k = 0, cap = end - at + 1;
         if ((s = bufs_reserve(&b, cap, err))) break;
         (*calls)++;
-        if ((s = enc->encode(enc->ctx, m->text + at, end - at, b.ids, cap, &k, err))) break;
+        if ((s = enc->encode(enc->ctx, text, end - at, b.ids, cap, &k, err))) break;
         if (k > cap) {
             s = attn_fail(err, ATTN_ERR_STATE, "the encoder gave %zu ids for room %zu", k, cap);
             break;
         }
-        release_pages(m->text + at, end - at);
         if ((s = narrow_ids(&b, k, enc->vocab_size, at, err))) break;
         XXH3_64bits_update(st, b.u16, k * sizeof *b.u16);
         if (f) s = attn_atomic_write(f, b.u16, k * sizeof *b.u16, err);
@@ -386,8 +436,8 @@ static attn_status encode_chunks(const text_map *m, const attn_token_encoder *en
     return s;
 }
 
-/* Write the cache file h describes for the text at m (atomically). */
-static attn_status build_file(const char *path, const text_map *m, const attn_token_encoder *enc,
+/* Write the cache file h describes for the text t (atomically). */
+static attn_status build_file(const char *path, text_src *t, const attn_token_encoder *enc,
                               tf_header *h, size_t *calls, attn_error *err) {
     attn_atomic_file f;
     unsigned char hdr[TF_HEADER] = {0};
@@ -395,9 +445,9 @@ static attn_status build_file(const char *path, const text_map *m, const attn_to
     if (s) return s;
     if (f.direct) s = attn_fail(err, ATTN_ERR_IO, "'%s' is not a regular file", path);
     if (!s) s = attn_atomic_write(&f, hdr, sizeof hdr, err); /* filled in below */
-    if (!s) s = encode_chunks(m, enc, &f, h, calls, err);
+    if (!s) s = encode_chunks(t, enc, &f, h, calls, err);
     uint64_t again[2] = {0, 0};
-    if (!s) s = hash_text(m->text, m->n, again, err);
+    if (!s) s = hash_text(t, again, err);
     if (!s && (again[0] != h->text_hash[0] || again[1] != h->text_hash[1]))
         s = attn_fail(err, ATTN_ERR_IO, "the text changed while it was being tokenized");
     if (!s) {
@@ -430,23 +480,23 @@ attn_status attn_token_file_open_range(const char *text_path, size_t text_begin,
                                        attn_token_file *tf, attn_error *err) {
     memset(tf, 0, sizeof *tf);
     attn_status s = check_encoder(enc, err);
-    text_map m = {0};
-    if (!s) s = text_map_range(&m, text_path, text_begin, text_end, err);
+    text_src t = {.fd = -1};
+    if (!s) s = text_open(&t, text_path, text_begin, text_end, err);
     tf_header h = {.version = TF_VERSION, .vocab_size = (uint32_t)enc->vocab_size};
     if (!s) {
         h.enc_hash = XXH3_64bits(enc->identity_len ? enc->identity : "", enc->identity_len);
-        h.text_bytes = m.n;
-        s = hash_text(m.text, m.n, h.text_hash, err);
+        h.text_bytes = t.n;
+        s = hash_text(&t, h.text_hash, err);
     }
     if (!s) s = cache_path(cache_dir, text_path, &h, tf, err);
     if (!s && !try_reuse(tf->path, &h, tf)) {
         tf->rebuilt = 1;
-        s = build_file(tf->path, &m, enc, &h, &tf->encode_calls, err);
+        s = build_file(tf->path, &t, enc, &h, &tf->encode_calls, err);
         if (!s && !try_reuse(tf->path, &h, tf))
             s = attn_fail(err, ATTN_ERR_IO, "the token file '%s' does not read back as written",
                           tf->path);
     }
-    text_unmap(&m);
+    text_close(&t);
     if (s) attn_token_file_close(tf);
     return s;
 }
@@ -458,7 +508,7 @@ attn_status attn_token_file_open(const char *text_path, const attn_token_encoder
 
 void attn_token_file_close(attn_token_file *tf) {
     if (!tf) return;
-    if (tf->map) munmap(tf->map, tf->map_size);
+    if (tf->is_open) close(tf->fd);
     memset(tf, 0, sizeof *tf);
 }
 
@@ -466,69 +516,88 @@ size_t attn_token_file_len(const attn_token_file *tf) {
     return tf->n_tokens;
 }
 
-const uint16_t *attn_token_file_ids(const attn_token_file *tf) {
-    return tf->tokens;
+attn_status attn_token_file_dataset(const attn_token_file *tf, int block_size,
+                                    attn_token_dataset *ds, attn_error *err) {
+    if (!tf->is_open) return attn_fail(err, ATTN_ERR_STATE, "the token file is not open");
+    return attn_dataset_init_file(ds, tf->fd, tf->path, TF_HEADER, tf->n_tokens, tf->vocab_size,
+                                  block_size, err);
 }
 
 /* --------------------------------------------------------------- split */
 
-/* Behind a pass over a mapping (release set): drop what it has read. */
-static void release_behind(const char *t, size_t i, size_t *done, int release) {
-    if (release && i - *done >= ((size_t)64 << 20)) {
-        release_pages(t + *done, i - *done);
-        *done = i;
-    }
+/* The valid UTF-8 run at byte i, looked for within the next slice; *bad:
+ * the run ends at an invalid byte, not at the slice's edge or at a
+ * character the edge cut (the next call starts there). */
+static attn_status scan_run(text_src *t, size_t i, size_t *run, int *bad, attn_error *err) {
+    const char *p = NULL;
+    size_t w = 0;
+    attn_status s = text_view(t, i, TF_SLICE, &p, &w, err);
+    if (s) return s;
+    *run = attn_utf8_prefix(p, w);
+    *bad = *run < w && !(w<t->n - i && * run + 4> w);
+    return ATTN_OK;
 }
 
-/* The valid UTF-8 run at t + i, looked for within the next 64 MiB (a pass
- * over a mapping releases what lies behind it as it goes); *bad: the run
- * ends at an invalid byte, not at that window's edge or at a character
- * the edge cut (the next call starts there). */
-static size_t scan_run(const char *t, size_t i, size_t n, int *bad) {
-    const size_t window = (size_t)64 << 20, w = n - i < window ? n - i : window;
-    const size_t run = attn_utf8_prefix(t + i, w);
-    *bad = run < w && !(w < n - i && run + 4 > w);
-    return run;
+/* 1 when byte j of the text starts a character (j within the last view). */
+static int starts_char(const text_src *t, size_t j) {
+    const char *b = t->mem ? t->mem + j : t->buf + (j - t->at);
+    return ((unsigned char)*b & 0xC0) != 0x80;
 }
 
-/* Characters as Python counts them: code points, an invalid byte one each. */
-static size_t count_chars(const char *t, size_t n, int release) {
-    size_t chars = 0, done = 0;
-    for (size_t i = 0; i < n;) {
-        release_behind(t, i, &done, release);
+/* Characters as Python counts them (code points, an invalid byte one each)
+ * up to the one that starts character stop: *at its byte offset (n when
+ * there are no more), *chars the characters before it. */
+static attn_status walk_chars(text_src *t, size_t stop, size_t *at, size_t *chars,
+                              attn_error *err) {
+    size_t c = 0;
+    for (size_t i = 0; i < t->n;) {
+        size_t run;
         int bad;
-        const size_t run = scan_run(t, i, n, &bad);
-        for (size_t k = 0; k < run; k++)
-            chars += ((unsigned char)t[i + k] & 0xC0) != 0x80;
+        attn_status s = scan_run(t, i, &run, &bad, err);
+        if (s) return s;
+        for (size_t j = i; j < i + run; j++) {
+            if (!starts_char(t, j)) continue;
+            if (c == stop) {
+                *at = j, *chars = c;
+                return ATTN_OK;
+            }
+            c++;
+        }
         i += run;
-        if (bad) chars++, i++;
+        if (bad && c == stop) {
+            *at = i, *chars = c;
+            return ATTN_OK;
+        }
+        if (bad) c++, i++;
     }
-    return chars;
+    *at = t->n, *chars = c;
+    return ATTN_OK;
 }
 
-/* Byte offset of character k (k <= count_chars). */
-static size_t char_offset(const char *t, size_t n, size_t k, int release) {
-    size_t done = 0;
-    for (size_t i = 0; i < n;) {
-        release_behind(t, i, &done, release);
-        int bad;
-        const size_t run = scan_run(t, i, n, &bad);
-        for (size_t j = 0; j < run; j++)
-            if (((unsigned char)t[i + j] & 0xC0) != 0x80 && k-- == 0) return i + j;
-        i += run;
-        if (bad && k-- == 0) return i;
-        if (bad) i++;
-    }
-    return n;
-}
-
-static size_t split_offset(const char *text, size_t n, int release) {
-    const size_t chars = count_chars(text, n, release);
-    return char_offset(text, n, chars / 10 * 9 + (chars % 10) * 9 / 10, release);
+/* The book's split of the text: the byte where character floor(0.9 *
+ * characters) starts. */
+static attn_status split_offset(text_src *t, size_t *at, attn_error *err) {
+    size_t end, chars;
+    attn_status s = walk_chars(t, SIZE_MAX, &end, &chars, err);
+    if (!s) s = walk_chars(t, chars / 10 * 9 + (chars % 10) * 9 / 10, at, &chars, err);
+    return s;
 }
 
 size_t attn_text_split_offset(const char *text, size_t n) {
-    return split_offset(text, n, 0);
+    text_src t = {.mem = text, .fd = -1, .n = n};
+    size_t at = n;
+    split_offset(&t, &at, NULL); /* from memory: nothing can fail */
+    return at;
+}
+
+/* The split offset of the file at text_path, and its size. */
+static attn_status file_split(const char *text_path, size_t *split, size_t *n, attn_error *err) {
+    text_src t;
+    attn_status s = text_open(&t, text_path, 0, SIZE_MAX, err);
+    if (!s) s = split_offset(&t, split, err);
+    *n = t.n;
+    text_close(&t);
+    return s;
 }
 
 attn_status attn_token_file_open_split(const char *text_path, const attn_token_encoder *enc,
@@ -536,12 +605,9 @@ attn_status attn_token_file_open_split(const char *text_path, const attn_token_e
                                        attn_token_file *val, attn_error *err) {
     memset(train, 0, sizeof *train);
     memset(val, 0, sizeof *val);
-    text_map m;
-    attn_status s = text_map_range(&m, text_path, 0, SIZE_MAX, err);
-    if (s) return s;
-    const size_t split = split_offset(m.text, m.n, 1), n = m.n;
-    text_unmap(&m);
-    s = attn_token_file_open_range(text_path, 0, split, enc, cache_dir, train, err);
+    size_t split = 0, n = 0;
+    attn_status s = file_split(text_path, &split, &n, err);
+    if (!s) s = attn_token_file_open_range(text_path, 0, split, enc, cache_dir, train, err);
     if (!s) s = attn_token_file_open_range(text_path, split, n, enc, cache_dir, val, err);
     if (s) attn_token_file_close(train);
     return s;
@@ -551,26 +617,23 @@ attn_status attn_token_count_range(const char *text_path, size_t text_begin, siz
                                    const attn_token_encoder *enc, size_t *n_tokens,
                                    attn_error *err) {
     *n_tokens = 0;
-    text_map m = {0};
+    text_src t = {.fd = -1};
     attn_status s = check_encoder(enc, err);
-    if (!s) s = text_map_range(&m, text_path, text_begin, text_end, err);
+    if (!s) s = text_open(&t, text_path, text_begin, text_end, err);
     tf_header h = {0};
     size_t calls = 0;
-    if (!s) s = encode_chunks(&m, enc, NULL, &h, &calls, err);
+    if (!s) s = encode_chunks(&t, enc, NULL, &h, &calls, err);
     if (!s) *n_tokens = (size_t)h.n_tokens;
-    text_unmap(&m);
+    text_close(&t);
     return s;
 }
 
 attn_status attn_token_count_split(const char *text_path, const attn_token_encoder *enc,
                                    size_t *n_train, size_t *n_val, attn_error *err) {
     *n_train = *n_val = 0;
-    text_map m;
-    attn_status s = text_map_range(&m, text_path, 0, SIZE_MAX, err);
-    if (s) return s;
-    const size_t split = split_offset(m.text, m.n, 1), n = m.n;
-    text_unmap(&m);
-    s = attn_token_count_range(text_path, 0, split, enc, n_train, err);
+    size_t split = 0, n = 0;
+    attn_status s = file_split(text_path, &split, &n, err);
+    if (!s) s = attn_token_count_range(text_path, 0, split, enc, n_train, err);
     if (!s) s = attn_token_count_range(text_path, split, n, enc, n_val, err);
     return s;
 }

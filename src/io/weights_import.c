@@ -1,10 +1,12 @@
 /* Reading hf and book weights from a set of named tensors: the config from
  * the shapes, then the layout bound and gathered (weights_plan.h). */
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "attn/fileio.h"
 #include "base/json_strict.h"
@@ -57,37 +59,85 @@ static attn_status read_dims(const attn_safetensors *st, const char *wte, const 
     return ATTN_OK;
 }
 
-/* HF config.json's n_head (0: no file); refuses one that is not GPT-2's
- * computation (another GELU, epsilon, attention scaling). */
-static attn_status hf_config_heads(const char *path, int *heads, attn_error *err) {
-    *heads = 0;
-    void *text = NULL;
-    size_t n = 0;
-    if (!path || !*path || attn_file_read_all(path, 1 << 20, &text, &n, NULL)) return ATTN_OK;
-    cJSON *root = NULL;
-    attn_status s = attn_json_parse_strict(text, n, path, &root, err);
-    free(text);
-    if (s) return s;
-    const cJSON *h = cJSON_GetObjectItemCaseSensitive(root, "n_head");
+/* One size key of HF's config.json against what the tensors say (want;
+ * null_ok: null means "the default", n_inner's). Absent: nothing to check. */
+static attn_status hf_config_size(const cJSON *root, const char *key, long long want, int null_ok,
+                                  const char *path, const char *file, attn_error *err) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
+    if (!v || (null_ok && cJSON_IsNull(v))) return ATTN_OK;
+    char got[80];
+    attn_json_value_text(v, got, sizeof got);
+    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble))
+        return attn_fail(err, ATTN_ERR_FORMAT, "%s: %s is %s, not an integer", path, key, got);
+    if (v->valuedouble != (double)want)
+        return attn_fail(err, ATTN_ERR_FORMAT,
+                         "%s: %s says %s, but the tensors of %s say %lld (a config.json of "
+                         "another model?)",
+                         path, key, got, file, want);
+    return ATTN_OK;
+}
+
+/* GPT-2's computation: the GELU, epsilon and attention scaling it names. */
+static attn_status hf_config_compute(const cJSON *root, const char *path, attn_error *err) {
     const cJSON *act = cJSON_GetObjectItemCaseSensitive(root, "activation_function");
     const cJSON *eps = cJSON_GetObjectItemCaseSensitive(root, "layer_norm_epsilon");
     const cJSON *inv = cJSON_GetObjectItemCaseSensitive(root, "scale_attn_by_inverse_layer_idx");
-    if (cJSON_IsNumber(h) && h->valuedouble >= 1 && h->valuedouble <= 4096 &&
+    if (cJSON_IsString(act) && strcmp(act->valuestring, "gelu_new") &&
+        strcmp(act->valuestring, "gelu_pytorch_tanh") && strcmp(act->valuestring, "gelu_fast"))
+        return attn_fail(err, ATTN_ERR_FORMAT,
+                         "%s: activation_function '%.40s' is not GPT-2's tanh GELU (gelu_new)",
+                         path, act->valuestring);
+    if (cJSON_IsNumber(eps) && fabs(eps->valuedouble - 1e-5) > 1e-12)
+        return attn_fail(err, ATTN_ERR_FORMAT, "%s: layer_norm_epsilon %g is not 1e-05", path,
+                         eps->valuedouble);
+    if (cJSON_IsTrue(inv))
+        return attn_fail(err, ATTN_ERR_FORMAT,
+                         "%s: scale_attn_by_inverse_layer_idx is not GPT-2's attention", path);
+    return ATTN_OK;
+}
+
+/* HF config.json's n_head (0: no file). The file, when there is one, must
+ * be one JSON object that describes these tensors (cfg: their sizes) and
+ * GPT-2's computation: one that disagrees is refused, naming the key and
+ * both values (a config.json left beside other weights must not pass for
+ * theirs, and attn would not run what it says). */
+static attn_status hf_config_heads(const char *path, const attn_gpt_config *cfg, const char *file,
+                                   int *heads, attn_error *err) {
+    *heads = 0;
+    struct stat sb;
+    if (!path || !*path || (stat(path, &sb) != 0 && errno == ENOENT)) return ATTN_OK;
+    void *text = NULL;
+    size_t n = 0;
+    attn_status s = attn_file_read_all(path, 1 << 20, &text, &n, err);
+    cJSON *root = NULL;
+    if (!s) s = attn_json_parse_strict(text, n, path, &root, err);
+    free(text);
+    if (s) return s;
+    if (!cJSON_IsObject(root))
+        s = attn_fail(err, ATTN_ERR_FORMAT, "%s: not a JSON object (Hugging Face's config is one)",
+                      path);
+    const cJSON *h = cJSON_GetObjectItemCaseSensitive(root, "n_head");
+    if (!s && cJSON_IsNumber(h) && h->valuedouble >= 1 && h->valuedouble <= 4096 &&
         h->valuedouble == floor(h->valuedouble))
         *heads = h->valueint;
-    else if (h)
+    else if (!s && h)
         s = attn_fail(err, ATTN_ERR_FORMAT, "%s: n_head is not a positive integer", path);
-    if (!s && cJSON_IsString(act) && strcmp(act->valuestring, "gelu_new") &&
-        strcmp(act->valuestring, "gelu_pytorch_tanh") && strcmp(act->valuestring, "gelu_fast"))
+    const struct {
+        const char *key;
+        long long want;
+    } sizes[] = {{"n_layer", cfg->n_layers},      {"n_embd", cfg->emb_dim},
+                 {"vocab_size", cfg->vocab_size}, {"n_positions", cfg->context_length},
+                 {"n_ctx", cfg->context_length},  {"n_inner", 4LL * cfg->emb_dim}};
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes && !s; i++)
+        s = hf_config_size(root, sizes[i].key, sizes[i].want, i == 5, path, file, err);
+    /* HF ties a head to wte whatever the file holds: attn would use it. */
+    const cJSON *tie = cJSON_GetObjectItemCaseSensitive(root, "tie_word_embeddings");
+    if (!s && cJSON_IsTrue(tie) && !cfg->tie_weights)
         s = attn_fail(err, ATTN_ERR_FORMAT,
-                      "%s: activation_function '%.40s' is not GPT-2's tanh GELU (gelu_new)", path,
-                      act->valuestring);
-    if (!s && cJSON_IsNumber(eps) && fabs(eps->valuedouble - 1e-5) > 1e-12)
-        s = attn_fail(err, ATTN_ERR_FORMAT, "%s: layer_norm_epsilon %g is not 1e-05", path,
-                      eps->valuedouble);
-    if (!s && cJSON_IsTrue(inv))
-        s = attn_fail(err, ATTN_ERR_FORMAT,
-                      "%s: scale_attn_by_inverse_layer_idx is not GPT-2's attention", path);
+                      "%s: tie_word_embeddings says true, but the tensors of %s hold an "
+                      "lm_head.weight unlike wte (Hugging Face would drop it for wte)",
+                      path, file);
+    if (!s) s = hf_config_compute(root, path, err);
     cJSON_Delete(root);
     return s;
 }
@@ -136,7 +186,7 @@ attn_status wf_import_hf(const attn_safetensors *st, const char *file, const cha
     cfg.drop_rate = hint ? hint->drop_rate : 0;
     int heads = 0;
     const char *source = "its config.json";
-    s = hf_config_heads(config_json, &heads, err);
+    s = hf_config_heads(config_json, &cfg, file, &heads, err);
     if (!s && !heads) {
         source = "its metadata";
         s = meta_heads(st, file, &heads, err);

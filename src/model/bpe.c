@@ -13,6 +13,7 @@
 
 #include "attn/fileio.h"
 #include "attn/parse.h"
+#include "base/json_strict.h"
 
 #define EOT_TEXT "<|endoftext|>"
 #define EOT_LEN (sizeof EOT_TEXT - 1)
@@ -96,14 +97,35 @@ static long map_string(const int16_t byte_of[324], const char *s, size_t n, char
     return (long)k;
 }
 
-static attn_status load_encoder(attn_bpe *t, const int16_t byte_of[324], const char *json, size_t n,
-                                attn_error *err) {
-    cJSON *root = cJSON_ParseWithLength(json, n);
-    attn_status s = ATTN_OK;
-    if (!cJSON_IsObject(root)) {
-        s = attn_fail(err, ATTN_ERR_FORMAT, "encoder.json is not a JSON object");
-        goto out;
+/* The names the two files go by in messages (their paths, when loaded
+ * from files). */
+typedef struct bpe_names {
+    const char *enc, *voc;
+} bpe_names;
+
+/* encoder.json parsed strictly (json_strict.h: one object, the whole text:
+ * no second object, text after it, NUL byte or byte order mark). */
+static attn_status parse_encoder(const char *json, size_t n, const char *name, cJSON **root,
+                                 attn_error *err) {
+    char *text = malloc(n + 1); /* the parser wants text[n] == '\0' */
+    if (!text) return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for %s", name);
+    memcpy(text, json, n);
+    text[n] = '\0';
+    attn_status s = attn_json_parse_strict(text, n, name, root, err);
+    free(text);
+    if (!s && !cJSON_IsObject(*root)) {
+        cJSON_Delete(*root);
+        *root = NULL;
+        s = attn_fail(err, ATTN_ERR_FORMAT, "%s is not a JSON object", name);
     }
+    return s;
+}
+
+static attn_status load_encoder(attn_bpe *t, const int16_t byte_of[324], const char *json, size_t n,
+                                const char *name, attn_error *err) {
+    cJSON *root = NULL;
+    attn_status s = parse_encoder(json, n, name, &root, err);
+    if (s) return s;
     t->n = cJSON_GetArraySize(root);
     size_t total = 0;
     for (const cJSON *it = root->child; it; it = it->next)
@@ -121,24 +143,22 @@ static attn_status load_encoder(attn_bpe *t, const int16_t byte_of[324], const c
     for (const cJSON *it = root->child; it; it = it->next) {
         const double v = cJSON_IsNumber(it) ? it->valuedouble : -1;
         if (!(v >= 0 && v < t->n && v == (double)(int)v)) {
-            s = attn_fail(err, ATTN_ERR_FORMAT,
-                          "encoder.json: token \"%.40s\" has id %.40s, not an integer in [0, %d)",
-                          it->string, cJSON_IsNumber(it) ? "out of range" : "that is no number",
-                          t->n);
+            s = attn_fail(
+                err, ATTN_ERR_FORMAT, "%s: token \"%.40s\" has id %.40s, not an integer in [0, %d)",
+                name, it->string, cJSON_IsNumber(it) ? "out of range" : "that is no number", t->n);
             goto out;
         }
         const int id = (int)v;
         if (t->off[id] != UINT32_MAX) {
-            s = attn_fail(err, ATTN_ERR_FORMAT, "encoder.json: id %d is given twice", id);
+            s = attn_fail(err, ATTN_ERR_FORMAT, "%s: id %d is given twice", name, id);
             goto out;
         }
         const size_t klen = strlen(it->string);
         const long b = map_string(byte_of, it->string, klen, t->bytes + used);
         if (b <= 0) {
             s = attn_fail(err, ATTN_ERR_FORMAT,
-                          "encoder.json: token %d (\"%.40s\") is not spelled in GPT-2's byte "
-                          "characters",
-                          id, it->string);
+                          "%s: token %d (\"%.40s\") is not spelled in GPT-2's byte characters",
+                          name, id, it->string);
             goto out;
         }
         t->off[id] = (uint32_t)used;
@@ -151,7 +171,7 @@ out:
     return s;
 }
 
-static attn_status build_table(attn_bpe *t, attn_error *err) {
+static attn_status build_table(attn_bpe *t, const char *name, attn_error *err) {
     size_t size = 1;
     while (size < (size_t)t->n * 2)
         size <<= 1;
@@ -164,8 +184,7 @@ static attn_status build_table(attn_bpe *t, attn_error *err) {
         if (id == t->eot) continue; /* special: never made by merges */
         const char *b = t->bytes + t->off[id];
         if (lookup(t, b, t->len[id]) >= 0)
-            return attn_fail(err, ATTN_ERR_FORMAT, "encoder.json: two tokens have the bytes of %d",
-                             id);
+            return attn_fail(err, ATTN_ERR_FORMAT, "%s: two tokens have the bytes of %d", name, id);
         size_t i = fnv(b, t->len[id]) & t->mask;
         while (t->table[i] >= 0)
             i = (i + 1) & t->mask;
@@ -174,16 +193,51 @@ static attn_status build_table(attn_bpe *t, attn_error *err) {
     for (int b = 0; b < 256; b++) {
         const char c = (char)b;
         if ((t->byte_id[b] = lookup(t, &c, 1)) < 0)
-            return attn_fail(err, ATTN_ERR_FORMAT, "encoder.json has no token for byte 0x%02x", b);
+            return attn_fail(err, ATTN_ERR_FORMAT, "%s has no token for byte 0x%02x", name, b);
     }
     return ATTN_OK;
+}
+
+/* vocab.bpe's first line is "#version..." (OpenAI's files: "#version:
+ * 0.2"). tiktoken and Hugging Face skip line 1 whatever it holds, so a file
+ * without it would lose its first merge there: refused. A CRLF file is read
+ * as its LF form (they split lines on white space too). */
+static attn_status check_version_line(const char *text, size_t n, const char *name,
+                                      attn_error *err) {
+    if (n >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0)
+        return attn_fail(err, ATTN_ERR_FORMAT,
+                         "%s line 1: a byte order mark (EF BB BF) before \"#version\" (save it as "
+                         "UTF-8 without BOM)",
+                         name);
+    if (n < 8 || memcmp(text, "#version", 8) != 0)
+        return attn_fail(err, ATTN_ERR_FORMAT,
+                         "%s line 1 is not its \"#version\" line (GPT-2's starts \"#version: "
+                         "0.2\"; tiktoken and Hugging Face skip line 1 unread, so its first merge "
+                         "would be lost)",
+                         name);
+    return ATTN_OK;
+}
+
+/* The id merge line l (ll bytes, "a b") makes, or -1 when it is not two
+ * tokens whose join is one (-2: not "a b" at all). */
+static int32_t merge_of(const attn_bpe *t, const int16_t byte_of[324], const char *l, size_t ll) {
+    char buf[1024];
+    const char *sp = memchr(l, ' ', ll);
+    if (!sp || sp == l || sp == l + ll - 1 || memchr(sp + 1, ' ', (size_t)(l + ll - sp - 1)) ||
+        ll > sizeof buf)
+        return -2;
+    const long na = map_string(byte_of, l, (size_t)(sp - l), buf);
+    const long nb = na < 0 ? -1 : map_string(byte_of, sp + 1, (size_t)(l + ll - sp - 1), buf + na);
+    const int32_t a = na > 0 ? lookup(t, buf, (size_t)na) : -1;
+    const int32_t b = nb > 0 ? lookup(t, buf + na, (size_t)nb) : -1;
+    return a >= 0 && b >= 0 ? lookup(t, buf, (size_t)(na + nb)) : -1;
 }
 
 /* vocab.bpe: "#version" then one merge "a b" a line. tiktoken's rule, which
  * it asserts of GPT-2's files: the single bytes are ids 0..255 in the map's
  * order and merge i (0-based) makes token 256 + i, so an id is its rank. */
 static attn_status check_merges(const attn_bpe *t, const int16_t byte_of[324], const char *text,
-                                size_t n, attn_error *err) {
+                                size_t n, const bpe_names *nm, attn_error *err) {
     uint32_t cp_of[256];
     int16_t unused[324];
     int rank_of[256];
@@ -191,11 +245,11 @@ static attn_status check_merges(const attn_bpe *t, const int16_t byte_of[324], c
     for (int b = 0; b < 256; b++)
         if (t->byte_id[b] != rank_of[b])
             return attn_fail(err, ATTN_ERR_FORMAT,
-                             "encoder.json: byte 0x%02x is id %d, not %d as in GPT-2's order", b,
+                             "%s: byte 0x%02x is id %d, not %d as in GPT-2's order", nm->enc, b,
                              t->byte_id[b], rank_of[b]);
-    char buf[1024];
+    attn_status s = check_version_line(text, n, nm->voc, err);
     int rank = 0, line = 0;
-    for (size_t i = 0; i < n;) {
+    for (size_t i = 0; i < n && !s;) {
         size_t e = i;
         while (e < n && text[e] != '\n')
             e++;
@@ -204,40 +258,33 @@ static attn_status check_merges(const attn_bpe *t, const int16_t byte_of[324], c
         size_t ll = e - i;
         i = e + 1;
         if (ll && l[ll - 1] == '\r') ll--;
-        if (ll == 0 || (line == 1 && ll >= 8 && memcmp(l, "#version", 8) == 0)) continue;
-        const char *sp = memchr(l, ' ', ll);
-        if (!sp || sp == l || sp == l + ll - 1 || memchr(sp + 1, ' ', (size_t)(l + ll - sp - 1)) ||
-            ll > sizeof buf)
-            return attn_fail(err, ATTN_ERR_FORMAT, "vocab.bpe line %d is not one merge \"a b\"",
+        if (ll == 0 || line == 1) continue;
+        const int32_t ab = merge_of(t, byte_of, l, ll);
+        if (ab == -2)
+            return attn_fail(err, ATTN_ERR_FORMAT, "%s line %d is not one merge \"a b\"", nm->voc,
                              line);
-        const long na = map_string(byte_of, l, (size_t)(sp - l), buf);
-        const long nb =
-            na < 0 ? -1 : map_string(byte_of, sp + 1, (size_t)(l + ll - sp - 1), buf + na);
-        const int32_t a = na > 0 ? lookup(t, buf, (size_t)na) : -1;
-        const int32_t b = nb > 0 ? lookup(t, buf + na, (size_t)nb) : -1;
-        const int32_t ab = a >= 0 && b >= 0 ? lookup(t, buf, (size_t)(na + nb)) : -1;
         if (ab < 0)
             return attn_fail(err, ATTN_ERR_FORMAT,
-                             "vocab.bpe line %d: \"%.*s\" does not join two tokens of encoder.json "
-                             "into one (mismatched files?)",
-                             line, (int)(ll < 60 ? ll : 60), l);
+                             "%s line %d: \"%.*s\" does not join two tokens of %s into one "
+                             "(mismatched files?)",
+                             nm->voc, line, (int)(ll < 60 ? ll : 60), l, nm->enc);
         if (ab != 256 + rank)
             return attn_fail(err, ATTN_ERR_FORMAT,
-                             "vocab.bpe line %d makes token %d, but merge %d must make token %d "
-                             "(a merge given twice, or files that do not belong together)",
-                             line, ab, rank, 256 + rank);
+                             "%s line %d makes token %d, but merge %d must make token %d (a merge "
+                             "given twice, or files that do not belong together)",
+                             nm->voc, line, ab, rank, 256 + rank);
         rank++;
     }
     const int want = t->n - 256 - (t->eot >= 0);
-    if (rank != want)
+    if (!s && rank != want)
         return attn_fail(err, ATTN_ERR_FORMAT,
-                         "vocab.bpe has %d merges but encoder.json has %d tokens to make "
-                         "(a truncated or mismatched file)",
-                         rank, want);
-    if (t->eot >= 0 && t->eot != t->n - 1)
-        return attn_fail(err, ATTN_ERR_FORMAT, "encoder.json: %s is id %d, not the last id %d",
+                         "%s has %d merges but %s has %d tokens to make (a truncated or "
+                         "mismatched file)",
+                         nm->voc, rank, nm->enc, want);
+    if (!s && t->eot >= 0 && t->eot != t->n - 1)
+        return attn_fail(err, ATTN_ERR_FORMAT, "%s: %s is id %d, not the last id %d", nm->enc,
                          EOT_TEXT, t->eot, t->n - 1);
-    return ATTN_OK;
+    return s;
 }
 
 static attn_status compile_pattern(attn_bpe *t, attn_error *err) {
@@ -254,8 +301,10 @@ static attn_status compile_pattern(attn_bpe *t, attn_error *err) {
     return ATTN_OK;
 }
 
-attn_status attn_bpe_from_memory(attn_bpe **out, const char *encoder_json, size_t encoder_len,
-                                 const char *vocab_bpe, size_t vocab_len, attn_error *err) {
+/* attn_bpe_from_memory, the files called by nm in messages. */
+static attn_status bpe_build(attn_bpe **out, const char *encoder_json, size_t encoder_len,
+                             const char *vocab_bpe, size_t vocab_len, const bpe_names *nm,
+                             attn_error *err) {
     *out = NULL;
     attn_bpe *t = calloc(1, sizeof *t);
     if (!t) return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for the tokenizer");
@@ -264,9 +313,9 @@ attn_status attn_bpe_from_memory(attn_bpe **out, const char *encoder_json, size_
     int16_t byte_of[324];
     int rank_of[256];
     byte_chars(cp_of, byte_of, rank_of);
-    attn_status s = load_encoder(t, byte_of, encoder_json, encoder_len, err);
-    if (!s) s = build_table(t, err);
-    if (!s) s = check_merges(t, byte_of, vocab_bpe, vocab_len, err);
+    attn_status s = load_encoder(t, byte_of, encoder_json, encoder_len, nm->enc, err);
+    if (!s) s = build_table(t, nm->enc, err);
+    if (!s) s = check_merges(t, byte_of, vocab_bpe, vocab_len, nm, err);
     if (!s) s = compile_pattern(t, err);
     if (s) {
         attn_bpe_free(t);
@@ -276,14 +325,32 @@ attn_status attn_bpe_from_memory(attn_bpe **out, const char *encoder_json, size_
     return ATTN_OK;
 }
 
+attn_status attn_bpe_from_memory(attn_bpe **out, const char *encoder_json, size_t encoder_len,
+                                 const char *vocab_bpe, size_t vocab_len, attn_error *err) {
+    const bpe_names nm = {"encoder.json", "vocab.bpe"};
+    return bpe_build(out, encoder_json, encoder_len, vocab_bpe, vocab_len, &nm, err);
+}
+
+/* A file's name in messages: its path, and the role when the path's last
+ * part is another name ("/x/merges.txt (vocab.bpe)"). */
+static const char *role_name(char *buf, size_t cap, const char *path, const char *role) {
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    snprintf(buf, cap, strcmp(base, role) == 0 ? "%s" : "%s (%s)", path, role);
+    return buf;
+}
+
 attn_status attn_bpe_load(attn_bpe **out, const char *encoder_json_path, const char *vocab_bpe_path,
                           attn_error *err) {
     void *enc = NULL, *voc = NULL;
     size_t ne = 0, nv = 0;
     *out = NULL;
+    char en[512], vn[512];
+    const bpe_names nm = {role_name(en, sizeof en, encoder_json_path, "encoder.json"),
+                          role_name(vn, sizeof vn, vocab_bpe_path, "vocab.bpe")};
     attn_status s = attn_file_read_all(encoder_json_path, FILE_MAX, &enc, &ne, err);
     if (!s) s = attn_file_read_all(vocab_bpe_path, FILE_MAX, &voc, &nv, err);
-    if (!s) s = attn_bpe_from_memory(out, enc, ne, voc, nv, err);
+    if (!s) s = bpe_build(out, enc, ne, voc, nv, &nm, err);
     free(enc);
     free(voc);
     return s;

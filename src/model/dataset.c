@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attn/fileio.h"
+
 static attn_status check_len(size_t n, int block_size, attn_error *err) {
     if (block_size < 1)
         return attn_fail(err, ATTN_ERR_INVALID_ARG, "block size must be >= 1 (got %d)", block_size);
@@ -18,21 +20,26 @@ attn_status attn_dataset_init(attn_token_dataset *ds, const int32_t *ids, size_t
                               attn_error *err) {
     attn_status s = check_len(n, block_size, err);
     if (s) return s;
-    ds->ids = ids;
-    ds->ids16 = NULL;
-    ds->n_ids = n;
-    ds->block_size = block_size;
+    *ds = (attn_token_dataset){.ids = ids, .n_ids = n, .block_size = block_size, .fd = -1};
     return ATTN_OK;
 }
 
-attn_status attn_dataset_init_u16(attn_token_dataset *ds, const uint16_t *ids, size_t n,
-                                  int block_size, attn_error *err) {
+attn_status attn_dataset_init_file(attn_token_dataset *ds, int fd, const char *path,
+                                   uint64_t offset, size_t n, int vocab_size, int block_size,
+                                   attn_error *err) {
     attn_status s = check_len(n, block_size, err);
     if (s) return s;
-    ds->ids = NULL;
-    ds->ids16 = ids;
-    ds->n_ids = n;
-    ds->block_size = block_size;
+    if (fd < 0 || !path || vocab_size < 1 || vocab_size > 65536)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "a file view needs an open file, its path and a vocabulary of 1 .. "
+                         "65536 tokens (got fd %d, vocabulary %d)",
+                         fd, vocab_size);
+    *ds = (attn_token_dataset){.n_ids = n,
+                               .block_size = block_size,
+                               .path = path,
+                               .fd = fd,
+                               .offset = offset,
+                               .vocab_size = vocab_size};
     return ATTN_OK;
 }
 
@@ -40,18 +47,69 @@ size_t attn_dataset_len(const attn_token_dataset *ds) {
     return ds->n_ids - (size_t)ds->block_size;
 }
 
-void attn_dataset_get(const attn_token_dataset *ds, size_t pos, int32_t *x, int32_t *y) {
-    size_t b = (size_t)ds->block_size;
-    if (ds->ids16) {
-        const uint16_t *w = ds->ids16 + pos;
-        for (size_t i = 0; i < b; i++) {
-            x[i] = w[i];
-            y[i] = w[i + 1];
-        }
-        return;
+/* Id k of the little-endian uint16 ids at b. */
+static uint32_t id16(const unsigned char *b, size_t k) {
+    return (uint32_t)b[2 * k] | (uint32_t)b[2 * k + 1] << 8;
+}
+
+/* Ids [i, i + n) of a file view as bytes into b (2 n bytes), each checked:
+ * a short read (the file shrank) or an id past the vocabulary (other bytes
+ * than the ones the run opened) says the file changed. */
+static attn_status read_file_ids(const attn_token_dataset *ds, size_t i, size_t n, unsigned char *b,
+                                 attn_error *err) {
+    const uint64_t at = ds->offset + 2 * (uint64_t)i;
+    size_t got = 0;
+    attn_status s = attn_file_pread(ds->fd, ds->path, b, 2 * n, at, &got, err);
+    if (s) return s;
+    if (got < 2 * n)
+        return attn_fail(err, ATTN_ERR_IO,
+                         "the token file '%s' changed under the run: it ends before byte %llu "
+                         "(%zu of the %zu bytes of tokens %zu .. %zu were there)",
+                         ds->path, (unsigned long long)(at + 2 * n), got, 2 * n, i, i + n - 1);
+    for (size_t k = 0; k < n; k++)
+        if (id16(b, k) >= (uint32_t)ds->vocab_size)
+            return attn_fail(err, ATTN_ERR_IO,
+                             "the token file '%s' changed under the run: token %zu is id %u, not "
+                             "below the vocabulary's %d",
+                             ds->path, i + k, id16(b, k), ds->vocab_size);
+    return ATTN_OK;
+}
+
+/* Ids read as bytes into the front of out (2 n bytes) become n int32s in
+ * place: from the last down, each write lands on bytes already read. */
+static void widen_in_place(int32_t *out, size_t n) {
+    const unsigned char *b = (const unsigned char *)out;
+    for (size_t k = n; k-- > 0;)
+        out[k] = (int32_t)id16(b, k);
+}
+
+attn_status attn_dataset_read(const attn_token_dataset *ds, size_t i, size_t n, int32_t *out,
+                              attn_error *err) {
+    if (!ds->path) {
+        memcpy(out, ds->ids + i, n * sizeof *out);
+        return ATTN_OK;
     }
-    memcpy(x, ds->ids + pos, b * sizeof *x);
-    memcpy(y, ds->ids + pos + 1, b * sizeof *y);
+    attn_status s = n ? read_file_ids(ds, i, n, (unsigned char *)out, err) : ATTN_OK;
+    if (!s) widen_in_place(out, n);
+    return s;
+}
+
+attn_status attn_dataset_get(const attn_token_dataset *ds, size_t pos, int32_t *x, int32_t *y,
+                             attn_error *err) {
+    const size_t b = (size_t)ds->block_size;
+    if (!ds->path) {
+        memcpy(x, ds->ids + pos, b * sizeof *x);
+        memcpy(y, ds->ids + pos + 1, b * sizeof *y);
+        return ATTN_OK;
+    }
+    /* One read of the b + 1 ids (2 b + 2 bytes: they fit in x's 4 b). */
+    unsigned char *raw = (unsigned char *)x;
+    attn_status s = read_file_ids(ds, pos, b + 1, raw, err);
+    if (s) return s;
+    for (size_t k = 0; k < b; k++)
+        y[k] = (int32_t)id16(raw, k + 1);
+    widen_in_place(x, b);
+    return ATTN_OK;
 }
 
 size_t attn_split_point(size_t n) {
@@ -69,17 +127,15 @@ static uint64_t rand_below(attn_rng *rng, uint64_t bound) {
     return r % bound;
 }
 
-void attn_dataset_random_batch(const attn_token_dataset *ds, attn_rng *rng, int B, int32_t *x,
-                               int32_t *y) {
+attn_status attn_dataset_random_batch(const attn_token_dataset *ds, attn_rng *rng, int B,
+                                      int32_t *x, int32_t *y, attn_error *err) {
     size_t len = attn_dataset_len(ds), bs = (size_t)ds->block_size;
     for (int b = 0; b < B; b++) {
         size_t pos = (size_t)rand_below(rng, len);
-        attn_dataset_get(ds, pos, x + (size_t)b * bs, y + (size_t)b * bs);
+        attn_status s = attn_dataset_get(ds, pos, x + (size_t)b * bs, y + (size_t)b * bs, err);
+        if (s) return s;
     }
-}
-
-int32_t attn_dataset_token(const attn_token_dataset *ds, size_t i) {
-    return ds->ids16 ? (int32_t)ds->ids16[i] : ds->ids[i];
+    return ATTN_OK;
 }
 
 /* splitmix64's finaliser: a well-mixed 64-bit function of z. */
@@ -177,8 +233,8 @@ void attn_sampler_free(attn_sampler *s) {
     memset(s, 0, sizeof *s);
 }
 
-void attn_sampler_next_batch(attn_sampler *s, const attn_token_dataset *ds, int B, int32_t *x,
-                             int32_t *y) {
+attn_status attn_sampler_next_batch(attn_sampler *s, const attn_token_dataset *ds, int B,
+                                    int32_t *x, int32_t *y, attn_error *err) {
     size_t bs = (size_t)ds->block_size;
     for (int b = 0; b < B; b++) {
         if (s->cursor == s->len) {
@@ -188,6 +244,8 @@ void attn_sampler_next_batch(attn_sampler *s, const attn_token_dataset *ds, int 
         }
         const size_t i = s->cursor++;
         const size_t pos = s->perm ? s->perm[i] : computed_index(s, i);
-        attn_dataset_get(ds, pos, x + (size_t)b * bs, y + (size_t)b * bs);
+        attn_status st = attn_dataset_get(ds, pos, x + (size_t)b * bs, y + (size_t)b * bs, err);
+        if (st) return st;
     }
+    return ATTN_OK;
 }

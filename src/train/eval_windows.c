@@ -25,9 +25,11 @@ attn_status attn_gpt_loss_dataset(attn_gpt *m, attn_gpt_acts *acts, const attn_t
         return attn_fail(err, ATTN_ERR_INVALID_ARG, "the sequence needs 2 tokens, has %zu", n);
     const size_t preds = n - 1, n_win = (preds + (size_t)T - 1) / (size_t)T;
     int32_t *x = malloc(bt * sizeof *x), *y = malloc(bt * sizeof *y);
-    if (!x || !y) {
+    int32_t *w_ids = malloc(((size_t)T + 1) * sizeof *w_ids);
+    if (!x || !y || !w_ids) {
         free(x);
         free(y);
+        free(w_ids);
         return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for the evaluation windows");
     }
     double sum = 0;
@@ -35,15 +37,16 @@ attn_status attn_gpt_loss_dataset(attn_gpt *m, attn_gpt_acts *acts, const attn_t
     for (size_t w0 = 0; w0 < n_win && !st; w0 += (size_t)B) {
         /* Row b holds window w0 + b, or window 0 (not counted) past the end;
          * a short window is padded with its first token after its end. */
-        for (int b = 0; b < B; b++) {
+        for (int b = 0; b < B && !st; b++) {
             const size_t w = w0 + (size_t)b < n_win ? w0 + (size_t)b : 0;
             const size_t s = w * (size_t)T, len = preds - s < (size_t)T ? preds - s : (size_t)T;
-            for (size_t t = 0; t < (size_t)T; t++) {
-                const size_t i = t < len ? s + t : s;
-                x[(size_t)b * T + t] = attn_dataset_token(ds, i);
-                y[(size_t)b * T + t] = attn_dataset_token(ds, i + 1);
+            st = attn_dataset_read(ds, s, len + 1, w_ids, err);
+            for (size_t t = 0; t < (size_t)T && !st; t++) {
+                x[(size_t)b * T + t] = w_ids[t < len ? t : 0];
+                y[(size_t)b * T + t] = w_ids[t < len ? t + 1 : 1];
             }
         }
+        if (st) break;
         st = attn_gpt_forward(m, x, y, B, T, NULL, acts, NULL, err);
         for (int b = 0; b < B && !st && w0 + (size_t)b < n_win; b++) {
             const size_t s = (w0 + (size_t)b) * (size_t)T;
@@ -58,6 +61,7 @@ attn_status attn_gpt_loss_dataset(attn_gpt *m, attn_gpt_acts *acts, const attn_t
     }
     free(x);
     free(y);
+    free(w_ids);
     if (st) return st;
     *loss = sum / (double)preds;
     if (count) *count = preds;

@@ -248,10 +248,12 @@ attn_status attn_trainer_step(attn_trainer *tr, attn_train_record *rec, attn_err
         /* Several micro-batches (and/or ranks): train_accum.c. */
         if ((st = attn_train_accum_grads(tr, &loss, err))) return st;
     } else {
-        if (tr->book)
-            attn_book_next_batch(tr->book, &tr->model_rng, &tr->train, tr->xb, tr->yb);
-        else
-            attn_sampler_next_batch(&tr->sampler, &tr->train, B, tr->xb, tr->yb);
+        /* A failed read (a token file changed under the run) ends the step
+         * before the model changes: the last checkpoint stays the run's. */
+        st = tr->book
+                 ? attn_book_next_batch(tr->book, &tr->model_rng, &tr->train, tr->xb, tr->yb, err)
+                 : attn_sampler_next_batch(&tr->sampler, &tr->train, B, tr->xb, tr->yb, err);
+        if (st) return st;
         if (tr->gpu) { /* train_device.c */
             double norm = 0;
             if ((st = attn_trainer_device_step(tr, lr, &loss, &norm, err))) return st;
@@ -286,11 +288,12 @@ static attn_status sampled_loss(attn_trainer *tr, int s, float *mean, attn_error
     size_t lo, hi; /* this rank's share of the batches (all of them alone) */
     attn_dist_block(tr->dist, n_it, &lo, &hi);
     for (size_t i = 0; i < n_it; i++) {
-        attn_dataset_random_batch(split, &tr->eval_rng, B, tr->xb, tr->yb);
+        attn_status st = attn_dataset_random_batch(split, &tr->eval_rng, B, tr->xb, tr->yb, err);
+        if (st) return st;
         if (i < lo || i >= hi) continue;
-        attn_status st = tr->gpu ? attn_trainer_device_eval(tr, &tr->eval_loss[i], err)
-                                 : attn_gpt_forward(&tr->model, tr->xb, tr->yb, B, T, NULL,
-                                                    &tr->acts, &tr->eval_loss[i], err);
+        st = tr->gpu ? attn_trainer_device_eval(tr, &tr->eval_loss[i], err)
+                     : attn_gpt_forward(&tr->model, tr->xb, tr->yb, B, T, NULL, &tr->acts,
+                                        &tr->eval_loss[i], err);
         if (st) return st;
     }
     attn_status st = attn_dist_allgather(tr->dist, tr->eval_loss, n_it, err);
@@ -452,7 +455,7 @@ void attn_trainer_split_tokens(const attn_trainer *tr, size_t *train, size_t *va
 }
 const attn_token_file *attn_trainer_token_file(const attn_trainer *tr, int split) {
     const attn_token_file *f = split ? &tr->tok_val : &tr->tok_train;
-    return f->map ? f : NULL;
+    return f->is_open ? f : NULL;
 }
 void attn_trainer_set_corpus_path(attn_trainer *tr, const char *path) {
     tr->corpus_path = path;

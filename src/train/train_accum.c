@@ -118,7 +118,8 @@ attn_status attn_train_accum_grads(attn_trainer *tr, float *loss_out, attn_error
     attn_status st;
     for (int j = 0; j < m; j++) {
         /* Every rank walks the whole shared order and keeps its own share. */
-        attn_sampler_next_batch(&tr->sampler, &tr->train, B, tr->xb, tr->yb);
+        if ((st = attn_sampler_next_batch(&tr->sampler, &tr->train, B, tr->xb, tr->yb, err)))
+            return st;
         if (j < lo || j >= lo + per) continue;
         attn_rng rng;
         attn_rng_seed(

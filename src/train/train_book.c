@@ -56,21 +56,25 @@ void attn_book_iterator(attn_rng *rng, size_t windows, int64_t *base_seed, int64
     attn_randperm((uint64_t)*sampler_seed, perm, windows);
 }
 
-void attn_book_fill(const attn_token_dataset *ds, const size_t *win, int B, int T, int32_t *x,
-                    int32_t *y) {
-    for (int b = 0; b < B; b++)
-        attn_dataset_get(ds, win[b] * (size_t)T, x + (size_t)b * T, y + (size_t)b * T);
+attn_status attn_book_fill(const attn_token_dataset *ds, const size_t *win, int B, int T,
+                           int32_t *x, int32_t *y, attn_error *err) {
+    for (int b = 0; b < B; b++) {
+        attn_status s =
+            attn_dataset_get(ds, win[b] * (size_t)T, x + (size_t)b * T, y + (size_t)b * T, err);
+        if (s) return s;
+    }
+    return ATTN_OK;
 }
 
-void attn_book_next_batch(attn_book_order *o, attn_rng *rng, const attn_token_dataset *train,
-                          int32_t *x, int32_t *y) {
+attn_status attn_book_next_batch(attn_book_order *o, attn_rng *rng, const attn_token_dataset *train,
+                                 int32_t *x, int32_t *y, attn_error *err) {
     if (o->epoch == 0 || o->pos == o->batches) {
         attn_book_iterator(rng, o->windows, &o->base_seed, &o->sampler_seed, o->perm);
         o->epoch++;
         o->pos = 0;
     }
-    attn_book_fill(train, o->perm + o->pos * (size_t)o->B, o->B, o->T, x, y);
     o->pos++;
+    return attn_book_fill(train, o->perm + (o->pos - 1) * (size_t)o->B, o->B, o->T, x, y, err);
 }
 
 /* ------------------------------------------------------- the trainer's mode */
@@ -158,11 +162,12 @@ int64_t attn_trainer_book_epoch(const attn_trainer *tr) {
 static attn_status batch_loss(attn_trainer *tr, const attn_token_dataset *ds, const size_t *win,
                               int k, float *loss, attn_error *err) {
     const int T = tr->mcfg.context_length;
-    attn_book_fill(ds, win, k, T, tr->xb, tr->yb);
+    attn_status st = attn_book_fill(ds, win, k, T, tr->xb, tr->yb, err);
+    if (st) return st;
     if (k == tr->tcfg.batch_size)
         return attn_gpt_forward(&tr->model, tr->xb, tr->yb, k, T, NULL, &tr->acts, loss, err);
     attn_gpt_acts acts;
-    attn_status st = attn_gpt_acts_init(&acts, &tr->model, k, T, err);
+    st = attn_gpt_acts_init(&acts, &tr->model, k, T, err);
     if (st) return st;
     st = attn_gpt_forward(&tr->model, tr->xb, tr->yb, k, T, NULL, &acts, loss, err);
     attn_gpt_acts_free(&acts);

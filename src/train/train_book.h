@@ -52,11 +52,11 @@ void attn_book_iterator(attn_rng *rng, size_t windows, int64_t *base_seed, int64
 
 /* The next training batch of train (a new epoch first when the current one
  * is used up or none has begun) into x, y (B * T each). */
-void attn_book_next_batch(attn_book_order *o, attn_rng *rng, const attn_token_dataset *train,
-                          int32_t *x, int32_t *y);
+attn_status attn_book_next_batch(attn_book_order *o, attn_rng *rng, const attn_token_dataset *train,
+                                 int32_t *x, int32_t *y, attn_error *err);
 
 /* Windows win[0..B) of ds (window k starts at token kT) into x, y. */
-void attn_book_fill(const attn_token_dataset *ds, const size_t *win, int B, int T, int32_t *x,
-                    int32_t *y);
+attn_status attn_book_fill(const attn_token_dataset *ds, const size_t *win, int B, int T,
+                           int32_t *x, int32_t *y, attn_error *err);
 
 #endif

@@ -1,7 +1,7 @@
 /* The trainer's corpus: its token splits, from text in memory (the char
- * runs, tests, small corpora) or from the corpus file through cached,
- * memory-mapped token files (GPT-2 runs: attn/token_file.h), and the size
- * and hash a resume checks it by. */
+ * runs, tests, small corpora) or from the corpus file through cached token
+ * files read window by window (GPT-2 runs: attn/token_file.h), and the
+ * size and hash a resume checks it by. */
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
@@ -157,7 +157,6 @@ attn_status attn_trainer_corpus_file(attn_trainer *tr, const char *path, int pla
         tr->val = (attn_token_dataset){.n_ids = n_val, .block_size = T};
         return ATTN_OK;
     }
-    attn_dataset_init_u16(&tr->train, attn_token_file_ids(&tr->tok_train), n_train, T, NULL);
-    attn_dataset_init_u16(&tr->val, attn_token_file_ids(&tr->tok_val), n_val, T, NULL);
-    return ATTN_OK;
+    st = attn_token_file_dataset(&tr->tok_train, T, &tr->train, err);
+    return st ? st : attn_token_file_dataset(&tr->tok_val, T, &tr->val, err);
 }

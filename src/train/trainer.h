@@ -16,7 +16,7 @@ struct attn_trainer {
     attn_tokenizer tok;
     int32_t *ids; /* the corpus's ids in memory (text given), else NULL */
     size_t n_ids;
-    attn_token_file tok_train, tok_val; /* or its mapped token files (a corpus file, gpt2) */
+    attn_token_file tok_train, tok_val; /* or its token files (a corpus file, gpt2) */
     size_t text_bytes;
     uint64_t text_hash;
     attn_token_dataset train, val; /* views of ids or of the token files */

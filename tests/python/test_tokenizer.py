@@ -89,3 +89,36 @@ def test_bad_arguments(enc):
                  if os.path.exists(os.path.join(d, "encoder.json")))  # where enc found it
         attn.tokenizer.Encoding.from_files(os.path.join(d, "encoder.json"),
                                            os.path.join(FIX, "stress.txt"))
+
+
+SURROGATES = ["a\ud800b", "\ud800", "x\udc00", "\ud800\ud800b", "\udc00\ud800", "a\ud83d",
+              "\ud83d\ude00 pair", "\ude00\ud83d", "ok \ud83d\ude00\ud800 mix", "é\udfff€"]
+
+
+def test_lone_surrogates_become_u_fffd_as_in_tiktoken(enc):
+    # tiktoken's Python gives these (its encode: a str that is not UTF-8 is
+    # fixed up as text.encode("utf-16", "surrogatepass").decode("utf-16", "replace"))
+    assert enc.encode("a\ud800b") == [64, 4210, 65]
+    assert enc.encode_ordinary("a\ud800b") == [64, 4210, 65]
+    assert enc.encode("\ud83d\ude00") == enc.encode("😀")  # a pair is its character
+    assert enc.encode("\ud800\ud800b") == enc.encode("\ufffd\ufffdb")  # one U+FFFD each
+    for s in SURROGATES:
+        assert enc.decode(enc.encode(s)) == s.encode("utf-16", "surrogatepass").decode(
+            "utf-16", "replace"), repr(s)
+
+
+def test_lone_surrogates_are_the_bytes_tiktoken_npm_is_given(enc):
+    """npm tiktoken (the fixtures' peer) gets a JS string's UTF-8 from
+    TextEncoder: the bytes attn encodes must be those."""
+    import shutil
+    import subprocess
+    node = shutil.which("node")
+    if not node:
+        pytest.skip("no node (the peer for TextEncoder's UTF-8)")
+    js = ("const s = JSON.parse(require('fs').readFileSync(0, 'utf8'));"
+          "console.log(JSON.stringify(s.map(t => Buffer.from(new TextEncoder().encode(t))"
+          ".toString('hex'))));")
+    out = subprocess.run([node, "-e", js], input=json.dumps(SURROGATES), capture_output=True,
+                         text=True, check=True).stdout
+    for s, want in zip(SURROGATES, json.loads(out)):
+        assert enc.decode_bytes(enc.encode(s)).hex() == want, repr(s)
