@@ -76,7 +76,9 @@ bench-mpi: deps-test build
 # `make install PREFIX=DIR` installs under DIR (default CMake's, /usr/local);
 # DESTDIR=STAGE puts that tree under STAGE instead (packaging).
 PREFIX ?=
+# GPT-2's vocabulary files go with it (PREFIX/share/attn/gpt2), fetched here.
 install: build
+	@scripts/get-data.sh gpt2
 	$(if $(DESTDIR),DESTDIR='$(DESTDIR)') cmake --install $(BUILD) $(if $(PREFIX),--prefix '$(PREFIX)')
 
 clean:

@@ -1,6 +1,7 @@
 """The build step of pyproject.toml: libattn through CMake, copied into the
 package (attn/libattn.so, beside it libattn-ompwait.so and any engine
-plug-ins it finds there), so the installed package needs no `make install`.
+plug-ins it finds there), and GPT-2's vocabulary files (attn/gpt2/), so the
+installed package needs no `make install`.
 The CMake build folder is build/pip (ATTN_CMAKE_BUILD_DIR to change it);
 ATTN_CMAKE_ARGS adds options; ATTN_BUILD_JOBS sets the parallel jobs."""
 import glob
@@ -29,6 +30,16 @@ def build_library():
     return [(lib, "libattn.so")] + [(p, os.path.basename(p)) for p in others]
 
 
+VOCAB = ("encoder.json", "vocab.bpe")
+
+
+def gpt2_vocabulary():
+    """GPT-2's vocabulary files, fetched md5-checked into data/gpt2 (as the
+    tests fetch them), shipped as attn/gpt2/ where the library looks."""
+    subprocess.check_call(["bash", os.path.join(HERE, "scripts", "get-data.sh"), "gpt2"])
+    return [(os.path.join(HERE, "data", "gpt2", f), os.path.join("gpt2", f)) for f in VOCAB]
+
+
 class BuildPyWithLibrary(build_py):
     """build_py, then libattn built and copied into the package."""
 
@@ -38,11 +49,14 @@ class BuildPyWithLibrary(build_py):
         if self.editable_mode:  # the package stays in python/: the library goes there too
             dests.append(os.path.join(HERE, "python", "attn"))
         files = build_library()
+        vocab = gpt2_vocabulary()
         for dest in dests:
-            os.makedirs(dest, exist_ok=True)
+            os.makedirs(os.path.join(dest, "gpt2"), exist_ok=True)
             for src, name in files:
                 shutil.copyfile(src, os.path.join(dest, name))
                 os.chmod(os.path.join(dest, name), 0o755)
+            for src, name in vocab:
+                shutil.copyfile(src, os.path.join(dest, name))
 
 
 setup(cmdclass={"build_py": BuildPyWithLibrary})

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Put the data attn uses under data/ (never committed: data/ is gitignored).
 #   scripts/get-data.sh [NAME...]     NAME: tinyshakespeare (default), the-verdict, gpt2
-# Each file: already there; else a copy in ../shared/data/ next to the
-# checkout; else its public download. Every file is checked by its md5.
+# Each file: already there; else a copy in $ATTN_DATA_FROM (a folder laid
+# out as data/, for copies of the source such as the pip test's), else in
+# ../shared/data/ next to the checkout; else its public download. Every file
+# is checked by its md5.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,7 +28,10 @@ get() { # file md5 url
   tmp=$(mktemp "$(dirname "$dest")/.get.XXXXXX")
   # expanded now: the trap may run after this function's locals are gone
   trap "rm -f '$tmp'" EXIT
-  if [ -s "../shared/data/$1" ]; then
+  if [ -n "${ATTN_DATA_FROM:-}" ] && [ -s "$ATTN_DATA_FROM/$1" ]; then
+    cp "$ATTN_DATA_FROM/$1" "$tmp"
+    echo "attn: copied $1 from $ATTN_DATA_FROM/" >&2
+  elif [ -s "../shared/data/$1" ]; then
     cp "../shared/data/$1" "$tmp"
     echo "attn: copied $1 from ../shared/data/" >&2
   elif command -v curl > /dev/null; then

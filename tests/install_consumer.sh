@@ -168,6 +168,50 @@ for v in shared static; do
   echo "ok   $v consumer, the GPT example: the text attn generate prints ($(wc -c < "$tmp/$v.txt") bytes)"
 done
 
+# GPT-2's vocabulary is installed (md5 as scripts/get-data.sh checks it), and
+# from a folder outside the source tree, with no ATTN_GPT2_DIR, the installed
+# attn trains with it and reads GPT-2 files of other programs (Hugging Face,
+# llm.c) with it (issue 47).
+while IFS='|' read -r n file md5 url; do
+  [ "$n" = gpt2 ] || continue
+  f=$prefix/share/attn/$file
+  [ "$(md5sum < "$f" 2> /dev/null | cut -d' ' -f1)" = "$md5" ] || fail "make install: no $f with md5 $md5"
+done < <(sed -n '/^FILES="/,/^"/p' "$src/scripts/get-data.sh")
+echo "ok   make install: GPT-2's vocabulary in PREFIX/share/attn/gpt2"
+cat > "$tmp/gpt2.json" <<'JSON'
+{"tokenizer": "gpt2", "context_length": 16, "emb_dim": 32, "n_heads": 2, "n_layers": 1,
+ "qkv_bias": true, "tie_weights": true, "batch_size": 2, "max_steps": 2, "eval_interval": 2,
+ "eval_iters": 1}
+JSON
+away() { (cd "$tmp" && env -u ATTN_GPT2_DIR "$@"); }
+away "$prefix/bin/attn" train --data "$tmp/c.txt" --config "$tmp/gpt2.json" --threads 1   --out "$tmp/g2" > "$tmp/g2.log" 2>&1 || fail "installed attn train --tokenizer gpt2: $(cat "$tmp/g2.log")"
+for fmt in hf llmc; do
+  away "$prefix/bin/attn" export "$tmp/g2" "$tmp/g2.$fmt" --format $fmt > /dev/null 2> "$tmp/x.err" ||
+    fail "export --format $fmt: $(cat "$tmp/x.err")"
+  f=$tmp/g2.$fmt
+  [ -d "$f" ] && f=$(find "$f" -name '*.safetensors' | head -1)
+  away "$prefix/bin/attn" generate "$f" --prompt "ROMEO:" --max-new-tokens 4 --seed 1     > "$tmp/g.txt" 2> "$tmp/g.err" || fail "installed attn generate $fmt file: $(cat "$tmp/g.err")"
+  echo "ok   from $tmp: attn generate on a $fmt file: $(head -c 60 "$tmp/g.txt" | tr '\n' ' ')"
+done
+pyenv=(env -u LD_LIBRARY_PATH -u ATTN_LIBRARY -u ATTN_GPT2_DIR
+  PYTHONPATH="$(dirname "$(dirname "$(find "$prefix/lib" -path '*-packages/attn/__init__.py' | head -1)")")")
+out=$(cd "$tmp" && "${pyenv[@]}" /usr/bin/python3 - "$tmp/g2.hf" "$tmp/g2.llmc" <<'PY'
+import glob, os, sys
+import attn, attn.tokenizer
+enc = attn.tokenizer.get_encoding("gpt2")
+assert enc.encode("Hello, world") == [15496, 11, 995]
+for f in sys.argv[1:]:
+    if os.path.isdir(f):
+        f = glob.glob(os.path.join(f, "*.safetensors"))[0]
+    with attn.GPT.load(f) as g:
+        assert g.config["vocab_size"] == 50257
+print(attn.tokenizer.gpt2_dir())
+PY
+) || fail "python from $tmp: get_encoding / GPT.load of hf and llmc files: $out"
+[ "$(realpath "$out")" = "$(realpath "$prefix/share/attn/gpt2")" ] ||
+  fail "python found the vocabulary in $out, not the installed copy"
+echo "ok   python from $tmp: get_encoding(\"gpt2\") and GPT.load of hf and llmc files ($out)"
+
 # The installed CUDA engine plug-in: found beside libattn.so and opened (on
 # a machine without a GPU it then says so).
 if [ -e "$build/libattn-cuda.so" ]; then

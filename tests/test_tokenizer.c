@@ -1,9 +1,10 @@
 /* The models' tokenizer: CharTokenizer (seed 004, cells In [4]-[7]) and the gpt2 kind. */
-#define _POSIX_C_SOURCE 200809L /* setenv */
+#define _XOPEN_SOURCE 700 /* setenv, realpath */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "attn/tokenizer.h"
 
@@ -177,21 +178,49 @@ Test(tokenizer, gpt2_kind_dispatches_every_call) {
     attn_tokenizer_free(&chars);
 }
 
-Test(tokenizer, gpt2_missing_files_name_the_rule) {
+Test(tokenizer, gpt2_missing_files_name_the_places) {
     attn_tokenizer tok;
     attn_error err;
     cr_assert_eq(attn_tokenizer_gpt2(&tok, "/nonexistent-attn-dir", &err), ATTN_ERR_NOT_FOUND);
-    cr_expect(strstr(err.msg, "/nonexistent-attn-dir/encoder.json") &&
-                  strstr(err.msg, "$ATTN_GPT2_DIR") && strstr(err.msg, "data/gpt2") &&
-                  strstr(err.msg, "scripts/get-data.sh gpt2"),
+    cr_expect(strstr(err.msg, "given: /nonexistent-attn-dir") && strstr(err.msg, "$ATTN_GPT2_DIR") &&
+                  strstr(err.msg, "make install") && strstr(err.msg, "scripts/get-data.sh gpt2"),
               "%s", err.msg);
     cr_expect_eq(tok.bpe, NULL);
-    setenv(ATTN_GPT2_DIR_ENV, "/some/where", 1);
-    cr_expect_str_eq(attn_tokenizer_gpt2_dir(), "/some/where");
-    setenv(ATTN_GPT2_DIR_ENV, "", 1);
-    cr_expect_str_eq(attn_tokenizer_gpt2_dir(), ATTN_GPT2_DIR_DEFAULT);
+    setenv(ATTN_GPT2_DIR_ENV, "/some/where", 1); /* set: only it */
+    char dir[4096];
+    cr_expect_eq(attn_tokenizer_gpt2_find(NULL, dir, sizeof dir, &err), ATTN_ERR_NOT_FOUND);
+    cr_expect(strstr(err.msg, "$ATTN_GPT2_DIR: /some/where"), "%s", err.msg);
     unsetenv(ATTN_GPT2_DIR_ENV);
-    cr_expect_str_eq(attn_tokenizer_gpt2_dir(), "data/gpt2");
+}
+
+/* The places, in order: the argument, $ATTN_GPT2_DIR, beside the library
+ * (installed, or the source tree's data/gpt2 beside build/), the current
+ * folder's data/gpt2. The test binary is built in the build folder, so
+ * without the variable it finds the source tree's copy whatever the
+ * current folder is. */
+Test(tokenizer, gpt2_files_are_found_from_anywhere) {
+    char dir[4096], want[4096];
+    attn_error err;
+    if (!realpath(ATTN_SOURCE_DIR "/data/gpt2", want))
+        cr_skip_test("no GPT-2 vocabulary in data/gpt2 (scripts/get-data.sh gpt2)");
+    unsetenv(ATTN_GPT2_DIR_ENV);
+    cr_assert_eq(chdir("/"), 0);
+    const char *rest = ATTN_BINARY + strlen(ATTN_SOURCE_DIR) + 1, *slash = strchr(rest, '/');
+    if (strncmp(ATTN_BINARY, ATTN_SOURCE_DIR "/", strlen(ATTN_SOURCE_DIR) + 1) == 0 && slash &&
+        !strchr(slash + 1, '/')) { /* the build folder is SRC/NAME */
+        cr_assert_eq(attn_tokenizer_gpt2_find(NULL, dir, sizeof dir, &err), ATTN_OK, "%s", err.msg);
+        char real[4096];
+        cr_assert(realpath(dir, real));
+        cr_expect_str_eq(real, want);
+    }
+    setenv(ATTN_GPT2_DIR_ENV, want, 1);
+    cr_assert_eq(attn_tokenizer_gpt2_find(NULL, dir, sizeof dir, &err), ATTN_OK, "%s", err.msg);
+    cr_expect_str_eq(dir, want);
+    cr_assert_eq(attn_tokenizer_gpt2_find("/", dir, sizeof dir, &err), ATTN_ERR_NOT_FOUND);
+    setenv(ATTN_GPT2_DIR_ENV, "", 1); /* empty: as unset */
+    cr_assert_eq(chdir(ATTN_SOURCE_DIR), 0); /* the current folder's data/gpt2 */
+    cr_assert_eq(attn_tokenizer_gpt2_find(NULL, dir, sizeof dir, &err), ATTN_OK, "%s", err.msg);
+    unsetenv(ATTN_GPT2_DIR_ENV);
 }
 
 /* The char kind through the kind-generic calls: as before. */

@@ -46,17 +46,26 @@ typedef struct attn_tokenizer {
     size_t encoder_len, vocab_bpe_len;
 } attn_tokenizer;
 
-/* Where a fresh gpt2 tokenizer's files are: $ATTN_GPT2_DIR when set and not
- * empty, else data/gpt2 under the current directory (what
- * scripts/get-data.sh gpt2 fills). The one place this rule lives. */
+/* Where a fresh gpt2 tokenizer's files (encoder.json and vocab.bpe) are,
+ * the one rule the CLI, C and Python share: the first of
+ *   1. dir, when given (nothing else is tried);
+ *   2. $ATTN_GPT2_DIR, when set and not empty (nothing else is tried);
+ *   3. the installed copy, found from where libattn (or the program linked
+ *      with it) is: LIB/../share/attn/gpt2 (`make install`), LIB/gpt2 (the
+ *      Python package of `pip install .`);
+ *   4. the source tree's data/gpt2 beside a build folder (LIB/../data/gpt2,
+ *      what scripts/get-data.sh gpt2 fills);
+ *   5. data/gpt2 under the current directory;
+ * that holds both files. ATTN_OK with the folder in out (cap bytes), else
+ * ATTN_ERR_NOT_FOUND naming every place looked at. */
 #define ATTN_GPT2_N_VOCAB 50257 /* GPT-2's token count */
 #define ATTN_GPT2_DIR_ENV "ATTN_GPT2_DIR"
-#define ATTN_GPT2_DIR_DEFAULT "data/gpt2"
-const char *attn_tokenizer_gpt2_dir(void);
+attn_status attn_tokenizer_gpt2_find(const char *dir, char *out, size_t cap, attn_error *err);
 
 /* A gpt2 tokenizer from dir/encoder.json and dir/vocab.bpe (dir NULL: the
- * rule above). A missing file fails (ATTN_ERR_NOT_FOUND) naming the path,
- * the rule and scripts/get-data.sh gpt2; bad files as attn_bpe_load. */
+ * folder attn_tokenizer_gpt2_find finds). Missing files fail
+ * (ATTN_ERR_NOT_FOUND) naming the places looked at and scripts/get-data.sh
+ * gpt2; bad files as attn_bpe_load. */
 attn_status attn_tokenizer_gpt2(attn_tokenizer *tok, const char *dir, attn_error *err);
 
 /* The same from the two files' bytes (a checkpoint's copy). */

@@ -52,8 +52,8 @@ class GPT:
         """A model from any weights file attn reads: a run folder of `attn
         train` (its live checkpoint), its best/ folder or a model
         .safetensors file, with the tokenizer it carries; or GPT-2 weights of
-        other programs, paired with GPT-2's tokenizer (its vocabulary files:
-        $ATTN_GPT2_DIR or data/gpt2): Hugging Face GPT2LMHeadModel
+        other programs, paired with GPT-2's tokenizer (its vocabulary files,
+        found as attn.tokenizer.gpt2_dir() finds them): Hugging Face GPT2LMHeadModel
         safetensors, llm.c's gpt2_124M.bin, the book's torch.save
         `model.pth` (read without torch: nothing in it is executed).
 

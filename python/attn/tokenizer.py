@@ -6,18 +6,22 @@
     ids = enc.encode("Hello, do you like tea? <|endoftext|>", allowed_special={"<|endoftext|>"})
     enc.decode(ids), enc.n_vocab, enc.eot_token          # 50257, 50256
 
-The vocabulary is OpenAI's encoder.json + vocab.bpe. get_encoding looks for
-them in $ATTN_GPT2_DIR, then data/gpt2 of the source tree and the shared copy
-beside it (scripts/get-data.sh gpt2 puts them there); Encoding.from_files
-takes any two paths."""
+The vocabulary is OpenAI's encoder.json + vocab.bpe. get_encoding finds them
+by the library's one rule (attn_tokenizer_gpt2_find, attn/tokenizer.h):
+$ATTN_GPT2_DIR when set, else the copy `make install` or `pip install .`
+installed beside libattn, else the source tree's data/gpt2
+(scripts/get-data.sh gpt2), else ./data/gpt2; Encoding.from_files takes any
+two paths."""
 import ctypes
 import os
 import weakref
 
-from ._lib import Err, Error, Handle, check, cint, error, lib, path
+from ._lib import Err, Error, Handle, call, check, cint, error, lib, path
 
 _P = ctypes.POINTER
 _PROTOS = {
+    "attn_tokenizer_gpt2_find": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p,
+                                                 ctypes.c_size_t, Err]),
     "attn_bpe_load": (ctypes.c_int, [_P(ctypes.c_void_p), ctypes.c_char_p, ctypes.c_char_p, Err]),
     "attn_bpe_free": (None, [ctypes.c_void_p]),
     "attn_bpe_n_vocab": (ctypes.c_int, [ctypes.c_void_p]),
@@ -38,14 +42,13 @@ _EOT = "<|endoftext|>"
 _HERE = os.path.dirname(os.path.realpath(__file__))
 
 
-def _gpt2_dirs():
-    env = os.environ.get("ATTN_GPT2_DIR")
-    if env:
-        yield env
-    root = os.path.normpath(os.path.join(_HERE, "..", ".."))
-    yield os.path.join(root, "data", "gpt2")
-    yield os.path.join(root, "..", "shared", "data", "gpt2")
-    yield os.path.join(os.getcwd(), "data", "gpt2")
+def gpt2_dir():
+    """The folder holding GPT-2's encoder.json and vocab.bpe, found by the
+    library's rule (the module's docstring); attn.Error naming where it
+    looked when none does."""
+    out = ctypes.create_string_buffer(4096)
+    call(lib.attn_tokenizer_gpt2_find, None, out, len(out))
+    return os.fsdecode(out.value)
 
 
 class Encoding:
@@ -148,17 +151,10 @@ def get_encoding(name):
     if name not in ("gpt2", "r50k_base"):
         raise ValueError(f"unknown encoding {name!r}: attn has gpt2 (r50k_base)")
     if name not in _cache:
-        for d in _gpt2_dirs():
-            enc, bpe = os.path.join(d, "encoder.json"), os.path.join(d, "vocab.bpe")
-            if os.path.exists(enc) and os.path.exists(bpe):
-                _cache[name] = Encoding.from_files(enc, bpe, name)
-                break
-        else:
-            raise Error("GPT-2's encoder.json and vocab.bpe were not found (looked in "
-                        "$ATTN_GPT2_DIR, data/gpt2 and ../shared/data/gpt2): run "
-                        "scripts/get-data.sh gpt2, or use Encoding.from_files(encoder_json, "
-                        "vocab_bpe)", "not found")
+        d = gpt2_dir()
+        _cache[name] = Encoding.from_files(os.path.join(d, "encoder.json"),
+                                           os.path.join(d, "vocab.bpe"), name)
     return _cache[name]
 
 
-__all__ = ["Encoding", "get_encoding"]
+__all__ = ["Encoding", "get_encoding", "gpt2_dir"]

@@ -123,7 +123,7 @@ static const key_row ROWS[] = {
      S_ENUM},
     {{"tokenizer", NULL, "tokenizer", ATTN_TKEY_CHOICE, .choices = TOKENIZERS,
       .help = "char: the corpus's characters; gpt2:\nGPT-2's BPE (files: $ATTN_GPT2_DIR, else\n"
-              "data/gpt2; scripts/get-data.sh gpt2)"},
+              "the installed copy, else data/gpt2)"},
      OFF(tokenizer),
      S_ENUM},
     {{"loader", NULL, "loader", ATTN_TKEY_CHOICE, .choices = LOADERS,

@@ -23,6 +23,11 @@ mkdir "$tmp/src" "$tmp/elsewhere"
 $py -m venv --system-site-packages "$tmp/venv"
 vpy=$tmp/venv/bin/python
 export ATTN_CMAKE_ARGS="-DATTN_CUDA=OFF -DATTN_MPI=OFF" ATTN_BUILD_JOBS=2
+# The copy has no data/: the build fetches GPT-2's vocabulary from the
+# source's (as scripts/get-data.sh does from ../shared/data), offline.
+export ATTN_DATA_FROM=$src/data
+[ -s "$src/data/gpt2/vocab.bpe" ] || { echo "SKIP: no data/gpt2 (scripts/get-data.sh gpt2)"; exit 77; }
+unset ATTN_GPT2_DIR
 unset PYTHONPATH ATTN_LIBRARY
 pip_install() {
   if ! "$vpy" -m pip install -q --no-build-isolation --no-index "$@" > "$tmp/pip.log" 2>&1; then
@@ -44,7 +49,13 @@ for what, path in (("package", attn.__file__), ("library", attn.library)):
 torch.manual_seed(0)
 y = at.MultiHeadAttention(4, 4, 8, 0.0, 2)(torch.rand(1, 5, 4))
 assert y.shape == (1, 5, 4)
-print("ok:", attn.__version__, attn.library)
+# GPT-2's vocabulary came with the package: found from here, no variable.
+import attn.tokenizer
+d = attn.tokenizer.gpt2_dir()
+assert os.path.realpath(d).startswith(want), f"vocabulary {d} is not under {want}"
+enc = attn.tokenizer.get_encoding("gpt2")
+assert enc.encode("Hello, world") == [15496, 11, 995], enc.encode("Hello, world")
+print("ok:", attn.__version__, attn.library, d)
 PY
   )
 }
