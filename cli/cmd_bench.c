@@ -122,7 +122,7 @@ const cli_command bench_cli = {
     "bench",
     "attn bench mha [--batch B] [--tokens T] [--d-model D] [--heads H]\n"
     "                      [--backward] [--repeat N] [--warmup N] [--threads N]\n"
-    "                      [--reference] [--mha-only] [--simd PATH]\n"
+    "                      [--reference] [--mha-only] [--simd NAME]\n"
     "                      [--block-q N --block-k N] [--precision fp32|bf16]\n"
     "                      [--dropout P [--rng torch-cpu|torch-mkl]]\n"
     "                      [--kv-heads K] [--window W] [--positions none|rope|alibi]\n"

@@ -1,4 +1,4 @@
-/* attn train — train the char-level GPT on a text corpus (attn/train.h):
+/* attn train — train a GPT on a text corpus (attn/train.h):
  * progress bar on a terminal, log lines otherwise, checkpoints, loss.csv and
  * loss.svg in the output directory, Ctrl-C saves and exits, --resume
  * continues bit for bit. Under mpirun every rank runs this; rank 0 alone

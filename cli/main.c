@@ -22,7 +22,7 @@ static const command commands[] = {
     {"chapter3", cmd_chapter3, "walk chapter 3 step by step, printing each tensor as PyTorch does"},
     {"rng", cmd_rng, "print torch.rand / dropout draws for a seed (PyTorch's generator)"},
     {"forward", cmd_forward, "run one attention module (and backward) on a .npy input"},
-    {"train", cmd_train, "train the char-level GPT on a text corpus (checkpoints, resume)"},
+    {"train", cmd_train, "train a GPT (char-level or GPT-2) on a text (checkpoints, resume)"},
     {"generate", cmd_generate, "sample text from a trained GPT checkpoint"},
     {"viz", cmd_viz, "a checkpoint's attention on a prompt as an HTML page or SVG heatmap"},
     {"info", cmd_info, "a checkpoint's config, step, losses, vocabulary and size"},

@@ -30,6 +30,7 @@
 #include "attn/module.h"
 #include "attn/param.h"
 #include "attn/rng.h"
+#include "attn/safetensors.h"
 #include "attn/status.h"
 #include "attn/version.h" /* ATTN_DEPRECATED */
 
@@ -169,6 +170,12 @@ attn_status attn_h_gpt_decode(const attn_h_gpt *g, const int64_t *ids, size_t n,
 
 /* The parameters (state_dict names, the book's order); borrowed. */
 const attn_param_list *attn_h_gpt_params(const attn_h_gpt *g);
+
+/* Write g's weights to path (the caller checked it) with the n_meta
+ * metadata entries given (format, config, step) and its tokenizer's
+ * (attn_ckpt_tokenizer_meta: the characters, or GPT-2's two files). */
+attn_status attn_h_gpt_write(const attn_h_gpt *g, const char *path, const attn_st_kv *meta,
+                             int n_meta, attn_error *err);
 
 /* Eval-mode forward of ids (B, T): logits (B, T, V) when logits != NULL;
  * with targets (may be NULL) the mean cross-entropy into *loss. */

@@ -168,6 +168,7 @@ _PROTOS = {
     "attn_h_gpt_free": (None, [c_void_p]),
     "attn_h_gpt_info_json": (c_void_p, [c_void_p]),
     "attn_h_gpt_params": (c_void_p, [c_void_p]),
+    "attn_h_gpt_write": (c_int, [c_void_p, c_char_p, c_void_p, c_int, Err]),
     "attn_h_gpt_encode": (c_int, [c_void_p, c_char_p, c_size_t, c_int, c_void_p, c_size_t,
                                   P(c_size_t), Err]),
     "attn_h_gpt_decode": (c_int, [c_void_p, c_void_p, c_size_t, c_void_p, c_size_t, P(c_size_t),

@@ -292,9 +292,8 @@ class GPT:
                 _lib.call(lib.attn_ckpt_output_check, _lib.path(src), out, None, 0, None, 0)
             else:
                 _lib.call(lib.attn_output_check, out, None, 0, None, 0)
-            meta = _meta(self.config, self.vocabulary, self.step)
-            _lib.call(lib.attn_safetensors_write_params, out, lib.attn_h_gpt_params(h), meta,
-                      len(meta))
+            meta = _meta(self.config, None, self.step)  # and the tokenizer's, by the C side
+            _lib.call(lib.attn_h_gpt_write, h, out, meta, len(meta))
         return path
 
     @classmethod
@@ -304,13 +303,16 @@ class GPT:
         swapped in): its config is read from the modules (vocab_size,
         context_length, emb_dim, n_heads, n_layers, drop_rate, qkv_bias), its
         weights from model.state_dict() (the att.mask buffers are left out).
-        tokenizer: the character vocabulary in id order, attn.GPT's
-        checkpoints being character-level: a str of distinct characters, a
+        tokenizer: GPT-2's ("gpt2", attn.tokenizer.get_encoding("gpt2") or
+        tiktoken's gpt2 Encoding; the model's vocab_size must be 50257), or
+        a character vocabulary in id order: a str of distinct characters, a
         list of them, a {character: id} dict, or an object with a
         .vocabulary (another attn.GPT) or a .stoi / .str_to_int dict.
-        save() then writes it as a checkpoint."""
+        save() then writes it as a checkpoint that carries its tokenizer."""
         cfg = _book_config(model)
-        vocab = _vocabulary(tokenizer, cfg["vocab_size"])
+        vocab = _gpt2_tokenizer(tokenizer, cfg["vocab_size"])
+        if vocab is None:
+            vocab = _vocabulary(tokenizer, cfg["vocab_size"])
         sd = model.state_dict()
         fd, tmp = tempfile.mkstemp(prefix="attn-from-torch-", suffix=".safetensors")
         os.close(fd)
@@ -349,9 +351,17 @@ def _book_attention(config):
 
 
 def _meta(config, vocabulary, step):
-    """The metadata attn's trainer writes into model.safetensors."""
-    pairs = [("format", "attn-gpt"), ("config", json.dumps(config)),
-             ("vocabulary", vocabulary), ("step", str(int(step)))]
+    """The metadata attn's trainer writes into model.safetensors; vocabulary:
+    the characters (str), or GPT-2's two files' text (a tuple)."""
+    if vocabulary is None:  # the caller's C side adds the tokenizer's
+        tok = []
+    elif isinstance(vocabulary, tuple):  # attn/checkpoint.h's gpt2 keys
+        tok = [("tokenizer", "gpt2"), ("gpt2_encoder_json", vocabulary[0]),
+               ("gpt2_vocab_bpe", vocabulary[1])]
+    else:
+        tok = [("vocabulary", vocabulary)]
+    pairs = [("format", "attn-gpt"), ("config", json.dumps(config)), *tok,
+             ("step", str(int(step)))]
     meta = (_lib.StKv * len(pairs))()
     for i, (k, v) in enumerate(pairs):
         meta[i].key, meta[i].value = k.encode(), _lib.text(v, f"metadata {k}")
@@ -375,6 +385,28 @@ def _book_config(model):
         raise Error("GPT.from_torch: the book's GPTModel with MultiHeadAttention only "
                     f"(got {type(att).__name__})")
     return cfg
+
+
+def _gpt2_tokenizer(tokenizer, vocab_size):
+    """(encoder.json text, vocab.bpe text) when tokenizer is GPT-2's, else
+    None."""
+    if isinstance(tokenizer, str):
+        if tokenizer not in ("gpt2", "r50k_base") or vocab_size == len(tokenizer):
+            return None  # characters (a 4-token model's "gpt2" is its 4 characters)
+    elif getattr(tokenizer, "name", None) not in ("gpt2", "r50k_base"):
+        return None
+    if vocab_size != 50257:
+        raise Error(f"GPT.from_torch: GPT-2's tokenizer has 50257 tokens, the model's "
+                    f"vocab_size is {vocab_size}")
+    from .tokenizer import gpt2_dir
+    d = gpt2_dir()
+    files = getattr(tokenizer, "files", None) or (os.path.join(d, "encoder.json"),
+                                                  os.path.join(d, "vocab.bpe"))
+    out = []
+    for f in files:
+        with open(f, encoding="utf-8") as fh:
+            out.append(fh.read())
+    return tuple(out)
 
 
 def _vocabulary(tokenizer, vocab_size):
@@ -447,7 +479,7 @@ def _progress_bar(total, initial):
 
 def train(preset=None, config=None, data=None, out=None, *, on_step=None, on_eval=None,
           resume=False, force=False, init_from=None, progress=None, **keys):
-    """Train the char-level GPT as `attn train` does, in this process.
+    """Train a GPT (char-level or GPT-2's tokenizer) as `attn train` does, in this process.
 
     preset, data, out, init_from, resume, force: as attn train's options.
     config: a JSON file of model and training keys, or a dict of them.

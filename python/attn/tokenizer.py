@@ -73,7 +73,9 @@ class Encoding:
         err = error()
         check(lib.attn_bpe_load(ctypes.byref(h), path(encoder_json), path(vocab_bpe),
                                 ctypes.byref(err)), err)
-        return cls(h.value, name)
+        enc = cls(h.value, name)
+        enc.files = (os.fspath(encoder_json), os.fspath(vocab_bpe))  # what a checkpoint carries
+        return enc
 
     def close(self):
         """Free the C tables now (later calls raise attn.Error)."""

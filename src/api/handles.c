@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "attn/attention_weights.h"
+#include "attn/checkpoint.h"
 #include "attn/dropout.h"
 #include "attn/engine.h"
 #include "attn/fileio.h"
@@ -395,6 +396,20 @@ attn_status attn_h_gpt_decode(const attn_h_gpt *g, const int64_t *ids, size_t n,
 
 const attn_param_list *attn_h_gpt_params(const attn_h_gpt *g) {
     return attn_gpt_params(&g->model);
+}
+
+attn_status attn_h_gpt_write(const attn_h_gpt *g, const char *path, const attn_st_kv *meta,
+                             int n_meta, attn_error *err) {
+    if (n_meta < 0 || n_meta > 16 || (n_meta && !meta))
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "GPT.save: %d metadata entries", n_meta);
+    attn_st_kv kv[16 + ATTN_CKPT_TOKENIZER_META_MAX];
+    memcpy(kv, meta, sizeof *kv * (size_t)n_meta);
+    int n_tok = 0;
+    char *owned = NULL;
+    attn_status s = attn_ckpt_tokenizer_meta(&g->tok, kv + n_meta, &n_tok, &owned, err);
+    if (!s) s = attn_safetensors_write_params(path, attn_gpt_params(&g->model), kv, n_meta + n_tok, err);
+    free(owned);
+    return s;
 }
 
 static attn_status gpt_acts(attn_h_gpt *g, int B, int T, attn_error *err) {

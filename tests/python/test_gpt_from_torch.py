@@ -86,3 +86,36 @@ def test_from_torch_refuses_what_it_cannot_hold(model):
         attn.GPT.from_torch(model, ["ab"] * len(VOCAB))
     with pytest.raises(attn.Error, match="not the book's GPTModel"):
         attn.GPT.from_torch(torch.nn.Linear(2, 2), VOCAB)
+
+
+@pytest.mark.parametrize("how", ["name", "attn", "tiktoken-like"])
+def test_from_torch_takes_gpt2s_tokenizer(how, tmp_path, attn_bin):
+    """A GPT-2-vocabulary model with GPT-2's tokenizer (issue 47: it was
+    refused as "not character-level"): the checkpoint carries the tokenizer,
+    so attn.GPT.load and `attn generate` read it with nothing else."""
+    import attn.tokenizer
+    enc = attn.tokenizer.get_encoding("gpt2")
+    tok = {"name": "gpt2", "attn": enc,
+           "tiktoken-like": type("Encoding", (), {"name": "gpt2"})()}[how]
+    cfg = dict(CFG, vocab_size=50257, emb_dim=12, n_layers=1)
+    torch.manual_seed(5)
+    m = book.GPTModel(cfg).eval()
+    gpt = attn.GPT.from_torch(m, tok)
+    ids = enc.encode("Every effort moves you")
+    with torch.no_grad():
+        want = m(torch.tensor([ids])).numpy()
+    np.testing.assert_allclose(gpt.forward([ids]), want, atol=1e-5, rtol=1e-4)
+    out = tmp_path / "gpt2.safetensors"
+    gpt.save(out)
+    with attn.GPT.load(out) as again:
+        assert list(again.encode("Every effort moves you")) == ids
+    r = run_attn("generate", "--checkpoint", out, "--prompt", "Every effort",
+                 "--max-new-tokens", "3", "--seed", "1")
+    assert r.returncode == 0, r.stderr
+    with pytest.raises(attn.Error, match="50257"):
+        attn.GPT.from_torch(model_of(dict(CFG, vocab_size=100)), enc)
+
+
+def model_of(cfg):
+    torch.manual_seed(0)
+    return book.GPTModel(cfg).eval()
