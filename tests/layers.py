@@ -2,9 +2,11 @@
 """The layer rule of src/ (docs/library.md#layers): a folder uses only its own
 and lower folders, and no two files form a cycle.
 
-Edges come from two sources:
+Edges come from three sources:
 - every `#include "..."` in src/ (a private header belongs to its folder; a
   public header `attn/x.h` to the one folder that defines its functions);
+- every `#include "attn/..."` in a public header (include/attn/), from the
+  header's folder;
 - every reference from one object file to a symbol another defines (`nm` of
   the build's objects: calls, and function pointers in tables).
 
@@ -102,6 +104,16 @@ def build_graph(src, include_dir, syms):
                                                     for f in sorted(where) if f != main)))
             if homes:
                 owner["attn/" + h] = homes.most_common(1)[0][0]
+        # A public header's own includes are its folder's edges too.
+        for h in sorted(os.listdir(include_dir)):
+            me = "attn/" + h
+            if me not in owner:
+                continue
+            text = strip_comments(open(os.path.join(include_dir, h), encoding="utf-8").read())
+            for inc in re.findall(r'#\s*include\s+"(attn/[^"]+)"', text):
+                if inc in owner and owner[inc] != owner[me]:
+                    edges.setdefault(("<" + me + ">", "<" + inc + ">"), "includes " + inc)
+                    folder["<" + me + ">"], folder["<" + inc + ">"] = owner[me], owner[inc]
     for f in files:
         text = strip_comments(open(os.path.join(src, f), encoding="utf-8").read())
         for inc in re.findall(r'#\s*include\s+"([^"]+)"', text):

@@ -15,7 +15,6 @@
 #ifndef ATTN_ATTENTION_WEIGHTS_H
 #define ATTN_ATTENTION_WEIGHTS_H
 
-#include "attn/gpt.h"
 #include "attn/multi_head_attention.h"
 
 #ifdef __cplusplus
@@ -28,11 +27,7 @@ extern "C" {
 attn_status attn_mha_attention_weights(const attn_mha *m, const attn_attention_cache *cache, int b,
                                        float *weights, attn_error *err);
 
-/* After attn_gpt_forward(m, ..., acts): layer's weights of batch row b
- * (n_heads * T * T floats, T = acts->T). layer outside [0, n_layers) or b
- * outside [0, B) -> ATTN_ERR_INVALID_ARG naming the valid range. */
-attn_status attn_gpt_attention_weights(const attn_gpt *m, const attn_gpt_acts *acts, int layer,
-                                       int b, float *weights, attn_error *err);
+/* A GPT's layers: attn_gpt_attention_weights (attn/gpt.h). */
 
 #ifdef __cplusplus
 }

@@ -479,6 +479,13 @@ attn_status attn_gpt_kv_step_batch(const attn_gpt *m, attn_gpt_kv_cache *cache,
 attn_status attn_gpt_kv_prefill_batch(const attn_gpt *m, attn_gpt_kv_cache *cache,
                                       const int32_t *ids, int n, float *logits, attn_error *err);
 
+/* After attn_gpt_forward(m, ..., acts): layer's attention weights of batch row b
+ * (n_heads * T * T floats, T = acts->T). layer outside [0, n_layers) or b
+ * outside [0, B) -> ATTN_ERR_INVALID_ARG naming the valid range. As
+ * attn_mha_attention_weights (attn/attention_weights.h) of that layer. */
+attn_status attn_gpt_attention_weights(const attn_gpt *m, const attn_gpt_acts *acts, int layer,
+                                       int b, float *weights, attn_error *err);
+
 #ifdef __cplusplus
 }
 #endif
