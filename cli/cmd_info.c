@@ -36,6 +36,8 @@ const cli_command info_cli = {
     "  Describes the checkpoint in DIR (a run folder of `attn train`, or a model\n"
     "  .safetensors file): model and training config, step, the last training loss\n"
     "  and evaluations, the vocabulary, the parameter count and the size on disk.\n"
+    "  A GPT-2 weights file of HF, llm.c or the book: its format and model (such a\n"
+    "  file carries no training history).\n"
     "  With --cpu: this CPU's level (generic, avx2, avx512, avx512-bf16, amx), the\n"
     "  cap ATTN_SIMD sets, and the kernels attn runs under it.\n",
     info_opts_table,
@@ -73,14 +75,25 @@ static void eval_val_text(const attn_eval_record *r, char *buf, size_t cap) {
         snprintf(buf, cap, "val %.4f, exact %.4f", (double)r->val_loss, (double)r->val_exact);
 }
 
+/* What a weights file of another program is. */
+static const char *foreign_what(attn_weights_format f) {
+    return f == ATTN_WEIGHTS_HF     ? "Hugging Face's GPT2LMHeadModel safetensors"
+           : f == ATTN_WEIGHTS_LLMC ? "llm.c's GPT-2 checkpoint"
+                                    : "the book's GPTModel state_dict";
+}
+
 static void print_text(const char *dir, const attn_checkpoint_info *in) {
     const attn_gpt_config *m = &in->model;
-    char size[64];
+    const int foreign = in->format != ATTN_WEIGHTS_ATTN;
+    char size[64], init[16];
     printf("checkpoint     %s\n", dir);
-    if (in->format != ATTN_WEIGHTS_ATTN)
-        printf("format         %s (GPT-2 weights of another program; GPT-2's tokenizer)\n",
-               attn_weights_format_name(in->format));
-    printf("step           %" PRId64 "\n", in->step);
+    if (foreign) {
+        printf("format         %s: %s, GPT-2's tokenizer\n", attn_weights_format_name(in->format),
+               foreign_what(in->format));
+        printf("step           none: another program's weights carry no training history\n");
+    } else {
+        printf("step           %" PRId64 "\n", in->step);
+    }
     printf("model          vocab_size %d, context_length %d, emb_dim %d, n_heads %d, n_layers %d, "
            "drop_rate %g, qkv_bias %s\n",
            m->vocab_size, m->context_length, m->emb_dim, m->n_heads, m->n_layers, m->drop_rate,
@@ -88,6 +101,9 @@ static void print_text(const char *dir, const attn_checkpoint_info *in) {
     char variant[512];
     attn_gpt_config_describe_variants(m, 0, variant, sizeof variant);
     printf("variant        %s\n", variant);
+    attn_gpt_key_value(m, ATTN_GPT_KEY_INIT, init, sizeof init);
+    if (!foreign) /* how attn drew the run's first weights */
+        printf("init           %s\n", init);
     printf("parameters     %zu (%.2f M, %.1f MiB as float32)\n", in->n_params,
            (double)in->n_params / 1e6, (double)in->n_params * 4.0 / 1048576.0);
     printf("tokenizer      %s\n", attn_tokenizer_kind_name(in->tokenizer));
@@ -145,7 +161,15 @@ static int print_json(const char *dir, const attn_checkpoint_info *in) {
     cJSON *o = cJSON_CreateObject(), *c = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "checkpoint", dir);
     cJSON_AddStringToObject(o, "format", attn_weights_format_name(in->format));
-    cJSON_AddNumberToObject(o, "step", (double)in->step);
+    /* Another program's weights: no step, no history (null, not -1). */
+    const int foreign = in->format != ATTN_WEIGHTS_ATTN;
+    cJSON_AddBoolToObject(o, "training_history", !foreign);
+    if (foreign) {
+        cJSON_AddStringToObject(o, "what", foreign_what(in->format));
+        cJSON_AddNullToObject(o, "step");
+    } else {
+        cJSON_AddNumberToObject(o, "step", (double)in->step);
+    }
     cJSON_AddNumberToObject(c, "vocab_size", m->vocab_size);
     cJSON_AddNumberToObject(c, "context_length", m->context_length);
     cJSON_AddNumberToObject(c, "emb_dim", m->emb_dim);
@@ -163,6 +187,11 @@ static int print_json(const char *dir, const attn_checkpoint_info *in) {
             cJSON_AddBoolToObject(c, k->name, strcmp(v, "true") == 0);
         else
             cJSON_AddNumberToObject(c, k->name, strtod(v, NULL));
+    }
+    if (!foreign) {
+        char v[16];
+        attn_gpt_key_value(m, ATTN_GPT_KEY_INIT, v, sizeof v);
+        cJSON_AddStringToObject(c, "init", v);
     }
     cJSON_AddItemToObject(o, "model", c);
     cJSON_AddNumberToObject(o, "parameters", (double)in->n_params);

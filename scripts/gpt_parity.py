@@ -4,7 +4,7 @@ the book in python/attn/book.py: LayerNorm, GELU, FeedForward,
 MultiHeadAttention, TransformerBlock, GPTModel) against attn's forward/backward,
 and the same for the model variants (python/attn/variants.py: norm, act,
 tie_weights, pos_emb, and the attention keys n_kv_heads, window, qk_norm,
-softcap).
+softcap), and GPT-2's init (init gpt2, which every tied model draws).
 
   gen  OUT.safetensors   write the committed fixture: torch.manual_seed(SEED)
                          + GPTModel(CFG) weights, ids/targets, and PyTorch's
@@ -47,7 +47,8 @@ VARIANTS = {
     "rmsnorm": {"norm": "rmsnorm"},
     "relu2": {"act": "relu2"},
     "swiglu": {"act": "swiglu"},
-    "tie_weights": {"tie_weights": True},
+    "tie_weights": {"tie_weights": True},  # drawn with GPT-2's init, as every tied model
+    "gpt2_init": {"init": "gpt2"},  # GPT-2's init, untied
     "pos_none": {"pos_emb": "none"},
     "combo": {"norm": "rmsnorm", "act": "swiglu", "tie_weights": True, "pos_emb": "none",
               "qkv_bias": False},

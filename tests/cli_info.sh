@@ -62,6 +62,12 @@ PY
 
 "$ATTN" info "$tmp/run/model.safetensors" > "$tmp/w.txt" 2>&1 && grep -q "training state none" "$tmp/w.txt" &&
   grep -q "^parameters     28288 " "$tmp/w.txt" && ok "a model file alone: weights only" || bad "model file: $(cat "$tmp/w.txt")"
+grep -q "^init           book$" "$tmp/info.txt" && ok "text: init book (the book's draws)" || bad "text init: $(cat "$tmp/info.txt")"
+python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); assert j["model"]["init"] == "book" and j["training_history"] is True' "$tmp/info.json" &&
+  ok "--json: init, training_history" || bad "--json init: $(cat "$tmp/info.json")"
+
+# Another program's weights (HF, llm.c, the book's): tests/gpt2_preset.sh.
+
 "$ATTN" info "$tmp/none" > /dev/null 2> "$tmp/err"
 rc=$?
 [ $rc -eq 1 ] && grep -q "$tmp/none" "$tmp/err" && ok "missing folder: exit 1 naming it" || bad "missing: rc=$rc $(cat "$tmp/err")"

@@ -12,10 +12,10 @@ trap 'rm -rf "$tmp"' EXIT
 . "$(dirname "${BASH_SOURCE[0]}")/support/lib.sh"
 
 make_corpus "$tmp/corpus.txt" 40
-train() { # train OUT QKV_BIAS
+train() { # train OUT QKV_BIAS [TIE_WEIGHTS]
   cat > "$tmp/cfg.json" <<JSON
 {"context_length": 16, "emb_dim": 16, "n_heads": 2, "n_layers": 1, "drop_rate": 0.0,
- "qkv_bias": $2, "tie_weights": true,
+ "qkv_bias": $2, "tie_weights": ${3:-true},
  "batch_size": 2, "max_steps": 6, "eval_interval": 6, "eval_iters": 1, "warmup_steps": 2}
 JSON
   "$ATTN" train --data "$tmp/corpus.txt" --config "$tmp/cfg.json" --threads 1 --out "$1" \
@@ -23,6 +23,7 @@ JSON
 }
 train "$tmp/run" true
 train "$tmp/nobias" false
+train "$tmp/book" false false # the book's model: no q/k/v biases, its own head
 
 # ids.npy: int64 (1, 8), written byte by byte (no numpy needed).
 hdr="{'descr': '<i8', 'fortran_order': False, 'shape': (1, 8), }"
@@ -85,7 +86,13 @@ cmp -s "$tmp/out/model.hf" "$tmp/keep.hf" && ok "  RUN unchanged" || bad "  RUN 
 refuse "unknown format" 2 "one of hf, llmc, book" "$tmp/run" "$tmp/x.gguf" --format gguf
 refuse "no OUT" 2 "needs RUN and OUT" "$tmp/run" --format hf
 refuse "--hf-config without hf" 2 "goes with --format hf" "$tmp/run" "$tmp/x.bin" --format llmc --hf-config
-refuse "no qkv_bias as hf" 2 "qkv_bias" "$tmp/nobias" "$tmp/nb.hf" --format hf
+# A refusal names what the model has and the config keys that would make
+# one the format takes.
+refuse "no qkv_bias as hf" 2 'it has qkv_bias false; a model trained with {"qkv_bias":true} in its --config file can be' \
+  "$tmp/nobias" "$tmp/nb.hf" --format hf
+refuse "the book's model as llmc" 2 'it has qkv_bias false, tie_weights false; a model trained with {"qkv_bias":true,"tie_weights":true} in its --config file' \
+  "$tmp/book" "$tmp/b.llmc" --format llmc
+refuse "the book's model as hf" 2 '{"qkv_bias":true} in its --config file' "$tmp/book" "$tmp/b.hf" --format hf
 [ ! -e "$tmp/nb.hf" ] && ok "  nothing written" || bad "  wrote a file"
 "$ATTN" export "$tmp/nobias" "$tmp/nb.book" --format book > /dev/null &&
   ok "no qkv_bias as book" || bad "no qkv_bias as book"

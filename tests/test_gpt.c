@@ -179,8 +179,14 @@ Test(gpt, presets) {
     cr_assert_eq(n, 10);
     cr_assert_eq(attn_gpt_config_preset("gpt2-124m", &c, NULL), ATTN_OK);
     cr_assert(c.vocab_size == 50257 && c.context_length == 1024 && c.emb_dim == 768 &&
-              c.n_heads == 12 && c.n_layers == 12 && c.drop_rate == 0.1 && !c.qkv_bias &&
-              !c.tie_weights);
+              c.n_heads == 12 && c.n_layers == 12 && c.drop_rate == 0.1 && c.qkv_bias &&
+              c.tie_weights && c.init == ATTN_GPT_INIT_GPT2);
+    /* GPT-2 124M: 124,439,808 parameters (the book's untied, bias-free
+     * GPT_CONFIG_124M: 163,009,536) */
+    cr_assert_eq(attn_gpt_config_params(&c), 124439808.0);
+    cr_assert_eq(attn_gpt_config_preset("book-ch05", &c, NULL), ATTN_OK);
+    c.context_length = 1024;
+    cr_assert_eq(attn_gpt_config_params(&c), 163009536.0);
     cr_assert_eq(attn_gpt_config_preset("gpt2-xl", &c, NULL), ATTN_OK);
     cr_assert(c.emb_dim == 1600 && c.n_heads == 25 && c.n_layers == 48);
     cr_assert_eq(attn_gpt_config_preset("shakespeare-char", &c, NULL), ATTN_OK);
@@ -430,4 +436,145 @@ Test(gpt, kv_cache_matches_full_forward) {
     attn_gpt_kv_free(&kv);
     attn_gpt_acts_free(&acts);
     attn_gpt_free(&m);
+}
+
+/* ------------------------------------------------- GPT-2's init */
+
+/* Mean and standard deviation of n floats (double sums). */
+static void moments(const float *x, size_t n, double *mean, double *sd) {
+    double s = 0, ss = 0;
+    for (size_t i = 0; i < n; i++)
+        s += x[i];
+    *mean = s / (double)n;
+    for (size_t i = 0; i < n; i++)
+        ss += ((double)x[i] - *mean) * ((double)x[i] - *mean);
+    *sd = sqrt(ss / (double)n);
+}
+
+/* Every tensor of a model drawn with init gpt2 has GPT-2's statistics: each
+ * matrix N(0, 0.02) but the residual projections (att.out_proj,
+ * ff.layers.2) N(0, 0.02 / sqrt(2 n_layers)); biases and shifts 0, scales
+ * 1 (llm.c's gpt2_build_from_random, nanoGPT's and HF's _init_weights). */
+static void expect_gpt2_stats(const attn_gpt *m) {
+    const double resid = 0.02 / sqrt(2.0 * m->cfg.n_layers);
+    const attn_param_list *L = attn_gpt_params(m);
+    for (int i = 0; i < L->count; i++) {
+        const attn_param *p = &L->items[i];
+        const char *n = p->name;
+        if (p->ndim == 1) {
+            const float want = strstr(n, ".scale") ? 1.0f : 0.0f;
+            for (size_t j = 0; j < p->numel; j++)
+                cr_assert_eq(p->data[j], want, "%s[%zu] = %g", n, j, (double)p->data[j]);
+            continue;
+        }
+        const int r = strstr(n, "att.out_proj.weight") || strstr(n, "ff.layers.2.weight");
+        const double want = r ? resid : 0.02;
+        double mean, sd;
+        moments(p->data, p->numel, &mean, &sd);
+        /* n >= 4096 draws: sd within 5% (> 4 standard errors), mean within 5 of them */
+        cr_expect(fabs(sd / want - 1) < 0.05, "%s: sd %g, GPT-2's %g", n, sd, want);
+        cr_expect(fabs(mean) < 5 * want / sqrt((double)p->numel), "%s: mean %g", n, mean);
+    }
+}
+
+static attn_gpt_config gpt2_small(void) {
+    attn_gpt_config c = {.vocab_size = 1000,
+                         .context_length = 64,
+                         .emb_dim = 64,
+                         .n_heads = 4,
+                         .n_layers = 6,
+                         .drop_rate = 0.1,
+                         .qkv_bias = 1,
+                         .tie_weights = 1,
+                         .init = ATTN_GPT_INIT_GPT2};
+    return c;
+}
+
+/* The mean cross-entropy of random tokens under m. */
+static float random_tokens_loss(attn_gpt *m) {
+    enum { B = 4, T = 64 };
+    int32_t ids[B * T], tg[B * T];
+    attn_rng r;
+    attn_rng_seed(&r, 5);
+    for (int i = 0; i < B * T; i++) {
+        ids[i] = (int32_t)(attn_rng_u32(&r) % (uint32_t)m->cfg.vocab_size);
+        tg[i] = (int32_t)(attn_rng_u32(&r) % (uint32_t)m->cfg.vocab_size);
+    }
+    attn_gpt_acts a;
+    attn_error err;
+    float loss = NAN;
+    cr_assert_eq(attn_gpt_acts_init(&a, m, B, T, &err), ATTN_OK, "%s", err.msg);
+    cr_assert_eq(attn_gpt_forward(m, ids, tg, B, T, NULL, &a, &loss, &err), ATTN_OK, "%s", err.msg);
+    attn_gpt_acts_free(&a);
+    return loss;
+}
+
+Test(gpt, gpt2_init_has_gpt2s_statistics_and_starts_at_ln_vocab) {
+    attn_gpt_config c = gpt2_small();
+    attn_gpt m;
+    attn_rng rng;
+    attn_error err;
+    attn_rng_seed(&rng, 42);
+    cr_assert_eq(attn_gpt_init(&m, &c, &rng, &err), ATTN_OK, "%s", err.msg);
+    cr_assert(m.out_head.weight == m.tok_emb.weight, "the head is tok_emb's matrix");
+    cr_assert_null(attn_param_list_find(attn_gpt_params(&m), "out_head.weight"));
+    expect_gpt2_stats(&m);
+    const float loss = random_tokens_loss(&m);
+    cr_expect(fabs(loss - log(1000.0)) < 0.05, "initial loss %g, ln 1000 = %g", loss, log(1000.0));
+    attn_gpt_free(&m);
+    /* Untied: the head is its own N(0, 0.02) matrix. */
+    c.tie_weights = 0;
+    attn_rng_seed(&rng, 42);
+    cr_assert_eq(attn_gpt_init(&m, &c, &rng, &err), ATTN_OK, "%s", err.msg);
+    cr_assert_not_null(attn_param_list_find(attn_gpt_params(&m), "out_head.weight"));
+    expect_gpt2_stats(&m);
+    attn_gpt_free(&m);
+}
+
+/* A tied model is drawn with GPT-2's init whatever init says: the book's
+ * N(0, 1) embedding as the head would start far above ln(vocab). The
+ * config reads init gpt2; its JSON gives the struct back. */
+Test(gpt, a_tied_model_is_drawn_gpt2) {
+    attn_gpt_config g = gpt2_small(), b = gpt2_small();
+    b.init = ATTN_GPT_INIT_BOOK;
+    cr_expect_eq(attn_gpt_config_init_kind(&b), ATTN_GPT_INIT_GPT2);
+    char v[16];
+    attn_gpt_key_value(&b, ATTN_GPT_KEY_INIT, v, sizeof v);
+    cr_expect_str_eq(v, "gpt2");
+    attn_gpt mg, mb;
+    attn_rng r1, r2;
+    attn_error err;
+    attn_rng_seed(&r1, 9);
+    attn_rng_seed(&r2, 9);
+    cr_assert_eq(attn_gpt_init(&mg, &g, &r1, &err), ATTN_OK, "%s", err.msg);
+    cr_assert_eq(attn_gpt_init(&mb, &b, &r2, &err), ATTN_OK, "%s", err.msg);
+    const attn_param_list *L = attn_gpt_params(&mg), *K = attn_gpt_params(&mb);
+    cr_assert_eq(L->count, K->count);
+    for (int i = 0; i < L->count; i++)
+        cr_assert(memcmp(L->items[i].data, K->items[i].data, L->items[i].numel * sizeof(float)) ==
+                      0,
+                  "%s", L->items[i].name);
+    attn_gpt_free(&mg);
+    attn_gpt_free(&mb);
+    /* Untied with the book's init: the book's draws, not GPT-2's. */
+    b.tie_weights = 0;
+    attn_gpt_key_value(&b, ATTN_GPT_KEY_INIT, v, sizeof v);
+    cr_expect_str_eq(v, "book");
+    attn_rng_seed(&r1, 9);
+    cr_assert_eq(attn_gpt_init(&mb, &b, &r1, &err), ATTN_OK, "%s", err.msg);
+    double mean, sd;
+    moments(mb.tok_emb.weight, (size_t)b.vocab_size * (size_t)b.emb_dim, &mean, &sd);
+    cr_expect(fabs(sd - 1) < 0.05, "book's tok_emb N(0, 1): sd %g", sd);
+    attn_gpt_free(&mb);
+    /* JSON: "init" is written as set, and read back. */
+    char *js = NULL;
+    cr_assert_eq(attn_gpt_config_to_json(&g, &js, &err), ATTN_OK);
+    cr_expect(strstr(js, "\"tie_weights\":true,\"init\":\"gpt2\"}"), "%s", js);
+    attn_gpt_config back = {0};
+    cr_assert_eq(attn_gpt_config_set_json(&back, js, &err), ATTN_OK, "%s", err.msg);
+    cr_expect(memcmp(&back, &g, sizeof g) == 0);
+    free(js);
+    back = b;
+    cr_expect_neq(attn_gpt_config_set_json(&back, "{\"init\": \"gpt3\"}", &err), ATTN_OK);
+    cr_expect(strstr(err.msg, "'init' must be one of book, gpt2"), "%s", err.msg);
 }

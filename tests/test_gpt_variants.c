@@ -43,10 +43,10 @@
 #define BOOK_RUN ATTN_SOURCE_DIR "/tests/fixtures/book_run"
 
 /* scripts/gpt_parity.py's VARIANTS, one fixture each. */
-static const char *const CASES[] = {"rmsnorm",  "relu2",           "swiglu",      "tie_weights",
-                                    "pos_none", "combo",           "gqa",         "mqa",
-                                    "rope",     "alibi",           "window",      "qk_norm",
-                                    "softcap",  "attention_combo", "alibi_combo", NULL};
+static const char *const CASES[] = {
+    "rmsnorm",     "relu2",     "swiglu", "tie_weights", "pos_none", "combo",   "gqa",
+    "mqa",         "rope",      "alibi",  "window",      "qk_norm",  "softcap", "attention_combo",
+    "alibi_combo", "gpt2_init", NULL};
 
 /* The same variants as config keys, for attn's own models. */
 static const char *const VARIANTS[] = {
@@ -768,6 +768,7 @@ Test(gpt_variants, key_table_json_and_text) {
                            "act",     "qk_norm",    "softcap", "tie_weights"};
     for (int i = 0; i < ATTN_GPT_KEY_VARIANTS; i++)
         cr_expect_str_eq(attn_gpt_key_at(ATTN_GPT_KEY_VARIANT0 + i)->name, names[i]);
+    cr_expect_str_eq(attn_gpt_key_at(ATTN_GPT_KEY_INIT)->name, "init");
     cr_expect_str_eq(attn_gpt_key_at(ATTN_GPT_KEY_COUNT - 1)->name, "head_size");
     /* Bad values name the key and its choices or range. */
     const struct {

@@ -58,23 +58,26 @@ Test(train, every_model_preset_has_a_training_recipe) {
                   "%s: recipe looks unset", names[count]);
     }
     cr_expect_eq(count, 10);
-    /* The GPT-2 presets: the book's sizes, GPT-2's tokenizer. */
+    /* The GPT-2 presets: GPT-2 (q/k/v biases, tied, GPT-2's init) at the
+     * book's sizes; book-ch05 the book's GPT_CONFIG_124M. GPT-2's tokenizer. */
     static const struct {
         const char *name;
-        int ctx, emb, heads, layers;
-    } gpt2[] = {{"gpt2-124m", 1024, 768, 12, 12},
-                {"gpt2-medium", 1024, 1024, 16, 24},
-                {"gpt2-large", 1024, 1280, 20, 36},
-                {"gpt2-xl", 1024, 1600, 25, 48},
-                {"book-ch05", 256, 768, 12, 12}};
+        int ctx, emb, heads, layers, gpt2;
+    } gpt2[] = {{"gpt2-124m", 1024, 768, 12, 12, 1},
+                {"gpt2-medium", 1024, 1024, 16, 24, 1},
+                {"gpt2-large", 1024, 1280, 20, 36, 1},
+                {"gpt2-xl", 1024, 1600, 25, 48, 1},
+                {"book-ch05", 256, 768, 12, 12, 0}};
     for (size_t i = 0; i < sizeof gpt2 / sizeof gpt2[0]; i++) {
         attn_gpt_config g;
         attn_train_config r;
         cr_assert_eq(attn_train_preset(gpt2[i].name, &g, &r, NULL), ATTN_OK);
+        const int is_gpt2 = g.qkv_bias && g.tie_weights && g.init == ATTN_GPT_INIT_GPT2;
+        const int is_book = !g.qkv_bias && !g.tie_weights && g.init == ATTN_GPT_INIT_BOOK;
         cr_expect(g.vocab_size == 50257 && g.context_length == gpt2[i].ctx &&
                       g.emb_dim == gpt2[i].emb && g.n_heads == gpt2[i].heads &&
-                      g.n_layers == gpt2[i].layers && g.drop_rate == 0.1 && !g.qkv_bias &&
-                      !g.tie_weights && r.tokenizer == ATTN_TOKENIZER_GPT2,
+                      g.n_layers == gpt2[i].layers && g.drop_rate == 0.1 &&
+                      (gpt2[i].gpt2 ? is_gpt2 : is_book) && r.tokenizer == ATTN_TOKENIZER_GPT2,
                   "%s", gpt2[i].name);
     }
     attn_gpt_config g;

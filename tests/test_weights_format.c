@@ -168,7 +168,10 @@ Test(weights_format, refusals) {
     c.tie_weights = 0;
     make_model(&m, &c);
     cr_assert_eq(attn_gpt_export(&m, p, ATTN_WEIGHTS_LLMC, &err), ATTN_ERR_INVALID_ARG);
-    cr_assert(strstr(err.msg, "tie_weights"), "%s", err.msg);
+    /* what the model has, and the keys that would make one the format takes */
+    cr_assert(strstr(err.msg, "it has tie_weights false; a model trained with "
+                              "{\"tie_weights\":true} in its --config file can be"),
+              "%s", err.msg);
     cr_assert_eq(attn_gpt_export(&m, p, ATTN_WEIGHTS_ATTN, &err), ATTN_ERR_INVALID_ARG);
     attn_gpt_free(&m);
     c.tie_weights = 1;
@@ -180,11 +183,24 @@ Test(weights_format, refusals) {
     c.qkv_bias = 1;
     c.norm = ATTN_NORM_RMSNORM;
     cr_assert_eq(attn_weights_can_export(&c, ATTN_WEIGHTS_BOOK, &err), ATTN_ERR_INVALID_ARG);
-    cr_assert(strstr(err.msg, "norm rmsnorm"), "%s", err.msg);
+    cr_assert(strstr(err.msg, "it has norm rmsnorm;"), "%s", err.msg);
+    cr_assert(strstr(err.msg, "{\"norm\":\"layernorm\"} in its --config"), "%s", err.msg);
+    c.tie_weights = 0; /* the book's file holds out_head either way */
+    cr_assert_eq(attn_weights_can_export(&c, ATTN_WEIGHTS_BOOK, &err), ATTN_ERR_INVALID_ARG);
+    cr_assert(!strstr(err.msg, "tie_weights"), "%s", err.msg);
+    c.tie_weights = 1;
     c.norm = ATTN_NORM_LAYERNORM;
     c.pos_emb = ATTN_POS_ROPE;
     cr_assert_eq(attn_weights_can_export(&c, ATTN_WEIGHTS_HF, &err), ATTN_ERR_INVALID_ARG);
     cr_assert(strstr(err.msg, "pos_emb rope"), "%s", err.msg);
+    c.qkv_bias = 0;
+    c.n_kv_heads = 1;
+    cr_assert_eq(attn_weights_can_export(&c, ATTN_WEIGHTS_HF, &err), ATTN_ERR_INVALID_ARG);
+    cr_assert(strstr(err.msg, "it has qkv_bias false, pos_emb rope, n_kv_heads 1;"), "%s", err.msg);
+    char want[96];
+    snprintf(want, sizeof want, "{\"qkv_bias\":true,\"pos_emb\":\"learned\",\"n_kv_heads\":%d}",
+             c.n_heads);
+    cr_assert(strstr(err.msg, want), "%s", err.msg);
     cr_assert_eq(access(p, F_OK), -1); /* nothing written */
 }
 

@@ -55,7 +55,7 @@ m = h.pop('__metadata__')
 assert m['tokenizer'] == 'gpt2' and 'vocabulary' not in m, sorted(m)
 assert m['gpt2_encoder_json'] == open(sys.argv[2] + '/encoder.json', encoding='utf-8').read()
 assert m['gpt2_vocab_bpe'] == open(sys.argv[2] + '/vocab.bpe', encoding='utf-8').read()
-assert h['tok_emb.weight']['shape'] == [50257, 32] and h['out_head.weight']['shape'] == [50257, 32]
+assert h['tok_emb.weight']['shape'] == [50257, 32] and 'out_head.weight' not in h  # tied: tok_emb's
 assert all(k.startswith(('tok_emb', 'pos_emb', 'trf_blocks.', 'final_norm', 'out_head')) for k in h), sorted(h)
 PY
 

@@ -31,11 +31,25 @@
  *   trf_blocks.<i>.norm1.scale (C), .norm1.shift, .norm2.scale, .norm2.shift,
  *   final_norm.scale (C), final_norm.shift (C), out_head.weight (V, C).
  *
- * Initialisation with rng != NULL reproduces torch.manual_seed(S) followed by
- * the book's GPTModel(cfg) constructor: tok_emb and pos_emb ~ normal_(0, 1)
- * (attn_rng_normal), then per block att (W_query, W_key, W_value, out_proj),
- * ff.layers.0, ff.layers.2 as nn.Linear, LayerNorms ones/zeros, then out_head.
- * (normal_ may differ from PyTorch's by an ulp: PyTorch uses SIMD log/sin.)
+ * Initialisation with rng != NULL (config key "init"):
+ *   book  reproduces torch.manual_seed(S) followed by the book's
+ *         GPTModel(cfg) constructor: tok_emb and pos_emb ~ normal_(0, 1)
+ *         (attn_rng_normal), then per block att (W_query, W_key, W_value,
+ *         out_proj), ff.layers.0, ff.layers.2 as nn.Linear, LayerNorms
+ *         ones/zeros, then out_head. (normal_ may differ from PyTorch's by
+ *         an ulp: PyTorch uses SIMD log/sin.)
+ *   gpt2  GPT-2's, as llm.c (gpt2_build_from_random), nanoGPT and Hugging
+ *         Face (GPT2PreTrainedModel._init_weights) draw it: every matrix
+ *         ~ normal_(0, 0.02) (tok_emb, pos_emb, W_query, W_key, W_value,
+ *         ff.layers.0, an untied out_head), the two projections back into
+ *         the residual stream (att.out_proj, ff.layers.2) ~ normal_(0,
+ *         0.02 / sqrt(2 n_layers)); biases and shifts 0, scales 1. One
+ *         normal_ per matrix, in the parameter list's order (a tied head
+ *         is tok_emb's draw). python/attn/variants.py's gpt_model draws
+ *         the same numbers after torch.manual_seed(S).
+ *   A tied model (tie_weights) is always drawn gpt2: the book's N(0, 1)
+ *   token embedding as the output head starts a 768-wide model at a loss
+ *   near 520 instead of ln(vocab_size) (attn_gpt_config_init_kind).
  *
  * Variants (config keys after qkv_bias; every default is the book's model,
  * and python/attn/variants.py is the PyTorch model of each, same names and
@@ -106,6 +120,12 @@ typedef enum attn_pos_emb {
     ATTN_POS_NONE         /* no position input at all (the causal mask alone) */
 } attn_pos_emb;
 
+/* How fresh weights are drawn (config key "init"; "Initialisation" above). */
+typedef enum attn_gpt_init_kind {
+    ATTN_GPT_INIT_BOOK = 0, /* the book's GPTModel constructor (torch.manual_seed's numbers) */
+    ATTN_GPT_INIT_GPT2      /* GPT-2's: N(0, 0.02), residual projections / sqrt(2 n_layers) */
+} attn_gpt_init_kind;
+
 /* The book's GPT_CONFIG keys, then the variant keys. Every variant field is
  * 0 for the book's GPTModel, so a zeroed struct, a preset and a checkpoint
  * written before the keys existed are all the book's model. */
@@ -118,20 +138,31 @@ typedef struct attn_gpt_config {
     double drop_rate;   /* seed 004: dropout_rate    */
     int qkv_bias;       /* seed 004: use_bias (bool) */
     attn_pos_emb pos_emb;
-    int n_kv_heads;      /* key/value heads (grouped-query attention); 0: n_heads */
-    int window;          /* sliding attention window in tokens; 0: the whole context */
-    attn_norm_kind norm; /* layernorm (the book's) | rmsnorm (layernorm.h) */
-    attn_act act;        /* gelu (the book's) | relu2 | swiglu (activation.h) */
-    int qk_norm;         /* bool: RMSNorm on each head's queries and keys */
-    double softcap;      /* attention scores c tanh(s / c); 0: off */
-    int tie_weights;     /* bool: out_head.weight is tok_emb.weight */
+    int n_kv_heads;          /* key/value heads (grouped-query attention); 0: n_heads */
+    int window;              /* sliding attention window in tokens; 0: the whole context */
+    attn_norm_kind norm;     /* layernorm (the book's) | rmsnorm (layernorm.h) */
+    attn_act act;            /* gelu (the book's) | relu2 | swiglu (activation.h) */
+    int qk_norm;             /* bool: RMSNorm on each head's queries and keys */
+    double softcap;          /* attention scores c tanh(s / c); 0: off */
+    int tie_weights;         /* bool: out_head.weight is tok_emb.weight */
+    attn_gpt_init_kind init; /* how attn_gpt_init draws fresh weights (above) */
 } attn_gpt_config;
+
+/* The draw attn_gpt_init makes: cfg->init, except that a tied model is
+ * always ATTN_GPT_INIT_GPT2 (see "Initialisation" above). What attn info,
+ * the dry run and the saved config show as "init". */
+attn_gpt_init_kind attn_gpt_config_init_kind(const attn_gpt_config *cfg);
 
 /* Presets ("train" owns the training hyper-parameters that go with them):
  *   "seed004"          V 65, ctx 256, C 768, 12 heads, 10 layers, drop 0.1, no bias
  *   "shakespeare-char" V 65, ctx 256, C 384,  6 heads,  6 layers, drop 0.2, no bias
  *   "nanogpt-cpu"      V 65, ctx  64, C 128,  4 heads,  4 layers, drop 0.0, no bias
  *   "tiny"             V 65, ctx  64, C 128,  4 heads,  3 layers, drop 0.0, no bias
+ *   "speedrun"         tiny's width, 4 layers, ctx 256, rmsnorm, swiglu
+ *   "gpt2-124m", "gpt2-medium", "gpt2-large", "gpt2-xl"  GPT-2: V 50257, ctx
+ *                      1024, qkv_bias, tie_weights, init gpt2, drop 0.1
+ *   "book-ch05"        the book's GPT_CONFIG_124M at ctx 256 (no bias, untied,
+ *                      init book)
  * vocab_size 65 is Tiny Shakespeare's; the caller overrides it with the
  * tokenizer's size. Unknown name -> ATTN_ERR_NOT_FOUND naming the known ones. */
 attn_status attn_gpt_config_preset(const char *name, attn_gpt_config *cfg, attn_error *err);
@@ -163,8 +194,9 @@ attn_attention_spec attn_gpt_attention_spec(const attn_gpt_config *cfg);
 /* The model keys of a JSON config, one row each in attn_gpt_config's order,
  * then seed 004's derived head_size: the book's name, seed 004's, the type
  * and the valid range (attn_gpt_config_validate's limits) or choices. Rows
- * from ATTN_GPT_KEY_VARIANT0 on (before head_size) are the variant keys;
- * their defaults are the book's GPTModel. */
+ * from ATTN_GPT_KEY_VARIANT0 on (up to tie_weights) are the variant keys;
+ * their defaults are the book's GPTModel. Then "init" (ATTN_GPT_KEY_INIT):
+ * how fresh weights are drawn, not a part of the model's computation. */
 typedef enum attn_gpt_key_type {
     ATTN_GPT_KEY_INT,
     ATTN_GPT_KEY_NUMBER,
@@ -182,9 +214,10 @@ typedef struct attn_gpt_key {
     const char *help;           /* one line: what the key changes */
 } attn_gpt_key;
 
-#define ATTN_GPT_KEY_COUNT 16
+#define ATTN_GPT_KEY_COUNT 17
 #define ATTN_GPT_KEY_VARIANT0 7 /* pos_emb: the first variant key */
 #define ATTN_GPT_KEY_VARIANTS 8 /* pos_emb ... tie_weights */
+#define ATTN_GPT_KEY_INIT 15    /* "init": book | gpt2 */
 
 /* Row i (0 <= i < ATTN_GPT_KEY_COUNT); NULL outside. */
 const attn_gpt_key *attn_gpt_key_at(int i);
@@ -197,7 +230,8 @@ int attn_gpt_key_find(const char *name);
 void attn_gpt_key_describe(const attn_gpt_key *k, char *buf, size_t cap);
 
 /* Key i's value in cfg as text: "128", "0.1", "true", "rmsnorm"
- * (n_kv_heads 0 reads as n_heads). head_size: emb_dim / n_heads. */
+ * (n_kv_heads 0 reads as n_heads; init as attn_gpt_config_init_kind).
+ * head_size: emb_dim / n_heads. */
 void attn_gpt_key_value(const attn_gpt_config *cfg, int i, char *buf, size_t cap);
 
 /* 1 when variant key i (ATTN_GPT_KEY_VARIANT0 <= i < + ATTN_GPT_KEY_VARIANTS)
@@ -210,6 +244,10 @@ int attn_gpt_key_is_book(const attn_gpt_config *cfg, int i);
  * ("norm rmsnorm is not on the cuda engine yet"). */
 int attn_gpt_config_first_variant(const attn_gpt_config *cfg, char *buf, size_t cap);
 
+/* cfg with every variant key at the book's value: the book's GPTModel of
+ * cfg's sizes (qkv_bias and init as cfg's). */
+attn_gpt_config attn_gpt_config_as_book(const attn_gpt_config *cfg);
+
 /* Every variant key with its value, "pos_emb learned, n_kv_heads 4, ...",
  * for attn info and attn train --dry-run; changed_only: those that are not
  * the book's ("" for the book's model). */
@@ -217,7 +255,7 @@ void attn_gpt_config_describe_variants(const attn_gpt_config *cfg, int changed_o
                                        size_t cap);
 
 /* Set one key from a cJSON value (number, bool/0/1 for qkv_bias, qk_norm,
- * tie_weights, a string for pos_emb, norm and act). Accepts
+ * tie_weights, a string for pos_emb, norm, act and init). Accepts
  * the book's keys and seed 004's aliases, plus seed 004's derived
  * "head_size" (checked against emb_dim / n_heads by
  * attn_gpt_config_set_json). Unknown key -> ATTN_ERR_NOT_FOUND
@@ -240,9 +278,11 @@ attn_status attn_gpt_config_load_json(attn_gpt_config *cfg, const char *path, at
 /* The config as a compact JSON object with the book's keys, e.g.
  * {"vocab_size":65,"context_length":64,"emb_dim":128,"n_heads":4,
  *  "n_layers":4,"drop_rate":0,"qkv_bias":false}
- * then only the variant keys that are not the book's ("norm":"rmsnorm"), so
- * the book's model writes exactly what it wrote before the keys existed
- * (for checkpoint metadata). *out is malloc'd; the caller frees it. */
+ * then only the variant keys that are not the book's ("norm":"rmsnorm"),
+ * then "init":"gpt2" when cfg->init is, so the book's model writes exactly
+ * what it wrote before the keys existed (for checkpoint metadata), and
+ * attn_gpt_config_set_json of the text gives cfg back. *out is malloc'd;
+ * the caller frees it. */
 attn_status attn_gpt_config_to_json(const attn_gpt_config *cfg, char **out, attn_error *err);
 
 /* ----------------------------------------------------------------- model */

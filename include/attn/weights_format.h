@@ -116,9 +116,12 @@ attn_status attn_gpt_load_weights(const char *path, const attn_gpt_config *hint,
  * ATTN_ERR_INVALID_ARG saying why: hf and llmc are GPT-2 and take only the
  * book's model with qkv_bias (llmc: tied too; hf: tied or not); book takes
  * the book's model (qkv_bias either way); attn is not written here (a
- * checkpoint needs its vocabulary: attn train writes them). Variants
+ * checkpoint needs its vocabulary: attn train writes them). The refusal
+ * names the keys the model has and the --config that would make one the
+ * format takes: "it has qkv_bias false, tie_weights false; a model trained
+ * with --config '{"qkv_bias":true,"tie_weights":true}' can be". Variants
  * (rmsnorm, relu2/swiglu, rope/alibi/no positions, grouped-query, window,
- * qk_norm, softcap) are refused by name. */
+ * qk_norm, softcap) are named so too ("norm rmsnorm"). */
 attn_status attn_weights_can_export(const attn_gpt_config *cfg, attn_weights_format fmt,
                                     attn_error *err);
 

@@ -18,6 +18,9 @@ same state_dict names and the same numbers. A variant changes only its part:
                  shared matrix once, as tok_emb.weight.
   pos_emb none   no pos_emb table: x = tok_emb(ids) alone.
 
+init gpt2 (and any tied model) draws GPT-2's init instead of the
+constructor's (gpt_model, gpt2_init_; attn/gpt.h).
+
 The attention keys (attn/attention.h's formulas; Attention below, used when
 any of them is set, else the book's MultiHeadAttention):
 
@@ -258,6 +261,36 @@ class GPTModel(nn.Module):
         return self.out_head(x)
 
 
+def init_kind(cfg):
+    """How attn draws a fresh model of cfg (its key "init"): "book", or
+    "gpt2", which a tied model always is (attn_gpt_config_init_kind)."""
+    return "gpt2" if cfg.get("tie_weights", False) else cfg.get("init", "book")
+
+
+def gpt2_init_(model, n_layers):
+    """GPT-2's init as attn draws it (attn/gpt.h): in named_parameters()
+    order, each matrix one normal_(0, 0.02), the residual projections
+    (att.out_proj, ff.layers.2) normal_(0, 0.02 / sqrt(2 n_layers)); the
+    vectors (biases, norms) zeros and ones."""
+    resid = 0.02 / (2 * n_layers) ** 0.5
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.dim() >= 2:
+                p.normal_(0.0, resid if name.endswith(("att.out_proj.weight",
+                                                       "ff.layers.2.weight")) else 0.02)
+            elif name.endswith(".scale"):
+                p.fill_(1.0)
+            else:
+                p.zero_()
+    return model
+
+
 def gpt_model(cfg):
-    """The book's GPTModel for the book's config, else this GPTModel."""
-    return GPTModel(cfg) if variant(cfg) else book.GPTModel(cfg)
+    """The book's GPTModel for the book's config, else this GPTModel;
+    after torch.manual_seed(S) its weights are attn's of seed S: the
+    constructor's draws (init "book"), or GPT-2's (gpt2_init_) drawn as if
+    the constructor had drawn none."""
+    gpt2 = init_kind(cfg) == "gpt2"
+    with torch.random.fork_rng(devices=[], enabled=gpt2):
+        model = GPTModel(cfg) if variant(cfg) else book.GPTModel(cfg)
+    return gpt2_init_(model, cfg["n_layers"]) if gpt2 else model

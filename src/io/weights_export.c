@@ -11,6 +11,24 @@
 #include "attn/weights_format.h"
 #include "weights_plan.h"
 
+/* Key i of want into o as --config JSON (its table's type), and "key value"
+ * of have's onto the has list. */
+static void need_key(cJSON *o, const attn_gpt_config *have, const attn_gpt_config *want, int i,
+                     char *has, size_t cap) {
+    const attn_gpt_key *k = attn_gpt_key_at(i);
+    char v[64];
+    attn_gpt_key_value(want, i, v, sizeof v);
+    if (k->type == ATTN_GPT_KEY_CHOICE)
+        cJSON_AddStringToObject(o, k->name, v);
+    else if (k->type == ATTN_GPT_KEY_BOOL)
+        cJSON_AddBoolToObject(o, k->name, strcmp(v, "true") == 0);
+    else
+        cJSON_AddNumberToObject(o, k->name, strtod(v, NULL));
+    const size_t used = strlen(has);
+    attn_gpt_key_value(have, i, v, sizeof v);
+    snprintf(has + used, cap - used, "%s%s %s", used ? ", " : "", k->name, v);
+}
+
 attn_status attn_weights_can_export(const attn_gpt_config *cfg, attn_weights_format fmt,
                                     attn_error *err) {
     const char *name = attn_weights_format_name(fmt);
@@ -19,26 +37,35 @@ attn_status attn_weights_can_export(const attn_gpt_config *cfg, attn_weights_for
         return attn_fail(err, ATTN_ERR_INVALID_ARG,
                          "attn checkpoints carry a vocabulary and are written by attn train; "
                          "export writes hf, llmc or book");
-    for (int i = ATTN_GPT_KEY_VARIANT0; i < ATTN_GPT_KEY_VARIANT0 + ATTN_GPT_KEY_VARIANTS; i++) {
-        const attn_gpt_key *k = attn_gpt_key_at(i);
-        if (attn_gpt_key_is_book(cfg, i) || strcmp(k->name, "tie_weights") == 0) continue;
-        char v[64];
-        attn_gpt_key_value(cfg, i, v, sizeof v);
-        return attn_fail(err, ATTN_ERR_INVALID_ARG,
-                         "a model with %s %s is not GPT-2's (the book's) model: it cannot be "
-                         "written as %s",
-                         k->name, v, name);
+    /* What the format holds: the book's model, with q/k/v biases in GPT-2's
+     * files, tied in llm.c's (HF's and the book's: either way). */
+    attn_gpt_config want = attn_gpt_config_as_book(cfg);
+    want.tie_weights = fmt == ATTN_WEIGHTS_LLMC ? 1 : cfg->tie_weights;
+    if (fmt != ATTN_WEIGHTS_BOOK) want.qkv_bias = 1;
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return attn_fail(err, ATTN_ERR_NOMEM, "out of memory");
+    char has[512] = "";
+    for (int i = attn_gpt_key_find("qkv_bias"); i < ATTN_GPT_KEY_VARIANT0 + ATTN_GPT_KEY_VARIANTS;
+         i++) {
+        char a[64], b[64];
+        attn_gpt_key_value(cfg, i, a, sizeof a);
+        attn_gpt_key_value(&want, i, b, sizeof b);
+        if (strcmp(a, b) != 0) need_key(o, cfg, &want, i, has, sizeof has);
     }
-    if (fmt != ATTN_WEIGHTS_BOOK && !cfg->qkv_bias)
-        return attn_fail(err, ATTN_ERR_INVALID_ARG,
-                         "GPT-2 has query/key/value biases: a model without qkv_bias cannot be "
-                         "written as %s",
-                         name);
-    if (fmt == ATTN_WEIGHTS_LLMC && !cfg->tie_weights)
-        return attn_fail(err, ATTN_ERR_INVALID_ARG,
-                         "llm.c's GPT-2 ties its head to wte: a model without tie_weights cannot "
-                         "be written as llmc");
-    return ATTN_OK;
+    char *json = has[0] ? cJSON_PrintUnformatted(o) : NULL;
+    cJSON_Delete(o);
+    if (!has[0]) return ATTN_OK;
+    static const char *const what[] = {
+        [ATTN_WEIGHTS_HF] = "Hugging Face's GPT-2 has q/k/v biases",
+        [ATTN_WEIGHTS_LLMC] = "llm.c's GPT-2 has q/k/v biases and ties its head to wte",
+        [ATTN_WEIGHTS_BOOK] = "the book's file holds the book's GPTModel"};
+    attn_status s = attn_fail(err, ATTN_ERR_INVALID_ARG,
+                              "cannot write this model as %s (%s): it has %s; a model trained with "
+                              "%s in its --config file can be (the gpt2-* presets export to every "
+                              "format)",
+                              name, what[fmt], has, json ? json : "{}");
+    cJSON_free(json);
+    return s;
 }
 
 attn_status wf_entries(const attn_gpt *m, attn_weights_format fmt, wf_layout *l,

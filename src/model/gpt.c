@@ -46,6 +46,26 @@ static void tie(attn_gpt *m) {
     m->out_head.grad_weight = m->tok_emb.grad_weight;
 }
 
+/* 1 when w is a projection back into the residual stream (att.out_proj,
+ * ff.layers.2): GPT-2 scales their init by 1/sqrt(2 n_layers). */
+static int residual_projection(const attn_gpt *m, const float *w) {
+    for (int i = 0; i < m->cfg.n_layers; i++)
+        if (w == m->blocks[i].att.out_proj.weight || w == m->blocks[i].ff.fc2.weight) return 1;
+    return 0;
+}
+
+/* GPT-2's init over a model made without draws (zeros, norms ones): each
+ * matrix one normal_ in the list's order; vectors (biases, norms) stay. */
+static void draw_gpt2(attn_gpt *m, attn_rng *rng) {
+    const float std = 0.02f, resid = (float)(0.02 / sqrt(2.0 * m->cfg.n_layers));
+    for (int i = 0; i < m->params.count; i++) {
+        attn_param *p = &m->params.items[i];
+        if (p->ndim >= 2)
+            attn_rng_normal(rng, p->data, p->numel, 0.0f,
+                            residual_projection(m, p->data) ? resid : std);
+    }
+}
+
 attn_status attn_gpt_init(attn_gpt *m, const attn_gpt_config *cfg, attn_rng *rng, attn_error *err) {
     memset(m, 0, sizeof *m);
     attn_status s = attn_gpt_config_validate(cfg, err);
@@ -56,17 +76,21 @@ attn_status attn_gpt_init(attn_gpt *m, const attn_gpt_config *cfg, attn_rng *rng
     if (!m->blocks)
         return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for %d blocks", cfg->n_layers);
     attn_param_list_init(&m->params);
+    /* The modules draw the book's init; for GPT-2's they are made empty and
+     * drawn after (draw_gpt2). */
+    attn_rng *book = attn_gpt_config_init_kind(cfg) == ATTN_GPT_INIT_BOOK ? rng : NULL;
     /* GPTModel.__init__ order: tok_emb, pos_emb, blocks (att, ff, norm1, norm2),
      * final_norm, out_head — the order the generator is consumed in. */
-    s = attn_embedding_init(&m->tok_emb, cfg->vocab_size, C, rng, err);
+    s = attn_embedding_init(&m->tok_emb, cfg->vocab_size, C, book, err);
     if (s == ATTN_OK && cfg->pos_emb == ATTN_POS_LEARNED) /* else no table */
-        s = attn_embedding_init(&m->pos_emb, cfg->context_length, C, rng, err);
+        s = attn_embedding_init(&m->pos_emb, cfg->context_length, C, book, err);
     for (int i = 0; i < cfg->n_layers && s == ATTN_OK; i++)
-        s = attn_block_init(&m->blocks[i], cfg, rng, err);
+        s = attn_block_init(&m->blocks[i], cfg, book, err);
     if (s == ATTN_OK) s = attn_norm_init(&m->final_norm, C, cfg->norm, err);
-    if (s == ATTN_OK) s = attn_linear_init(&m->out_head, C, cfg->vocab_size, 0, rng, err);
+    if (s == ATTN_OK) s = attn_linear_init(&m->out_head, C, cfg->vocab_size, 0, book, err);
     if (s == ATTN_OK && cfg->tie_weights) tie(m);
     if (s == ATTN_OK) s = add_params(m, err);
+    if (s == ATTN_OK && rng && !book) draw_gpt2(m, rng);
     if (s != ATTN_OK) attn_gpt_free(m);
     return s;
 }

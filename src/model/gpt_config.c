@@ -39,16 +39,19 @@ enum field {
     F_QK_NORM,
     F_SOFTCAP,
     F_TIE,
+    F_INIT,
     F_HEAD_SIZE
 };
 _Static_assert(F_POS_EMB == ATTN_GPT_KEY_VARIANT0 && F_HEAD_SIZE + 1 == ATTN_GPT_KEY_COUNT &&
-                   F_TIE + 1 == ATTN_GPT_KEY_VARIANT0 + ATTN_GPT_KEY_VARIANTS,
+                   F_TIE + 1 == ATTN_GPT_KEY_VARIANT0 + ATTN_GPT_KEY_VARIANTS &&
+                   F_INIT == ATTN_GPT_KEY_INIT,
                "the key rows follow attn_gpt_config's fields");
 
 /* The choices' order is the enums' (attn_pos_emb, attn_norm_kind, attn_act). */
 static const char *const POS_EMB[] = {"learned", "rope", "alibi", "none", NULL};
 static const char *const NORM[] = {"layernorm", "rmsnorm", NULL};
 static const char *const ACT[] = {"gelu", "relu2", "swiglu", NULL};
+static const char *const INIT[] = {"book", "gpt2", NULL}; /* attn_gpt_init_kind */
 
 /* One row per model key, in attn_gpt_config's order (ATTN_GPT_KEY_* types);
  * the limits are attn_gpt_config_validate's. */
@@ -75,8 +78,14 @@ static const attn_gpt_key KEYS[ATTN_GPT_KEY_COUNT] = {
     {"softcap", NULL, ATTN_GPT_KEY_NUMBER, 0, 1e6, 0, NULL,
      "attention scores c tanh(s / c) (0: off)"},
     {"tie_weights", NULL, ATTN_GPT_KEY_BOOL, 0, 1, 0, NULL, "out_head shares tok_emb's matrix"},
+    {"init", NULL, ATTN_GPT_KEY_CHOICE, 0, 1, 0, INIT,
+     "fresh weights drawn as the book's GPTModel or as GPT-2 (tied: always gpt2)"},
     {"head_size", NULL, ATTN_GPT_KEY_INT, 1, 1 << 16, 0, NULL, "emb_dim / n_heads (seed 004's)"},
 };
+
+attn_gpt_init_kind attn_gpt_config_init_kind(const attn_gpt_config *c) {
+    return c->tie_weights ? ATTN_GPT_INIT_GPT2 : c->init;
+}
 
 /* n_kv_heads as the model uses it. */
 static int kv_heads(const attn_gpt_config *c) {
@@ -119,6 +128,9 @@ static attn_status validate_variants(const attn_gpt_config *c, attn_error *err) 
     if (!(c->softcap >= 0.0 && c->softcap <= 1e6))
         return attn_fail(err, ATTN_ERR_INVALID_ARG, "softcap must be in [0, 1e6] (got %g)",
                          c->softcap);
+    if ((unsigned)c->init > ATTN_GPT_INIT_GPT2)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "init must be one of book, gpt2 (got %d)",
+                         (int)c->init);
     if ((c->qk_norm != 0 && c->qk_norm != 1) || (c->tie_weights != 0 && c->tie_weights != 1))
         return attn_fail(err, ATTN_ERR_INVALID_ARG,
                          "qk_norm and tie_weights must be false or true (got %d, %d)", c->qk_norm,
@@ -190,7 +202,7 @@ void attn_gpt_key_describe(const attn_gpt_key *k, char *buf, size_t cap) {
 
 #define KNOWN_KEYS                                                                                 \
     "vocab_size, context_length, emb_dim, n_heads, n_layers, drop_rate, qkv_bias, pos_emb, "       \
-    "n_kv_heads, window, norm, act, qk_norm, softcap, tie_weights, or seed 004's "                 \
+    "n_kv_heads, window, norm, act, qk_norm, softcap, tie_weights, init, or seed 004's "           \
     "vocabulary_size, context_size, embedding_dim, heads_num, layers_num, dropout_rate, "          \
     "use_bias, head_size"
 
@@ -250,6 +262,7 @@ static attn_status set_field(attn_gpt_config *cfg, const char *key, const cJSON 
     case F_QK_NORM: cfg->qk_norm = (int)d; break;
     case F_SOFTCAP: cfg->softcap = d; break;
     case F_TIE: cfg->tie_weights = (int)d; break;
+    case F_INIT: cfg->init = (attn_gpt_init_kind)d; break;
     case F_HEAD_SIZE:
         if (head_size) *head_size = (int)d;
         break;
@@ -274,6 +287,7 @@ static double field_value(const attn_gpt_config *c, enum field f, int head_size)
     case F_QK_NORM: return c->qk_norm;
     case F_SOFTCAP: return c->softcap;
     case F_TIE: return c->tie_weights;
+    case F_INIT: return c->init;
     case F_HEAD_SIZE: return head_size;
     }
     return 0.0;
@@ -287,6 +301,7 @@ void attn_gpt_key_value(const attn_gpt_config *c, int i, char *buf, size_t cap) 
     const attn_gpt_key *k = &KEYS[i];
     const double v = i == F_N_KV_HEADS  ? kv_heads(c)
                      : i == F_HEAD_SIZE ? (c->n_heads > 0 ? c->emb_dim / c->n_heads : 0)
+                     : i == F_INIT      ? attn_gpt_config_init_kind(c)
                                         : field_value(c, (enum field)i, 0);
     int n = -1;
     for (int j = 0; k->type == ATTN_GPT_KEY_CHOICE && k->choices[j]; j++)
@@ -315,6 +330,20 @@ int attn_gpt_config_first_variant(const attn_gpt_config *c, char *buf, size_t ca
         return i;
     }
     return -1;
+}
+
+attn_gpt_config attn_gpt_config_as_book(const attn_gpt_config *c) {
+    _Static_assert(ATTN_GPT_KEY_VARIANTS == 8, "each variant key is reset here");
+    attn_gpt_config b = *c;
+    b.pos_emb = ATTN_POS_LEARNED;
+    b.n_kv_heads = 0;
+    b.window = 0;
+    b.norm = ATTN_NORM_LAYERNORM;
+    b.act = ATTN_ACT_GELU;
+    b.qk_norm = 0;
+    b.softcap = 0;
+    b.tie_weights = 0;
+    return b;
 }
 
 void attn_gpt_config_describe_variants(const attn_gpt_config *c, int changed_only, char *buf,
@@ -447,6 +476,8 @@ attn_status attn_gpt_config_to_json(const attn_gpt_config *c, char **out, attn_e
             cJSON_AddNumberToObject(o, k->name, v);
         }
     }
+    /* init as set (a tied model draws gpt2 either way): the text gives the struct back. */
+    if (c->init != ATTN_GPT_INIT_BOOK) cJSON_AddStringToObject(o, KEYS[F_INIT].name, INIT[c->init]);
     *out = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     if (!*out) return attn_fail(err, ATTN_ERR_NOMEM, "out of memory");

@@ -6,11 +6,15 @@
 
 /* vocab_size 65 = Tiny Shakespeare's sorted unique characters (seed 004). */
 
-/* A GPT-2-shaped model: GPT-2's 50257 tokens, dropout 0.1, no qkv bias. */
-#define GPT2_MODEL(emb, heads, layers, ctx)                                                        \
+/* GPT-2 as OpenAI released it (and llm.c, nanoGPT and Hugging Face build
+ * it): 50257 tokens, q/k/v biases, the head tied to the token embedding,
+ * GPT-2's init (so it starts at a loss of ln 50257 and exports to every
+ * format), dropout 0.1 (GPT-2's resid/attn/embd_pdrop). */
+#define GPT2_MODEL(emb, heads, layers)                                                             \
     {                                                                                              \
-        .vocab_size = 50257, .context_length = ctx, .emb_dim = emb, .n_heads = heads,              \
-        .n_layers = layers, .drop_rate = 0.1, .qkv_bias = 0                                        \
+        .vocab_size = 50257, .context_length = 1024, .emb_dim = emb, .n_heads = heads,             \
+        .n_layers = layers, .drop_rate = 0.1, .qkv_bias = 1, .tie_weights = 1,                     \
+        .init = ATTN_GPT_INIT_GPT2                                                                 \
     }
 #define GPT2_CPU_RECIPE                                                                            \
     { 1, 1000, 6e-4, 6e-5, 50, 0.95, 100, 5, 10, ATTN_LR_COSINE, 0, ATTN_TOKENIZER_GPT2, 0, 0, 0 }
@@ -88,19 +92,19 @@ static const attn_preset PRESETS[] = {
       0},
      /* bf16: a quarter more steps in the 600 s, which is what reaches 1.47 */
      ATTN_PRECISION_BF16},
-    /* The book's GPT_CONFIG_124M (chapter 4): 163 M parameters with its own
-     * out_head (untied, as the book's GPTModel), GPT-2's tokenizer. A CPU
-     * recipe: one 1024-token window per step (~1.1 TFLOP with the backward:
-     * about half a minute on two cores in fp32), 1000 steps (1 M tokens, three
+    /* GPT-2 124M (124,439,808 parameters), GPT-2's tokenizer. A CPU recipe:
+     * one 1024-token window per step (~0.9 TFLOP with the backward: about
+     * half a minute on two cores in fp32), 1000 steps (1 M tokens, three
      * passes over Tiny Shakespeare: hours, not days), GPT-2's lr 6e-4 cosine
      * to 6e-5 after 50 warm-up steps, beta2 0.95; 5 batches every 100 steps
      * keep evaluations near a twentieth of the run. */
-    {"gpt2-124m", GPT2_MODEL(768, 12, 12, 1024), GPT2_CPU_RECIPE, ATTN_PRECISION_FP32},
-    /* The book's chapter-5 sizes of the larger GPT-2 models, same recipe. */
-    {"gpt2-medium", GPT2_MODEL(1024, 16, 24, 1024), GPT2_CPU_RECIPE, ATTN_PRECISION_FP32},
-    {"gpt2-large", GPT2_MODEL(1280, 20, 36, 1024), GPT2_CPU_RECIPE, ATTN_PRECISION_FP32},
-    {"gpt2-xl", GPT2_MODEL(1600, 25, 48, 1024), GPT2_CPU_RECIPE, ATTN_PRECISION_FP32},
-    /* The book's gpt_train.py (chapter 5): GPT_CONFIG_124M at context 256,
+    {"gpt2-124m", GPT2_MODEL(768, 12, 12), GPT2_CPU_RECIPE, ATTN_PRECISION_FP32},
+    /* The larger GPT-2 models (the book's chapter-5 sizes), same recipe. */
+    {"gpt2-medium", GPT2_MODEL(1024, 16, 24), GPT2_CPU_RECIPE, ATTN_PRECISION_FP32},
+    {"gpt2-large", GPT2_MODEL(1280, 20, 36), GPT2_CPU_RECIPE, ATTN_PRECISION_FP32},
+    {"gpt2-xl", GPT2_MODEL(1600, 25, 48), GPT2_CPU_RECIPE, ATTN_PRECISION_FP32},
+    /* The book's gpt_train.py (chapter 5): GPT_CONFIG_124M (163 M
+     * parameters: no qkv bias, its own out_head, the book's init) at context 256,
      * AdamW lr 5e-4 held (no schedule, no clipping), weight decay 0.1,
      * batch 2, 10 epochs. On the-verdict.txt an epoch is its 9 training
      * batches (the book's loader), so 10 epochs are 90 steps; an evaluation
@@ -109,7 +113,13 @@ static const attn_preset PRESETS[] = {
      * evaluations drawn from the one generator), so the run prints the
      * book's numbers. */
     {"book-ch05",
-     GPT2_MODEL(768, 12, 12, 256),
+     {.vocab_size = 50257,
+      .context_length = 256,
+      .emb_dim = 768,
+      .n_heads = 12,
+      .n_layers = 12,
+      .drop_rate = 0.1,
+      .qkv_bias = 0},
      {2, 90, 5e-4, 5e-4, 0, 0.999, 5, 1, 5, ATTN_LR_COSINE, 0, ATTN_TOKENIZER_GPT2, 1, 123, 1},
      ATTN_PRECISION_FP32},
 };

@@ -77,19 +77,24 @@ def test_load_encode_decode(run, enc, monkeypatch):
 
 
 def test_pytorch_loads_the_file(run):
-    # The tokenizer is metadata: the file's tensors are the book's GPTModel's
-    # state_dict (all of it but the mask buffers), and its logits are attn's.
+    # The tokenizer is metadata: the file's tensors are the state_dict of the
+    # book's GPTModel with gpt2-124m's tied head (attn.variants; all of it but
+    # the mask buffers and out_head.weight, which is tok_emb.weight), and its
+    # logits are attn's.
     import numpy as np
     import torch
     from gpt_parity import st_read
-    from attn.book import GPTModel
+    from attn.variants import gpt_model
     tensors, meta = st_read(os.path.join(run[0], "model.safetensors"))
     assert meta["tokenizer"] == "gpt2" and "vocabulary" not in meta
     cfg = json.loads(meta["config"])
-    model = GPTModel(cfg).eval()
+    assert cfg["qkv_bias"] and cfg["tie_weights"] and cfg["init"] == "gpt2", cfg
+    model = gpt_model(cfg).eval()
+    assert model.out_head.weight is model.tok_emb.weight
     missing, unexpected = model.load_state_dict(
         {k: torch.from_numpy(v) for k, v in tensors.items()}, strict=False)
-    assert not unexpected and all(k.endswith(".att.mask") for k in missing), (missing, unexpected)
+    assert not unexpected and all(k.endswith(".att.mask") or k == "out_head.weight"
+                                  for k in missing), (missing, unexpected)
     ids = np.random.default_rng(0).integers(0, 50257, size=(2, 32))
     with attn.GPT.load(run[0]) as g, torch.no_grad():
         want = model(torch.from_numpy(ids)).numpy()
