@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "attn/engine.h"
@@ -195,22 +196,23 @@ static int setup_trainer(const model_args *a, attn_trainer **out) {
      * that many tokens (pos_emb rows past it are unused in a step anyway). */
     if (a->context > 0) mcfg.context_length = (int)a->context;
     tcfg.max_steps = a->steps + 1;
+    /* The preset's vocabulary (the corpus's may differ a little), the
+     * corpus's size, before anything is read. */
+    struct stat sb;
+    const attn_train_plan_env env = {
+        .precision = a->precision,
+        .threads = (int)a->threads,
+        .corpus_bytes = stat(a->data, &sb) == 0 ? (double)sb.st_size : 0};
+    attn_train_plan p;
+    attn_train_plan_env_of(&mcfg, &tcfg, &env, &p);
+    const int refused = check_memory(
+        a, "bench train", "the run (weights, gradients, AdamW moments and activations)", &p.mem);
+    if (refused || a->dry_run) return refused ? 1 : -1;
     char *text = NULL;
     size_t n = 0;
     if (attn_file_read_all(a->data, 0, (void **)&text, &n, &err)) {
         fprintf(stderr, "attn bench train: cannot read the corpus: %s\n", err.msg);
         return 1;
-    }
-    /* The preset's vocabulary: the corpus's may differ a little. */
-    const attn_train_plan_env env = {
-        .precision = a->precision, .threads = (int)a->threads, .corpus_bytes = (double)n};
-    attn_train_plan p;
-    attn_train_plan_env_of(&mcfg, &tcfg, &env, &p);
-    const int refused = check_memory(
-        a, "bench train", "the run (weights, gradients, AdamW moments and activations)", &p.mem);
-    if (refused || a->dry_run) {
-        free(text);
-        return refused ? 1 : -1;
     }
     attn_status s = attn_trainer_create(out, &mcfg, &tcfg, 0, text, n, &err);
     attn_trainer *tr = *out;
