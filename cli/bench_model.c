@@ -16,8 +16,8 @@
 #include "attn/fileio.h"
 #include "attn/flash_attention.h"
 #include "attn/membudget.h"
-#include "attn/memory_plan.h"
 #include "attn/membw.h"
+#include "attn/memory_plan.h"
 #include "attn/train.h"
 #include "clock.h"
 #include "commands.h"
@@ -199,10 +199,10 @@ static int setup_trainer(const model_args *a, attn_trainer **out) {
     /* The preset's vocabulary (the corpus's may differ a little), the
      * corpus's size, before anything is read. */
     struct stat sb;
-    const attn_train_plan_env env = {
-        .precision = a->precision,
-        .threads = (int)a->threads,
-        .corpus_bytes = stat(a->data, &sb) == 0 ? (double)sb.st_size : 0};
+    const attn_train_plan_env env = {.precision = a->precision,
+                                     .threads = (int)a->threads,
+                                     .corpus_bytes =
+                                         stat(a->data, &sb) == 0 ? (double)sb.st_size : 0};
     attn_train_plan p;
     attn_train_plan_env_of(&mcfg, &tcfg, &env, &p);
     const int refused = check_memory(

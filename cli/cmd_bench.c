@@ -433,7 +433,8 @@ static int check_memory(const bench_args *a, const char *which) {
         need = p.total;
         attn_memory_plan_text(&p, parts, sizeof parts);
     }
-    if (a->dry_run) printf("memory      ~%.1f MiB%s%s\n", need / 1048576.0, parts[0] ? ": " : "", parts);
+    if (a->dry_run)
+        printf("memory      ~%.1f MiB%s%s\n", need / 1048576.0, parts[0] ? ": " : "", parts);
     if (attn_mem_check(need, a->max_memory, "the benchmark's buffers", &err)) {
         fprintf(stderr, "attn bench: %s\n", err.msg);
         return 1;

@@ -369,7 +369,9 @@ int cmd_generate(int argc, char **argv) {
         return 1;
     }
     const int own = fmt == ATTN_WEIGHTS_ATTN;
-    if (file && own && ((rc = check_memory(o.checkpoint, NULL, ATTN_TOKENIZER_CHAR, &o)) || o.dry_run)) return rc;
+    if (file && own &&
+        ((rc = check_memory(o.checkpoint, NULL, ATTN_TOKENIZER_CHAR, &o)) || o.dry_run))
+        return rc;
     const attn_gpt_config hint = {.n_heads = (int)o.n_heads};
     if (file ? attn_gpt_load_weights(o.checkpoint, &hint, o.max_memory, &model, &tok, NULL, &err)
              : attn_gpt_load_checkpoint(o.checkpoint, &model, &tok, NULL, &err)) {

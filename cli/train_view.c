@@ -263,8 +263,8 @@ void train_warn_cost(const train_run_info *r, const attn_gpt_config *m,
             "attn train: warning: a large run: %.1f M parameters, ~%.2f GB of memory, %.0f MB per "
             "checkpoint, %s for %" PRId64 " steps here (%.1f GFLOP/s); Ctrl-C saves "
             "and stops, --resume continues, --dry-run shows the plan\n",
-            (double)p.n_params / 1e6, p.mem_bytes / 1e9, p.ckpt_bytes / 1e6, eta,
-            t->max_steps, gflops);
+            (double)p.n_params / 1e6, p.mem_bytes / 1e9, p.ckpt_bytes / 1e6, eta, t->max_steps,
+            gflops);
     if (hints[0]) fprintf(stderr, "attn train: faster: %s\n", hints);
 }
 

@@ -21,7 +21,6 @@ exec /usr/bin/python3 - "$ATTN" "$SRC" "$tmp" <<'PY'
 import json, os, re, subprocess, sys
 
 attn, src, tmp = (os.path.abspath(a) for a in sys.argv[1:4])
-bf16 = "avx512_bf16" in open("/proc/cpuinfo").read()
 gpt2 = os.environ.get("ATTN_GPT2_DIR") or os.path.join(src, "data", "gpt2")
 have_gpt2 = all(os.path.exists(os.path.join(gpt2, f)) for f in ("encoder.json", "vocab.bpe"))
 env = dict(os.environ, ATTN_CACHE_DIR=os.path.join(tmp, "cache"), ATTN_GPT2_DIR=gpt2)
@@ -35,15 +34,40 @@ with open(os.path.join(tmp, "corpus.txt"), "w") as f:
         f.write(f"First Citizen: before we proceed any further, hear me speak {i % 97}.\n")
 
 
+# With transparent huge pages "always" (not this project's "madvise"
+# machines) every large mapping may take whole 2 MiB pages, which the plan
+# does not count: the children then run without them (prctl
+# PR_SET_THP_DISABLE, inherited), attn's advised buffers included.
+try:
+    thp_always = "[always]" in open("/sys/kernel/mm/transparent_hugepage/enabled").read()
+except OSError:
+    thp_always = False
+
+
+def no_thp():
+    import ctypes
+    ctypes.CDLL(None, use_errno=True).prctl(41, 1, 0, 0, 0)  # PR_SET_THP_DISABLE
+
+
+child = {"env": env, "cwd": tmp, "preexec_fn": no_thp if thp_always else None}
+if thp_always:
+    print("ok   - transparent huge pages are 'always' here: the runs go without them")
+
+
 def run(cmd):
     """rc, stdout and stderr of cmd, run in the work folder."""
-    p = subprocess.run(cmd, capture_output=True, env=env, cwd=tmp)
+    p = subprocess.run(cmd, capture_output=True, **child)
     return p.returncode, p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")
+
+
+# bf16 where attn runs it (AVX512-BF16, and not capped by ATTN_SIMD).
+bf16 = run([attn, "bench", "sgemm", "--m", "1", "--n", "1", "--k", "1", "--precision", "bf16",
+            "--dry-run"])[0] == 0
 
 
 def peak(cmd):
     """rc and the child's peak RSS in bytes (ru_maxrss, KiB on Linux)."""
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=tmp)
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **child)
     err = p.stderr.read()
     _, status, ru = os.wait4(p.pid, 0)
     rc = os.waitstatus_to_exitcode(status)
@@ -108,7 +132,7 @@ def mha(B, T, D, H, prec="fp32", extra=()):
     cmd = [attn, "bench", "mha", "--batch", str(B), "--tokens", str(T), "--d-model", str(D),
            "--heads", str(H), "--repeat", "1", "--warmup", "0", "--threads", "2", "--precision",
            prec, *extra]
-    cell(f"bench mha B{B} T{T} D{D} H{H} {' '.join(extra)} ({prec})", cmd)
+    cell(" ".join([f"bench mha B{B} T{T} D{D} H{H}", *extra, f"({prec})"]), cmd)
 
 
 def bench_generate(name, prec="fp32", samples=1, **keys):
@@ -142,7 +166,7 @@ fits("train context 16384 emb 256", [attn, "train", "--data", "corpus.txt", "--o
 
 precs = ["fp32", "bf16"] if bf16 else ["fp32"]
 if not bf16:
-    skip("the bf16 cells", "no AVX512-BF16 on this CPU")
+    skip("the bf16 cells", "attn runs no bf16 here (no AVX512-BF16, or ATTN_SIMD caps it)")
 
 train("t64", context_length=64, emb_dim=64, n_layers=2, n_heads=4, batch_size=8)
 train("t256", context_length=256, emb_dim=256, n_layers=4, n_heads=4, batch_size=4, drop_rate=0.1)

@@ -103,8 +103,8 @@ Test(membudget, estimates_from_configs) {
  * step-by-step path's (T, T) weights and torch-cpu dropout's bits grow
  * four-fold (issue 46: bench mha T 32768 D 768 was refused at "101.3 GiB"). */
 Test(membudget, the_plan_counts_each_attention_path) {
-    const attn_gpt_config c = {.emb_dim = 768, .n_heads = 12, .context_length = 32768,
-                               .n_layers = 1};
+    const attn_gpt_config c = {
+        .emb_dim = 768, .n_heads = 12, .context_length = 32768, .n_layers = 1};
     attn_mem_run r = {.mode = ATTN_MEM_MHA, .batch = 1, .tokens = 16384, .backward = 1};
     attn_mem_plan a, b;
     attn_memory_plan(&c, &r, &a);
@@ -133,8 +133,8 @@ Test(membudget, the_plan_counts_each_attention_path) {
  * the lean head's chunk instead of B T V logits, bf16's copies; generation:
  * the KV cache; the parts add up and the text names them. */
 Test(membudget, the_plan_counts_training_and_generation) {
-    attn_gpt_config c = {.vocab_size = 50257, .context_length = 1024, .emb_dim = 768,
-                         .n_heads = 12, .n_layers = 12};
+    attn_gpt_config c = {
+        .vocab_size = 50257, .context_length = 1024, .emb_dim = 768, .n_heads = 12, .n_layers = 12};
     const double P = attn_gpt_config_params(&c);
     attn_mem_run r = {.mode = ATTN_MEM_TRAIN, .batch = 4, .tokens = 64, .lean_head = 1};
     attn_mem_plan p, q;

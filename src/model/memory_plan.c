@@ -4,6 +4,7 @@
  * name that code. */
 #include "attn/memory_plan.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -112,7 +113,7 @@ static double fused_attention(const dims *d, int backward, double threads) {
 static double reference_attention(const dims *d, int backward) {
     const double N = d->N, C = d->C, tt = d->B * d->H * d->T * d->T;
     double f = 4 * N * C + 2 * tt; /* the weights, and after dropout (a copy without) */
-    if (d->masks) f += tt / F32;    /* keep (bytes) */
+    if (d->masks) f += tt / F32;   /* keep (bytes) */
     if (backward) f += 4 * N * C + 2 * d->T * d->T;
     return f * F32;
 }
@@ -180,10 +181,11 @@ static void plan_train(const attn_gpt_config *c, const attn_mem_run *r, const di
     if (d->bf16) /* every weight matrix's copy, the head's too (tied: tok_emb's) */
         p->bf16 = (d->L * block_matrices(d) + d->V * d->C) * B16 + engine_scratch(d, r->lean_head);
     /* Resuming (train_checkpoint.c), before any gradient or activation is
-     * written: train_state's image (m and v) is held while model's image
-     * fills the weights and is freed, then while it fills the moments. */
+     * written: train_state's image (m and v, 2P) is held while model's (P)
+     * fills the weights and is freed, then while it fills the moments (2P):
+     * 4P beyond the weights at most. */
     const double steady = p->grads + p->optimizer + p->accum + p->activations + p->head + p->bf16;
-    if (r->resume) p->transient = max2(0, 2 * P * F32 + max2(P, 2 * P) * F32 - steady);
+    if (r->resume) p->transient = max2(0, 4 * P * F32 - steady);
 }
 
 /* gpt_kv.c: K and V rows of every layer per sample (a window's ring, else
@@ -194,10 +196,10 @@ static void plan_generate(const attn_gpt_config *c, const attn_mem_run *r, const
     const double P = attn_gpt_config_params(c), S = d->B;
     const double rows = c->window > 0 && c->window < c->context_length ? c->window : d->ctx;
     p->weights = P * F32;
-    p->kv_cache = (2 * d->L * S * rows * d->kv + 5 * S * d->C + S * d->F1 +
-                   S * d->H * d->ctx + S * d->V) *
-                      F32 +
-                  S * d->ctx * 4.0 + d->V * 8.0;
+    p->kv_cache =
+        (2 * d->L * S * rows * d->kv + 5 * S * d->C + S * d->F1 + S * d->H * d->ctx + S * d->V) *
+            F32 +
+        S * d->ctx * 4.0 + d->V * 8.0;
     const double streamed = d->L * block_matrices(d) + d->V * d->C; /* attn_gpt_kv_weight_numel */
     if (d->bf16) p->bf16 = streamed * B16;
     /* Beside the cache: attn bench generate's read-bandwidth buffer of as
@@ -208,16 +210,17 @@ static void plan_generate(const attn_gpt_config *c, const attn_mem_run *r, const
     p->transient = max2(membw, image - p->kv_cache - p->bf16);
 }
 
+/* A buffer of attn bench's own: whole 2 MiB pages. */
+static double bench_buf(double bytes) {
+    return bytes > 0 ? BENCH_PAGE * ceil(bytes / BENCH_PAGE) : 0;
+}
+
 /* attn bench mha: the module (weights; gradients with backward), x, dy, y
  * and dx, the module's path; then (kernel_cases) with the cache freed, the
  * kernel alone on its own q | k | v, output, LSE and gradient, and an
  * sgemm of the projection's size. */
-static double bench_buf(double bytes) {
-    return bytes > 0 ? BENCH_PAGE * (double)(long long)((bytes + BENCH_PAGE - 1) / BENCH_PAGE) : 0;
-}
-
-static void plan_mha(const attn_gpt_config *c, const attn_mem_run *r, const dims *d,
-                     double threads, attn_mem_plan *p) {
+static void plan_mha(const attn_gpt_config *c, const attn_mem_run *r, const dims *d, double threads,
+                     attn_mem_plan *p) {
     const double N = d->N, C = d->C;
     const double W = d->d3 * C + C * C + C + (c->qkv_bias ? d->d3 : 0);
     p->weights = W * F32;
@@ -248,7 +251,8 @@ void attn_memory_plan(const attn_gpt_config *c, const attn_mem_run *r, attn_mem_
         plan_generate(c, r, &d, p);
     else
         plan_mha(c, r, &d, threads, p);
-    p->data = (r->data_bytes > 0 ? r->data_bytes : 0) + (r->gpt2_tokenizer ? GPT2_TOKENIZER_BYTES : 0);
+    p->data =
+        (r->data_bytes > 0 ? r->data_bytes : 0) + (r->gpt2_tokenizer ? GPT2_TOKENIZER_BYTES : 0);
     p->total = p->weights + p->grads + p->optimizer + p->accum + p->bf16 + p->activations +
                p->head + p->kv_cache + p->transient + p->data + p->process;
 }
