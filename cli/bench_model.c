@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "attn/engine.h"
@@ -16,6 +17,7 @@
 #include "attn/flash_attention.h"
 #include "attn/membudget.h"
 #include "attn/membw.h"
+#include "attn/memory_plan.h"
 #include "attn/train.h"
 #include "clock.h"
 #include "commands.h"
@@ -25,6 +27,7 @@ typedef struct model_args {
     const char *preset, *data, *precision_name, *config;
     long long steps, batch, threads, tokens, context, num_samples;
     double max_memory; /* bytes; 0: the memory available now */
+    int dry_run;
     attn_precision precision;
 } model_args;
 
@@ -40,6 +43,7 @@ enum {
     MB_MAX_MEMORY,
     MB_NUM_SAMPLES,
     MB_CONFIG,
+    MB_DRY_RUN,
     MB_OPT_COUNT
 };
 
@@ -70,6 +74,8 @@ static const cli_option model_opts_table[] = {
     [MB_CONFIG] = {"config", CLI_STRING, "FILE.json", OFF(config),
                    .help = "model (and train: training) keys over the preset's,\n"
                            "as attn train --config (e.g. {\"tie_weights\": true})"},
+    [MB_DRY_RUN] = {"dry-run", CLI_FLAG, .offset = OFF(dry_run),
+                    .help = "print the memory the run needs, then exit"},
 };
 CLI_TABLE_CHECK(model_opts_table, MB_OPT_COUNT);
 
@@ -112,13 +118,15 @@ static const char model_about[] =
     "  after the steps on as many bytes at the run's threads (attn_membw_read)\n"
     "  and the share of it reached\n"
     "  (floor_pct: 100 is the memory-bandwidth floor; fastest_floor_pct: the\n"
-    "  fastest step's).\n";
+    "  fastest step's).\n"
+    "  Both check the memory they need (attn/memory_plan.h) against --max-memory\n"
+    "  first; --dry-run prints it and exits.\n";
 
 const cli_command bench_train_cli = {
     "bench train",
     "attn bench train [--preset NAME] [--config FILE.json] [--steps N]\n"
     "                        [--batch-size N] [--context N] [--data FILE]\n"
-    "                        [--threads N] [--precision fp32|bf16]",
+    "                        [--threads N] [--precision fp32|bf16] [--dry-run]",
     model_about,
     model_opts_table,
     MB_OPT_COUNT,
@@ -126,7 +134,7 @@ const cli_command bench_train_cli = {
 const cli_command bench_generate_cli = {
     "bench generate",
     "attn bench generate [--preset NAME] [--config FILE.json] [--tokens N]\n"
-    "                           [--threads N] [--precision fp32|bf16]\n"
+    "                           [--threads N] [--precision fp32|bf16] [--dry-run]\n"
     "                           [--num-samples N]",
     model_about,
     model_opts_table,
@@ -142,6 +150,23 @@ static long minor_faults(void) {
 static int cmp_double(const void *a, const void *b) {
     const double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
+}
+
+/* need bytes (plan's parts) against the budget; --dry-run prints them.
+ * 0 to go on, 1 refused. */
+static int check_memory(const model_args *a, const char *who, const char *what,
+                        const attn_mem_plan *plan) {
+    attn_error err;
+    if (a->dry_run) {
+        char parts[512];
+        printf("memory      ~%.1f MiB: %s\n", plan->total / 1048576.0,
+               attn_memory_plan_text(plan, parts, sizeof parts));
+    }
+    if (attn_mem_check(plan->total, a->max_memory, what, &err)) {
+        fprintf(stderr, "attn %s: %s\n", who, err.msg);
+        return 1;
+    }
+    return 0;
 }
 
 /* FLOPs of one training step: forward + backward (3x) of every matmul with a
@@ -171,13 +196,18 @@ static int setup_trainer(const model_args *a, attn_trainer **out) {
      * that many tokens (pos_emb rows past it are unused in a step anyway). */
     if (a->context > 0) mcfg.context_length = (int)a->context;
     tcfg.max_steps = a->steps + 1;
-    attn_train_plan p; /* the preset's vocabulary: the corpus's may differ a little */
-    attn_train_plan_of(&mcfg, &tcfg, &p);
-    if (attn_mem_check(p.state_bytes + p.act_bytes, a->max_memory,
-                       "the run (weights, gradients, AdamW moments and activations)", &err)) {
-        fprintf(stderr, "attn bench train: %s\n", err.msg);
-        return 1;
-    }
+    /* The preset's vocabulary (the corpus's may differ a little), the
+     * corpus's size, before anything is read. */
+    struct stat sb;
+    const attn_train_plan_env env = {.precision = a->precision,
+                                     .threads = (int)a->threads,
+                                     .corpus_bytes =
+                                         stat(a->data, &sb) == 0 ? (double)sb.st_size : 0};
+    attn_train_plan p;
+    attn_train_plan_env_of(&mcfg, &tcfg, &env, &p);
+    const int refused = check_memory(
+        a, "bench train", "the run (weights, gradients, AdamW moments and activations)", &p.mem);
+    if (refused || a->dry_run) return refused ? 1 : -1;
     char *text = NULL;
     size_t n = 0;
     if (attn_file_read_all(a->data, 0, (void **)&text, &n, &err)) {
@@ -245,7 +275,7 @@ static void print_train(const model_args *a, const attn_trainer *tr, const step_
 static int bench_train(const model_args *a) {
     attn_trainer *tr = NULL;
     int rc = setup_trainer(a, &tr);
-    if (rc) return rc;
+    if (rc) return rc < 0 ? 0 : rc; /* -1: --dry-run printed the plan */
     step_timing m;
     attn_error err;
     rc = 1;
@@ -337,12 +367,15 @@ static int bench_generate(const model_args *a) {
     attn_train_config tcfg_unused;
     const int rc = model_config(a, "bench generate", &cfg, &tcfg_unused);
     if (rc) return rc;
-    const double tokens = (double)a->num_samples * cfg.context_length;
-    if (attn_mem_check(attn_gpt_config_memory(&cfg, tokens, 0), a->max_memory,
-                       "the model with its KV cache", &err)) {
-        fprintf(stderr, "attn bench generate: %s\n", err.msg);
-        return 1;
-    }
+    const attn_mem_run run = {.mode = ATTN_MEM_GENERATE,
+                              .batch = (int)a->num_samples,
+                              .membw = 1,
+                              .precision = a->precision,
+                              .threads = (int)a->threads};
+    attn_mem_plan plan;
+    attn_memory_plan(&cfg, &run, &plan);
+    if (check_memory(a, "bench generate", "the model with its KV cache", &plan)) return 1;
+    if (a->dry_run) return 0;
     attn_rng rng;
     attn_rng_seed(&rng, 1337);
     attn_gpt m;

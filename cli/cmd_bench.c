@@ -16,6 +16,7 @@
 #include "attn/flash_attention.h"
 #include "attn/gemm.h"
 #include "attn/membudget.h"
+#include "attn/memory_plan.h"
 #include "attn/module.h"
 #include "attn/multi_head_attention.h"
 #include "clock.h"
@@ -25,7 +26,7 @@
 typedef struct bench_args {
     long long B, T, D, H, repeat, warmup, threads, block_q, block_k, m, n, k;
     long long kv_heads, window;
-    int backward, reference, mha_only;
+    int backward, reference, mha_only, dry_run;
     double dropout;
     double max_memory; /* bytes; 0: the memory available now */
     const char *simd_name, *rng, *precision_name, *positions_name;
@@ -59,6 +60,7 @@ enum {
     BENCH_WINDOW,
     BENCH_POSITIONS,
     BENCH_MAX_MEMORY,
+    BENCH_DRY_RUN,
     BENCH_OPT_COUNT
 };
 
@@ -115,6 +117,8 @@ static const cli_option bench_opts_table[] = {
                          .choices = position_names, .def = "none",
                          .help = "positions inside attention: rope or alibi"},
     [BENCH_MAX_MEMORY] = CLI_MAX_MEMORY_OPTION(OFF(max_memory)),
+    [BENCH_DRY_RUN] = {"dry-run", CLI_FLAG, .offset = OFF(dry_run),
+                       .help = "print the memory the run needs, then exit"},
 };
 CLI_TABLE_CHECK(bench_opts_table, BENCH_OPT_COUNT);
 
@@ -126,8 +130,9 @@ const cli_command bench_cli = {
     "                      [--block-q N --block-k N] [--precision fp32|bf16]\n"
     "                      [--dropout P [--rng torch-cpu|torch-mkl]]\n"
     "                      [--kv-heads K] [--window W] [--positions none|rope|alibi]\n"
+    "                      [--dry-run]\n"
     "       attn bench sgemm [--m M] [--n N] [--k K] [--repeat N] [--threads N]\n"
-    "                        [--precision fp32|bf16]\n"
+    "                        [--precision fp32|bf16] [--dry-run]\n"
     "       attn bench train|generate ... (whole model; attn bench train --help)",
     "  mha: times MultiHeadAttention forward (and backward with --backward) on\n"
     "  the fused path, or the step-by-step path with --reference, then the fused\n"
@@ -138,7 +143,10 @@ const cli_command bench_cli = {
     "  attention 2 B D T (T+1) (x3.5 with backward), also with a window.\n"
     "  --kv-heads, --window, --positions: the attention variants\n"
     "  (docs/model-variants.md); the kernel-alone case takes --window;\n"
-    "  --positions rope adds case=rope: the rotations alone, same sizes.\n",
+    "  --positions rope adds case=rope: the rotations alone, same sizes.\n"
+    "  The buffers are checked against --max-memory first (attn/memory_plan.h's\n"
+    "  count: the fused path holds no T x T matrix); --dry-run prints that count\n"
+    "  and exits.\n",
     bench_opts_table,
     BENCH_OPT_COUNT,
     1};
@@ -391,24 +399,42 @@ static int bench_mha(const bench_args *a) {
 }
 
 /* The benchmark's buffers against the budget, before any exists: sgemm's
- * three matrices; mha's module (attn_module_memory) with its input and
- * gradient copies. 0 to go on, else the exit code. */
+ * three matrices (and bf16's rounded copies); mha's as attn/memory_plan.h
+ * counts them (the fused path holds no (T, T) matrix). 0 to go on, else the
+ * exit code. */
 static int check_memory(const bench_args *a, const char *which) {
     attn_error err;
     double need;
+    char parts[512] = "";
+    const int threads = a->threads > 0 ? (int)a->threads : attn_default_threads();
     if (strcmp(which, "sgemm") == 0) {
         const double M = a->m ? a->m : a->B * a->T, N = a->n ? a->n : 3 * a->D,
                      K = a->k ? a->k : a->D;
-        need = 4.0 * (M * K + K * N + M * N);
+        need = 4.0 * (M * K + K * N + M * N) + (a->precision ? 2.0 * (M * K + K * N) : 0);
     } else {
-        const attn_module_config mc = {.kind = ATTN_MODULE_MHA,
-                                       .d_in = (int)a->D,
-                                       .d_out = (int)a->D,
-                                       .num_heads = (int)a->H,
-                                       .context_length = (int)a->T,
-                                       .dropout = a->dropout};
-        need = attn_module_memory(&mc, (int)a->B, (int)a->T) + 4.0 * 4 * a->B * a->T * a->D;
+        const attn_gpt_config mc = {.emb_dim = (int)a->D,
+                                    .n_heads = (int)a->H,
+                                    .n_kv_heads = (int)a->kv_heads,
+                                    .window = (int)a->window,
+                                    .context_length = (int)a->T,
+                                    .n_layers = 1,
+                                    .drop_rate = a->dropout};
+        const attn_mem_run run = {.mode = ATTN_MEM_MHA,
+                                  .batch = (int)a->B,
+                                  .tokens = (int)a->T,
+                                  .backward = a->backward,
+                                  .reference = a->reference,
+                                  .kernel_cases = !a->mha_only,
+                                  .stream = a->stream,
+                                  .precision = a->precision,
+                                  .threads = threads};
+        attn_mem_plan p;
+        attn_memory_plan(&mc, &run, &p);
+        need = p.total;
+        attn_memory_plan_text(&p, parts, sizeof parts);
     }
+    if (a->dry_run)
+        printf("memory      ~%.1f MiB%s%s\n", need / 1048576.0, parts[0] ? ": " : "", parts);
     if (attn_mem_check(need, a->max_memory, "the benchmark's buffers", &err)) {
         fprintf(stderr, "attn bench: %s\n", err.msg);
         return 1;
@@ -465,7 +491,7 @@ int cmd_bench(int argc, char **argv) {
     if (rc) return rc == CLI_HELP ? 0 : rc;
     const char *which = which_bench(&parsed);
     if (!which) return 2;
-    if ((rc = resolve(&a, which)) || (rc = check_memory(&a, which))) return rc;
+    if ((rc = resolve(&a, which)) || (rc = check_memory(&a, which)) || a.dry_run) return rc;
     if (a.threads <= 0) a.threads = attn_default_threads();
     /* One thread count everywhere. The fused path runs a single pool
      * (OpenMP; OpenBLAS single-threaded inside it, see attn/gemm.h); the

@@ -13,6 +13,7 @@
 #include "attn/cuda.h"
 #include "attn/generate.h"
 #include "attn/membudget.h"
+#include "attn/memory_plan.h"
 #include "attn/train.h"
 #include "attn/weights_format.h"
 #include "clock.h"
@@ -26,7 +27,7 @@ typedef struct gen_opts {
     double temperature, top_p;
     double max_memory; /* bytes; 0: the memory available now */
     unsigned long long seed;
-    int allow_special;
+    int allow_special, dry_run;
 } gen_opts;
 
 enum {
@@ -46,6 +47,7 @@ enum {
     GEN_ALLOW_SPECIAL,
     GEN_N_HEADS,
     GEN_NUM_SAMPLES,
+    GEN_DRY_RUN,
     GEN_OPT_COUNT
 };
 
@@ -99,6 +101,9 @@ static const cli_option gen_opts_table[] = {
                                  "weight read serves N tokens); sample i is the\n"
                                  "text --seed SEED+i gives alone; printed one\n"
                                  "after the other, a line of 15 '-' between"},
+    [GEN_DRY_RUN] = {"dry-run", CLI_FLAG, .offset = OFF(dry_run),
+                     .help = "print the memory the run needs (the checkpoint's\n"
+                             "header read; other formats are loaded), then exit"},
 };
 CLI_TABLE_CHECK(gen_opts_table, GEN_OPT_COUNT);
 
@@ -108,7 +113,7 @@ const cli_command generate_cli = {
     "                     [--temperature T] [--top-k K] [--top-p P] [--seed N]\n"
     "                     [--stop TEXT] [--window N] [--threads N]\n"
     "                     [--device cpu|cuda] [--precision fp32|bf16]\n"
-    "                     [--allow-special] [--num-samples N]",
+    "                     [--allow-special] [--num-samples N] [--dry-run]",
     "  Prints the prompt followed by max-new-tokens sampled tokens, then the\n"
     "  tokens per second on stderr. Sampling runs on the library's\n"
     "  attn_generator (attn/generate.h), as `attn viz --generate` does.\n",
@@ -295,10 +300,13 @@ static int generate_from(const gen_opts *o, const attn_generate_options *go, con
     return rc;
 }
 
-/* The model of the checkpoint at path (or of cfg) with the KV cache of a
- * full context per sample against the budget: 0 to go on, else the exit
- * code. */
-static int check_memory(const char *path, const attn_gpt_config *cfg, const gen_opts *o) {
+/* The model of the checkpoint at path with the KV cache of a full context
+ * per sample against the budget (attn/memory_plan.h: its file image while
+ * it loads, the weights, the caches, bf16's copies, the process); or, with
+ * the model of cfg already loaded, what the caches add. 0 to go on, else
+ * the exit code. */
+static int check_memory(const char *path, const attn_gpt_config *cfg, attn_tokenizer_kind kind,
+                        const gen_opts *o) {
     attn_error err;
     attn_gpt_config c;
     attn_tokenizer tok;
@@ -307,12 +315,27 @@ static int check_memory(const char *path, const attn_gpt_config *cfg, const gen_
             fprintf(stderr, "attn generate: %s\n", err.msg);
             return 1;
         }
+        kind = tok.kind;
         attn_tokenizer_free(&tok);
         cfg = &c;
     }
-    /* A KV cache (and a row of logits) per sample. */
-    const double tokens = (double)o->num_samples * cfg->context_length;
-    if (attn_mem_check(attn_gpt_config_memory(cfg, tokens, 0), o->max_memory,
+    attn_mem_run run = {.mode = ATTN_MEM_GENERATE,
+                        .batch = (int)o->num_samples,
+                        .load_file = 1,
+                        .gpt2_tokenizer = kind == ATTN_TOKENIZER_GPT2,
+                        .threads = o->threads > 0 ? (int)o->threads : attn_default_threads()};
+    attn_device device = ATTN_DEVICE_CPU;
+    attn_device_parse(o->device, &device, &err); /* the table allows only valid names */
+    if (device == ATTN_DEVICE_CPU) attn_precision_parse(o->precision, &run.precision, &err);
+    attn_mem_plan p;
+    attn_memory_plan(cfg, &run, &p);
+    const double need = path ? p.total : p.kv_cache + p.bf16;
+    if (o->dry_run) {
+        char parts[512];
+        printf("memory      ~%.1f MiB: %s\n", p.total / 1048576.0,
+               attn_memory_plan_text(&p, parts, sizeof parts));
+    }
+    if (attn_mem_check(need, o->max_memory,
                        o->num_samples > 1 ? "the model with the samples' KV caches"
                                           : "the model with its KV cache",
                        &err)) {
@@ -346,14 +369,16 @@ int cmd_generate(int argc, char **argv) {
         return 1;
     }
     const int own = fmt == ATTN_WEIGHTS_ATTN;
-    if (file && own && (rc = check_memory(o.checkpoint, NULL, &o))) return rc;
+    if (file && own &&
+        ((rc = check_memory(o.checkpoint, NULL, ATTN_TOKENIZER_CHAR, &o)) || o.dry_run))
+        return rc;
     const attn_gpt_config hint = {.n_heads = (int)o.n_heads};
     if (file ? attn_gpt_load_weights(o.checkpoint, &hint, o.max_memory, &model, &tok, NULL, &err)
              : attn_gpt_load_checkpoint(o.checkpoint, &model, &tok, NULL, &err)) {
         fprintf(stderr, "attn generate: %s\n", err.msg);
         return 1;
     }
-    if ((!file || !own) && (rc = check_memory(NULL, &model.cfg, &o))) {
+    if ((!file || !own) && ((rc = check_memory(NULL, &model.cfg, tok.kind, &o)) || o.dry_run)) {
         attn_gpt_free(&model);
         attn_tokenizer_free(&tok);
         return rc;

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "attn/checkpoint.h"
@@ -258,6 +259,13 @@ typedef struct train_cmd {
     size_t n;
 } train_cmd;
 
+/* The corpus's bytes: the text read (a char run), else the file's size. */
+static double corpus_size(const train_cmd *c) {
+    struct stat sb;
+    if (c->text) return (double)c->n;
+    return c->su.data[0] && stat(c->su.data, &sb) == 0 ? (double)sb.st_size : 0;
+}
+
 /* What train_view.c prints of the run besides its trainer. */
 static train_run_info run_info(const train_cmd *c) {
     return (train_run_info){.preset = c->su.preset,
@@ -269,7 +277,8 @@ static train_run_info run_info(const train_cmd *c) {
                             .threads = (int)c->o.threads,
                             .ranks = c->dist->size,
                             .device = c->device,
-                            .precision = c->precision};
+                            .precision = c->precision,
+                            .corpus_bytes = corpus_size(c)};
 }
 
 /* The command line: -1 to go on, else the exit code. */
@@ -343,9 +352,14 @@ static int check_memory(train_cmd *c) {
         pm.vocab_size = tok.vocab_size;
         attn_tokenizer_free(&tok);
     }
+    const attn_train_plan_env env = {
+        .precision = c->device == ATTN_DEVICE_CPU ? c->precision : ATTN_PRECISION_FP32,
+        .threads = c->o.threads > 0 ? (int)c->o.threads : attn_default_threads(),
+        .corpus_bytes = corpus_size(c),
+        .resume = c->o.resume};
     attn_train_plan p;
-    attn_train_plan_of(&pm, &c->su.train, &p);
-    if (attn_mem_check(p.state_bytes + p.act_bytes, c->o.max_memory,
+    attn_train_plan_env_of(&pm, &c->su.train, &env, &p);
+    if (attn_mem_check(p.mem_bytes, c->o.max_memory,
                        "the run (weights, gradients, AdamW moments and activations)", &err)) {
         c->collective = c->o.max_memory > 0; /* every rank has the same limit */
         if (c->lead || !c->collective) fprintf(stderr, "attn train: %s\n", err.msg);

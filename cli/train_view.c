@@ -18,6 +18,8 @@
 #include "attn/checkpoint.h"
 #include "attn/cuda.h"
 #include "attn/dist.h"
+#include "attn/membudget.h"
+#include "attn/memory_plan.h"
 #include "attn/thread_tuner.h"
 #include "attn/tokenizer.h"
 #include "attn/train.h"
@@ -162,13 +164,28 @@ static double plan_seconds(const attn_train_plan *p, int64_t steps, int threads,
     return *gflops > 0 ? p->flops_per_step * (double)steps / (*gflops * 1e9) : 0;
 }
 
+/* The plan of run r (its threads, 0: the default count; its precision on
+ * the CPU; resumed or not) with a corpus of n bytes. */
+static void plan_of(const train_run_info *r, const attn_gpt_config *m, const attn_train_config *t,
+                    double n, attn_train_plan *p) {
+    const attn_train_plan_env env = {
+        .precision = r->device == ATTN_DEVICE_CPU ? r->precision : ATTN_PRECISION_FP32,
+        .threads = r->threads > 0 ? r->threads : attn_default_threads(),
+        .corpus_bytes = n,
+        .resume = r->resume};
+    attn_train_plan_env_of(m, t, &env, p);
+}
+
 /* --dry-run's report: the configs, where the run stands (run) and the cost
  * of the steps after step. */
-static int print_plan(const attn_gpt_config *m, const attn_train_config *t, const char *preset,
-                      const char *data, size_t n, const char *out, int threads, int ranks,
-                      attn_device dev, attn_precision prec, int64_t step, const char *run) {
+static int print_plan(const train_run_info *r, const attn_gpt_config *m, const attn_train_config *t,
+                      size_t n, const char *out, int64_t step, const char *run) {
+    const char *preset = r->preset, *data = r->data;
+    const int threads = r->threads, ranks = r->ranks;
+    const attn_device dev = r->device;
+    const attn_precision prec = r->precision;
     attn_train_plan p;
-    attn_train_plan_of(m, t, &p);
+    plan_of(r, m, t, (double)n, &p);
     char *mj = NULL, *tj = attn_train_config_to_json(t);
     attn_error err;
     if (attn_gpt_config_to_json(m, &mj, &err) || !tj) {
@@ -177,7 +194,7 @@ static int print_plan(const attn_gpt_config *m, const attn_train_config *t, cons
         return 1;
     }
     const int64_t steps = t->max_steps - step; /* still to take */
-    char variant[512];
+    char variant[512], parts[512];
     attn_gpt_config_describe_variants(m, 0, variant, sizeof variant);
     printf("attn train --dry-run: nothing is trained or written\n"
            "preset      %s\n"
@@ -188,13 +205,12 @@ static int print_plan(const attn_gpt_config *m, const attn_train_config *t, cons
            "output      %s\n"
            "run         %s\n"
            "parameters  %zu (%.2f M)\n"
-           "memory      ~%.1f MiB: weights, gradients, AdamW moments %.1f MiB + activations "
-           "~%.1f MiB\n"
+           "memory      ~%.1f MiB: %s\n"
            "checkpoint  %.1f MiB per save\n"
            "engine      %s, %s\n",
            preset ? preset : "saved config", mj, variant, tj, data, n, m->vocab_size, out, run,
-           p.n_params, (double)p.n_params / 1e6, (p.state_bytes + p.act_bytes) / 1048576.0,
-           p.state_bytes / 1048576.0, p.act_bytes / 1048576.0, p.ckpt_bytes / 1048576.0,
+           p.n_params, (double)p.n_params / 1e6, p.mem_bytes / 1048576.0,
+           attn_memory_plan_text(&p.mem, parts, sizeof parts), p.ckpt_bytes / 1048576.0,
            attn_device_name(dev), attn_precision_name(prec));
     if (steps > 0 && t->time_budget > 0) {
         double gflops, sec = plan_seconds(&p, steps, threads, ranks, &gflops);
@@ -234,7 +250,7 @@ void train_warn_cost(const train_run_info *r, const attn_gpt_config *m,
     const attn_device dev = r->device;
     const attn_precision prec = r->precision;
     attn_train_plan p;
-    attn_train_plan_of(m, t, &p);
+    plan_of(r, m, t, r->corpus_bytes, &p);
     if (p.flops_per_step * (double)t->max_steps < 1e15) return;
     double gflops, sec = plan_seconds(&p, t->max_steps, threads, ranks, &gflops);
     char eta[64], hints[400] = "";
@@ -247,8 +263,8 @@ void train_warn_cost(const train_run_info *r, const attn_gpt_config *m,
             "attn train: warning: a large run: %.1f M parameters, ~%.2f GB of memory, %.0f MB per "
             "checkpoint, %s for %" PRId64 " steps here (%.1f GFLOP/s); Ctrl-C saves "
             "and stops, --resume continues, --dry-run shows the plan\n",
-            (double)p.n_params / 1e6, (p.state_bytes + p.act_bytes) / 1e9, p.ckpt_bytes / 1e6, eta,
-            t->max_steps, gflops);
+            (double)p.n_params / 1e6, p.mem_bytes / 1e9, p.ckpt_bytes / 1e6, eta, t->max_steps,
+            gflops);
     if (hints[0]) fprintf(stderr, "attn train: faster: %s\n", hints);
 }
 
@@ -434,9 +450,8 @@ int train_print_dry_run(const train_run_info *r, const attn_trainer *tr) {
         snprintf(run, sizeof run, "a new run from the weights of %s (fine-tuning)", r->init_from);
     else
         snprintf(run, sizeof run, "a new run");
-    return print_plan(attn_trainer_model_config(tr), attn_trainer_train_config(tr), r->preset,
-                      r->data, attn_trainer_corpus_bytes(tr), out, r->threads, r->ranks, r->device,
-                      r->precision, attn_trainer_steps(tr), run);
+    return print_plan(r, attn_trainer_model_config(tr), attn_trainer_train_config(tr),
+                      attn_trainer_corpus_bytes(tr), out, attn_trainer_steps(tr), run);
 }
 
 void train_announce(const train_run_info *r, const attn_trainer *tr) {

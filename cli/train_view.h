@@ -19,6 +19,7 @@ typedef struct train_run_info {
     int ranks;
     attn_device device;
     attn_precision precision;
+    double corpus_bytes; /* the corpus file's size (0: unknown) */
 } train_run_info;
 
 /* What the command draws while the library trains (attn_trainer_events).

@@ -1,12 +1,14 @@
 /* The one number parser, the UTF-8 check and the memory budget (issue 31
  * items 8, 9, 12, 13): attn/parse.h, attn/membudget.h, and the size
- * estimates attn_gpt_config_memory and attn_module_memory. */
+ * estimates attn_gpt_config_memory, attn_memory_plan and attn_module_memory
+ * (tests/memory_estimates.sh compares the plan with real runs' peak RSS). */
 #include <criterion/criterion.h>
 #include <limits.h>
 #include <string.h>
 
 #include "attn/gpt.h"
 #include "attn/membudget.h"
+#include "attn/memory_plan.h"
 #include "attn/module.h"
 #include "attn/parse.h"
 
@@ -95,4 +97,62 @@ Test(membudget, estimates_from_configs) {
                             .num_heads = 1,
                             .context_length = 2};
     cr_assert(attn_module_memory(&m, 1, 2) > 4.0 * 134217727.0 * 134217727.0);
+}
+
+/* The fused attention keeps O(T): doubling T doubles its bytes; the
+ * step-by-step path's (T, T) weights and torch-cpu dropout's bits grow
+ * four-fold (issue 46: bench mha T 32768 D 768 was refused at "101.3 GiB"). */
+Test(membudget, the_plan_counts_each_attention_path) {
+    const attn_gpt_config c = {
+        .emb_dim = 768, .n_heads = 12, .context_length = 32768, .n_layers = 1};
+    attn_mem_run r = {.mode = ATTN_MEM_MHA, .batch = 1, .tokens = 16384, .backward = 1};
+    attn_mem_plan a, b;
+    attn_memory_plan(&c, &r, &a);
+    r.tokens = 32768;
+    attn_memory_plan(&c, &r, &b);
+    cr_expect(b.attention > 1.9 * a.attention && b.attention < 2.1 * a.attention, "%g %g",
+              a.attention, b.attention);
+    cr_expect(b.total < 1.5 * 1073741824.0, "T 32768 fused: %g bytes", b.total);
+    cr_expect(b.total == b.weights + b.grads + b.optimizer + b.accum + b.bf16 + b.activations +
+                             b.head + b.kv_cache + b.transient + b.data + b.process);
+    r.reference = 1;
+    attn_memory_plan(&c, &r, &b);
+    cr_expect(b.attention > 2 * 12 * 32768.0 * 32768 * 4, "(B, heads, T, T) weights, twice");
+    attn_gpt_config d = c;
+    d.drop_rate = 0.1;
+    r.reference = 0;
+    r.stream = ATTN_STREAM_TORCH_CPU;
+    attn_memory_plan(&d, &r, &b);
+    r.stream = ATTN_STREAM_TORCH_MKL;
+    attn_memory_plan(&d, &r, &a);
+    cr_expect(b.attention - a.attention == 12 * 32768.0 * 32768 / 8,
+              "torch-cpu keeps a bit per element, torch-mkl none: %g", b.attention - a.attention);
+}
+
+/* Training: state 16 bytes a parameter (+4 accumulating), activations with
+ * the lean head's chunk instead of B T V logits, bf16's copies; generation:
+ * the KV cache; the parts add up and the text names them. */
+Test(membudget, the_plan_counts_training_and_generation) {
+    attn_gpt_config c = {
+        .vocab_size = 50257, .context_length = 1024, .emb_dim = 768, .n_heads = 12, .n_layers = 12};
+    const double P = attn_gpt_config_params(&c);
+    attn_mem_run r = {.mode = ATTN_MEM_TRAIN, .batch = 4, .tokens = 64, .lean_head = 1};
+    attn_mem_plan p, q;
+    attn_memory_plan(&c, &r, &p);
+    cr_expect(p.weights + p.grads + p.optimizer == 16 * P && p.accum == 0);
+    cr_expect(p.head < 256 * 50257 * 4.0, "one chunk, not B T V logits: %g", p.head);
+    r.lean_head = 0;
+    r.grad_accum = 2;
+    attn_memory_plan(&c, &r, &q);
+    cr_expect(q.head >= 2 * 256 * 50257 * 4.0 && q.accum == 4 * P);
+    r.precision = ATTN_PRECISION_BF16;
+    attn_memory_plan(&c, &r, &q);
+    cr_expect(q.bf16 > 2 * (P - 1024 * 768.0), "a 2-byte copy of every matrix: %g", q.bf16);
+    char text[512];
+    cr_expect(strstr(attn_memory_plan_text(&q, text, sizeof text), "bf16 copies"), "%s", text);
+    const attn_mem_run g = {.mode = ATTN_MEM_GENERATE, .batch = 2, .load_file = 1};
+    attn_memory_plan(&c, &g, &q);
+    cr_expect(q.grads == 0 && q.optimizer == 0 && q.activations == 0);
+    cr_expect(q.kv_cache > 2 * 12 * 2 * 1024 * 768 * 4.0, "K and V of 2 samples");
+    cr_expect(q.transient > 0, "the checkpoint's image while it loads");
 }

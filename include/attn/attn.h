@@ -30,6 +30,7 @@
 #include "attn/linear.h"
 #include "attn/membudget.h"
 #include "attn/membw.h"
+#include "attn/memory_plan.h"
 #include "attn/module.h"
 #include "attn/multi_head_attention.h"
 #include "attn/npy.h"

@@ -183,8 +183,11 @@ double attn_gpt_config_params(const attn_gpt_config *cfg);
 /* Bytes a model of cfg needs, from the config alone: the fp32 weights, and
  * for a run of `tokens` tokens (batch_size * context_length; 0 = none) what
  * it keeps: training (train != 0) gradients, AdamW moments and the
- * activations kept for backward; else the KV cache and the logits. Compare
- * it with a budget (attn/membudget.h) before creating the model. */
+ * activations kept for backward (the head lean from ATTN_GPT_LEAN_VOCAB);
+ * else the KV cache and the logits. attn_memory_plan's count
+ * (attn/memory_plan.h, defined beside it) less the process's own; that
+ * function takes the rest of a run (precision, threads, data). Compare it
+ * with a budget (attn/membudget.h) before creating the model. */
 double attn_gpt_config_memory(const attn_gpt_config *cfg, double tokens, int train);
 
 /* The attention of each block of cfg (attn/attention.h): causal, n_heads,
@@ -386,6 +389,7 @@ attn_status attn_gpt_acts_init(attn_gpt_acts *acts, const attn_gpt *m, int B, in
 void attn_gpt_acts_free(attn_gpt_acts *acts);
 
 #define ATTN_GPT_HEAD_ROWS 128    /* rows of the lean head's chunks */
+#define ATTN_GPT_LEAN_VOCAB 1024  /* the trainer's activations are lean from this vocabulary */
 #define ATTN_GPT_HEAD_DW_ROWS 512 /* bf16: rows per head weight-gradient product */
 
 /* Activations for training at a large vocabulary (GPT-2's 50,257: B·T·V

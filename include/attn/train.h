@@ -59,6 +59,7 @@
 #include "attn/dist.h"
 #include "attn/engine.h"
 #include "attn/gpt.h"
+#include "attn/memory_plan.h"
 #include "attn/optim.h"
 #include "attn/rng.h"
 #include "attn/status.h"
@@ -485,17 +486,33 @@ attn_status attn_trainer_run(attn_trainer *tr, const char *out, int resumed,
 /* What a run costs, from its configs alone (nothing allocated). */
 typedef struct attn_train_plan {
     size_t n_params;        /* exact: the book's GPTModel for this config */
-    double state_bytes;     /* weights, gradients, AdamW moments (fp32) */
-    double act_bytes;       /* activations kept for backward, one micro-batch
-                               (an estimate; the process adds the corpus, the
-                               thread pools' and BLAS buffers: for tiny the
-                               RSS is ~7x this total, for seed004 ~1.1x) */
+    double state_bytes;     /* weights, gradients, AdamW moments, the accumulated
+                               gradient (fp32) */
+    double act_bytes;       /* activations kept for backward, the head and the bf16
+                               copies: one micro-batch */
+    double mem_bytes;       /* the run's peak: mem.total (the above, the corpus, the
+                               process) */
+    attn_mem_plan mem;      /* by part (attn/memory_plan.h) */
     double ckpt_bytes;      /* one checkpoint on disk (weights + moments) */
     double tokens_per_step; /* batch_size * context_length * grad_accum */
     double flops_per_step;  /* forward + backward: 6 per parameter per token
                                + 12 n_layers T C per token for attention */
 } attn_train_plan;
 
+/* How the run is made, beyond its configs: zeros are fp32, one thread and
+ * no corpus counted. */
+typedef struct attn_train_plan_env {
+    attn_precision precision;
+    int threads;
+    double corpus_bytes; /* the corpus file's size (a char run holds it, its ids and
+                            its order; a gpt2 run maps its token files) */
+    int resume;          /* the run resumes from its checkpoint */
+} attn_train_plan_env;
+
+/* The plan on env (NULL: zeros). */
+void attn_train_plan_env_of(const attn_gpt_config *m, const attn_train_config *t,
+                            const attn_train_plan_env *env, attn_train_plan *p);
+/* attn_train_plan_env_of(m, t, NULL, p). */
 void attn_train_plan_of(const attn_gpt_config *m, const attn_train_config *t, attn_train_plan *p);
 
 /* GFLOP/s of attn_sgemm (384^3, threads as attn_sgemm takes them) measured

@@ -504,14 +504,3 @@ double attn_gpt_config_params(const attn_gpt_config *m) {
     const double head = m->tie_weights ? 0 : C * V;
     return embed + L * block + norm + head;
 }
-
-double attn_gpt_config_memory(const attn_gpt_config *m, double tokens, int train) {
-    const double P = attn_gpt_config_params(m), C = m->emb_dim, H = m->n_heads, L = m->n_layers,
-                 T = m->context_length, V = m->vocab_size;
-    if (train) /* weights, gradients, AdamW m and v; ~18 C floats per token and
-                  block kept for backward, H T attention weights, logits and
-                  their gradient */
-        return P * 4 * 4 + tokens * (L * (18 * C + H * T) * 4 + 2 * V * 4);
-    /* Weights; per token the KV cache (2 C per block) and one row of logits. */
-    return P * 4 + tokens * (L * 2 * C * 4 + V * 4);
-}

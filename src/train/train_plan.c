@@ -1,41 +1,60 @@
 /* What a run will cost before it starts: parameters, memory, checkpoint
  * size, arithmetic and a measured matrix-product speed (see
- * attn_train_plan_of in attn/train.h). */
+ * attn_train_plan_env_of in attn/train.h; the memory is attn/memory_plan.h's). */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 
 #include <stdlib.h>
 #include <time.h>
 
-#include "attn/flash_attention.h"
 #include "attn/gemm.h"
 #include "attn/train.h"
 #include "base/clock.h"
 #include "trainer.h"
 
-void attn_train_plan_of(const attn_gpt_config *m, const attn_train_config *t, attn_train_plan *p) {
-    const double V = m->vocab_size, T = m->context_length, C = m->emb_dim, H = m->n_heads,
-                 L = m->n_layers;
+/* What the trainer holds of a corpus of n bytes: a char run the text (the
+ * CLI's copy), its ids (int32, at most one a byte) and the sampler's order of
+ * the 90% of training windows (size_t each); a gpt2 run the pages of its
+ * mapped uint16 token files (GPT-2's BPE: about 4 bytes a token). */
+static double corpus_bytes(const attn_train_config *t, double n) {
+    if (n <= 0) return 0;
+    if (t->tokenizer == ATTN_TOKENIZER_GPT2) return n / 4 * 2;
+    return n + 4 * n + 0.9 * n * 8;
+}
+
+void attn_train_plan_env_of(const attn_gpt_config *m, const attn_train_config *t,
+                            const attn_train_plan_env *env, attn_train_plan *p) {
+    const attn_train_plan_env none = {0};
+    if (!env) env = &none;
+    const double V = m->vocab_size, T = m->context_length, C = m->emb_dim, L = m->n_layers;
     const double head = m->tie_weights ? 0 : C * V;
     p->n_params = (size_t)attn_gpt_config_params(m);
     const int accum = t->grad_accum > 1 ? t->grad_accum : 1;
     p->tokens_per_step = (double)t->batch_size * T * accum;
-    const double tokens = (double)t->batch_size * T; /* one micro-batch */
-    /* Weights, gradients, AdamW m and v; one more gradient when
-     * accumulating. */
-    p->state_bytes = (double)p->n_params * 4 * (accum > 1 ? 5 : 4);
-    /* Kept for backward per token and block: ~18 C floats (block inputs,
-     * LayerNorm outputs, q, k, v, context, the 4C hidden layer and its
-     * GELU) and H T attention weights; logits and their gradient, or with
-     * the fused head (a large vocabulary) one chunk of logits. */
-    const double head_acts =
-        V >= ATTN_TRAIN_LEAN_VOCAB ? ATTN_GPT_HEAD_ROWS * V * 4 : tokens * 2 * V * 4;
-    p->act_bytes = tokens * L * (18 * C + H * T) * 4 + head_acts;
+    const attn_mem_run run = {.mode = ATTN_MEM_TRAIN,
+                              .batch = t->batch_size,
+                              .grad_accum = accum,
+                              .lean_head = m->vocab_size >= ATTN_TRAIN_LEAN_VOCAB,
+                              .resume = env->resume,
+                              .stream = t->dropout_stream,
+                              .precision = env->precision,
+                              .threads = env->threads,
+                              .gpt2_tokenizer = t->tokenizer == ATTN_TOKENIZER_GPT2,
+                              .data_bytes = corpus_bytes(t, env->corpus_bytes)};
+    attn_memory_plan(m, &run, &p->mem);
+    const attn_mem_plan *mp = &p->mem;
+    p->state_bytes = mp->weights + mp->grads + mp->optimizer + mp->accum;
+    p->act_bytes = mp->activations + mp->head + mp->bf16;
+    p->mem_bytes = mp->total;
     /* model.safetensors + train_state.safetensors (weights, m, v). */
     p->ckpt_bytes = (double)p->n_params * 4 * 3;
     /* Forward + backward: 6 per parameter per token, plus attention's
      * QK^T and AV (12 L T C per token, causal mask not discounted). */
     p->flops_per_step = p->tokens_per_step * (6 * ((double)p->n_params + C * V - head) +
                                               12 * L * T * C); /* a tied head still multiplies */
+}
+
+void attn_train_plan_of(const attn_gpt_config *m, const attn_train_config *t, attn_train_plan *p) {
+    attn_train_plan_env_of(m, t, NULL, p);
 }
 
 double attn_train_probe_gflops(int threads) {

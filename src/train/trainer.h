@@ -8,7 +8,7 @@
 
 /* From this vocabulary size on, the trainer's activations are lean
  * (attn_gpt_acts_init_lean: the output layer fused, no B x T x V logits). */
-#define ATTN_TRAIN_LEAN_VOCAB 1024
+#define ATTN_TRAIN_LEAN_VOCAB ATTN_GPT_LEAN_VOCAB
 
 struct attn_trainer {
     attn_gpt_config mcfg;
