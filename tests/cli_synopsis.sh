@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# docs/cli.md's command synopsis is each command's own (issue 47): every
-# `usage:` entry of `attn CMD --help` (and of the subcommands forward gpt,
-# bench train, bench generate) is a line of the block, and every line of
-# the block is one of them (whitespace aside; a trailing `# comment` is the
-# page's). Lines a synopsis wraps are joined.
+# docs/cli.md's command synopsis is each command's own (issue 47;
+# scripts/cli_synopsis.py writes it): every `usage:` entry of `attn CMD
+# --help` (and of the subcommands forward gpt, bench train, bench generate)
+# is a line of the block, and every line of the block is one of them
+# (whitespace aside; `# comment` lines are the page's). Lines a synopsis
+# wraps are joined.
 set -u
 ATTN=$1 SRC=$2
 . "$SRC/tests/support/lib.sh"
