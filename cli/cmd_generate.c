@@ -372,9 +372,8 @@ int cmd_generate(int argc, char **argv) {
     if (file && own &&
         ((rc = check_memory(o.checkpoint, NULL, ATTN_TOKENIZER_CHAR, &o)) || o.dry_run))
         return rc;
-    const attn_gpt_config hint = {.n_heads = (int)o.n_heads};
-    if (file ? attn_gpt_load_weights(o.checkpoint, &hint, o.max_memory, &model, &tok, NULL, &err)
-             : attn_gpt_load_checkpoint(o.checkpoint, &model, &tok, NULL, &err)) {
+    const attn_gpt_open_options open = {.n_heads = (int)o.n_heads, .budget = o.max_memory};
+    if (attn_gpt_open(o.checkpoint, &open, &model, &tok, NULL, NULL, &err)) {
         fprintf(stderr, "attn generate: %s\n", err.msg);
         return 1;
     }

@@ -262,11 +262,8 @@ int cmd_viz(int argc, char **argv) {
     }
     attn_gpt model;
     attn_tokenizer tok;
-    struct stat sb;
-    const attn_gpt_config hint = {.n_heads = (int)o.n_heads};
-    if (stat(ckpt, &sb) == 0 && (S_ISREG(sb.st_mode) || S_ISDIR(sb.st_mode))
-            ? attn_gpt_load_weights(ckpt, &hint, o.max_memory, &model, &tok, NULL, &err)
-            : attn_gpt_load_checkpoint(ckpt, &model, &tok, NULL, &err)) {
+    const attn_gpt_open_options open = {.n_heads = (int)o.n_heads, .budget = o.max_memory};
+    if (attn_gpt_open(ckpt, &open, &model, &tok, NULL, NULL, &err)) {
         fprintf(stderr, "attn viz: %s\n", err.msg);
         return 1;
     }

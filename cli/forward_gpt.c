@@ -129,22 +129,14 @@ int cmd_forward_gpt(int argc, char **argv) {
         fprintf(stderr, "attn forward gpt: %s\n", err.msg);
         return err.code == ATTN_ERR_INVALID_ARG ? 2 : 1;
     }
-    attn_gpt model;
-    attn_tokenizer tok;
-    memset(&tok, 0, sizeof tok);
-    attn_gpt_config hint;
-    memset(&hint, 0, sizeof hint);
-    hint.n_heads = (int)o.n_heads;
-    attn_weights_format fmt;
-    const int other = !attn_weights_detect(o.checkpoint, &fmt, NULL) && fmt != ATTN_WEIGHTS_ATTN;
-    if (other ? attn_gpt_import(o.checkpoint, &hint, &model, NULL, &err)
-              : attn_gpt_load_checkpoint(o.checkpoint, &model, &tok, NULL, &err)) {
+    attn_gpt model; /* ids in, logits out: no tokenizer, any vocabulary */
+    const attn_gpt_open_options open = {.n_heads = (int)o.n_heads};
+    if (attn_gpt_open(o.checkpoint, &open, &model, NULL, NULL, NULL, &err)) {
         fprintf(stderr, "attn forward gpt: %s\n", err.msg);
         return 1;
     }
     rc = run_gpt(&o, &model, precision, &err) ? 1 : 0;
     if (rc) fprintf(stderr, "attn forward gpt: %s\n", err.msg);
     attn_gpt_free(&model);
-    attn_tokenizer_free(&tok);
     return rc;
 }

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "attn/checkpoint.h"
+#include "attn/cpu.h"
 #include "attn/cuda.h"
 #include "attn/dist.h"
 #include "attn/membudget.h"
@@ -92,11 +93,14 @@ static void speed_hints(attn_device dev, attn_precision prec, int ranks, char *o
         used += (size_t)snprintf(out + used, n - used,
                                  "--precision bf16 (this CPU has AVX512-BF16: bf16 matrix "
                                  "products, fp32 sums)");
-    if (dev == ATTN_DEVICE_CPU && ranks <= 1 && attn_dist_compiled() && used < n)
+    /* Processes pay off only with cores to spare: at least 2 ranks of 2
+     * threads (fewer cores: the threads of one process already use them). */
+    const int cores = attn_cpu_count();
+    if (dev == ATTN_DEVICE_CPU && ranks <= 1 && attn_dist_compiled() && cores >= 4 && used < n)
         used += (size_t)snprintf(out + used, n - used,
-                                 "%s`mpirun -np N attn train ...` (N processes share each step, "
-                                 "bit for bit the same run)",
-                                 used ? "; " : "");
+                                 "%s`mpirun -np %d attn train ... --threads 2` (processes share "
+                                 "each step, bit for bit the same run)",
+                                 used ? "; " : "", cores / 2);
     if (dev == ATTN_DEVICE_CPU && attn_cuda_compiled() && used < n)
         snprintf(out + used, n - used, "%s--device cuda (an NVIDIA GPU)", used ? "; " : "");
 }

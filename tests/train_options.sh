@@ -92,11 +92,12 @@ grep -qE '^time +about [0-9]+ (days?|hours?)( [0-9]+ (hours?|minutes?))? for 100
 # flags and the engine plug-ins built beside the program (attn/engine.h).
 want_bf16=0 want_mpi=0 want_cuda=0
 attn_bf16 "$ATTN" && want_bf16=1
-[ -f "$(dirname "$ATTN")/libattn-mpi.so" ] && want_mpi=1
+# mpirun only with cores to spare: 2 ranks of 2 threads at least.
+[ -f "$(dirname "$ATTN")/libattn-mpi.so" ] && [ "$(nproc)" -ge 4 ] && want_mpi=1
 [ -f "$(dirname "$ATTN")/libattn-cuda.so" ] && want_cuda=1
 got_bf16=0 got_mpi=0 got_cuda=0
 grep -q -- '--precision bf16' <<< "$hints" && got_bf16=1
-grep -q 'mpirun -np N' <<< "$hints" && got_mpi=1
+grep -q 'mpirun -np [0-9]' <<< "$hints" && got_mpi=1
 grep -q -- '--device cuda' <<< "$hints" && got_cuda=1
 [ "$got_bf16$got_mpi$got_cuda" = "$want_bf16$want_mpi$want_cuda" ] &&
   { [ "$want_bf16$want_mpi$want_cuda" = 000 ] || grep -q '^faster  *over an hour here; try ' <<< "$hints"; } &&

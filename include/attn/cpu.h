@@ -80,8 +80,10 @@ int attn_cpu_has(attn_cpu_feature f);
 const char *attn_cpu_openblas_core(void);
 
 /* Threads used when none are asked for: OMP_NUM_THREADS when set to a
- * positive number, else the number of CPUs this process may run on. */
+ * positive number, else attn_cpu_count(). */
 int attn_default_threads(void);
+/* The number of CPUs this process may run on (its affinity), at least 1. */
+int attn_cpu_count(void);
 
 #ifdef __cplusplus
 }

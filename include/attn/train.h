@@ -515,10 +515,10 @@ void attn_train_plan_env_of(const attn_gpt_config *m, const attn_train_config *t
 /* attn_train_plan_env_of(m, t, NULL, p). */
 void attn_train_plan_of(const attn_gpt_config *m, const attn_train_config *t, attn_train_plan *p);
 
-/* GFLOP/s of attn_sgemm (384^3, threads as attn_sgemm takes them) measured
- * for ~0.2 s: flops_per_step / this estimates a step's seconds (roughly:
- * the rest of a step is not matrix products, and a busy machine measures
- * slower). 0 when out of memory. */
+/* GFLOP/s of attn_sgemm (384^3, threads as attn_sgemm takes them): the
+ * median of nine ~30 ms rounds. flops_per_step / this estimates a step's
+ * seconds (roughly: the rest of a step is not matrix products, and a busy
+ * machine measures slower). 0 when out of memory. */
 double attn_train_probe_gflops(int threads);
 
 #ifdef __cplusplus

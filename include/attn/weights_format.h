@@ -112,6 +112,27 @@ attn_status attn_gpt_load_weights(const char *path, const attn_gpt_config *hint,
                                   attn_gpt *m, attn_tokenizer *tok, attn_weights_format *fmt,
                                   attn_error *err);
 
+/* How attn_gpt_open reads what a file does not say. */
+typedef struct attn_gpt_open_options {
+    int n_heads;   /* 0: as the file says (the rule above) */
+    double budget; /* bytes for other programs' files and their model; <= 0: the memory
+                      available now (attn/membudget.h) */
+} attn_gpt_open_options;
+
+/* The one way a model is opened, by every command (generate, viz, info,
+ * forward gpt, train --init-from) and by Python's attn.GPT.load: path is a
+ * run folder, a model file in any of the formats above (told by its
+ * content), or a stream (a pipe: attn's own checkpoint, read once). o may
+ * be NULL (the defaults). tok: the model's tokenizer, attn's own from its
+ * checkpoint or GPT-2's for other programs' files (whose vocabulary must
+ * then be GPT-2's 50,257); NULL: none wanted, and other programs' files of
+ * any vocabulary are read. *fmt and *step (each may be NULL): the format,
+ * and the training step (-1 for other programs' weights: no history). On
+ * failure nothing is left allocated. */
+attn_status attn_gpt_open(const char *path, const attn_gpt_open_options *o, attn_gpt *m,
+                          attn_tokenizer *tok, attn_weights_format *fmt, int64_t *step,
+                          attn_error *err);
+
 /* ATTN_OK when a model of cfg can be written as fmt, else
  * ATTN_ERR_INVALID_ARG saying why: hf and llmc are GPT-2 and take only the
  * book's model with qkv_bias (llmc: tied too; hf: tied or not); book takes

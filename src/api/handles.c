@@ -308,18 +308,10 @@ attn_status attn_h_gpt_load_weights(const char *path, int n_heads, attn_h_gpt **
     *out = NULL;
     if (!path) return attn_fail(err, ATTN_ERR_INVALID_ARG, "GPT: no checkpoint path given");
     if (n_heads < 0) return attn_fail(err, ATTN_ERR_INVALID_ARG, "GPT: n_heads must be >= 1");
-    attn_weights_format fmt = ATTN_WEIGHTS_ATTN;
-    struct stat sb; /* a stream is attn's own checkpoint, read once */
-    const int file = stat(path, &sb) == 0 && (S_ISREG(sb.st_mode) || S_ISDIR(sb.st_mode));
-    attn_status s = file ? attn_weights_detect(path, &fmt, err) : ATTN_OK;
-    if (s) return s;
     attn_h_gpt *g = calloc(1, sizeof *g);
     if (!g) return attn_fail(err, ATTN_ERR_NOMEM, "GPT: out of memory");
-    const attn_gpt_config hint = {.n_heads = n_heads};
-    g->step = -1;
-    s = fmt == ATTN_WEIGHTS_ATTN
-            ? attn_gpt_load_checkpoint(path, &g->model, &g->tok, &g->step, err)
-            : attn_gpt_load_weights(path, &hint, 0, &g->model, &g->tok, NULL, err);
+    const attn_gpt_open_options o = {.n_heads = n_heads};
+    attn_status s = attn_gpt_open(path, &o, &g->model, &g->tok, NULL, &g->step, err);
     if (s) {
         free(g);
         return s;

@@ -177,6 +177,10 @@ int attn_default_threads(void) {
         const long n = strtol(env, &end, 10);
         if (end != env && n > 0) return n > 4096 ? 4096 : (int)n;
     }
+    return attn_cpu_count();
+}
+
+int attn_cpu_count(void) {
     cpu_set_t set;
     if (sched_getaffinity(0, sizeof set, &set) == 0) {
         const int n = CPU_COUNT(&set);

@@ -207,6 +207,32 @@ attn_status attn_gpt_import(const char *path, const attn_gpt_config *hint, attn_
     return attn_gpt_import_budget(path, hint, 0, m, fmt, err);
 }
 
+attn_status attn_gpt_open(const char *path, const attn_gpt_open_options *o, attn_gpt *m,
+                          attn_tokenizer *tok, attn_weights_format *fmt, int64_t *step,
+                          attn_error *err) {
+    const attn_gpt_open_options none = {0};
+    if (!o) o = &none;
+    if (tok) memset(tok, 0, sizeof *tok);
+    if (step) *step = -1;
+    if (!path) return attn_fail(err, ATTN_ERR_INVALID_ARG, "no model path given");
+    if (o->n_heads < 0) return attn_fail(err, ATTN_ERR_INVALID_ARG, "n_heads must be >= 1");
+    struct stat sb; /* not a file or folder: a stream of attn's own format, read once */
+    const int file = stat(path, &sb) == 0 && (S_ISREG(sb.st_mode) || S_ISDIR(sb.st_mode));
+    attn_weights_format f = ATTN_WEIGHTS_ATTN;
+    attn_status s = file ? attn_weights_detect(path, &f, err) : ATTN_OK;
+    if (s) return s;
+    if (fmt) *fmt = f;
+    if (f == ATTN_WEIGHTS_ATTN) {
+        attn_tokenizer own;
+        s = attn_gpt_load_checkpoint(path, m, tok ? tok : &own, step, err);
+        if (!s && !tok) attn_tokenizer_free(&own);
+        return s;
+    }
+    const attn_gpt_config hint = {.n_heads = o->n_heads};
+    if (!tok) return attn_gpt_import_budget(path, &hint, o->budget, m, NULL, err);
+    return attn_gpt_load_weights(path, &hint, o->budget, m, tok, NULL, err);
+}
+
 attn_status attn_gpt_load_weights(const char *path, const attn_gpt_config *hint, double budget,
                                   attn_gpt *m, attn_tokenizer *tok, attn_weights_format *fmt,
                                   attn_error *err) {

@@ -63,13 +63,8 @@ attn_status attn_checkpoint_info_read(const char *path, attn_checkpoint_info *in
     /* Any weights file: attn's own (its step too), or HF / llm.c / book
      * GPT-2 weights (no step: -1). */
     attn_weights_format fmt;
-    attn_status s = attn_weights_detect(path, &fmt, err);
-    if (!s && fmt == ATTN_WEIGHTS_ATTN)
-        s = attn_gpt_load_checkpoint(path, &m, &tok, &info->step, err);
-    else if (!s)
-        s = attn_gpt_load_weights(path, NULL, 0, &m, &tok, NULL, err);
+    attn_status s = attn_gpt_open(path, NULL, &m, &tok, &fmt, &info->step, err);
     if (s) return s;
-    if (fmt != ATTN_WEIGHTS_ATTN) info->step = -1;
     info->format = fmt;
     info->model = m.cfg;
     info->n_params = attn_gpt_num_params(&m);

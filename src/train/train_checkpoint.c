@@ -823,7 +823,7 @@ attn_status attn_trainer_init_from(attn_trainer *tr, const char *dir, attn_error
     const int header = tr->plan_only && fmt == ATTN_WEIGHTS_ATTN;
     if (!s)
         s = header ? attn_gpt_checkpoint_config(dir, &cfg, &tok, NULL, err)
-                   : attn_gpt_load_weights(dir, NULL, 0, &src, &tok, NULL, err);
+                   : attn_gpt_open(dir, NULL, &src, &tok, NULL, NULL, err);
     if (s) return s;
     const attn_gpt_config *a = header ? &cfg : &src.cfg, *b = &tr->mcfg;
     if (a->vocab_size != b->vocab_size || a->context_length != b->context_length ||
