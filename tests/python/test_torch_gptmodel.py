@@ -318,7 +318,7 @@ def test_cross_entropy_of_the_logits_runs_in_attn():
         ref = _ce_case(book, book, x, y, loss_of, after)
         got = _ce_case(ours, book, x, y, loss_of, after)
         assert (got[1] == "_LogitsLossBackward") == routed, (i, got[1])
-        assert got[0] == pytest.approx(ref[0], abs=1e-5), i
+        assert got[0] == pytest.approx(ref[0], abs=1e-5, rel=1e-6), i  # case 5: a sum of 64
         for k, g in ref[2].items():
             assert torch.allclose(got[2][k], g, atol=1e-5, rtol=1e-4), (i, k)
         assert torch.equal(got[3], ref[3]), i  # the generator: the same draws
