@@ -23,6 +23,10 @@ _HOOKS = tuple(n for n in ("_forward_hooks", "_forward_pre_hooks", "_backward_ho
 _GLOBAL_HOOKS = tuple(n for n in ("_global_forward_hooks", "_global_forward_pre_hooks",
                                   "_global_backward_hooks", "_global_backward_pre_hooks")
                       if isinstance(getattr(nn.modules.module, n, None), dict))
+# torch's classes the tree holds, and their forward when attn was imported:
+# a class whose forward was replaced since (nn.Linear.forward = ...) raises.
+_TORCH_FORWARDS = {c: c.forward for c in (nn.Linear, nn.Embedding, nn.Dropout, nn.Sequential,
+                                          nn.ModuleList, nn.GELU)}
 _ROOT = frozenset(("tok_emb", "pos_emb", "drop_emb", "trf_blocks", "final_norm", "out_head"))
 _BLOCK = frozenset(("att", "ff", "norm1", "norm2", "drop_shortcut"))
 _ATT = frozenset(("W_query", "W_key", "W_value", "out_proj", "dropout"))
@@ -45,6 +49,10 @@ class Rules:
     def _fresh(self):
         self.probed = weakref.WeakSet()
         self.masks = {}  # id(mask) -> (mask, its (version, address, shape) when found causal)
+        # each class's forward when taken: one replaced on the class since raises
+        self.forwards = dict(_TORCH_FORWARDS)
+        for cls in set().union(*self.classes.values()):
+            self.forwards[cls] = cls.forward
 
     def __getstate__(self):  # pickled and copied without what was checked
         return {"classes": self.classes, "own": self.own}
@@ -94,10 +102,12 @@ def describe(m):
     return f"{type(m).__name__}({extra})"
 
 
-def hooked(m):
-    """m has a hook or a forward of its own (its class's is not what runs)."""
+def hooked(m, forwards=_TORCH_FORWARDS):
+    """m has a hook, a forward of its own, or its class's forward is not
+    the one forwards holds (replaced on the class since)."""
     d = m.__dict__
-    return "forward" in d or any(d.get(n) for n in _HOOKS)
+    return ("forward" in d or any(d.get(n) for n in _HOOKS)
+            or type(m).forward is not forwards.get(type(m), type(m).forward))
 
 
 def causal(mask, S, cache):
@@ -186,8 +196,8 @@ class _Walk:
         self.out, self.modes = [], set()
 
     def plain(self, m, path):
-        """m is called as its class defines it: no hook, no forward of its own."""
-        if hooked(m):
+        """m is called as its class defined it: no hook, no forward of its own."""
+        if hooked(m, self.rules.forwards):
             raise Error(f"GPTModel: {path} has a hook or a replaced forward; attn's C model "
                         "runs the whole tree in one call and would skip it (remove it, or run "
                         "the book's PyTorch model)")

@@ -424,6 +424,35 @@ def test_tree_changes_that_are_the_books_run():
     ours(X)
 
 
+def test_forward_replaced_on_a_class_raises():
+    """A class's forward replaced after attn took it (a LoRA tutorial's
+    monkeypatch): the book's class of the user's code, and torch's
+    nn.Linear."""
+    class Norm(BookLayerNorm):
+        pass
+
+    torch.manual_seed(1)
+    book = BookGPT(CFG)
+    book.final_norm = Norm(32)
+    ours = at.swap_model(book)
+    ours(X)
+    Norm.forward = lambda self, x: x
+    with pytest.raises(attn.Error, match="final_norm has a hook or a replaced forward"):
+        ours(X)
+    linear = nn.Linear.forward
+    nn.Linear.forward = lambda self, x: linear(self, x) * 2
+    try:
+        _, ours = pair()
+        with pytest.raises(attn.Error, match=r"trf_blocks\.0\.att\.W_query has a hook"):
+            ours(X)
+        mha = at.MultiHeadAttention(8, 8, 6, 0.0, num_heads=2)
+        with pytest.raises(attn.Error, match="W_query"):
+            mha(torch.randn(1, 6, 8))
+    finally:
+        nn.Linear.forward = linear
+    ours(X)
+
+
 def test_global_hook_raises():
     _, ours = pair()
     handle = nn.modules.module.register_module_forward_hook(lambda m, i, o: None)
