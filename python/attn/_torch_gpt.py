@@ -151,7 +151,6 @@ class _Bridge:
         plist = _c_params(lib.attn_h_bgpt_params(self.h))
         self.names = [p.name for p in plist]
         self.shapes = [p.shape for p in plist]
-        self.nbytes = [4 * p.numel for p in plist]
         self.precision = 0
         self.calls = 0  # which forward the plain activations belong to
         self.grad_sets = []  # _GradSet: gradient buffers reused across steps
@@ -169,24 +168,21 @@ class _Bridge:
             self.precision = precision
 
     def pin(self, params):
-        """(addresses, storages) of params for the C model, after the
-        checks that make them safe to read, right before the C call: one
-        tensor per C parameter, float32, contiguous, of its shape, inside a
-        storage that holds it (keep the storages until the call returns: a
-        .data replaced by another thread meanwhile frees nothing the call
-        reads). A tensor changed since GPTModel's checks raises here."""
+        """(addresses, aliases) of params for the C model, after the checks
+        that make them safe to read, right before the C call (_sdpa.pin):
+        one tensor per C parameter, float32, contiguous, of its shape,
+        inside its storage; keep the aliases until the call returns. A
+        tensor changed since GPTModel's checks raises here."""
         if len(params) != len(self.shapes):
             raise Error(f"GPTModel: {len(params)} parameters given, the model has "
                         f"{len(self.shapes)}", "shape")
         ptrs, storages = [], []
         for i, t in enumerate(params):
-            held = _sdpa.pin(t, self.nbytes[i]) if t.is_cpu else None
-            if (held is None or t.dtype is not torch.float32 or t.shape != self.shapes[i]
-                    or not t.is_contiguous()):
+            held = _sdpa.pin(t, self.shapes[i])
+            if held is None:
                 raise Error(f"GPTModel: parameter {self.names[i]} is {tuple(t.shape)} "
-                            f"{t.dtype} on {t.device}{'' if held else ' outside its storage'}; "
-                            f"attn's model binds a contiguous float32 CPU tensor of "
-                            f"{self.shapes[i]}", "shape")
+                            f"{t.dtype} on {t.device}; attn's model binds a contiguous "
+                            f"float32 CPU tensor of {self.shapes[i]} inside its storage", "shape")
             ptrs.append(held[0])
             storages.append(held[1])
         return ptrs, storages
@@ -406,7 +402,7 @@ def _c_loss(logits, t32, lse=None):
     """attn's mean cross-entropy of logits (N, V) float32 and t32 (N) int32
     (each row's log-sum-exp into lse when given)."""
     N, V = logits.shape
-    if _sdpa.pin(logits, 4 * N * V) is None:  # its storage resized since the checks
+    if _sdpa.pin(logits, (N, V)) is None:  # its storage resized since the checks
         raise Error(f"GPTModel: the logits ({N}, {V}) are outside their storage", "shape")
     return lib.attn_cross_entropy_forward(logits.data_ptr(), t32.data_ptr(),
                                           lse.data_ptr() if lse is not None else None, N, V)
@@ -528,8 +524,9 @@ class _LogitsLoss(torch.autograd.Function):
         (N, V), bridge = logits.shape, info.bridge
         if logits._version != ctx.version:  # changed in place since (torch's own loss allows
             logits, token = _logits_again(bridge, info.idx, info.masks, params)  # it)
+            logits = logits.view(N, V)
 
-        if _sdpa.pin(logits, 4 * N * V) is None:  # its storage resized since the forward
+        if _sdpa.pin(logits, (N, V)) is None:  # its storage resized since the forward
             raise Error(f"GPTModel: the logits ({N}, {V}) are outside their storage", "shape")
 
         def fill(d):

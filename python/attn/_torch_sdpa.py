@@ -1,6 +1,5 @@
 """attn.torch.scaled_dot_product_attention and the dtype rule every attn.torch
 class shares (imported through attn.torch; needs PyTorch)."""
-import math
 import warnings
 
 import numpy as np
@@ -36,15 +35,20 @@ def warn_fp32(what, dtype):
 _storage_of = getattr(torch.Tensor, "untyped_storage", None) or torch.Tensor._storage
 
 
-def pin(t, nbytes):
-    """(address, storage) of t if its storage holds nbytes from that address
-    on, else None (resized, or replaced by another thread since the
-    caller's checks). Hold the storage until C is done with the address: a
-    live reference, it cannot be freed meanwhile. Every tensor of the
-    user's that C reads is pinned right before the call."""
-    s = _storage_of(t)
-    ptr, base = t.data_ptr(), s.data_ptr()
-    return (ptr, s) if base <= ptr and ptr + nbytes <= base + s.nbytes() else None
+def pin(t, shape):
+    """(address, alias) of t if it is a contiguous float32 CPU tensor of
+    shape whose storage holds it, else None: every tensor of the user's that
+    C reads is pinned right before the call. All is read from one snapshot,
+    t.data (a .data replaced by another thread meanwhile changes t, not the
+    snapshot); hold the alias until C is done with the address (it holds
+    the storage: a .data replaced meanwhile frees nothing C reads)."""
+    a = t.data
+    if (a.dtype is not torch.float32 or a.shape != shape or not a.is_cpu
+            or a.layout is not torch.strided or not a.is_contiguous()):
+        return None
+    s = _storage_of(a)
+    ptr, base = a.data_ptr(), s.data_ptr()
+    return (ptr, a) if base <= ptr and ptr + 4 * a.numel() <= base + s.nbytes() else None
 
 
 def no_double_backward(what):
@@ -104,12 +108,10 @@ class _SDPA(torch.autograd.Function):
 
 
 def _held(q, k, v, shape):
-    """(address, storage) of q, k and v as float32 contiguous tensors of
-    shape, checked right before C reads them (pin), or None."""
-    n, out = 4 * math.prod(shape), []
+    """pin of q, k and v as float32 contiguous tensors of shape, or None."""
+    out = []
     for t in (q, k, v):
-        t = t.float().contiguous()
-        held = pin(t, n) if t.shape == shape else None
+        held = pin(t.float().contiguous(), shape)
         if held is None:
             return None
         out.append(held)

@@ -94,6 +94,7 @@ def admit(model, rules):
 
 
 def describe(m):
+    """m for a message: its class, with torch's own description of it."""
     if m is None:
         return "missing"
     if not isinstance(m, nn.Module):

@@ -75,24 +75,21 @@ class _Bridge:
         return None  # never shared: a copied module makes its own
 
     def pin(self, x, params, B, T, backward):
-        """(address, storage) of x and of each weight (contiguous), checked
+        """(address, alias) of x and of each weight (contiguous), checked
         right before C reads them: float32, the C module's shapes, inside
         their storages (_sdpa.pin). Anything else raises, naming the tensor;
         at backward as changed since the forward."""
         what = f"attn.torch {self.key[0]}"
         d_in = self.key[1]
-        held = _sdpa.pin(x, 4 * B * T * d_in) if x.numel() == B * T * d_in else None
-        if held is None or x.dtype is not torch.float32 or x.shape[-1] != d_in or \
-                not x.is_contiguous():
+        held = _sdpa.pin(x, (B, T, d_in) if x.dim() == 3 else (T, d_in))
+        if held is None:
             if backward:
                 raise _sdpa.changed(f"{what}: x")
             raise Error(f"{what}: x must be a float32 ({B}, {T}, {d_in}) tensor inside its "
                         f"storage, got {tuple(x.shape)} {x.dtype}", "shape")
         out = [held]
         for q, t in zip(self.core.params, params):
-            t = t.contiguous()
-            held = _sdpa.pin(t, 4 * q.numel) if t.dtype is torch.float32 and \
-                tuple(t.shape) == q.shape else None
+            held = _sdpa.pin(t.contiguous(), q.shape)
             if held is None:
                 if backward:
                     raise _sdpa.changed(f"{what}: parameter {q.name}")
