@@ -388,6 +388,12 @@ attn_status attn_gpt_acts_init(attn_gpt_acts *acts, const attn_gpt *m, int B, in
                                attn_error *err);
 void attn_gpt_acts_free(attn_gpt_acts *acts);
 
+/* Whether a model of config c runs ids of (B, T): ATTN_ERR_SHAPE naming the
+ * empty dimension (B < 1: an empty batch; T < 1: empty sequences) or T past
+ * context_length. attn_gpt_acts_init checks it; callers that look at the
+ * ids first check it before them. */
+attn_status attn_gpt_check_shape(const attn_gpt_config *c, int B, int T, attn_error *err);
+
 #define ATTN_GPT_HEAD_ROWS 128    /* rows of the lean head's chunks */
 #define ATTN_GPT_LEAN_VOCAB 1024  /* the trainer's activations are lean from this vocabulary */
 #define ATTN_GPT_HEAD_DW_ROWS 512 /* bf16: rows per head weight-gradient product */

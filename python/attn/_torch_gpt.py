@@ -1,6 +1,7 @@
 """attn.torch.GPTModel and swap_model: the book's chapter-4 GPTModel whose
 whole network runs in attn's C model, as one torch.autograd.Function, on the
 torch parameters' own storage (see GPTModel's docstring)."""
+import copy
 import ctypes
 import json
 import math
@@ -12,6 +13,7 @@ import torch
 import torch.nn as nn
 
 from . import _torch_sdpa as _sdpa
+from . import _torch_tree as _tree
 from ._lib import Error, call, lib, params as _c_params
 # The book's layer norm and feed-forward (their torch forward; GPTModel runs them in C).
 from .book import FeedForward as _FeedForward, LayerNorm as _LayerNorm
@@ -146,8 +148,9 @@ class _Bridge:
         call(lib.attn_h_bgpt_create, json.dumps(cfg).encode(), ctypes.byref(h))
         self.h = h.value
         self._finalizer = weakref.finalize(self, lib.attn_h_bgpt_free, self.h)
-        self.names = [p.name for p in _c_params(lib.attn_h_bgpt_params(self.h))]
-        self.paths = [tuple(n.split(".")) for n in self.names]
+        plist = _c_params(lib.attn_h_bgpt_params(self.h))
+        self.names = [p.name for p in plist]
+        self.shapes = [p.shape for p in plist]
         self.precision = 0
         self.calls = 0  # which forward the plain activations belong to
         self.grad_sets = []  # _GradSet: gradient buffers reused across steps
@@ -164,19 +167,44 @@ class _Bridge:
             call(lib.attn_h_bgpt_set_precision, self.h, precision)
             self.precision = precision
 
+    def pin(self, params):
+        """(addresses, aliases) of params for the C model, after the checks
+        that make them safe to read, right before the C call (_sdpa.pin):
+        one tensor per C parameter, float32, contiguous, of its shape,
+        inside its storage; keep the aliases until the call returns. A
+        tensor changed since GPTModel's checks raises here."""
+        if len(params) != len(self.shapes):
+            raise Error(f"GPTModel: {len(params)} parameters given, the model has "
+                        f"{len(self.shapes)}", "shape")
+        ptrs, storages = [], []
+        for i, t in enumerate(params):
+            held = _sdpa.pin(t, self.shapes[i])
+            if held is None:
+                raise Error(f"GPTModel: parameter {self.names[i]} is {tuple(t.shape)} "
+                            f"{t.dtype} on {t.device}; attn's model binds a contiguous "
+                            f"float32 CPU tensor of {self.shapes[i]} inside its storage", "shape")
+            ptrs.append(held[0])
+            storages.append(held[1])
+        return ptrs, storages
+
     def bind(self, params, grads=None):
+        """Point the C model at params (checked: pin) and grads; returns
+        (addresses, storages) as pin."""
+        ptrs, storages = self.pin(params)
         n = len(params)
-        data = (c_void_p * n)(*[t.data_ptr() for t in params])
+        data = (c_void_p * n)(*ptrs)
         g = None if grads is None else (c_void_p * n)(
             *[t.data_ptr() if t is not None else None for t in grads])
         call(lib.attn_h_bgpt_bind, self.h, data, g, n)
+        return ptrs, storages
 
     def mask_numel(self, B, T):
         return lib.attn_h_bgpt_mask_numel(self.h, B, T)
 
     def forward(self, idx, targets, masks, params, grads=None, logits=None):
-        """One C forward: the loss (a float; NaN without targets) and which
-        forward this was (for backward_logits). masks: None (evaluation), the
+        """One C forward: the loss (a float; NaN without targets), which
+        forward this was (for backward_logits) and the parameters' addresses
+        it bound (for the backward to compare). masks: None (evaluation), the
         keep bytes, or a _Drawn (drawn in C from torch's generator, which the
         first forward of it advances as torch's own draws would)."""
         B, T = idx.shape
@@ -184,7 +212,7 @@ class _Bridge:
         tgt = targets.data_ptr() if targets is not None else None
         out = logits.data_ptr() if logits is not None else None
         with self.lock:
-            self.bind(params, grads)
+            ptrs, storages = self.bind(params, grads)
             if isinstance(masks, _Drawn):
                 state, first = masks.state()
                 call(lib.attn_h_bgpt_forward_drawn, self.h, idx.data_ptr(), tgt, B, T,
@@ -198,7 +226,8 @@ class _Bridge:
                 call(lib.attn_h_bgpt_forward, self.h, idx.data_ptr(), tgt, B, T,
                      masks is not None, keep, n_keep, grads is not None, out, ctypes.byref(loss))
             self.calls += 1  # any forward may reuse the plain activations
-            return loss.value, self.calls
+            del storages  # held through the C call
+            return loss.value, self.calls, ptrs
 
     def d_logits_buffer(self, N, V):
         """The (N, V) buffer _LogitsLoss writes the logits' gradient into:
@@ -215,8 +244,9 @@ class _Bridge:
         with self.lock:
             if token != self.calls:
                 redo()
-            self.bind(params, grads)
+            _, storages = self.bind(params, grads)
             call(lib.attn_h_bgpt_backward_logits, self.h, d_logits.data_ptr(), B, T)
+            del storages  # held through the C call
 
 
 class _GradSet:
@@ -288,26 +318,30 @@ class _GPTFunction(torch.autograd.Function):
         needs = ctx.needs_input_grad[4:]
         if targets is not None:  # the fused head + loss, gradients computed now
             ctx.lease, grads = _acquire(bridge, params, needs) if any(needs) else (None, None)
-            loss, _ = bridge.forward(idx, targets, masks, params, grads)
+            loss, _, ctx.ptrs = bridge.forward(idx, targets, masks, params, grads)
             ctx.grads = grads  # the backward only scales and hands them over
+            ctx.params = params  # to compare at backward (not saved: no version check)
             return torch.tensor(loss, dtype=torch.float32)
         B, T = idx.shape
         logits = _empty((B, T, bridge.cfg["vocab_size"]))
-        _, ctx.token = bridge.forward(idx, None, masks, params, logits=logits)
+        _, ctx.token, ptrs = bridge.forward(idx, None, masks, params, logits=logits)
         ctx.save_for_backward(idx, *params)  # and torch checks they are not changed in place
         # not a view (as_subclass's alias would be): changed in place as the book's logits may
         logits = torch.Tensor._make_subclass(_Logits, logits)
-        logits._attn_info = _LogitsInfo(bridge, masks, idx, params, ctx.token, logits)
+        logits._attn_info = _LogitsInfo(bridge, masks, idx, params, ctx.token, logits, ptrs)
+        ctx.ptrs = ptrs
         return logits
 
     @staticmethod
     def backward(ctx, d_out):
+        _sdpa.no_double_backward("GPTModel")
         needs = ctx.needs_input_grad[4:]
         if getattr(ctx, "grads", None) is not None or not hasattr(ctx, "token"):
             grads, ctx.grads = ctx.grads, None
             if grads is None:
                 raise Error("GPTModel: backward twice through one loss (its gradients were "
                             "computed once, by the forward)", "state")
+            _unchanged(ctx.bridge, ctx.params, ctx.ptrs)
             scale = float(d_out)
             if scale != 1.0:
                 for g in grads:
@@ -316,9 +350,21 @@ class _GPTFunction(torch.autograd.Function):
             ctx.lease.gset.state, ctx.lease.gset.owner = "handed", threading.get_ident()
             return (None, None, None, None, *grads)
         idx, *params = ctx.saved_tensors
+        _unchanged(ctx.bridge, params, ctx.ptrs)
         grads = _backward_logits(ctx.bridge, ctx.masks, idx, params, needs, ctx.token,
                                  d_logits=d_out.float().contiguous())
         return (None, None, None, None, *grads)
+
+
+def _unchanged(bridge, params, ptrs):
+    """The parameters a backward binds are the tensors its forward bound:
+    a .data replaced between the two (another shape, or other memory)
+    raises instead of running C on it."""
+    for i, (t, ptr) in enumerate(zip(params, ptrs)):
+        if t.data_ptr() != ptr or t.shape != bridge.shapes[i]:
+            raise Error(f"GPTModel: parameter {bridge.names[i]} changed between the forward "
+                        f"and the backward (its .data replaced: {tuple(t.shape)} now, "
+                        f"{bridge.shapes[i]} at the forward); run the forward again", "state")
 
 
 def _backward_logits(bridge, masks, idx, params, needs, token, d_logits=None, fill=None):
@@ -327,6 +373,9 @@ def _backward_logits(bridge, masks, idx, params, needs, token, d_logits=None, fi
     the logits' gradient: d_logits (B, T, V), or fill(d) writing it into the
     bridge's buffer."""
     (B, T), V = idx.shape, bridge.cfg["vocab_size"]
+    if d_logits is not None and d_logits.shape != (B, T, V):
+        raise Error(f"GPTModel: the logits' gradient is {tuple(d_logits.shape)}, the logits "
+                    f"{(B, T, V)}", "shape")
 
     def redo():  # another forward ran since: this one's activations again
         _logits_again(bridge, idx, masks, params)
@@ -345,7 +394,7 @@ def _logits_again(bridge, idx, masks, params):
     """The logits forward of idx run again, with the same masks: its logits
     and its token (the activations are this forward's again)."""
     logits = _empty((*idx.shape, bridge.cfg["vocab_size"]))
-    _, token = bridge.forward(idx, None, masks, params, logits=logits)
+    _, token, _ = bridge.forward(idx, None, masks, params, logits=logits)
     return logits, token
 
 
@@ -353,6 +402,8 @@ def _c_loss(logits, t32, lse=None):
     """attn's mean cross-entropy of logits (N, V) float32 and t32 (N) int32
     (each row's log-sum-exp into lse when given)."""
     N, V = logits.shape
+    if _sdpa.pin(logits, (N, V)) is None:  # its storage resized since the checks
+        raise Error(f"GPTModel: the logits ({N}, {V}) are outside their storage", "shape")
     return lib.attn_cross_entropy_forward(logits.data_ptr(), t32.data_ptr(),
                                           lse.data_ptr() if lse is not None else None, N, V)
 
@@ -361,10 +412,12 @@ class _LogitsInfo:
     """Where a _Logits tensor came from: enough to run its model's backward
     from the loss's own gradient."""
 
-    def __init__(self, bridge, masks, idx, params, token, out):
+    def __init__(self, bridge, masks, idx, params, token, out, ptrs):
         self.bridge, self.masks, self.idx, self.params = bridge, masks, idx, params
-        self.token = token
-        self.ptr, self.version = out.data_ptr(), out._version
+        self.token, self.ptrs = token, ptrs
+        with torch._C.DisableTorchFunction():  # (inference tensors have no version: never fused)
+            self.ptr = out.data_ptr()
+            self.version = None if out.is_inference() else out._version
 
 
 _VIEWS = {torch.Tensor.flatten, torch.flatten, torch.Tensor.view, torch.Tensor.reshape,
@@ -394,6 +447,19 @@ class _Logits(torch.Tensor):
             return _as_logits(out, info)
         return out  # plain tensors: only the model's output and its views route
 
+    def _plain(self):
+        """The same tensor as a torch.Tensor (an alias on the same graph)."""
+        with torch._C.DisableTorchFunction():
+            return torch.Tensor.as_subclass(self, torch.Tensor)
+
+    def __reduce_ex__(self, protocol):  # pickle, torch.save, copy: a plain tensor
+        return self._plain().__reduce_ex__(protocol)
+
+    def __deepcopy__(self, memo):  # a plain tensor's copy (torch refuses a non-leaf's, as here)
+        out = copy.deepcopy(self._plain(), memo)
+        memo[id(self)] = out
+        return out
+
     def __repr__(self, *, tensor_contents=None):  # as a plain tensor's: tensor(..., grad_fn=)
         with torch._C.DisableTorchFunction():
             text = torch.Tensor.detach(self).__repr__(tensor_contents=tensor_contents)
@@ -420,14 +486,14 @@ def _fused_cross_entropy(input, target, weight=None, size_average=None, ignore_i
     idx, V = info.idx, info.bridge.cfg["vocab_size"]
     N = idx.numel()
     with torch._C.DisableTorchFunction():
-        if (input.dtype != torch.float32 or tuple(input.shape) != (N, V)
-                or not input.is_contiguous() or input.data_ptr() != info.ptr
-                or input._version != info.version or tuple(target.shape) != (N,)
-                or target.dtype not in (torch.int64, torch.int32)):
+        if (info.version is None or input.is_inference() or input.dtype != torch.float32
+                or tuple(input.shape) != (N, V) or not input.is_contiguous()
+                or input.data_ptr() != info.ptr or input._version != info.version
+                or tuple(target.shape) != (N,) or target.dtype not in (torch.int64, torch.int32)):
             return None
         if int(target.min()) < 0 or int(target.max()) >= V:
             return None  # ignore_index or an error: PyTorch's own
-        t32 = target.to(torch.int32).contiguous()
+        t32 = target.to(torch.int32, memory_format=torch.contiguous_format, copy=True)
         with torch.no_grad():  # the same memory, plain (its gradient comes from the params)
             logits = input.as_subclass(torch.Tensor)
     if torch.is_grad_enabled() and input.requires_grad:
@@ -451,11 +517,17 @@ class _LogitsLoss(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, d_loss):
+        _sdpa.no_double_backward("GPTModel")
         t32, lse, *params = ctx.saved_tensors
         info, logits, token = ctx.info, ctx.logits, ctx.info.token
+        _unchanged(info.bridge, params, info.ptrs)
         (N, V), bridge = logits.shape, info.bridge
         if logits._version != ctx.version:  # changed in place since (torch's own loss allows
             logits, token = _logits_again(bridge, info.idx, info.masks, params)  # it)
+            logits = logits.view(N, V)
+
+        if _sdpa.pin(logits, (N, V)) is None:  # its storage resized since the forward
+            raise Error(f"GPTModel: the logits ({N}, {V}) are outside their storage", "shape")
 
         def fill(d):
             lib.attn_cross_entropy_grad(logits.data_ptr(), t32.data_ptr(), lse.data_ptr(),
@@ -524,7 +596,14 @@ class GPTModel(nn.Module):
     those kernels on float32 copies made per call, the gradients cast back;
     float16 and float64 are computed in float32 and cast back (one warning).
     The att submodules are attn.torch.MultiHeadAttention and each submodule
-    also runs on its own, as the book's."""
+    also runs on its own, as the book's.
+
+    Every forward first checks what it runs (_torch_tree; docs/python.md):
+    the module tree must be the book's of this cfg (no module added,
+    deleted, replaced by another class or wrapped, no hook on a submodule,
+    the causal masks), each parameter a floating point CPU tensor of its
+    place's shape; the backward, that the parameters are the tensors its
+    forward bound. Anything else raises attn.Error before any C runs."""
 
     def __init__(self, cfg, precision="fp32"):
         super().__init__()
@@ -540,9 +619,10 @@ class GPTModel(nn.Module):
         self.out_head = nn.Linear(cfg["emb_dim"], cfg["vocab_size"], bias=False)
         self._setup(cfg, precision)
 
-    def _setup(self, cfg, precision):
+    def _setup(self, cfg, precision, rules=None):
         self.cfg = cfg
         self.precision = precision
+        self.__dict__["_attn_rules"] = rules or _own_rules()
         if precision == "bf16":
             self._bridge().set_precision(1)  # refuses a CPU without AVX512-BF16 now
 
@@ -557,34 +637,31 @@ class GPTModel(nn.Module):
             bridge = self.__dict__["_attn_bridge"] = _Bridge(self.cfg)
         return bridge
 
-    def _params(self, bridge):
-        out = []
-        for name, path in zip(bridge.names, bridge.paths):
-            t = self
-            for a in path:  # "trf_blocks.0.att.W_query.weight"
-                t = getattr(t, a)
-            if t.device.type != "cpu" or not t.is_floating_point():
-                raise Error(f"GPTModel: parameter {name} must be a floating point CPU tensor, "
-                            f"got {t.dtype} on {t.device}")
-            if out and t.dtype != out[0].dtype:
-                raise Error(f"GPTModel: parameter {name} is {t.dtype}, {bridge.names[0]} "
-                            f"{out[0].dtype}: one dtype for all")
-            out.append(t)
-        return out
+    def _checked(self):
+        """(params, training): the tree checked against cfg (_torch_tree),
+        the parameters in the C model's order, one dtype; attn.Error first."""
+        rules = self.__dict__.get("_attn_rules")
+        if rules is None:  # a model pickled before the rules
+            rules = self.__dict__["_attn_rules"] = _own_rules()
+        params, training = _tree.run_list(self, self.cfg, rules)
+        dtype = params[0].dtype
+        for i, t in enumerate(params):
+            if t.dtype != dtype:
+                names = self._bridge().names
+                raise Error(f"GPTModel: parameter {names[i]} is {t.dtype}, {names[0]} "
+                            f"{dtype}: one dtype for all")
+        return params, training
 
-    def _masks(self, B, T):
+    def _masks(self, B, T, training):
         """The dropout masks the book's forward draws, in its order: drop_emb
         (B, T, C); per block att's weights (B, H, T, T), drop_shortcut twice
         (B, T, C). nn.Dropout: torch.empty_like(x).bernoulli_(1 - p) each; a
         byte tensor draws the same values. Where attn's C draw gives this
         build's values (_c_draws_masks), a _Drawn instead: the C forward
-        draws them itself from torch's generator, with no mask tensor."""
+        draws them itself from torch's generator, with no mask tensor.
+        training: the dropout modules' mode (one for all)."""
         p = self.cfg["drop_rate"]
-        for m in self.modules():
-            if isinstance(m, nn.Dropout) and float(m.p) != p:
-                raise Error(f"GPTModel: a dropout has p = {m.p}, cfg drop_rate {p}: attn's "
-                            "model takes one rate")
-        if not (self.training and p > 0):
+        if not (training and p > 0):
             return None
         if _c_draws_masks():  # drawn in C as the forward needs them: no mask tensor
             return _Drawn()
@@ -600,19 +677,16 @@ class GPTModel(nn.Module):
 
     def forward(self, in_idx, targets=None):
         """in_idx (B, T) -> logits (B, T, vocab_size); with targets (B, T)
-        the mean cross-entropy instead (see the class)."""
-        _sdpa.check_tensor(in_idx, "GPTModel: in_idx", floating=False)
-        if in_idx.dim() != 2 or in_idx.dtype not in (torch.int64, torch.int32):
-            raise Error(f"GPTModel: in_idx must be (B, T) integer token ids, got "
-                        f"{tuple(in_idx.shape)} {in_idx.dtype}", "shape")
+        the mean cross-entropy instead (see the class). The module tree and
+        every parameter are checked first (see the class)."""
+        idx = _ids(in_idx, "in_idx")
         if targets is not None:
-            _sdpa.check_tensor(targets, "GPTModel: targets", floating=False)
-            if targets.shape != in_idx.shape:
+            if isinstance(targets, torch.Tensor) and targets.shape != in_idx.shape:
                 raise Error(f"GPTModel: targets must be {tuple(in_idx.shape)} as in_idx, got "
                             f"{tuple(targets.shape)}", "shape")
-            targets = targets.long().contiguous()
+            targets = _ids(targets, "targets")
         bridge = self._bridge()
-        params = self._params(bridge)
+        params, training = self._checked()
         dtype = params[0].dtype
         precision = _PRECISIONS[self.precision]
         if dtype != torch.float32:
@@ -623,9 +697,34 @@ class GPTModel(nn.Module):
             params = [t.float() for t in params]  # the copies' gradients reach t cast back
         bridge.set_precision(precision)
         params = [t.contiguous() for t in params]
-        masks = self._masks(*in_idx.shape)
-        out = _GPTFunction.apply(bridge, masks, in_idx.long().contiguous(), targets, *params)
+        masks = self._masks(*idx.shape, training)
+        out = _GPTFunction.apply(bridge, masks, idx, targets, *params)
         return out if dtype == torch.float32 else out.to(dtype)
+
+
+def _ids(t, what):
+    """Token ids (B, T), B and T >= 1, as a private contiguous int64 copy
+    (the C model reads it, maybe again at backward: nobody else holds it)."""
+    _sdpa.check_tensor(t, f"GPTModel: {what}", floating=False)
+    if t.dim() != 2 or t.dtype not in (torch.int64, torch.int32):
+        raise Error(f"GPTModel: {what} must be (B, T) integer token ids, got "
+                    f"{tuple(t.shape)} {t.dtype}", "shape")
+    for n, d in zip(("batch size B", "sequence length T"), t.shape):
+        if d == 0:
+            raise Error(f"GPTModel: {what} is empty: {n} = 0 (shape {tuple(t.shape)}); "
+                        "nothing to run", "shape")
+    return t.to(torch.int64, memory_format=torch.contiguous_format, copy=True)
+
+
+def _own_rules():
+    """The tree rules taking attn's classes at each place: attn.torch's and
+    attn.book's, which compute the book's function (no probe)."""
+    from . import book
+    from .torch import MultiHeadAttention
+    classes = {"block": {_TransformerBlock, book.TransformerBlock},
+               "att": {MultiHeadAttention, book.MultiHeadAttention},
+               "ff": {book.FeedForward}, "gelu": {book.GELU}, "norm": {book.LayerNorm}}
+    return _tree.Rules(classes, set().union(*classes.values()))
 
 
 def swap_model(model, precision="fp32"):
@@ -655,10 +754,10 @@ def swap_model(model, precision="fp32"):
     nn.Module.__init__(new)
     for name, part in parts.items():
         setattr(new, name, part)
-    new._setup(_config(cfg), precision)
+    new._setup(_config(cfg), precision, _tree.admit(new, _own_rules()))
     try:
-        new._params(new._bridge())  # every parameter the C model takes is there
-    except AttributeError as e:
+        new._checked()  # the tree attn runs, its classes of the user's code probed once
+    except Error as e:
         raise Error(f"swap_model: {type(model).__name__} has not the book's GPTModel structure "
                     f"({e})") from None
     return new.train(model.training)

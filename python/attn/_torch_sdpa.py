@@ -31,6 +31,41 @@ def warn_fp32(what, dtype):
                   "(said once)", RuntimeWarning, stacklevel=4)
 
 
+# A tensor's storage: public from torch 2 (untyped_storage), private before.
+_storage_of = getattr(torch.Tensor, "untyped_storage", None) or torch.Tensor._storage
+
+
+def pin(t, shape):
+    """(address, alias) of t if it is a contiguous float32 CPU tensor of
+    shape whose storage holds it, else None: every tensor of the user's that
+    C reads is pinned right before the call. All is read from one snapshot,
+    t.data (a .data replaced by another thread meanwhile changes t, not the
+    snapshot); hold the alias until C is done with the address (it holds
+    the storage: a .data replaced meanwhile frees nothing C reads)."""
+    a = t.data
+    if (a.dtype is not torch.float32 or a.shape != shape or not a.is_cpu
+            or a.layout is not torch.strided or not a.is_contiguous()):
+        return None
+    s = _storage_of(a)
+    ptr, base = a.data_ptr(), s.data_ptr()
+    return (ptr, a) if base <= ptr and ptr + 4 * a.numel() <= base + s.nbytes() else None
+
+
+def no_double_backward(what):
+    """A backward run with create_graph=True (grad mode on) would return
+    gradients with no graph: refused."""
+    if torch.is_grad_enabled():
+        raise Error(f"{what}: attn's backward is not differentiable (create_graph=True, or "
+                    "a gradient of a gradient): for second derivatives run the book's PyTorch "
+                    "model")
+
+
+def changed(what):
+    """The error for a tensor a backward reads that is not what its forward read."""
+    return Error(f"{what} changed between the forward and the backward (its .data "
+                 "replaced or its storage resized); run the forward again", "state")
+
+
 def have_bf16():
     """Whether this CPU runs attn's bf16 kernels (AVX512-BF16)."""
     return lib.attn_precision_check(1, None) == 0
@@ -40,29 +75,47 @@ class _SDPA(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, bits, p, scale, precision):
         B, H, T, D = q.shape
-        q32, k32, v32 = (t.float().contiguous() for t in (q, k, v))
+        held = _held(q, k, v, q.shape)
+        if held is None:  # resized since the checks
+            raise Error("scaled_dot_product_attention: query, key or value is outside its "
+                        "storage", "shape")
+        (q32, _), (k32, _), (v32, _) = held  # addresses (held keeps their storages)
         o = torch.empty((B, H, T, D), dtype=torch.float32)
         lse = torch.empty((B, H, T), dtype=torch.float32)
-        _lib.call(lib.attn_h_sdpa_forward, B, H, T, D, q32.data_ptr(), k32.data_ptr(),
-                  v32.data_ptr(), scale, p, bits.data_ptr() if bits is not None else None,
-                  precision, 0, o.data_ptr(), lse.data_ptr())
+        _lib.call(lib.attn_h_sdpa_forward, B, H, T, D, q32, k32, v32, scale, p,
+                  bits.data_ptr() if bits is not None else None, precision, 0, o.data_ptr(),
+                  lse.data_ptr())
         ctx.save_for_backward(q, k, v, o, lse, bits)
         ctx.args = (p, scale, precision)
         return o.to(q.dtype)
 
     @staticmethod
     def backward(ctx, d_o):
+        no_double_backward("scaled_dot_product_attention")
         q, k, v, o, lse, bits = ctx.saved_tensors
         p, scale, precision = ctx.args
-        B, H, T, D = q.shape
-        q32, k32, v32 = (t.float().contiguous() for t in (q, k, v))
+        B, H, T, D = o.shape
+        held = _held(q, k, v, o.shape)
+        if held is None:
+            raise changed("scaled_dot_product_attention: query, key or value")
+        (q32, _), (k32, _), (v32, _) = held  # addresses (held keeps their storages)
         d_o = d_o.float().contiguous()
         dq, dk, dv = (torch.zeros((B, H, T, D), dtype=torch.float32) for _ in range(3))
-        _lib.call(lib.attn_h_sdpa_backward, B, H, T, D, q32.data_ptr(), k32.data_ptr(),
-                  v32.data_ptr(), o.data_ptr(), lse.data_ptr(), scale, p,
-                  bits.data_ptr() if bits is not None else None, precision, 0, d_o.data_ptr(),
-                  dq.data_ptr(), dk.data_ptr(), dv.data_ptr())
+        _lib.call(lib.attn_h_sdpa_backward, B, H, T, D, q32, k32, v32, o.data_ptr(),
+                  lse.data_ptr(), scale, p, bits.data_ptr() if bits is not None else None,
+                  precision, 0, d_o.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr())
         return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype), None, None, None, None
+
+
+def _held(q, k, v, shape):
+    """pin of q, k and v as float32 contiguous tensors of shape, or None."""
+    out = []
+    for t in (q, k, v):
+        held = pin(t.float().contiguous(), shape)
+        if held is None:
+            return None
+        out.append(held)
+    return out
 
 
 def _keep_mask(shape, p):

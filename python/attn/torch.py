@@ -48,6 +48,7 @@ except ImportError as e:  # name the package, not only the import that failed
 import torch.nn as nn
 
 from . import _torch_sdpa as _sdpa
+from . import _torch_tree as _tree
 from ._lib import Error
 from ._torch_sdpa import scaled_dot_product_attention
 from .modules import Core, _c_array
@@ -73,28 +74,55 @@ class _Bridge:
     def __deepcopy__(self, memo):
         return None  # never shared: a copied module makes its own
 
-    def run(self, x, masks, params, B, T):
+    def pin(self, x, params, B, T, backward):
+        """(address, alias) of x and of each weight (contiguous), checked
+        right before C reads them: float32, the C module's shapes, inside
+        their storages (_sdpa.pin). Anything else raises, naming the tensor;
+        at backward as changed since the forward."""
+        what = f"attn.torch {self.key[0]}"
+        d_in = self.key[1]
+        held = _sdpa.pin(x, (B, T, d_in) if x.dim() == 3 else (T, d_in))
+        if held is None:
+            if backward:
+                raise _sdpa.changed(f"{what}: x")
+            raise Error(f"{what}: x must be a float32 ({B}, {T}, {d_in}) tensor inside its "
+                        f"storage, got {tuple(x.shape)} {x.dtype}", "shape")
+        out = [held]
+        for q, t in zip(self.core.params, params):
+            held = _sdpa.pin(t.contiguous(), q.shape)
+            if held is None:
+                if backward:
+                    raise _sdpa.changed(f"{what}: parameter {q.name}")
+                raise Error(f"{what}: parameter {q.name} is {tuple(t.shape)} {t.dtype}, the "
+                            f"module takes {q.shape} (its W_query's configuration)", "shape")
+            out.append(held)
+        return out
+
+    def run(self, x, masks, params, B, T, backward=False):
+        held = self.pin(x, params, B, T, backward)
         y = torch.empty(x.shape[:-1] + (self.core.out_dim,), dtype=torch.float32)
         with self.core.hold():  # the weights stay the C module's until its forward is done
-            for q, t in zip(self.core.params, params):
-                ctypes.memmove(q.data, t.contiguous().data_ptr(), q.numel * 4)
+            for q, (ptr, _) in zip(self.core.params, held[1:]):
+                ctypes.memmove(q.data, ptr, q.numel * 4)
             if masks is None:
-                self.core.forward(x.data_ptr(), B, T, y.data_ptr(), False)
+                self.core.forward(held[0][0], B, T, y.data_ptr(), False)
             else:
-                self.core.forward(x.data_ptr(), B, T, y.data_ptr(), True, 0, masks.data_ptr(),
+                self.core.forward(held[0][0], B, T, y.data_ptr(), True, 0, masks.data_ptr(),
                                   masks.numel())
         self.forwards += 1
         return y, self.forwards
 
     def grads(self, x, dy, masks, params, B, T, token, need_x):
+        _sdpa.no_double_backward(f"attn.torch {self.key[0]}")
+        held = self.pin(x, params, B, T, True)
         if token != self.forwards:  # another forward ran since: restore this one's activations
-            self.run(x, masks, params, B, T)
+            self.run(x, masks, params, B, T, True)
         dy = dy.contiguous()
         if dy.dtype != torch.float32:
             dy = dy.float()
         dx = torch.zeros_like(x) if need_x else None  # the C backward accumulates
         with self.core.hold():
-            self.core.backward(x.data_ptr(), B, T, dy.data_ptr(),
+            self.core.backward(held[0][0], B, T, dy.data_ptr(),
                                dx.data_ptr() if need_x else None)
             return dx, [torch.from_numpy(_c_array(q.grad, q.shape).copy())
                         for q in self.core.params]
@@ -137,6 +165,7 @@ class _AttnModule(nn.Module):
     def __getstate__(self):  # pickling: the C module is made again on use
         state = self.__dict__.copy()
         state.pop("_attn_bridge", None)
+        state.pop("_attn_masks", None)
         return state
 
     def forward(self, x):
@@ -146,7 +175,13 @@ class _AttnModule(nn.Module):
         other dtypes are computed in float32 and cast back (one warning)."""
         name = type(self).__name__
         _check_tensor(x, f"{name}: x")
-        d_in, d_out, heads, ctx, bias = self._config()
+        # the tree first: a wrapped or replaced part raises, naming it
+        _tree.check_attention(self, name, CausalAttention,
+                              self.__dict__.setdefault("_attn_masks", {}))
+        try:
+            d_in, d_out, heads, ctx, bias = self._config()
+        except (AttributeError, TypeError, ValueError) as e:
+            raise Error(f"{name}: not the book's {name} ({e})") from None
         if x.dim() != self._rank or x.shape[-1] != d_in:
             want = f"(T, {d_in})" if self._rank == 2 else f"(B, T, {d_in})"
             raise Error(f"{name}: x must be {want}, got {tuple(x.shape)}", "shape")
@@ -177,8 +212,11 @@ class _AttnModule(nn.Module):
         for n, path in zip(bridge.names, bridge.paths):
             t = self
             for a in path:  # "W_query.weight" -> self.W_query.weight
-                t = getattr(t, a)
-            if t.device.type != "cpu" or not t.is_floating_point():
+                t = getattr(t, a, None)
+            if not isinstance(t, torch.Tensor):
+                raise Error(f"{name}: parameter {n} is {_tree.describe(t)}, the module takes "
+                            "a tensor")
+            if not t.is_cpu or not t.is_floating_point():
                 raise Error(f"{name}: parameter {n} must be a floating point CPU tensor, "
                             f"got {t.dtype} on {t.device}")
             if params and t.dtype != params[0].dtype:

@@ -190,12 +190,8 @@ static int lean_loss(const attn_h_bgpt *g, int B, int T) {
     return n > PLAIN_LOSS_MAX_BYTES / (2 * sizeof(float));
 }
 
+/* (B, T) checked by the caller (bgpt_forward_check). */
 static attn_status bgpt_acts(attn_h_bgpt *g, int lean, int B, int T, attn_error *err) {
-    if (B <= 0 || T <= 0 || T > g->model.cfg.context_length)
-        return attn_fail(err, ATTN_ERR_SHAPE,
-                         "GPT: ids must be (B, T) with B >= 1 and 1 <= T <= context_length = %d "
-                         "(got B = %d, T = %d)",
-                         g->model.cfg.context_length, B, T);
     attn_gpt_acts *a = &g->acts[lean];
     if (g->have_acts[lean] && a->B == B && a->T == T) return ATTN_OK;
     if (g->have_acts[lean]) attn_gpt_acts_free(a);
@@ -263,7 +259,11 @@ static attn_status bgpt_forward(attn_h_bgpt *g, const int64_t *ids, const int64_
 static attn_status bgpt_forward_check(attn_h_bgpt *g, const int64_t *ids, const int64_t *targets,
                                       int B, int T, int grads, const float *logits,
                                       attn_error *err) {
-    if (!g || !ids || (!logits && !targets))
+    if (!g) return attn_fail(err, ATTN_ERR_INVALID_ARG, "GPT forward: NULL model");
+    /* the shape first: an empty batch's ids are often a NULL pointer */
+    attn_status s = attn_gpt_check_shape(&g->model.cfg, B, T, err);
+    if (s != ATTN_OK) return s;
+    if (!ids || (!logits && !targets))
         return attn_fail(err, ATTN_ERR_INVALID_ARG,
                          "GPT forward: needs ids, and logits or targets (the loss)");
     if (grads && logits)

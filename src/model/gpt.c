@@ -198,16 +198,26 @@ void attn_gpt_acts_free(attn_gpt_acts *a) {
     memset(a, 0, sizeof *a);
 }
 
+attn_status attn_gpt_check_shape(const attn_gpt_config *c, int B, int T, attn_error *err) {
+    if (B < 1)
+        return attn_fail(err, ATTN_ERR_SHAPE,
+                         "GPT: the batch is empty (B = %d): ids must be (B, T) with B >= 1", B);
+    if (T < 1)
+        return attn_fail(err, ATTN_ERR_SHAPE,
+                         "GPT: the sequences are empty (T = %d): ids must be (B, T) with T >= 1",
+                         T);
+    if (T > c->context_length)
+        return attn_fail(err, ATTN_ERR_SHAPE, "sequence length %d exceeds context_length %d", T,
+                         c->context_length);
+    return ATTN_OK;
+}
+
 static attn_status acts_init(attn_gpt_acts *a, const attn_gpt *m, int B, int T, int lean,
                              attn_error *err) {
     memset(a, 0, sizeof *a);
     const attn_gpt_config *c = &m->cfg;
-    if (B < 1 || T < 1)
-        return attn_fail(err, ATTN_ERR_SHAPE, "batch size %d and sequence length %d must be >= 1",
-                         B, T);
-    if (T > c->context_length)
-        return attn_fail(err, ATTN_ERR_SHAPE, "sequence length %d exceeds context_length %d", T,
-                         c->context_length);
+    const attn_status shape = attn_gpt_check_shape(c, B, T, err);
+    if (shape != ATTN_OK) return shape;
     const size_t N = (size_t)B * (size_t)T;
     const acts_sizes s = {N,
                           (size_t)c->emb_dim,
