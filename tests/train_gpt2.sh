@@ -96,8 +96,9 @@ fresh() { # vocabulary dir, config: a fresh run in a folder without data/gpt2
   (cd "$tmp/elsewhere" && ATTN_GPT2_DIR=$1 "$ATTN" train --preset gpt2-124m --config "$2" \
     --data "$tmp/corpus.txt" --threads 1 --steps 1 --out "$tmp/x$RANDOM")
 }
-expect 1 'looked for in $ATTN_GPT2_DIR when set, else data/gpt2' "missing files name the rule" \
-  fresh "" "$tmp/small.json"
+# A folder named by $ATTN_GPT2_DIR is the only place looked at (attn/tokenizer.h).
+expect 1 'not found ($ATTN_GPT2_DIR: /nonexistent-attn-vocab)' "missing files name the rule" \
+  fresh /nonexistent-attn-vocab "$tmp/small.json"
 grep -qF 'scripts/get-data.sh gpt2' "$tmp/err" && ok "... and scripts/get-data.sh gpt2" || bad "no get-data hint"
 mkdir "$tmp/trunc" "$tmp/dup"
 cp "$VOCAB/encoder.json" "$tmp/trunc/" && head -n 20000 "$VOCAB/vocab.bpe" > "$tmp/trunc/vocab.bpe"
