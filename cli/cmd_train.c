@@ -44,7 +44,7 @@ typedef struct train_opts {
     const char *data, *preset, *config, *out, *init_from, *device, *precision;
     long long threads, interrupt_after, kill_rank, kill_after, interrupt_in_eval;
     double progress_every; /* seconds (given: else TRAIN_PROGRESS_EVERY_S) */
-    double max_memory; /* bytes; 0: the memory available now */
+    double max_memory;     /* bytes; 0: the memory available now */
     int resume, force, dry_run;
     key_slot keys[ATTN_TRAIN_KEY_COUNT]; /* the training keys (attn_train_key_at) */
 } train_opts;

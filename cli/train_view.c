@@ -300,7 +300,8 @@ static void on_step(void *user, const attn_trainer *tr, const attn_train_progres
     } else if (v->lead && v->every_s > 0 && attn_now_s() - v->last_line >= v->every_s) {
         char eta[24];
         fmt_eta(p->eta_s, eta, sizeof eta);
-        fprintf(stderr, "attn train: step %" PRId64 "/%" PRId64 ": loss %.4f, %.1f s a step, %s left\n",
+        fprintf(stderr,
+                "attn train: step %" PRId64 "/%" PRId64 ": loss %.4f, %.1f s a step, %s left\n",
                 p->rec.step, max, (double)p->rec.loss, p->step_s, eta);
         v->last_line = attn_now_s();
     }
@@ -454,8 +455,9 @@ static void final_sampled_why(const attn_trainer *tr, char *out, size_t n) {
     if (t->final_eval == ATTN_FINAL_SAMPLED)
         snprintf(out, n, "--final-eval sampled");
     else if (n_val > ATTN_TRAIN_EXACT_FINAL_MAX)
-        snprintf(out, n, "the val split is too large for an exact pass; --final-eval exact forces "
-                         "one");
+        snprintf(out, n,
+                 "the val split is too large for an exact pass; --final-eval exact forces "
+                 "one");
     else
         snprintf(out, n,
                  "an exact pass over the %zu val tokens would cost %.2fx the steps (auto runs "
@@ -501,8 +503,8 @@ void train_report_end(const attn_trainer *tr, const attn_train_result *res, cons
     fprintf(stderr,
             "attn train: %" PRId64 " step%s in %.1f s (%.0f tokens/s); evaluations %.1f s, "
             "checkpoints %.1f s: %.1f s in all%s; final val loss %.4f%s; checkpoint in %s%s\n",
-            steps, steps == 1 ? "" : "s", res->train_s, res->tokens_per_s, res->eval_s,
-            res->save_s, res->wall_s, res->budget_spent ? ", the time budget spent" : "",
+            steps, steps == 1 ? "" : "s", res->train_s, res->tokens_per_s, res->eval_s, res->save_s,
+            res->wall_s, res->budget_spent ? ", the time budget spent" : "",
             last ? (double)attn_eval_val(last) : NAN, why, out_abs, hint);
     if (dist && dist->size > 1 && attn_trainer_steps(tr) > res->start_step) {
         const double k = (double)(attn_trainer_steps(tr) - res->start_step);

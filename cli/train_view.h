@@ -33,8 +33,8 @@ typedef struct train_view {
     int tty, lead, bar_shown, cols;
     int threads_now; /* the count the tuner last asked for */
     double last_bar, t_start;
-    double every_s, last_line;   /* off a terminal: the gap allowed, the last line's time */
-    int line_part, line_batch;   /* the evaluation's part and batch the last line showed */
+    double every_s, last_line; /* off a terminal: the gap allowed, the last line's time */
+    int line_part, line_batch; /* the evaluation's part and batch the last line showed */
     int in_eval;               /* an evaluation reports progress and has not ended */
     int64_t interrupt_after, kill_rank, kill_after;
     int interrupt_due;         /* interrupt_after's step is taken */

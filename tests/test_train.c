@@ -330,9 +330,8 @@ Test(train, a_stop_inside_an_evaluation_abandons_it_and_a_resume_redoes_it) {
     attn_error err;
     attn_trainer a, b, whole;
     eval_probe pa = {.stop_at_done = 1.5, .stop_step = 2}, pw = {.stop_step = 2};
-    attn_trainer_events ea = {.user = &pa,
-                              .should_stop = eval_probe_stop,
-                              .on_eval_progress = eval_probe_progress};
+    attn_trainer_events ea = {
+        .user = &pa, .should_stop = eval_probe_stop, .on_eval_progress = eval_probe_progress};
     attn_trainer_events ew = {.user = &pw, .on_eval_progress = eval_probe_progress};
     attn_train_result res;
     cr_assert_eq(attn_trainer_init(&a, &m, &t, 0, text, n, &err), ATTN_OK, "%s", err.msg);
@@ -366,9 +365,9 @@ Test(train, a_stop_inside_an_evaluation_abandons_it_and_a_resume_redoes_it) {
     }
     const attn_param_list *pb = attn_gpt_params(&b.model), *pw_ = attn_gpt_params(&whole.model);
     for (int i = 0; i < pb->count; i++)
-        cr_expect(memcmp(pb->items[i].data, pw_->items[i].data,
-                         pb->items[i].numel * sizeof(float)) == 0,
-                  "%s differs", pb->items[i].name);
+        cr_expect(
+            memcmp(pb->items[i].data, pw_->items[i].data, pb->items[i].numel * sizeof(float)) == 0,
+            "%s differs", pb->items[i].name);
     attn_trainer_release(&a);
     attn_trainer_release(&b);
     attn_trainer_release(&whole);

@@ -497,17 +497,17 @@ typedef struct attn_trainer_events {
 
 /* How a run ended (attn_trainer_run's *result). */
 typedef struct attn_train_result {
-    int stopped;         /* 1: a stop request ended it before max_steps */
-    int budget_spent;    /* 1: time_budget ended it (with a final evaluation) */
-    int64_t start_step;  /* tr->step when the run began */
-    double wall_s;       /* the whole run, evaluations and saves included */
-    double train_s;      /* in steps */
-    double comm_s;       /* in MPI during steps (rank's own) */
-    uint64_t comm_bytes; /* sent + received during steps */
-    double tokens_per_s; /* over train_s */
-    double eval_s;       /* in evaluations */
-    double save_s;       /* in checkpoints and loss files */
-    int eval_stopped;    /* 1: the stop came during an evaluation (abandoned) */
+    int stopped;                /* 1: a stop request ended it before max_steps */
+    int budget_spent;           /* 1: time_budget ended it (with a final evaluation) */
+    int64_t start_step;         /* tr->step when the run began */
+    double wall_s;              /* the whole run, evaluations and saves included */
+    double train_s;             /* in steps */
+    double comm_s;              /* in MPI during steps (rank's own) */
+    uint64_t comm_bytes;        /* sent + received during steps */
+    double tokens_per_s;        /* over train_s */
+    double eval_s;              /* in evaluations */
+    double save_s;              /* in checkpoints and loss files */
+    int eval_stopped;           /* 1: the stop came during an evaluation (abandoned) */
     attn_eval_progress eval_at; /* where that evaluation stood */
 } attn_train_result;
 

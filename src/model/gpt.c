@@ -486,8 +486,8 @@ static attn_status backward(attn_gpt *m, attn_gpt_acts *a, float loss_scale, att
     if (s != ATTN_OK) return s;
     const size_t N = (size_t)a->B * (size_t)a->T, V = (size_t)m->cfg.vocab_size;
     if (a->lean) { /* each chunk's logits again (attn_gpt_forward_backward does not) */
-        int stopped; /* never: a backward is not polled */
-        head_chunks(m, a, N, 1, loss_scale, &stopped);
+        int unpolled;
+        head_chunks(m, a, N, 1, loss_scale, &unpolled);
     } else {
         memset(a->d_logits, 0, N * V * sizeof(float)); /* every backward accumulates */
         attn_cross_entropy_backward(a->logits, a->targets, a->lse, loss_scale, a->d_logits, N, V);

@@ -72,10 +72,8 @@ static void eval_begin(attn_trainer *tr, int final, size_t train, size_t val, si
     tr->eval_parts[0] = train;
     tr->eval_parts[1] = val;
     tr->eval_parts[2] = exact;
-    tr->eval_now = (attn_eval_progress){.step = tr->step,
-                                        .final = final,
-                                        .total = (double)(train + val + exact),
-                                        .eta_s = NAN};
+    tr->eval_now = (attn_eval_progress){
+        .step = tr->step, .final = final, .total = (double)(train + val + exact), .eta_s = NAN};
     tr->eval_t0 = attn_now_s();
     tr->eval_stopped = 0;
     tr->acts.poll = tr->ev ? layer_poll : NULL;
@@ -107,8 +105,7 @@ static attn_status sampled_loss(attn_trainer *tr, int s, float *mean, attn_error
     attn_dist_block(tr->dist, n_it, &lo, &hi);
     for (size_t i = 0; i < n_it; i++) {
         const size_t mine = i < lo ? 0 : i - lo < hi - lo ? i - lo : hi - lo;
-        if (eval_tick(tr, part, mine, hi - lo, 1))
-            return attn_fail(err, ATTN_ERR_STATE, "stopped");
+        if (eval_tick(tr, part, mine, hi - lo, 1)) return attn_fail(err, ATTN_ERR_STATE, "stopped");
         attn_dataset_random_batch(split, &tr->eval_rng, B, tr->xb, tr->yb);
         if (i < lo || i >= hi) continue;
         attn_status st = tr->gpu ? attn_trainer_device_eval(tr, &tr->eval_loss[i], err)
@@ -200,8 +197,7 @@ static attn_status loader_loss(attn_trainer *tr, attn_eval_part part, const attn
     for (size_t b = 0; b < nb; b++) {
         float loss = 0;
         const size_t k = n_win - b * B < B ? n_win - b * B : B;
-        if (eval_tick(tr, part, b, nb, 1))
-            return attn_fail(err, ATTN_ERR_STATE, "stopped");
+        if (eval_tick(tr, part, b, nb, 1)) return attn_fail(err, ATTN_ERR_STATE, "stopped");
         attn_status st = batch_loss(tr, ds, win + b * B, (int)k, &loss, err);
         if (st) return st;
         total += (double)loss; /* loss.item(): a Python float */
@@ -226,8 +222,8 @@ static attn_status book_evaluate(attn_trainer *tr, attn_eval_record *rec, attn_e
     base = attn_rng_int64(&tr->model_rng); /* the val iterator: SequentialSampler */
     for (size_t k = 0; k < o->val_windows; k++)
         o->scratch[k] = k;
-    if ((st = loader_loss(tr, ATTN_EVAL_PART_VAL, &tr->val, o->scratch, o->val_windows,
-                          &r.val_loss, err)))
+    if ((st = loader_loss(tr, ATTN_EVAL_PART_VAL, &tr->val, o->scratch, o->val_windows, &r.val_loss,
+                          err)))
         return st;
     if ((st = train_history_push_eval(tr, &r, err))) return st;
     if (rec) *rec = r;

@@ -230,8 +230,8 @@ static double step_tokens(const attn_trainer *tr) {
 /* The steps from tr->step on, with their evaluations and checkpoints, and
  * the end (*spent: the time budget ended the run). */
 static attn_status run_steps(attn_trainer *tr, const char *out, int resumed,
-                             const attn_trainer_events *ev, budget_clock *k,
-                             attn_train_result *res, int *spent, attn_error *err) {
+                             const attn_trainer_events *ev, budget_clock *k, attn_train_result *res,
+                             int *spent, attn_error *err) {
     const attn_train_config *c = &tr->tcfg;
     const double tokens_per_step = step_tokens(tr);
     int saved = resumed; /* a resumed run's state is already on disk */
@@ -239,7 +239,8 @@ static attn_status run_steps(attn_trainer *tr, const char *out, int resumed,
     /* The first evaluation (no checkpoint: step 0 is never a best), or the
      * one a stop abandoned, with its step's checkpoint. */
     if (eval_due(tr))
-        s = tr->step == 0 ? eval_report(tr, 0, k, ev, err) : after_step(tr, out, ev, k, &saved, err);
+        s = tr->step == 0 ? eval_report(tr, 0, k, ev, err)
+                          : after_step(tr, out, ev, k, &saved, err);
     if (s && !tr->eval_stopped) return s;
     while (!tr->eval_stopped && tr->step < c->max_steps) {
         int stop = ev->should_stop ? ev->should_stop(ev->user, tr) : 0;
