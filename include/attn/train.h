@@ -16,7 +16,8 @@
  * training mode, backward, clip to grad_clip, AdamW. An evaluation averages
  * the eval-mode loss of eval_iters random batches of each split; an exact
  * one takes the val loss over the whole split (attn_gpt_loss_windows), as
- * the final evaluation of every run does.
+ * a run's final evaluation does when that is a small part of the run
+ * (attn_trainer_final_is_exact).
  *
  * Gradient accumulation (grad_accum = M > 1): a step takes the next M
  * batches of batch_size windows (micro-batches j = 0..M-1), runs forward +
