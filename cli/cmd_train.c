@@ -43,8 +43,9 @@ typedef union key_slot {
 
 typedef struct train_opts {
     const char *data, *preset, *config, *out, *init_from, *device, *precision;
-    long long threads, interrupt_after, kill_rank, kill_after;
-    double max_memory; /* bytes; 0: the memory available now */
+    long long threads, interrupt_after, kill_rank, kill_after, interrupt_in_eval;
+    double progress_every; /* seconds (given: else TRAIN_PROGRESS_EVERY_S) */
+    double max_memory;     /* bytes; 0: the memory available now */
     int resume, force, dry_run;
     key_slot keys[ATTN_TRAIN_KEY_COUNT]; /* the training keys (attn_train_key_at) */
 } train_opts;
@@ -69,6 +70,8 @@ enum {
     T_INTERRUPT_AFTER = T_KEY0 + ATTN_TRAIN_KEY_COUNT,
     T_KILL_RANK,
     T_KILL_AFTER,
+    T_INTERRUPT_IN_EVAL,
+    T_PROGRESS_EVERY,
     TRAIN_OPT_COUNT
 };
 
@@ -105,11 +108,21 @@ static cli_option train_rows[TRAIN_OPT_COUNT] = {
     [T_MAX_MEMORY] = CLI_MAX_MEMORY_OPTION(OFF(max_memory)),
     /* Testing hooks (tests/train_*.sh, mpi_train.sh): accepted, not in --help. */
     [T_INTERRUPT_AFTER] = {"interrupt-after", CLI_INT, "N", OFF(interrupt_after), 1, 1e19,
-                           .hidden = 1, .help = "behave as if Ctrl-C came after step N"},
+                           .hidden = 1,
+                           .help = "as if Ctrl-C came after step N and its\nevaluation"},
     [T_KILL_RANK] = {"kill-rank", CLI_INT, "R", OFF(kill_rank), 0, 1e6, .hidden = 1,
                      .help = "with --kill-after: the rank to kill"},
     [T_KILL_AFTER] = {"kill-after", CLI_INT, "N", OFF(kill_after), 1, 1e19, .hidden = 1,
                       .help = "rank R sends itself SIGKILL after step N"},
+    [T_INTERRUPT_IN_EVAL] = {"interrupt-in-eval", CLI_INT, "N", OFF(interrupt_in_eval), 0, 1e19,
+                             .hidden = 1,
+                             .help = "as if Ctrl-C came in the evaluation at step\n"
+                                     "N, after its first batch"},
+    [T_PROGRESS_EVERY] = {"progress-every", CLI_FLOAT, "S", OFF(progress_every), 0, 1e9,
+                          .hidden = 1,
+                          .help = "off a terminal, a progress line after S\n"
+                                  "silent seconds (default " TRAIN_PROGRESS_EVERY_S "; 0: an\n"
+                                  "evaluation's line per batch)"},
 };
 CLI_TABLE_CHECK(train_rows, TRAIN_OPT_COUNT);
 
@@ -494,7 +507,13 @@ static int train_loop(train_cmd *c, attn_trainer *tr) {
                        .lead = c->lead,
                        .cols = train_view_columns(),
                        .t_start = attn_now_s(),
+                       .every_s = c->parsed.given[T_PROGRESS_EVERY] ? c->o.progress_every
+                                                                    : atof(TRAIN_PROGRESS_EVERY_S),
+                       .last_line = attn_now_s(),
+                       .line_part = -1,
                        .interrupt_after = c->o.interrupt_after,
+                       .interrupt_in_eval =
+                           c->parsed.given[T_INTERRUPT_IN_EVAL] ? c->o.interrupt_in_eval : -1,
                        .kill_rank = c->parsed.given[T_KILL_RANK] ? c->o.kill_rank : -1,
                        .kill_after = c->o.kill_after};
     /* No --threads and no OMP_NUM_THREADS: the count adapts

@@ -113,31 +113,21 @@ int train_view_columns(void) {
     return n > 0 ? n : 80;
 }
 
-/* One progress line that never reaches the last column (no wrapping):
- * "[#####.....] step 40/2000 | loss 2.3456 | lr 2.0e-03 | 12345 tok/s |
- * 0:12<1:23" (elapsed<ETA), squeezed on narrow terminals: shorter
- * separators, then no bar, then fewer fields, then cut. */
-static void progress(int cols, int64_t step, int64_t max, float loss, double lr, double tok_s,
-                     double elapsed, double eta) {
-    char f[5][64], el[24], e[24];
-    fmt_eta(elapsed, el, sizeof el);
-    fmt_eta(eta, e, sizeof e);
-    snprintf(f[0], sizeof f[0], "step %" PRId64 "/%" PRId64, step, max);
-    snprintf(f[1], sizeof f[1], "loss %.4f", (double)loss);
-    snprintf(f[2], sizeof f[2], "%s<%s", el, e);
-    snprintf(f[3], sizeof f[3], "%.0f tok/s", tok_s);
-    snprintf(f[4], sizeof f[4], "lr %.1e", lr);
-    const int order[5] = {0, 1, 4, 3, 2}; /* printed order; dropped from the end */
+/* One progress line that never reaches the last column (no wrapping): a
+ * bar filled to frac, then the fields ("[#####.....] step 40/2000 | loss
+ * 2.3456 | lr 2.0e-03 | 12345 tok/s | 0:12<1:23"), squeezed on narrow
+ * terminals: shorter separators, then no bar, then fewer fields (from the
+ * end), then cut. */
+static void bar_line(int cols, double frac, char f[][64], int nf) {
     const int room = cols - 1;
-    char text[256];
-    int nf = 5, len = 0;
+    char text[400];
+    int len = 0;
     const char *sep = " | ";
     for (;;) {
         len = 0;
         text[0] = '\0';
         for (int i = 0; i < nf; i++)
-            len +=
-                snprintf(text + len, sizeof text - (size_t)len, "%s%s", i ? sep : "", f[order[i]]);
+            len += snprintf(text + len, sizeof text - (size_t)len, "%s%s", i ? sep : "", f[i]);
         if (len <= room || nf == 1) break;
         if (sep[1] == '|')
             sep = " ";
@@ -148,7 +138,7 @@ static void progress(int cols, int64_t step, int64_t max, float loss, double lr,
     int width = room - len - 3; /* "[" bar "] " */
     if (width > 40) width = 40;
     if (width >= 8) {
-        int fill = (int)((double)step / (double)max * width);
+        int fill = (int)(frac * width);
         for (int i = 0; i < width; i++)
             bar[i] = i < fill ? '#' : '.';
         bar[width] = '\0';
@@ -157,6 +147,20 @@ static void progress(int cols, int64_t step, int64_t max, float loss, double lr,
         printf("\r%.*s\033[K", room > 0 ? room : 0, text);
     }
     fflush(stdout);
+}
+
+/* A step's bar: step, loss, lr, tokens/s, elapsed<ETA (dropped from the end). */
+static void progress(int cols, int64_t step, int64_t max, float loss, double lr, double tok_s,
+                     double elapsed, double eta) {
+    char f[5][64], el[24], e[24];
+    fmt_eta(elapsed, el, sizeof el);
+    fmt_eta(eta, e, sizeof e);
+    snprintf(f[0], sizeof f[0], "step %" PRId64 "/%" PRId64, step, max);
+    snprintf(f[1], sizeof f[1], "loss %.4f", (double)loss);
+    snprintf(f[2], sizeof f[2], "lr %.1e", lr);
+    snprintf(f[3], sizeof f[3], "%.0f tok/s", tok_s);
+    snprintf(f[4], sizeof f[4], "%s<%s", el, e);
+    bar_line(cols, (double)step / (double)max, f, 5);
 }
 
 /* Seconds for the run's steps if it ran at the GEMM speed measured now on
@@ -272,10 +276,12 @@ void train_warn_cost(const train_run_info *r, const attn_gpt_config *m,
     if (hints[0]) fprintf(stderr, "attn train: faster: %s\n", hints);
 }
 
+/* --interrupt-after's stop comes after its step's evaluation (a real
+ * Ctrl-C stops the evaluation too). */
 static int should_stop(void *user, const attn_trainer *tr) {
-    (void)user;
+    const train_view *v = user;
     (void)tr;
-    return g_interrupted != 0;
+    return g_interrupted != 0 || (v->interrupt_due && !v->in_eval);
 }
 
 int train_view_stop_code(void) {
@@ -290,7 +296,7 @@ static void on_step(void *user, const attn_trainer *tr, const attn_train_progres
         dist->rank == v->kill_rank)
         raise(SIGKILL);
     if (v->interrupt_after > 0 && attn_trainer_steps(tr) == v->interrupt_after)
-        g_interrupted = SIGINT;
+        v->interrupt_due = 1;
     if (v->tuner) {
         const int n = attn_thread_tuner_step(v->tuner, attn_trainer_steps(tr), p->step_s);
         if (n != v->threads_now) cli_use_threads(n, 1);
@@ -310,13 +316,83 @@ static void on_step(void *user, const attn_trainer *tr, const attn_train_progres
         if (dist && dist->size > 1) printf(", mpi %.2fms", p->step_comm_s * 1000);
         printf("\n");
         fflush(stdout);
+        v->last_line = attn_now_s();
+    } else if (v->lead && v->every_s > 0 && attn_now_s() - v->last_line >= v->every_s) {
+        char eta[24];
+        fmt_eta(p->eta_s, eta, sizeof eta);
+        fprintf(stderr,
+                "attn train: step %" PRId64 "/%" PRId64 ": loss %.4f, %.1f s a step, %s left\n",
+                p->rec.step, max, (double)p->rec.loss, p->step_s, eta);
+        v->last_line = attn_now_s();
     }
+}
+
+/* What each part of an evaluation measures (attn_eval_part's order). */
+static const char *const EVAL_PARTS[] = {"train loss estimate", "val loss estimate",
+                                         "exact val loss"};
+
+/* ETA as "1:23", or "?" before the evaluation's pace is known. */
+static void fmt_left(double s, char *out, size_t n) {
+    if (isfinite(s))
+        fmt_eta(s, out, n);
+    else
+        snprintf(out, n, "?");
+}
+
+/* The evaluation's bar: what it is, how far, elapsed<ETA. */
+static void eval_bar(const train_view *v, const attn_eval_progress *p) {
+    char f[4][64], el[24], left[24];
+    fmt_eta(p->elapsed_s, el, sizeof el);
+    fmt_left(p->eta_s, left, sizeof left);
+    snprintf(f[0], sizeof f[0], "eval at step %" PRId64 "%s", p->step, p->final ? " (final)" : "");
+    snprintf(f[1], sizeof f[1], "%s %zu/%zu", EVAL_PARTS[p->part], p->batch, p->batches);
+    snprintf(f[2], sizeof f[2], "%.0f%%", p->total > 0 ? 100 * p->done / p->total : 100.0);
+    snprintf(f[3], sizeof f[3], "%s<%s", el, left);
+    bar_line(v->cols, p->total > 0 ? p->done / p->total : 1, f, 4);
+}
+
+/* An evaluation as it goes: the bar on a terminal (as each part begins,
+ * else at most every 0.1 s), else a line on stderr every every_s seconds
+ * (0: per batch). */
+static void on_eval_progress(void *user, const attn_trainer *tr, const attn_eval_progress *p) {
+    train_view *v = user;
+    (void)tr;
+    v->in_eval = 1;
+    if (v->interrupt_in_eval >= 0 && p->step == v->interrupt_in_eval && p->done >= 1)
+        g_interrupted = SIGINT;
+    if (!v->lead) return;
+    const double now = attn_now_s();
+    const int part = (int)p->part != v->line_part;
+    const int moved = part || (int)p->batch != v->line_batch;
+    if (v->tty) {
+        if (!part && now - v->last_bar < 0.1) return;
+        eval_bar(v, p);
+        v->last_bar = now;
+        v->bar_shown = 1;
+        v->line_part = (int)p->part;
+        return;
+    }
+    if (v->every_s > 0 ? now - v->last_line < v->every_s : !moved) return;
+    char el[24], left[24];
+    fmt_eta(p->elapsed_s, el, sizeof el);
+    fmt_left(p->eta_s, left, sizeof left);
+    fprintf(stderr,
+            "attn train: evaluating at step %" PRId64 "%s: %s %zu/%zu batches, %.0f%% of the "
+            "evaluation, %s elapsed, %s left\n",
+            p->step, p->final ? " (the final evaluation)" : "", EVAL_PARTS[p->part], p->batch,
+            p->batches, p->total > 0 ? 100 * p->done / p->total : 100.0, el, left);
+    v->last_line = now;
+    v->line_part = (int)p->part;
+    v->line_batch = (int)p->batch;
 }
 
 static void on_eval(void *user, const attn_trainer *tr, const attn_eval_record *ev) {
     train_view *v = user;
     if (v->bar_shown) printf("\r\033[K");
     v->bar_shown = 0;
+    v->last_line = attn_now_s();
+    v->line_part = -1;
+    v->in_eval = 0;
     /* The book's data order prints the book's line (gpt_train.py's
      * train_model_simple: the epoch, the step counted from 0). */
     if (v->lead && attn_trainer_epoch(tr) > 0) {
@@ -373,6 +449,7 @@ attn_trainer_events train_view_events(train_view *v) {
                                  .should_stop = should_stop,
                                  .on_step = on_step,
                                  .on_eval = on_eval,
+                                 .on_eval_progress = on_eval_progress,
                                  .on_epoch = on_epoch};
 }
 
@@ -389,12 +466,38 @@ static void shell_word(const char *path, char *buf, size_t cap) {
     snprintf(buf + used, cap - used, "'");
 }
 
+/* Why a run's final evaluation takes no exact val loss
+ * (attn_trainer_final_is_exact's rule), and how to have one. */
+static void final_sampled_why(const attn_trainer *tr, char *out, size_t n) {
+    const attn_train_config *t = attn_trainer_train_config(tr);
+    size_t n_train, n_val;
+    attn_trainer_split_tokens(tr, &n_train, &n_val);
+    if (t->final_eval == ATTN_FINAL_SAMPLED)
+        snprintf(out, n, "--final-eval sampled");
+    else if (n_val > ATTN_TRAIN_EXACT_FINAL_MAX)
+        snprintf(out, n,
+                 "the val split is too large for an exact pass; --final-eval exact forces "
+                 "one");
+    else
+        snprintf(out, n,
+                 "an exact pass over the %zu val tokens would cost %.2fx the steps (auto runs "
+                 "one up to %.2fx); --final-eval exact runs it",
+                 n_val, attn_trainer_final_exact_share(tr, NULL), ATTN_TRAIN_EXACT_FINAL_SHARE);
+}
+
 /* The hint names the folder by its absolute path and the run recorded its
  * corpus's, so it works from any folder. */
 void train_report_end(const attn_trainer *tr, const attn_train_result *res, const char *out_abs) {
     const attn_dist *dist = attn_trainer_dist(tr);
     char dir[2 * ATTN_TRAIN_PATH_MAX];
     shell_word(out_abs, dir, sizeof dir);
+    if (res->eval_stopped) {
+        const attn_eval_progress *p = &res->eval_at;
+        fprintf(stderr,
+                "attn train: stopped during the evaluation at step %" PRId64 " (%s, batch %zu of "
+                "%zu; %.1f of its %.0f batches done); a resume runs it again\n",
+                p->step, EVAL_PARTS[p->part], p->batch, p->batches, p->done, p->total);
+    }
     if (res->stopped) {
         fprintf(stderr,
                 "attn train: interrupted after step %" PRId64 "; checkpoint saved in %s "
@@ -406,22 +509,23 @@ void train_report_end(const attn_trainer *tr, const attn_train_result *res, cons
     const attn_eval_record *evals = attn_trainer_evals(tr, &n_evals);
     const attn_eval_record *last = n_evals ? &evals[n_evals - 1] : NULL;
     /* A spent time budget is the run's end: --resume would stop at once. */
-    char hint[2 * ATTN_TRAIN_PATH_MAX + 64] = "";
+    char hint[2 * ATTN_TRAIN_PATH_MAX + 64] = "", why[240] = "", because[200];
     if (attn_trainer_train_config(tr)->time_budget <= 0)
         snprintf(hint, sizeof hint, " (train on with: attn train --out %s --resume --steps N)",
                  dir);
-    fprintf(
-        stderr,
-        "attn train: %" PRId64 " steps in %.1f s (%.0f tokens/s)%s; final val loss %.4f%s; "
-        "checkpoint in %s%s\n",
-        attn_trainer_steps(tr) - res->start_step, res->wall_s, res->tokens_per_s,
-        res->budget_spent ? ", the time budget spent" : "",
-        last ? (double)attn_eval_val(last) : NAN,
-        last && !isnan(last->val_exact) ? " (exact: the whole val split)"
-        : attn_trainer_final_is_exact(tr)
-            ? ""
-            : " (sampled: the val split is too large for an exact pass; --eval exact forces one)",
-        out_abs, hint);
+    if (last && !isnan(last->val_exact)) {
+        snprintf(why, sizeof why, " (exact: the whole val split)");
+    } else if (last && attn_trainer_epoch(tr) == 0) { /* the book's order has no final one */
+        final_sampled_why(tr, because, sizeof because);
+        snprintf(why, sizeof why, " (sampled: %s)", because);
+    }
+    const int64_t steps = attn_trainer_steps(tr) - res->start_step;
+    fprintf(stderr,
+            "attn train: %" PRId64 " step%s in %.1f s (%.0f tokens/s); evaluations %.1f s, "
+            "checkpoints %.1f s: %.1f s in all%s; final val loss %.4f%s; checkpoint in %s%s\n",
+            steps, steps == 1 ? "" : "s", res->train_s, res->tokens_per_s, res->eval_s, res->save_s,
+            res->wall_s, res->budget_spent ? ", the time budget spent" : "",
+            last ? (double)attn_eval_val(last) : NAN, why, out_abs, hint);
     if (dist && dist->size > 1 && attn_trainer_steps(tr) > res->start_step) {
         const double k = (double)(attn_trainer_steps(tr) - res->start_step);
         fprintf(stderr,
@@ -485,4 +589,10 @@ void train_announce(const train_run_info *r, const attn_trainer *tr) {
     char variant[512];
     attn_gpt_config_describe_variants(m, 1, variant, sizeof variant);
     if (variant[0]) fprintf(stderr, "attn train: not the book's GPTModel: %s\n", variant);
+    if (attn_trainer_epoch(tr) == 0 && !attn_trainer_final_is_exact(tr) &&
+        t->final_eval == ATTN_FINAL_AUTO) {
+        char why[200];
+        final_sampled_why(tr, why, sizeof why);
+        fprintf(stderr, "attn train: the final evaluation will be sampled: %s\n", why);
+    }
 }

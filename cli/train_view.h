@@ -24,13 +24,23 @@ typedef struct train_run_info {
 
 /* What the command draws while the library trains (attn_trainer_events).
  * mpirun hands ranks a pseudo-terminal even when its output is a file: log
- * lines there (tty only for one process). */
+ * lines there (tty only for one process). Off a terminal the steps' log
+ * lines (every log_interval steps) go to stdout, and progress lines to
+ * stderr whenever every_s seconds passed without a line: a long step or
+ * evaluation shows in a log (every_s 0: an evaluation's line per batch). */
+#define TRAIN_PROGRESS_EVERY_S "10" /* train_view.every_s's default */
+
 typedef struct train_view {
     int tty, lead, bar_shown, cols;
     int threads_now; /* the count the tuner last asked for */
     double last_bar, t_start;
+    double every_s, last_line; /* off a terminal: the gap allowed, the last line's time */
+    int line_part, line_batch; /* the evaluation's part and batch the last line showed */
+    int in_eval;               /* an evaluation reports progress and has not ended */
     int64_t interrupt_after, kill_rank, kill_after;
-    attn_thread_tuner *tuner; /* NULL: the thread count is fixed */
+    int interrupt_due;         /* interrupt_after's step is taken */
+    int64_t interrupt_in_eval; /* testing: a Ctrl-C in the evaluation at this step */
+    attn_thread_tuner *tuner;  /* NULL: the thread count is fixed */
 } train_view;
 
 /* Terminal width: the tty's (TIOCGWINSZ), else $COLUMNS, else 80. */

@@ -236,9 +236,9 @@ Test(train, run_stops_on_request_saves_and_resumes_bit_for_bit) {
     attn_error err;
     attn_trainer a, b, whole;
     run_probe pa = {.stop_at = 7}, pb = {0}, pw = {0};
-    attn_trainer_events ea = {&pa, probe_stop, probe_step, probe_eval, NULL};
-    attn_trainer_events eb = {&pb, probe_stop, probe_step, probe_eval, NULL};
-    attn_trainer_events ew = {&pw, probe_stop, probe_step, probe_eval, NULL};
+    attn_trainer_events ea = {&pa, probe_stop, probe_step, probe_eval, NULL, NULL};
+    attn_trainer_events eb = {&pb, probe_stop, probe_step, probe_eval, NULL, NULL};
+    attn_trainer_events ew = {&pw, probe_stop, probe_step, probe_eval, NULL, NULL};
     attn_train_result res;
     cr_assert_eq(attn_trainer_init(&a, &m, &t, 0, text, n, &err), ATTN_OK, "%s", err.msg);
     cr_assert_eq(attn_trainer_run(&a, dir, 0, &ea, &res, &err), ATTN_OK, "%s", err.msg);
@@ -284,6 +284,93 @@ Test(train, run_stops_on_request_saves_and_resumes_bit_for_bit) {
     cr_expect_eq(lr_lines, 1);
     cr_expect(strstr(svg, "stroke-width=\"2\" points") == NULL, "eval points joined by a line");
     free(svg);
+    attn_trainer_release(&a);
+    attn_trainer_release(&b);
+    attn_trainer_release(&whole);
+    free(text);
+    remove_tree(dir);
+}
+
+/* An evaluation watched through on_eval_progress: stop_at_done > 0 asks
+ * the run to stop once that many of its forwards are done (polled between
+ * layers, so inside a forward). */
+typedef struct {
+    double stop_at_done;
+    int64_t stop_step;
+    int calls, went_back;
+    double last_done;
+} eval_probe;
+
+static int eval_probe_stop(void *u, const attn_trainer *tr) {
+    const eval_probe *p = u;
+    (void)tr;
+    return p->stop_at_done > 0 && p->last_done >= p->stop_at_done;
+}
+static void eval_probe_progress(void *u, const attn_trainer *tr, const attn_eval_progress *e) {
+    eval_probe *p = u;
+    (void)tr;
+    if (e->step != p->stop_step) return;
+    if (p->calls++ && e->done < p->last_done) p->went_back = 1;
+    cr_expect(e->done >= 0 && e->done <= e->total && e->batch <= e->batches);
+    p->last_done = e->done;
+}
+
+/* A stop during an evaluation lands between two layers of a forward: the
+ * evaluation is abandoned (no record, its generator's draws undone), the
+ * run saves and reports where it stood; a resume runs it again, and the
+ * stopped and resumed run equals the unbroken one. */
+Test(train, a_stop_inside_an_evaluation_abandons_it_and_a_resume_redoes_it) {
+    size_t n;
+    char *text = corpus(&n);
+    attn_gpt_config m;
+    attn_train_config t;
+    small_cfg(&m, &t);
+    m.n_layers = 3;
+    t.max_steps = 4;
+    t.eval_interval = 2;
+    char dir[] = "/tmp/attn-test-evalstop-XXXXXX";
+    cr_assert(mkdtemp(dir) != NULL);
+    attn_error err;
+    attn_trainer a, b, whole;
+    eval_probe pa = {.stop_at_done = 1.5, .stop_step = 2}, pw = {.stop_step = 2};
+    attn_trainer_events ea = {
+        .user = &pa, .should_stop = eval_probe_stop, .on_eval_progress = eval_probe_progress};
+    attn_trainer_events ew = {.user = &pw, .on_eval_progress = eval_probe_progress};
+    attn_train_result res;
+    cr_assert_eq(attn_trainer_init(&a, &m, &t, 0, text, n, &err), ATTN_OK, "%s", err.msg);
+    cr_assert_eq(attn_trainer_run(&a, dir, 0, &ea, &res, &err), ATTN_OK, "%s", err.msg);
+    cr_expect(res.stopped && res.eval_stopped);
+    cr_expect_eq(a.step, 2);
+    cr_expect_eq(a.n_evals, 1, "the abandoned evaluation is not recorded");
+    cr_expect_eq(res.eval_at.step, 2);
+    cr_expect_eq(res.eval_at.part, ATTN_EVAL_PART_TRAIN);
+    cr_expect_eq(res.eval_at.batch, 1, "stopped in the second forward");
+    cr_expect(res.eval_at.done >= 1.5 && res.eval_at.done < 2, "between layers: %g",
+              res.eval_at.done);
+    cr_expect(!pa.went_back);
+    int64_t saved = -1;
+    cr_expect(attn_ckpt_exists(dir, &saved) && saved == 2);
+    cr_assert_eq(attn_trainer_init(&b, &m, &t, 0, text, n, &err), ATTN_OK);
+    cr_assert_eq(attn_trainer_resume(&b, dir, &err), ATTN_OK, "%s", err.msg);
+    cr_assert_eq(attn_trainer_run(&b, dir, 1, NULL, &res, &err), ATTN_OK, "%s", err.msg);
+    cr_expect(!res.stopped && !res.eval_stopped);
+    cr_assert_eq(attn_trainer_init(&whole, &m, &t, 0, text, n, &err), ATTN_OK);
+    cr_assert_eq(attn_trainer_run(&whole, NULL, 0, &ew, &res, &err), ATTN_OK, "%s", err.msg);
+    cr_expect(pw.calls > 0 && !pw.went_back && pw.last_done == 4, "the step-2 evaluation: %g",
+              pw.last_done);
+    cr_assert_eq(b.n_evals, whole.n_evals);
+    for (size_t i = 0; i < b.n_evals; i++) {
+        const attn_eval_record *x = &b.evals[i], *y = &whole.evals[i];
+        cr_expect(x->step == y->step && memcmp(&x->train_loss, &y->train_loss, 4) == 0 &&
+                      memcmp(&x->val_loss, &y->val_loss, 4) == 0 &&
+                      memcmp(&x->val_exact, &y->val_exact, 4) == 0,
+                  "evaluation %zu differs", i);
+    }
+    const attn_param_list *pb = attn_gpt_params(&b.model), *pw_ = attn_gpt_params(&whole.model);
+    for (int i = 0; i < pb->count; i++)
+        cr_expect(
+            memcmp(pb->items[i].data, pw_->items[i].data, pb->items[i].numel * sizeof(float)) == 0,
+            "%s differs", pb->items[i].name);
     attn_trainer_release(&a);
     attn_trainer_release(&b);
     attn_trainer_release(&whole);
@@ -399,6 +486,7 @@ Test(train, key_table_drives_json_ranges_and_flags) {
     t.lr_schedule = ATTN_LR_WSD;
     t.tokenizer = ATTN_TOKENIZER_GPT2;
     t.loader = ATTN_LOADER_BOOK;
+    t.final_eval = ATTN_FINAL_EXACT;
     char *js = attn_train_config_to_json(&t);
     cr_assert(js);
     memset(&back, 0, sizeof back);

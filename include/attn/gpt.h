@@ -382,6 +382,14 @@ typedef struct attn_gpt_acts {
      * dlogits in bf16 (made at the first such backward), so that each of
      * the head's two backward products is one over them, not one per chunk. */
     uint16_t *d_logits16;
+    /* The caller's watch over a long forward (attn_gpt_acts_init leaves it
+     * NULL: none): called with the stages done and the forward's stages
+     * (its blocks, then the head: one stage, or the lean head's chunks in a
+     * forward without gradients) after each but the last; nonzero abandons
+     * the forward (ATTN_ERR_STATE; the acts then hold no result). The
+     * trainer shows an evaluation's progress and stops it so. */
+    int (*poll)(void *user, int done, int stages);
+    void *poll_user;
 } attn_gpt_acts;
 
 attn_status attn_gpt_acts_init(attn_gpt_acts *acts, const attn_gpt *m, int B, int T,

@@ -16,7 +16,8 @@
  * training mode, backward, clip to grad_clip, AdamW. An evaluation averages
  * the eval-mode loss of eval_iters random batches of each split; an exact
  * one takes the val loss over the whole split (attn_gpt_loss_windows), as
- * the final evaluation of every run does.
+ * a run's final evaluation does when that is a small part of the run
+ * (attn_trainer_final_is_exact).
  *
  * Gradient accumulation (grad_accum = M > 1): a step takes the next M
  * batches of batch_size windows (micro-batches j = 0..M-1), runs forward +
@@ -90,6 +91,14 @@ typedef enum attn_train_loader {
                                 parameter decays in AdamW (src/train/train_book.h) */
 } attn_train_loader;
 
+/* What a run's final evaluation adds to the sampled estimates (eval_mode
+ * sampled; under eval_mode exact every evaluation is exact). */
+typedef enum attn_final_eval {
+    ATTN_FINAL_AUTO = 0,   /* the exact val loss when it is cheap (attn_trainer_final_is_exact) */
+    ATTN_FINAL_EXACT = 1,  /* the exact val loss, whatever it costs */
+    ATTN_FINAL_SAMPLED = 2 /* no exact pass */
+} attn_final_eval;
+
 typedef struct attn_train_config {
     int batch_size;
     int64_t max_steps;
@@ -110,6 +119,7 @@ typedef struct attn_train_config {
     attn_lr_schedule lr_schedule;
     attn_tokenizer_kind tokenizer; /* char (default) or gpt2 (attn/tokenizer.h) */
     attn_train_loader loader;
+    attn_final_eval final_eval;
 } attn_train_config;
 
 /* The training config's keys, one row each: the JSON key (as written by
@@ -141,7 +151,7 @@ typedef struct attn_train_value {
     const char *s;
 } attn_train_value;
 
-#define ATTN_TRAIN_KEY_COUNT 23
+#define ATTN_TRAIN_KEY_COUNT 24
 
 /* Row i (0 <= i < ATTN_TRAIN_KEY_COUNT, in attn_train_config's field order);
  * NULL outside. */
@@ -197,8 +207,8 @@ attn_status attn_train_config_apply_json(attn_gpt_config *model, attn_train_conf
                                          const char *json_text, const char *name, int *vocab_given,
                                          attn_error *err);
 
-/* Every key in its range (attn_train_key_at), min_lr <= learning_rate;
- * grad_accum 0 is read as 1. */
+/* Every key in its range (attn_train_key_at), min_lr <= learning_rate, no
+ * final_eval sampled under eval_mode exact; grad_accum 0 is read as 1. */
 attn_status attn_train_config_validate(const attn_train_config *cfg, attn_error *err);
 
 /* A resumed run trained to a new max_steps (longer or shorter): *c, the
@@ -386,15 +396,32 @@ attn_status attn_trainer_step(attn_trainer *tr, attn_train_record *rec, attn_err
  * train estimate and the exact val loss (ATTN_EVAL_EXACT). */
 attn_status attn_trainer_evaluate(attn_trainer *tr, attn_eval_record *rec, attn_error *err);
 /* The final evaluation of a run: the sampled estimates (eval_mode sampled,
- * so best/ compares like with like) and the exact val loss, unless the val
- * split holds more than ATTN_TRAIN_EXACT_FINAL_MAX tokens in a sampled run
- * (a 1 GB corpus's val split is 30 M tokens: hours of forward passes) --
- * val_exact is NaN then; eval_mode exact always computes it. On the GPU the
- * exact loss runs the forward on the CPU copy of the weights. */
-#define ATTN_TRAIN_EXACT_FINAL_MAX ((size_t)1 << 20)
+ * so best/ compares like with like) and, when attn_trainer_final_is_exact,
+ * the exact val loss (val_exact NaN otherwise). On the GPU the exact loss
+ * runs the forward on the CPU copy of the weights. */
 attn_status attn_trainer_evaluate_final(attn_trainer *tr, attn_eval_record *rec, attn_error *err);
-/* Whether attn_trainer_evaluate_final computes the exact val loss. */
+
+/* Whether attn_trainer_evaluate_final computes the exact val loss: always
+ * under eval_mode exact or final_eval exact, never under final_eval
+ * sampled; final_eval auto runs it when it is a small part of the run: the
+ * val split holds at most ATTN_TRAIN_EXACT_FINAL_MAX tokens (a 1 GB
+ * corpus's holds 30 M: hours of forward passes) and the pass costs at most
+ * ATTN_TRAIN_EXACT_FINAL_SHARE of the planned steps' floating-point
+ * operations (all max_steps of them; attn_train_plan_of), or under
+ * ATTN_TRAIN_EXACT_FINAL_FLOP (a second or two on a CPU). A rule of the
+ * configs and the corpus only, so a run and its resumes decide alike on
+ * every machine. A 3-step gpt2-124m run on Tiny Shakespeare: the pass over
+ * its 36,059 val tokens costs 4.0x the steps: no exact pass (1000 steps:
+ * 1.2%). */
+#define ATTN_TRAIN_EXACT_FINAL_MAX ((size_t)1 << 20)
+#define ATTN_TRAIN_EXACT_FINAL_SHARE 0.10
+#define ATTN_TRAIN_EXACT_FINAL_FLOP 1e11
 int attn_trainer_final_is_exact(const attn_trainer *tr);
+/* The exact pass's planned cost: its floating-point operations (a forward
+ * over every val window, batch_size windows at a time: a third of a training
+ * token's each) into *flop (may be NULL), and their share of the planned
+ * steps' as the result. Any trainer, a dry run's too. */
+double attn_trainer_final_exact_share(const attn_trainer *tr, double *flop);
 
 /* Write the checkpoint (both files, as one atomic unit) into dir, which must
  * exist; the caller holds dir's run lock (attn/runlock.h). */
@@ -418,6 +445,26 @@ typedef struct attn_train_progress {
     double eta_s;          /* to max_steps at that rate */
 } attn_train_progress;
 
+/* Which part of an evaluation runs (attn_eval_progress). */
+typedef enum attn_eval_part {
+    ATTN_EVAL_PART_TRAIN = 0, /* the train loss estimate: eval_iters batches */
+    ATTN_EVAL_PART_VAL = 1,   /* the val loss estimate: eval_iters batches */
+    ATTN_EVAL_PART_EXACT = 2  /* the exact val loss: every val window once */
+} attn_eval_part;
+
+/* Where an evaluation stands (attn_trainer_events.on_eval_progress). Its
+ * unit is a forward pass of one batch (this rank's share of them). */
+typedef struct attn_eval_progress {
+    int64_t step;          /* steps taken when it began */
+    int final;             /* 1: the run's final evaluation */
+    attn_eval_part part;   /* what runs now */
+    size_t batch, batches; /* this part's forwards done, of batches */
+    double done, total;    /* the evaluation's forwards: done (with the running
+                              one's share of its layers), of total */
+    double elapsed_s;      /* since it began */
+    double eta_s;          /* to its end at its pace so far; NAN before any */
+} attn_eval_progress;
+
 /* Callbacks of attn_trainer_run, each may be NULL; called on every rank
  * (attn_dist): a program prints on rank 0 only. */
 /* The book's data order (loader "book"): the 1-based epoch of the last
@@ -435,31 +482,43 @@ attn_status attn_trainer_greedy_text(const attn_trainer *tr, const char *prompt,
 
 typedef struct attn_trainer_events {
     void *user;
-    /* Polled before each step: nonzero asks the run to save and stop. The
-     * ranks agree (attn_dist_any), so all stop after the same step. */
+    /* Polled before each step and, during an evaluation, between the
+     * layers of its forwards (under attn_dist: before each of its batches):
+     * nonzero asks the run to save and stop. The ranks agree
+     * (attn_dist_any), so all stop at the same point. An evaluation so
+     * stopped is abandoned (its draws undone) and a resume runs it again. */
     int (*should_stop)(void *user, const attn_trainer *tr);
     void (*on_step)(void *user, const attn_trainer *tr, const attn_train_progress *p);
     void (*on_eval)(void *user, const attn_trainer *tr, const attn_eval_record *ev);
     /* The book's data order only: after the last step of epoch (1-based). */
     void (*on_epoch)(void *user, const attn_trainer *tr, int64_t epoch);
+    /* During an evaluation: as each part begins, after each layer of its
+     * forwards and after each forward. */
+    void (*on_eval_progress)(void *user, const attn_trainer *tr, const attn_eval_progress *p);
 } attn_trainer_events;
 
 /* How a run ended (attn_trainer_run's *result). */
 typedef struct attn_train_result {
-    int stopped;         /* 1: a stop request ended it before max_steps */
-    int budget_spent;    /* 1: time_budget ended it (with a final evaluation) */
-    int64_t start_step;  /* tr->step when the run began */
-    double wall_s;       /* the whole run, evaluations and saves included */
-    double train_s;      /* in steps */
-    double comm_s;       /* in MPI during steps (rank's own) */
-    uint64_t comm_bytes; /* sent + received during steps */
-    double tokens_per_s; /* over train_s */
+    int stopped;                /* 1: a stop request ended it before max_steps */
+    int budget_spent;           /* 1: time_budget ended it (with a final evaluation) */
+    int64_t start_step;         /* tr->step when the run began */
+    double wall_s;              /* the whole run, evaluations and saves included */
+    double train_s;             /* in steps */
+    double comm_s;              /* in MPI during steps (rank's own) */
+    uint64_t comm_bytes;        /* sent + received during steps */
+    double tokens_per_s;        /* over train_s */
+    double eval_s;              /* in evaluations */
+    double save_s;              /* in checkpoints and loss files */
+    int eval_stopped;           /* 1: the stop came during an evaluation (abandoned) */
+    attn_eval_progress eval_at; /* where that evaluation stood */
 } attn_train_result;
 
 /* The loop's rhythm, from tr->step to tcfg.max_steps: an evaluation first
- * when the run is fresh (step 0, !resumed); then steps; an evaluation every
- * eval_interval steps and the final one (attn_trainer_evaluate_final: the
- * exact val loss too) at max_steps; with a time_budget the run also ends
+ * at step 0 (not in the book's order); then steps; an evaluation every
+ * eval_interval steps and the final one (attn_trainer_evaluate_final) at
+ * max_steps; a resume first runs the evaluation of its step when a stop
+ * abandoned it (so a stopped and resumed run is the unbroken one); with a
+ * time_budget the run also ends
  * when the next step, the final evaluation and a checkpoint would no longer
  * fit in it (estimated from the last ones), with that final evaluation and
  * checkpoint (result->budget_spent). The budget's clock is tr->elapsed_s:
@@ -476,7 +535,7 @@ typedef struct attn_train_result {
  * every earlier one's also saves its checkpoint into out/best (ATTN_CKPT_BEST,
  * the same crash-safe layout; attn_gpt_load_checkpoint reads it). Under
  * attn_dist only rank 0 writes; out NULL = no files. A stop request leaves ATTN_OK with
- * result->stopped = 1. */
+ * result->stopped = 1 (and eval_stopped = 1 when it came during an evaluation). */
 attn_status attn_trainer_run(attn_trainer *tr, const char *out, int resumed,
                              const attn_trainer_events *events, attn_train_result *result,
                              attn_error *err);

@@ -487,11 +487,11 @@ def train(preset=None, config=None, data=None, out=None, *, on_step=None, on_eva
     learning_rate=1e-3, batch_size=8, ...; the names of `attn train --help`).
     on_step(step, loss, lr) is called after every step and on_eval(step,
     train_loss, val_loss) after every evaluation (val_loss: the exact one
-    over the whole val split when the evaluation took it, as the final one
-    and every one of eval_mode="exact" do); a true return stops the run,
-    which then saves its checkpoint as Ctrl-C does (and so does Ctrl-C, or
-    interrupting the kernel: the checkpoint is saved, then KeyboardInterrupt
-    is raised). `attn train --out DIR --resume` or attn.train(out=DIR,
+    over the whole val split when the evaluation took it, as every one of
+    eval_mode="exact" and the final one under final_eval do); a true return
+    stops the run, which then saves its checkpoint as Ctrl-C does (and so
+    does Ctrl-C, or interrupting the kernel: the checkpoint is saved, then
+    KeyboardInterrupt is raised). `attn train --out DIR --resume` or attn.train(out=DIR,
     resume=True) continues it. progress: a tqdm progress bar (None: when tqdm
     is installed). Returns a TrainResult; failures raise attn.Error."""
     for k in keys:

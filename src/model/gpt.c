@@ -310,6 +310,18 @@ void attn_gpt_embed(const attn_gpt *m, const int32_t *ids, size_t N, int T, int 
         add_pos(m, x, r, T, pos0);
 }
 
+/* A forward's stages for acts->poll: the blocks, then the head (the lean
+ * head's chunks in a forward without gradients). */
+static int forward_stages(const attn_gpt *m, const attn_gpt_acts *a, size_t N, int grads) {
+    const size_t head = a->lean && !grads ? (N + HEAD_ROWS - 1) / HEAD_ROWS : 1;
+    return m->cfg.n_layers + (int)head;
+}
+
+static attn_status abandoned(attn_gpt_acts *a, attn_error *err) {
+    a->loss = NAN;
+    return attn_fail(err, ATTN_ERR_STATE, "the forward was stopped (its poll asked)");
+}
+
 /* The lean head over the N rows of a->lnf, HEAD_ROWS at a time in
  * a->logits: the loss, added up as attn_cross_entropy_forward adds it, and
  * with grads each chunk's dlogits written over its logits, then fed to the
@@ -319,8 +331,10 @@ void attn_gpt_embed(const attn_gpt *m, const int32_t *ids, size_t N, int T, int 
  * the weight gradient's (V, C) fp32 sum is read and written once per
  * product (a quarter of the step's traffic at GPT-2's B4 T64 otherwise),
  * and the input gradient's product runs faster on more rows. */
-static float head_chunks(attn_gpt *m, attn_gpt_acts *a, size_t N, int grads, float loss_scale) {
+static float head_chunks(attn_gpt *m, attn_gpt_acts *a, size_t N, int grads, float loss_scale,
+                         int *stopped) {
     const size_t C = (size_t)m->cfg.emb_dim, V = (size_t)m->cfg.vocab_size;
+    const int L = m->cfg.n_layers, stages = forward_stages(m, a, N, grads);
     const size_t dw_rows = N < HEAD_DW_ROWS ? N : HEAD_DW_ROWS;
     attn_linear *head = &m->out_head;
     const int keep16 =
@@ -335,6 +349,11 @@ static float head_chunks(attn_gpt *m, attn_gpt_acts *a, size_t N, int grads, flo
         attn_cross_entropy_accumulate(a->logits, a->targets + r0, a->lse + r0, n, V, &total);
         for (size_t r = 0; r < n; r++)
             a->target_logit[r0 + r] = a->logits[r * V + (size_t)a->targets[r0 + r]];
+        if (!grads && r0 + n < N && a->poll &&
+            a->poll(a->poll_user, L + (int)(r0 / HEAD_ROWS) + 1, stages)) {
+            *stopped = 1;
+            return NAN;
+        }
         if (!grads) continue;
         attn_cross_entropy_backward_inplace(a->logits, a->targets + r0, a->lse + r0,
                                             loss_scale / (float)N, n, V);
@@ -370,17 +389,22 @@ static attn_status forward_core(attn_gpt *m, int B, int T, const attn_forward_mo
     float *x = a->blocks[0].x_in;
     attn_gpt_embed(m, a->ids, N, T, 0, x);
     int dropped = attn_dropout_forward_inplace(x, a->keep_emb, c->drop_rate, mode, N * C);
+    const int stages = forward_stages(m, a, N, grad_scale != NULL);
     for (int l = 0; l < c->n_layers; l++) {
         float *x_out = l + 1 < c->n_layers ? a->blocks[l + 1].x_in : a->x_final;
         attn_status s =
             attn_block_forward(&m->blocks[l], &a->blocks[l], &shape, mode, x_out, &dropped, err);
         if (s != ATTN_OK) return s;
+        if (a->poll && a->poll(a->poll_user, l + 1, stages)) return abandoned(a, err);
     }
     a->dropout_used = dropped;
     attn_layernorm_forward(&m->final_norm, a->x_final, a->lnf, a->lnf_mean, a->lnf_rstd, N);
     a->loss = NAN;
     if (a->lean) {
-        a->loss = head_chunks(m, a, N, grad_scale != NULL, grad_scale ? *grad_scale : 0.0f);
+        int stopped = 0;
+        a->loss =
+            head_chunks(m, a, N, grad_scale != NULL, grad_scale ? *grad_scale : 0.0f, &stopped);
+        if (stopped) return abandoned(a, err);
     } else {
         attn_linear_forward(&m->out_head, a->lnf, a->logits, N);
         if (a->has_targets) {
@@ -496,7 +520,8 @@ static attn_status backward(attn_gpt *m, attn_gpt_acts *a, float loss_scale, att
     if (s != ATTN_OK) return s;
     const size_t N = (size_t)a->B * (size_t)a->T, V = (size_t)m->cfg.vocab_size;
     if (a->lean) { /* each chunk's logits again (attn_gpt_forward_backward does not) */
-        head_chunks(m, a, N, 1, loss_scale);
+        int unpolled;
+        head_chunks(m, a, N, 1, loss_scale, &unpolled);
     } else {
         memset(a->d_logits, 0, N * V * sizeof(float)); /* every backward accumulates */
         attn_cross_entropy_backward(a->logits, a->targets, a->lse, loss_scale, a->d_logits, N, V);

@@ -1,10 +1,12 @@
 /* The exact loss of a token sequence: every token once, in windows of the
- * model's context (attn_gpt_loss_windows, attn/train.h). */
+ * model's context (attn_gpt_loss_windows, attn/train.h), and the trainer's
+ * ticked pass (trainer.h). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "attn/train.h"
+#include "trainer.h"
 
 float attn_eval_val(const attn_eval_record *r) {
     return isnan(r->val_exact) ? r->val_loss : r->val_exact;
@@ -18,12 +20,20 @@ attn_status attn_gpt_loss_windows(attn_gpt *m, attn_gpt_acts *acts, const int32_
 
 attn_status attn_gpt_loss_dataset(attn_gpt *m, attn_gpt_acts *acts, const attn_token_dataset *ds,
                                   double *loss, size_t *count, attn_error *err) {
+    return attn_gpt_loss_dataset_ticked(m, acts, ds, loss, count, NULL, NULL, err);
+}
+
+attn_status attn_gpt_loss_dataset_ticked(attn_gpt *m, attn_gpt_acts *acts,
+                                         const attn_token_dataset *ds, double *loss, size_t *count,
+                                         int (*tick)(void *user, size_t batch, size_t batches),
+                                         void *user, attn_error *err) {
     const int B = acts->B, T = acts->T;
     const size_t n = ds->n_ids;
     const size_t bt = (size_t)B * (size_t)T;
     if (n < 2)
         return attn_fail(err, ATTN_ERR_INVALID_ARG, "the sequence needs 2 tokens, has %zu", n);
     const size_t preds = n - 1, n_win = (preds + (size_t)T - 1) / (size_t)T;
+    const size_t batches = (n_win + (size_t)B - 1) / (size_t)B;
     int32_t *x = malloc(bt * sizeof *x), *y = malloc(bt * sizeof *y);
     int32_t *w_ids = malloc(((size_t)T + 1) * sizeof *w_ids);
     if (!x || !y || !w_ids) {
@@ -35,6 +45,10 @@ attn_status attn_gpt_loss_dataset(attn_gpt *m, attn_gpt_acts *acts, const attn_t
     double sum = 0;
     attn_status st = ATTN_OK;
     for (size_t w0 = 0; w0 < n_win && !st; w0 += (size_t)B) {
+        if (tick && tick(user, w0 / (size_t)B, batches)) {
+            st = attn_fail(err, ATTN_ERR_STATE, "the exact evaluation was stopped");
+            break;
+        }
         /* Row b holds window w0 + b, or window 0 (not counted) past the end;
          * a short window is padded with its first token after its end. */
         for (int b = 0; b < B && !st; b++) {
@@ -63,6 +77,7 @@ attn_status attn_gpt_loss_dataset(attn_gpt *m, attn_gpt_acts *acts, const attn_t
     free(y);
     free(w_ids);
     if (st) return st;
+    if (tick) tick(user, batches, batches);
     *loss = sum / (double)preds;
     if (count) *count = preds;
     return ATTN_OK;

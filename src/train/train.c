@@ -1,6 +1,7 @@
-/* The trainer: init, one step, evaluation (see attn/train.h); checkpoints in
- * train_checkpoint.c, configs in train_config.c, the loop in train_loop.c,
- * the loss report in train_report.c. */
+/* The trainer: init and one step (see attn/train.h); evaluations in
+ * train_eval.c, checkpoints in train_checkpoint.c, configs in
+ * train_config.c, the loop in train_loop.c, the loss report in
+ * train_report.c. */
 #define _POSIX_C_SOURCE 200809L /* sigaction, clock_gettime, mkdtemp */
 
 #include "attn/train.h"
@@ -227,15 +228,14 @@ static attn_status record_step(attn_trainer *tr, float loss, double lr, double n
     return ATTN_OK;
 }
 
-/* A dry run's trainer (plan_only) has no model to step, evaluate or save. */
-static attn_status planning(const attn_trainer *tr, attn_error *err) {
+attn_status attn_trainer_planning(const attn_trainer *tr, attn_error *err) {
     return tr->plan_only ? attn_fail(err, ATTN_ERR_STATE,
                                      "a dry run's trainer plans the run and does not train")
                          : ATTN_OK;
 }
 
 attn_status attn_trainer_step(attn_trainer *tr, attn_train_record *rec, attn_error *err) {
-    if (planning(tr, err)) return ATTN_ERR_STATE;
+    if (attn_trainer_planning(tr, err)) return ATTN_ERR_STATE;
     const attn_train_config *c = &tr->tcfg;
     const int B = c->batch_size, T = tr->mcfg.context_length;
     double lr = attn_train_lr(c, tr->step, tr->progress);
@@ -277,70 +277,6 @@ attn_status attn_trainer_step(attn_trainer *tr, attn_train_record *rec, attn_err
                                    tr->model.bf16, err)))
         return st;
     return record_step(tr, loss, lr, norm, rec, err);
-}
-
-/* The sampled estimate of split s (0 train, 1 val): eval_iters random
- * batches (drawn on every rank, split over the ranks). */
-static attn_status sampled_loss(attn_trainer *tr, int s, float *mean, attn_error *err) {
-    const int B = tr->tcfg.batch_size, T = tr->mcfg.context_length;
-    const attn_token_dataset *split = s ? &tr->val : &tr->train;
-    const size_t n_it = (size_t)tr->tcfg.eval_iters;
-    size_t lo, hi; /* this rank's share of the batches (all of them alone) */
-    attn_dist_block(tr->dist, n_it, &lo, &hi);
-    for (size_t i = 0; i < n_it; i++) {
-        attn_status st = attn_dataset_random_batch(split, &tr->eval_rng, B, tr->xb, tr->yb, err);
-        if (st) return st;
-        if (i < lo || i >= hi) continue;
-        st = tr->gpu ? attn_trainer_device_eval(tr, &tr->eval_loss[i], err)
-                     : attn_gpt_forward(&tr->model, tr->xb, tr->yb, B, T, NULL, &tr->acts,
-                                        &tr->eval_loss[i], err);
-        if (st) return st;
-    }
-    attn_status st = attn_dist_allgather(tr->dist, tr->eval_loss, n_it, err);
-    if (st) return st;
-    double sum = 0;
-    for (size_t i = 0; i < n_it; i++)
-        sum += tr->eval_loss[i];
-    *mean = (float)(sum / tr->tcfg.eval_iters);
-    return ATTN_OK;
-}
-
-/* The exact val loss (every rank computes it whole: it is deterministic, and
- * the ranks hold the same weights). */
-static attn_status exact_val(attn_trainer *tr, float *out, attn_error *err) {
-    attn_status st = tr->gpu ? attn_trainer_device_sync(tr, err) : ATTN_OK;
-    double loss = 0;
-    if (!st) st = attn_gpt_loss_dataset(&tr->model, &tr->acts, &tr->val, &loss, NULL, err);
-    if (!st) *out = (float)loss;
-    return st;
-}
-
-static attn_status evaluate(attn_trainer *tr, int sampled_val, int exact, attn_eval_record *rec,
-                            attn_error *err) {
-    attn_eval_record r = {tr->step, NAN, NAN, NAN};
-    if (planning(tr, err)) return ATTN_ERR_STATE;
-    attn_status st = sampled_loss(tr, 0, &r.train_loss, err);
-    if (!st && sampled_val) st = sampled_loss(tr, 1, &r.val_loss, err);
-    if (!st && exact) st = exact_val(tr, &r.val_exact, err);
-    if (!st) st = train_history_push_eval(tr, &r, err);
-    if (st) return st;
-    if (rec) *rec = r;
-    return ATTN_OK;
-}
-
-attn_status attn_trainer_evaluate(attn_trainer *tr, attn_eval_record *rec, attn_error *err) {
-    if (tr->book && !planning(tr, err)) return attn_trainer_book_evaluate(tr, rec, err);
-    const int exact = tr->tcfg.eval_mode == ATTN_EVAL_EXACT;
-    return evaluate(tr, !exact, exact, rec, err);
-}
-
-int attn_trainer_final_is_exact(const attn_trainer *tr) {
-    return tr->tcfg.eval_mode == ATTN_EVAL_EXACT || tr->val.n_ids <= ATTN_TRAIN_EXACT_FINAL_MAX;
-}
-
-attn_status attn_trainer_evaluate_final(attn_trainer *tr, attn_eval_record *rec, attn_error *err) {
-    return evaluate(tr, tr->tcfg.eval_mode != ATTN_EVAL_EXACT, attn_trainer_final_is_exact(tr), rec,
-                    err);
 }
 
 /* ---- the public, opaque trainer ------------------------------------------ */

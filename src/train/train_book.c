@@ -157,61 +157,6 @@ int64_t attn_trainer_book_epoch(const attn_trainer *tr) {
     return tr->step == 0 ? 1 : (tr->step - 1) / (int64_t)tr->book->batches + 1;
 }
 
-/* One eval-mode batch of k windows (k < batch_size: the val loader's last
- * one, drop_last False, on a workspace of its own). */
-static attn_status batch_loss(attn_trainer *tr, const attn_token_dataset *ds, const size_t *win,
-                              int k, float *loss, attn_error *err) {
-    const int T = tr->mcfg.context_length;
-    attn_status st = attn_book_fill(ds, win, k, T, tr->xb, tr->yb, err);
-    if (st) return st;
-    if (k == tr->tcfg.batch_size)
-        return attn_gpt_forward(&tr->model, tr->xb, tr->yb, k, T, NULL, &tr->acts, loss, err);
-    attn_gpt_acts acts;
-    st = attn_gpt_acts_init(&acts, &tr->model, k, T, err);
-    if (st) return st;
-    st = attn_gpt_forward(&tr->model, tr->xb, tr->yb, k, T, NULL, &acts, loss, err);
-    attn_gpt_acts_free(&acts);
-    return st;
-}
-
-/* calc_loss_loader(loader, num_batches = eval_iters): the mean of the
- * first batches' losses (win: the loader's order of its n_win windows). */
-static attn_status loader_loss(attn_trainer *tr, const attn_token_dataset *ds, const size_t *win,
-                               size_t n_win, float *out, attn_error *err) {
-    const size_t B = (size_t)tr->tcfg.batch_size;
-    size_t nb = (n_win + B - 1) / B;
-    nb = nb < (size_t)tr->tcfg.eval_iters ? nb : (size_t)tr->tcfg.eval_iters;
-    double total = 0;
-    for (size_t b = 0; b < nb; b++) {
-        float loss = 0;
-        const size_t k = n_win - b * B < B ? n_win - b * B : B;
-        attn_status st = batch_loss(tr, ds, win + b * B, (int)k, &loss, err);
-        if (st) return st;
-        total += (double)loss; /* loss.item(): a Python float */
-    }
-    *out = (float)(total / (double)nb);
-    return ATTN_OK;
-}
-
-attn_status attn_trainer_book_evaluate(attn_trainer *tr, attn_eval_record *rec, attn_error *err) {
-    attn_book_order *o = tr->book;
-    attn_eval_record r = {tr->step, NAN, NAN, NAN};
-    if (tr->gpu)
-        return attn_fail(err, ATTN_ERR_INVALID_ARG, "the book's data order runs on the CPU only");
-    int64_t base, seed;
-    attn_book_iterator(&tr->model_rng, o->windows, &base, &seed, o->scratch);
-    attn_status st =
-        loader_loss(tr, &tr->train, o->scratch, o->batches * (size_t)o->B, &r.train_loss, err);
-    if (st) return st;
-    base = attn_rng_int64(&tr->model_rng); /* the val iterator: SequentialSampler */
-    for (size_t k = 0; k < o->val_windows; k++)
-        o->scratch[k] = k;
-    if ((st = loader_loss(tr, &tr->val, o->scratch, o->val_windows, &r.val_loss, err))) return st;
-    if ((st = train_history_push_eval(tr, &r, err))) return st;
-    if (rec) *rec = r;
-    return ATTN_OK;
-}
-
 /* The first maximum of x[0..n) (torch.argmax). */
 static int32_t argmax(const float *x, int n) {
     int32_t best = 0;

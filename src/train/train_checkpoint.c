@@ -592,13 +592,14 @@ static attn_status check_config(const attn_trainer *tr, const char *dir, const a
     attn_trainer then_tr = *tr, now_tr = *tr;
     then_tr.mcfg = *mc;
     then_tr.tcfg = *tc;
-    /* Only how often to print and save, and how long to train, may change
-     * on resume; the LR schedule must stay the same, so lr_decay_steps is
+    /* Only how often to print and save, how long to train and the final
+     * evaluation may change on resume; the LR schedule must stay the same, so lr_decay_steps is
      * compared as the horizon it stands for (attn_train_config_extend pins
      * it). */
     attn_train_config *t = &then_tr.tcfg;
     t->log_interval = tr->tcfg.log_interval;
     t->checkpoint_interval = tr->tcfg.checkpoint_interval;
+    t->final_eval = tr->tcfg.final_eval; /* how the run ends, not its steps */
     if (!t->lr_decay_steps) t->lr_decay_steps = t->max_steps;
     t->max_steps = tr->tcfg.max_steps;
     if (!now_tr.tcfg.lr_decay_steps) now_tr.tcfg.lr_decay_steps = now_tr.tcfg.max_steps;

@@ -32,6 +32,7 @@ static const char *const EVAL_MODES[] = {"sampled", "exact", NULL}; /* attn_eval
 static const char *const LR_SCHEDULES[] = {"cosine", "wsd", NULL};  /* attn_lr_schedule */
 static const char *const TOKENIZERS[] = {"char", "gpt2", NULL};     /* attn_tokenizer_kind */
 static const char *const LOADERS[] = {"sampler", "book", NULL};     /* attn_train_loader */
+static const char *const FINAL_EVALS[] = {"auto", "exact", "sampled", NULL}; /* attn_final_eval */
 
 /* One row per key: JSON name, nanoGPT's alias, the `attn train` option,
  * type, range, help; in attn_train_config's order. */
@@ -108,12 +109,12 @@ static const key_row ROWS[] = {
     {{"eval_mode", NULL, "eval", ATTN_TKEY_CHOICE, .choices = EVAL_MODES,
       .help =
           "sampled: eval_iters batches per split;\nexact: val over the whole split (every\ntoken "
-          "once; the final eval always is)"},
+          "once; the final eval: --final-eval)"},
      OFF(eval_mode),
      S_ENUM},
     {{"time_budget", NULL, "time-budget", ATTN_TKEY_NUMBER, 0, 1e300,
-      .help = "end the run after SECONDS of wall time\n(evals included) with an exact eval and a\n"
-              "checkpoint; the LR schedule follows the\nclock (0 = none)"},
+      .help = "end the run after SECONDS of wall time\n(evals included) with its final eval and\n"
+              "a checkpoint; the LR schedule follows\nthe clock (0 = none)"},
      OFF(time_budget),
      S_F64},
     {{"lr_schedule", NULL, "lr-schedule", ATTN_TKEY_CHOICE, .choices = LR_SCHEDULES,
@@ -130,6 +131,11 @@ static const key_row ROWS[] = {
       .help = "sampler (random windows) or book (the\nbook's chapter-5 DataLoader: stride\n"
               "context_length, epochs, evals after\nstep 0, eval_interval, ...)"},
      OFF(loader),
+     S_ENUM},
+    {{"final_eval", NULL, "final-eval", ATTN_TKEY_CHOICE, .choices = FINAL_EVALS,
+      .help = "the final eval's exact val loss: auto\n(when it costs at most a tenth of the\n"
+              "steps), exact, or sampled (none)"},
+     OFF(final_eval),
      S_ENUM},
 };
 _Static_assert(sizeof ROWS / sizeof ROWS[0] == ATTN_TRAIN_KEY_COUNT,
@@ -455,6 +461,10 @@ attn_status attn_train_config_validate(const attn_train_config *c, attn_error *e
     if (c->min_lr > c->learning_rate)
         return attn_fail(err, ATTN_ERR_INVALID_ARG, "min_lr %g is above the learning rate %g",
                          c->min_lr, c->learning_rate);
+    if (c->eval_mode == ATTN_EVAL_EXACT && c->final_eval == ATTN_FINAL_SAMPLED)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "final_eval sampled contradicts eval_mode exact (every evaluation "
+                         "takes the exact val loss)");
     return ATTN_OK;
 }
 
@@ -471,7 +481,8 @@ char *attn_train_config_to_json(const attn_train_config *c) {
             (ROWS[i].offset == OFF(time_budget) && c->time_budget == 0) ||
             (ROWS[i].offset == OFF(lr_schedule) && c->lr_schedule == ATTN_LR_COSINE) ||
             (ROWS[i].offset == OFF(tokenizer) && c->tokenizer == ATTN_TOKENIZER_CHAR) ||
-            (ROWS[i].offset == OFF(loader) && c->loader == ATTN_LOADER_SAMPLER))
+            (ROWS[i].offset == OFF(loader) && c->loader == ATTN_LOADER_SAMPLER) ||
+            (ROWS[i].offset == OFF(final_eval) && c->final_eval == ATTN_FINAL_AUTO))
             continue;
         if (k->type == ATTN_TKEY_CHOICE)
             cJSON_AddStringToObject(o, k->name, v.s);

@@ -58,6 +58,7 @@ typedef struct budget_clock {
     double fwd_token_s;  /* seconds per token of an eval forward (0 = not measured) */
     double exact_s;      /* the last exact evaluation's seconds (0 = none yet) */
     double save_s, step_s;
+    double evals_s, saves_s; /* all the run's evaluations', saves' (the summary) */
 } budget_clock;
 
 static double clock_now(const budget_clock *k) {
@@ -77,13 +78,15 @@ static double final_eval_s(const attn_trainer *tr, const budget_clock *k) {
     return 1.25 * per * tokens;
 }
 
-/* An evaluation (final: attn_trainer_evaluate_final), timed for the clock. */
+/* An evaluation (final: attn_trainer_evaluate_final), timed for the clock.
+ * One a stop abandoned fails with tr->eval_stopped set. */
 static attn_status timed_eval(attn_trainer *tr, int final, budget_clock *k, attn_eval_record *er,
                               attn_error *err) {
     const double t = attn_now_s();
     attn_status s =
         final ? attn_trainer_evaluate_final(tr, er, err) : attn_trainer_evaluate(tr, er, err);
     const double dt = attn_now_s() - t;
+    k->evals_s += dt;
     if (!s && !isnan(er->val_exact)) k->exact_s = dt;
     if (!s && isnan(er->val_exact)) {
         const double tokens =
@@ -98,6 +101,7 @@ static attn_status timed_save(attn_trainer *tr, const char *out, budget_clock *k
     const double t = attn_now_s();
     attn_status s = save(tr, out, err);
     k->save_s = attn_now_s() - t;
+    k->saves_s += k->save_s;
     return s;
 }
 
@@ -158,17 +162,38 @@ static attn_status timed_step(attn_trainer *tr, const attn_trainer_events *ev, b
     return ATTN_OK;
 }
 
+/* Whether the current step (> 0) has an evaluation: every eval_interval
+ * steps and the last; the book's after global step 0, eval_interval, ... */
+static int eval_step(const attn_trainer *tr) {
+    const attn_train_config *c = &tr->tcfg;
+    return tr->book ? (tr->step - 1) % c->eval_interval == 0
+                    : tr->step % c->eval_interval == 0 || tr->step == c->max_steps;
+}
+
+/* Whether the run must evaluate before its next step: a fresh run's first
+ * evaluation (not in the book's order), or the one of the checkpoint's step
+ * that a stop abandoned (its record is missing). */
+static int eval_due(const attn_trainer *tr) {
+    if (tr->n_evals && tr->evals[tr->n_evals - 1].step == tr->step) return 0;
+    return tr->step == 0 ? !tr->book : eval_step(tr);
+}
+
 /* After a step: an evaluation every eval_interval steps and at the last, a
- * checkpoint with it and every checkpoint_interval steps (*saved: one was). */
+ * checkpoint with it and every checkpoint_interval steps (*saved: one was).
+ * An evaluation a stop abandoned (tr->eval_stopped) leaves the step's
+ * checkpoint without it: a resume runs it again (eval_due). */
 static attn_status after_step(attn_trainer *tr, const char *out, const attn_trainer_events *ev,
                               budget_clock *k, int *saved, attn_error *err) {
     const attn_train_config *c = &tr->tcfg;
     const int last = tr->step == c->max_steps && !tr->book;
-    const int did_eval = tr->book ? (tr->step - 1) % c->eval_interval == 0
-                                  : tr->step % c->eval_interval == 0 || last;
+    const int did_eval = eval_step(tr);
     attn_status s;
     *saved = 0;
-    if (did_eval && (s = eval_report(tr, last, k, ev, err))) return s;
+    if (did_eval && (s = eval_report(tr, last, k, ev, err))) {
+        if (!tr->eval_stopped) return s;
+        *saved = 1;
+        return timed_save(tr, out, k, err);
+    }
     if (tr->book && ev->on_epoch && tr->step % attn_trainer_book_batches(tr) == 0)
         ev->on_epoch(ev->user, tr, attn_trainer_book_epoch(tr));
     if (did_eval || (c->checkpoint_interval > 0 && tr->step % c->checkpoint_interval == 0)) {
@@ -178,19 +203,54 @@ static attn_status after_step(attn_trainer *tr, const char *out, const attn_trai
     return did_eval ? save_best(tr, out, err) : ATTN_OK;
 }
 
-/* The end: a spent budget's final (exact) evaluation, then its checkpoint,
- * whose clock says the whole budget is spent (it kept time for them), so a
+/* The end: a spent budget's final evaluation, then its checkpoint, whose
+ * clock says the whole budget is spent (it kept time for them), so a
  * --resume takes no further step; else a checkpoint unless the last step
- * saved one. */
+ * saved one. A stop during that evaluation saves on the clock as it is. */
 static attn_status finish(attn_trainer *tr, const char *out, int spent, int saved, budget_clock *k,
                           const attn_trainer_events *ev, attn_error *err) {
-    if (!spent) return saved ? ATTN_OK : timed_save(tr, out, k, err);
+    if (!spent || tr->eval_stopped) return saved ? ATTN_OK : timed_save(tr, out, k, err);
     attn_status s = eval_report(tr, 1, k, ev, err);
+    if (s && tr->eval_stopped) return timed_save(tr, out, k, err);
     if (s) return s;
     const double now = clock_now(k), budget = tr->tcfg.time_budget;
     tr->elapsed_s = now > budget ? now : budget;
+    const double t = attn_now_s();
     s = save(tr, out, err);
+    k->saves_s += attn_now_s() - t;
     return s ? s : save_best(tr, out, err);
+}
+
+static double step_tokens(const attn_trainer *tr) {
+    const attn_train_config *c = &tr->tcfg;
+    const int accum = c->grad_accum > 1 ? c->grad_accum : 1;
+    return (double)c->batch_size * tr->mcfg.context_length * accum;
+}
+
+/* The steps from tr->step on, with their evaluations and checkpoints, and
+ * the end (*spent: the time budget ended the run). */
+static attn_status run_steps(attn_trainer *tr, const char *out, int resumed,
+                             const attn_trainer_events *ev, budget_clock *k, attn_train_result *res,
+                             int *spent, attn_error *err) {
+    const attn_train_config *c = &tr->tcfg;
+    const double tokens_per_step = step_tokens(tr);
+    int saved = resumed; /* a resumed run's state is already on disk */
+    attn_status s = ATTN_OK;
+    /* The first evaluation (no checkpoint: step 0 is never a best), or the
+     * one a stop abandoned, with its step's checkpoint. */
+    if (eval_due(tr))
+        s = tr->step == 0 ? eval_report(tr, 0, k, ev, err)
+                          : after_step(tr, out, ev, k, &saved, err);
+    if (s && !tr->eval_stopped) return s;
+    while (!tr->eval_stopped && tr->step < c->max_steps) {
+        int stop = ev->should_stop ? ev->should_stop(ev->user, tr) : 0;
+        if (attn_dist_any(tr->dist, stop)) break; /* all ranks stop together */
+        if (c->time_budget > 0 && (*spent = budget_spent(tr, k))) break;
+        if ((s = timed_step(tr, ev, k, res, tokens_per_step, err)) ||
+            (s = after_step(tr, out, ev, k, &saved, err)))
+            return s;
+    }
+    return finish(tr, out, *spent, saved, k, ev, err);
 }
 
 attn_status attn_trainer_run(attn_trainer *tr, const char *out, int resumed,
@@ -199,29 +259,23 @@ attn_status attn_trainer_run(attn_trainer *tr, const char *out, int resumed,
     static const attn_trainer_events none = {0};
     const attn_trainer_events *ev = events ? events : &none;
     const attn_train_config *c = &tr->tcfg;
-    const int accum = c->grad_accum > 1 ? c->grad_accum : 1;
-    const double tokens_per_step = (double)c->batch_size * tr->mcfg.context_length * accum;
     attn_train_result res = {.start_step = tr->step};
     budget_clock k = {.t0 = attn_now_s(), .elapsed0 = tr->elapsed_s};
-    attn_status s;
-    /* The first evaluation (out NULL: step 0 is never a best). */
-    if (!resumed && tr->step == 0 && !tr->book && (s = eval_report(tr, 0, &k, ev, err))) return s;
-    int saved = resumed; /* a resumed run's state is already on disk */
-    int spent = 0;       /* the time budget ended the run */
-    while (tr->step < c->max_steps) {
-        int stop = ev->should_stop ? ev->should_stop(ev->user, tr) : 0;
-        if (attn_dist_any(tr->dist, stop)) break; /* all ranks stop together */
-        if (c->time_budget > 0 && (spent = budget_spent(tr, &k))) break;
-        if ((s = timed_step(tr, ev, &k, &res, tokens_per_step, err)) ||
-            (s = after_step(tr, out, ev, &k, &saved, err)))
-            return s;
-    }
-    if ((s = finish(tr, out, spent, saved, &k, ev, err))) return s;
-    res.stopped = tr->step < c->max_steps && !spent;
-    res.budget_spent = spent;
+    int spent = 0; /* the time budget ended the run */
+    tr->ev = ev;   /* evaluations report and stop through it */
+    tr->eval_stopped = 0;
+    attn_status s = run_steps(tr, out, resumed, ev, &k, &res, &spent, err);
+    tr->ev = NULL;
+    if (s) return s;
+    res.eval_stopped = tr->eval_stopped;
+    if (res.eval_stopped) res.eval_at = tr->eval_now;
+    res.stopped = res.eval_stopped || (tr->step < c->max_steps && !spent);
+    res.budget_spent = spent && !res.eval_stopped;
     res.wall_s = attn_now_s() - k.t0;
+    res.eval_s = k.evals_s;
+    res.save_s = k.saves_s;
     res.tokens_per_s =
-        res.train_s > 0 ? (double)(tr->step - res.start_step) * tokens_per_step / res.train_s : 0;
+        res.train_s > 0 ? (double)(tr->step - res.start_step) * step_tokens(tr) / res.train_s : 0;
     if (result) *result = res;
     return ATTN_OK;
 }

@@ -115,7 +115,7 @@ static void fmt_value(const attn_train_key *k, attn_train_value v, char *buf, si
 /* May differ between a resume's request and its checkpoint. */
 static int resume_may_change(const char *key) {
     return !strcmp(key, "max_steps") || !strcmp(key, "log_interval") ||
-           !strcmp(key, "checkpoint_interval");
+           !strcmp(key, "checkpoint_interval") || !strcmp(key, "final_eval");
 }
 
 /* The first key where what the request resolves to (sm, st) differs from
@@ -213,8 +213,8 @@ static attn_status resolve_resume(const attn_train_request *rq, attn_train_setup
         return fail_request(
             s, attn_fail(err, ATTN_ERR_INVALID_ARG,
                          "cannot resume %.400s with a different config: %s gives %s %s (a "
-                         "resume may change only max_steps, log_interval and "
-                         "checkpoint_interval%s)",
+                         "resume may change only max_steps, log_interval, "
+                         "checkpoint_interval and final_eval%s)",
                          rq->out, from, key, what,
                          from[0] == '-' ? ""
                                         : "; without --preset and --config it continues "
@@ -225,6 +225,7 @@ static attn_status resolve_resume(const attn_train_request *rq, attn_train_setup
      * with the command line that started it). */
     if (given(rq, "log_interval")) s->train.log_interval = stc.log_interval;
     if (given(rq, "checkpoint_interval")) s->train.checkpoint_interval = stc.checkpoint_interval;
+    if (given(rq, "final_eval")) s->train.final_eval = stc.final_eval;
     if (given(rq, "max_steps")) attn_train_config_extend(&s->train, &saved, stc.max_steps);
     s->vocab_given = 0; /* the saved vocabulary (attn_train_start) */
     return ATTN_OK;

@@ -47,6 +47,15 @@ struct attn_trainer {
     int plan_only;
     /* The book's data order (train_book.c), NULL: the sampler's. */
     struct attn_book_order *book;
+    /* attn_trainer_run's events while it runs (NULL otherwise), and the
+     * evaluation in progress (train_eval.c): where it stands, when it
+     * began, the forwards of its parts (attn_eval_part's order), whether a
+     * stop abandoned it. */
+    const attn_trainer_events *ev;
+    attn_eval_progress eval_now;
+    double eval_t0;
+    size_t eval_parts[3];
+    int eval_stopped;
 };
 
 /* In place, for a trainer the caller holds (attn_trainer_create allocates
@@ -135,6 +144,19 @@ attn_status attn_trainer_book_attach(attn_trainer *tr, attn_error *err);
 attn_status attn_trainer_book_attach_ids(attn_trainer *tr, const int32_t *train_ids, size_t n_train,
                                          const int32_t *val_ids, size_t n_val, attn_error *err);
 void attn_trainer_book_decay_all(attn_trainer *tr);
-attn_status attn_trainer_book_evaluate(attn_trainer *tr, attn_eval_record *rec, attn_error *err);
+
+/* A dry run's trainer (plan_only) has no model to step, evaluate or save:
+ * ATTN_ERR_STATE saying so; ATTN_OK for any other (train.c). */
+attn_status attn_trainer_planning(const attn_trainer *tr, attn_error *err);
+
+/* ---- the evaluations (train_eval.c, eval_windows.c) ------------------------ */
+
+/* The exact loss of ds (attn_gpt_loss_dataset) with tick(user, batch,
+ * batches) before each batch of windows and after the last: nonzero before
+ * a batch abandons the pass (ATTN_ERR_STATE). */
+attn_status attn_gpt_loss_dataset_ticked(attn_gpt *m, attn_gpt_acts *acts,
+                                         const attn_token_dataset *ds, double *loss, size_t *count,
+                                         int (*tick)(void *user, size_t batch, size_t batches),
+                                         void *user, attn_error *err);
 
 #endif
