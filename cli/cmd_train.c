@@ -170,9 +170,10 @@ static cli_command train_cli = {
     "  checkpoint CKPT (fine-tuning): the model's shape and vocabulary are CKPT's\n"
     "  (the corpus may use part of it); the training recipe comes from the\n"
     "  preset, --config and the options.\n"
-    "  --dry-run makes the real run's checks, prints the resolved config, where\n"
-    "  the run stands, parameter count, memory, checkpoint size and a time\n"
-    "  estimate (matrix-product speed measured here), and exits; writes nothing\n"
+    "  --dry-run makes the real run's checks, prints the resolved config, the\n"
+    "  tokens of each split, what the evaluations cost, where the run stands,\n"
+    "  parameter count, memory, checkpoint size and a time estimate (the median\n"
+    "  of nine matrix-product timings here), and exits; writes nothing\n"
     "  and allocates no model (checkpoints are read from their headers).\n"
     "  Runs above 10^15 operations (seed004: hours) print that estimate first.\n"
     "  Training options without a default take the preset's (or the saved run's).\n",

@@ -184,10 +184,40 @@ static void plan_of(const train_run_info *r, const attn_gpt_config *m, const att
     attn_train_plan_env_of(m, t, &env, p);
 }
 
+/* The dry run's token counts and what its evaluations cost, against the
+ * steps' work (flops: the steps still to take). */
+static void print_eval_plan(const attn_trainer *tr, const attn_train_plan *p, int64_t steps) {
+    const attn_train_config *t = attn_trainer_train_config(tr);
+    size_t n_train = 0, n_val = 0;
+    attn_trainer_split_tokens(tr, &n_train, &n_val);
+    printf("tokens      %zu train, %zu val\n", n_train, n_val);
+    if (steps <= 0) return;
+    const double work = p->flops_per_step * (double)steps;
+    const int accum = t->grad_accum > 1 ? t->grad_accum : 1;
+    /* A sampled evaluation: eval_iters batches of each split, forward only
+     * (a third of a training token's work). */
+    const int64_t every = t->eval_interval > 0 ? t->eval_interval : steps; /* and the last */
+    const int64_t n_evals = steps / every + 1 + (steps % every != 0);
+    const double sampled = (double)n_evals * 2.0 * t->eval_iters * p->flops_per_step / accum / 3.0;
+    double exact_flop = 0;
+    const double share = attn_trainer_final_exact_share(tr, &exact_flop);
+    printf("evaluation  %" PRId64 " evaluation%s of %d batches of each split (~%.1f%% of the "
+           "steps' work)",
+           n_evals, n_evals == 1 ? "" : "s", t->eval_iters, work > 0 ? 100.0 * sampled / work : 0.0);
+    if (attn_trainer_final_is_exact(tr))
+        printf("; the final exact pass over %zu val tokens (~%.1f%%)\n", n_val, 100.0 * share);
+    else
+        printf("; no final exact pass (it would cost %.2fx the steps' work; --final-eval exact "
+               "runs it)\n",
+               share);
+}
+
 /* --dry-run's report: the configs, where the run stands (run) and the cost
  * of the steps after step. */
-static int print_plan(const train_run_info *r, const attn_gpt_config *m, const attn_train_config *t,
-                      size_t n, const char *out, int64_t step, const char *run) {
+static int print_plan(const train_run_info *r, const attn_trainer *tr, size_t n, const char *out,
+                      int64_t step, const char *run) {
+    const attn_gpt_config *m = attn_trainer_model_config(tr);
+    const attn_train_config *t = attn_trainer_train_config(tr);
     const char *preset = r->preset, *data = r->data;
     const int threads = r->threads, ranks = r->ranks;
     const attn_device dev = r->device;
@@ -209,15 +239,16 @@ static int print_plan(const train_run_info *r, const attn_gpt_config *m, const a
            "model       %s\n"
            "variant     %s\n"
            "training    %s\n"
-           "corpus      %s (%zu bytes, vocabulary %d)\n"
-           "output      %s\n"
+           "corpus      %s (%zu bytes, vocabulary %d)\n",
+           preset ? preset : "saved config", mj, variant, tj, data, n, m->vocab_size);
+    print_eval_plan(tr, &p, steps);
+    printf("output      %s\n"
            "run         %s\n"
            "parameters  %zu (%.2f M)\n"
            "memory      ~%.1f MiB: %s\n"
            "checkpoint  %.1f MiB per save\n"
            "engine      %s, %s\n",
-           preset ? preset : "saved config", mj, variant, tj, data, n, m->vocab_size, out, run,
-           p.n_params, (double)p.n_params / 1e6, p.mem_bytes / 1048576.0,
+           out, run, p.n_params, (double)p.n_params / 1e6, p.mem_bytes / 1048576.0,
            attn_memory_plan_text(&p.mem, parts, sizeof parts), p.ckpt_bytes / 1048576.0,
            attn_device_name(dev), attn_precision_name(prec));
     if (steps > 0 && t->time_budget > 0) {
@@ -558,8 +589,7 @@ int train_print_dry_run(const train_run_info *r, const attn_trainer *tr) {
         snprintf(run, sizeof run, "a new run from the weights of %s (fine-tuning)", r->init_from);
     else
         snprintf(run, sizeof run, "a new run");
-    return print_plan(r, attn_trainer_model_config(tr), attn_trainer_train_config(tr),
-                      attn_trainer_corpus_bytes(tr), out, attn_trainer_steps(tr), run);
+    return print_plan(r, tr, attn_trainer_corpus_bytes(tr), out, attn_trainer_steps(tr), run);
 }
 
 void train_announce(const train_run_info *r, const attn_trainer *tr) {

@@ -128,5 +128,15 @@ e=$(engine --preset tiny)
 [ "$e" = "cpu, fp32" ] && ok "--preset tiny: engine cpu, fp32" || bad "tiny engine '$e'"
 [ ! -e "$tmp/never" ] || bad "the engine dry runs wrote"
 
+# The plan counts the tokens as the run does, and prices its evaluations
+# (issue 47): three sampled ones (steps 0, 3, 6) and the final exact pass.
+train --out "$tmp/count" --dry-run > "$tmp/count.log" 2>&1
+real=$(train --out "$tmp/count" 2>&1 | sed -n 's/.*; \([0-9]*\) train \/ \([0-9]*\) val tokens;.*/\1 \2/p')
+plan=$(sed -n 's/^tokens *\([0-9]*\) train, \([0-9]*\) val$/\1 \2/p' "$tmp/count.log")
+[ -n "$real" ] && [ "$plan" = "$real" ] && ok "--dry-run counts the run's tokens ($plan)" ||
+  bad "dry-run tokens '$plan', the run's '$real'"
+grep -q '^evaluation  3 evaluations of 1 batches of each split (~[0-9.]*% of the steps.* work); the final exact pass over [0-9]* val tokens' "$tmp/count.log" &&
+  ok "--dry-run prices the evaluations" || bad "no evaluation line: $(grep -i eval "$tmp/count.log")"
+
 [ $fails -eq 0 ] && echo "all ok" || echo "$fails failed"
 exit $((fails > 0))
