@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attn/cost.h"
 #include "attn/gemm.h"
 #include "attn/optim.h"
 
@@ -90,8 +91,10 @@ int main(void) {
     size_t n_mm = (size_t)V * C;
     for (int j = 0; j < 4; j++)
         n_mm += (size_t)L * lin_in[j] * lin_out[j];
-    /* attn's count: 6 N tokens, and causal attention 3.5 x 2 B D T (T + 1) */
-    const double flop = 6.0 * (double)n_mm * TOK + 3.5 * 2.0 * 4 * C * 64.0 * 65.0 * L;
+    /* attn's count (attn/cost.h): GPT-2 124M at B 4, T 64 */
+    const attn_gpt_config gpt2 = {.vocab_size = V, .context_length = 1024, .emb_dim = C,
+                                  .n_heads = 12, .n_layers = L, .qkv_bias = 1, .tie_weights = 1};
+    const double flop = attn_gpt_flops_step(&gpt2, 4, TOK / 4);
     const double floor_s = flop / rate;
 
     step_bufs s;
@@ -154,7 +157,7 @@ int main(void) {
     printf("threads=%d flop=%.1fG sgemm_1024=%.1fGFLOP/s floor_s=%.4f\n", th, flop / 1e9,
            rate / 1e9, floor_s);
     printf("products_s=%.4f (%.2fx floor, %.1f GFLOP/s)\n", prod_s, prod_s / floor_s,
-           (flop - 3.5 * 2.0 * 4 * C * 64.0 * 65.0 * L) / prod_s / 1e9);
+           (flop - 3.5 * attn_gpt_flops_forward(&gpt2, 4, TOK / 4).attention) / prod_s / 1e9);
     printf("adamw_s=%.4f params=%.1fM (%.1f GB/s at 28 B a parameter)\n", adamw_s, n_params / 1e6,
            28.0 * n_params / adamw_s / 1e9);
     printf("zero_s=%.4f\n", zero_s);

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "attn/cost.h"
 #include "attn/engine.h"
 #include "attn/fileio.h"
 #include "attn/flash_attention.h"
@@ -169,15 +170,6 @@ static int check_memory(const model_args *a, const char *who, const char *what,
     return 0;
 }
 
-/* FLOPs of one training step: forward + backward (3x) of every matmul with a
- * weight (2 N per weight element), and of the causal attention (2 B C T (T+1)
- * per layer forward, 3.5x with backward, as `attn bench mha` counts it). */
-static double step_flops(const attn_gpt_config *c, int B, int T) {
-    const double N = (double)B * T, C = c->emb_dim, L = c->n_layers;
-    const double weights = L * 12.0 * C * C + C * c->vocab_size;
-    return 3.0 * 2.0 * N * weights + 3.5 * L * 2.0 * B * C * T * (T + 1.0);
-}
-
 /* The preset's trainer on the corpus (batch and steps from the options). */
 static int setup_trainer(const model_args *a, attn_trainer **out) {
     attn_error err;
@@ -262,7 +254,7 @@ static void print_train(const model_args *a, const attn_trainer *tr, const step_
               T = attn_trainer_model_config(tr)->context_length;
     const double *t = m->t;
     const double med = steps % 2 ? t[steps / 2] : 0.5 * (t[steps / 2 - 1] + t[steps / 2]);
-    const double flops = step_flops(attn_trainer_model_config(tr), B, T);
+    const double flops = attn_gpt_flops_step(attn_trainer_model_config(tr), B, T);
     printf("case=train preset=%s B=%d T=%d precision=%s threads=%lld steps=%d median_s=%.4f "
            "min_s=%.4f first_s=%.4f tokens_per_s=%.0f gflops=%.2f faults_first=%ld "
            "faults_per_step=%.1f loss=%.4f\n",

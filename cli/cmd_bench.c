@@ -12,6 +12,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "attn/cost.h"
 #include "attn/engine.h"
 #include "attn/flash_attention.h"
 #include "attn/gemm.h"
@@ -381,12 +382,13 @@ static int bench_mha(const bench_args *a) {
         memset(dx, 0, n * sizeof(float));
         rc = time_mha(a, &m, x, dy, y, dx, t);
     }
-    const double N = (double)a->B * a->T, D = (double)a->D;
-    const double proj = 8.0 * N * D * D, core = 2.0 * a->B * D * a->T * (a->T + 1.0);
+    /* attn/cost.h's rule; the windowed kernel skips tiles, not pairs: the
+     * whole causal half is counted, as before. */
+    const double core = attn_attention_flops(a->B, a->T, a->D, 0, 0);
     if (rc == 0)
         print_case(m.path == ATTN_MHA_REFERENCE ? "mha_reference" : "mha", a->B, a->T, a->D, a->H,
                    mode_name(a), a->threads, summarize(t, a->repeat),
-                   a->backward ? 3.0 * proj + 3.5 * core : proj + core);
+                   attn_mha_flops(a->B, a->T, a->D, (int)a->H, 0, 0, a->backward));
     if (rc == 0 && m.spec.positions == ATTN_POSITIONS_ROPE) rc = bench_rope(a, &m, t);
     if (rc == 0 && !a->reference && !a->mha_only) {
         rc = bench_core(a, dy, t, core);

@@ -28,7 +28,14 @@ exact() { tail -1 "$1/loss.csv" | cut -d, -f7; } # the final evaluation's exact 
 # 1. auto: no exact pass, said at the start and in the summary, with the share.
 big --out "$tmp/a" > "$tmp/a.log" 2> "$tmp/a.err" || bad "auto run: $(cat "$tmp/a.err")"
 nval=$(sed -n 's/.* \([0-9]*\) val tokens;.*/\1/p' "$tmp/a.err")
-share=$(awk -v n="$nval" 'BEGIN { w = int((n - 1 + 63) / 64); b = int((w + 7) / 8); printf "%.2f", b * 8 * 64 / (3 * 2 * 8 * 64) }')
+V=$(sed -n 's/.*(vocab \([0-9]*\),.*/\1/p' "$tmp/a.err")
+# attn/cost.h's rule: a forward of a batch is the weight products (2 per
+# weight a token meets) and the causal attention (4 C per query-key pair and
+# layer); a step 3x and 3.5x of them; b batches of 8 windows over 2 steps.
+share=$(awk -v n="$nval" -v V="$V" 'BEGIN { T = 64; C = 128; L = 4;
+  w = int((n - 1 + T - 1) / T); b = int((w + 7) / 8);
+  m = 2 * T * (12 * L * C * C + C * V); a = 4 * L * C * T * (T + 1) / 2;
+  printf "%.2f", b * (m + a) / (2 * (3 * m + 3.5 * a)) }')
 why="an exact pass over the $nval val tokens would cost ${share}x the steps (auto runs one up to 0.10x); --final-eval exact runs it"
 if [ -n "$nval" ] && grep -qF "attn train: the final evaluation will be sampled: $why" "$tmp/a.err" &&
    grep -qF "(sampled: $why)" "$tmp/a.err" && [ -z "$(exact "$tmp/a")" ] &&

@@ -9,6 +9,7 @@
 #include "attn/causal_attention.h"
 #include "attn/checkpoint.h"
 #include "attn/checkpoint_info.h"
+#include "attn/cost.h"
 #include "attn/cpu.h"
 #include "attn/cpu_report.h"
 #include "attn/cross_entropy.h"

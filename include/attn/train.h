@@ -554,8 +554,7 @@ typedef struct attn_train_plan {
     attn_mem_plan mem;      /* by part (attn/memory_plan.h) */
     double ckpt_bytes;      /* one checkpoint on disk (weights + moments) */
     double tokens_per_step; /* batch_size * context_length * grad_accum */
-    double flops_per_step;  /* forward + backward: 6 per parameter per token
-                               + 12 n_layers T C per token for attention */
+    double flops_per_step;  /* forward + backward of every micro-batch (attn/cost.h) */
 } attn_train_plan;
 
 /* How the run is made, beyond its configs: zeros are fp32, one thread and

@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stddef.h>
 
+#include "attn/cost.h"
 #include "attn/train.h"
 #include "base/clock.h"
 #include "train_book.h"
@@ -253,10 +254,10 @@ attn_status attn_trainer_evaluate(attn_trainer *tr, attn_eval_record *rec, attn_
 double attn_trainer_final_exact_share(const attn_trainer *tr, double *flop) {
     attn_train_plan p;
     attn_train_plan_of(&tr->mcfg, &tr->tcfg, &p);
-    /* A forward is a third of a training token's operations (2 of 6 per
-     * parameter); the pass runs whole batches, its last one padded. */
-    const double tokens = (double)exact_batches(tr) * tr->tcfg.batch_size * tr->mcfg.context_length;
-    const double pass = tokens * p.flops_per_step / p.tokens_per_step / 3;
+    /* Forwards of whole batches (the last one padded), attn/cost.h's rule. */
+    const attn_gpt_flops f =
+        attn_gpt_flops_forward(&tr->mcfg, tr->tcfg.batch_size, tr->mcfg.context_length);
+    const double pass = (double)exact_batches(tr) * (f.matmul + f.attention);
     const double steps = p.flops_per_step * (double)tr->tcfg.max_steps;
     if (flop) *flop = pass;
     return steps > 0 ? pass / steps : INFINITY;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "attn/cost.h"
 #include "attn/gemm.h"
 #include "attn/train.h"
 #include "base/clock.h"
@@ -25,8 +26,7 @@ void attn_train_plan_env_of(const attn_gpt_config *m, const attn_train_config *t
                             const attn_train_plan_env *env, attn_train_plan *p) {
     const attn_train_plan_env none = {0};
     if (!env) env = &none;
-    const double V = m->vocab_size, T = m->context_length, C = m->emb_dim, L = m->n_layers;
-    const double head = m->tie_weights ? 0 : C * V;
+    const double T = m->context_length;
     p->n_params = (size_t)attn_gpt_config_params(m);
     const int accum = t->grad_accum > 1 ? t->grad_accum : 1;
     p->tokens_per_step = (double)t->batch_size * T * accum;
@@ -47,10 +47,9 @@ void attn_train_plan_env_of(const attn_gpt_config *m, const attn_train_config *t
     p->mem_bytes = mp->total;
     /* model.safetensors + train_state.safetensors (weights, m, v). */
     p->ckpt_bytes = (double)p->n_params * 4 * 3;
-    /* Forward + backward: 6 per parameter per token, plus attention's
-     * QK^T and AV (12 L T C per token, causal mask not discounted). */
-    p->flops_per_step = p->tokens_per_step * (6 * ((double)p->n_params + C * V - head) +
-                                              12 * L * T * C); /* a tied head still multiplies */
+    /* attn/cost.h's rule: the weight products 3x, the causal half of
+     * attention 3.5x, for each micro-batch. */
+    p->flops_per_step = accum * attn_gpt_flops_step(m, t->batch_size, T);
 }
 
 void attn_train_plan_of(const attn_gpt_config *m, const attn_train_config *t, attn_train_plan *p) {

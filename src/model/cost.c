@@ -1,0 +1,43 @@
+/* The arithmetic of a model, one rule (attn/cost.h). */
+#include "attn/cost.h"
+
+#include "attn/feedforward.h"
+
+double attn_causal_pairs(double T, double window) {
+    if (window <= 0 || window >= T) return T * (T + 1.0) / 2.0;
+    /* rows 0 .. window-1 see i + 1 keys; the rest see window each */
+    return window * (window + 1.0) / 2.0 + (T - window) * window;
+}
+
+/* Weight elements one token multiplies through, per layer and in the head. */
+static double weights_per_token(const attn_gpt_config *c) {
+    const double C = c->emb_dim, H = c->n_heads > 0 ? c->n_heads : 1;
+    const double KV = (c->n_kv_heads > 0 ? c->n_kv_heads : H) * (C / H);
+    const double F = attn_feedforward_hidden(c->emb_dim, c->act);
+    const double ff = c->act == ATTN_ACT_SWIGLU ? 3.0 * F * C : 2.0 * F * C;
+    const double block = 2.0 * C * C + 2.0 * KV * C + ff; /* Q, out_proj; K, V; the MLP */
+    return c->n_layers * block + C * c->vocab_size;       /* the head, tied or not */
+}
+
+attn_gpt_flops attn_gpt_flops_forward(const attn_gpt_config *cfg, double B, double T) {
+    const attn_gpt_flops f = {
+        .matmul = 2.0 * B * T * weights_per_token(cfg),
+        .attention = 4.0 * B * cfg->n_layers * cfg->emb_dim * attn_causal_pairs(T, cfg->window)};
+    return f;
+}
+
+double attn_gpt_flops_step(const attn_gpt_config *cfg, double B, double T) {
+    const attn_gpt_flops f = attn_gpt_flops_forward(cfg, B, T);
+    return 3.0 * f.matmul + 3.5 * f.attention;
+}
+
+double attn_attention_flops(double B, double T, double D, double window, int backward) {
+    return (backward ? 3.5 : 1.0) * 4.0 * B * D * attn_causal_pairs(T, window);
+}
+
+double attn_mha_flops(double B, double T, double D, int n_heads, int n_kv_heads, double window,
+                      int backward) {
+    const double H = n_heads > 0 ? n_heads : 1, KV = (n_kv_heads > 0 ? n_kv_heads : H) * (D / H);
+    const double proj = 2.0 * B * T * (2.0 * D * D + 2.0 * KV * D);
+    return (backward ? 3.0 : 1.0) * proj + attn_attention_flops(B, T, D, window, backward);
+}
