@@ -53,10 +53,12 @@ test-cuda: deps-test
 	cmake --build $(BUILD) -j $(JOBS)
 	ctest --test-dir $(BUILD) --output-on-failure -j 1 -L cuda
 
-# The suite again under AddressSanitizer + UndefinedBehaviorSanitizer.
+# The suite again under AddressSanitizer + UndefinedBehaviorSanitizer (the
+# Criterion binaries again at ATTN_SIMD=avx2 and generic only: avx512's run
+# is make test's).
 test-sanitize: deps-test
 	@scripts/get-data.sh $(TEST_DATA)
-	@$(call configure,$(BUILD_ASAN),-DCMAKE_BUILD_TYPE=Debug -DATTN_SANITIZE=ON -DATTN_BUILD_TESTS=ON)
+	@$(call configure,$(BUILD_ASAN),-DCMAKE_BUILD_TYPE=Debug -DATTN_SANITIZE=ON -DATTN_BUILD_TESTS=ON '-DATTN_TEST_SIMD_LEVELS=avx2;generic')
 	cmake --build $(BUILD_ASAN) -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --test-dir $(BUILD_ASAN) --output-on-failure -j 1 -E 'parity_live|install_consumer'; \
