@@ -156,6 +156,19 @@ static cJSON *eval_json(const attn_eval_record *r) {
     return o;
 }
 
+/* Print o as JSON and free it: 0, or 1 when out of memory. */
+static int print_object(cJSON *o) {
+    char *text = cJSON_Print(o);
+    cJSON_Delete(o);
+    if (!text) {
+        fprintf(stderr, "attn info: out of memory\n");
+        return 1;
+    }
+    printf("%s\n", text);
+    free(text);
+    return 0;
+}
+
 static int print_json(const char *dir, const attn_checkpoint_info *in) {
     const attn_gpt_config *m = &in->model;
     cJSON *o = cJSON_CreateObject(), *c = cJSON_CreateObject();
@@ -222,15 +235,7 @@ static int print_json(const char *dir, const attn_checkpoint_info *in) {
             cJSON_AddItemToObject(o, "best_eval", eval_json(&in->best_eval));
         }
     }
-    char *text = cJSON_Print(o);
-    cJSON_Delete(o);
-    if (!text) {
-        fprintf(stderr, "attn info: out of memory\n");
-        return 1;
-    }
-    printf("%s\n", text);
-    free(text);
-    return 0;
+    return print_object(o);
 }
 
 /* attn info --cpu: the library's own answers (attn_cpu_report_get). */
@@ -263,15 +268,7 @@ static int print_cpu(int json) {
     cJSON_AddBoolToObject(o, "bf16_engine", r.bf16_engine);
     cJSON_AddBoolToObject(o, "amx", r.amx);
     cJSON_AddStringToObject(o, "openblas", blas);
-    char *text = cJSON_Print(o);
-    cJSON_Delete(o);
-    if (!text) {
-        fprintf(stderr, "attn info: out of memory\n");
-        return 1;
-    }
-    printf("%s\n", text);
-    free(text);
-    return 0;
+    return print_object(o);
 }
 
 int cmd_info(int argc, char **argv) {

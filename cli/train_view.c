@@ -203,7 +203,8 @@ static void print_eval_plan(const attn_trainer *tr, const attn_train_plan *p, in
     const double share = attn_trainer_final_exact_share(tr, &exact_flop);
     printf("evaluation  %" PRId64 " evaluation%s of %d batches of each split (~%.1f%% of the "
            "steps' work)",
-           n_evals, n_evals == 1 ? "" : "s", t->eval_iters, work > 0 ? 100.0 * sampled / work : 0.0);
+           n_evals, n_evals == 1 ? "" : "s", t->eval_iters,
+           work > 0 ? 100.0 * sampled / work : 0.0);
     if (attn_trainer_final_is_exact(tr))
         printf("; the final exact pass over %zu val tokens (~%.1f%%)\n", n_val, 100.0 * share);
     else

@@ -32,8 +32,8 @@ static double weights_of(const attn_gpt *m) {
 }
 
 Test(cost, gpt_products_are_the_models_weights) {
-    const attn_gpt_config base = {.vocab_size = 37, .context_length = 16, .emb_dim = 24,
-                                  .n_heads = 4, .n_layers = 3};
+    const attn_gpt_config base = {
+        .vocab_size = 37, .context_length = 16, .emb_dim = 24, .n_heads = 4, .n_layers = 3};
     attn_gpt_config cfgs[4] = {base, base, base, base};
     cfgs[1].tie_weights = 1;
     cfgs[2].n_kv_heads = 2;

@@ -92,8 +92,19 @@ Test(cpu_cap, flash_attention_refuses_a_path_above_the_cap) {
     float q[T * D], k[T * D], v[T * D], o[T * D], lse[T];
     for (int i = 0; i < T * D; i++)
         q[i] = k[i] = v[i] = (float)(i % 5) * 0.1f;
-    attn_flash_problem pb = {.B = 1, .T = T, .H = 1, .head_dim = D, .q = q, .k = k, .v = v,
-                             .ld_q = D, .ld_k = D, .ld_v = D, .o = o, .ld_o = D, .lse = lse};
+    attn_flash_problem pb = {.B = 1,
+                             .T = T,
+                             .H = 1,
+                             .head_dim = D,
+                             .q = q,
+                             .k = k,
+                             .v = v,
+                             .ld_q = D,
+                             .ld_k = D,
+                             .ld_v = D,
+                             .o = o,
+                             .ld_o = D,
+                             .lse = lse};
     attn_error err;
     attn_flash_workspace ws = {0};
     attn_flash_options opt = {.threads = 1, .simd = ATTN_SIMD_AVX2};

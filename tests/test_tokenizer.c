@@ -182,8 +182,9 @@ Test(tokenizer, gpt2_missing_files_name_the_places) {
     attn_tokenizer tok;
     attn_error err;
     cr_assert_eq(attn_tokenizer_gpt2(&tok, "/nonexistent-attn-dir", &err), ATTN_ERR_NOT_FOUND);
-    cr_expect(strstr(err.msg, "given: /nonexistent-attn-dir") && strstr(err.msg, "$ATTN_GPT2_DIR") &&
-                  strstr(err.msg, "make install") && strstr(err.msg, "scripts/get-data.sh gpt2"),
+    cr_expect(strstr(err.msg, "given: /nonexistent-attn-dir") &&
+                  strstr(err.msg, "$ATTN_GPT2_DIR") && strstr(err.msg, "make install") &&
+                  strstr(err.msg, "scripts/get-data.sh gpt2"),
               "%s", err.msg);
     cr_expect_eq(tok.bpe, NULL);
     setenv(ATTN_GPT2_DIR_ENV, "/some/where", 1); /* set: only it */
@@ -217,7 +218,7 @@ Test(tokenizer, gpt2_files_are_found_from_anywhere) {
     cr_assert_eq(attn_tokenizer_gpt2_find(NULL, dir, sizeof dir, &err), ATTN_OK, "%s", err.msg);
     cr_expect_str_eq(dir, want);
     cr_assert_eq(attn_tokenizer_gpt2_find("/", dir, sizeof dir, &err), ATTN_ERR_NOT_FOUND);
-    setenv(ATTN_GPT2_DIR_ENV, "", 1); /* empty: as unset */
+    setenv(ATTN_GPT2_DIR_ENV, "", 1);        /* empty: as unset */
     cr_assert_eq(chdir(ATTN_SOURCE_DIR), 0); /* the current folder's data/gpt2 */
     cr_assert_eq(attn_tokenizer_gpt2_find(NULL, dir, sizeof dir, &err), ATTN_OK, "%s", err.msg);
     unsetenv(ATTN_GPT2_DIR_ENV);

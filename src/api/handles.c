@@ -399,7 +399,9 @@ attn_status attn_h_gpt_write(const attn_h_gpt *g, const char *path, const attn_s
     int n_tok = 0;
     char *owned = NULL;
     attn_status s = attn_ckpt_tokenizer_meta(&g->tok, kv + n_meta, &n_tok, &owned, err);
-    if (!s) s = attn_safetensors_write_params(path, attn_gpt_params(&g->model), kv, n_meta + n_tok, err);
+    if (!s)
+        s = attn_safetensors_write_params(path, attn_gpt_params(&g->model), kv, n_meta + n_tok,
+                                          err);
     free(owned);
     return s;
 }

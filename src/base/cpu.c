@@ -103,7 +103,8 @@ attn_cpu_level attn_cpu_level_used(void) {
 /* 1 when the capped CPU reaches level l. */
 static int reaches(attn_cpu_level l) {
     if (attn_cpu_cap() < l) return 0;
-    if (l == ATTN_CPU_LEVEL_AMX) return native_below_amx() == ATTN_CPU_LEVEL_AVX512_BF16 && native_amx();
+    if (l == ATTN_CPU_LEVEL_AMX)
+        return native_below_amx() == ATTN_CPU_LEVEL_AVX512_BF16 && native_amx();
     return native_below_amx() >= l;
 }
 

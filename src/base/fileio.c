@@ -52,12 +52,15 @@ attn_status attn_file_in_open(attn_file_in *in, const char *path, attn_error *er
     return ATTN_OK;
 }
 
-attn_status attn_file_in_read(attn_file_in *in, const char *path, void *buf, size_t n, size_t *got,
-                              attn_error *err) {
+/* n bytes into buf from fd: read() on from where it stands (off < 0), or
+ * pread() at off; *got short only at the end of the file. */
+static attn_status read_loop(int fd, const char *path, void *buf, size_t n, int64_t off,
+                             size_t *got, attn_error *err) {
     size_t k = 0;
     while (k < n) {
-        ssize_t r =
-            read(in->fd, (char *)buf + k, n - k > ((size_t)1 << 30) ? (size_t)1 << 30 : n - k);
+        const size_t ask = n - k > ((size_t)1 << 30) ? (size_t)1 << 30 : n - k;
+        const ssize_t r = off < 0 ? read(fd, (char *)buf + k, ask)
+                                  : pread(fd, (char *)buf + k, ask, (off_t)(off + (int64_t)k));
         if (r == 0) break;
         if (r < 0) {
             if (errno == EINTR) continue;
@@ -71,23 +74,16 @@ attn_status attn_file_in_read(attn_file_in *in, const char *path, void *buf, siz
     return ATTN_OK;
 }
 
+attn_status attn_file_in_read(attn_file_in *in, const char *path, void *buf, size_t n, size_t *got,
+                              attn_error *err) {
+    return read_loop(in->fd, path, buf, n, -1, got, err);
+}
+
 attn_status attn_file_pread(int fd, const char *path, void *buf, size_t n, uint64_t off,
                             size_t *got, attn_error *err) {
-    size_t k = 0;
-    while (k < n) {
-        const size_t ask = n - k > ((size_t)1 << 30) ? (size_t)1 << 30 : n - k;
-        const ssize_t r = pread(fd, (char *)buf + k, ask, (off_t)(off + k));
-        if (r == 0) break;
-        if (r < 0) {
-            if (errno == EINTR) continue;
-            int e = errno;
-            *got = k;
-            return attn_fail(err, ATTN_ERR_IO, "cannot read '%s': %s", path, strerror(e));
-        }
-        k += (size_t)r;
-    }
-    *got = k;
-    return ATTN_OK;
+    if (off > (uint64_t)INT64_MAX)
+        return attn_fail(err, ATTN_ERR_IO, "cannot read '%s': offset", path);
+    return read_loop(fd, path, buf, n, (int64_t)off, got, err);
 }
 
 void attn_file_in_close(attn_file_in *in) {

@@ -20,9 +20,9 @@ static double weights_per_token(const attn_gpt_config *c) {
 }
 
 attn_gpt_flops attn_gpt_flops_forward(const attn_gpt_config *cfg, double B, double T) {
-    const attn_gpt_flops f = {
-        .matmul = 2.0 * B * T * weights_per_token(cfg),
-        .attention = 4.0 * B * cfg->n_layers * cfg->emb_dim * attn_causal_pairs(T, cfg->window)};
+    const attn_gpt_flops f = {.matmul = 2.0 * B * T * weights_per_token(cfg),
+                              .attention = 4.0 * B * cfg->n_layers * cfg->emb_dim *
+                                           attn_causal_pairs(T, cfg->window)};
     return f;
 }
 

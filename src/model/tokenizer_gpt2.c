@@ -42,7 +42,8 @@ static int own_dir(char *out, size_t cap) {
     while (!ok && fgets(line, sizeof line, f)) {
         unsigned long lo, hi;
         int path_at = 0;
-        if (sscanf(line, "%lx-%lx %*s %*s %*s %*s %n", &lo, &hi, &path_at) < 2 || !path_at) continue;
+        if (sscanf(line, "%lx-%lx %*s %*s %*s %*s %n", &lo, &hi, &path_at) < 2 || !path_at)
+            continue;
         if (at < lo || at >= hi || line[path_at] != '/') continue;
         line[strcspn(line, "\n")] = '\0';
         char *slash = strrchr(line + path_at, '/');

@@ -111,8 +111,8 @@ static attn_status sampled_loss(attn_trainer *tr, int s, float *mean, attn_error
         if (st) return st;
         if (i < lo || i >= hi) continue;
         st = tr->gpu ? attn_trainer_device_eval(tr, &tr->eval_loss[i], err)
-                                 : attn_gpt_forward(&tr->model, tr->xb, tr->yb, B, T, NULL,
-                                                    &tr->acts, &tr->eval_loss[i], err);
+                     : attn_gpt_forward(&tr->model, tr->xb, tr->yb, B, T, NULL, &tr->acts,
+                                        &tr->eval_loss[i], err);
         if (st) return st;
     }
     eval_tick(tr, part, hi - lo, hi - lo, 0);
