@@ -175,6 +175,21 @@ def test_grad_and_mode_semantics():
     assert err(ours(x, use_cache=True).detach(), book(x, use_cache=True).detach()) <= 1e-5
 
 
+def test_the_cached_forward_leaves_the_weights_as_they_are():
+    """The cached forward asks the kernel to put the weights (here 4 MiB
+    each: whole 2 MiB pages inside) on huge pages: the same values at the
+    same addresses, the book's model sharing them unchanged."""
+    cfg = dict(CFG, vocab_size=8192, emb_dim=128, n_layers=1)
+    book, ours = book_and_swapped(cfg)
+    before = {n: (p.data_ptr(), p.detach().clone()) for n, p in book.named_parameters()}
+    x = ids(1, 6, seed=9, V=cfg["vocab_size"])
+    with torch.no_grad():
+        got = ours(x, use_cache=True)
+        for n, p in book.named_parameters():
+            assert p.data_ptr() == before[n][0] and torch.equal(p, before[n][1]), n
+        assert err(got, book(x, use_cache=True)) <= 1e-5
+
+
 def _lora(m):
     m.trf_blocks[0].att.W_query = nn.Sequential(m.trf_blocks[0].att.W_query)
 
