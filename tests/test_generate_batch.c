@@ -6,7 +6,7 @@
  * generator's N samples are the one-sample runs at seeds seed + i, stop
  * strings and window slides included; the option checks fail before
  * anything is allocated; the bandwidth measurement (attn_membw_read) runs
- * and checks its arguments. */
+ * and checks its arguments. attn_gpt_kv_feed_batch's chunks equal the steps. */
 #include <criterion/criterion.h>
 #include <limits.h>
 #include <stdint.h>
@@ -110,6 +110,75 @@ Test(generate_batch, kv_batch_refusals) {
     cr_assert_eq(attn_gpt_kv_prefill(&m, &c, ids, 2, NULL, &err), ATTN_ERR_STATE);
     const int32_t bad[2] = {1, 999};
     cr_assert_eq(attn_gpt_kv_step_batch(&m, &c, bad, NULL, &err), ATTN_ERR_INVALID_ARG);
+    attn_gpt_kv_free(&c);
+    attn_gpt_free(&m);
+}
+
+/* attn_gpt_kv_feed_batch (the book's forward(idx, use_cache=True)): chunks
+ * of 4, 1 and 3 tokens continue at the cache's position and give every
+ * position's logits, each equal bit for bit to the batched step's at that
+ * position (the book's model and the variant, whose window ring wraps). */
+static void check_feed(const attn_gpt *m) {
+    attn_error err;
+    const int V = m->cfg.vocab_size, chunks[] = {4, 1, 3, 5};
+    attn_gpt_kv_cache a, b;
+    cr_assert_eq(attn_gpt_kv_init_batch(&a, m, NSEQ, &err), ATTN_OK, "%s", err.msg);
+    cr_assert_eq(attn_gpt_kv_init_batch(&b, m, NSEQ, &err), ATTN_OK, "%s", err.msg);
+    float *got = malloc((size_t)NSEQ * 5 * (size_t)V * sizeof *got);
+    int32_t ids[NSEQ * 5], tok[NSEQ];
+    cr_assert(got);
+    for (int c = 0, at = 0; c < 4; at += chunks[c++]) {
+        const int n = chunks[c];
+        for (int s = 0; s < NSEQ; s++)
+            for (int t = 0; t < n; t++)
+                ids[s * n + t] = token_of(at + t, s, V);
+        cr_assert_eq(attn_gpt_kv_feed_batch(m, &a, ids, n, got, &err), ATTN_OK, "%s", err.msg);
+        cr_assert_eq(a.len, at + n);
+        for (int t = 0; t < n; t++) {
+            for (int s = 0; s < NSEQ; s++)
+                tok[s] = ids[s * n + t];
+            cr_assert_eq(attn_gpt_kv_step_batch(m, &b, tok, NULL, &err), ATTN_OK, "%s", err.msg);
+            for (int s = 0; s < NSEQ; s++)
+                cr_assert(memcmp(got + ((size_t)s * n + t) * V, b.logits + (size_t)s * V,
+                                 (size_t)V * sizeof *got) == 0,
+                          "position %d of sequence %d differs from the step's", at + t, s);
+        }
+    }
+    cr_assert_eq(attn_gpt_kv_feed_batch(m, &a, ids, 1, NULL, &err), ATTN_OK, "%s", err.msg);
+    attn_gpt_kv_free(&a);
+    attn_gpt_kv_free(&b);
+    free(got);
+}
+
+Test(generate_batch, kv_feed_continues_at_the_position) {
+    for (int variant = 0; variant < 2; variant++) {
+        attn_gpt m;
+        make_model(&m, variant);
+        check_feed(&m);
+        attn_gpt_free(&m);
+    }
+}
+
+/* What does not fit, or an id outside the vocabulary, fails before any
+ * token is fed: the cache is unchanged. */
+Test(generate_batch, kv_feed_refusals) {
+    attn_gpt m;
+    make_model(&m, 0);
+    attn_error err;
+    attn_gpt_kv_cache c;
+    cr_assert_eq(attn_gpt_kv_init_batch(&c, &m, 2, &err), ATTN_OK, "%s", err.msg);
+    int32_t ids[2 * 17] = {0};
+    cr_assert_eq(attn_gpt_kv_feed_batch(&m, &c, ids, 10, NULL, &err), ATTN_OK, "%s", err.msg);
+    cr_assert_eq(attn_gpt_kv_feed_batch(&m, &c, ids, 7, NULL, &err), ATTN_ERR_STATE);
+    cr_assert(strstr(err.msg, "holds 10 of its 16 tokens"), "%s", err.msg);
+    cr_assert_eq(attn_gpt_kv_feed_batch(&m, &c, ids, 0, NULL, &err), ATTN_ERR_SHAPE);
+    ids[5] = m.cfg.vocab_size;
+    cr_assert_eq(attn_gpt_kv_feed_batch(&m, &c, ids, 3, NULL, &err), ATTN_ERR_INVALID_ARG);
+    cr_assert(strstr(err.msg, "index 5"), "%s", err.msg);
+    cr_assert_eq(c.len, 10);
+    ids[5] = 0;
+    cr_assert_eq(attn_gpt_kv_feed_batch(&m, &c, ids, 6, NULL, &err), ATTN_OK, "%s", err.msg);
+    cr_assert_eq(c.len, 16);
     attn_gpt_kv_free(&c);
     attn_gpt_free(&m);
 }

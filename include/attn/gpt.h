@@ -537,6 +537,16 @@ attn_status attn_gpt_kv_step_batch(const attn_gpt *m, attn_gpt_kv_cache *cache,
 attn_status attn_gpt_kv_prefill_batch(const attn_gpt *m, attn_gpt_kv_cache *cache,
                                       const int32_t *ids, int n, float *logits, attn_error *err);
 
+/* Feed every sequence n more tokens at positions cache->len.. (no reset):
+ * ids (batch, n) row-major; logits != NULL gets every position's logits
+ * (batch, n, V), NULL runs no output head. Checked before any token is
+ * fed (the cache is unchanged on an error): n >= 1 and len + n <= capacity
+ * (ATTN_ERR_STATE), every id in [0, vocab_size). Steps with
+ * attn_default_threads() as asked at this call (attn_gpt_kv_init's rule).
+ * The book's forward(idx, use_cache=True) (ch04/03) on attn's cache. */
+attn_status attn_gpt_kv_feed_batch(const attn_gpt *m, attn_gpt_kv_cache *cache,
+                                   const int32_t *ids, int n, float *logits, attn_error *err);
+
 /* After attn_gpt_forward(m, ..., acts): layer's attention weights of batch row b
  * (n_heads * T * T floats, T = acts->T). layer outside [0, n_layers) or b
  * outside [0, B) -> ATTN_ERR_INVALID_ARG naming the valid range. As

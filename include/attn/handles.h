@@ -46,6 +46,12 @@ void attn_h_free(void *p);
  * not 25,000); released with attn_h_free. NULL when out of memory. */
 void *attn_h_alloc_huge(size_t bytes);
 
+/* Ask the kernel to back the whole 2 MiB pages inside the caller's [p, p +
+ * bytes) with huge pages now (Linux's MADV_COLLAPSE; contents and
+ * addresses unchanged; a hint whose failure only costs speed): weights a
+ * KV-cached step streams read ~25% faster. */
+void attn_h_collapse_huge(void *p, size_t bytes);
+
 /* ------------------------------------------------------------ generators */
 
 /* A generator as torch.manual_seed(seed) leaves PyTorch's (attn/rng.h);
@@ -287,6 +293,20 @@ void attn_h_bgpt_set_lean(attn_h_bgpt *g, int lean);
  * into the bound gradients. */
 attn_status attn_h_bgpt_backward_logits(attn_h_bgpt *g, const float *d_logits, int B, int T,
                                         attn_error *err);
+
+/* The book's forward(ids, use_cache=True) (ch04/03) on a KV cache of the
+ * model's own (attn_gpt_kv_feed_batch, eval mode, fp32 products at any
+ * precision): ids (B, T) int64 at positions attn_h_bgpt_kv_len(g)..,
+ * logits (B, T, V) of each. The cache is made at the first call and for
+ * another B while empty; a B other than a filled cache's (ATTN_ERR_SHAPE)
+ * or tokens past context_length (ATTN_ERR_STATE) fail before anything is
+ * fed. Each token reads the bound weights as they are then (bind first). */
+attn_status attn_h_bgpt_kv_forward(attn_h_bgpt *g, const int64_t *ids, int B, int T,
+                                   float *logits, attn_error *err);
+/* Empty the cache (the book's reset_kv_cache); its memory is kept. */
+void attn_h_bgpt_kv_reset(attn_h_bgpt *g);
+/* Tokens the cache holds per sequence (the book's current_pos). */
+int attn_h_bgpt_kv_len(const attn_h_bgpt *g);
 
 /* -------------------------------------------------------------- training */
 

@@ -209,10 +209,19 @@ def error():
     return ErrorStruct()
 
 
+# The library's messages name the attn program's option where a choice
+# helps (attn_precision_check: "use --precision fp32"); from Python that
+# choice is a keyword argument.
+_PY_SPELLINGS = (("--precision fp32", 'precision="fp32"'),)
+
+
 def check(status, err):
-    """Raise attn.Error with the library's message when status is not ATTN_OK."""
+    """Raise attn.Error with the library's message when status is not ATTN_OK
+    (its options spelled as Python's keywords)."""
     if status != 0:
         msg = err.msg.decode("utf-8", "replace") or "attn: failed"
+        for cli, py in _PY_SPELLINGS:
+            msg = msg.replace(cli, py)
         raise Error(msg, lib.attn_status_str(status).decode())
 
 

@@ -42,7 +42,12 @@ for _name, _res, _args in [
          [c_void_p, ctypes.c_size_t, ctypes.c_double, c_void_p, ctypes.c_size_t, c_void_p]),
         ("attn_h_bgpt_backward_logits", ctypes.c_int,
          [c_void_p, c_void_p, ctypes.c_int, ctypes.c_int, c_void_p]),
+        ("attn_h_bgpt_kv_forward", ctypes.c_int,
+         [c_void_p, c_void_p, ctypes.c_int, ctypes.c_int, c_void_p, c_void_p]),
+        ("attn_h_bgpt_kv_reset", None, [c_void_p]),
+        ("attn_h_bgpt_kv_len", ctypes.c_int, [c_void_p]),
         ("attn_h_alloc_huge", c_void_p, [ctypes.c_size_t]),
+        ("attn_h_collapse_huge", None, [c_void_p, ctypes.c_size_t]),
         ("attn_cross_entropy_forward", ctypes.c_float,
          [c_void_p, c_void_p, c_void_p, ctypes.c_size_t, ctypes.c_size_t]),
         ("attn_cross_entropy_grad", None,
@@ -158,6 +163,7 @@ class _Bridge:
         # backward runs its forward again under the same hold.
         self.lock = threading.RLock()
         self.d_logits = None  # the fused loss's logits gradient, used under the lock only
+        self.on_huge = set()  # (address, bytes) of parameters kv_forward put on 2 MiB pages
 
     def __deepcopy__(self, memo):
         return None  # a copied model makes its own
@@ -228,6 +234,39 @@ class _Bridge:
             self.calls += 1  # any forward may reuse the plain activations
             del storages  # held through the C call
             return loss.value, self.calls, ptrs
+
+    def kv_forward(self, idx, params, own):
+        """The cached forward (attn_h_bgpt_kv_forward) of idx (B, T) at the
+        cache's positions: logits (B, T, V), the cache advanced by T.
+        own[i]: params[i] is the model's tensor, not a copy made for this call."""
+        B, T = idx.shape
+        logits = _empty((B, T, self.cfg["vocab_size"]))
+        with self.lock:
+            ptrs, storages = self.bind(params)
+            self.huge_pages(ptrs, params, own)
+            call(lib.attn_h_bgpt_kv_forward, self.h, idx.data_ptr(), B, T, logits.data_ptr())
+            del storages  # held through the C call
+        return logits
+
+    def huge_pages(self, ptrs, params, own):
+        """The model's own weights onto 2 MiB pages, once per tensor memory
+        (attn_h_collapse_huge: same contents and addresses): every token
+        streams them all, ~25% faster than off PyTorch's 4 KiB pages."""
+        if len(self.on_huge) > 4 * len(ptrs):
+            self.on_huge.clear()  # (weights replaced many times: forget the old ones)
+        for ptr, t, mine in zip(ptrs, params, own):
+            key = (ptr, 4 * t.numel())
+            if mine and key not in self.on_huge:
+                lib.attn_h_collapse_huge(ptr, key[1])
+                self.on_huge.add(key)
+
+    def kv_reset(self):
+        with self.lock:
+            lib.attn_h_bgpt_kv_reset(self.h)
+
+    def kv_len(self):
+        with self.lock:
+            return lib.attn_h_bgpt_kv_len(self.h)
 
     def d_logits_buffer(self, N, V):
         """The (N, V) buffer _LogitsLoss writes the logits' gradient into:
@@ -354,6 +393,24 @@ class _GPTFunction(torch.autograd.Function):
         grads = _backward_logits(ctx.bridge, ctx.masks, idx, params, needs, ctx.token,
                                  d_logits=d_out.float().contiguous())
         return (None, None, None, None, *grads)
+
+
+class _CachedFunction(torch.autograd.Function):
+    """idx (B, T) -> logits (B, T, V) of the cached forward (use_cache=True),
+    on the bridge's KV cache. Its result takes part in autograd as the
+    book's does (requires_grad where a parameter does), but has no
+    backward: attn's cached steps keep no activations."""
+
+    @staticmethod
+    def forward(ctx, bridge, idx, own, *params):
+        return bridge.kv_forward(idx, params, own)
+
+    @staticmethod
+    def backward(ctx, d_out):
+        raise Error("GPTModel: a forward with use_cache=True has no backward in attn (its KV "
+                    "cache keeps no activations): train with use_cache=False, or run the "
+                    "cached forward under torch.no_grad(), as generate_text_simple_cached does",
+                    "state")
 
 
 def _unchanged(bridge, params, ptrs):
@@ -554,9 +611,11 @@ class _TransformerBlock(nn.Module):
         self.norm2 = _LayerNorm(cfg["emb_dim"])
         self.drop_shortcut = nn.Dropout(cfg["drop_rate"])
 
-    def forward(self, x):
-        """x (B, T, C) -> (B, T, C), the book's pre-LayerNorm block (attention in C)."""
-        x = x + self.drop_shortcut(self.att(self.norm1(x)))
+    def forward(self, x, use_cache=False):
+        """x (B, T, C) -> (B, T, C), the book's pre-LayerNorm block (attention
+        in C); use_cache as ch04/03's block: passed on to att."""
+        h = self.att(self.norm1(x), use_cache=True) if use_cache else self.att(self.norm1(x))
+        x = x + self.drop_shortcut(h)
         return x + self.drop_shortcut(self.ff(self.norm2(x)))
 
 
@@ -587,6 +646,15 @@ class GPTModel(nn.Module):
     drawn from PyTorch's generator as the book's nn.Dropout modules draw them,
     in the same order (one byte per dropped element), so the losses equal the
     book's model's. eval()/train() and torch.no_grad() behave as the book's.
+
+    ch04/03's KV cache: forward(in_idx, use_cache=True) (or forward(in_idx,
+    True)) feeds in_idx (B, T) at positions current_pos.. into attn's C KV
+    cache of the whole model and returns every position's logits (B, T,
+    vocab_size); reset_kv_cache() empties it; current_pos (read-only) is
+    its length. The book's generate_text_simple_cached runs unchanged. In
+    eval mode only (dropout in training mode raises), fp32 products at any
+    precision, no backward (raises attn.Error); past context_length, or
+    another B while the cache holds tokens, raises before anything is fed.
 
     The C model reads and writes the parameters' own storage (float32,
     contiguous): no weight is copied per call. precision="bf16" runs the
@@ -675,10 +743,19 @@ class GPTModel(nn.Module):
             at += n
         return masks
 
-    def forward(self, in_idx, targets=None):
+    def forward(self, in_idx, targets=None, use_cache=False):
         """in_idx (B, T) -> logits (B, T, vocab_size); with targets (B, T)
-        the mean cross-entropy instead (see the class). The module tree and
-        every parameter are checked first (see the class)."""
+        the mean cross-entropy instead; use_cache=True (or True as the second
+        argument, as ch04/03's forward(in_idx, use_cache)) the cached forward
+        (see the class). The module tree and every parameter are checked
+        first (see the class)."""
+        if isinstance(targets, bool):  # ch04/03's forward(in_idx, use_cache)
+            targets, use_cache = None, targets
+        if use_cache:
+            if targets is not None:
+                raise Error("GPTModel: use_cache=True takes no targets (the cached forward "
+                            "gives logits, as the book's)")
+            return self._cached(in_idx)
         idx = _ids(in_idx, "in_idx")
         if targets is not None:
             if isinstance(targets, torch.Tensor) and targets.shape != in_idx.shape:
@@ -702,6 +779,43 @@ class GPTModel(nn.Module):
         return out if dtype == torch.float32 else out.to(dtype)
 
 
+    def _cached(self, in_idx):
+        """forward(in_idx, use_cache=True): ch04/03's, on attn's C KV cache."""
+        idx = _ids(in_idx, "in_idx")
+        bridge = self._bridge()
+        params, training = self._checked()
+        if training and self.cfg["drop_rate"] > 0:
+            raise Error("GPTModel: use_cache=True runs the evaluation forward (attn's KV cache "
+                        "applies no dropout) and the dropout modules are in training mode: "
+                        "call model.eval() first, as generate_text_simple_cached does", "state")
+        T, S, held = idx.shape[1], self.cfg["context_length"], bridge.kv_len()
+        if held + T > S:
+            raise Error(f"GPTModel: the KV cache holds {held} tokens (current_pos); {T} more "
+                        f"exceed context_length {S} (the book's pos_emb has no position {S}): "
+                        "reset_kv_cache() and feed the last tokens again", "state")
+        dtype, given = params[0].dtype, params
+        if dtype != torch.float32:
+            if dtype != torch.bfloat16:
+                _sdpa.warn_fp32("GPTModel", dtype)
+            params = [t.float() for t in params]
+        params = [t.contiguous() for t in params]
+        own = [a is b for a, b in zip(params, given)]
+        out = _CachedFunction.apply(bridge, idx, own, *params)
+        return out if dtype == torch.float32 else out.to(dtype)
+
+    def reset_kv_cache(self):
+        """Empty the KV cache of forward(..., use_cache=True): the next
+        cached forward starts at position 0 (ch04/03's reset_kv_cache)."""
+        self._bridge().kv_reset()
+
+    @property
+    def current_pos(self):
+        """Tokens in the KV cache (per sequence): the position the next
+        cached forward starts at, as ch04/03's current_pos (read-only:
+        reset_kv_cache() empties the cache)."""
+        return self._bridge().kv_len()
+
+
 def _ids(t, what):
     """Token ids (B, T), B and T >= 1, as a private contiguous int64 copy
     (the C model reads it, maybe again at backward: nobody else holds it)."""
@@ -721,7 +835,7 @@ def _own_rules():
     attn.book's, which compute the book's function (no probe)."""
     from . import book
     from .torch import MultiHeadAttention
-    classes = {"block": {_TransformerBlock, book.TransformerBlock},
+    classes = {"blocks": {nn.Sequential}, "block": {_TransformerBlock, book.TransformerBlock},
                "att": {MultiHeadAttention, book.MultiHeadAttention},
                "ff": {book.FeedForward}, "gelu": {book.GELU}, "norm": {book.LayerNorm}}
     return _tree.Rules(classes, set().union(*classes.values()))
@@ -732,9 +846,11 @@ def swap_model(model, precision="fp32"):
     the same Parameter objects and mask buffers (an in-place change on either
     is seen by both; optimizers made for one train the other), the same
     state_dict keys and training flag; its forward runs in attn's C model
-    (precision as GPTModel's). model must have the book's structure
-    (tok_emb, pos_emb, drop_emb, trf_blocks of att/ff/norm1/norm2/
-    drop_shortcut, final_norm, out_head); PyTorch's generator is not used."""
+    (precision as GPTModel's; use_cache, reset_kv_cache and current_pos as
+    GPTModel's, on a cache of its own). model must have the book's structure
+    (tok_emb, pos_emb, drop_emb, trf_blocks (nn.Sequential, or ch04/03's
+    nn.ModuleList) of att/ff/norm1/norm2/drop_shortcut, final_norm,
+    out_head); PyTorch's generator is not used."""
     if precision not in _PRECISIONS:
         raise Error(f"swap_model: precision must be 'fp32' or 'bf16', got {precision!r}")
     try:

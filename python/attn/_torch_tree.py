@@ -33,6 +33,9 @@ _ATT = frozenset(("W_query", "W_key", "W_value", "out_proj", "dropout"))
 _NONE, _MASK, _CACHE = frozenset(), frozenset(("mask",)), frozenset(("cache_k", "cache_v"))
 _WEIGHT, _LINEAR = frozenset(("weight",)), frozenset(("weight", "bias"))
 _NORM, _LAYERS = frozenset(("scale", "shift")), frozenset(("layers",))
+# trf_blocks: ch04/01's nn.Sequential; ch04/03 iterates an nn.ModuleList (swap_model keeps
+# the container its model had: the other would not run in the book's forward)
+_SEQUENTIAL, _CONTAINERS = frozenset((nn.Sequential,)), (nn.Sequential, nn.ModuleList)
 
 
 class Rules:
@@ -51,7 +54,7 @@ class Rules:
         self.masks = {}  # id(mask) -> (mask, its (version, address, shape) when found causal)
         # each class's forward when taken: one replaced on the class since raises
         self.forwards = dict(_TORCH_FORWARDS)
-        for cls in set().union(*self.classes.values()):
+        for cls in set().union(*self.classes.values()) - _TORCH_FORWARDS.keys():
             self.forwards[cls] = cls.forward
 
     def __getstate__(self):  # pickled and copied without what was checked
@@ -77,6 +80,8 @@ def admit(model, rules):
             classes[place].add(type(m))
 
     blocks = model._modules.get("trf_blocks")
+    if type(blocks) in _CONTAINERS:
+        classes["blocks"] = {type(blocks)}
     for blk in blocks._modules.values() if isinstance(blocks, nn.Module) else ():
         if isinstance(blk, nn.Module):
             sub = blk._modules
@@ -360,9 +365,10 @@ class _Walk:
         self.embedding(sub["pos_emb"], "pos_emb", cfg["context_length"], self.C)
         self.dropout(sub["drop_emb"], "drop_emb")
         blocks, L = sub["trf_blocks"], cfg["n_layers"]
-        if type(blocks) is not nn.Sequential or \
-                list(blocks._modules) != [str(i) for i in range(L)]:
-            _fail("trf_blocks", blocks, f"nn.Sequential of {L} TransformerBlocks (cfg n_layers)")
+        kinds = self.rules.classes.get("blocks", _SEQUENTIAL)
+        if type(blocks) not in kinds or list(blocks._modules) != [str(i) for i in range(L)]:
+            kind = " or ".join(sorted(f"nn.{k.__name__}" for k in kinds))
+            _fail("trf_blocks", blocks, f"{kind} of {L} TransformerBlocks (cfg n_layers)")
         self.plain(blocks, "trf_blocks")
         self.parts(blocks, "trf_blocks", blocks._modules.keys())
         for i, blk in enumerate(blocks._modules.values()):

@@ -30,6 +30,10 @@ struct attn_h_bgpt {
     attn_gpt_acts acts[2]; /* [0] plain (logits out; small losses), [1] lean (large losses) */
     int have_acts[2];
     int lean; /* the loss path's activations: -1 by size, 0 plain, 1 lean */
+    attn_gpt_kv_cache kv; /* the cached forward's (attn_h_bgpt_kv_forward), once used */
+    int have_kv;
+    int32_t *kv_ids; /* its ids as int32, kv_ids_cap of them */
+    size_t kv_ids_cap;
 };
 
 #define SLOTS_PER_LINEAR 4
@@ -118,6 +122,8 @@ void attn_h_bgpt_free(attn_h_bgpt *g) {
     if (!g) return;
     for (int a = 0; a < 2; a++)
         if (g->have_acts[a]) attn_gpt_acts_free(&g->acts[a]);
+    if (g->have_kv) attn_gpt_kv_free(&g->kv);
+    free(g->kv_ids);
     for (int k = 0; g->slots && k < g->n_slots; k++)
         *g->slots[k].field = g->slots[k].own;
     attn_param_list *L = &g->model.params;
@@ -343,4 +349,53 @@ attn_status attn_h_bgpt_backward_logits(attn_h_bgpt *g, const float *d_logits, i
     attn_status s = attn_gpt_backward_logits(&g->model, &g->acts[0], d_logits, err);
     if (blas != 1) openblas_set_num_threads(blas);
     return s;
+}
+
+/* The cache for B sequences: made on first use, made again for another B
+ * while empty; B differing from a filled cache's is refused. */
+static attn_status kv_ready(attn_h_bgpt *g, int B, int T, attn_error *err) {
+    attn_gpt_kv_cache *c = &g->kv;
+    if (g->have_kv && c->len > 0 && c->batch != B)
+        return attn_fail(err, ATTN_ERR_SHAPE,
+                         "GPT cached forward: the KV cache holds %d sequences of %d tokens, the "
+                         "ids have %d sequences (reset the cache first)",
+                         c->batch, c->len, B);
+    if (g->have_kv && T > c->capacity - c->len)
+        return attn_fail(err, ATTN_ERR_STATE,
+                         "GPT cached forward: the KV cache holds %d tokens, %d more exceed "
+                         "context_length %d (reset the cache first)",
+                         c->len, T, c->capacity);
+    if (g->have_kv && c->batch == B) return ATTN_OK;
+    if (g->have_kv) attn_gpt_kv_free(c);
+    g->have_kv = 0;
+    attn_status s = attn_gpt_kv_init_batch(c, &g->model, B, err);
+    if (s == ATTN_OK) g->have_kv = 1;
+    return s;
+}
+
+attn_status attn_h_bgpt_kv_forward(attn_h_bgpt *g, const int64_t *ids, int B, int T,
+                                   float *logits, attn_error *err) {
+    if (!g || !ids || !logits)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "GPT cached forward: NULL model or array");
+    attn_status s = attn_gpt_check_shape(&g->model.cfg, B, T, err);
+    if (s == ATTN_OK) s = kv_ready(g, B, T, err);
+    if (s != ATTN_OK) return s;
+    const size_t n = (size_t)B * (size_t)T;
+    if (n > g->kv_ids_cap) {
+        free(g->kv_ids);
+        g->kv_ids_cap = 0;
+        if (!(g->kv_ids = malloc(n * sizeof *g->kv_ids)))
+            return attn_fail(err, ATTN_ERR_NOMEM, "GPT cached forward: out of memory");
+        g->kv_ids_cap = n;
+    }
+    if ((s = to_i32(&g->model, ids, g->kv_ids, n, "token id", err))) return s;
+    return attn_gpt_kv_feed_batch(&g->model, &g->kv, g->kv_ids, T, logits, err);
+}
+
+void attn_h_bgpt_kv_reset(attn_h_bgpt *g) {
+    if (g && g->have_kv) attn_gpt_kv_reset(&g->kv);
+}
+
+int attn_h_bgpt_kv_len(const attn_h_bgpt *g) {
+    return g && g->have_kv ? g->kv.len : 0;
 }

@@ -33,6 +33,10 @@ void attn_h_free(void *p) {
     free(p);
 }
 
+void attn_h_collapse_huge(void *p, size_t bytes) {
+    attn_collapse_huge(p, bytes);
+}
+
 void *attn_h_alloc_huge(size_t bytes) {
     return attn_alloc_huge(bytes ? bytes : 1);
 }

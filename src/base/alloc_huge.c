@@ -22,6 +22,21 @@ static void advise_huge(void *p, size_t bytes) {
 #endif
 }
 
+#if defined(__linux__) && !defined(MADV_COLLAPSE)
+#define MADV_COLLAPSE 25 /* Linux 6.1's; older headers lack it (older kernels: EINVAL) */
+#endif
+
+void attn_collapse_huge(void *p, size_t bytes) {
+#ifdef MADV_COLLAPSE
+    const uintptr_t lo = ((uintptr_t)p + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1);
+    const uintptr_t hi = ((uintptr_t)p + bytes) & ~(uintptr_t)(HUGE_PAGE - 1);
+    if (p && hi > lo) (void)madvise((void *)lo, hi - lo, MADV_COLLAPSE);
+#else
+    (void)p;
+    (void)bytes;
+#endif
+}
+
 void *attn_alloc_huge(size_t bytes) {
     if (bytes < 2 * HUGE_PAGE) return malloc(bytes);
     void *p = NULL;

@@ -50,6 +50,13 @@ static int kv_capacity(const attn_gpt *m) {
     return ring && m->cfg.pos_emb != ATTN_POS_LEARNED ? INT_MAX : m->cfg.context_length;
 }
 
+/* A second thread pays off only when a token streams enough weight bytes
+ * to hide the barriers between the products (several MB). */
+static int kv_threads(const attn_gpt *m) {
+    const size_t weights = attn_block_bf16_numel(&m->blocks[0]) * (size_t)m->cfg.n_layers;
+    return weights * sizeof(float) >= ((size_t)8 << 20) ? attn_default_threads() : 1;
+}
+
 attn_status attn_gpt_kv_init(attn_gpt_kv_cache *c, const attn_gpt *m, attn_error *err) {
     return attn_gpt_kv_init_batch(c, m, 1, err);
 }
@@ -78,10 +85,7 @@ attn_status attn_gpt_kv_init_batch(attn_gpt_kv_cache *c, const attn_gpt *m, int 
     c->H = m->cfg.n_heads;
     c->n_layers = (int)L;
     c->batch = batch;
-    /* A second thread pays off only when a token streams enough weight bytes
-     * to hide the barriers between the products (several MB). */
-    const size_t weights = attn_block_bf16_numel(&m->blocks[0]) * L;
-    c->threads = weights * sizeof(float) >= ((size_t)8 << 20) ? attn_default_threads() : 1;
+    c->threads = kv_threads(m);
     kv_sizes s;
     if (!kv_count(m, c, batch, &s))
         return attn_fail(err, ATTN_ERR_NOMEM, "KV cache: batch %d is too large", batch);
@@ -234,4 +238,30 @@ attn_status attn_gpt_kv_prefill(const attn_gpt *m, attn_gpt_kv_cache *c, const i
                          "KV cache of %d sequences: prime them with attn_gpt_kv_prefill_batch",
                          c->batch);
     return attn_gpt_kv_prefill_batch(m, c, ids, n, logits, err);
+}
+
+attn_status attn_gpt_kv_feed_batch(const attn_gpt *m, attn_gpt_kv_cache *c, const int32_t *ids,
+                                   int n, float *logits, attn_error *err) {
+    attn_status s = kv_check(m, c, err);
+    if (s) return s;
+    if (n < 1 || n > c->capacity - c->len)
+        return attn_fail(err, n < 1 ? ATTN_ERR_SHAPE : ATTN_ERR_STATE,
+                         "KV cache holds %d of its %d tokens: %d more do not fit", c->len,
+                         c->capacity, n);
+    const size_t all = (size_t)c->batch * (size_t)n;
+    for (size_t i = 0; i < all; i++)
+        if (ids[i] < 0 || ids[i] >= m->cfg.vocab_size)
+            return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                             "token id %ld at index %zu is outside [0, vocab_size %d)",
+                             (long)ids[i], i, m->cfg.vocab_size);
+    c->threads = kv_threads(m); /* the thread count asked for now */
+    const size_t V = (size_t)m->cfg.vocab_size;
+    for (int t = 0; t < n; t++) {
+        s = step(m, c, ids + t, (size_t)n, logits != NULL, err);
+        if (s) return s; /* (checked above: not reached) */
+        for (int b = 0; logits && b < c->batch; b++)
+            memcpy(logits + ((size_t)b * (size_t)n + (size_t)t) * V, c->logits + (size_t)b * V,
+                   V * sizeof(float));
+    }
+    return ATTN_OK;
 }

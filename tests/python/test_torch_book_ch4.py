@@ -16,62 +16,8 @@ import attn.torch as at
 
 # The book, chapter 4: tests/python/book_ch4.py (written out, not attn's).
 from book_ch4 import GELU, FeedForward, GPTModel, LayerNorm, MultiHeadAttention, TransformerBlock  # noqa: F401
-
-
-class MultiHeadAttentionKV(nn.Module):
-    """ch04/03: MultiHeadAttention with a KV cache."""
-
-    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
-        super().__init__()
-        assert d_out % num_heads == 0, "d_out must be divisible by num_heads"
-        self.d_out = d_out
-        self.num_heads = num_heads
-        self.head_dim = d_out // num_heads
-        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.out_proj = nn.Linear(d_out, d_out)
-        self.dropout = nn.Dropout(dropout)
-        self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length),
-                                                diagonal=1), persistent=False)
-        self.register_buffer("cache_k", None, persistent=False)
-        self.register_buffer("cache_v", None, persistent=False)
-        self.ptr_current_pos = 0
-
-    def forward(self, x, use_cache=False):
-        b, num_tokens, d_in = x.shape
-        keys_new = self.W_key(x).view(b, num_tokens, self.num_heads, self.head_dim)
-        values_new = self.W_value(x).view(b, num_tokens, self.num_heads, self.head_dim)
-        queries = self.W_query(x).view(b, num_tokens, self.num_heads, self.head_dim)
-        if use_cache:
-            if self.cache_k is None:
-                self.cache_k, self.cache_v = keys_new, values_new
-            else:
-                self.cache_k = torch.cat([self.cache_k, keys_new], dim=1)
-                self.cache_v = torch.cat([self.cache_v, values_new], dim=1)
-            keys, values = self.cache_k, self.cache_v
-        else:
-            keys, values = keys_new, values_new
-        keys, queries = keys.transpose(1, 2), queries.transpose(1, 2)
-        values = values.transpose(1, 2)
-        attn_scores = queries @ keys.transpose(2, 3)
-        num_tokens_Q, num_tokens_K = queries.shape[-2], keys.shape[-2]
-        if use_cache:
-            mask_bool = self.mask.bool()[
-                self.ptr_current_pos:self.ptr_current_pos + num_tokens_Q, :num_tokens_K]
-            self.ptr_current_pos += num_tokens_Q
-        else:
-            mask_bool = self.mask.bool()[:num_tokens_Q, :num_tokens_K]
-        attn_scores.masked_fill_(mask_bool, -torch.inf)
-        attn_weights = torch.softmax(attn_scores / keys.shape[-1] ** 0.5, dim=-1)
-        attn_weights = self.dropout(attn_weights)
-        context_vec = (attn_weights @ values).transpose(1, 2)
-        context_vec = context_vec.contiguous().view(b, num_tokens, self.d_out)
-        return self.out_proj(context_vec)
-
-    def reset_cache(self):
-        self.cache_k, self.cache_v = None, None
-        self.ptr_current_pos = 0
+# ch04/03 (the KV cache): the same file.
+from book_ch4 import GPTModelKV, MultiHeadAttentionKV, generate_text_simple_cached
 
 
 def _positions_mask(self, num_tokens_Q, num_tokens_K, use_cache, window=None):
@@ -189,68 +135,11 @@ class MultiHeadAttentionWithSWA(nn.Module):
         self.ptr_current_pos = 0
 
 
-class BlockKV(TransformerBlock):
-    """ch04/03's TransformerBlock: the attention class given, use_cache passed on."""
-
-    def __init__(self, cfg, make_att):
-        super().__init__(cfg)
-        self.att = make_att(cfg)
-
-    def forward(self, x, use_cache=False):
-        shortcut = x
-        x = self.drop_shortcut(self.att(self.norm1(x), use_cache=use_cache)) + shortcut
-        shortcut = x
-        return self.drop_shortcut(self.ff(self.norm2(x))) + shortcut
-
-
-class GPTModelKV(nn.Module):
-    """ch04/03's GPTModel (current_pos, reset_kv_cache)."""
-
-    def __init__(self, cfg, make_att):
-        super().__init__()
-        self.tok_emb = nn.Embedding(cfg["vocab_size"], cfg["emb_dim"])
-        self.pos_emb = nn.Embedding(cfg["context_length"], cfg["emb_dim"])
-        self.drop_emb = nn.Dropout(cfg["drop_rate"])
-        self.trf_blocks = nn.ModuleList([BlockKV(cfg, make_att) for _ in range(cfg["n_layers"])])
-        self.current_pos = 0
-        self.final_norm = LayerNorm(cfg["emb_dim"])
-        self.out_head = nn.Linear(cfg["emb_dim"], cfg["vocab_size"], bias=False)
-
-    def forward(self, in_idx, use_cache=False):
-        seq_len = in_idx.shape[1]
-        if use_cache:
-            pos_ids = torch.arange(self.current_pos, self.current_pos + seq_len)
-            self.current_pos += seq_len
-        else:
-            pos_ids = torch.arange(0, seq_len)
-        x = self.drop_emb(self.tok_emb(in_idx) + self.pos_emb(pos_ids).unsqueeze(0))
-        for blk in self.trf_blocks:
-            x = blk(x, use_cache=use_cache)
-        return self.out_head(self.final_norm(x))
-
-    def reset_kv_cache(self):
-        for blk in self.trf_blocks:
-            blk.att.reset_cache()
-        self.current_pos = 0
-
-
 def generate_text_simple(model, idx, max_new_tokens, context_size):
     for _ in range(max_new_tokens):
         with torch.no_grad():
             logits = model(idx[:, -context_size:])
         idx = torch.cat((idx, logits[:, -1, :].argmax(dim=-1, keepdim=True)), dim=1)
-    return idx
-
-
-def generate_text_simple_cached(model, idx, max_new_tokens):
-    model.eval()
-    with torch.no_grad():
-        model.reset_kv_cache()
-        logits = model(idx, use_cache=True)
-        for _ in range(max_new_tokens):
-            next_idx = logits[:, -1].argmax(dim=-1, keepdim=True)
-            idx = torch.cat([idx, next_idx], dim=1)
-            logits = model(next_idx, use_cache=True)
     return idx
 
 
