@@ -14,6 +14,7 @@ import torch.nn as nn
 
 from . import _torch_sdpa as _sdpa
 from . import _torch_tree as _tree
+from ._torch_modules import MultiHeadAttention
 from ._lib import Error, call, lib, params as _c_params
 # The book's layer norm and feed-forward (their torch forward; GPTModel runs them in C).
 from .book import FeedForward as _FeedForward, LayerNorm as _LayerNorm
@@ -601,7 +602,6 @@ class _TransformerBlock(nn.Module):
 
     def __init__(self, cfg):
         super().__init__()
-        from .torch import MultiHeadAttention
         self.att = MultiHeadAttention(d_in=cfg["emb_dim"], d_out=cfg["emb_dim"],
                                       context_length=cfg["context_length"],
                                       num_heads=cfg["n_heads"], dropout=cfg["drop_rate"],
@@ -834,7 +834,6 @@ def _own_rules():
     """The tree rules taking attn's classes at each place: attn.torch's and
     attn.book's, which compute the book's function (no probe)."""
     from . import book
-    from .torch import MultiHeadAttention
     classes = {"blocks": {nn.Sequential}, "block": {_TransformerBlock, book.TransformerBlock},
                "att": {MultiHeadAttention, book.MultiHeadAttention},
                "ff": {book.FeedForward}, "gelu": {book.GELU}, "norm": {book.LayerNorm}}
