@@ -132,10 +132,21 @@ class StKv(ctypes.Structure):  # attn_st_kv (attn/safetensors.h)
 class StEntry(ctypes.Structure):  # attn_st_entry (attn/safetensors.h)
     _fields_ = [("name", c_char_p), ("dtype", c_char_p), ("ndim", c_int),
                 ("shape", P(c_int64)), ("data", c_void_p), ("nbytes", c_size_t)]
+class AdamwTensor(ctypes.Structure):  # attn_adamw_tensor (attn/optim.h)
+    _fields_ = [("param", c_void_p), ("grad", c_void_p), ("exp_avg", c_void_p),
+                ("exp_avg_sq", c_void_p), ("numel", c_size_t)]
+
+
+class AdamwConfig(ctypes.Structure):  # attn_adamw_config (attn/optim.h)
+    _fields_ = [("beta1", c_double), ("beta2", c_double), ("eps", c_double),
+                ("weight_decay", c_double)]
+
+
 TRAIN_CALLBACK = ctypes.CFUNCTYPE(c_int, c_void_p, c_int, c_int64, c_int64, c_double, c_double,
                                   c_double)
 
-# name: (restype, argtypes); pointers to arrays are passed as c_void_p.
+# Every C function the package calls, declared here once: name: (restype,
+# argtypes); pointers to arrays are passed as c_void_p.
 _PROTOS = {
     "attn_version": (c_char_p, []),
     "attn_status_str": (c_char_p, [c_int]),
@@ -197,6 +208,43 @@ _PROTOS = {
     "attn_safetensors_write_params": (c_int, [c_char_p, c_void_p, c_void_p, c_int, Err]),
     "attn_h_set_threads": (None, [c_int, c_int]),
     "attn_h_get_threads": (c_int, []),
+    "attn_file_write_atomic": (c_int, [c_char_p, c_char_p, c_size_t, Err]),
+    # GPT-2's tokenizer (attn.tokenizer)
+    "attn_tokenizer_gpt2_find": (c_int, [c_char_p, c_char_p, c_size_t, Err]),
+    "attn_bpe_load": (c_int, [P(c_void_p), c_char_p, c_char_p, Err]),
+    "attn_bpe_free": (None, [c_void_p]),
+    "attn_bpe_n_vocab": (c_int, [c_void_p]),
+    "attn_bpe_eot": (ctypes.c_int32, [c_void_p]),
+    "attn_bpe_encode": (c_int, [c_void_p, c_char_p, c_size_t, c_int, c_void_p, c_size_t,
+                                P(c_size_t), Err]),
+    "attn_bpe_decode": (c_int, [c_void_p, c_void_p, c_size_t, c_void_p, c_size_t, P(c_size_t),
+                                Err]),
+    # the whole model under attn.torch (attn/handles.h's borrowed GPT)
+    "attn_h_bgpt_create": (c_int, [c_char_p, P(c_void_p), c_void_p]),
+    "attn_h_bgpt_free": (None, [c_void_p]),
+    "attn_h_bgpt_params": (c_void_p, [c_void_p]),
+    "attn_h_bgpt_set_precision": (c_int, [c_void_p, c_int, c_void_p]),
+    "attn_h_bgpt_bind": (c_int, [c_void_p, c_void_p, c_void_p, c_int, c_void_p]),
+    "attn_h_bgpt_set_lean": (None, [c_void_p, c_int]),
+    "attn_h_bgpt_mask_numel": (c_size_t, [c_void_p, c_int, c_int]),
+    "attn_h_bgpt_forward": (c_int, [c_void_p, c_void_p, c_void_p, c_int, c_int, c_int, c_void_p,
+                                    c_size_t, c_int, c_void_p, P(c_float), c_void_p]),
+    "attn_h_bgpt_forward_drawn": (c_int, [c_void_p, c_void_p, c_void_p, c_int, c_int, c_void_p,
+                                          c_size_t, c_int, c_void_p, P(c_float), c_void_p]),
+    "attn_h_torch_bernoulli": (c_int, [c_void_p, c_size_t, c_double, c_void_p, c_size_t,
+                                       c_void_p]),
+    "attn_h_bgpt_backward_logits": (c_int, [c_void_p, c_void_p, c_int, c_int, c_void_p]),
+    "attn_h_bgpt_kv_forward": (c_int, [c_void_p, c_void_p, c_int, c_int, c_void_p, c_void_p]),
+    "attn_h_bgpt_kv_reset": (None, [c_void_p]),
+    "attn_h_bgpt_kv_len": (c_int, [c_void_p]),
+    "attn_h_alloc_huge": (c_void_p, [c_size_t]),
+    "attn_h_collapse_huge": (None, [c_void_p, c_size_t]),
+    "attn_cross_entropy_forward": (c_float, [c_void_p, c_void_p, c_void_p, c_size_t, c_size_t]),
+    "attn_cross_entropy_grad": (None, [c_void_p, c_void_p, c_void_p, c_float, c_void_p, c_size_t,
+                                       c_size_t]),
+    # attn.torch.AdamW
+    "attn_adamw_step_tensors": (c_int, [P(AdamwTensor), c_int, P(AdamwConfig), c_double,
+                                        c_int64, c_void_p]),
 }
 for _name, (_res, _args) in _PROTOS.items():
     _f = getattr(lib, _name)

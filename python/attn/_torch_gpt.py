@@ -23,39 +23,7 @@ _BOOK_KEYS = ("vocab_size", "context_length", "emb_dim", "n_heads", "n_layers", 
               "qkv_bias")
 _PRECISIONS = {"fp32": 0, "bf16": 1}
 
-c_void_p, P = ctypes.c_void_p, ctypes.POINTER
-for _name, _res, _args in [
-        ("attn_h_bgpt_create", ctypes.c_int, [ctypes.c_char_p, P(c_void_p), c_void_p]),
-        ("attn_h_bgpt_free", None, [c_void_p]),
-        ("attn_h_bgpt_params", c_void_p, [c_void_p]),
-        ("attn_h_bgpt_set_precision", ctypes.c_int, [c_void_p, ctypes.c_int, c_void_p]),
-        ("attn_h_bgpt_bind", ctypes.c_int, [c_void_p, c_void_p, c_void_p, ctypes.c_int,
-                                            c_void_p]),
-        ("attn_h_bgpt_set_lean", None, [c_void_p, ctypes.c_int]),
-        ("attn_h_bgpt_mask_numel", ctypes.c_size_t, [c_void_p, ctypes.c_int, ctypes.c_int]),
-        ("attn_h_bgpt_forward", ctypes.c_int,
-         [c_void_p, c_void_p, c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, c_void_p,
-          ctypes.c_size_t, ctypes.c_int, c_void_p, P(ctypes.c_float), c_void_p]),
-        ("attn_h_bgpt_forward_drawn", ctypes.c_int,
-         [c_void_p, c_void_p, c_void_p, ctypes.c_int, ctypes.c_int, c_void_p, ctypes.c_size_t,
-          ctypes.c_int, c_void_p, P(ctypes.c_float), c_void_p]),
-        ("attn_h_torch_bernoulli", ctypes.c_int,
-         [c_void_p, ctypes.c_size_t, ctypes.c_double, c_void_p, ctypes.c_size_t, c_void_p]),
-        ("attn_h_bgpt_backward_logits", ctypes.c_int,
-         [c_void_p, c_void_p, ctypes.c_int, ctypes.c_int, c_void_p]),
-        ("attn_h_bgpt_kv_forward", ctypes.c_int,
-         [c_void_p, c_void_p, ctypes.c_int, ctypes.c_int, c_void_p, c_void_p]),
-        ("attn_h_bgpt_kv_reset", None, [c_void_p]),
-        ("attn_h_bgpt_kv_len", ctypes.c_int, [c_void_p]),
-        ("attn_h_alloc_huge", c_void_p, [ctypes.c_size_t]),
-        ("attn_h_collapse_huge", None, [c_void_p, ctypes.c_size_t]),
-        ("attn_cross_entropy_forward", ctypes.c_float,
-         [c_void_p, c_void_p, c_void_p, ctypes.c_size_t, ctypes.c_size_t]),
-        ("attn_cross_entropy_grad", None,
-         [c_void_p, c_void_p, c_void_p, ctypes.c_float, c_void_p, ctypes.c_size_t,
-          ctypes.c_size_t])]:
-    _f = getattr(lib, _name)
-    _f.restype, _f.argtypes = _res, _args
+c_void_p = ctypes.c_void_p
 
 
 class _HugeMemory:

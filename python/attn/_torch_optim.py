@@ -4,24 +4,10 @@ import math
 
 import torch
 
-from ._lib import Error, call, lib
+from ._lib import AdamwConfig, AdamwTensor, Error, call, lib
 
 
-class _Tensor(ctypes.Structure):  # attn_adamw_tensor (attn/optim.h)
-    _fields_ = [("param", ctypes.c_void_p), ("grad", ctypes.c_void_p),
-                ("exp_avg", ctypes.c_void_p), ("exp_avg_sq", ctypes.c_void_p),
-                ("numel", ctypes.c_size_t)]
-
-
-class _Config(ctypes.Structure):  # attn_adamw_config (attn/optim.h)
-    _fields_ = [("beta1", ctypes.c_double), ("beta2", ctypes.c_double),
-                ("eps", ctypes.c_double), ("weight_decay", ctypes.c_double)]
-
-
-lib.attn_adamw_step_tensors.restype = ctypes.c_int
-lib.attn_adamw_step_tensors.argtypes = [ctypes.POINTER(_Tensor), ctypes.c_int,
-                                        ctypes.POINTER(_Config), ctypes.c_double,
-                                        ctypes.c_int64, ctypes.c_void_p]
+_Tensor, _Config = AdamwTensor, AdamwConfig  # attn/optim.h
 
 _REFUSED = {"amsgrad": False, "maximize": False, "capturable": False, "differentiable": False,
             "fused": None}

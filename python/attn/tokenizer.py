@@ -16,27 +16,8 @@ import ctypes
 import os
 import weakref
 
-from ._lib import Err, Error, Handle, call, check, cint, error, lib, path
+from ._lib import Handle, call, check, cint, error, lib, path
 
-_P = ctypes.POINTER
-_PROTOS = {
-    "attn_tokenizer_gpt2_find": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p,
-                                                 ctypes.c_size_t, Err]),
-    "attn_bpe_load": (ctypes.c_int, [_P(ctypes.c_void_p), ctypes.c_char_p, ctypes.c_char_p, Err]),
-    "attn_bpe_free": (None, [ctypes.c_void_p]),
-    "attn_bpe_n_vocab": (ctypes.c_int, [ctypes.c_void_p]),
-    "attn_bpe_eot": (ctypes.c_int32, [ctypes.c_void_p]),
-    "attn_bpe_encode": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t,
-                                       ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t,
-                                       _P(ctypes.c_size_t), Err]),
-    "attn_bpe_decode": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
-                                       ctypes.c_void_p, ctypes.c_size_t, _P(ctypes.c_size_t),
-                                       Err]),
-}
-for _name, (_res, _args) in _PROTOS.items():
-    _f = getattr(lib, _name)
-    _f.restype = _res
-    _f.argtypes = _args
 
 _EOT = "<|endoftext|>"
 _HERE = os.path.dirname(os.path.realpath(__file__))

@@ -7,18 +7,12 @@ import os
 import ctypes
 
 from . import _lib
-from ._lib import Error, lib
+from ._lib import lib
 from .gpt import GPT
 from .modules import _index
 
 
-_CHECK = lib.attn_ckpt_output_check
-_CHECK.restype = ctypes.c_int
-_CHECK.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int,
-                   ctypes.c_void_p, ctypes.c_int, _lib.Err]
-_WRITE = lib.attn_file_write_atomic
-_WRITE.restype = ctypes.c_int
-_WRITE.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t, _lib.Err]
+_CHECK, _WRITE = lib.attn_ckpt_output_check, lib.attn_file_write_atomic
 
 
 def _check_output(path, source):
