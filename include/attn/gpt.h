@@ -297,7 +297,9 @@ typedef struct attn_gpt_block {
     attn_feedforward ff; /* layers.0 Linear(C,4C), GELU, layers.2 Linear(4C,C) (or cfg.act's) */
 } attn_gpt_block;
 
-/* Owns every parameter and its gradient (zeroed at init). */
+/* Owns its parameter table and the arena behind it (attn/param.h): one
+ * aligned block of every value, one of every gradient (zeroed at init); the
+ * modules' tensors are views into them. */
 typedef struct attn_gpt {
     attn_gpt_config cfg;
     attn_embedding tok_emb; /* (V, C) */
@@ -305,7 +307,7 @@ typedef struct attn_gpt {
     attn_gpt_block *blocks; /* n_layers */
     attn_layernorm final_norm;
     attn_linear out_head;        /* Linear(C, V, bias=False); tied: tok_emb's matrix */
-    attn_param_list params;      /* state_dict names, book's order */
+    attn_param_list params;      /* the table (state_dict names, book's order) and arena */
     attn_precision precision;    /* of the products (attn_gpt_set_precision); FP32 at init */
     struct attn_bf16_gemm *bf16; /* owned: the engine every Linear / MHA uses under BF16 */
 } attn_gpt;

@@ -34,4 +34,12 @@ void *attn_calloc_streamed(size_t n, size_t size);
  * (seed004's bf16 step: 256 page faults a step). */
 void *attn_alloc_touched(size_t bytes);
 
+/* Zeroed memory for a parameter arena (attn/param.h): 64-byte aligned,
+ * and from 4 MiB up 2 MiB aligned with every whole 2 MiB page advised onto
+ * huge pages, lazily faulted as calloc's (a gradient block a generate run
+ * never touches takes no memory). Release with attn_free_aligned(p, bytes),
+ * the same bytes. */
+void *attn_calloc_aligned(size_t bytes);
+void attn_free_aligned(void *p, size_t bytes);
+
 #endif

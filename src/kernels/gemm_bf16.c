@@ -309,7 +309,7 @@ void attn_gemm_weight_a16(attn_bf16_gemm *g, int threads, int M, int N, int K, c
 static void linear_grads_fp32(attn_bf16_gemm *g, int threads, int N, int in, int out,
                               const float *x, const float *dy, const float *W, float beta_w,
                               float *dW, float beta_x, float *dx) {
-    attn_gemm(g, threads, 1, 0, out, in, N, 1.0f, dy, out, x, in, beta_w, dW, in);
+    if (dW) attn_gemm(g, threads, 1, 0, out, in, N, 1.0f, dy, out, x, in, beta_w, dW, in);
     if (dx) attn_gemm(g, threads, 0, 0, N, in, out, 1.0f, dy, out, W, in, beta_x, dx, in);
 }
 
@@ -336,10 +336,10 @@ static void linear_grads(attn_bf16_gemm *g, int threads, int N, int in, int out,
     if (g && (beta_w == 0.0f || beta_w == 1.0f) && (beta_x == 0.0f || beta_x == 1.0f) &&
         reserve(&g->a16, &g->a_cap, (size_t)N * (size_t)out) == 0 &&
         reserve(&g->b16, &g->b_cap, nx > nw ? nx : nw) == 0) {
-        qw = get_prim(g, out, in, N, 1, 0, beta_w != 0.0f, in);
+        if (dW) qw = get_prim(g, out, in, N, 1, 0, beta_w != 0.0f, in);
         if (dx) qx = get_prim(g, N, in, out, 0, 0, beta_x != 0.0f, in);
     }
-    if (!qw || (dx && !qx)) { /* no engine, or a shape oneDNN refused: fp32 */
+    if ((dW && !qw) || (dx && !qx)) { /* no engine, or a shape oneDNN refused: fp32 */
         float *wide = x16 ? widen(x16, nx) : NULL;
         if (x || wide)
             linear_grads_fp32(g, threads, N, in, out, x ? x : wide, dy, W, beta_w, dW, beta_x, dx);
@@ -348,8 +348,8 @@ static void linear_grads(attn_bf16_gemm *g, int threads, int N, int in, int out,
     }
     /* dy (N, out) compact in a16 serves both: read transposed for dW. */
     to_bf16(dy, N, out, out, g->a16);
-    if (!x16) to_bf16(x, N, in, in, g->b16);
-    if (run_prim_on(g, qw, g->a16, x16 ? x16 : g->b16, dW) != 0) {
+    if (dW && !x16) to_bf16(x, N, in, in, g->b16);
+    if (dW && run_prim_on(g, qw, g->a16, x16 ? x16 : g->b16, dW) != 0) {
         float *wide = x16 ? widen(x16, nx) : NULL;
         if (x || wide)
             attn_sgemm(threads, 1, 0, out, in, N, 1.0f, dy, out, x ? x : wide, in, beta_w, dW, in);
