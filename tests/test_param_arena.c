@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "attn/gpt.h"
+#include "attn/optim.h"
 
 static attn_gpt_config small_cfg(void) {
     attn_gpt_config c = {.vocab_size = 11, /* tok_emb 88 floats: the next tensor is padded */
@@ -150,5 +151,132 @@ Test(param_arena, zero_grad_clears_the_block) {
     for (size_t k = 0; k < L->grads_numel; k++)
         nonzero += L->grads[k] != 0.0f;
     cr_expect_eq(nonzero, 0);
+    attn_gpt_free(&m);
+}
+
+/* ------------------------------------------------------------ frozen tensors */
+
+/* One forward and backward of m on a fixed batch (plain or lean
+ * activations; dropout off). */
+static void step(attn_gpt *m, int lean) {
+    const int B = 2, T = 6;
+    int32_t ids[12], tg[12];
+    for (int i = 0; i < B * T; i++)
+        ids[i] = (int32_t)((i * 7 + 3) % m->cfg.vocab_size), tg[i] = (int32_t)((i * 5 + 1) % 11);
+    attn_gpt_acts acts;
+    attn_error err;
+    cr_assert_eq(lean ? attn_gpt_acts_init_lean(&acts, m, B, T, &err)
+                      : attn_gpt_acts_init(&acts, m, B, T, &err),
+                 ATTN_OK, "%s", err.msg);
+    attn_gpt_zero_grad_deferred(m);
+    cr_assert_eq(attn_gpt_forward_backward(m, ids, tg, B, T, NULL, &acts, 1.0f, NULL, &err),
+                 ATTN_OK, "%s", err.msg);
+    attn_gpt_acts_free(&acts);
+}
+
+/* Model b with the tensors under prefix frozen against a, the same but
+ * trainable: b keeps no gradient for them, and the rest are a's bits. */
+static void frozen_against(const attn_gpt_config *cfg, const char *prefix, int bf16, int lean) {
+    attn_gpt a, b;
+    make(&a, cfg);
+    make(&b, cfg);
+    attn_error err;
+    if (bf16 && (attn_gpt_set_precision(&a, ATTN_PRECISION_BF16, &err) != ATTN_OK ||
+                 attn_gpt_set_precision(&b, ATTN_PRECISION_BF16, &err) != ATTN_OK)) {
+        attn_gpt_free(&a), attn_gpt_free(&b);
+        return; /* no AVX512-BF16 here */
+    }
+    cr_assert_eq(attn_gpt_set_trainable(&b, prefix, 0, &err), ATTN_OK, "%s", err.msg);
+    step(&a, lean);
+    step(&b, lean);
+    const attn_param_list *La = attn_gpt_params(&a), *Lb = attn_gpt_params(&b);
+    int frozen = 0;
+    size_t kept = 0;
+    for (int i = 0; i < Lb->count; i++) {
+        const attn_param *pa = &La->items[i], *pb = &Lb->items[i];
+        const int under = strncmp(pb->name, prefix, strlen(prefix)) == 0;
+        cr_expect_eq(pb->trainable, !under, "%s", pb->name);
+        if (under) {
+            frozen++;
+            cr_expect(pb->grad == NULL, "%s: no gradient storage", pb->name);
+            for (int k = 0; k < ATTN_PARAM_VIEWS; k++)
+                if (pb->grad_at[k]) cr_expect(*pb->grad_at[k] == NULL, "%s's field", pb->name);
+            continue;
+        }
+        kept += pb->numel;
+        cr_expect(memcmp(pa->grad, pb->grad, pa->numel * sizeof(float)) == 0,
+                  "%s (%s frozen, bf16 %d, lean %d): the unfrozen model's gradient", pb->name,
+                  prefix, bf16, lean);
+    }
+    cr_expect(frozen > 0);
+    cr_expect(Lb->grads_numel < La->grads_numel && Lb->grads_numel >= kept,
+              "%zu gradient floats for %zu trainable", Lb->grads_numel, kept);
+    attn_gpt_free(&a);
+    attn_gpt_free(&b);
+}
+
+Test(param_arena, frozen_tensors_have_no_gradients_and_change_no_other) {
+    const char *prefixes[] = {"trf_blocks.0.",    "tok_emb.",
+                              "pos_emb.",         "out_head.",
+                              "final_norm.",      "trf_blocks.1.att.W_key.",
+                              "trf_blocks.1.ff.", "trf_blocks.1.norm2.shift"};
+    const attn_gpt_config cfg = small_cfg();
+    for (size_t i = 0; i < sizeof prefixes / sizeof *prefixes; i++)
+        for (int lean = 0; lean < 2; lean++)
+            for (int bf16 = 0; bf16 < 2; bf16++)
+                frozen_against(&cfg, prefixes[i], bf16, lean);
+    /* The variants' modules: RMSNorm, SwiGLU, grouped-query, QK-norm, tied. */
+    attn_gpt_config v = small_cfg();
+    v.norm = ATTN_NORM_RMSNORM;
+    v.act = ATTN_ACT_SWIGLU;
+    v.n_kv_heads = 1;
+    v.qk_norm = 1;
+    v.tie_weights = 1;
+    const char *vprefixes[] = {"trf_blocks.0.att.", "tok_emb.", "trf_blocks.1.att.q_norm."};
+    for (size_t i = 0; i < sizeof vprefixes / sizeof *vprefixes; i++)
+        for (int bf16 = 0; bf16 < 2; bf16++)
+            frozen_against(&v, vprefixes[i], bf16, 1);
+}
+
+Test(param_arena, freezing_names_what_it_cannot_find_and_thaws) {
+    const attn_gpt_config cfg = small_cfg();
+    attn_gpt m;
+    make(&m, &cfg);
+    attn_error err;
+    cr_expect_eq(attn_gpt_set_trainable(&m, "trf_blocks.9.", 0, &err), ATTN_ERR_NOT_FOUND);
+    cr_expect(strstr(err.msg, "trf_blocks.9.") != NULL, "%s", err.msg);
+    const size_t all = m.params.grads_numel;
+    cr_assert_eq(attn_gpt_set_trainable(&m, "", 0, &err), ATTN_OK, "%s", err.msg);
+    cr_expect(m.blocks[0].att.W_query.grad_weight == NULL && m.final_norm.grad_scale == NULL);
+    step(&m, 0); /* nothing to compute: runs, writes nothing */
+    cr_assert_eq(attn_gpt_set_trainable(&m, "", 1, &err), ATTN_OK, "%s", err.msg);
+    cr_expect_eq(m.params.grads_numel, all);
+    cr_expect(m.blocks[0].att.W_query.grad_weight != NULL);
+    attn_gpt_free(&m);
+}
+
+/* AdamW leaves a frozen tensor as it is and updates the rest. */
+Test(param_arena, adamw_steps_past_frozen_tensors) {
+    const attn_gpt_config cfg = small_cfg();
+    attn_gpt m;
+    make(&m, &cfg);
+    attn_error err;
+    cr_assert_eq(attn_gpt_set_trainable(&m, "trf_blocks.0.", 0, &err), ATTN_OK, "%s", err.msg);
+    const attn_param_list *L = attn_gpt_params(&m);
+    float *before = malloc(L->values_numel * sizeof(float));
+    memcpy(before, L->values, L->values_numel * sizeof(float));
+    attn_adamw opt;
+    const attn_adamw_config ac = attn_adamw_defaults();
+    cr_assert_eq(attn_adamw_init(&opt, L, &ac, &err), ATTN_OK, "%s", err.msg);
+    step(&m, 0);
+    cr_assert_eq(attn_adamw_step(&opt, L, 1e-2, &err), ATTN_OK, "%s", err.msg);
+    for (int i = 0; i < L->count; i++) {
+        const attn_param *p = &L->items[i];
+        const int same = memcmp(before + p->offset, p->data, p->numel * sizeof(float)) == 0;
+        if (!p->trainable) cr_expect(same, "%s: frozen, unchanged", p->name);
+        if (p->trainable && p->ndim >= 2) cr_expect(!same, "%s: updated", p->name);
+    }
+    attn_adamw_free(&opt);
+    free(before);
     attn_gpt_free(&m);
 }

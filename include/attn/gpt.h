@@ -326,6 +326,16 @@ void attn_gpt_free(attn_gpt *m);
  * BF16 fails with a clear message on a CPU without AVX512-BF16. */
 attn_status attn_gpt_set_precision(attn_gpt *m, attn_precision precision, attn_error *err);
 
+/* Freeze (trainable 0) or unfreeze every parameter whose name starts with
+ * prefix ("trf_blocks.0.", "out_head.", "" for all; a tied head is
+ * tok_emb.weight). A frozen tensor has no gradient storage (its grad, and
+ * its module's gradient field, NULL): every backward skips the products
+ * that would compute its gradient, the gradients of the rest are the same
+ * bits, and AdamW leaves it as it is. The gradient block is made again
+ * (the gradients zeroed), so call it before making an optimizer over the
+ * list. NOT_FOUND when no name starts with prefix. */
+attn_status attn_gpt_set_trainable(attn_gpt *m, const char *prefix, int trainable, attn_error *err);
+
 /* The parameter list (borrowed; valid until attn_gpt_free). */
 const attn_param_list *attn_gpt_params(const attn_gpt *m);
 /* Total number of parameter floats (book's count, without the mask buffers). */

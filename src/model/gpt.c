@@ -136,6 +136,12 @@ attn_status attn_gpt_set_precision(attn_gpt *m, attn_precision precision, attn_e
     return ATTN_OK;
 }
 
+attn_status attn_gpt_set_trainable(attn_gpt *m, const char *prefix, int trainable,
+                                   attn_error *err) {
+    if (!prefix) return attn_fail(err, ATTN_ERR_INVALID_ARG, "set_trainable: no name prefix");
+    return attn_param_list_set_trainable(&m->params, prefix, trainable, err);
+}
+
 const attn_param_list *attn_gpt_params(const attn_gpt *m) {
     return &m->params;
 }
@@ -372,9 +378,10 @@ static float head_chunks(attn_gpt *m, attn_gpt_acts *a, size_t N, int grads, flo
             const int rows = (int)(r0 + n - k0);
             attn_gemm_input_grad_dy16(head->bf16, 0, rows, (int)C, (int)V, a->d_logits16,
                                       head->weight, 1.0f, a->d_ln + k0 * C);
-            attn_gemm_weight_grad_dy16(head->bf16, 0, rows, (int)C, (int)V, a->lnf + k0 * C,
-                                       a->d_logits16, attn_linear_grad_beta(head),
-                                       head->grad_weight);
+            if (head->grad_weight) /* else frozen */
+                attn_gemm_weight_grad_dy16(head->bf16, 0, rows, (int)C, (int)V, a->lnf + k0 * C,
+                                           a->d_logits16, attn_linear_grad_beta(head),
+                                           head->grad_weight);
             k0 = r0 + n;
         }
     }
@@ -502,7 +509,7 @@ static attn_status body_backward(attn_gpt *m, attn_gpt_acts *a, attn_error *err)
             a->d_resid[i] = a->keep_emb[i] ? a->d_resid[i] * scale : 0.0f;
     }
     attn_embedding_backward(&m->tok_emb, a->ids, a->d_resid, N);
-    for (size_t b = 0; m->pos_emb.weight && b < (size_t)B; b++)
+    for (size_t b = 0; m->pos_emb.grad_weight && b < (size_t)B; b++)
         for (size_t t = 0; t < (size_t)T; t++) {
             float *g = m->pos_emb.grad_weight + t * C;
             const float *d = a->d_resid + (b * (size_t)T + t) * C;
