@@ -8,6 +8,7 @@
 
 #include "attn/gpt.h"
 #include "attn/optim.h"
+#include "kernels/gemv.h"
 
 static attn_gpt_config small_cfg(void) {
     attn_gpt_config c = {.vocab_size = 11, /* tok_emb 88 floats: the next tensor is padded */
@@ -278,5 +279,29 @@ Test(param_arena, adamw_steps_past_frozen_tensors) {
     }
     attn_adamw_free(&opt);
     free(before);
+    attn_gpt_free(&m);
+}
+
+/* On the bf16 engine the weights' copies are one block of the arena's
+ * layout: each copy sits at its weight's offset. */
+Test(param_arena, bf16_copies_are_one_block_alike) {
+    const attn_gpt_config cfg = small_cfg();
+    attn_gpt m;
+    make(&m, &cfg);
+    attn_error err;
+    if (attn_gpt_set_precision(&m, ATTN_PRECISION_BF16, &err) != ATTN_OK) {
+        attn_gpt_free(&m);
+        cr_skip_test("no AVX512-BF16 on this CPU");
+    }
+    step(&m, 0); /* a pass: every weight multiplied is rounded once */
+    const attn_param *a = param(&m, "trf_blocks.0.ff.layers.0.weight");
+    const attn_param *b = param(&m, "out_head.weight");
+    const uint16_t *ca = attn_bf16_gemm_weight_copy(m.bf16, a->data, a->numel);
+    const uint16_t *cb = attn_bf16_gemm_weight_copy(m.bf16, b->data, b->numel);
+    cr_assert(ca && cb);
+    cr_expect_eq(cb - ca, b->data - a->data, "the copies' offsets are the weights'");
+    uint16_t want[4];
+    attn_f32_to_bf16(a->data, want, 4);
+    cr_expect(memcmp(ca, want, sizeof want) == 0, "the copy holds the weight's rounding");
     attn_gpt_free(&m);
 }

@@ -56,6 +56,13 @@ void attn_gemm(attn_bf16_gemm *g, int threads, int trans_a, int trans_b, int M, 
  * rounds its weight. No effect on g NULL. */
 void attn_bf16_gemm_begin_pass(attn_bf16_gemm *g);
 
+/* The copies of the weights inside values (n floats: a model's arena,
+ * attn/param.h) as one block alike: W's copy at W's offset, lazily mapped
+ * (a tensor never multiplied takes no memory). Weights elsewhere keep a
+ * copy each. NOMEM (the engine as it was) when the block cannot be had. */
+attn_status attn_bf16_gemm_use_block(attn_bf16_gemm *g, const float *values, size_t n,
+                                     attn_error *err);
+
 /* For the owner of the weights as it updates them (the optimizer), so that
  * the next pass need not round them again: the bf16 copy this pass holds
  * of weight W (n values), or of the part W is of a weight used as one

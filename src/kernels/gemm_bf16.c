@@ -41,7 +41,10 @@ struct attn_bf16_gemm {
     size_t a_cap, b_cap;
     wcopy wc[MAX_WCOPIES];
     int n_wc;
-    unsigned pass; /* 0: no pass begun, weights rounded at every use */
+    unsigned pass;       /* 0: no pass begun, weights rounded at every use */
+    const float *values; /* attn_bf16_gemm_use_block's weights (n_values floats) */
+    size_t n_values;
+    uint16_t *values16; /* their copies, one block */
 };
 
 attn_status attn_bf16_gemm_create(attn_bf16_gemm **out, attn_error *err) {
@@ -70,10 +73,25 @@ void attn_bf16_gemm_free(attn_bf16_gemm *g) {
     if (g->stream) dnnl_stream_destroy(g->stream);
     if (g->eng) dnnl_engine_destroy(g->eng);
     for (int i = 0; i < g->n_wc; i++)
-        free(g->wc[i].copy);
+        if (g->wc[i].cap) free(g->wc[i].copy); /* else the block's */
+    attn_free_aligned(g->values16, g->n_values * sizeof(uint16_t));
     free(g->a16);
     free(g->b16);
     free(g);
+}
+
+attn_status attn_bf16_gemm_use_block(attn_bf16_gemm *g, const float *values, size_t n,
+                                     attn_error *err) {
+    uint16_t *b = n && n <= SIZE_MAX / sizeof *b ? attn_calloc_aligned(n * sizeof *b) : NULL;
+    if (!b) return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for %zu bf16 weight copies", n);
+    for (int i = 0; i < g->n_wc; i++) /* the copies made so far are made again */
+        if (g->wc[i].cap) free(g->wc[i].copy);
+    g->n_wc = 0;
+    attn_free_aligned(g->values16, g->n_values * sizeof(uint16_t));
+    g->values = values;
+    g->n_values = n;
+    g->values16 = b;
+    return ATTN_OK;
 }
 
 /* The pass after p (never 0, which marks no copy). */
@@ -198,7 +216,12 @@ static const uint16_t *weight_bf16(attn_bf16_gemm *g, const float *W, int rows, 
         e->w = W, e->n = n;
     }
     if (e->pass == g->pass) return e->copy;
-    if (reserve(&e->copy, &e->cap, n) != 0) return NULL;
+    const uintptr_t at = (uintptr_t)W, lo = (uintptr_t)g->values;
+    if (g->values && at >= lo && n <= g->n_values &&
+        (at - lo) / sizeof(float) <= g->n_values - n) /* the block's (cap 0: not owned) */
+        e->copy = g->values16 + (at - lo) / sizeof(float);
+    else if (reserve(&e->copy, &e->cap, n) != 0)
+        return NULL;
     to_bf16(W, rows, cols, cols, e->copy);
     e->pass = g->pass;
     return e->copy;

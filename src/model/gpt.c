@@ -129,6 +129,12 @@ attn_status attn_gpt_set_precision(attn_gpt *m, attn_precision precision, attn_e
     attn_bf16_gemm *g = NULL;
     if (precision == ATTN_PRECISION_BF16 && (s = attn_bf16_gemm_create(&g, err)) != ATTN_OK)
         return s;
+    /* The weights' bf16 copies: one block of the arena's layout. */
+    if (g && m->params.values &&
+        (s = attn_bf16_gemm_use_block(g, m->params.values, m->params.values_numel, err))) {
+        attn_bf16_gemm_free(g);
+        return s;
+    }
     use_engine(m, g);
     attn_bf16_gemm_free(m->bf16);
     m->bf16 = g;
