@@ -254,6 +254,16 @@ Test(param_arena, freezing_names_what_it_cannot_find_and_thaws) {
     cr_expect_eq(m.params.grads_numel, all);
     cr_expect(m.blocks[0].att.W_query.grad_weight != NULL);
     attn_gpt_free(&m);
+    /* A module made alone keeps its own gradients. */
+    attn_linear lin;
+    attn_param_list own;
+    attn_param_list_init(&own);
+    cr_assert_eq(attn_linear_init(&lin, 3, 2, 1, NULL, &err), ATTN_OK);
+    cr_assert_eq(attn_linear_params(&lin, "", &own, &err), ATTN_OK);
+    cr_expect_eq(attn_param_list_set_trainable(&own, "", 0, &err), ATTN_ERR_STATE);
+    cr_expect(lin.grad_weight != NULL && own.items[0].grad == lin.grad_weight);
+    attn_param_list_free(&own);
+    attn_linear_free(&lin);
 }
 
 /* AdamW leaves a frozen tensor as it is and updates the rest. */

@@ -146,10 +146,11 @@ void attn_param_list_bind(attn_param_list *list, float *const *data, float *cons
 void attn_param_list_bind_grads(attn_param_list *list, float *block);
 
 /* Mark every parameter whose name starts with prefix ("" : all)
- * trainable or frozen. An arena's gradient block is made again for the
- * trainable tensors (their gradients zeroed; a frozen one's grad NULL).
- * NOT_FOUND when no name starts with prefix. Call it before making an
- * optimizer over the list, and with the arena's own gradients bound. */
+ * trainable or frozen, and make the arena's gradient block again for the
+ * trainable tensors (their gradients zeroed; a frozen one's grad NULL,
+ * its fields too). NOT_FOUND when no name starts with prefix; STATE on a
+ * list without an arena. Call it before making an optimizer over the
+ * list; the arena's own gradients are bound after it. */
 attn_status attn_param_list_set_trainable(attn_param_list *list, const char *prefix, int trainable,
                                           attn_error *err);
 

@@ -230,6 +230,9 @@ void attn_param_list_bind_grads(attn_param_list *list, float *block) {
 
 attn_status attn_param_list_set_trainable(attn_param_list *list, const char *prefix, int trainable,
                                           attn_error *err) {
+    if (!list->values)
+        return attn_fail(err, ATTN_ERR_STATE,
+                         "freezing needs a model's arena (a module's own gradients stay)");
     const size_t len = strlen(prefix);
     int matched = 0, changed = 0;
     for (int i = 0; i < list->count; i++) {
@@ -242,11 +245,6 @@ attn_status attn_param_list_set_trainable(attn_param_list *list, const char *pre
     if (!matched)
         return attn_fail(err, ATTN_ERR_NOT_FOUND, "no parameter name starts with '%s'", prefix);
     if (!changed) return ATTN_OK;
-    if (!list->values) { /* module-owned memory: a frozen tensor keeps none */
-        for (int i = 0; i < list->count; i++)
-            if (!list->items[i].trainable) list->items[i].grad = NULL;
-        return ATTN_OK;
-    }
     attn_param_block_free(list->grads, list->grads_numel);
     list->grads = NULL;
     list->grads_numel = 0;
