@@ -19,13 +19,21 @@ extern "C" {
 typedef struct attn_embedding {
     int num_embeddings, dim;
     float *weight;      /* (num_embeddings, dim) */
-    float *grad_weight; /* same, zeroed at init */
+    float *grad_weight; /* same, zeroed at init; NULL: frozen */
+    int views;          /* 1: both are views (attn_embedding_init_view) */
 } attn_embedding;
 
 /* rng != NULL: normal_(0, 1) as torch.nn.Embedding; NULL: zeros. */
 attn_status attn_embedding_init(attn_embedding *e, int num_embeddings, int dim, attn_rng *rng,
                                 attn_error *err);
+/* The same without memory of its own (a model's, attn/param.h): the table
+ * is a view the owner's arena fills (attn_embedding_params, then
+ * attn_param_list_alloc); freeing leaves it. */
+attn_status attn_embedding_init_view(attn_embedding *e, int num_embeddings, int dim,
+                                     attn_error *err);
 void attn_embedding_free(attn_embedding *e);
+/* torch.nn.Embedding's draw of n values: normal_(0, 1). */
+void attn_embedding_draw(attn_rng *rng, float *values, size_t n);
 /* Adds "<prefix>weight". */
 attn_status attn_embedding_params(attn_embedding *e, const char *prefix, attn_param_list *list,
                                   attn_error *err);
@@ -41,7 +49,7 @@ void attn_embedding_forward_add(const attn_embedding *e, const int32_t *ids, flo
  * it adds (+=) into dx and into the parameter gradients, never overwrites;
  * the caller zeroes them first. */
 
-/* grad_weight[ids[n]] += dout[n]. */
+/* grad_weight[ids[n]] += dout[n] (nothing when grad_weight is NULL). */
 void attn_embedding_backward(attn_embedding *e, const int32_t *ids, const float *dout, size_t N);
 
 #ifdef __cplusplus

@@ -57,6 +57,9 @@ int attn_feedforward_hidden(int C, attn_act act);
 attn_status attn_feedforward_init(attn_feedforward *ff, int C, attn_rng *rng, attn_error *err);
 attn_status attn_feedforward_init_act(attn_feedforward *ff, int C, attn_act act, attn_rng *rng,
                                       attn_error *err);
+/* The same without memory of its own (a model's, attn/param.h): both
+ * Linears are views (attn_linear_init_view) the owner's arena fills. */
+attn_status attn_feedforward_init_view(attn_feedforward *ff, int C, attn_act act, attn_error *err);
 void attn_feedforward_free(attn_feedforward *ff);
 attn_status attn_feedforward_params(attn_feedforward *ff, const char *prefix, attn_param_list *list,
                                     attn_error *err);

@@ -56,6 +56,13 @@ void attn_gemm(attn_bf16_gemm *g, int threads, int trans_a, int trans_b, int M, 
  * rounds its weight. No effect on g NULL. */
 void attn_bf16_gemm_begin_pass(attn_bf16_gemm *g);
 
+/* The copies of the weights inside values (n floats: a model's arena,
+ * attn/param.h) as one block alike: W's copy at W's offset, lazily mapped
+ * (a tensor never multiplied takes no memory). Weights elsewhere keep a
+ * copy each. NOMEM (the engine as it was) when the block cannot be had. */
+attn_status attn_bf16_gemm_use_block(attn_bf16_gemm *g, const float *values, size_t n,
+                                     attn_error *err);
+
 /* For the owner of the weights as it updates them (the optimizer), so that
  * the next pass need not round them again: the bf16 copy this pass holds
  * of weight W (n values), or of the part W is of a weight used as one
@@ -80,7 +87,8 @@ void attn_gemm_weight(attn_bf16_gemm *g, int threads, int M, int N, int K, const
  *     dW (out, in) = beta_w dW + dy^T x      (beta_w 0 or 1)
  *     dx (N, in)  += dy W                    (skipped when dx is NULL)
  * x (N, in), dy (N, out) and W (out, in) compact row-major. Each product is
- * exactly what attn_gemm gives for it (two attn_sgemm calls when g is NULL). */
+ * exactly what attn_gemm gives for it (two attn_sgemm calls when g is NULL).
+ * dW NULL (a frozen weight): dx alone, the same bits (x is not read). */
 void attn_gemm_linear_grads(attn_bf16_gemm *g, int threads, int N, int in, int out, const float *x,
                             const float *dy, const float *W, float beta_w, float *dW, float *dx);
 

@@ -297,7 +297,9 @@ typedef struct attn_gpt_block {
     attn_feedforward ff; /* layers.0 Linear(C,4C), GELU, layers.2 Linear(4C,C) (or cfg.act's) */
 } attn_gpt_block;
 
-/* Owns every parameter and its gradient (zeroed at init). */
+/* Owns its parameter table and the arena behind it (attn/param.h): one
+ * aligned block of every value, one of every gradient (zeroed at init); the
+ * modules' tensors are views into them. */
 typedef struct attn_gpt {
     attn_gpt_config cfg;
     attn_embedding tok_emb; /* (V, C) */
@@ -305,7 +307,7 @@ typedef struct attn_gpt {
     attn_gpt_block *blocks; /* n_layers */
     attn_layernorm final_norm;
     attn_linear out_head;        /* Linear(C, V, bias=False); tied: tok_emb's matrix */
-    attn_param_list params;      /* state_dict names, book's order */
+    attn_param_list params;      /* the table (state_dict names, book's order) and arena */
     attn_precision precision;    /* of the products (attn_gpt_set_precision); FP32 at init */
     struct attn_bf16_gemm *bf16; /* owned: the engine every Linear / MHA uses under BF16 */
 } attn_gpt;
@@ -323,6 +325,16 @@ void attn_gpt_free(attn_gpt *m);
  * kernel and the loss stay fp32, so checkpoints are the same either way.
  * BF16 fails with a clear message on a CPU without AVX512-BF16. */
 attn_status attn_gpt_set_precision(attn_gpt *m, attn_precision precision, attn_error *err);
+
+/* Freeze (trainable 0) or unfreeze every parameter whose name starts with
+ * prefix ("trf_blocks.0.", "out_head.", "" for all; a tied head is
+ * tok_emb.weight). A frozen tensor has no gradient storage (its grad, and
+ * its module's gradient field, NULL): every backward skips the products
+ * that would compute its gradient, the gradients of the rest are the same
+ * bits, and AdamW leaves it as it is. The gradient block is made again
+ * (the gradients zeroed), so call it before making an optimizer over the
+ * list. NOT_FOUND when no name starts with prefix. */
+attn_status attn_gpt_set_trainable(attn_gpt *m, const char *prefix, int trainable, attn_error *err);
 
 /* The parameter list (borrowed; valid until attn_gpt_free). */
 const attn_param_list *attn_gpt_params(const attn_gpt *m);

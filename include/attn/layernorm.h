@@ -31,12 +31,17 @@ typedef struct attn_layernorm {
     float *scale, *shift;           /* (C); shift (and its grad) unused by RMSNorm */
     float *grad_scale, *grad_shift; /* (C) */
     attn_norm_kind kind;
+    int views; /* 1: the tensors are views (attn_norm_init_view) */
 } attn_layernorm;
 
 /* scale = 1, shift = 0, grads zero. C <= 0 -> ATTN_ERR_INVALID_ARG. */
 attn_status attn_layernorm_init(attn_layernorm *ln, int C, attn_error *err);
 /* The same for either kind (attn_layernorm_init is kind LAYERNORM). */
 attn_status attn_norm_init(attn_layernorm *ln, int C, attn_norm_kind kind, attn_error *err);
+/* The same without memory of its own (a model's, attn/param.h): the
+ * tensors are views the owner's arena fills (attn_layernorm_params, then
+ * attn_param_list_alloc: scale 1, shift 0); freeing leaves them. */
+attn_status attn_norm_init_view(attn_layernorm *ln, int C, attn_norm_kind kind, attn_error *err);
 void attn_layernorm_free(attn_layernorm *ln);
 /* Adds "<prefix>scale", "<prefix>shift" (RMSNorm: "<prefix>scale" only). */
 attn_status attn_layernorm_params(attn_layernorm *ln, const char *prefix, attn_param_list *list,

@@ -31,6 +31,7 @@ typedef struct attn_linear {
     struct attn_bf16_gemm *bf16; /* NULL: fp32 products (default); else bf16 products through
                                     this engine (attn/gemm.h; borrowed, set by the model) */
     int weight_given;            /* 1: weight and grad_weight are the owner's (init_into) */
+    int views;                   /* 1: every buffer is a view (attn_linear_init_view) */
     int grad_unset; /* 1: grad_weight holds no value yet (attn_param_list_zero_grad_deferred):
                        the next backward writes it instead of adding */
 } attn_linear;
@@ -48,10 +49,21 @@ attn_status attn_linear_init(attn_linear *layer, int in_features, int out_featur
 attn_status attn_linear_init_into(attn_linear *layer, int in_features, int out_features,
                                   int has_bias, attn_rng *rng, float *weight, float *grad_weight,
                                   attn_error *err);
+/* The same without memory of its own (a model's, attn/param.h): the
+ * weight, bias and gradients stay NULL until the owner's table, made with
+ * attn_linear_params, gets its arena (attn_param_list_alloc); freeing the
+ * layer leaves them. */
+attn_status attn_linear_init_view(attn_linear *layer, int in_features, int out_features,
+                                  int has_bias, attn_error *err);
 void attn_linear_free(attn_linear *layer);
 
-/* Add "<prefix>weight" and, if present, "<prefix>bias" to list; the
- * weight's gradient may be deferred (grad_unset). */
+/* torch.nn.Linear's draw of n values of its weight (is_bias 0:
+ * kaiming_uniform_(a = sqrt(5)), that is U(-1/sqrt(in), 1/sqrt(in))) or of
+ * its bias (U(-1/sqrt(in), 1/sqrt(in)) too), in_features in. */
+void attn_linear_draw(attn_rng *rng, float *values, size_t n, int in_features, int is_bias);
+
+/* Add "<prefix>weight" and, if present, "<prefix>bias" to list (viewed by
+ * the layer's fields); the weight's gradient may be deferred (grad_unset). */
 attn_status attn_linear_params(attn_linear *layer, const char *prefix, attn_param_list *list,
                                attn_error *err);
 
@@ -70,7 +82,8 @@ float attn_linear_grad_beta(attn_linear *layer);
 void attn_linear_grad_settle(attn_linear *layer);
 
 /* Accumulates (+=): grad_weight += dy^T x, grad_bias += sum_n dy, and, when
- * dx != NULL, dx (N, in) += dy W. */
+ * dx != NULL, dx (N, in) += dy W. A NULL gradient (a frozen tensor) is
+ * skipped with its product. */
 void attn_linear_backward(attn_linear *layer, const float *x, const float *dy, float *dx, size_t N);
 
 /* The same pair on the bf16 engine (layer->bf16 not NULL) with the input

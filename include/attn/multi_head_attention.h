@@ -74,8 +74,10 @@ typedef struct attn_mha {
     int d_in, d_out, context_length, num_heads, head_dim, qkv_bias;
     double dropout;
     attn_linear W_query, W_key, W_value, out_proj; /* W_key, W_value: (kv_dim, d_in) */
-    float *w_qkv, *grad_w_qkv; /* the storage of W_query, W_key, W_value's weights (and
-                                  gradients), adjacent: (d_out + 2 kv_dim, d_in) */
+    float *w_qkv, *grad_w_qkv; /* a module made alone: the storage of W_query, W_key,
+                                  W_value's weights (and gradients), adjacent: (d_out +
+                                  2 kv_dim, d_in); NULL in a model's arena, which keeps them
+                                  adjacent itself (one group) */
     attn_attention_spec spec;  /* the call's variants (attn/attention.h); the book's by default */
     int kv_dim;                /* kv_heads * head_dim (d_out unless grouped-query) */
     attn_layernorm q_norm, k_norm; /* spec.qk_norm: RMSNorm(head_dim) each, "q_norm.scale" */
@@ -102,6 +104,12 @@ attn_status attn_mha_init(attn_mha *m, int d_in, int d_out, int context_length, 
 attn_status attn_mha_init_spec(attn_mha *m, int d_in, int d_out, int context_length,
                                const attn_attention_spec *spec, int qkv_bias, attn_rng *rng,
                                attn_error *err);
+/* The same without memory of its own (a model's, attn/param.h): every
+ * tensor is a view the owner's arena fills (attn_mha_params, then
+ * attn_param_list_alloc, which keeps the three projections' weights
+ * adjacent); no draws. */
+attn_status attn_mha_init_view(attn_mha *m, int d_in, int d_out, int context_length,
+                               const attn_attention_spec *spec, int qkv_bias, attn_error *err);
 void attn_mha_free(attn_mha *m);
 attn_status attn_mha_params(attn_mha *m, const char *prefix, attn_param_list *list,
                             attn_error *err);

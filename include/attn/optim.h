@@ -34,6 +34,12 @@ typedef struct attn_adamw_config {
     double weight_decay; /* 0.01 in PyTorch; nanoGPT 0.1 */
 } attn_adamw_config;
 
+struct attn_adamw_piece; /* internal: a run of one tensor's values */
+
+/* The moments are one block each, the table's tensors one after the other
+ * (parameter i at offset[i]: the checkpoint's and the CUDA engine's
+ * layout); a step is one parallel pass over pieces of at most 16384 values
+ * of one tensor each, cut once at init. */
 typedef struct attn_adamw {
     attn_adamw_config cfg;
     int n_params;
@@ -42,6 +48,9 @@ typedef struct attn_adamw {
     uint8_t *decay; /* n_params flags: 1 = weight decay applies */
     float *m, *v;   /* first and second moments, total each */
     int64_t step;   /* steps taken */
+    int n_pieces;
+    struct attn_adamw_piece *pieces; /* n_pieces, in the table's order */
+    uint16_t **w16;                  /* n_params: a step's bf16 copies (attn_adamw_step_bf16) */
 } attn_adamw;
 
 /* PyTorch's defaults: betas (0.9, 0.999), eps 1e-8, weight decay 0.01. */
@@ -98,7 +107,9 @@ attn_status attn_adamw_step_tensors(const attn_adamw_tensor *t, int count,
 double attn_clip_grad_norm(const attn_param_list *params, double max_norm);
 
 /* The global L2 norm of all gradients (summed in double in a fixed order:
- * the same at every thread count), without changing them. */
+ * each tensor's squares in parts cut by its size alone, the tensors in the
+ * table's order; the same at every thread count, whether the gradients lie
+ * in an arena's block or apart), without changing them. */
 double attn_grad_norm(const attn_param_list *params);
 
 /* torch's clip factor for a norm: max_norm / (norm + 1e-6) in float32 when

@@ -1,9 +1,9 @@
 /* A GPT whose parameters live in the caller's memory (attn/handles.h,
  * attn_h_bgpt_*): attn.torch.GPTModel runs attn's model on the torch
  * tensors' storage, so no weight is copied per call. The model is made with
- * zeroed buffers of its own (calloc: their pages are never touched), then each
- * pointer field that holds a parameter or its gradient is pointed at the
- * caller's array; the model's own pointers are put back before it is freed. */
+ * its arena (attn/param.h: lazily zeroed, its pages never touched), then
+ * its table points every tensor's views at the caller's arrays
+ * (attn_param_list_bind). */
 #include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
@@ -14,19 +14,8 @@
 #include "attn/handles.h"
 #include "attn/rng.h"
 
-/* One pointer field of the model: which parameter it holds (-1: none) and
- * whether it is that parameter's data or its gradient. */
-typedef struct bgpt_slot {
-    float **field;
-    float *own; /* the model's own buffer, restored before attn_gpt_free */
-    int param;
-    int is_grad;
-} bgpt_slot;
-
 struct attn_h_bgpt {
     attn_gpt model;
-    bgpt_slot *slots;
-    int n_slots;
     attn_gpt_acts acts[2]; /* [0] plain (logits out; small losses), [1] lean (large losses) */
     int have_acts[2];
     int lean; /* the loss path's activations: -1 by size, 0 plain, 1 lean */
@@ -35,63 +24,6 @@ struct attn_h_bgpt {
     int32_t *kv_ids; /* its ids as int32, kv_ids_cap of them */
     size_t kv_ids_cap;
 };
-
-#define SLOTS_PER_LINEAR 4
-#define SLOTS_PER_NORM 4
-#define SLOTS_PER_BLOCK (6 * SLOTS_PER_LINEAR + 4 * SLOTS_PER_NORM)
-
-static int add_linear(bgpt_slot *s, int n, attn_linear *l) {
-    float **f[SLOTS_PER_LINEAR] = {&l->weight, &l->bias, &l->grad_weight, &l->grad_bias};
-    for (int i = 0; i < SLOTS_PER_LINEAR; i++)
-        s[n++].field = f[i];
-    return n;
-}
-
-static int add_norm(bgpt_slot *s, int n, attn_layernorm *ln) {
-    float **f[SLOTS_PER_NORM] = {&ln->scale, &ln->shift, &ln->grad_scale, &ln->grad_shift};
-    for (int i = 0; i < SLOTS_PER_NORM; i++)
-        s[n++].field = f[i];
-    return n;
-}
-
-/* Every float pointer field of the model that can hold a parameter. */
-static int list_fields(attn_gpt *m, bgpt_slot *s) {
-    int n = 0;
-    attn_embedding *emb[2] = {&m->tok_emb, &m->pos_emb};
-    for (int e = 0; e < 2; e++) {
-        s[n++].field = &emb[e]->weight;
-        s[n++].field = &emb[e]->grad_weight;
-    }
-    for (int i = 0; i < m->cfg.n_layers; i++) {
-        attn_gpt_block *b = &m->blocks[i];
-        attn_linear *lin[6] = {&b->att.W_query,  &b->att.W_key, &b->att.W_value,
-                               &b->att.out_proj, &b->ff.fc1,    &b->ff.fc2};
-        for (int k = 0; k < 6; k++)
-            n = add_linear(s, n, lin[k]);
-        attn_layernorm *norms[4] = {&b->norm1, &b->norm2, &b->att.q_norm, &b->att.k_norm};
-        for (int k = 0; k < 4; k++)
-            n = add_norm(s, n, norms[k]);
-    }
-    n = add_norm(s, n, &m->final_norm);
-    return add_linear(s, n, &m->out_head);
-}
-
-/* Which parameter (data or grad) each field holds, by the model's own
- * (distinct) buffers, before anything is bound. */
-static void map_fields(attn_h_bgpt *g) {
-    const attn_param_list *L = attn_gpt_params(&g->model);
-    for (int k = 0; k < g->n_slots; k++) {
-        bgpt_slot *s = &g->slots[k];
-        s->own = *s->field;
-        s->param = -1;
-        for (int i = 0; s->own && i < L->count && s->param < 0; i++) {
-            if (L->items[i].data == s->own || L->items[i].grad == s->own) {
-                s->param = i;
-                s->is_grad = L->items[i].grad == s->own;
-            }
-        }
-    }
-}
 
 attn_status attn_h_bgpt_create(const char *config_json, attn_h_bgpt **out, attn_error *err) {
     *out = NULL;
@@ -106,14 +38,7 @@ attn_status attn_h_bgpt_create(const char *config_json, attn_h_bgpt **out, attn_
         free(g);
         return s;
     }
-    g->slots = calloc((size_t)cfg.n_layers * SLOTS_PER_BLOCK + 12, sizeof *g->slots);
-    if (!g->slots) {
-        attn_h_bgpt_free(g);
-        return attn_fail(err, ATTN_ERR_NOMEM, "GPT: out of memory");
-    }
-    g->n_slots = list_fields(&g->model, g->slots);
     g->lean = -1;
-    map_fields(g);
     *out = g;
     return ATTN_OK;
 }
@@ -124,16 +49,7 @@ void attn_h_bgpt_free(attn_h_bgpt *g) {
         if (g->have_acts[a]) attn_gpt_acts_free(&g->acts[a]);
     if (g->have_kv) attn_gpt_kv_free(&g->kv);
     free(g->kv_ids);
-    for (int k = 0; g->slots && k < g->n_slots; k++)
-        *g->slots[k].field = g->slots[k].own;
-    attn_param_list *L = &g->model.params;
-    for (int k = 0; g->slots && k < g->n_slots; k++) {
-        const bgpt_slot *s = &g->slots[k];
-        if (s->param >= 0 && s->is_grad) L->items[s->param].grad = s->own;
-        if (s->param >= 0 && !s->is_grad) L->items[s->param].data = s->own;
-    }
-    attn_gpt_free(&g->model);
-    free(g->slots);
+    attn_gpt_free(&g->model); /* its arena; the caller's arrays stay the caller's */
     free(g);
 }
 
@@ -158,17 +74,7 @@ attn_status attn_h_bgpt_bind(attn_h_bgpt *g, float *const *data, float *const *g
         if (!data[i])
             return attn_fail(err, ATTN_ERR_INVALID_ARG, "GPT bind: no array for %s",
                              L->items[i].name);
-    for (int k = 0; k < g->n_slots; k++) {
-        const bgpt_slot *s = &g->slots[k];
-        if (s->param < 0) continue;
-        float *want =
-            s->is_grad ? (grad && grad[s->param] ? grad[s->param] : s->own) : data[s->param];
-        *s->field = want;
-        if (s->is_grad)
-            L->items[s->param].grad = want;
-        else
-            L->items[s->param].data = want;
-    }
+    attn_param_list_bind(L, data, grad);
     return ATTN_OK;
 }
 

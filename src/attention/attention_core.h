@@ -69,7 +69,8 @@ attn_status attn_attention_cache_alloc(attn_attention_cache *cache, int B, int T
 attn_status attn_check_dropout(double p, const char *what, attn_error *err);
 
 /* Adds "<prefix>W_query.weight", "<prefix>W_query.bias", ... for W_key and
- * W_value in that (state_dict) order. Shared by v2, CausalAttention and MHA. */
+ * W_value in that (state_dict) order, the three weights one group (an arena
+ * keeps them adjacent). Shared by v2, CausalAttention and MHA. */
 attn_status attn_qkv_params(attn_linear *q, attn_linear *k, attn_linear *v, const char *prefix,
                             attn_param_list *list, attn_error *err);
 

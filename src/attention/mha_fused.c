@@ -23,10 +23,11 @@ static int grouped(const attn_mha *m) {
 }
 
 /* W_query, W_key and W_value's weights (grad: their gradients) as one
- * (d3, d_in) block: the module's storage while the three still lie there
- * adjacent, else NULL (attn.torch's model points them at torch tensors). */
+ * (d3, d_in) block, when the three lie adjacent (the module's own storage,
+ * a model's arena), else NULL (attn.torch's model points them at torch
+ * tensors; a frozen one has no gradient). */
 static float *qkv_block(const attn_mha *m, int grad) {
-    float *const b = grad ? m->grad_w_qkv : m->w_qkv;
+    float *const b = grad ? m->W_query.grad_weight : m->W_query.weight;
     if (!b) return NULL;
     const size_t q = (size_t)m->d_out * (size_t)m->d_in, kv = (size_t)m->kv_dim * (size_t)m->d_in;
     const attn_linear *l[3] = {&m->W_query, &m->W_key, &m->W_value};
@@ -246,14 +247,17 @@ attn_status attn_mha_fused_forward(const attn_mha *m, const float *x, int B, int
 }
 
 /* The QKV product's backward from st->d_qkv: the three weight gradients
- * (and biases') added in place, and dx (N, d_in) += dQKV W_qkv. */
+ * (and biases') added in place, a frozen one's (NULL) skipped, and dx
+ * (N, d_in) += dQKV W_qkv. */
 static attn_status qkv_backward(attn_mha *m, attn_mha_fused_state *st, const float *x, float *dx,
                                 size_t N, attn_error *err) {
     const size_t d = (size_t)m->d_out, din = (size_t)m->d_in;
     const size_t kv = (size_t)m->kv_dim, d3 = d + 2 * kv;
     attn_linear *lin[3] = {&m->W_query, &m->W_key, &m->W_value};
     const size_t row0[3] = {0, d, d + kv}, rows[3] = {d, kv, kv};
-    const float *w_qkv = qkv_block(m, 0) ? m->w_qkv : st->w_qkv; /* as the forward's */
+    const float *w_qkv = qkv_block(m, 0);
+    if (!w_qkv) w_qkv = st->w_qkv; /* as the forward's */
+    const int any = lin[0]->grad_weight || lin[1]->grad_weight || lin[2]->grad_weight;
     if (m->bf16) {
         /* bf16: one product for the three weight gradients (x and dQKV
          * converted once, one large GEMM), added straight into the adjacent
@@ -269,31 +273,32 @@ static attn_status qkv_backward(attn_mha *m, attn_mha_fused_state *st, const flo
                 attn_linear_grad_settle(lin[i]);
         }
         const float beta_w = dw && !write ? 1.0f : 0.0f;
-        if (!dw && !st->dw_qkv && !(st->dw_qkv = malloc(d3 * din * sizeof(float))))
+        if (any && !dw && !st->dw_qkv && !(st->dw_qkv = malloc(d3 * din * sizeof(float))))
             return attn_fail(err, ATTN_ERR_NOMEM, "MultiHeadAttention: out of memory");
-        if (!dw) dw = st->dw_qkv;
+        if (any && !dw) dw = st->dw_qkv;
         if (st->kept16)
             attn_gemm_linear_grads_x16(m->bf16, m->flash.threads, (int)N, (int)din, (int)d3,
                                        st->x16, st->d_qkv, w_qkv, beta_w, dw, 1.0f, dx);
         else
             attn_gemm_linear_grads(m->bf16, m->flash.threads, (int)N, (int)din, (int)d3, x,
                                    st->d_qkv, w_qkv, beta_w, dw, dx);
-        if (dw == st->dw_qkv)
-            for (int i = 0; i < 3; i++)
+        for (int i = 0; dw && dw == st->dw_qkv && i < 3; i++)
+            if (lin[i]->grad_weight)
                 attn_par_add(lin[i]->grad_weight, st->dw_qkv + row0[i] * din, rows[i] * din);
     } else {
         /* W.grad (rows, d_in) (+)= dQKV_block^T x, straight into each public grad. */
         for (int i = 0; i < 3; i++)
-            attn_gemm(NULL, m->flash.threads, 1, 0, (int)rows[i], (int)din, (int)N, 1.0f,
-                      st->d_qkv + row0[i], (int)d3, x, (int)din, attn_linear_grad_beta(lin[i]),
-                      lin[i]->grad_weight, (int)din);
+            if (lin[i]->grad_weight)
+                attn_gemm(NULL, m->flash.threads, 1, 0, (int)rows[i], (int)din, (int)N, 1.0f,
+                          st->d_qkv + row0[i], (int)d3, x, (int)din, attn_linear_grad_beta(lin[i]),
+                          lin[i]->grad_weight, (int)din);
         /* dx (N, d_in) += dQKV (N, d3) W_qkv (d3, d_in) in one sgemm */
         if (dx)
             attn_gemm(NULL, m->flash.threads, 0, 0, (int)N, (int)din, (int)d3, 1.0f, st->d_qkv,
                       (int)d3, w_qkv, (int)din, 1.0f, dx, (int)din);
     }
-    if (m->qkv_bias)
-        for (int i = 0; i < 3; i++)
+    for (int i = 0; m->qkv_bias && i < 3; i++)
+        if (lin[i]->grad_bias)
             attn_par_col_sums(st->d_qkv + row0[i], N, rows[i], d3, lin[i]->grad_bias);
     return ATTN_OK;
 }

@@ -29,9 +29,9 @@ attn_status attn_mha_init(attn_mha *m, int d_in, int d_out, int context_length, 
     return attn_mha_init_spec(m, d_in, d_out, context_length, &spec, qkv_bias, rng, err);
 }
 
-attn_status attn_mha_init_spec(attn_mha *m, int d_in, int d_out, int context_length,
-                               const attn_attention_spec *spec, int qkv_bias, attn_rng *rng,
-                               attn_error *err) {
+/* m's sizes and variants from the arguments, checked; no memory yet. */
+static attn_status mha_setup(attn_mha *m, int d_in, int d_out, int context_length,
+                             const attn_attention_spec *spec, int qkv_bias, attn_error *err) {
     memset(m, 0, sizeof *m);
     const int num_heads = spec->heads;
     if (d_in <= 0)
@@ -63,6 +63,14 @@ attn_status attn_mha_init_spec(attn_mha *m, int d_in, int d_out, int context_len
     m->kv_dim = m->spec.kv_heads * m->head_dim;
     m->qkv_bias = qkv_bias ? 1 : 0;
     m->dropout = spec->dropout;
+    return ATTN_OK;
+}
+
+attn_status attn_mha_init_spec(attn_mha *m, int d_in, int d_out, int context_length,
+                               const attn_attention_spec *spec, int qkv_bias, attn_rng *rng,
+                               attn_error *err) {
+    attn_status st = mha_setup(m, d_in, d_out, context_length, spec, qkv_bias, err);
+    if (st != ATTN_OK) return st;
     const size_t din = (size_t)d_in, q = (size_t)d_out * din, kv = (size_t)m->kv_dim * din;
     if (mha_buffers(m, q + 2 * kv, ATTN_BUFS_ALLOC) != 0)
         return attn_fail(err, ATTN_ERR_NOMEM, "MultiHeadAttention: out of memory for its weights");
@@ -81,6 +89,20 @@ attn_status attn_mha_init_spec(attn_mha *m, int d_in, int d_out, int context_len
         return st;
     }
     return ATTN_OK;
+}
+
+attn_status attn_mha_init_view(attn_mha *m, int d_in, int d_out, int context_length,
+                               const attn_attention_spec *spec, int qkv_bias, attn_error *err) {
+    attn_status st = mha_setup(m, d_in, d_out, context_length, spec, qkv_bias, err);
+    if (st == ATTN_OK) st = attn_linear_init_view(&m->W_query, d_in, d_out, qkv_bias, err);
+    if (st == ATTN_OK) st = attn_linear_init_view(&m->W_key, d_in, m->kv_dim, qkv_bias, err);
+    if (st == ATTN_OK) st = attn_linear_init_view(&m->W_value, d_in, m->kv_dim, qkv_bias, err);
+    if (st == ATTN_OK) st = attn_linear_init_view(&m->out_proj, d_out, d_out, 1, err);
+    if (st == ATTN_OK && m->spec.qk_norm)
+        st = attn_norm_init_view(&m->q_norm, m->head_dim, ATTN_NORM_RMSNORM, err);
+    if (st == ATTN_OK && m->spec.qk_norm)
+        st = attn_norm_init_view(&m->k_norm, m->head_dim, ATTN_NORM_RMSNORM, err);
+    return st;
 }
 
 void attn_mha_free(attn_mha *m) {

@@ -189,14 +189,17 @@ attn_status attn_qkv_params(attn_linear *q, attn_linear *k, attn_linear *v, cons
                             attn_param_list *list, attn_error *err) {
     attn_linear *layers[3] = {q, k, v};
     const char *names[3] = {"W_query.", "W_key.", "W_value."};
+    const int group = attn_param_list_new_group(list); /* one product reads the three */
     for (int i = 0; i < 3; i++) {
         char full[ATTN_PARAM_NAME_MAX];
         int n = snprintf(full, sizeof full, "%s%s", prefix ? prefix : "", names[i]);
         if (n < 0 || (size_t)n >= sizeof full)
             return attn_fail(err, ATTN_ERR_INVALID_ARG, "parameter prefix '%s' is too long",
                              prefix ? prefix : "");
+        const int at = list->count;
         attn_status s = attn_linear_params(layers[i], full, list, err);
         if (s != ATTN_OK) return s;
+        list->items[at].group = group;
     }
     return ATTN_OK;
 }

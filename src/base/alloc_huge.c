@@ -68,3 +68,40 @@ void *attn_calloc_streamed(size_t n, size_t size) {
     memset(p, 0, bytes);
     return p;
 }
+
+/* Small blocks from posix_memalign; large ones mapped (zero and lazily
+ * faulted), 2 MiB aligned by trimming a larger mapping. */
+#define ARENA_MAPPED (2 * HUGE_PAGE)
+
+static size_t page_round(size_t bytes) {
+    return (bytes + 4095) & ~(size_t)4095;
+}
+
+void *attn_calloc_aligned(size_t bytes) {
+    if (bytes < ARENA_MAPPED) {
+        void *p = NULL;
+        if (posix_memalign(&p, 64, bytes ? bytes : 64) != 0) return NULL;
+        memset(p, 0, bytes);
+        return p;
+    }
+    const size_t len = page_round(bytes);
+    if (len > SIZE_MAX - HUGE_PAGE) return NULL;
+    unsigned char *raw =
+        mmap(NULL, len + HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw == MAP_FAILED) return NULL;
+    const uintptr_t at = ((uintptr_t)raw + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1);
+    unsigned char *p = (unsigned char *)at;
+    const size_t head = (size_t)(p - raw), tail = HUGE_PAGE - head;
+    if (head) munmap(raw, head);
+    if (tail) munmap(p + len, tail);
+    advise_huge(p, len);
+    return p;
+}
+
+void attn_free_aligned(void *p, size_t bytes) {
+    if (!p) return;
+    if (bytes < ARENA_MAPPED)
+        free(p);
+    else
+        munmap(p, page_round(bytes));
+}

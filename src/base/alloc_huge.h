@@ -41,4 +41,12 @@ void *attn_alloc_touched(size_t bytes);
  * failure (an older kernel, THP "never", no free huge page) costs speed only. */
 void attn_collapse_huge(void *p, size_t bytes);
 
+/* Zeroed memory for a parameter arena (attn/param.h): 64-byte aligned,
+ * and from 4 MiB up 2 MiB aligned with every whole 2 MiB page advised onto
+ * huge pages, lazily faulted as calloc's (a gradient block a generate run
+ * never touches takes no memory). Release with attn_free_aligned(p, bytes),
+ * the same bytes. */
+void *attn_calloc_aligned(size_t bytes);
+void attn_free_aligned(void *p, size_t bytes);
+
 #endif

@@ -70,9 +70,8 @@ attn_status attn_weights_can_export(const attn_gpt_config *cfg, attn_weights_for
 
 attn_status wf_entries(const attn_gpt *m, attn_weights_format fmt, wf_layout *l,
                        attn_st_entry **entries, int *count, attn_error *err) {
-    attn_status s = fmt == ATTN_WEIGHTS_HF
-                        ? wf_layout_hf(l, &m->cfg, "transformer.", !m->cfg.tie_weights, err)
-                        : wf_layout_book(l, &m->cfg, 1, err);
+    attn_status s = fmt == ATTN_WEIGHTS_HF ? wf_layout_hf(l, m, "transformer.", err)
+                                           : wf_layout_book(l, m, 1, err);
     if (!s) s = wf_scatter(l, m, err);
     if (s) return s;
     attn_st_entry *e = calloc((size_t)l->nt, sizeof *e);

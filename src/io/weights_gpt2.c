@@ -26,115 +26,114 @@ static int cp(wf_layout *l, int t, int b, const char *name, size_t off, size_t s
     return wf_add_copy(l, t, pname(p, sizeof p, b, name), off, stride, rows, cols);
 }
 
-/* A tensor named prefix + "h.<b>." + name (b < 0: prefix + name). */
-static int hf_tensor(wf_layout *l, const char *prefix, int b, const char *name, int ndim,
-                     int64_t d0, int64_t d1) {
-    char n[ATTN_PARAM_NAME_MAX];
-    if (b < 0)
-        snprintf(n, sizeof n, "%s%s", prefix, name);
-    else
-        snprintf(n, sizeof n, "%sh.%d.%s", prefix, b, name);
+/* HF GPT2LMHeadModel's tensor for each of the book's (a block's after
+ * "trf_blocks.<b>.", then "h.<b>." in HF's): W_query, W_key and W_value
+ * are the parts of c_attn along its output; a Conv1D weight is stored
+ * [in, out] (read transposed). lm_head lies outside "transformer.". */
+typedef struct hf_rule {
+    const char *book, *hf;
+    int part, parts, conv1d, bare;
+} hf_rule;
+
+static const hf_rule HF_TOP[] = {
+    {"tok_emb.weight", "wte.weight", 0, 1, 0, 0},
+    {"pos_emb.weight", "wpe.weight", 0, 1, 0, 0},
+    {"final_norm.scale", "ln_f.weight", 0, 1, 0, 0},
+    {"final_norm.shift", "ln_f.bias", 0, 1, 0, 0},
+    {"out_head.weight", "lm_head.weight", 0, 1, 0, 1},
+};
+
+static const hf_rule HF_BLOCK[] = {
+    {"norm1.scale", "ln_1.weight", 0, 1, 0, 0},
+    {"norm1.shift", "ln_1.bias", 0, 1, 0, 0},
+    {"att.W_query.weight", "attn.c_attn.weight", 0, 3, 1, 0},
+    {"att.W_key.weight", "attn.c_attn.weight", 1, 3, 1, 0},
+    {"att.W_value.weight", "attn.c_attn.weight", 2, 3, 1, 0},
+    {"att.W_query.bias", "attn.c_attn.bias", 0, 3, 0, 0},
+    {"att.W_key.bias", "attn.c_attn.bias", 1, 3, 0, 0},
+    {"att.W_value.bias", "attn.c_attn.bias", 2, 3, 0, 0},
+    {"att.out_proj.weight", "attn.c_proj.weight", 0, 1, 1, 0},
+    {"att.out_proj.bias", "attn.c_proj.bias", 0, 1, 0, 0},
+    {"norm2.scale", "ln_2.weight", 0, 1, 0, 0},
+    {"norm2.shift", "ln_2.bias", 0, 1, 0, 0},
+    {"ff.layers.0.weight", "mlp.c_fc.weight", 0, 1, 1, 0},
+    {"ff.layers.0.bias", "mlp.c_fc.bias", 0, 1, 0, 0},
+    {"ff.layers.2.weight", "mlp.c_proj.weight", 0, 1, 1, 0},
+    {"ff.layers.2.bias", "mlp.c_proj.bias", 0, 1, 0, 0},
+};
+
+static const hf_rule *hf_find(const hf_rule *r, size_t n, const char *name) {
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(r[i].book, name) == 0) return &r[i];
+    return NULL;
+}
+
+/* Parameter name's rule and block (-1: none) into *b; NULL when HF has none. */
+static const hf_rule *hf_rule_of(const char *name, int *b) {
+    int used = 0;
+    *b = -1;
+    if (sscanf(name, "trf_blocks.%d.%n", b, &used) == 1 && used > 0)
+        return hf_find(HF_BLOCK, sizeof HF_BLOCK / sizeof *HF_BLOCK, name + used);
+    *b = -1;
+    return hf_find(HF_TOP, sizeof HF_TOP / sizeof *HF_TOP, name);
+}
+
+/* The layout's tensor named n, added with shape (d0[, d1]) at its first use. */
+static int tensor_named(wf_layout *l, const char *n, int ndim, int64_t d0, int64_t d1) {
+    for (int i = 0; i < l->nt; i++)
+        if (strcmp(l->t[i].name, n) == 0) return i;
     return wf_add_tensor(l, n, ndim, d0, d1, 0);
 }
 
-/* A LayerNorm's weight and bias as (C) tensors. */
-static int hf_norm(wf_layout *l, const char *prefix, int b, const char *hf, const char *book,
-                   int64_t C) {
-    char n[64], p[64];
-    snprintf(n, sizeof n, "%s.weight", hf);
-    snprintf(p, sizeof p, "%s.scale", book);
-    int bad = cp(l, hf_tensor(l, prefix, b, n, 1, C, 0), b, p, 0, 0, C, 1);
-    snprintf(n, sizeof n, "%s.bias", hf);
-    snprintf(p, sizeof p, "%s.shift", book);
-    return bad | cp(l, hf_tensor(l, prefix, b, n, 1, C, 0), b, p, 0, 0, C, 1);
+/* Parameter p as part of its HF tensor. */
+static int hf_param(wf_layout *l, const attn_param *p, const hf_rule *r, int b,
+                    const char *prefix) {
+    char n[ATTN_PARAM_NAME_MAX];
+    const char *pre = r->bare ? "" : prefix;
+    if (b < 0)
+        snprintf(n, sizeof n, "%s%s", pre, r->hf);
+    else
+        snprintf(n, sizeof n, "%sh.%d.%s", pre, b, r->hf);
+    const int64_t rows = p->shape[0], cols = p->ndim == 2 ? p->shape[1] : 1;
+    const size_t part = (size_t)r->part * (size_t)rows, width = (size_t)(r->parts * rows);
+    if (r->conv1d) /* [in, parts * out]: element (r, c) at c * width + part + r */
+        return wf_add_copy(l, tensor_named(l, n, 2, cols, (int64_t)width), p->name, part, width,
+                           rows, cols);
+    const int t =
+        p->ndim == 2 ? tensor_named(l, n, 2, rows, cols) : tensor_named(l, n, 1, (int64_t)width, 0);
+    return wf_add_copy(l, t, p->name, part, 0, rows, cols);
 }
 
-/* One HF block: Conv1D weights [in, out], read transposed. */
-static int hf_block(wf_layout *l, const attn_gpt_config *cfg, const char *prefix, int b) {
-    const int64_t C = cfg->emb_dim, C3 = 3 * C, F = 4 * C;
-    static const char *const qkv[3] = {"att.W_query", "att.W_key", "att.W_value"};
-    char p[64];
-    int bad = hf_norm(l, prefix, b, "ln_1", "norm1", C);
-    int t = hf_tensor(l, prefix, b, "attn.c_attn.weight", 2, C, C3);
-    for (int i = 0; i < 3; i++) {
-        snprintf(p, sizeof p, "%s.weight", qkv[i]);
-        bad |= cp(l, t, b, p, (size_t)(i * C), (size_t)C3, C, C);
+attn_status wf_layout_hf(wf_layout *l, const attn_gpt *m, const char *prefix, attn_error *err) {
+    const attn_param_list *L = attn_gpt_params(m);
+    for (int i = 0; i < L->count; i++) {
+        int b;
+        const hf_rule *r = hf_rule_of(L->items[i].name, &b);
+        if (!r)
+            return attn_fail(err, ATTN_ERR_INVALID_ARG, "GPT-2's HF layout has no tensor for '%s'",
+                             L->items[i].name);
+        if (hf_param(l, &L->items[i], r, b, prefix))
+            return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for the HF layout");
     }
-    if (cfg->qkv_bias) {
-        t = hf_tensor(l, prefix, b, "attn.c_attn.bias", 1, C3, 0);
-        for (int i = 0; i < 3; i++) {
-            snprintf(p, sizeof p, "%s.bias", qkv[i]);
-            bad |= cp(l, t, b, p, (size_t)(i * C), 0, C, 1);
-        }
-    }
-    bad |= cp(l, hf_tensor(l, prefix, b, "attn.c_proj.weight", 2, C, C), b, "att.out_proj.weight",
-              0, (size_t)C, C, C);
-    bad |= cp(l, hf_tensor(l, prefix, b, "attn.c_proj.bias", 1, C, 0), b, "att.out_proj.bias", 0, 0,
-              C, 1);
-    bad |= hf_norm(l, prefix, b, "ln_2", "norm2", C);
-    bad |= cp(l, hf_tensor(l, prefix, b, "mlp.c_fc.weight", 2, C, F), b, "ff.layers.0.weight", 0,
-              (size_t)F, F, C);
-    bad |=
-        cp(l, hf_tensor(l, prefix, b, "mlp.c_fc.bias", 1, F, 0), b, "ff.layers.0.bias", 0, 0, F, 1);
-    bad |= cp(l, hf_tensor(l, prefix, b, "mlp.c_proj.weight", 2, F, C), b, "ff.layers.2.weight", 0,
-              (size_t)C, C, F);
-    bad |= cp(l, hf_tensor(l, prefix, b, "mlp.c_proj.bias", 1, C, 0), b, "ff.layers.2.bias", 0, 0,
-              C, 1);
-    return bad;
+    return ATTN_OK;
 }
 
-attn_status wf_layout_hf(wf_layout *l, const attn_gpt_config *cfg, const char *prefix, int lm_head,
-                         attn_error *err) {
-    const int64_t V = cfg->vocab_size, C = cfg->emb_dim, T = cfg->context_length;
-    int bad =
-        cp(l, hf_tensor(l, prefix, -1, "wte.weight", 2, V, C), -1, "tok_emb.weight", 0, 0, V, C);
-    bad |= cp(l, hf_tensor(l, prefix, -1, "wpe.weight", 2, T, C), -1, "pos_emb.weight", 0, 0, T, C);
-    for (int b = 0; b < cfg->n_layers; b++)
-        bad |= hf_block(l, cfg, prefix, b);
-    bad |= hf_norm(l, prefix, -1, "ln_f", "final_norm", C);
-    if (lm_head) /* GPT2LMHeadModel's head is outside "transformer." */
-        bad |= cp(l, hf_tensor(l, "", -1, "lm_head.weight", 2, V, C), -1, "out_head.weight", 0, 0,
-                  V, C);
-    return bad ? attn_fail(err, ATTN_ERR_NOMEM, "out of memory for the HF layout") : ATTN_OK;
-}
-
-/* The book's tensor (b, name) of shape (rows[, cols]), read 1:1. */
-static int book_one(wf_layout *l, int b, const char *name, int64_t rows, int64_t cols) {
-    char p[ATTN_PARAM_NAME_MAX];
-    pname(p, sizeof p, b, name);
-    return cp(l, wf_add_tensor(l, p, cols ? 2 : 1, rows, cols, 0), b, name, 0, 0, rows,
-              cols ? cols : 1);
-}
-
-static int book_block(wf_layout *l, const attn_gpt_config *cfg, int b) {
-    const int64_t C = cfg->emb_dim, F = 4 * C;
-    static const char *const qkv[3] = {"att.W_query", "att.W_key", "att.W_value"};
-    char p[64];
+/* The book's state_dict is the table itself, each tensor 1:1; a tied
+ * model written for the book's code carries its head, tok_emb's matrix, as
+ * out_head.weight too. */
+attn_status wf_layout_book(wf_layout *l, const attn_gpt *m, int out_head, attn_error *err) {
+    const attn_param_list *L = attn_gpt_params(m);
     int bad = 0;
-    for (int i = 0; i < 3; i++) {
-        snprintf(p, sizeof p, "%s.weight", qkv[i]);
-        bad |= book_one(l, b, p, C, C);
-        snprintf(p, sizeof p, "%s.bias", qkv[i]);
-        if (cfg->qkv_bias) bad |= book_one(l, b, p, C, 0);
+    for (int i = 0; i < L->count; i++) {
+        const attn_param *p = &L->items[i];
+        const int64_t cols = p->ndim == 2 ? p->shape[1] : 1;
+        bad |= wf_add_copy(l, wf_add_tensor(l, p->name, p->ndim, p->shape[0], cols, 0), p->name, 0,
+                           0, p->shape[0], cols);
     }
-    bad |= book_one(l, b, "att.out_proj.weight", C, C) | book_one(l, b, "att.out_proj.bias", C, 0);
-    bad |= book_one(l, b, "ff.layers.0.weight", F, C) | book_one(l, b, "ff.layers.0.bias", F, 0);
-    bad |= book_one(l, b, "ff.layers.2.weight", C, F) | book_one(l, b, "ff.layers.2.bias", C, 0);
-    bad |= book_one(l, b, "norm1.scale", C, 0) | book_one(l, b, "norm1.shift", C, 0);
-    bad |= book_one(l, b, "norm2.scale", C, 0) | book_one(l, b, "norm2.shift", C, 0);
-    return bad;
-}
-
-attn_status wf_layout_book(wf_layout *l, const attn_gpt_config *cfg, int out_head,
-                           attn_error *err) {
-    const int64_t V = cfg->vocab_size, C = cfg->emb_dim, T = cfg->context_length;
-    int bad = book_one(l, -1, "tok_emb.weight", V, C) | book_one(l, -1, "pos_emb.weight", T, C);
-    for (int b = 0; b < cfg->n_layers; b++)
-        bad |= book_block(l, cfg, b);
-    bad |= book_one(l, -1, "final_norm.scale", C, 0) | book_one(l, -1, "final_norm.shift", C, 0);
-    if (out_head) /* a tied model's head is tok_emb's matrix */
-        bad |= cp(l, wf_add_tensor(l, "out_head.weight", 2, V, C, 0), -1,
-                  cfg->tie_weights ? "tok_emb.weight" : "out_head.weight", 0, 0, V, C);
+    const attn_gpt_config *c = &m->cfg;
+    if (out_head && c->tie_weights)
+        bad |= wf_add_copy(l, wf_add_tensor(l, "out_head.weight", 2, c->vocab_size, c->emb_dim, 0),
+                           "tok_emb.weight", 0, 0, c->vocab_size, c->emb_dim);
     return bad ? attn_fail(err, ATTN_ERR_NOMEM, "out of memory for the book's layout") : ATTN_OK;
 }
 

@@ -153,17 +153,25 @@ static attn_status meta_heads(const attn_safetensors *st, const char *file, int 
     return s;
 }
 
-/* The last steps both formats share: config checked, layout bound, built. */
-static attn_status finish(const attn_safetensors *st, attn_gpt_config *cfg, wf_layout *l,
+/* The last steps both formats share: config checked, the model made (its
+ * table gives the layout: hf's with prefix, else the book's), the layout
+ * bound and gathered; m freed on failure. */
+static attn_status finish(const attn_safetensors *st, attn_gpt_config *cfg, const char *prefix,
                           const skip_ctx *skip, double budget, const char *file, attn_gpt *m,
                           attn_error *err) {
     double held = 0; /* the file's image, in memory while the model is built */
     for (int i = 0; i < st->count; i++)
         held += (double)(st->tensors[i].end - st->tensors[i].begin);
     attn_status s = wf_check_config(cfg, held, budget, file, err);
-    if (!s) s = wf_bind(l, st, skip_name, skip, file, err);
-    if (!s) s = wf_build(m, cfg, l, file, err);
-    wf_layout_free(l);
+    if (!s) s = attn_gpt_init(m, cfg, NULL, err);
+    if (s) return s;
+    wf_layout l;
+    wf_layout_init(&l);
+    s = prefix ? wf_layout_hf(&l, m, prefix, err) : wf_layout_book(&l, m, !cfg->tie_weights, err);
+    if (!s) s = wf_bind(&l, st, skip_name, skip, file, err);
+    if (!s) s = wf_gather(&l, m, file, err);
+    wf_layout_free(&l);
+    if (s) attn_gpt_free(m);
     return s;
 }
 
@@ -192,15 +200,8 @@ attn_status wf_import_hf(const attn_safetensors *st, const char *file, const cha
         s = meta_heads(st, file, &heads, err);
     }
     if (!s) s = wf_set_heads(&cfg, heads, source, hint, file, err);
-    wf_layout l;
-    wf_layout_init(&l);
-    if (!s) s = wf_layout_hf(&l, &cfg, prefix, !cfg.tie_weights, err);
     const skip_ctx skip = {blocks, buffers, cfg.tie_weights && head ? "lm_head.weight" : NULL};
-    if (s) {
-        wf_layout_free(&l);
-        return s;
-    }
-    return finish(st, &cfg, &l, &skip, budget, file, m, err);
+    return s ? s : finish(st, &cfg, prefix, &skip, budget, file, m, err);
 }
 
 attn_status wf_import_book(const attn_safetensors *st, const char *file,
@@ -219,14 +220,7 @@ attn_status wf_import_book(const attn_safetensors *st, const char *file,
     int heads = 0;
     s = meta_heads(st, file, &heads, err);
     if (!s) s = wf_set_heads(&cfg, heads, "its metadata", hint, file, err);
-    wf_layout l;
-    wf_layout_init(&l);
-    if (!s) s = wf_layout_book(&l, &cfg, !cfg.tie_weights, err);
     const skip_ctx skip = {"trf_blocks.", buffers,
                            cfg.tie_weights && head ? "out_head.weight" : NULL};
-    if (s) {
-        wf_layout_free(&l);
-        return s;
-    }
-    return finish(st, &cfg, &l, &skip, budget, file, m, err);
+    return s ? s : finish(st, &cfg, NULL, &skip, budget, file, m, err);
 }

@@ -54,13 +54,15 @@ int wf_add_tensor(wf_layout *l, const char *name, int ndim, int64_t d0, int64_t 
 int wf_add_copy(wf_layout *l, int tensor, const char *param, size_t off, size_t stride,
                 int64_t rows, int64_t cols);
 
-/* The layouts of a (validated) config. hf: prefix "transformer." or "",
- * lm_head: write/read lm_head.weight (an untied model). book: out_head
- * is in the file (untied, or a tied model written for the book's code).
- * llmc: padded vocabulary Vp. NOMEM on failure. */
-attn_status wf_layout_hf(wf_layout *l, const attn_gpt_config *cfg, const char *prefix, int lm_head,
-                         attn_error *err);
-attn_status wf_layout_book(wf_layout *l, const attn_gpt_config *cfg, int out_head, attn_error *err);
+/* The layouts of a model: hf and book walk its table with their name
+ * rule. hf: prefix "transformer." or "" (lm_head.weight, outside it, for
+ * an untied model); a tensor HF's GPT-2 has no name for is INVALID_ARG.
+ * book: the table 1:1, and with out_head a tied model's head too (for the
+ * book's code). llmc: of a (validated) config, llm.c's fixed sequence of
+ * per-layer stacked tensors (its header's order, not a walk of the table),
+ * padded vocabulary Vp. NOMEM on failure. */
+attn_status wf_layout_hf(wf_layout *l, const attn_gpt *m, const char *prefix, attn_error *err);
+attn_status wf_layout_book(wf_layout *l, const attn_gpt *m, int out_head, attn_error *err);
 attn_status wf_layout_llmc(wf_layout *l, const attn_gpt_config *cfg, int64_t Vp, attn_error *err);
 
 /* Names a reader skips (buffers, a tied head already checked). */

@@ -41,7 +41,10 @@ struct attn_bf16_gemm {
     size_t a_cap, b_cap;
     wcopy wc[MAX_WCOPIES];
     int n_wc;
-    unsigned pass; /* 0: no pass begun, weights rounded at every use */
+    unsigned pass;       /* 0: no pass begun, weights rounded at every use */
+    const float *values; /* attn_bf16_gemm_use_block's weights (n_values floats) */
+    size_t n_values;
+    uint16_t *values16; /* their copies, one block */
 };
 
 attn_status attn_bf16_gemm_create(attn_bf16_gemm **out, attn_error *err) {
@@ -70,10 +73,25 @@ void attn_bf16_gemm_free(attn_bf16_gemm *g) {
     if (g->stream) dnnl_stream_destroy(g->stream);
     if (g->eng) dnnl_engine_destroy(g->eng);
     for (int i = 0; i < g->n_wc; i++)
-        free(g->wc[i].copy);
+        if (g->wc[i].cap) free(g->wc[i].copy); /* else the block's */
+    attn_free_aligned(g->values16, g->n_values * sizeof(uint16_t));
     free(g->a16);
     free(g->b16);
     free(g);
+}
+
+attn_status attn_bf16_gemm_use_block(attn_bf16_gemm *g, const float *values, size_t n,
+                                     attn_error *err) {
+    uint16_t *b = n && n <= SIZE_MAX / sizeof *b ? attn_calloc_aligned(n * sizeof *b) : NULL;
+    if (!b) return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for %zu bf16 weight copies", n);
+    for (int i = 0; i < g->n_wc; i++) /* the copies made so far are made again */
+        if (g->wc[i].cap) free(g->wc[i].copy);
+    g->n_wc = 0;
+    attn_free_aligned(g->values16, g->n_values * sizeof(uint16_t));
+    g->values = values;
+    g->n_values = n;
+    g->values16 = b;
+    return ATTN_OK;
 }
 
 /* The pass after p (never 0, which marks no copy). */
@@ -198,7 +216,12 @@ static const uint16_t *weight_bf16(attn_bf16_gemm *g, const float *W, int rows, 
         e->w = W, e->n = n;
     }
     if (e->pass == g->pass) return e->copy;
-    if (reserve(&e->copy, &e->cap, n) != 0) return NULL;
+    const uintptr_t at = (uintptr_t)W, lo = (uintptr_t)g->values;
+    if (g->values && at >= lo && n <= g->n_values &&
+        (at - lo) / sizeof(float) <= g->n_values - n) /* the block's (cap 0: not owned) */
+        e->copy = g->values16 + (at - lo) / sizeof(float);
+    else if (reserve(&e->copy, &e->cap, n) != 0)
+        return NULL;
     to_bf16(W, rows, cols, cols, e->copy);
     e->pass = g->pass;
     return e->copy;
@@ -309,7 +332,7 @@ void attn_gemm_weight_a16(attn_bf16_gemm *g, int threads, int M, int N, int K, c
 static void linear_grads_fp32(attn_bf16_gemm *g, int threads, int N, int in, int out,
                               const float *x, const float *dy, const float *W, float beta_w,
                               float *dW, float beta_x, float *dx) {
-    attn_gemm(g, threads, 1, 0, out, in, N, 1.0f, dy, out, x, in, beta_w, dW, in);
+    if (dW) attn_gemm(g, threads, 1, 0, out, in, N, 1.0f, dy, out, x, in, beta_w, dW, in);
     if (dx) attn_gemm(g, threads, 0, 0, N, in, out, 1.0f, dy, out, W, in, beta_x, dx, in);
 }
 
@@ -336,10 +359,10 @@ static void linear_grads(attn_bf16_gemm *g, int threads, int N, int in, int out,
     if (g && (beta_w == 0.0f || beta_w == 1.0f) && (beta_x == 0.0f || beta_x == 1.0f) &&
         reserve(&g->a16, &g->a_cap, (size_t)N * (size_t)out) == 0 &&
         reserve(&g->b16, &g->b_cap, nx > nw ? nx : nw) == 0) {
-        qw = get_prim(g, out, in, N, 1, 0, beta_w != 0.0f, in);
+        if (dW) qw = get_prim(g, out, in, N, 1, 0, beta_w != 0.0f, in);
         if (dx) qx = get_prim(g, N, in, out, 0, 0, beta_x != 0.0f, in);
     }
-    if (!qw || (dx && !qx)) { /* no engine, or a shape oneDNN refused: fp32 */
+    if ((dW && !qw) || (dx && !qx)) { /* no engine, or a shape oneDNN refused: fp32 */
         float *wide = x16 ? widen(x16, nx) : NULL;
         if (x || wide)
             linear_grads_fp32(g, threads, N, in, out, x ? x : wide, dy, W, beta_w, dW, beta_x, dx);
@@ -348,8 +371,8 @@ static void linear_grads(attn_bf16_gemm *g, int threads, int N, int in, int out,
     }
     /* dy (N, out) compact in a16 serves both: read transposed for dW. */
     to_bf16(dy, N, out, out, g->a16);
-    if (!x16) to_bf16(x, N, in, in, g->b16);
-    if (run_prim_on(g, qw, g->a16, x16 ? x16 : g->b16, dW) != 0) {
+    if (dW && !x16) to_bf16(x, N, in, in, g->b16);
+    if (dW && run_prim_on(g, qw, g->a16, x16 ? x16 : g->b16, dW) != 0) {
         float *wide = x16 ? widen(x16, nx) : NULL;
         if (x || wide)
             attn_sgemm(threads, 1, 0, out, in, N, 1.0f, dy, out, x ? x : wide, in, beta_w, dW, in);

@@ -13,37 +13,58 @@
 #include "base/parallel.h"
 #include "gpt_block.h"
 
-static attn_status add_params(attn_gpt *m, attn_error *err) {
+/* Tied: the head views tok_emb.weight, one tensor (as PyTorch's
+ * named_parameters() lists a shared parameter once): both backward passes
+ * accumulate into its gradient, the head's first (it may write the shared
+ * gradient whole; the embedding's scatter adds after it): its mark. */
+static attn_status tie(attn_gpt *m, attn_error *err) {
     attn_param_list *L = &m->params;
-    char p[ATTN_PARAM_NAME_MAX];
-    attn_status s = attn_embedding_params(&m->tok_emb, "tok_emb.", L, err);
-    if (s == ATTN_OK && m->pos_emb.weight)
-        s = attn_embedding_params(&m->pos_emb, "pos_emb.", L, err);
-    for (int i = 0; i < m->cfg.n_layers && s == ATTN_OK; i++) {
-        snprintf(p, sizeof p, "trf_blocks.%d.", i);
-        s = attn_block_params(&m->blocks[i], p, L, err);
-    }
-    if (s == ATTN_OK) s = attn_layernorm_params(&m->final_norm, "final_norm.", L, err);
-    /* Tied: one tensor, tok_emb.weight, as PyTorch's named_parameters()
-     * lists a shared parameter once. */
-    if (s == ATTN_OK && !m->cfg.tie_weights)
-        s = attn_linear_params(&m->out_head, "out_head.", L, err);
-    /* Tied, the head's backward runs first and may write the shared
-     * gradient whole (the embedding's scatter adds after it): its mark. */
-    if (s == ATTN_OK && m->cfg.tie_weights)
+    attn_status s = attn_param_list_alias(L, "tok_emb.weight", &m->out_head.weight,
+                                          &m->out_head.grad_weight, err);
+    if (s == ATTN_OK)
         attn_param_list_find(L, "tok_emb.weight")->grad_unset = &m->out_head.grad_unset;
     return s;
 }
 
-/* out_head.weight becomes tok_emb.weight (both (V, C)): the head's and the
- * embedding's backward both accumulate into tok_emb.grad_weight, so its
- * gradient is their sum. The head's own draw is made first and dropped, as
- * PyTorch's `out_head.weight = tok_emb.weight` after the constructor. */
-static void tie(attn_gpt *m) {
-    free(m->out_head.weight);
-    free(m->out_head.grad_weight);
-    m->out_head.weight = m->tok_emb.weight;
-    m->out_head.grad_weight = m->tok_emb.grad_weight;
+/* The model's table, written once: its modules made without memory, each
+ * listing its tensors (the fields that view them) in the book's
+ * state_dict order, GPTModel.__init__'s: tok_emb, pos_emb, blocks (att,
+ * ff, norm1, norm2), final_norm, out_head. The arena is made from it. */
+static attn_status build(attn_gpt *m, attn_error *err) {
+    const attn_gpt_config *cfg = &m->cfg;
+    const int C = cfg->emb_dim;
+    attn_param_list *L = &m->params;
+    char p[ATTN_PARAM_NAME_MAX];
+    attn_status s = attn_embedding_init_view(&m->tok_emb, cfg->vocab_size, C, err);
+    if (s == ATTN_OK) s = attn_embedding_params(&m->tok_emb, "tok_emb.", L, err);
+    if (s == ATTN_OK && cfg->pos_emb == ATTN_POS_LEARNED) { /* else no table */
+        s = attn_embedding_init_view(&m->pos_emb, cfg->context_length, C, err);
+        if (s == ATTN_OK) s = attn_embedding_params(&m->pos_emb, "pos_emb.", L, err);
+    }
+    for (int i = 0; i < cfg->n_layers && s == ATTN_OK; i++) {
+        snprintf(p, sizeof p, "trf_blocks.%d.", i);
+        s = attn_block_init_view(&m->blocks[i], cfg, err);
+        if (s == ATTN_OK) s = attn_block_params(&m->blocks[i], p, L, err);
+    }
+    if (s == ATTN_OK) s = attn_norm_init_view(&m->final_norm, C, cfg->norm, err);
+    if (s == ATTN_OK) s = attn_layernorm_params(&m->final_norm, "final_norm.", L, err);
+    if (s == ATTN_OK) s = attn_linear_init_view(&m->out_head, C, cfg->vocab_size, 0, err);
+    if (s == ATTN_OK)
+        s = cfg->tie_weights ? tie(m, err) : attn_linear_params(&m->out_head, "out_head.", L, err);
+    return s;
+}
+
+/* The book's init: each tensor drawn as its torch module draws it, in the
+ * table's order, which is the constructor's (norms keep the arena's ones
+ * and zeros). A tied model never draws it (attn_gpt_config_init_kind). */
+static void draw_book(attn_gpt *m, attn_rng *rng) {
+    for (int i = 0; i < m->params.count; i++) {
+        attn_param *p = &m->params.items[i];
+        if (p->role == ATTN_ROLE_MATRIX || p->role == ATTN_ROLE_BIAS)
+            attn_linear_draw(rng, p->data, p->numel, p->fan_in, p->role == ATTN_ROLE_BIAS);
+        else if (p->role == ATTN_ROLE_EMBEDDING)
+            attn_embedding_draw(rng, p->data, p->numel);
+    }
 }
 
 /* 1 when w is a projection back into the residual stream (att.out_proj,
@@ -54,8 +75,8 @@ static int residual_projection(const attn_gpt *m, const float *w) {
     return 0;
 }
 
-/* GPT-2's init over a model made without draws (zeros, norms ones): each
- * matrix one normal_ in the list's order; vectors (biases, norms) stay. */
+/* GPT-2's init: each matrix one normal_ in the table's order; vectors
+ * (biases, norms) keep the arena's zeros and ones. */
 static void draw_gpt2(attn_gpt *m, attn_rng *rng) {
     const float std = 0.02f, resid = (float)(0.02 / sqrt(2.0 * m->cfg.n_layers));
     for (int i = 0; i < m->params.count; i++) {
@@ -71,40 +92,25 @@ attn_status attn_gpt_init(attn_gpt *m, const attn_gpt_config *cfg, attn_rng *rng
     attn_status s = attn_gpt_config_validate(cfg, err);
     if (s != ATTN_OK) return s;
     m->cfg = *cfg;
-    const int C = cfg->emb_dim;
     m->blocks = calloc((size_t)cfg->n_layers, sizeof *m->blocks);
     if (!m->blocks)
         return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for %d blocks", cfg->n_layers);
     attn_param_list_init(&m->params);
-    /* The modules draw the book's init; for GPT-2's they are made empty and
-     * drawn after (draw_gpt2). */
-    attn_rng *book = attn_gpt_config_init_kind(cfg) == ATTN_GPT_INIT_BOOK ? rng : NULL;
-    /* GPTModel.__init__ order: tok_emb, pos_emb, blocks (att, ff, norm1, norm2),
-     * final_norm, out_head — the order the generator is consumed in. */
-    s = attn_embedding_init(&m->tok_emb, cfg->vocab_size, C, book, err);
-    if (s == ATTN_OK && cfg->pos_emb == ATTN_POS_LEARNED) /* else no table */
-        s = attn_embedding_init(&m->pos_emb, cfg->context_length, C, book, err);
-    for (int i = 0; i < cfg->n_layers && s == ATTN_OK; i++)
-        s = attn_block_init(&m->blocks[i], cfg, book, err);
-    if (s == ATTN_OK) s = attn_norm_init(&m->final_norm, C, cfg->norm, err);
-    if (s == ATTN_OK) s = attn_linear_init(&m->out_head, C, cfg->vocab_size, 0, book, err);
-    if (s == ATTN_OK && cfg->tie_weights) tie(m);
-    if (s == ATTN_OK) s = add_params(m, err);
-    if (s == ATTN_OK && rng && !book) draw_gpt2(m, rng);
+    s = build(m, err);
+    if (s == ATTN_OK) s = attn_param_list_alloc(&m->params, err);
+    if (s == ATTN_OK && rng) {
+        if (attn_gpt_config_init_kind(cfg) == ATTN_GPT_INIT_BOOK)
+            draw_book(m, rng);
+        else
+            draw_gpt2(m, rng);
+    }
     if (s != ATTN_OK) attn_gpt_free(m);
     return s;
 }
 
+/* The modules own nothing (their tensors are the arena's views). */
 void attn_gpt_free(attn_gpt *m) {
-    if (m->out_head.weight && m->out_head.weight == m->tok_emb.weight) /* tied: tok_emb's */
-        m->out_head.weight = m->out_head.grad_weight = NULL;
-    attn_embedding_free(&m->tok_emb);
-    attn_embedding_free(&m->pos_emb);
-    for (int i = 0; m->blocks && i < m->cfg.n_layers; i++)
-        attn_block_free(&m->blocks[i]);
     free(m->blocks);
-    attn_layernorm_free(&m->final_norm);
-    attn_linear_free(&m->out_head);
     attn_param_list_free(&m->params);
     attn_bf16_gemm_free(m->bf16);
     memset(m, 0, sizeof *m);
@@ -123,11 +129,23 @@ attn_status attn_gpt_set_precision(attn_gpt *m, attn_precision precision, attn_e
     attn_bf16_gemm *g = NULL;
     if (precision == ATTN_PRECISION_BF16 && (s = attn_bf16_gemm_create(&g, err)) != ATTN_OK)
         return s;
+    /* The weights' bf16 copies: one block of the arena's layout. */
+    if (g && m->params.values &&
+        (s = attn_bf16_gemm_use_block(g, m->params.values, m->params.values_numel, err))) {
+        attn_bf16_gemm_free(g);
+        return s;
+    }
     use_engine(m, g);
     attn_bf16_gemm_free(m->bf16);
     m->bf16 = g;
     m->precision = precision;
     return ATTN_OK;
+}
+
+attn_status attn_gpt_set_trainable(attn_gpt *m, const char *prefix, int trainable,
+                                   attn_error *err) {
+    if (!prefix) return attn_fail(err, ATTN_ERR_INVALID_ARG, "set_trainable: no name prefix");
+    return attn_param_list_set_trainable(&m->params, prefix, trainable, err);
 }
 
 const attn_param_list *attn_gpt_params(const attn_gpt *m) {
@@ -366,9 +384,10 @@ static float head_chunks(attn_gpt *m, attn_gpt_acts *a, size_t N, int grads, flo
             const int rows = (int)(r0 + n - k0);
             attn_gemm_input_grad_dy16(head->bf16, 0, rows, (int)C, (int)V, a->d_logits16,
                                       head->weight, 1.0f, a->d_ln + k0 * C);
-            attn_gemm_weight_grad_dy16(head->bf16, 0, rows, (int)C, (int)V, a->lnf + k0 * C,
-                                       a->d_logits16, attn_linear_grad_beta(head),
-                                       head->grad_weight);
+            if (head->grad_weight) /* else frozen */
+                attn_gemm_weight_grad_dy16(head->bf16, 0, rows, (int)C, (int)V, a->lnf + k0 * C,
+                                           a->d_logits16, attn_linear_grad_beta(head),
+                                           head->grad_weight);
             k0 = r0 + n;
         }
     }
@@ -496,7 +515,7 @@ static attn_status body_backward(attn_gpt *m, attn_gpt_acts *a, attn_error *err)
             a->d_resid[i] = a->keep_emb[i] ? a->d_resid[i] * scale : 0.0f;
     }
     attn_embedding_backward(&m->tok_emb, a->ids, a->d_resid, N);
-    for (size_t b = 0; m->pos_emb.weight && b < (size_t)B; b++)
+    for (size_t b = 0; m->pos_emb.grad_weight && b < (size_t)B; b++)
         for (size_t t = 0; t < (size_t)T; t++) {
             float *g = m->pos_emb.grad_weight + t * C;
             const float *d = a->d_resid + (b * (size_t)T + t) * C;

@@ -9,24 +9,15 @@
 #include "attn/residual.h"
 #include "base/buffers.h"
 
-attn_status attn_block_init(attn_gpt_block *blk, const attn_gpt_config *cfg, attn_rng *rng,
-                            attn_error *err) {
+attn_status attn_block_init_view(attn_gpt_block *blk, const attn_gpt_config *cfg, attn_error *err) {
     const int C = cfg->emb_dim;
-    /* TransformerBlock.__init__ order (the generator's): att, ff, norm1, norm2. */
     const attn_attention_spec spec = attn_gpt_attention_spec(cfg);
     attn_status s =
-        attn_mha_init_spec(&blk->att, C, C, cfg->context_length, &spec, cfg->qkv_bias, rng, err);
-    if (s == ATTN_OK) s = attn_feedforward_init_act(&blk->ff, C, cfg->act, rng, err);
-    if (s == ATTN_OK) s = attn_norm_init(&blk->norm1, C, cfg->norm, err);
-    if (s == ATTN_OK) s = attn_norm_init(&blk->norm2, C, cfg->norm, err);
+        attn_mha_init_view(&blk->att, C, C, cfg->context_length, &spec, cfg->qkv_bias, err);
+    if (s == ATTN_OK) s = attn_feedforward_init_view(&blk->ff, C, cfg->act, err);
+    if (s == ATTN_OK) s = attn_norm_init_view(&blk->norm1, C, cfg->norm, err);
+    if (s == ATTN_OK) s = attn_norm_init_view(&blk->norm2, C, cfg->norm, err);
     return s;
-}
-
-void attn_block_free(attn_gpt_block *blk) {
-    attn_mha_free(&blk->att);
-    attn_feedforward_free(&blk->ff);
-    attn_layernorm_free(&blk->norm1);
-    attn_layernorm_free(&blk->norm2);
 }
 
 attn_status attn_block_params(attn_gpt_block *blk, const char *prefix, attn_param_list *list,

@@ -19,12 +19,11 @@
 
 #include "attn/gpt.h"
 
-/* The block's modules (init: in the order TransformerBlock.__init__ draws
- * them, att, ff, norm1, norm2; rng NULL: zeros for loading); params adds
- * "<prefix>att.", "ff.", "norm1.", "norm2." names in that order. */
-attn_status attn_block_init(attn_gpt_block *blk, const attn_gpt_config *cfg, attn_rng *rng,
-                            attn_error *err);
-void attn_block_free(attn_gpt_block *blk);
+/* The block's modules, without memory: their tensors are views of the
+ * model's arena (attn/param.h). params lists them, "<prefix>att.", "ff.",
+ * "norm1.", "norm2." in that order (TransformerBlock.__init__'s, which is
+ * also its draw order). */
+attn_status attn_block_init_view(attn_gpt_block *blk, const attn_gpt_config *cfg, attn_error *err);
 attn_status attn_block_params(attn_gpt_block *blk, const char *prefix, attn_param_list *list,
                               attn_error *err);
 /* Every product of the block through g (NULL: fp32; attn/gemm.h). */

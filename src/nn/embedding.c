@@ -12,31 +12,47 @@ static int embedding_buffers(attn_embedding *e, size_t n, attn_bufs_op op) {
     return ATTN_BUFS(t, op);
 }
 
-attn_status attn_embedding_init(attn_embedding *e, int num_embeddings, int dim, attn_rng *rng,
-                                attn_error *err) {
+attn_status attn_embedding_init_view(attn_embedding *e, int num_embeddings, int dim,
+                                     attn_error *err) {
     memset(e, 0, sizeof *e);
     if (num_embeddings <= 0 || dim <= 0)
         return attn_fail(err, ATTN_ERR_INVALID_ARG,
                          "embedding: num_embeddings %d and dim %d must be >= 1", num_embeddings,
                          dim);
-    const size_t n = (size_t)num_embeddings * (size_t)dim;
-    if (embedding_buffers(e, n, ATTN_BUFS_ALLOC) != 0)
-        return attn_fail(err, ATTN_ERR_NOMEM, "embedding: out of memory for %zu floats", n);
     e->num_embeddings = num_embeddings;
     e->dim = dim;
-    if (rng) attn_rng_normal(rng, e->weight, n, 0.0f, 1.0f);
+    e->views = 1;
+    return ATTN_OK;
+}
+
+void attn_embedding_draw(attn_rng *rng, float *values, size_t n) {
+    attn_rng_normal(rng, values, n, 0.0f, 1.0f);
+}
+
+attn_status attn_embedding_init(attn_embedding *e, int num_embeddings, int dim, attn_rng *rng,
+                                attn_error *err) {
+    attn_status s = attn_embedding_init_view(e, num_embeddings, dim, err);
+    if (s != ATTN_OK) return s;
+    e->views = 0;
+    const size_t n = (size_t)num_embeddings * (size_t)dim;
+    if (embedding_buffers(e, n, ATTN_BUFS_ALLOC) != 0) {
+        memset(e, 0, sizeof *e);
+        return attn_fail(err, ATTN_ERR_NOMEM, "embedding: out of memory for %zu floats", n);
+    }
+    if (rng) attn_embedding_draw(rng, e->weight, n);
     return ATTN_OK;
 }
 
 void attn_embedding_free(attn_embedding *e) {
-    embedding_buffers(e, 0, ATTN_BUFS_FREE);
+    if (!e->views) embedding_buffers(e, 0, ATTN_BUFS_FREE);
     memset(e, 0, sizeof *e);
 }
 
 attn_status attn_embedding_params(attn_embedding *e, const char *prefix, attn_param_list *list,
                                   attn_error *err) {
     const int64_t shape[2] = {e->num_embeddings, e->dim};
-    return attn_param_list_add(list, prefix, "weight", e->weight, e->grad_weight, 2, shape, err);
+    return attn_param_list_add_view(list, prefix, "weight", &e->weight, &e->grad_weight, 2, shape,
+                                    ATTN_ROLE_EMBEDDING, 0, err);
 }
 
 attn_status attn_embedding_check_ids(const attn_embedding *e, const int32_t *ids, size_t N,
@@ -67,6 +83,7 @@ void attn_embedding_forward_add(const attn_embedding *e, const int32_t *ids, flo
 
 void attn_embedding_backward(attn_embedding *e, const int32_t *ids, const float *dout, size_t N) {
     const size_t D = (size_t)e->dim;
+    if (!e->grad_weight) return; /* frozen */
     /* Serial: ids repeat, so rows of grad_weight are shared. */
     for (size_t i = 0; i < N; i++) {
         float *g = e->grad_weight + (size_t)ids[i] * D;

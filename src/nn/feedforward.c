@@ -55,8 +55,11 @@ attn_status attn_feedforward_init(attn_feedforward *ff, int C, attn_rng *rng, at
     return attn_feedforward_init_act(ff, C, ATTN_ACT_GELU, rng, err);
 }
 
-attn_status attn_feedforward_init_act(attn_feedforward *ff, int C, attn_act act, attn_rng *rng,
-                                      attn_error *err) {
+/* ff's sizes for C and act; view: its Linears without memory, else made
+ * and drawn from rng (nn.Sequential builds layers.0 then layers.2: that is
+ * the draw order). */
+static attn_status ff_make(attn_feedforward *ff, int C, attn_act act, int view, attn_rng *rng,
+                           attn_error *err) {
     memset(ff, 0, sizeof *ff);
     if (C <= 0)
         return attn_fail(err, ATTN_ERR_INVALID_ARG, "feedforward: emb_dim %d must be >= 1", C);
@@ -66,11 +69,22 @@ attn_status attn_feedforward_init_act(attn_feedforward *ff, int C, attn_act act,
     ff->act = act;
     ff->hidden = attn_feedforward_hidden(C, act);
     const int width = act == ATTN_ACT_SWIGLU ? 2 * ff->hidden : ff->hidden; /* [gate | value] */
-    /* nn.Sequential builds layers.0 then layers.2: that is the draw order. */
-    attn_status s = attn_linear_init(&ff->fc1, C, width, 1, rng, err);
-    if (s == ATTN_OK) s = attn_linear_init(&ff->fc2, ff->hidden, C, 1, rng, err);
+    attn_status s = view ? attn_linear_init_view(&ff->fc1, C, width, 1, err)
+                         : attn_linear_init(&ff->fc1, C, width, 1, rng, err);
+    if (s == ATTN_OK)
+        s = view ? attn_linear_init_view(&ff->fc2, ff->hidden, C, 1, err)
+                 : attn_linear_init(&ff->fc2, ff->hidden, C, 1, rng, err);
     if (s != ATTN_OK) attn_feedforward_free(ff);
     return s;
+}
+
+attn_status attn_feedforward_init_act(attn_feedforward *ff, int C, attn_act act, attn_rng *rng,
+                                      attn_error *err) {
+    return ff_make(ff, C, act, 0, rng, err);
+}
+
+attn_status attn_feedforward_init_view(attn_feedforward *ff, int C, attn_act act, attn_error *err) {
+    return ff_make(ff, C, act, 1, NULL, err);
 }
 
 void attn_feedforward_free(attn_feedforward *ff) {

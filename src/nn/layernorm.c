@@ -13,7 +13,7 @@ attn_status attn_layernorm_init(attn_layernorm *ln, int C, attn_error *err) {
     return attn_norm_init(ln, C, ATTN_NORM_LAYERNORM, err);
 }
 
-attn_status attn_norm_init(attn_layernorm *ln, int C, attn_norm_kind kind, attn_error *err) {
+attn_status attn_norm_init_view(attn_layernorm *ln, int C, attn_norm_kind kind, attn_error *err) {
     memset(ln, 0, sizeof *ln);
     if (C <= 0)
         return attn_fail(err, ATTN_ERR_INVALID_ARG, "layernorm: emb_dim %d must be >= 1", C);
@@ -22,6 +22,14 @@ attn_status attn_norm_init(attn_layernorm *ln, int C, attn_norm_kind kind, attn_
     ln->C = C;
     ln->kind = kind;
     ln->eps = ATTN_LAYERNORM_EPS;
+    ln->views = 1;
+    return ATTN_OK;
+}
+
+attn_status attn_norm_init(attn_layernorm *ln, int C, attn_norm_kind kind, attn_error *err) {
+    attn_status s = attn_norm_init_view(ln, C, kind, err);
+    if (s != ATTN_OK) return s;
+    ln->views = 0;
     /* One block: scale, shift, grad_scale, grad_shift. */
     float *mem = calloc((size_t)C * 4, sizeof(float));
     if (!mem) return attn_fail(err, ATTN_ERR_NOMEM, "layernorm: out of memory");
@@ -35,17 +43,18 @@ attn_status attn_norm_init(attn_layernorm *ln, int C, attn_norm_kind kind, attn_
 }
 
 void attn_layernorm_free(attn_layernorm *ln) {
-    free(ln->scale);
+    if (!ln->views) free(ln->scale);
     memset(ln, 0, sizeof *ln);
 }
 
 attn_status attn_layernorm_params(attn_layernorm *ln, const char *prefix, attn_param_list *list,
                                   attn_error *err) {
     const int64_t shape[1] = {ln->C};
-    attn_status s =
-        attn_param_list_add(list, prefix, "scale", ln->scale, ln->grad_scale, 1, shape, err);
+    attn_status s = attn_param_list_add_view(list, prefix, "scale", &ln->scale, &ln->grad_scale, 1,
+                                             shape, ATTN_ROLE_SCALE, 0, err);
     if (s != ATTN_OK || ln->kind == ATTN_NORM_RMSNORM) return s;
-    return attn_param_list_add(list, prefix, "shift", ln->shift, ln->grad_shift, 1, shape, err);
+    return attn_param_list_add_view(list, prefix, "shift", &ln->shift, &ln->grad_shift, 1, shape,
+                                    ATTN_ROLE_SHIFT, 0, err);
 }
 
 static void forward_row(const attn_layernorm *ln, const float *x, float *y, float *mean,
@@ -112,22 +121,37 @@ void attn_layernorm_forward(const attn_layernorm *ln, const float *x, float *y, 
         norm_row(ln, x, y, mean, rstd, (size_t)row);
 }
 
-/* RMSNorm: grad_scale += dy * xhat, dx += rstd * (g - xhat * mean(g * xhat)),
- * xhat = x * rstd, g = dy * scale. */
-static void rms_backward(attn_layernorm *ln, const float *x, const float *rstd, const float *dy,
-                         float *dx, size_t N) {
+/* The parameters' gradients, each skipped when NULL (frozen):
+ * grad_scale += dy * xhat, xhat = (x - mean) * rstd (mean NULL or RMSNorm's
+ * zeros: x * rstd), and LayerNorm's grad_shift += dy. Columns are
+ * independent, rows are summed in order, so the columns split over the
+ * threads. */
+static void param_grads(attn_layernorm *ln, const float *x, const float *mean, const float *rstd,
+                        const float *dy, size_t N) {
+    float *gs = ln->grad_scale, *gb = ln->kind == ATTN_NORM_LAYERNORM ? ln->grad_shift : NULL;
     const size_t C = (size_t)ln->C;
+    if (!gs && !gb) return;
 #pragma omp parallel if (N * C >= ATTN_PAR_MIN && C > ATTN_PAR_COLS)
     {
         size_t c0, c1;
         attn_par_cols(C, &c0, &c1);
         for (size_t n = 0; n < N && c0 < c1; n++) {
             const float *xr = x + n * C, *dyr = dy + n * C;
-            const float r = rstd[n];
-            for (size_t c = c0; c < c1; c++)
-                ln->grad_scale[c] += dyr[c] * xr[c] * r;
+            const float m = mean ? mean[n] : 0.0f, r = rstd[n];
+            for (size_t c = c0; gs && c < c1; c++)
+                gs[c] += dyr[c] * (xr[c] - m) * r;
+            for (size_t c = c0; gb && c < c1; c++)
+                gb[c] += dyr[c];
         }
     }
+}
+
+/* RMSNorm: dx += rstd * (g - xhat * mean(g * xhat)), xhat = x * rstd,
+ * g = dy * scale. */
+static void rms_backward(attn_layernorm *ln, const float *x, const float *rstd, const float *dy,
+                         float *dx, size_t N) {
+    const size_t C = (size_t)ln->C;
+    param_grads(ln, x, NULL, rstd, dy, N);
     if (!dx) return;
     const long rows = (long)N;
 #pragma omp parallel for schedule(static) if (N * C >= ATTN_PAR_MIN)
@@ -152,21 +176,7 @@ void attn_layernorm_backward(attn_layernorm *ln, const float *x, const float *me
         return;
     }
     const size_t C = (size_t)ln->C;
-    /* Parameter grads: columns are independent, rows are summed in order, so
-     * the columns split over the threads. */
-#pragma omp parallel if (N * C >= ATTN_PAR_MIN && C > ATTN_PAR_COLS)
-    {
-        size_t c0, c1;
-        attn_par_cols(C, &c0, &c1);
-        for (size_t n = 0; n < N && c0 < c1; n++) {
-            const float *xr = x + n * C, *dyr = dy + n * C;
-            const float m = mean[n], r = rstd[n];
-            for (size_t c = c0; c < c1; c++) {
-                ln->grad_scale[c] += dyr[c] * (xr[c] - m) * r;
-                ln->grad_shift[c] += dyr[c];
-            }
-        }
-    }
+    param_grads(ln, x, mean, rstd, dy, N);
     if (!dx) return;
     /* dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * scale. */
     const long rows = (long)N;

@@ -28,22 +28,41 @@ attn_status attn_linear_init(attn_linear *layer, int in_features, int out_featur
     return attn_linear_init_into(layer, in_features, out_features, has_bias, rng, NULL, NULL, err);
 }
 
-attn_status attn_linear_init_into(attn_linear *layer, int in_features, int out_features,
-                                  int has_bias, attn_rng *rng, float *weight, float *grad_weight,
-                                  attn_error *err) {
+attn_status attn_linear_init_view(attn_linear *layer, int in_features, int out_features,
+                                  int has_bias, attn_error *err) {
     memset(layer, 0, sizeof *layer);
     if (in_features <= 0 || out_features <= 0)
         return attn_fail(err, ATTN_ERR_INVALID_ARG,
                          "Linear needs positive in_features and out_features (got %d, %d)",
                          in_features, out_features);
+    layer->in_features = in_features;
+    layer->out_features = out_features;
+    layer->has_bias = has_bias ? 1 : 0;
+    layer->views = 1;
+    return ATTN_OK;
+}
+
+void attn_linear_draw(attn_rng *rng, float *values, size_t n, int in_features, int is_bias) {
+    /* kaiming_uniform_(a=sqrt(5)) computed in double exactly as torch.nn.init does:
+     * gain = sqrt(2 / (1 + a^2)), bound = sqrt(3) * gain / sqrt(fan_in). */
+    const double a = sqrt(5.0);
+    const double gain = sqrt(2.0 / (1.0 + a * a));
+    const double bound =
+        is_bias ? 1.0 / sqrt((double)in_features) : sqrt(3.0) * (gain / sqrt((double)in_features));
+    attn_rng_uniform(rng, values, n, (float)-bound, (float)bound);
+}
+
+attn_status attn_linear_init_into(attn_linear *layer, int in_features, int out_features,
+                                  int has_bias, attn_rng *rng, float *weight, float *grad_weight,
+                                  attn_error *err) {
+    attn_status s = attn_linear_init_view(layer, in_features, out_features, has_bias, err);
+    if (s != ATTN_OK) return s;
+    layer->views = 0;
     if (!weight != !grad_weight)
         return attn_fail(err, ATTN_ERR_INVALID_ARG,
                          "Linear: the weight and its gradient come from the caller together");
     const size_t nw = (size_t)in_features * (size_t)out_features;
     const size_t nb = has_bias ? (size_t)out_features : 0;
-    layer->in_features = in_features;
-    layer->out_features = out_features;
-    layer->has_bias = has_bias ? 1 : 0;
     layer->weight = weight;
     layer->grad_weight = grad_weight;
     layer->weight_given = weight != NULL;
@@ -51,21 +70,17 @@ attn_status attn_linear_init_into(attn_linear *layer, int in_features, int out_f
         return attn_fail(err, ATTN_ERR_NOMEM, "out of memory allocating Linear(%d, %d)",
                          in_features, out_features);
     if (rng) {
-        /* kaiming_uniform_(a=sqrt(5)) computed in double exactly as torch.nn.init does:
-         * gain = sqrt(2 / (1 + a^2)), bound = sqrt(3) * gain / sqrt(fan_in). */
-        const double a = sqrt(5.0);
-        const double gain = sqrt(2.0 / (1.0 + a * a));
-        const double wbound = sqrt(3.0) * (gain / sqrt((double)in_features));
-        attn_rng_uniform(rng, layer->weight, nw, (float)-wbound, (float)wbound);
-        if (has_bias) {
-            const double bbound = 1.0 / sqrt((double)in_features);
-            attn_rng_uniform(rng, layer->bias, nb, (float)-bbound, (float)bbound);
-        }
+        attn_linear_draw(rng, layer->weight, nw, in_features, 0);
+        if (has_bias) attn_linear_draw(rng, layer->bias, nb, in_features, 1);
     }
     return ATTN_OK;
 }
 
 void attn_linear_free(attn_linear *layer) {
+    if (layer->views) { /* the arena's */
+        memset(layer, 0, sizeof *layer);
+        return;
+    }
     if (layer->weight_given) layer->weight = layer->grad_weight = NULL; /* the owner's */
     linear_buffers(layer, 0, 0, ATTN_BUFS_FREE);
 }
@@ -74,12 +89,15 @@ attn_status attn_linear_params(attn_linear *layer, const char *prefix, attn_para
                                attn_error *err) {
     const int64_t wshape[2] = {layer->out_features, layer->in_features};
     const int64_t bshape[1] = {layer->out_features};
-    attn_status s = attn_param_list_add(list, prefix, "weight", layer->weight, layer->grad_weight,
-                                        2, wshape, err);
+    const int in = layer->in_features;
+    attn_status s =
+        attn_param_list_add_view(list, prefix, "weight", &layer->weight, &layer->grad_weight, 2,
+                                 wshape, ATTN_ROLE_MATRIX, in, err);
     if (s != ATTN_OK) return s;
     list->items[list->count - 1].grad_unset = &layer->grad_unset;
     if (!layer->has_bias) return s;
-    return attn_param_list_add(list, prefix, "bias", layer->bias, layer->grad_bias, 1, bshape, err);
+    return attn_param_list_add_view(list, prefix, "bias", &layer->bias, &layer->grad_bias, 1,
+                                    bshape, ATTN_ROLE_BIAS, in, err);
 }
 
 /* y = bias (or zero) rows, then y += x W^T from x (fp32), x16 (its bf16
@@ -122,8 +140,9 @@ float attn_linear_grad_beta(attn_linear *layer) {
 
 void attn_linear_grad_settle(attn_linear *layer) {
     if (!layer->grad_unset) return;
-    attn_par_zero(layer->grad_weight, (size_t)layer->in_features * (size_t)layer->out_features);
     layer->grad_unset = 0;
+    if (!layer->grad_weight) return;
+    attn_par_zero(layer->grad_weight, (size_t)layer->in_features * (size_t)layer->out_features);
 }
 
 /* grad_weight (+)= dy^T x, grad_bias += sum_n dy and dx = beta_x dx + dy W,
@@ -139,7 +158,8 @@ static void backward_from(attn_linear *layer, const float *x, const uint16_t *x1
     else /* the public backward: always added into dx */
         attn_gemm_linear_grads(layer->bf16, 0, (int)N, in, out, x, dy, layer->weight, beta_w,
                                layer->grad_weight, dx);
-    if (layer->has_bias) attn_par_col_sums(dy, N, (size_t)out, (size_t)out, layer->grad_bias);
+    if (layer->has_bias && layer->grad_bias)
+        attn_par_col_sums(dy, N, (size_t)out, (size_t)out, layer->grad_bias);
 }
 
 void attn_linear_backward_x16(attn_linear *layer, const uint16_t *x16, const float *dy, float *dx,

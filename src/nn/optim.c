@@ -18,16 +18,30 @@ attn_adamw_config attn_adamw_defaults(void) {
     return c;
 }
 
-/* The optimizer's buffers, listed once: per parameter (offset, decay) and
- * per element (m, v); at least one of each. */
-static int adamw_buffers(attn_adamw *opt, size_t params, size_t total, attn_bufs_op op) {
+#define ADAMW_CHUNK 16384
+
+/* Values [lo, lo + len) of parameter `param`. */
+struct attn_adamw_piece {
+    int param;
+    size_t lo, len;
+};
+
+/* Pieces of the n values of a tensor. */
+static size_t pieces_of(size_t n) {
+    return (n + ADAMW_CHUNK - 1) / ADAMW_CHUNK;
+}
+
+/* The optimizer's buffers, listed once: per parameter (offset, decay, a
+ * step's bf16 copy), per piece and per element (m, v); at least one of
+ * each. */
+static int adamw_buffers(attn_adamw *opt, size_t params, size_t pieces, size_t total,
+                         attn_bufs_op op) {
     params = params ? params : 1;
+    pieces = pieces ? pieces : 1;
     total = total ? total : 1;
     const attn_buf t[] = {
-        ATTN_BUF(opt->offset, params),
-        ATTN_BUF(opt->decay, params),
-        ATTN_BUF(opt->m, total),
-        ATTN_BUF(opt->v, total),
+        ATTN_BUF(opt->offset, params), ATTN_BUF(opt->decay, params), ATTN_BUF(opt->w16, params),
+        ATTN_BUF(opt->pieces, pieces), ATTN_BUF(opt->m, total),      ATTN_BUF(opt->v, total),
     };
     return ATTN_BUFS(t, op);
 }
@@ -45,21 +59,29 @@ attn_status attn_adamw_init(attn_adamw *opt, const attn_param_list *params,
     opt->cfg = *cfg;
     opt->n_params = params->count;
     opt->total = attn_param_list_numel(params);
-    if (adamw_buffers(opt, (size_t)params->count, opt->total, ATTN_BUFS_ALLOC) != 0) {
+    size_t pieces = 0;
+    for (int i = 0; i < params->count; i++)
+        pieces += pieces_of(params->items[i].numel);
+    if (pieces > INT_MAX ||
+        adamw_buffers(opt, (size_t)params->count, pieces, opt->total, ATTN_BUFS_ALLOC) != 0) {
         attn_adamw_free(opt);
         return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for AdamW moments");
     }
     size_t off = 0;
     for (int i = 0; i < params->count; i++) {
+        const size_t n = params->items[i].numel;
         opt->offset[i] = off;
         opt->decay[i] = params->items[i].ndim >= 2;
-        off += params->items[i].numel;
+        off += n;
+        for (size_t lo = 0; lo < n; lo += ADAMW_CHUNK)
+            opt->pieces[opt->n_pieces++] =
+                (struct attn_adamw_piece){i, lo, n - lo < ADAMW_CHUNK ? n - lo : ADAMW_CHUNK};
     }
     return ATTN_OK;
 }
 
 void attn_adamw_free(attn_adamw *opt) {
-    adamw_buffers(opt, 0, 0, ATTN_BUFS_FREE);
+    adamw_buffers(opt, 0, 0, 0, ATTN_BUFS_FREE);
     memset(opt, 0, sizeof *opt);
 }
 
@@ -103,8 +125,6 @@ ATTN_VEC_CLONES static void adamw_chunk(const adamw_scalars *sc, int decay, floa
     }
 }
 
-#define ADAMW_CHUNK 16384
-
 /* w16 non-NULL: also its bf16 rounding, each chunk while still in cache. */
 static void adamw_tensor(const adamw_scalars *sc, int decay, float gscale, float *w, const float *g,
                          float *m, float *v, uint16_t *w16, long n) {
@@ -114,6 +134,24 @@ static void adamw_tensor(const adamw_scalars *sc, int decay, float gscale, float
         const long lo = b * ADAMW_CHUNK, len = n - lo < ADAMW_CHUNK ? n - lo : ADAMW_CHUNK;
         adamw_chunk(sc, decay, gscale, w + lo, g + lo, m + lo, v + lo, len);
         if (w16) attn_f32_to_bf16(w + lo, w16 + lo, (size_t)len);
+    }
+}
+
+/* Every piece of every tensor with a gradient, in one parallel pass. */
+static void adamw_pieces(const attn_adamw *opt, const attn_param_list *params,
+                         const adamw_scalars *sc, float gscale) {
+    const long n = opt->n_pieces;
+#pragma omp parallel for schedule(static) if (opt->total >= ATTN_PAR_MIN)
+    for (long k = 0; k < n; k++) {
+        const struct attn_adamw_piece *pc = &opt->pieces[k];
+        const attn_param *p = &params->items[pc->param];
+        if (!p->grad) continue; /* frozen */
+        const int decay = opt->decay[pc->param] && opt->cfg.weight_decay != 0;
+        const size_t lo = pc->lo, at = opt->offset[pc->param] + lo;
+        adamw_chunk(sc, decay, gscale, p->data + lo, p->grad + lo, opt->m + at, opt->v + at,
+                    (long)pc->len);
+        uint16_t *w16 = opt->w16[pc->param];
+        if (w16) attn_f32_to_bf16(p->data + lo, w16 + lo, pc->len);
     }
 }
 
@@ -137,12 +175,9 @@ attn_status attn_adamw_step_bf16(attn_adamw *opt, const attn_param_list *params,
     const adamw_scalars sc = adamw_scalars_of(&opt->cfg, lr, opt->step);
     for (int i = 0; i < params->count; i++) {
         const attn_param *p = &params->items[i];
-        if (!p->grad) continue;
-        const int decay = opt->decay[i] && opt->cfg.weight_decay != 0;
-        adamw_tensor(&sc, decay, grad_scale, p->data, p->grad, opt->m + opt->offset[i],
-                     opt->v + opt->offset[i], attn_bf16_gemm_weight_copy(bf16, p->data, p->numel),
-                     (long)p->numel);
+        opt->w16[i] = p->grad ? attn_bf16_gemm_weight_copy(bf16, p->data, p->numel) : NULL;
     }
+    adamw_pieces(opt, params, &sc, grad_scale);
     attn_bf16_gemm_carry_copies(bf16);
     return ATTN_OK;
 }

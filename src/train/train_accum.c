@@ -1,6 +1,7 @@
 /* Gradient accumulation over micro-batches and ranks, in a fixed order (see
  * attn/train.h, attn/dist.h). */
 #include "train_accum.h"
+#include "base/parallel.h"
 #include "trainer.h"
 
 #include <inttypes.h>
@@ -21,13 +22,14 @@ int attn_train_accum_active(const attn_trainer *tr) {
 }
 
 void attn_train_accum_free(attn_trainer *tr) {
-    for (int i = 0; i < tr->n_gflat; i++)
-        free(tr->gflat[i]);
-    free(tr->gflat);
+    for (int i = 1; i < tr->n_gblocks; i++) /* [0]: the model's own */
+        attn_param_block_free(tr->gblocks[i], tr->gblock_numel);
+    free(tr->gblocks);
     free(tr->mb_loss);
     free(tr->eval_loss);
-    tr->gflat = NULL;
-    tr->n_gflat = 0;
+    tr->gblocks = NULL;
+    tr->n_gblocks = 0;
+    tr->gblock_numel = 0;
     tr->mb_loss = NULL;
     tr->eval_loss = NULL;
 }
@@ -40,24 +42,27 @@ attn_status attn_train_accum_setup(attn_trainer *tr, attn_error *err) {
                          "grad_accum %d is not a multiple of the %d ranks (each rank takes "
                          "grad_accum / ranks micro-batches of every step)",
                          m, n);
-    const int rank = tr->dist ? tr->dist->rank : 0;
-    /* Rank 0 folds as it goes (one buffer); the others must keep their
-     * micro-batches' gradients apart until the partial sum reaches them. */
-    const int k = !attn_train_accum_active(tr) ? 0 : rank == 0 ? 1 : m / n;
+    const int rank = tr->dist ? tr->dist->rank : 0, per = m / n;
+    /* Rank 0 folds as it goes (the model's block, one more for the next
+     * micro-batch); the others keep their micro-batches' gradients apart
+     * until the partial sum reaches them. */
+    const int k = !attn_train_accum_active(tr) ? 1 : rank == 0 ? (per > 1 ? 2 : 1) : per;
+    const size_t numel = attn_gpt_params(&tr->model)->grads_numel;
     tr->eval_loss = calloc((size_t)tr->tcfg.eval_iters, sizeof *tr->eval_loss);
     tr->mb_loss = calloc((size_t)m, sizeof *tr->mb_loss);
-    tr->gflat = calloc((size_t)(k ? k : 1), sizeof *tr->gflat);
-    if (!tr->eval_loss || !tr->mb_loss || !tr->gflat) goto nomem;
-    for (int i = 0; i < k; i++) {
-        tr->gflat[i] = malloc(tr->opt.total * sizeof(float));
-        if (!tr->gflat[i]) goto nomem;
-        tr->n_gflat = i + 1;
+    tr->gblocks = calloc((size_t)k, sizeof *tr->gblocks);
+    if (!tr->eval_loss || !tr->mb_loss || !tr->gblocks) goto nomem;
+    tr->gblock_numel = numel;
+    tr->n_gblocks = 1;
+    for (int i = 1; i < k; i++) {
+        if (!(tr->gblocks[i] = attn_param_block_alloc(numel))) goto nomem;
+        tr->n_gblocks = i + 1;
     }
     return ATTN_OK;
 nomem:
     attn_train_accum_free(tr);
-    return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for %d gradient buffers of %zu floats", k,
-                     tr->opt.total);
+    return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for %d gradient blocks of %zu floats",
+                     k - 1, numel);
 }
 
 attn_status attn_trainer_set_dist(attn_trainer *tr, attn_dist *dist, attn_error *err) {
@@ -84,56 +89,46 @@ static uint64_t splitmix64(uint64_t x) {
     return x ^ (x >> 31);
 }
 
-/* Copy (first) or add (later, in order) the model's grads into flat. */
-static void flatten(const attn_param_list *params, float *flat, int add) {
-    size_t off = 0;
-    for (int i = 0; i < params->count; i++) {
-        const attn_param *p = &params->items[i];
-        if (!p->grad)
-            memset(flat + off, 0, p->numel * sizeof(float));
-        else if (!add)
-            memcpy(flat + off, p->grad, p->numel * sizeof(float));
-        else
-            for (size_t k = 0; k < p->numel; k++)
-                flat[off + k] += p->grad[k];
-        off += p->numel;
-    }
-}
-
-static void unflatten(const attn_param_list *params, const float *flat) {
-    size_t off = 0;
-    for (int i = 0; i < params->count; i++) {
-        const attn_param *p = &params->items[i];
-        if (p->grad) memcpy(p->grad, flat + off, p->numel * sizeof(float));
-        off += p->numel;
-    }
+/* Micro-batch j of the step (the rank's i-th) into the gradient block it
+ * owns: no copy. Rank 0 writes its first into the model's block and each
+ * later one into the next, then adds it there (acc + g_j, the fold's
+ * order); the other ranks keep each in its own block for the fold. */
+static attn_status micro_step(attn_trainer *tr, int j, int i, attn_error *err) {
+    const attn_train_config *c = &tr->tcfg;
+    const int B = c->batch_size, T = tr->mcfg.context_length, m = accum_m(tr);
+    const int rank = tr->dist ? tr->dist->rank : 0;
+    attn_param_list *params = &tr->model.params;
+    float *own = tr->gblocks[0], *into = rank == 0 ? tr->gblocks[i ? 1 : 0] : tr->gblocks[i];
+    attn_param_list_bind_grads(params, into);
+    attn_rng rng;
+    attn_rng_seed(&rng,
+                  splitmix64(c->seed ^ splitmix64((uint64_t)tr->step * 0x10000ull + (uint64_t)j)));
+    attn_gpt_zero_grad_deferred(&tr->model);
+    attn_forward_mode mode = {1, &rng, c->dropout_stream};
+    /* A non-finite loss is reported after the gather, by every rank. */
+    attn_status st = attn_gpt_forward_backward(&tr->model, tr->xb, tr->yb, B, T, &mode, &tr->acts,
+                                               1.0f / (float)m, &tr->mb_loss[j], err);
+    attn_param_list_bind_grads(params, NULL);
+    if (!st && into != own && rank == 0) attn_par_add(own, into, tr->gblock_numel);
+    return st;
 }
 
 attn_status attn_train_accum_grads(attn_trainer *tr, float *loss_out, attn_error *err) {
     const attn_train_config *c = &tr->tcfg;
-    const int B = c->batch_size, T = tr->mcfg.context_length;
+    const int B = c->batch_size;
     const int m = accum_m(tr), n = world(tr), rank = tr->dist ? tr->dist->rank : 0;
     const int per = m / n, lo = rank * per;
     const attn_param_list *params = attn_gpt_params(&tr->model);
+    if (params->grads_numel != tr->gblock_numel)
+        return attn_fail(err, ATTN_ERR_STATE,
+                         "the gradients changed size after the trainer was set up");
+    tr->gblocks[0] = params->grads;
     attn_status st;
     for (int j = 0; j < m; j++) {
         /* Every rank walks the whole shared order and keeps its own share. */
         if ((st = attn_sampler_next_batch(&tr->sampler, &tr->train, B, tr->xb, tr->yb, err)))
             return st;
-        if (j < lo || j >= lo + per) continue;
-        attn_rng rng;
-        attn_rng_seed(
-            &rng, splitmix64(c->seed ^ splitmix64((uint64_t)tr->step * 0x10000ull + (uint64_t)j)));
-        attn_gpt_zero_grad_deferred(&tr->model);
-        attn_forward_mode mode = {1, &rng, c->dropout_stream};
-        /* A non-finite loss is reported after the gather, by every rank. */
-        st = attn_gpt_forward_backward(&tr->model, tr->xb, tr->yb, B, T, &mode, &tr->acts,
-                                       1.0f / (float)m, &tr->mb_loss[j], err);
-        if (st) return st;
-        if (rank == 0)
-            flatten(params, tr->gflat[0], j > lo);
-        else
-            flatten(params, tr->gflat[j - lo], 0);
+        if (j >= lo && j < lo + per && (st = micro_step(tr, j, j - lo, err))) return st;
     }
     if ((st = attn_dist_allgather(tr->dist, tr->mb_loss, (size_t)m, err))) return st;
     double sum = 0;
@@ -144,8 +139,9 @@ attn_status attn_train_accum_grads(attn_trainer *tr, float *loss_out, attn_error
                              (double)tr->mb_loss[j], tr->step + 1, j);
         sum += tr->mb_loss[j];
     }
-    if ((st = attn_dist_fold(tr->dist, tr->gflat, tr->n_gflat, tr->opt.total, err))) return st;
-    unflatten(params, tr->gflat[0]);
+    /* Rank 0's partial sum is whole in its block already. */
+    const int k = rank == 0 ? 1 : per;
+    if ((st = attn_dist_fold(tr->dist, tr->gblocks, k, tr->gblock_numel, err))) return st;
     *loss_out = (float)(sum / m);
     return ATTN_OK;
 }

@@ -34,8 +34,12 @@ struct attn_trainer {
     const char *corpus_path;   /* borrowed; recorded in the training state when set */
     struct attn_cuda_gpt *gpu; /* non-NULL: steps and evaluations run on the GPU */
     attn_dist *dist;           /* borrowed; NULL = one process (attn_trainer_set_dist) */
-    float **gflat;             /* n_gflat flat gradients (grad_accum > 1; train_accum.c) */
-    int n_gflat;
+    /* grad_accum > 1 or several ranks (train_accum.c): the micro-batches'
+     * gradient blocks, the model's own first (bound at each step), then
+     * those of n_gblocks - 1 more, of its layout (gblock_numel floats). */
+    float **gblocks;
+    int n_gblocks;
+    size_t gblock_numel;
     float *mb_loss;   /* grad_accum micro-batch losses */
     float *eval_loss; /* eval_iters batch losses */
     /* time_budget's clock: the run's wall time so far (steps, evaluations,
