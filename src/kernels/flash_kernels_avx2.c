@@ -9,6 +9,8 @@
 #pragma GCC target("avx2,fma")
 #include <immintrin.h>
 
+#include "exp_avx2.h"
+
 #define MR 6  /* rows of C per register block */
 #define NV 2  /* 8-float vectors per block: 6 x 2 = 12 of the 16 ymm registers */
 #define NC 64 /* columns a row block sweeps before the next: B's K x 64 stays in L1 */
@@ -105,37 +107,6 @@ static void gemm_avx2(int M, int N, int K, const float *A, ptrdiff_t rsa, ptrdif
     }
 }
 
-/* exp(x) (Cody-Waite reduction + Cephes' expf polynomial, ~1 ulp); x < -87
- * (and -inf) gives exactly 0, x above ln(FLT_MAX) (and +inf) gives +inf and
- * NaN stays NaN, as expf does: every SIMD path agrees with the generic one. */
-static inline __m256 exp8(__m256 x) {
-    const __m256 lo = _mm256_set1_ps(-87.0f), hi = _mm256_set1_ps(88.7228317f);
-    const __m256 ok = _mm256_cmp_ps(x, lo, _CMP_GE_OQ);
-    const __m256 special = _mm256_cmp_ps(x, hi, _CMP_NLE_UQ); /* above hi, or NaN */
-    const __m256 x0 = x;
-    x = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
-    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-    const __m256 r2 = _mm256_mul_ps(r, r);
-    p = _mm256_fmadd_ps(p, r2, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-    /* p * 2^n by adding n to p's exponent: exact, as a product by 2^n would
-     * be. On the clamped range it stays normal: n = 128 only with p < 1, n =
-     * -126 only with p > 1. */
-    const __m256i e = _mm256_slli_epi32(_mm256_cvtps_epi32(n), 23);
-    __m256 y = _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(p), e));
-    y = _mm256_and_ps(ok, y);
-    /* +inf above hi; NaN in, (quiet) NaN out */
-    return _mm256_blendv_ps(y, _mm256_mul_ps(x0, _mm256_set1_ps(__builtin_inff())), special);
-}
-
 static void softmax_cols_avx2(float *st, int nk, int ncols, ptrdiff_t ld, float *m, float *l,
                               float *alpha, float scale) {
     const __m256 vscale = _mm256_set1_ps(scale);
@@ -150,11 +121,12 @@ static void softmax_cols_avx2(float *st, int nk, int ncols, ptrdiff_t ld, float 
         const __m256 mn = _mm256_max_ps(mt, mo);
         /* Columns still fully masked shift by 0 so everything stays 0. */
         const __m256 shift = _mm256_andnot_ps(_mm256_cmp_ps(mn, ninf, _CMP_EQ_OQ), mn);
-        const __m256 al = exp8(_mm256_mul_ps(_mm256_sub_ps(mo, shift), vscale));
+        const __m256 al = attn_exp8(_mm256_mul_ps(_mm256_sub_ps(mo, shift), vscale));
         __m256 sum = _mm256_setzero_ps();
         for (int r = 0; r < nk; r++) {
             float *s = st + r * ld + c;
-            const __m256 p = exp8(_mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(s), shift), vscale));
+            const __m256 p =
+                attn_exp8(_mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(s), shift), vscale));
             _mm256_storeu_ps(s, p);
             sum = _mm256_add_ps(sum, p);
         }
@@ -167,7 +139,8 @@ static void softmax_cols_avx2(float *st, int nk, int ncols, ptrdiff_t ld, float 
 /* x[j] = exp(s[j] * scale - shift) for 8 floats (unfused, rounded as the
  * generic s * scale - shift). */
 static inline void exp8_row(const float *s, float *p, __m256 vscale, __m256 vshift) {
-    _mm256_storeu_ps(p, exp8(_mm256_sub_ps(_mm256_mul_ps(_mm256_loadu_ps(s), vscale), vshift)));
+    _mm256_storeu_ps(p,
+                     attn_exp8(_mm256_sub_ps(_mm256_mul_ps(_mm256_loadu_ps(s), vscale), vshift)));
 }
 
 /* Whole vectors, then the tail through a vector on the stack: AMD's masked
