@@ -107,33 +107,49 @@ static void gemm_avx2(int M, int N, int K, const float *A, ptrdiff_t rsa, ptrdif
     }
 }
 
+/* Columns [c, c + 8 nv) of softmax_cols; nv (1 or 2) is a constant after
+ * inlining: two vectors a row give the loops two independent chains, and
+ * a pass over the rows serves 16 columns, as one AVX-512 vector does. */
+static inline __attribute__((always_inline)) void softmax_block(const int nv, float *st, int nk,
+                                                                ptrdiff_t ld, float *m, float *l,
+                                                                float *alpha, __m256 vscale) {
+    const __m256 ninf = _mm256_set1_ps(-__builtin_inff());
+    __m256 mt[2] = {ninf, ninf}, shift[2], sum[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    /* max_ps returns its second operand when one is NaN: as fmaxf, a NaN
+     * score does not become the maximum (it turns its column NaN below). */
+    for (int r = 0; r < nk; r++)
+        for (int v = 0; v < nv; v++)
+            mt[v] = _mm256_max_ps(_mm256_loadu_ps(st + r * ld + 8 * v), mt[v]);
+    for (int v = 0; v < nv; v++) {
+        const __m256 mo = _mm256_loadu_ps(m + 8 * v);
+        const __m256 mn = _mm256_max_ps(mt[v], mo);
+        /* Columns still fully masked shift by 0 so everything stays 0. */
+        shift[v] = _mm256_andnot_ps(_mm256_cmp_ps(mn, ninf, _CMP_EQ_OQ), mn);
+        _mm256_storeu_ps(alpha + 8 * v,
+                         attn_exp8(_mm256_mul_ps(_mm256_sub_ps(mo, shift[v]), vscale)));
+        _mm256_storeu_ps(m + 8 * v, mn);
+    }
+    for (int r = 0; r < nk; r++)
+        for (int v = 0; v < nv; v++) {
+            float *x = st + r * ld + 8 * v;
+            const __m256 p =
+                attn_exp8(_mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x), shift[v]), vscale));
+            _mm256_storeu_ps(x, p);
+            sum[v] = _mm256_add_ps(sum[v], p);
+        }
+    for (int v = 0; v < nv; v++)
+        _mm256_storeu_ps(l + 8 * v, _mm256_fmadd_ps(_mm256_loadu_ps(l + 8 * v),
+                                                    _mm256_loadu_ps(alpha + 8 * v), sum[v]));
+}
+
 static void softmax_cols_avx2(float *st, int nk, int ncols, ptrdiff_t ld, float *m, float *l,
                               float *alpha, float scale) {
     const __m256 vscale = _mm256_set1_ps(scale);
-    const __m256 ninf = _mm256_set1_ps(-__builtin_inff());
-    for (int c = 0; c < ncols; c += 8) {
-        __m256 mt = ninf;
-        /* max_ps returns its second operand when one is NaN: as fmaxf, a NaN
-         * score does not become the maximum (it turns its column NaN below). */
-        for (int r = 0; r < nk; r++)
-            mt = _mm256_max_ps(_mm256_loadu_ps(st + r * ld + c), mt);
-        const __m256 mo = _mm256_loadu_ps(m + c);
-        const __m256 mn = _mm256_max_ps(mt, mo);
-        /* Columns still fully masked shift by 0 so everything stays 0. */
-        const __m256 shift = _mm256_andnot_ps(_mm256_cmp_ps(mn, ninf, _CMP_EQ_OQ), mn);
-        const __m256 al = attn_exp8(_mm256_mul_ps(_mm256_sub_ps(mo, shift), vscale));
-        __m256 sum = _mm256_setzero_ps();
-        for (int r = 0; r < nk; r++) {
-            float *s = st + r * ld + c;
-            const __m256 p =
-                attn_exp8(_mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(s), shift), vscale));
-            _mm256_storeu_ps(s, p);
-            sum = _mm256_add_ps(sum, p);
-        }
-        _mm256_storeu_ps(alpha + c, al);
-        _mm256_storeu_ps(l + c, _mm256_fmadd_ps(_mm256_loadu_ps(l + c), al, sum));
-        _mm256_storeu_ps(m + c, mn);
-    }
+    int c = 0;
+    for (; c + 16 <= ncols; c += 16)
+        softmax_block(2, st + c, nk, ld, m + c, l + c, alpha + c, vscale);
+    for (; c < ncols; c += 8) /* ncols is a multiple of 8 (ATTN_FLASH_PAD) */
+        softmax_block(1, st + c, nk, ld, m + c, l + c, alpha + c, vscale);
 }
 
 /* x[j] = exp(s[j] * scale - shift) for 8 floats (unfused, rounded as the
