@@ -2,10 +2,12 @@
  * run-time choice of the AVX-512 or AVX2 ones (see gemv.h). */
 #include "gemv.h"
 
+/* Asked on every product (a chunk of rows): one read of ATTN_SIMD. */
 attn_simd attn_gemv_path(void) {
 #ifdef ATTN_GEMV_AVX512
-    if (attn_cpu_has(ATTN_CPU_AVX512_BW)) return ATTN_SIMD_AVX512;
-    if (attn_simd_supported(ATTN_SIMD_AVX2)) return ATTN_SIMD_AVX2;
+    const attn_cpu_level l = attn_cpu_level_used();
+    if (l >= ATTN_CPU_LEVEL_AVX512) return ATTN_SIMD_AVX512; /* attn_cpu_has(AVX512_BW) */
+    if (l >= ATTN_CPU_LEVEL_AVX2) return ATTN_SIMD_AVX2;
 #endif
     return ATTN_SIMD_GENERIC;
 }
