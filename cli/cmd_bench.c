@@ -142,6 +142,9 @@ const cli_command bench_cli = {
     "  case B T D H mode threads median_s min_s gflops peak_rss_mb.\n"
     "  FLOPs count the causal half only: projections 8 B T D^2 (x3 with backward),\n"
     "  attention 2 B D T (T+1) (x3.5 with backward), also with a window.\n"
+    "  Then case=floor: those FLOPs at case=sgemm's rate (floor_s), case=mha's\n"
+    "  median over it (mha_over_floor), the attention kernels that ran\n"
+    "  (kernels=generic|avx2|avx512|avx512-bf16|amx) and OpenBLAS's.\n"
     "  --kv-heads, --window, --positions: the attention variants\n"
     "  (docs/model-variants.md); the kernel-alone case takes --window;\n"
     "  --positions rope adds case=rope: the rotations alone, same sizes.\n"
@@ -201,7 +204,8 @@ static float *random_floats(size_t n, uint64_t seed) {
     return p;
 }
 
-static int bench_sgemm(const bench_args *a, const char *label, int M, int N, int K) {
+/* Times attn_gemm at M x N x K; *rate (when not NULL): its FLOP/s at the median. */
+static int bench_sgemm(const bench_args *a, const char *label, int M, int N, int K, double *rate) {
     float *A = random_floats((size_t)M * K, 1), *Bm = random_floats((size_t)N * K, 2);
     float *C = calloc((size_t)M * N, sizeof(float));
     double *t = malloc((size_t)a->repeat * sizeof(double));
@@ -227,8 +231,9 @@ static int bench_sgemm(const bench_args *a, const char *label, int M, int N, int
     }
     char mode[64];
     snprintf(mode, sizeof mode, "%dx%dx%d%s", M, N, K, g ? ",bf16" : "");
-    print_case(label, a->B, a->T, a->D, a->H, mode, a->threads, summarize(t, a->repeat),
-               2.0 * M * N * (double)K);
+    const timing tm = summarize(t, a->repeat);
+    print_case(label, a->B, a->T, a->D, a->H, mode, a->threads, tm, 2.0 * M * N * (double)K);
+    if (rate) *rate = 2.0 * M * N * (double)K / tm.median;
     free(A), free(Bm), free(C), free(t);
     attn_bf16_gemm_free(g);
     return 0;
@@ -366,6 +371,22 @@ static int bench_rope(const bench_args *a, const attn_mha *m, double *t) {
     return 0;
 }
 
+/* case=floor: the module's FLOPs (case=mha's) at this run's sgemm rate
+ * (case=sgemm's median), case=mha's median over it, and the attention
+ * kernels and OpenBLAS kernels that ran. */
+static void print_floor(const bench_args *a, double mha_s, double sgemm_rate,
+                        attn_flash_options opt) {
+    const double flops = attn_mha_flops(a->B, a->T, a->D, (int)a->H, 0, 0, a->backward);
+    const double floor_s = flops / sgemm_rate;
+    opt.precision = a->precision; /* the module's projections set it per call */
+    const char *kernels = attn_flash_kernel_path(&opt), *blas = openblas_get_corename();
+    printf("case=floor B=%lld T=%lld D=%lld H=%lld mode=%s threads=%lld gflop=%.2f floor_s=%.6f "
+           "mha_over_floor=%.3f kernels=%s openblas=%s\n",
+           a->B, a->T, a->D, a->H, mode_name(a), a->threads, flops * 1e-9, floor_s, mha_s / floor_s,
+           kernels ? kernels : "?", blas ? blas : "?");
+    fflush(stdout);
+}
+
 static int bench_mha(const bench_args *a) {
     attn_mha m;
     attn_bf16_gemm *bf16;
@@ -385,14 +406,20 @@ static int bench_mha(const bench_args *a) {
     /* attn/cost.h's rule; the windowed kernel skips tiles, not pairs: the
      * whole causal half is counted, as before. */
     const double core = attn_attention_flops(a->B, a->T, a->D, 0, 0);
-    if (rc == 0)
+    double mha_s = 0;
+    if (rc == 0) {
+        const timing tm = summarize(t, a->repeat);
+        mha_s = tm.median;
         print_case(m.path == ATTN_MHA_REFERENCE ? "mha_reference" : "mha", a->B, a->T, a->D, a->H,
-                   mode_name(a), a->threads, summarize(t, a->repeat),
+                   mode_name(a), a->threads, tm,
                    attn_mha_flops(a->B, a->T, a->D, (int)a->H, 0, 0, a->backward));
+    }
     if (rc == 0 && m.spec.positions == ATTN_POSITIONS_ROPE) rc = bench_rope(a, &m, t);
     if (rc == 0 && !a->reference && !a->mha_only) {
         rc = bench_core(a, dy, t, core);
-        if (rc == 0) rc = bench_sgemm(a, "sgemm", a->B * a->T, 3 * a->D, a->D);
+        double rate = 0;
+        if (rc == 0) rc = bench_sgemm(a, "sgemm", a->B * a->T, 3 * a->D, a->D, &rate);
+        if (rc == 0) print_floor(a, mha_s, rate, m.flash);
     }
     attn_mha_free(&m);
     attn_bf16_gemm_free(bf16);
@@ -500,7 +527,7 @@ int cmd_bench(int argc, char **argv) {
      * reference path lets OpenBLAS thread its own calls, as it was written. */
     cli_use_threads((int)a.threads, a.reference ? (int)a.threads : 1);
     if (strcmp(which, "sgemm") == 0)
-        return bench_sgemm(&a, "sgemm", a.m ? a.m : a.B * a.T, a.n ? a.n : 3 * a.D,
-                           a.k ? a.k : a.D);
+        return bench_sgemm(&a, "sgemm", a.m ? a.m : a.B * a.T, a.n ? a.n : 3 * a.D, a.k ? a.k : a.D,
+                           NULL);
     return bench_mha(&a);
 }

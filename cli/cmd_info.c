@@ -250,7 +250,8 @@ static int print_cpu(int json) {
         printf("used           %s\n", attn_cpu_level_name(r.used));
         printf("fp32 kernels   %s (attention, activations, loss, dropout)\n",
                attn_simd_name(r.fp32_path));
-        printf("gemv           %s\n", r.gemv_avx512 ? "avx512" : "portable C");
+        printf("gemv           %s (fp32 and bf16 weights, fp32 sums)\n",
+               r.gemv_path == ATTN_SIMD_GENERIC ? "portable C" : attn_simd_name(r.gemv_path));
         printf("bf16 engine    %s\n", bf16);
         printf("amx            %s\n", r.amx ? "yes (fused attention's bf16 products)" : "no");
         printf("openblas       %s\n", blas);
@@ -264,7 +265,7 @@ static int print_cpu(int json) {
         cJSON_AddNullToObject(o, "cap");
     cJSON_AddStringToObject(o, "used", attn_cpu_level_name(r.used));
     cJSON_AddStringToObject(o, "fp32_kernels", attn_simd_name(r.fp32_path));
-    cJSON_AddStringToObject(o, "gemv", r.gemv_avx512 ? "avx512" : "generic");
+    cJSON_AddStringToObject(o, "gemv", attn_simd_name(r.gemv_path));
     cJSON_AddBoolToObject(o, "bf16_engine", r.bf16_engine);
     cJSON_AddBoolToObject(o, "amx", r.amx);
     cJSON_AddStringToObject(o, "openblas", blas);

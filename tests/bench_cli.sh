@@ -18,6 +18,16 @@ for c in mha core sgemm; do
   done
 done
 check "mode is forward+backward" 'grep -q "^case=mha .*mode=forward+backward" <<<"$out"'
+floor=$(grep "^case=floor " <<<"$out")
+for k in B=1 T=33 D=16 H=2 mode=forward+backward threads=2 gflop= floor_s= mha_over_floor= kernels= openblas=; do
+  check "case=floor has $k" 'grep -q " $k" <<<"$floor"'
+done
+# the kernels named are the ones ATTN_SIMD leaves (attn info --cpu's fp32 path)
+for level in generic avx2 avx512; do
+  want=$(ATTN_SIMD=$level "$attn" info --cpu | awk '$1 == "fp32" && $2 == "kernels" {print $3}')
+  got=$(ATTN_SIMD=$level "$attn" bench mha --batch 1 --tokens 9 --d-model 8 --heads 2 --repeat 1 --threads 1 | grep "^case=floor")
+  check "ATTN_SIMD=$level: kernels=$want" '[ -n "$want" ] && grep -q " kernels=$want " <<<"$got"'
+done
 rope=$("$attn" bench mha --batch 1 --tokens 9 --d-model 16 --heads 4 --kv-heads 2 --repeat 1 --backward --mha-only --positions rope)
 check "--positions rope adds case=rope, same sizes" 'grep -q "^case=rope B=1 T=9 D=16 H=4 mode=forward+backward " <<<"$rope"'
 check "no case=rope without rope" '! grep -q "^case=rope" <<<"$out"'

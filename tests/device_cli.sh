@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # --device / --precision on the CLI, on any machine: bad names exit 2 naming
 # the choices; bf16 on the CPU trainer runs on an AVX512-BF16 CPU, else
-# exits 2 saying what it needs;
+# exits 2 saying what it needs; generate --precision bf16 (bf16 weights,
+# fp32 sums) runs at every ATTN_SIMD level, the same text at avx2 as at
+# avx512 (the same sums), greedy and top-k;
 # --device cuda either runs (a GPU is there) or exits 1 saying why not
 # ("built without CUDA" / "no CUDA device"), with no checkpoint written.
 # Usage: bash device_cli.sh <path-to-attn> <source-dir>
@@ -44,6 +46,16 @@ else
   bad "train --device cuda: rc $rc, $(cat "$tmp/err")"
 fi
 train --out "$tmp/e" > /dev/null 2>&1 || bad "CPU run failed"
+for args in "--temperature 0" "--top-k 5 --seed 7"; do
+  for level in avx512 avx2 generic; do
+    ATTN_SIMD=$level "$ATTN" generate "$tmp/e" --precision bf16 --max-new-tokens 40 --threads 1 \
+      $args > "$tmp/gen.$level" 2> "$tmp/err"; rc=$?
+    [ $rc -eq 0 ] && [ -s "$tmp/gen.$level" ] && ok "generate --precision bf16 $args at ATTN_SIMD=$level" ||
+      bad "generate --precision bf16 $args at ATTN_SIMD=$level: rc $rc, $(cat "$tmp/err")"
+  done
+  cmp -s "$tmp/gen.avx512" "$tmp/gen.avx2" && ok "bf16 $args: avx2's text is avx512's" ||
+    bad "bf16 $args: avx2 and avx512 differ: $(diff "$tmp/gen.avx512" "$tmp/gen.avx2" | head -4)"
+done
 "$ATTN" generate --checkpoint "$tmp/e" --device gpu --max-new-tokens 5 > /dev/null 2> "$tmp/err"; rc=$?
 [ $rc -eq 2 ] && grep -q "^attn generate: --device must be one of cpu, cuda, not 'gpu'$" "$tmp/err" &&
   ok "generate --device gpu: exit 2" ||

@@ -3,8 +3,9 @@
 # (context 64 to 16,384, batch, width, layers, fp32 and bf16, train,
 # generate and bench mha), the total each command checks against the budget
 # and prints with --dry-run (attn/memory_plan.h) is within -10% / +25% of the
-# peak RSS of the same run (the child's ru_maxrss). bf16 cells run only where
-# the CPU has AVX512-BF16 (said, not failed, elsewhere); the gpt2 cells only
+# peak RSS of the same run (the child's ru_maxrss). bf16 training and bench
+# mha cells run only where the CPU has AVX512-BF16 (said, not failed,
+# elsewhere); generation's bf16 weights run on every CPU; the gpt2 cells only
 # with GPT-2's files. The T = 16,384 cells use small widths: RSS, not speed,
 # is what is compared. Not under ASan (its shadow memory is the RSS).
 # Usage: bash memory_estimates.sh <path-to-attn> <source-dir>
@@ -166,7 +167,9 @@ fits("train context 16384 emb 256", [attn, "train", "--data", "corpus.txt", "--o
 
 precs = ["fp32", "bf16"] if bf16 else ["fp32"]
 if not bf16:
-    skip("the bf16 cells", "attn runs no bf16 here (no AVX512-BF16, or ATTN_SIMD caps it)")
+    skip("the bf16 training cells", "attn runs no bf16 engine here (no AVX512-BF16, or ATTN_SIMD "
+         "caps it)")
+gen_precs = ["fp32", "bf16"]  # bf16 weights with fp32 sums: any CPU
 
 train("t64", context_length=64, emb_dim=64, n_layers=2, n_heads=4, batch_size=8)
 train("t256", context_length=256, emb_dim=256, n_layers=4, n_heads=4, batch_size=4, drop_rate=0.1)
@@ -187,11 +190,12 @@ else:
     skip("the gpt2 cells", f"no GPT-2 files in {gpt2}")
 
 generate("t64")
-for p in precs:
+for p in gen_precs:
     generate("t1k-fp32", p, samples=4)
 if have_gpt2:
     generate("g128-fp32")
-for p in precs:
+    generate("g128-fp32", "bf16")
+for p in gen_precs:
     bench_generate("w512", p, emb_dim=512, n_layers=8, n_heads=8, context_length=2048)
 
 mha(32, 64, 256, 4)

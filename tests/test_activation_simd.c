@@ -1,8 +1,10 @@
-/* SwiGLU's AVX-512 rows against the scalar loops and a double reference:
- * forward and backward, every tail length, the edges of exp (|a| near 88,
- * infinities, NaN), and 1 thread == 2 threads bit for bit. The SIMD rows
- * differ from the scalar ones only in exp (attn_exp16, ~1 ulp), so they
- * must agree to a few ulp. Skipped where the CPU has no AVX-512. */
+/* SwiGLU's and the cross-entropy's AVX-512 and AVX2 rows against the
+ * scalar loops and a double reference: forward and backward, every tail
+ * length, the edges of exp (|a| near 88, infinities, NaN), and 1 thread ==
+ * 2 threads bit for bit. The SIMD rows differ from the scalar ones only in
+ * exp (attn_exp16 / attn_exp8, ~1 ulp), so they must agree to a few ulp;
+ * AVX2's equal AVX-512's bit for bit. Each path's test is skipped where
+ * the CPU (or ATTN_SIMD) does not have it. */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -18,11 +20,24 @@
 /* Forward and backward of N rows of width H with the SIMD path ATTN_SIMD names. */
 static void run(const char *simd, const float *h, const float *dy, float *y, float *dh, size_t N,
                 size_t H) {
+    const char *was = getenv("ATTN_SIMD");
+    char *keep = was ? strdup(was) : NULL;
     setenv("ATTN_SIMD", simd, 1);
     attn_swiglu_forward(h, y, N, H);
     memset(dh, 0, N * 2 * H * sizeof *dh);
     attn_swiglu_backward(h, dy, dh, N, H);
-    unsetenv("ATTN_SIMD");
+    if (keep) /* the cap the test runs under (make test's ATTN_SIMD runs) */
+        setenv("ATTN_SIMD", keep, 1);
+    else
+        unsetenv("ATTN_SIMD");
+    free(keep);
+}
+
+/* The SIMD level `name` names, or a skip when this CPU (or the cap) lacks it. */
+static void need(const char *name) {
+    attn_simd s;
+    cr_assert_eq(attn_simd_parse(name, &s), 0);
+    if (!attn_simd_supported(s)) cr_skip_test("no %s on this CPU (or ATTN_SIMD caps it)", name);
 }
 
 static double silu_d(double a) {
@@ -37,8 +52,8 @@ static int close_to(float got, double want, double ulps) {
     return fabs((double)got - want) <= ulps * 0x1p-23 * fabs(want) + 1e-30;
 }
 
-Test(activation_simd, swiglu_rows_match_scalar_and_double) {
-    if (!attn_simd_supported(ATTN_SIMD_AVX512)) cr_skip_test("no AVX-512 on this CPU");
+static void swiglu_rows_match(const char *simd) {
+    need(simd);
     attn_rng rng;
     attn_rng_seed(&rng, 5);
     for (size_t H = 1; H <= 40; H++) {
@@ -54,7 +69,7 @@ Test(activation_simd, swiglu_rows_match_scalar_and_double) {
         for (size_t i = 0; i < H && i < sizeof edge / sizeof edge[0]; i++)
             h[i] = edge[i];
         run("generic", h, dy, y0, d0, N, H);
-        run("avx512", h, dy, y1, d1, N, H);
+        run(simd, h, dy, y1, d1, N, H);
         for (size_t r = 0; r < N; r++)
             for (size_t i = 0; i < H; i++) {
                 const size_t o = r * H + i;
@@ -79,6 +94,39 @@ Test(activation_simd, swiglu_rows_match_scalar_and_double) {
     }
 }
 
+Test(activation_simd, swiglu_avx512_rows_match_scalar_and_double) {
+    swiglu_rows_match("avx512");
+}
+
+Test(activation_simd, swiglu_avx2_rows_match_scalar_and_double) {
+    swiglu_rows_match("avx2");
+}
+
+/* AVX2's rows are AVX-512's bit for bit (attn_exp8 is attn_exp16; the
+ * other steps the same), tails and exp's edges included. */
+Test(activation_simd, swiglu_avx2_equals_avx512) {
+    need("avx512");
+    need("avx2");
+    enum { N = 3, H = 45 };
+    attn_rng rng;
+    attn_rng_seed(&rng, 7);
+    float h[2 * N * H], dy[N * H], y[2][N * H], d[2][2 * N * H];
+    attn_rng_uniform(&rng, h, 2 * N * H, -100.0f, 100.0f);
+    attn_rng_uniform(&rng, dy, N * H, -2.0f, 2.0f);
+    const float edge[] = {88.0f, -88.0f, 88.8f, -88.8f, 87.0f, -87.0f, INFINITY, -INFINITY, -0.0f};
+    memcpy(h + H - 4, edge, sizeof edge); /* across a vector's end */
+    for (size_t r = 1; r <= 10; r++) {    /* every tail of a short row */
+        run("avx512", h, dy, y[0], d[0], N, r);
+        run("avx2", h, dy, y[1], d[1], N, r);
+        cr_assert(memcmp(y[0], y[1], N * r * sizeof(float)) == 0, "forward, H %zu", r);
+        cr_assert(memcmp(d[0], d[1], 2 * N * r * sizeof(float)) == 0, "backward, H %zu", r);
+    }
+    run("avx512", h, dy, y[0], d[0], N, H);
+    run("avx2", h, dy, y[1], d[1], N, H);
+    cr_assert(memcmp(y[0], y[1], sizeof y[0]) == 0, "forward");
+    cr_assert(memcmp(d[0], d[1], sizeof d[0]) == 0, "backward");
+}
+
 /* Rows split over threads: each element's arithmetic is the same, so the
  * results are equal bit for bit at 1 and 2 threads (both paths). */
 Test(activation_simd, swiglu_equal_at_one_and_two_threads) {
@@ -89,9 +137,10 @@ Test(activation_simd, swiglu_equal_at_one_and_two_threads) {
     float *y[2], *d[2];
     attn_rng_uniform(&rng, h, 2 * N * H, -6.0f, 6.0f);
     attn_rng_uniform(&rng, dy, N * H, -1.0f, 1.0f);
-    const char *paths[] = {"generic", "avx512"};
-    for (int p = 0; p < 2; p++) {
-        if (p == 1 && !attn_simd_supported(ATTN_SIMD_AVX512)) break;
+    const char *paths[] = {"generic", "avx2", "avx512"};
+    const attn_simd level[] = {ATTN_SIMD_GENERIC, ATTN_SIMD_AVX2, ATTN_SIMD_AVX512};
+    for (int p = 0; p < 3; p++) {
+        if (!attn_simd_supported(level[p])) continue;
         for (int t = 0; t < 2; t++) {
             y[t] = malloc(N * H * sizeof(float));
             d[t] = malloc(2 * N * H * sizeof(float));
@@ -110,6 +159,8 @@ Test(activation_simd, swiglu_equal_at_one_and_two_threads) {
  * ATTN_SIMD's rows, at `threads` OpenMP threads. */
 static float ce_run(const char *simd, int threads, const float *x, const int32_t *t, float *lse,
                     float *d, float *inplace, size_t N, size_t V) {
+    const char *was = getenv("ATTN_SIMD");
+    char *keep = was ? strdup(was) : NULL;
     setenv("ATTN_SIMD", simd, 1);
     omp_set_num_threads(threads);
     const float loss = attn_cross_entropy_forward(x, t, lse, N, V);
@@ -124,7 +175,11 @@ static float ce_run(const char *simd, int threads, const float *x, const int32_t
     cr_assert(memcmp(written, inplace, N * V * sizeof *written) == 0,
               "%s V %zu: attn_cross_entropy_grad differs from the in-place gradient", simd, V);
     free(written);
-    unsetenv("ATTN_SIMD");
+    if (keep)
+        setenv("ATTN_SIMD", keep, 1);
+    else
+        unsetenv("ATTN_SIMD");
+    free(keep);
     return loss;
 }
 
@@ -135,8 +190,8 @@ static float ce_run(const char *simd, int threads, const float *x, const int32_t
  * (relative); each path the same bits at 1 and 2
  * threads; the in-place gradient equal to the added one, and the one
  * written into another buffer to the in-place one. */
-Test(activation_simd, cross_entropy_rows_match_scalar) {
-    if (!attn_simd_supported(ATTN_SIMD_AVX512)) cr_skip_test("no AVX-512 on this CPU");
+static void cross_entropy_rows_match(const char *path) {
+    need(path);
     attn_rng rng;
     attn_rng_seed(&rng, 9);
     for (size_t w = 1; w <= 41; w++) {
@@ -153,7 +208,7 @@ Test(activation_simd, cross_entropy_rows_match_scalar) {
         attn_rng_uniform(&rng, x, n, -30.0f, 30.0f);
         for (size_t r = 0; r < N; r++)
             t[r] = (int32_t)((r * 7919u) % V);
-        const char *simd[2] = {"generic", "avx512"};
+        const char *simd[2] = {"generic", path};
         float loss[2];
         for (int k = 0; k < 2; k++) {
             loss[k] = ce_run(simd[k], 1, x, t, lse[k], d[k], ip[k], N, V);
@@ -184,5 +239,48 @@ Test(activation_simd, cross_entropy_rows_match_scalar) {
         for (int k = 0; k < 2; k++)
             free(lse[k]), free(d[k]), free(ip[k]);
         free(x), free(t), free(d2), free(ip2), free(lse2);
+    }
+}
+
+Test(activation_simd, cross_entropy_avx512_rows_match_scalar) {
+    cross_entropy_rows_match("avx512");
+}
+
+Test(activation_simd, cross_entropy_avx2_rows_match_scalar) {
+    cross_entropy_rows_match("avx2");
+}
+
+/* AVX2's cross-entropy rows give AVX-512's loss, lse and gradients bit for
+ * bit: every tail width, GPT-2's, and rows with -inf logits. */
+Test(activation_simd, cross_entropy_avx2_equals_avx512) {
+    need("avx512");
+    need("avx2");
+    attn_rng rng;
+    attn_rng_seed(&rng, 11);
+    for (size_t w = 1; w <= 35; w++) {
+        const size_t V = w <= 34 ? w : 50257, N = 4, n = N * V;
+        float *x = malloc(n * sizeof *x), *lse[2], *d[2], *ip[2];
+        int32_t t[N];
+        for (int k = 0; k < 2; k++) {
+            lse[k] = malloc(N * sizeof(float));
+            d[k] = malloc(n * sizeof(float));
+            ip[k] = malloc(n * sizeof(float));
+        }
+        attn_rng_uniform(&rng, x, n, -40.0f, 40.0f);
+        for (size_t r = 0; r < N; r++) {
+            t[r] = (int32_t)((r * 31u) % V);
+            x[r * V + (r * 13u) % V] = -INFINITY; /* a masked logit */
+        }
+        const char *simd[2] = {"avx512", "avx2"};
+        float loss[2];
+        for (int k = 0; k < 2; k++)
+            loss[k] = ce_run(simd[k], 1, x, t, lse[k], d[k], ip[k], N, V);
+        cr_assert(memcmp(&loss[0], &loss[1], sizeof(float)) == 0, "V %zu: loss", V);
+        cr_assert(memcmp(lse[0], lse[1], N * sizeof(float)) == 0, "V %zu: lse", V);
+        cr_assert(memcmp(d[0], d[1], n * sizeof(float)) == 0, "V %zu: gradient", V);
+        cr_assert(memcmp(ip[0], ip[1], n * sizeof(float)) == 0, "V %zu: in place", V);
+        for (int k = 0; k < 2; k++)
+            free(lse[k]), free(d[k]), free(ip[k]);
+        free(x);
     }
 }

@@ -14,6 +14,7 @@
 
 #include "attn/attn.h"
 #include "attn/flash_attention.h"
+#include "kernels/flash_kernels.h"
 
 typedef struct problem {
     int B, T, H, hd;
@@ -522,6 +523,147 @@ Test(flash, bad_arguments) {
     cr_expect_eq(attn_flash_forward(&v, NULL, &ws, &err), ATTN_ERR_SHAPE);
     attn_flash_workspace_free(&ws);
     problem_free(&pb);
+}
+
+/* ---- the micro-kernels, each SIMD table against the generic one ---------- */
+
+/* gemm: every block shape and tail (M to 13, N across vector widths), A
+ * read by rows and transposed, fresh / accumulated / rescaled. Both sides
+ * sum over k in order with one rounding per step (the generic one in
+ * double, then to float): equal, or within a rounding of the k-th partial
+ * sums (bound: 2^-22 of sum |a b| + |c|). C's padding is never written. */
+static void check_gemm(const attn_flash_kernels *K, attn_rng *rng) {
+    static const int Ms[] = {1, 2, 3, 4, 5, 6, 7, 12, 13, 64};
+    static const int Ns[] = {1, 7, 8, 9, 15, 16, 17, 24, 33, 64, 70};
+    static const int Ks[] = {1, 5, 64};
+    enum { LD = 80, PAD = 3 };
+    float *A = malloc(64 * LD * sizeof(float)), *B = malloc(64 * LD * sizeof(float));
+    float *c1 = malloc(64 * LD * sizeof(float)), *c2 = malloc(64 * LD * sizeof(float));
+    float rs[64];
+    attn_rng_uniform(rng, A, 64 * LD, -2.0f, 2.0f);
+    attn_rng_uniform(rng, B, 64 * LD, -2.0f, 2.0f);
+    attn_rng_uniform(rng, rs, 64, 0.25f, 1.0f);
+    for (size_t mi = 0; mi < sizeof Ms / sizeof *Ms; mi++)
+        for (size_t ni = 0; ni < sizeof Ns / sizeof *Ns; ni++)
+            for (size_t ki = 0; ki < sizeof Ks / sizeof *Ks; ki++)
+                for (int mode = 0; mode < 6; mode++) {
+                    const int M = Ms[mi], N = Ns[ni], Kd = Ks[ki], trans = mode & 1;
+                    const int acc = mode >= 2, scaled = mode >= 4;
+                    const ptrdiff_t rsa = trans ? 1 : LD, csa = trans ? LD : 1;
+                    attn_rng_uniform(rng, c1, 64 * LD, -4.0f, 4.0f);
+                    memcpy(c2, c1, 64 * LD * sizeof(float));
+                    attn_flash_kernels_generic.gemm(M, N, Kd, A, rsa, csa, B, LD, c1, LD - PAD, acc,
+                                                    scaled ? rs : NULL);
+                    K->gemm(M, N, Kd, A, rsa, csa, B, LD, c2, LD - PAD, acc, scaled ? rs : NULL);
+                    for (int i = 0; i < M; i++)
+                        for (int n = 0; n < LD - PAD; n++) {
+                            const size_t at = (size_t)i * (LD - PAD) + n;
+                            if (n >= N) { /* another row's entries or untouched */
+                                cr_assert(i + 1 < M || c1[at] == c2[at], "%s gemm wrote past N",
+                                          K->name);
+                                continue;
+                            }
+                            double bound = acc ? fabs(c1[at]) : 0.0;
+                            for (int k = 0; k < Kd; k++)
+                                bound += fabs((double)A[i * rsa + k * csa] * B[k * LD + n]);
+                            cr_assert(fabs((double)c1[at] - c2[at]) <= bound * 0x1p-22,
+                                      "%s gemm M%d N%d K%d mode %d (%d, %d): %a vs %a", K->name, M,
+                                      N, Kd, mode, i, n, c2[at], c1[at]);
+                        }
+                }
+    free(A), free(B), free(c1), free(c2);
+}
+
+/* pack_t and ds_row: the same operations in the same order, so the same
+ * bits; exp_row within 2 ulp of expf (0 below -87, as the generic's
+ * subnormals are); softmax_cols within float rounding of the generic. */
+static void check_rows(const attn_flash_kernels *K, attn_rng *rng) {
+    enum { R = 37, C = 29, LD = 40 };
+    float src[R * LD], d1[C * LD], d2[C * LD], p[LD], m[LD], e1[LD], e2[LD];
+    attn_rng_uniform(rng, src, R * LD, -3.0f, 3.0f);
+    for (int rows = 1; rows <= R; rows += 4)
+        for (int cols = 1; cols <= C; cols += 3) {
+            memset(d1, 0, sizeof d1);
+            memset(d2, 0, sizeof d2);
+            attn_flash_kernels_generic.pack_t(src, LD, rows, cols, d1, LD);
+            K->pack_t(src, LD, rows, cols, d2, LD);
+            cr_assert(memcmp(d1, d2, sizeof d1) == 0, "%s pack_t %dx%d", K->name, rows, cols);
+        }
+    for (int n = 1; n <= LD; n++) {
+        attn_rng_uniform(rng, p, LD, 0.0f, 1.0f);
+        attn_rng_uniform(rng, m, LD, 0.0f, 2.0f);
+        for (int use_m = 0; use_m < 2; use_m++) {
+            memcpy(e1, src, sizeof e1);
+            memcpy(e2, src, sizeof e2);
+            attn_flash_kernels_generic.ds_row(p, e1, use_m ? m : NULL, n, 0.3f, 0.125f);
+            K->ds_row(p, e2, use_m ? m : NULL, n, 0.3f, 0.125f);
+            cr_assert(memcmp(e1, e2, sizeof e1) == 0, "%s ds_row n %d", K->name, n);
+        }
+        float s[LD];
+        attn_rng_uniform(rng, s, LD, -120.0f, 90.0f);
+        s[0] = -INFINITY;
+        memcpy(e1, src, sizeof e1);
+        memcpy(e2, src, sizeof e2);
+        attn_flash_kernels_generic.exp_row(s, e1, n, 1.0f, 0.5f);
+        K->exp_row(s, e2, n, 1.0f, 0.5f);
+        for (int j = 0; j < LD; j++)
+            cr_assert(e1[j] == e2[j] ||
+                          (j < n && fabs((double)e1[j] - e2[j]) <= 0x1p-22 * e1[j] + 0x1p-125),
+                      "%s exp_row n %d [%d]: %a vs %a", K->name, n, j, e2[j], e1[j]);
+    }
+}
+
+static void check_softmax(const attn_flash_kernels *K, attn_rng *rng) {
+    enum { NK = 13, NC = 32 };
+    float st1[NK * NC], st2[NK * NC], m1[NC], m2[NC], l1[NC], l2[NC], a1[NC], a2[NC];
+    for (int step = 0; step < 3; step++) {
+        attn_rng_uniform(rng, st1, NK * NC, -8.0f, 8.0f);
+        for (int c = 0; c < NC; c += 5) /* masked columns: -inf so far, or now */
+            for (int r = 0; r < NK; r++)
+                st1[r * NC + c] = -INFINITY;
+        memcpy(st2, st1, sizeof st1);
+        if (step == 0)
+            for (int c = 0; c < NC; c++) {
+                m1[c] = m2[c] = -INFINITY;
+                l1[c] = l2[c] = 0.0f;
+            }
+        attn_flash_kernels_generic.softmax_cols(st1, NK, NC, NC, m1, l1, a1, 0.7f);
+        K->softmax_cols(st2, NK, NC, NC, m2, l2, a2, 0.7f);
+        for (int c = 0; c < NC; c++) {
+            cr_assert(m1[c] == m2[c] || (isinf(m1[c]) && m1[c] == m2[c]), "%s m[%d]", K->name, c);
+            cr_assert(fabs((double)l1[c] - l2[c]) <= 1e-6 * fabs(l1[c]), "%s l[%d]: %g vs %g",
+                      K->name, c, l2[c], l1[c]);
+            cr_assert(fabs((double)a1[c] - a2[c]) <= 1e-6 * fabs(a1[c]), "%s alpha[%d]", K->name,
+                      c);
+        }
+        for (int i = 0; i < NK * NC; i++)
+            cr_assert(fabs((double)st1[i] - st2[i]) <= 1e-6 * fabs(st1[i]), "%s p[%d]", K->name, i);
+    }
+}
+
+static void kernels_match_generic(attn_simd s) {
+    if (!attn_simd_supported(s))
+        cr_skip_test("no %s here (or ATTN_SIMD caps it)", attn_simd_name(s));
+    const attn_flash_options o = {.simd = s};
+    const char *name = attn_flash_kernel_path(&o);
+    cr_assert(name && strcmp(name, attn_simd_name(s)) == 0, "path %s", name ? name : "NULL");
+#ifdef ATTN_FLASH_HAVE_X86
+    const attn_flash_kernels *K =
+        s == ATTN_SIMD_AVX2 ? &attn_flash_kernels_avx2 : &attn_flash_kernels_avx512;
+    attn_rng rng;
+    attn_rng_seed(&rng, 50);
+    check_gemm(K, &rng);
+    check_rows(K, &rng);
+    check_softmax(K, &rng);
+#endif
+}
+
+Test(flash_kernels, avx2_matches_generic) {
+    kernels_match_generic(ATTN_SIMD_AVX2);
+}
+
+Test(flash_kernels, avx512_matches_generic) {
+    kernels_match_generic(ATTN_SIMD_AVX512);
 }
 
 /* ---- MultiHeadAttention: fused path vs the step-by-step reference path ---- */

@@ -20,7 +20,7 @@ typedef struct attn_cpu_report {
     attn_cpu_level native, cap, used; /* the CPU's, ATTN_SIMD's, the lower */
     int cap_set;                      /* 1 when ATTN_SIMD set a cap */
     attn_simd fp32_path;              /* the fp32 kernels' path (attention, activations) */
-    int gemv_avx512;                  /* GEMV and bf16 conversion in AVX-512 */
+    attn_simd gemv_path;              /* GEMV and bf16 conversion: avx512, avx2 or generic */
     int bf16_engine;                  /* --precision bf16 (oneDNN, AVX512-BF16) */
     int amx;                          /* the fused attention's bf16 products on AMX */
     const char *openblas_core;        /* OPENBLAS_CORETYPE as OpenBLAS read it, or NULL */

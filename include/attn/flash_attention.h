@@ -68,6 +68,12 @@ typedef struct attn_flash_options {
     attn_precision precision;
 } attn_flash_options;
 
+/* The micro-kernels opt selects on this CPU under ATTN_SIMD: "generic",
+ * "avx2" or "avx512"; with precision bf16 "avx512-bf16" or "amx" (its
+ * products; softmax on the fp32 path). NULL when attn_flash_forward would
+ * refuse opt here. For reports (`attn bench mha`'s kernels=). */
+const char *attn_flash_kernel_path(const attn_flash_options *opt);
+
 /* The dropout of one forward pass, replayed by its backward. Zero-initialise
  * it (or p = 0) for no dropout. */
 typedef struct attn_flash_dropout {

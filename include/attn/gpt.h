@@ -514,7 +514,8 @@ void attn_gpt_kv_reset(attn_gpt_kv_cache *cache);
  * Linear weight of m to bf16 (half the bytes a token streams; products
  * still sum in fp32, embeddings, LayerNorm, softmax and the KV cache stay
  * fp32); call it again after m's weights change. FP32 (the default) drops
- * the copy. Runs on any CPU (AVX-512 when present). */
+ * the copy. Runs on any CPU: the GEMV widens the bf16 weights to fp32 in
+ * registers (AVX-512 or AVX2, the same bits; portable C elsewhere). */
 attn_status attn_gpt_kv_set_precision(attn_gpt_kv_cache *cache, const attn_gpt *m,
                                       attn_precision precision, attn_error *err);
 

@@ -202,6 +202,14 @@ attn_status attn_h_gpt_attention(attn_h_gpt *g, const int64_t *ids, int T, float
 attn_status attn_h_generator_create(const attn_h_gpt *g, double temperature, int top_k,
                                     double top_p, uint64_t seed, const char *stop, int window,
                                     attn_generator **out, attn_error *err);
+/* The same with a precision (attn_precision): ATTN_PRECISION_BF16 steps on
+ * bf16 copies of g's weight matrices with fp32 sums, on any CPU (`attn
+ * generate --precision bf16`); the copies are the generator's, g keeps its
+ * fp32 weights. */
+attn_status attn_h_generator_create_precision(const attn_h_gpt *g, double temperature, int top_k,
+                                              double top_p, uint64_t seed, const char *stop,
+                                              int window, int precision, attn_generator **out,
+                                              attn_error *err);
 int attn_h_generator_stopped(const attn_generator *gen);
 /* attn_generator_next_token for a caller without C pointers to pointers:
  * the token's bytes are copied into out (room for cap; a token has at

@@ -189,6 +189,8 @@ _PROTOS = {
     "attn_h_gpt_attention": (c_int, [c_void_p, c_void_p, c_int, c_void_p, Err]),
     "attn_h_generator_create": (c_int, [c_void_p, c_double, c_int, c_double, c_uint64,
                                         c_char_p, c_int, P(c_void_p), Err]),
+    "attn_h_generator_create_precision": (c_int, [c_void_p, c_double, c_int, c_double, c_uint64,
+                                                  c_char_p, c_int, c_int, P(c_void_p), Err]),
     "attn_generator_prompt": (c_int, [c_void_p, c_char_p, c_size_t, Err]),
     "attn_generator_next": (c_int, [c_void_p, P(ctypes.c_int32), ctypes.c_char_p, P(c_int), Err]),
     "attn_h_generator_stopped": (c_int, [c_void_p]),

@@ -15,6 +15,9 @@ from . import _lib
 from ._lib import Error, lib
 from .modules import _c_array, _index, as_array, ptr
 
+# generate's precisions (attn/engine.h's attn_precision)
+_GEN_PRECISIONS = {"fp32": 0, "bf16": 1}
+
 
 class GPT:
     """A checkpoint of `attn train` loaded for inference (eval mode, fp32):
@@ -197,11 +200,13 @@ class GPT:
         return w
 
     def generate_iter(self, prompt="\n", max_new_tokens=500, temperature=0.8, top_k=200,
-                      top_p=1.0, seed=1337, stop=None, window=None):
+                      top_p=1.0, seed=1337, stop=None, window=None, precision="fp32"):
         """The sampled text piece by piece as it comes (the prompt is not
         repeated): a character per token for a char model; for gpt2 a
         token's text, a cut character held back until the next token
-        completes it; same sampler, seed and window as `attn generate`."""
+        completes it; same sampler, seed and window as `attn generate`.
+        precision "bf16": bf16 weights with fp32 sums (`attn generate
+        --precision bf16`), on any CPU."""
         self._live()
         n = _index(max_new_tokens, "generate: max_new_tokens", 0, _lib.INT64_MAX)
         p = _lib.text(prompt, "generate: prompt")
@@ -211,15 +216,18 @@ class GPT:
         top_k = _index(top_k, "generate: top_k")
         seed = _index(seed, "generate: seed", -2**63, 2**64 - 1) % 2**64
         window = _index(0 if window is None else window, "generate: window")
-        return self._generate(n, p, temperature, top_k, top_p, seed, stop, window)
+        if not isinstance(precision, str) or precision not in _GEN_PRECISIONS:
+            raise Error(f"generate: precision must be 'fp32' or 'bf16', not {precision!r}")
+        return self._generate(n, p, temperature, top_k, top_p, seed, stop, window,
+                              _GEN_PRECISIONS[precision])
 
-    def _generate(self, n, p, temperature, top_k, top_p, seed, stop, window):
+    def _generate(self, n, p, temperature, top_k, top_p, seed, stop, window, precision):
         # The generator reads the model: each C call holds it, never across a
         # yield (the caller may close the model between two characters).
         g = ctypes.c_void_p()
         with self._handle as h:
-            _lib.call(lib.attn_h_generator_create, h, temperature, top_k, top_p, seed, stop,
-                      window, ctypes.byref(g))
+            _lib.call(lib.attn_h_generator_create_precision, h, temperature, top_k, top_p, seed,
+                      stop, window, precision, ctypes.byref(g))
         try:
             with self._handle:
                 _lib.call(lib.attn_generator_prompt, g, p, len(p))
@@ -243,14 +251,16 @@ class GPT:
             lib.attn_h_generator_free(g)
 
     def generate(self, prompt="\n", max_new_tokens=500, temperature=0.8, top_k=200, top_p=1.0,
-                 seed=1337, stop=None, window=None):
+                 seed=1337, stop=None, window=None, precision="fp32"):
         """prompt followed by up to max_new_tokens sampled characters: what
         `attn generate` prints with the same options (without its final newline).
         temperature 0 is greedy; top_k 0 and top_p 1 are off; stop ends the
         text once it ends with that string; window (default context_length/2)
-        is how many characters the model re-reads once the context is full."""
+        is how many characters the model re-reads once the context is full;
+        precision "bf16" runs bf16 weights with fp32 sums (`attn generate
+        --precision bf16`) on any CPU."""
         return prompt + "".join(self.generate_iter(prompt, max_new_tokens, temperature, top_k,
-                                                   top_p, seed, stop, window))
+                                                   top_p, seed, stop, window, precision))
 
     # -- weights ---------------------------------------------------------------
 

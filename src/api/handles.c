@@ -455,8 +455,19 @@ attn_status attn_h_gpt_attention(attn_h_gpt *g, const int64_t *ids, int T, float
 attn_status attn_h_generator_create(const attn_h_gpt *g, double temperature, int top_k,
                                     double top_p, uint64_t seed, const char *stop, int window,
                                     attn_generator **out, attn_error *err) {
+    return attn_h_generator_create_precision(g, temperature, top_k, top_p, seed, stop, window,
+                                             ATTN_PRECISION_FP32, out, err);
+}
+
+attn_status attn_h_generator_create_precision(const attn_h_gpt *g, double temperature, int top_k,
+                                              double top_p, uint64_t seed, const char *stop,
+                                              int window, int precision, attn_generator **out,
+                                              attn_error *err) {
     *out = NULL;
     if (!g) return attn_fail(err, ATTN_ERR_INVALID_ARG, "generator: no model");
+    if (precision != ATTN_PRECISION_FP32 && precision != ATTN_PRECISION_BF16)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "generator: precision %d is not fp32 or bf16",
+                         precision);
     attn_generate_options o;
     attn_generate_options_default(&o);
     o.temperature = temperature;
@@ -465,6 +476,7 @@ attn_status attn_h_generator_create(const attn_h_gpt *g, double temperature, int
     o.seed = seed;
     o.stop = stop;
     o.window_keep = window;
+    o.precision = (attn_precision)precision;
     attn_generator *gen = calloc(1, sizeof *gen);
     if (!gen) return attn_fail(err, ATTN_ERR_NOMEM, "generator: out of memory");
     attn_status s = attn_generator_init(gen, &g->model, &g->tok, &o, err);

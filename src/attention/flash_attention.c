@@ -295,6 +295,18 @@ static attn_status pick_kernels(run_ctx *c, const attn_flash_options *o, attn_er
     return ATTN_OK;
 }
 
+const char *attn_flash_kernel_path(const attn_flash_options *opt) {
+    run_ctx c;
+    memset(&c, 0, sizeof c);
+    const attn_flash_options none = {0};
+    if (pick_kernels(&c, opt ? opt : &none, NULL) != ATTN_OK) return NULL;
+    if (!c.KB) return c.K->name;
+#ifdef ATTN_FLASH_HAVE_X86
+    if (c.kb.gemm == attn_flash_gemm_amx) return "amx";
+#endif
+    return "avx512-bf16";
+}
+
 static attn_status setup(run_ctx *c, const attn_flash_problem *pb, const attn_flash_options *opt,
                          attn_error *err) {
     attn_status st = check_problem(pb, err);

@@ -8,6 +8,7 @@
 #include "attn/cpu_report.h"
 #include "attn/engine.h"
 #include "flash_kernels.h"
+#include "gemv.h"
 
 attn_status attn_cpu_cap_check(attn_error *err) {
     const char *env = getenv("ATTN_SIMD");
@@ -27,7 +28,7 @@ void attn_cpu_report_get(attn_cpu_report *r) {
     r->cap_set = env && *env && attn_cpu_level_parse(env, &l) == 0 && strcmp(env, "auto") != 0;
     r->used = attn_cpu_level_used();
     r->fp32_path = attn_simd_resolve(ATTN_SIMD_AUTO);
-    r->gemv_avx512 = attn_cpu_has(ATTN_CPU_AVX512_BW);
+    r->gemv_path = attn_gemv_path();
     r->bf16_engine = attn_precision_check(ATTN_PRECISION_BF16, NULL) == ATTN_OK;
     r->amx = attn_flash_amx_usable();
     r->openblas_core = openblas_get_corename();

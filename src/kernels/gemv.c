@@ -1,14 +1,23 @@
 /* Matrix-vector products and bf16 conversion: portable versions and the
- * run-time choice of the AVX-512 ones (see gemv.h). */
+ * run-time choice of the AVX-512 or AVX2 ones (see gemv.h). */
 #include "gemv.h"
 
-#include "attn/cpu.h"
+/* Asked on every product (a chunk of rows): one read of ATTN_SIMD. */
+attn_simd attn_gemv_path(void) {
+#ifdef ATTN_GEMV_AVX512
+    const attn_cpu_level l = attn_cpu_level_used();
+    if (l >= ATTN_CPU_LEVEL_AVX512) return ATTN_SIMD_AVX512; /* attn_cpu_has(AVX512_BW) */
+    if (l >= ATTN_CPU_LEVEL_AVX2) return ATTN_SIMD_AVX2;
+#endif
+    return ATTN_SIMD_GENERIC;
+}
 
 void attn_f32_to_bf16(const float *x, uint16_t *y, size_t n) {
 #ifdef ATTN_GEMV_AVX512
-    if (attn_cpu_has(ATTN_CPU_AVX512_BW)) {
-        attn_f32_to_bf16_avx512(x, y, n);
-        return;
+    switch (attn_gemv_path()) {
+    case ATTN_SIMD_AVX512: attn_f32_to_bf16_avx512(x, y, n); return;
+    case ATTN_SIMD_AVX2: attn_f32_to_bf16_avx2(x, y, n); return;
+    default: break;
     }
 #endif
     attn_f32_to_bf16_scalar(x, y, n);
@@ -16,7 +25,7 @@ void attn_f32_to_bf16(const float *x, uint16_t *y, size_t n) {
 
 #define LANES 16
 
-/* One row against one sequence, in the AVX-512 kernel's lane order. */
+/* One row against one sequence: 16 lanes, then their sum in order. */
 #define GEMV_DOT(CONV)                                                                             \
     float acc[LANES] = {0};                                                                        \
     int i = 0;                                                                                     \
@@ -34,9 +43,10 @@ void attn_f32_to_bf16(const float *x, uint16_t *y, size_t n) {
 void attn_gemv_f32_n(const float *W, const float *b, const float *x, size_t ldx, float *y,
                      size_t ldy, int n, int in, int r0, int r1) {
 #ifdef ATTN_GEMV_AVX512
-    if (attn_cpu_has(ATTN_CPU_AVX512_BW)) {
-        attn_gemv_f32_avx512(W, b, x, ldx, y, ldy, n, in, r0, r1);
-        return;
+    switch (attn_gemv_path()) {
+    case ATTN_SIMD_AVX512: attn_gemv_f32_avx512(W, b, x, ldx, y, ldy, n, in, r0, r1); return;
+    case ATTN_SIMD_AVX2: attn_gemv_f32_avx2(W, b, x, ldx, y, ldy, n, in, r0, r1); return;
+    default: break;
     }
 #endif
     for (int o = r0; o < r1; o++)
@@ -50,9 +60,10 @@ void attn_gemv_f32_n(const float *W, const float *b, const float *x, size_t ldx,
 void attn_gemv_bf16_n(const uint16_t *W, const float *b, const float *x, size_t ldx, float *y,
                       size_t ldy, int n, int in, int r0, int r1) {
 #ifdef ATTN_GEMV_AVX512
-    if (attn_cpu_has(ATTN_CPU_AVX512_BW)) {
-        attn_gemv_bf16_avx512(W, b, x, ldx, y, ldy, n, in, r0, r1);
-        return;
+    switch (attn_gemv_path()) {
+    case ATTN_SIMD_AVX512: attn_gemv_bf16_avx512(W, b, x, ldx, y, ldy, n, in, r0, r1); return;
+    case ATTN_SIMD_AVX2: attn_gemv_bf16_avx2(W, b, x, ldx, y, ldy, n, in, r0, r1); return;
+    default: break;
     }
 #endif
     for (int o = r0; o < r1; o++)

@@ -9,12 +9,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "attn/cpu.h"
+
 /* Batched: y[s ldy + o] = (b ? b[o] : 0) + sum_i W[o, i] x[s ldx + i] for
  * the n sequences s and rows o in [r0, r1). Each weight row is read once
  * for all n (a memory-bound gemv becomes a small gemm). Every sum runs in
- * 16 lanes then adds them, in the same order for any n: not the order of
- * sgemm (within a few ulps of it), and a batch equals its rows one by one
- * bit for bit. */
+ * lanes then adds them (AVX-512 and AVX2: 64, the same bits; portable C:
+ * 16), in the same order for any n: not the order of sgemm (within a few
+ * ulps of it), and a batch equals its rows one by one bit for bit. */
 void attn_gemv_f32_n(const float *W, const float *b, const float *x, size_t ldx, float *y,
                      size_t ldy, int n, int in, int r0, int r1);
 /* Same with bf16 weights, widened exactly to fp32 (fp32 x, fp32 sums). */
@@ -54,8 +56,14 @@ static inline float attn_bf16_to_f32(uint16_t h) {
     return v.f;
 }
 
+/* The kernels the products above run on this CPU under ATTN_SIMD:
+ * ATTN_SIMD_AVX512, _AVX2 (the same bits) or _GENERIC (portable C). */
+attn_simd attn_gemv_path(void);
+
 /* Kernels with AVX-512 (gemv_avx512.c), on x86 only; called when
- * attn_cpu_has(ATTN_CPU_AVX512_BW). */
+ * attn_cpu_has(ATTN_CPU_AVX512_BW). The AVX2 + FMA ones (gemv_avx2.c) sum
+ * in the AVX-512 ones' order, bit for bit; called when
+ * attn_simd_supported(ATTN_SIMD_AVX2). */
 #if defined(__x86_64__) && defined(__GNUC__)
 #define ATTN_GEMV_AVX512 1
 void attn_f32_to_bf16_avx512(const float *x, uint16_t *y, size_t n);
@@ -63,6 +71,11 @@ void attn_gemv_f32_avx512(const float *W, const float *b, const float *x, size_t
                           size_t ldy, int n, int in, int r0, int r1);
 void attn_gemv_bf16_avx512(const uint16_t *W, const float *b, const float *x, size_t ldx, float *y,
                            size_t ldy, int n, int in, int r0, int r1);
+void attn_f32_to_bf16_avx2(const float *x, uint16_t *y, size_t n);
+void attn_gemv_f32_avx2(const float *W, const float *b, const float *x, size_t ldx, float *y,
+                        size_t ldy, int n, int in, int r0, int r1);
+void attn_gemv_bf16_avx2(const uint16_t *W, const float *b, const float *x, size_t ldx, float *y,
+                         size_t ldy, int n, int in, int r0, int r1);
 #endif
 
 #endif

@@ -60,14 +60,17 @@ typedef struct swiglu_rows {
     void (*grad)(const float *a, const float *b, const float *d, float *da, float *db, size_t n);
 } swiglu_rows;
 
-/* AVX-512 when attn_simd_resolve picks it (ATTN_SIMD can force the generic
- * loops); chosen per call, never per chunk, so every element of a call takes
- * the same arithmetic at any thread count. */
+/* AVX-512 or AVX2 (the same bits) when attn_simd_resolve picks it (ATTN_SIMD
+ * can force the generic loops); chosen per call, never per chunk, so every
+ * element of a call takes the same arithmetic at any thread count. */
 static const swiglu_rows *swiglu_pick(void) {
     static const swiglu_rows generic = {swiglu_pair_generic, swiglu_grad_generic};
 #if defined(__x86_64__) && defined(__GNUC__)
     static const swiglu_rows avx512 = {attn_swiglu_pair_avx512, attn_swiglu_grad_avx512};
-    if (attn_simd_resolve(ATTN_SIMD_AUTO) == ATTN_SIMD_AVX512) return &avx512;
+    static const swiglu_rows avx2 = {attn_swiglu_pair_avx2, attn_swiglu_grad_avx2};
+    const attn_simd s = attn_simd_resolve(ATTN_SIMD_AUTO);
+    if (s == ATTN_SIMD_AVX512) return &avx512;
+    if (s == ATTN_SIMD_AVX2) return &avx2;
 #endif
     return &generic;
 }

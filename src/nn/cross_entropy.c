@@ -18,8 +18,8 @@ float attn_cross_entropy_forward(const float *logits, const int32_t *targets, fl
     return (float)(total / (double)N);
 }
 
-/* The row loops in C, in ce_kernels.h's order (the AVX-512 ones are the
- * same but for exp). */
+/* The row loops in C, in ce_kernels.h's order (the AVX-512 and AVX2 ones
+ * are the same but for exp). */
 static float max_c(const float *row, size_t V) {
     float mx = row[0];
     for (size_t v = 1; v < V; v++)
@@ -53,7 +53,10 @@ static const ce_rows *rows_impl(void) {
 #if defined(__x86_64__) && defined(__GNUC__)
     static const ce_rows avx512 = {attn_ce_max_avx512, attn_ce_sumexp_avx512,
                                    attn_ce_grad_row_avx512};
-    if (attn_simd_resolve(ATTN_SIMD_AUTO) == ATTN_SIMD_AVX512) return &avx512;
+    static const ce_rows avx2 = {attn_ce_max_avx2, attn_ce_sumexp_avx2, attn_ce_grad_row_avx2};
+    const attn_simd s = attn_simd_resolve(ATTN_SIMD_AUTO);
+    if (s == ATTN_SIMD_AVX512) return &avx512;
+    if (s == ATTN_SIMD_AVX2) return &avx2; /* the same bits */
 #endif
     return &c;
 }

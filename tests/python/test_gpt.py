@@ -1,5 +1,6 @@
 """attn.GPT, attn.train and attn.viz: training stopped by the callback and
-resumed equals an uninterrupted run; generate equals `attn generate`;
+resumed equals an uninterrupted run; generate equals `attn generate` (fp32
+and bf16 weights);
 attention() equals the book's GPTModel's softmax weights; to_torch() gives
 the book's model with the same logits and loss; the inline page is `attn
 viz`'s; bad inputs raise attn.Error with the library's message."""
@@ -72,6 +73,17 @@ def test_generate_equals_attn_generate(checkpoint):
                          "--max-new-tokens", 60, *args)
             assert r.returncode == 0, r.stderr
             assert r.stdout == text + "\n"
+        # bf16 weights with fp32 sums, on any CPU: `attn generate --precision bf16`'s text
+        for kw, args in (({"seed": 7}, ["--seed", 7]),
+                         ({"temperature": 0.0}, ["--temperature", 0])):
+            text = gpt.generate("First Citizen", 60, precision="bf16", **kw)
+            r = run_attn("generate", "--checkpoint", checkpoint, "--prompt", "First Citizen",
+                         "--max-new-tokens", 60, "--precision", "bf16", *args)
+            assert r.returncode == 0, r.stderr
+            assert r.stdout == text + "\n"
+        for bad in ("bf8", "BF16", 1, None):
+            with pytest.raises(attn.Error, match="precision must be 'fp32' or 'bf16'"):
+                gpt.generate("First", 5, precision=bad)
         pieces = list(gpt.generate_iter("First", 10, seed=7))
         assert len(pieces) == 10 and "First" + "".join(pieces) == gpt.generate("First", 10, seed=7)
         assert gpt.generate("First", 0) == "First"
