@@ -152,13 +152,13 @@ static inline void bits32_to_mult(uint32_t w, int m, uint32_t scale_bits, uint32
     for (int t = 0; t < m; t++)
         out[t] = scale_bits & (0u - ((w >> t) & 1u));
 }
-ATTN_VEC_CLONES static void bits_to_mult(uint64_t w, int m, float scale, float *out) {
+ATTN_VEC_PROC(bits_to_mult, (uint64_t w, int m, float scale, float *out), (w, m, scale, out), {
     uint32_t sb, o[64];
     memcpy(&sb, &scale, sizeof sb);
     bits32_to_mult((uint32_t)w, m < 32 ? m : 32, sb, o);
     if (m > 32) bits32_to_mult((uint32_t)(w >> 32), m - 32, sb, o + 32);
     memcpy(out, o, (size_t)m * sizeof *out);
-}
+})
 
 /* mult[j] = keep(k0 + j) ? scale : 0 for j < n; xs is the MCG31 state at k0
  * (torch-mkl). */

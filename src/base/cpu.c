@@ -42,9 +42,18 @@ static int amx_bf16(void) {
 static attn_cpu_level native_below_amx(void) {
 #ifdef ATTN_CPU_X86
     __builtin_cpu_init();
-    if (!(HAS("avx2") && HAS("fma"))) return ATTN_CPU_LEVEL_GENERIC;
-    if (!(HAS("avx512f") && HAS("avx512bw") && HAS("avx512dq") && HAS("avx512vl")))
+    /* The levels are the x86-64 microarchitecture levels (v3, v4), which
+     * the compiler's per-level copies of loops (vec_clones.h) are built for. */
+#if defined(__clang__)
+    if (!(HAS("avx2") && HAS("fma") && HAS("bmi") && HAS("bmi2") && HAS("f16c")))
+        return ATTN_CPU_LEVEL_GENERIC;
+    if (!(HAS("avx512f") && HAS("avx512bw") && HAS("avx512dq") && HAS("avx512vl") &&
+          HAS("avx512cd")))
         return ATTN_CPU_LEVEL_AVX2;
+#else
+    if (!HAS("x86-64-v3")) return ATTN_CPU_LEVEL_GENERIC;
+    if (!HAS("x86-64-v4")) return ATTN_CPU_LEVEL_AVX2;
+#endif
     return HAS("avx512bf16") ? ATTN_CPU_LEVEL_AVX512_BF16 : ATTN_CPU_LEVEL_AVX512;
 #else
     return ATTN_CPU_LEVEL_GENERIC;

@@ -41,15 +41,16 @@ static inline void col_run(const float *x, size_t rows, size_t c, size_t w, size
         sum[c + j] = acc[j];
 }
 
-ATTN_VEC_CLONES static void col_sums_block(const float *x, size_t rows, size_t c0, size_t c1,
-                                           size_t ld, float *sum) {
-    for (size_t c = c0; c < c1; c += COL_RUN) {
-        if (c1 - c >= COL_RUN)
-            col_run(x, rows, c, COL_RUN, ld, sum);
-        else
-            col_run(x, rows, c, c1 - c, ld, sum);
-    }
-}
+ATTN_VEC_PROC(col_sums_block,
+              (const float *x, size_t rows, size_t c0, size_t c1, size_t ld, float *sum),
+              (x, rows, c0, c1, ld, sum), {
+                  for (size_t c = c0; c < c1; c += COL_RUN) {
+                      if (c1 - c >= COL_RUN)
+                          col_run(x, rows, c, COL_RUN, ld, sum);
+                      else
+                          col_run(x, rows, c, c1 - c, ld, sum);
+                  }
+              })
 
 void attn_par_col_sums(const float *x, size_t rows, size_t cols, size_t ld, float *sum) {
     /* Contiguous column blocks, one run per thread: each column in row order. */
@@ -61,10 +62,10 @@ void attn_par_col_sums(const float *x, size_t rows, size_t cols, size_t ld, floa
     }
 }
 
-ATTN_VEC_CLONES static void add_chunk(float *dst, const float *src, size_t n) {
+ATTN_VEC_PROC(add_chunk, (float *dst, const float *src, size_t n), (dst, src, n), {
     for (size_t i = 0; i < n; i++)
         dst[i] += src[i];
-}
+})
 
 void attn_par_add(float *dst, const float *src, size_t n) {
     const long chunks = (long)((n + ATTN_PAR_CHUNK - 1) / ATTN_PAR_CHUNK);

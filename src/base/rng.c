@@ -29,7 +29,7 @@ static inline uint32_t twist(uint32_t a, uint32_t b, uint32_t m) {
     return m ^ (y >> 1) ^ (-(y & 1U) & MT_MATRIX_A);
 }
 
-ATTN_VEC_CLONES static void mt_refill(attn_rng *rng) {
+ATTN_VEC_PROC(mt_refill, (attn_rng * rng), (rng), {
     uint32_t *mt = rng->mt;
     enum { N = ATTN_MT_N, K = ATTN_MT_N - MT_M };
     for (int i = 0; i < K; i++)
@@ -38,7 +38,7 @@ ATTN_VEC_CLONES static void mt_refill(attn_rng *rng) {
         mt[i] = twist(mt[i], mt[i + 1], mt[i - K]);
     mt[N - 1] = twist(mt[N - 1], mt[0], mt[MT_M - 1]);
     rng->index = 0;
-}
+})
 
 static inline uint32_t temper(uint32_t y) {
     y ^= y >> 11;
@@ -52,10 +52,10 @@ uint32_t attn_rng_u32(attn_rng *rng) {
     return temper(rng->mt[rng->index++]);
 }
 
-ATTN_VEC_CLONES static void temper_run(const uint32_t *mt, uint32_t *out, size_t k) {
+ATTN_VEC_PROC(temper_run, (const uint32_t *mt, uint32_t *out, size_t k), (mt, out, k), {
     for (size_t i = 0; i < k; i++)
         out[i] = temper(mt[i]);
-}
+})
 
 void attn_rng_fill_u32(attn_rng *rng, uint32_t *out, size_t n) {
     while (n > 0) {
@@ -111,12 +111,13 @@ static uint64_t keep_threshold(double keep) {
 #define KEEP_CHUNK 256
 
 /* out[j] = draw j (words 2j, 2j + 1) < thr, for j < m. */
-ATTN_VEC_CLONES static void keep_bytes(const uint32_t *w, size_t m, uint64_t thr, uint8_t *out) {
-    for (size_t j = 0; j < m; j++) {
-        const uint64_t d = ((uint64_t)(w[2 * j] & 0x1FFFFFU) << 32) | w[2 * j + 1];
-        out[j] = d < thr;
-    }
-}
+ATTN_VEC_PROC(keep_bytes, (const uint32_t *w, size_t m, uint64_t thr, uint8_t *out),
+              (w, m, thr, out), {
+                  for (size_t j = 0; j < m; j++) {
+                      const uint64_t d = ((uint64_t)(w[2 * j] & 0x1FFFFFU) << 32) | w[2 * j + 1];
+                      out[j] = d < thr;
+                  }
+              })
 
 void attn_rng_keep_mask(attn_rng *rng, double keep, uint8_t *out, size_t n, int packed) {
     const uint64_t thr = keep_threshold(keep);

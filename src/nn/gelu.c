@@ -71,12 +71,12 @@ float attn_tanhf(float u) {
     return tanh_fast(u);
 }
 
-ATTN_VEC_CLONES static void gelu_forward_chunk(const float *x, float *y, size_t n) {
+ATTN_VEC_PROC(gelu_forward_chunk, (const float *x, float *y, size_t n), (x, y, n), {
     for (size_t i = 0; i < n; i++) {
         const float v = x[i];
         y[i] = 0.5f * v * (1.0f + tanh_fast(GELU_K * (v + GELU_A * (v * v * v))));
     }
-}
+})
 
 static inline float gelu_grad(float v) {
     const float t = tanh_fast(GELU_K * (v + GELU_A * (v * v * v)));
@@ -84,16 +84,16 @@ static inline float gelu_grad(float v) {
     return 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * GELU_K * (1.0f + 3.0f * GELU_A * v * v);
 }
 
-ATTN_VEC_CLONES static void gelu_backward_chunk(const float *x, const float *dy, float *dx,
-                                                size_t n) {
-    for (size_t i = 0; i < n; i++)
-        dx[i] += gelu_grad(x[i]) * dy[i];
-}
+ATTN_VEC_PROC(gelu_backward_chunk, (const float *x, const float *dy, float *dx, size_t n),
+              (x, dy, dx, n), {
+                  for (size_t i = 0; i < n; i++)
+                      dx[i] += gelu_grad(x[i]) * dy[i];
+              })
 
-ATTN_VEC_CLONES static void gelu_backward_inplace_chunk(const float *x, float *d, size_t n) {
+ATTN_VEC_PROC(gelu_backward_inplace_chunk, (const float *x, float *d, size_t n), (x, d, n), {
     for (size_t i = 0; i < n; i++)
         d[i] *= gelu_grad(x[i]);
-}
+})
 
 /* The public entry points split [0, n) into ATTN_PAR_CHUNK pieces over the
  * OpenMP threads; each piece runs the vectorised clone of one of these. */

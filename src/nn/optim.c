@@ -109,21 +109,23 @@ static adamw_scalars adamw_scalars_of(const attn_adamw_config *c, double lr, int
 /* The update of n values: the AdamW math, once. The gradient is read times
  * gscale (a clip factor; 1 is exact), so clipping needs no pass of its own.
  * Each element on its own: the same bits at every vector width. */
-ATTN_VEC_CLONES static void adamw_chunk(const adamw_scalars *sc, int decay, float gscale, float *w,
-                                        const float *g, float *m, float *v, long n) {
-    const adamw_scalars c = *sc;
-    for (long k = 0; k < n; k++) {
-        float wk = w[k];
-        if (decay) wk = wk * c.decay_f;
-        const float gk = g[k] * gscale;
-        float mk = m[k] * c.b1f + c.omb1 * gk;
-        float vk = v[k] * c.b2f + c.omb2 * (gk * gk);
-        float denom = sqrtf(vk) / c.bc2_sqrt + c.eps;
-        w[k] = wk + c.neg_step * (mk / denom);
-        m[k] = mk;
-        v[k] = vk;
-    }
-}
+ATTN_VEC_PROC(adamw_chunk,
+              (const adamw_scalars *sc, int decay, float gscale, float *w, const float *g, float *m,
+               float *v, long n),
+              (sc, decay, gscale, w, g, m, v, n), {
+                  const adamw_scalars c = *sc;
+                  for (long k = 0; k < n; k++) {
+                      float wk = w[k];
+                      if (decay) wk = wk * c.decay_f;
+                      const float gk = g[k] * gscale;
+                      float mk = m[k] * c.b1f + c.omb1 * gk;
+                      float vk = v[k] * c.b2f + c.omb2 * (gk * gk);
+                      float denom = sqrtf(vk) / c.bc2_sqrt + c.eps;
+                      w[k] = wk + c.neg_step * (mk / denom);
+                      m[k] = mk;
+                      v[k] = vk;
+                  }
+              })
 
 /* w16 non-NULL: also its bf16 rounding, each chunk while still in cache. */
 static void adamw_tensor(const adamw_scalars *sc, int decay, float gscale, float *w, const float *g,
@@ -206,7 +208,7 @@ attn_status attn_adamw_step_tensors(const attn_adamw_tensor *t, int count,
 /* Sum of squares of n floats in double: 32 lanes, each summing every 32nd
  * element, then the lanes in order. The lanes are independent sums (no
  * reassociation), so every vector width gives the same bits. */
-ATTN_VEC_CLONES static double sumsq_chunk(const float *x, size_t n) {
+ATTN_VEC_FN(double, sumsq_chunk, (const float *x, size_t n), (x, n), {
     double lane[32] = {0};
     size_t k = 0;
     for (; k + 32 <= n; k += 32)
@@ -218,7 +220,7 @@ ATTN_VEC_CLONES static double sumsq_chunk(const float *x, size_t n) {
     for (int j = 0; j < 32; j++)
         s += lane[j];
     return s;
-}
+})
 
 /* At most SUMSQ_PARTS chunks per tensor, each at least SUMSQ_MIN long: the
  * cut depends on the tensor's size alone, so the partial sums, added in
