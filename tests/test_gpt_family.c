@@ -9,9 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attn/generate.h"
 #include "attn/gpt_family.h"
 #include "attn/lora.h"
 #include "attn/optim.h"
+#include "attn/weights_format.h"
 #include "support/gpt_ref.h"
 
 static attn_gpt_config small_cfg(void) {
@@ -485,4 +487,23 @@ Test(gpt_family, adapters_run_on_the_bf16_engine) {
     }
     attn_gpt_free(&a);
     attn_gpt_free(&b);
+}
+
+/* What runs a language model refuses a classifier and an adapted model by
+ * name, before it reads a logit: generation, the export. */
+Test(gpt_family, language_model_paths_refuse_other_heads_and_adapters) {
+    const attn_gpt_config cfg = small_cfg();
+    attn_gpt c, l;
+    make(&c, &cfg, classifier, NULL, 1);
+    make(&l, &cfg, NULL, &LORA, 1);
+    attn_error err;
+    attn_generator g;
+    const attn_generate_options o = {0};
+    cr_expect_eq(attn_generator_init(&g, &c, NULL, &o, &err), ATTN_ERR_INVALID_ARG);
+    cr_expect(strstr(err.msg, "generation: the model's head is 3 wide") != NULL, "%s", err.msg);
+    cr_expect_eq(attn_gpt_export(&l, "/nonexistent/x.safetensors", ATTN_WEIGHTS_HF, &err),
+                 ATTN_ERR_INVALID_ARG);
+    cr_expect(strstr(err.msg, "LoRA") != NULL, "%s", err.msg);
+    attn_gpt_free(&c);
+    attn_gpt_free(&l);
 }

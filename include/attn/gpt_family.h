@@ -104,6 +104,12 @@ const attn_gpt_layer *attn_gpt_layers(const attn_gpt *m, int *count);
 /* The logits' width: out_head's outputs (vocab_size for a language model). */
 int attn_gpt_head_width(const attn_gpt *m);
 
+/* Whether m is a language model of its config that `what` can run: its
+ * head vocab_size wide and no adapter (INVALID_ARG naming what differs,
+ * "attn_gpt_export: the model's head is 3 wide, not vocab_size 50257").
+ * Generation, the weight formats' export and the CUDA engine ask it. */
+attn_status attn_gpt_check_language_model(const attn_gpt *m, const char *what, attn_error *err);
+
 /* The list entry from which a backward now stops (the lowest holding a
  * trainable tensor; m->n_list when none does). */
 int attn_gpt_backward_stop(const attn_gpt *m);

@@ -250,6 +250,19 @@ int attn_gpt_head_width(const attn_gpt *m) {
     return m->out_head.out_features;
 }
 
+attn_status attn_gpt_check_language_model(const attn_gpt *m, const char *what, attn_error *err) {
+    if (attn_gpt_head_width(m) != m->cfg.vocab_size)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "%s: the model's head is %d wide, not vocab_size %d (it runs a language "
+                         "model)",
+                         what, attn_gpt_head_width(m), m->cfg.vocab_size);
+    if (m->n_adapters)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "%s: the model's Linears carry LoRA adapters, which it does not run",
+                         what);
+    return ATTN_OK;
+}
+
 int attn_gpt_backward_stop(const attn_gpt *m) {
     for (int i = 0; i < m->n_list; i++) {
         const attn_gpt_layer *l = &m->layers[i];
