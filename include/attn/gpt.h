@@ -511,6 +511,9 @@ typedef struct attn_gpt_kv_cache {
     uint16_t *w_bf16;         /* BF16: every Linear weight rounded to bf16 */
 } attn_gpt_kv_cache;
 
+/* A model whose Linears carry LoRA adapters (attn/lora.h) is refused
+ * (ATTN_ERR_INVALID_ARG): the step does not run them. The logits are the
+ * head's width (attn_gpt_head_width). */
 attn_status attn_gpt_kv_init(attn_gpt_kv_cache *cache, const attn_gpt *m, attn_error *err);
 
 /* A cache for `batch` sequences (>= 1) decoded together, all at the same
