@@ -88,7 +88,8 @@ void attn_gemm_weight(attn_bf16_gemm *g, int threads, int M, int N, int K, const
  *     dx (N, in)  += dy W                    (skipped when dx is NULL)
  * x (N, in), dy (N, out) and W (out, in) compact row-major. Each product is
  * exactly what attn_gemm gives for it (two attn_sgemm calls when g is NULL).
- * dW NULL (a frozen weight): dx alone, the same bits (x is not read). */
+ * dW NULL (a frozen weight): dx alone, the same bits (x is not read); dx
+ * NULL too: nothing. */
 void attn_gemm_linear_grads(attn_bf16_gemm *g, int threads, int N, int in, int out, const float *x,
                             const float *dy, const float *W, float beta_w, float *dW, float *dx);
 

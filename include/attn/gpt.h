@@ -10,6 +10,8 @@
  *     x = x + dropout(att(norm1(x)))              att = attn_mha (multi_head_attention.h)
  *     x = x + dropout(ff(norm2(x)))               ff = Linear(C,4C), GELU(tanh), Linear(4C,C)
  *   logits = out_head(final_norm(x))              (B, T, V), out_head has no bias
+ * (V here and below is the head's width, vocab_size for the book's model; a
+ * family may build another, attn/gpt_family.h: targets are then in [0, width).)
  * The block is written once (src/model/gpt_block.c): the training forward, its
  * backward and the KV-cached step (attn_gpt_kv_step) all run it.
  *   loss = mean over B*T of cross_entropy(logits, targets)
@@ -299,22 +301,31 @@ typedef struct attn_gpt_block {
 
 /* Owns its parameter table and the arena behind it (attn/param.h): one
  * aligned block of every value, one of every gradient (zeroed at init); the
- * modules' tensors are views into them. */
+ * modules' tensors are views into them. Its family's build function
+ * (attn/gpt_family.h) made the modules it uses, the table and the layer
+ * list that forward and backward walk. */
 typedef struct attn_gpt {
     attn_gpt_config cfg;
     attn_embedding tok_emb; /* (V, C) */
     attn_embedding pos_emb; /* (context_length, C); weight NULL unless pos_emb learned */
     attn_gpt_block *blocks; /* n_layers */
     attn_layernorm final_norm;
-    attn_linear out_head;        /* Linear(C, V, bias=False); tied: tok_emb's matrix */
-    attn_param_list params;      /* the table (state_dict names, book's order) and arena */
-    attn_precision precision;    /* of the products (attn_gpt_set_precision); FP32 at init */
-    struct attn_bf16_gemm *bf16; /* owned: the engine every Linear / MHA uses under BF16 */
+    attn_linear out_head;          /* Linear(C, V, bias=False) (or the build's width); tied:
+                                      tok_emb's matrix */
+    attn_param_list params;        /* the table (state_dict names, book's order) and arena */
+    attn_precision precision;      /* of the products (attn_gpt_set_precision); FP32 at init */
+    struct attn_bf16_gemm *bf16;   /* owned: the engine every Linear / MHA uses under BF16 */
+    struct attn_gpt_layer *layers; /* the layer list (attn/gpt_family.h), n_list entries */
+    int n_list, list_cap;
+    attn_lora *adapters; /* owned: the adapters the build attached (n_adapters) */
+    int n_adapters, adapters_cap;
+    const struct attn_gpt_build *opts; /* the build's options, while it runs (else NULL) */
 } attn_gpt;
 
 /* Validates cfg, allocates, initialises (rng != NULL: as torch.manual_seed +
  * GPTModel(cfg); rng == NULL: embeddings/linears zero, LayerNorms ones/zeros,
- * for loading a checkpoint). On failure m is left freed. */
+ * for loading a checkpoint). On failure m is left freed. The book's family
+ * (attn/gpt_family.h: attn_gpt_init_family with other builds). */
 attn_status attn_gpt_init(attn_gpt *m, const attn_gpt_config *cfg, attn_rng *rng, attn_error *err);
 void attn_gpt_free(attn_gpt *m);
 
@@ -433,8 +444,8 @@ attn_status attn_gpt_acts_init_lean(attn_gpt_acts *acts, const attn_gpt *m, int 
 /* logits = model(ids) into acts->logits; with targets != NULL also the mean
  * cross-entropy into *loss (may be NULL) and acts->loss. (B, T) must equal
  * the acts' shape and T <= context_length (ATTN_ERR_SHAPE otherwise); an id
- * or target outside [0, vocab_size) is ATTN_ERR_INVALID_ARG naming its
- * (b, t) position. mode NULL = eval. */
+ * outside [0, vocab_size) or a target outside [0, V) (the head's width) is
+ * ATTN_ERR_INVALID_ARG naming its (b, t) position. mode NULL = eval. */
 attn_status attn_gpt_forward(attn_gpt *m, const int32_t *ids, const int32_t *targets, int B, int T,
                              const attn_forward_mode *mode, attn_gpt_acts *acts, float *loss,
                              attn_error *err);
@@ -500,6 +511,9 @@ typedef struct attn_gpt_kv_cache {
     uint16_t *w_bf16;         /* BF16: every Linear weight rounded to bf16 */
 } attn_gpt_kv_cache;
 
+/* A model whose Linears carry LoRA adapters (attn/lora.h) is refused
+ * (ATTN_ERR_INVALID_ARG): the step does not run them. The logits are the
+ * head's width (attn_gpt_head_width). */
 attn_status attn_gpt_kv_init(attn_gpt_kv_cache *cache, const attn_gpt *m, attn_error *err);
 
 /* A cache for `batch` sequences (>= 1) decoded together, all at the same
@@ -557,8 +571,8 @@ attn_status attn_gpt_kv_prefill_batch(const attn_gpt *m, attn_gpt_kv_cache *cach
  * (ATTN_ERR_STATE), every id in [0, vocab_size). Steps with
  * attn_default_threads() as asked at this call (attn_gpt_kv_init's rule).
  * The book's forward(idx, use_cache=True) (ch04/03) on attn's cache. */
-attn_status attn_gpt_kv_feed_batch(const attn_gpt *m, attn_gpt_kv_cache *cache,
-                                   const int32_t *ids, int n, float *logits, attn_error *err);
+attn_status attn_gpt_kv_feed_batch(const attn_gpt *m, attn_gpt_kv_cache *cache, const int32_t *ids,
+                                   int n, float *logits, attn_error *err);
 
 /* After attn_gpt_forward(m, ..., acts): layer's attention weights of batch row b
  * (n_heads * T * T floats, T = acts->T). layer outside [0, n_layers) or b

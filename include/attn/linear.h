@@ -3,6 +3,10 @@
  * Shapes: x (N, in_features), W (out_features, in_features) as in PyTorch,
  * b (out_features), y (N, out_features). N is every leading dim flattened.
  *
+ * A Linear may carry a low-rank adapter (attn/lora.h, the book's
+ * LinearWithLoRA): y = x W^T + b + alpha (x A) B, its backward adding A's
+ * and B's gradients; forward and backward run it, in fp32, from x.
+ *
  * Initialisation reproduces torch.nn.Linear(in, out) after the same seed:
  * weight from U(-1/sqrt(in), 1/sqrt(in)) in row-major order, then the bias
  * from the same bound (kaiming_uniform_ with a = sqrt(5) reduces to this). */
@@ -12,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "attn/lora.h"
 #include "attn/param.h"
 #include "attn/rng.h"
 #include "attn/status.h"
@@ -32,8 +37,9 @@ typedef struct attn_linear {
                                     this engine (attn/gemm.h; borrowed, set by the model) */
     int weight_given;            /* 1: weight and grad_weight are the owner's (init_into) */
     int views;                   /* 1: every buffer is a view (attn_linear_init_view) */
-    int grad_unset; /* 1: grad_weight holds no value yet (attn_param_list_zero_grad_deferred):
-                       the next backward writes it instead of adding */
+    int grad_unset;  /* 1: grad_weight holds no value yet (attn_param_list_zero_grad_deferred):
+                        the next backward writes it instead of adding */
+    attn_lora *lora; /* NULL, or the adapter it carries (borrowed: its owner's) */
 } attn_linear;
 
 /* Allocate parameters and zeroed gradients. With rng != NULL the weights are
@@ -63,7 +69,10 @@ void attn_linear_free(attn_linear *layer);
 void attn_linear_draw(attn_rng *rng, float *values, size_t n, int in_features, int is_bias);
 
 /* Add "<prefix>weight" and, if present, "<prefix>bias" to list (viewed by
- * the layer's fields); the weight's gradient may be deferred (grad_unset). */
+ * the layer's fields); the weight's gradient may be deferred (grad_unset).
+ * A layer carrying an adapter (set lora before) lists LinearWithLoRA's
+ * names: "<prefix>linear.weight", "<prefix>linear.bias", then the
+ * adapter's "<prefix>lora.A", "<prefix>lora.B". */
 attn_status attn_linear_params(attn_linear *layer, const char *prefix, attn_param_list *list,
                                attn_error *err);
 
@@ -88,7 +97,9 @@ void attn_linear_backward(attn_linear *layer, const float *x, const float *dy, f
 
 /* The same pair on the bf16 engine (layer->bf16 not NULL) with the input
  * rounded to bf16 once, in the forward, and that copy x16 (N, in) kept for
- * the backward: the same products as from the fp32 x. _forward_keep rounds
+ * the backward: the same products as from the fp32 x. For a layer without
+ * an adapter (an adapter reads the fp32 x: a module keeping only x16 runs
+ * an adapted layer through the fp32-input calls above). _forward_keep rounds
  * x into x16; _forward_x16 takes x16 as it is (made by the caller). The
  * parameter gradients accumulate as above; dx (N, in), when not NULL, is
  * dx = beta_x dx + dy W (beta_x 0 or 1; 0: written, not added to, for a

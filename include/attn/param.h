@@ -47,6 +47,8 @@ typedef enum attn_param_role {
     ATTN_ROLE_EMBEDDING,  /* an embedding table (rows, dim) */
     ATTN_ROLE_SCALE,      /* a norm's scale (C) */
     ATTN_ROLE_SHIFT,      /* a norm's shift (C) */
+    ATTN_ROLE_LORA_A,     /* an adapter's A (in_features, rank) (attn/lora.h) */
+    ATTN_ROLE_LORA_B,     /* an adapter's B (rank, out_features): starts at zero */
 } attn_param_role;
 
 typedef struct attn_param {
@@ -61,7 +63,7 @@ typedef struct attn_param {
      * the gradient whole (instead of adding) and clears it. */
     int *grad_unset;
     attn_param_role role;
-    int fan_in;    /* MATRIX and BIAS: the Linear's in_features (its draw's bound) */
+    int fan_in; /* MATRIX and BIAS: the Linear's in_features; LORA_A: the rank (its draw's bound) */
     int trainable; /* 1 when listed; 0: frozen (attn_param_list_set_trainable) */
     int group;     /* nonzero: an arena keeps it adjacent to the entries of the same group
                       (attention's W_query, W_key, W_value weights: one product) */
@@ -72,6 +74,13 @@ typedef struct attn_param {
     size_t offset;      /* an arena's: data = values + offset */
     size_t grad_offset; /* an arena's, trainable: grad = grads + grad_offset */
 } attn_param;
+
+struct attn_linear;
+/* Called by attn_linear_params for each Linear it lists, before it lists
+ * the Linear's names: a model's build sets one to attach adapters by name
+ * (attn/lora.h; set layer->lora). prefix is the Linear's ("trf_blocks.0.att.W_query."). */
+typedef attn_status (*attn_param_linear_hook)(void *user, const char *prefix,
+                                              struct attn_linear *layer, attn_error *err);
 
 typedef struct attn_param_list {
     attn_param *items;
@@ -85,6 +94,8 @@ typedef struct attn_param_list {
     /* The gradient block the grads view now (the arena's, another of its
      * layout, or NULL: per-tensor storage bound by a caller). */
     float *grads_bound;
+    attn_param_linear_hook on_linear; /* NULL: none (a build sets it while it lists) */
+    void *on_linear_user;
 } attn_param_list;
 
 void attn_param_list_init(attn_param_list *list);

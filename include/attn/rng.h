@@ -87,6 +87,13 @@ void attn_rng_rand(attn_rng *rng, float *out, size_t n);
 /* Tensor.uniform_(lo, hi) on a float32 tensor of n elements. */
 void attn_rng_uniform(attn_rng *rng, float *out, size_t n, float lo, float hi);
 
+/* torch.nn.init.kaiming_uniform_(t, a=sqrt(5)) on a float32 tensor of n
+ * elements whose fan_in is fan_in (a 2-D tensor's dim 1):
+ * U(-bound, bound), bound = sqrt(3) gain / sqrt(fan_in), gain =
+ * sqrt(2 / (1 + a^2)), computed in double as torch.nn.init does (nn.Linear's
+ * weight, a LoRA adapter's A). */
+void attn_rng_kaiming_uniform(attn_rng *rng, float *out, size_t n, int fan_in);
+
 /* Tensor.normal_(mean, std) on a contiguous float32 tensor of n elements,
  * reproducing PyTorch's CPU kernel (batched Box–Muller over 16 values when
  * n >= 16, scalar path otherwise). */

@@ -125,6 +125,7 @@ class _Bridge:
         plist = _c_params(lib.attn_h_bgpt_params(self.h))
         self.names = [p.name for p in plist]
         self.shapes = [p.shape for p in plist]
+        self.table = dict(zip(self.names, self.shapes))  # what _torch_tree checks the tree against
         self.precision = 0
         self.calls = 0  # which forward the plain activations belong to
         self.grad_sets = []  # _GradSet: gradient buffers reused across steps
@@ -679,7 +680,7 @@ class GPTModel(nn.Module):
         rules = self.__dict__.get("_attn_rules")
         if rules is None:  # a model pickled before the rules
             rules = self.__dict__["_attn_rules"] = _own_rules()
-        params, training = _tree.run_list(self, self.cfg, rules)
+        params, training = _tree.run_list(self, self.cfg, rules, self._bridge().table)
         dtype = params[0].dtype
         for i, t in enumerate(params):
             if t.dtype != dtype:

@@ -1,7 +1,8 @@
 """What attn.torch runs, checked on every forward before any C runs
 (docs/python.md, "What the drop-ins check"): a GPTModel's module tree must
 be the book's chapter-4 GPTModel of its cfg, each parameter a CPU floating
-point tensor of its place's shape (run_list); an attention class's parts
+point tensor named and shaped as the C model's table has it (run_list: the
+names and shapes are the library's, attn_h_bgpt_params); an attention class's parts
 plain nn.Linear and nn.Dropout modules (check_attention). A tree attn does
 not run (a head of another width, a wrapped, added, deleted or replaced
 module, a hook, a changed mask) raises attn.Error naming the module and
@@ -192,14 +193,23 @@ def _norm_ok(m):
 
 
 class _Walk:
-    """One check of a GPTModel's tree against cfg: out collects the
-    parameters in the C model's order (the book's named_parameters order),
-    modes the dropouts' training flags."""
+    """One check of a GPTModel's tree against cfg and the C model's table
+    (table: each tensor's name -> shape, in the C model's order, the book's
+    named_parameters order): out collects the parameters met, names their
+    names, modes the dropouts' training flags."""
 
-    def __init__(self, cfg, rules):
-        self.cfg, self.rules = cfg, rules
+    def __init__(self, cfg, rules, table):
+        self.cfg, self.rules, self.table = cfg, rules, table
         self.C, self.p = cfg["emb_dim"], cfg["drop_rate"]
-        self.out, self.modes = [], set()
+        self.out, self.names, self.modes = [], [], set()
+
+    def shape(self, name):
+        """The C model's shape of tensor name; attn.Error when it has none."""
+        want = self.table.get(name)
+        if want is None:
+            raise Error(f"GPTModel: parameter {name}: attn's C model of this cfg has no such "
+                        "tensor (attn runs no other tree)")
+        return want
 
     def plain(self, m, path):
         """m is called as its class defined it: no hook, no forward of its own."""
@@ -225,7 +235,8 @@ class _Walk:
                         "attn's C model runs the book's GPTModel of this cfg (attn runs no "
                         "other tree)")
 
-    def param(self, t, name, shape):
+    def param(self, t, name):
+        shape = self.shape(name)
         if not isinstance(t, torch.Tensor):
             raise Error(f"GPTModel: parameter {name} is {describe(t)}, attn's model takes a "
                         f"tensor of shape {shape}")
@@ -236,26 +247,30 @@ class _Walk:
             raise Error(f"GPTModel: parameter {name} is {tuple(t.shape)}, attn's model of "
                         f"this cfg takes {shape}", "shape")
         self.out.append(t)
+        self.names.append(name)
 
-    def linear(self, m, path, n_in, n_out, bias):
+    def linear(self, m, path):
+        n_out, n_in = self.shape(f"{path}.weight")
+        bias = f"{path}.bias" in self.table
         if type(m) is not nn.Linear:
             _fail(path, m, f"nn.Linear({n_in}, {n_out}, bias={bias})")
         self.plain(m, path)
         self.parts(m, path, _NONE, _LINEAR if "bias" in m._parameters else _WEIGHT)
-        self.param(m._parameters["weight"], f"{path}.weight", (n_out, n_in))
+        self.param(m._parameters["weight"], f"{path}.weight")
         b = m._parameters.get("bias")
         if bias:
-            self.param(b, f"{path}.bias", (n_out,))
+            self.param(b, f"{path}.bias")
         elif b is not None:
             _fail(path, m, f"nn.Linear({n_in}, {n_out}, bias=False)")
 
-    def embedding(self, m, path, n, d):
+    def embedding(self, m, path):
+        n, d = self.shape(f"{path}.weight")
         if type(m) is not nn.Embedding or m.padding_idx is not None or \
                 m.max_norm is not None or m.scale_grad_by_freq or m.sparse:
             _fail(path, m, f"a plain nn.Embedding({n}, {d})")
         self.plain(m, path)
         self.parts(m, path, _NONE, _WEIGHT)
-        self.param(m._parameters["weight"], f"{path}.weight", (n, d))
+        self.param(m._parameters["weight"], f"{path}.weight")
 
     def dropout(self, m, path):
         if type(m) is not nn.Dropout:
@@ -288,8 +303,8 @@ class _Walk:
         eps = m.__dict__.get("eps", EPS)
         if eps != EPS:
             _fail(path, m, want, f" with eps = {eps}")
-        self.param(m._parameters["scale"], f"{path}.scale", (self.C,))
-        self.param(m._parameters["shift"], f"{path}.shift", (self.C,))
+        self.param(m._parameters["scale"], f"{path}.scale")
+        self.param(m._parameters["shift"], f"{path}.shift")
         if type(m) not in self.rules.own:
             self.probe(m, path, _norm_ok, want)
 
@@ -320,10 +335,9 @@ class _Walk:
             raise Error(f"GPTModel: {path} has num_heads = {d.get('num_heads')}, head_dim = "
                         f"{d.get('head_dim')}, d_out = {d.get('d_out')}; attn's C model runs "
                         f"{H} heads of {C // H} (cfg n_heads, emb_dim)")
-        sub, bias = m._modules, self.cfg["qkv_bias"]
-        for n in ("W_query", "W_key", "W_value"):
-            self.linear(sub[n], f"{path}.{n}", C, C, bias)
-        self.linear(sub["out_proj"], f"{path}.out_proj", C, C, True)
+        sub = m._modules
+        for n in ("W_query", "W_key", "W_value", "out_proj"):
+            self.linear(sub[n], f"{path}.{n}")
         self.dropout(sub["dropout"], f"{path}.dropout")
         self.mask(m._buffers["mask"], f"{path}.mask")
 
@@ -341,9 +355,9 @@ class _Walk:
         self.plain(layers, lp)
         self.parts(layers, lp, layers._modules.keys())
         sub = layers._modules
-        self.linear(sub["0"], f"{lp}.0", C, 4 * C, True)
+        self.linear(sub["0"], f"{lp}.0")
         self.gelu(sub["1"], f"{lp}.1")
-        self.linear(sub["2"], f"{lp}.2", 4 * C, C, True)
+        self.linear(sub["2"], f"{lp}.2")
 
     def block(self, m, path):
         if type(m) not in self.rules.classes["block"]:
@@ -361,8 +375,8 @@ class _Walk:
         cfg = self.cfg
         self.parts(model, "", _ROOT)
         sub = model._modules
-        self.embedding(sub["tok_emb"], "tok_emb", cfg["vocab_size"], self.C)
-        self.embedding(sub["pos_emb"], "pos_emb", cfg["context_length"], self.C)
+        self.embedding(sub["tok_emb"], "tok_emb")
+        self.embedding(sub["pos_emb"], "pos_emb")
         self.dropout(sub["drop_emb"], "drop_emb")
         blocks, L = sub["trf_blocks"], cfg["n_layers"]
         kinds = self.rules.classes.get("blocks", _SEQUENTIAL)
@@ -374,19 +388,25 @@ class _Walk:
         for i, blk in enumerate(blocks._modules.values()):
             self.block(blk, f"trf_blocks.{i}")
         self.norm(sub["final_norm"], "final_norm")
-        self.linear(sub["out_head"], "out_head", self.C, cfg["vocab_size"], False)
+        self.linear(sub["out_head"], "out_head")
+        if self.names != list(self.table):  # each of the table's tensors once, in its order
+            missing = [n for n in self.table if n not in self.names]
+            raise Error(f"GPTModel: the tree's parameters are not attn's C model's: "
+                        f"{'no ' + missing[0] if missing else 'another order'} (attn runs no "
+                        "other tree)")
 
 
-def run_list(model, cfg, rules):
+def run_list(model, cfg, rules, table):
     """(params, training): the tensors attn's C model binds, in its order,
     and whether the dropouts train, after checking model's tree against
-    cfg; attn.Error naming the first place that differs."""
+    cfg and the C model's table (name -> shape, in its order); attn.Error
+    naming the first place that differs."""
     for n in _GLOBAL_HOOKS:
         if getattr(nn.modules.module, n):
             raise Error("GPTModel: a global module hook is registered "
                         "(torch.nn.modules.module.register_module_*_hook); attn's C model "
                         "calls no submodule and would skip it")
-    walk = _Walk(cfg, rules)
+    walk = _Walk(cfg, rules, table)
     walk.model(model)
     modes = walk.modes
     if len(modes) > 1 and cfg["drop_rate"] > 0:

@@ -220,13 +220,15 @@ attn_status attn_mha_fused_forward(const attn_mha *m, const float *x, int B, int
     /* bf16: x and the context rounded once, here, and kept for the backward. */
     if (m->bf16 && !st->x16) st->x16 = malloc(N * din * sizeof(uint16_t));
     if (m->bf16 && !st->ctx16) st->ctx16 = malloc(N * d * sizeof(uint16_t));
-    st->kept16 = m->bf16 && st->x16 && st->ctx16;
+    st->kept16 = m->bf16 && st->x16 && st->ctx16 && !m->out_proj.lora; /* an adapter: fp32 x */
     if (st->kept16)
         attn_gemm_weight_keep(m->bf16, m->flash.threads, (int)N, (int)d3, (int)din, x, w_qkv,
                               st->b_qkv ? 1.0f : 0.0f, st->qkv, st->x16);
     else
         attn_gemm_weight(m->bf16, m->flash.threads, (int)N, (int)d3, (int)din, x, w_qkv,
                          st->b_qkv ? 1.0f : 0.0f, st->qkv);
+    for (int i = 0; i < 3; i++) /* adapters (attn/lora.h) add into their columns */
+        if (lin[i]->lora) attn_lora_forward(lin[i]->lora, x, din, st->qkv + row0[i], d3, N);
     prepare(m, st, N, T);
     /* Dropout only in training with p > 0, drawn as PyTorch draws it. */
     const double p = mode && mode->training ? m->dropout : 0.0;
@@ -300,6 +302,9 @@ static attn_status qkv_backward(attn_mha *m, attn_mha_fused_state *st, const flo
     for (int i = 0; m->qkv_bias && i < 3; i++)
         if (lin[i]->grad_bias)
             attn_par_col_sums(st->d_qkv + row0[i], N, rows[i], d3, lin[i]->grad_bias);
+    for (int i = 0; i < 3; i++)
+        if (lin[i]->lora)
+            attn_lora_backward(lin[i]->lora, x, din, st->d_qkv + row0[i], d3, dx, din, N);
     return ATTN_OK;
 }
 

@@ -172,6 +172,12 @@ void attn_rng_uniform(attn_rng *rng, float *out, size_t n, float lo, float hi) {
         out[i] = (float)((double)(attn_rng_u32(rng) & 0xFFFFFFU) * 0x1.0p-24 * range + (double)lo);
 }
 
+void attn_rng_kaiming_uniform(attn_rng *rng, float *out, size_t n, int fan_in) {
+    const double a = sqrt(5.0), gain = sqrt(2.0 / (1.0 + a * a));
+    const double bound = sqrt(3.0) * (gain / sqrt((double)fan_in));
+    attn_rng_uniform(rng, out, n, (float)-bound, (float)bound);
+}
+
 /* PyTorch's normal_fill_16: Box–Muller on pairs (j, j + 8) of 16 uniforms. */
 static void normal_fill_16(float *data, float mean, float std) {
     const double two_pi = 6.283185307179586476925286766559;

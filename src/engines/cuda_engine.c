@@ -2,6 +2,8 @@
  * on first use (plugin.h) and calls the engine through its table, so
  * libattn itself links neither cuBLAS nor the CUDA runtime. */
 #include "attn/cuda.h"
+
+#include "attn/gpt_family.h"
 #include "cuda/cuda_plugin.h"
 
 int attn_cuda_compiled(void) {
@@ -47,6 +49,7 @@ attn_status attn_cuda_gpt_create(attn_cuda_gpt **out, const attn_gpt *m, int max
     const attn_cuda_ops *ops;
     *out = NULL;
     attn_status s = attn_cuda_gpt_supports(&m->cfg, err);
+    if (!s) s = attn_gpt_check_language_model(m, "the cuda engine", err);
     if (s) return s;
     s = engine(&ops, err);
     return s ? s : ops->gpt_create(out, m, max_B, max_T, precision, err);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "attn/cuda.h"
+#include "attn/gpt_family.h"
 
 void attn_generate_options_default(attn_generate_options *o) {
     memset(o, 0, sizeof *o);
@@ -69,7 +70,8 @@ static int alloc_host(attn_generator *g, const attn_generate_options *o) {
 attn_status attn_generator_init(attn_generator *g, const attn_gpt *model, const attn_tokenizer *tok,
                                 const attn_generate_options *o, attn_error *err) {
     memset(g, 0, sizeof *g);
-    attn_status s = check_options(model, tok, o, err);
+    attn_status s = attn_gpt_check_language_model(model, "generation", err);
+    if (!s) s = check_options(model, tok, o, err);
     if (s) return s;
     g->model = model;
     g->tok = tok;

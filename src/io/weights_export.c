@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "attn/fileio.h"
+#include "attn/gpt_family.h"
 #include "attn/membudget.h"
 #include "attn/pth.h"
 #include "attn/safetensors.h"
@@ -146,7 +147,8 @@ static attn_status export_st(const attn_gpt *m, const char *path, attn_weights_f
 
 attn_status attn_gpt_export(const attn_gpt *m, const char *path, attn_weights_format fmt,
                             attn_error *err) {
-    attn_status s = attn_weights_can_export(&m->cfg, fmt, err);
+    attn_status s = attn_gpt_check_language_model(m, "export", err);
+    if (!s) s = attn_weights_can_export(&m->cfg, fmt, err);
     if (s) return s;
     /* The file's tensors are built whole before writing. */
     if ((s = attn_mem_check((double)attn_gpt_num_params(m) * sizeof(float), 0,
@@ -156,6 +158,8 @@ attn_status attn_gpt_export(const attn_gpt *m, const char *path, attn_weights_fo
 }
 
 attn_status attn_gpt_export_hf_config(const attn_gpt *m, const char *path, attn_error *err) {
+    attn_status s0 = attn_gpt_check_language_model(m, "export", err);
+    if (s0) return s0;
     const attn_gpt_config *c = &m->cfg;
     cJSON *o = cJSON_CreateObject();
     cJSON *arch = cJSON_AddArrayToObject(o, "architectures");

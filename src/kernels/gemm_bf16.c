@@ -353,7 +353,7 @@ static int dx_product(attn_bf16_gemm *g, prim *q, int in, int out, const uint16_
 static void linear_grads(attn_bf16_gemm *g, int threads, int N, int in, int out, const float *x,
                          const uint16_t *x16, const float *dy, const float *W, float beta_w,
                          float *dW, float beta_x, float *dx) {
-    if (N <= 0 || in <= 0 || out <= 0) return;
+    if (N <= 0 || in <= 0 || out <= 0 || (!dW && !dx)) return; /* nothing wanted */
     prim *qw = NULL, *qx = NULL;
     const size_t nx = (size_t)N * (size_t)in, nw = (size_t)out * (size_t)in;
     if (g && (beta_w == 0.0f || beta_w == 1.0f) && (beta_x == 0.0f || beta_x == 1.0f) &&

@@ -83,7 +83,7 @@ void attn_block_bf16_copy(const attn_gpt_block *blk, uint16_t *w);
 /* x (N, C) = tok_emb[ids] + pos_emb[pos0 + r % T] for rows r (pos_emb
  * "none": tok_emb[ids] alone): the input of the first block, for the
  * batched forward (pos0 0) and the step (N = T = 1, pos0 = the token's
- * position). In gpt.c. */
+ * position). In gpt_pass.c. */
 void attn_gpt_embed(const attn_gpt *m, const int32_t *ids, size_t N, int T, int pos0, float *x);
 
 #endif

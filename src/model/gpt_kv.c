@@ -6,6 +6,7 @@
 
 #include "attn/flash_attention.h"
 #include "attn/gpt.h"
+#include "attn/gpt_family.h"
 #include "attn/membudget.h"
 #include "base/alloc_huge.h"
 #include "base/buffers.h"
@@ -64,7 +65,7 @@ attn_status attn_gpt_kv_init(attn_gpt_kv_cache *c, const attn_gpt *m, attn_error
 /* The element counts for batch sequences; 0 when one would overflow. */
 static int kv_count(const attn_gpt *m, const attn_gpt_kv_cache *c, int batch, kv_sizes *s) {
     const double B = batch, L = m->cfg.n_layers, C = m->cfg.emb_dim;
-    const double kv = L * B * c->rows * (double)c->kv_dim, V = B * m->cfg.vocab_size;
+    const double kv = L * B * c->rows * (double)c->kv_dim, V = B * attn_gpt_head_width(m);
     const double sc = B * c->H * (double)m->cfg.context_length;
     const double hid = B * m->blocks[0].ff.fc1.out_features;
     const double most = (double)(SIZE_MAX / 8);
@@ -77,6 +78,10 @@ attn_status attn_gpt_kv_init_batch(attn_gpt_kv_cache *c, const attn_gpt *m, int 
                                    attn_error *err) {
     memset(c, 0, sizeof *c);
     if (batch < 1) return attn_fail(err, ATTN_ERR_INVALID_ARG, "KV cache: batch %d < 1", batch);
+    if (m->n_adapters)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "KV cache: the model's Linears carry LoRA adapters, which the one-token "
+                         "step does not run");
     const size_t L = (size_t)m->cfg.n_layers;
     c->rows = attn_mha_step_rows(&m->blocks[0].att);
     c->kv_dim = m->blocks[0].att.kv_dim;
@@ -107,7 +112,7 @@ void attn_gpt_kv_reset(attn_gpt_kv_cache *c) {
 
 size_t attn_gpt_kv_weight_numel(const attn_gpt *m) {
     const size_t per = attn_block_bf16_numel(&m->blocks[0]);
-    return per * (size_t)m->cfg.n_layers + (size_t)m->cfg.vocab_size * (size_t)m->cfg.emb_dim;
+    return per * (size_t)m->cfg.n_layers + (size_t)attn_gpt_head_width(m) * (size_t)m->cfg.emb_dim;
 }
 
 /* bf16 copies: each block's (attn_block_bf16_copy), then out_head (V x C). */
@@ -121,7 +126,7 @@ attn_status attn_gpt_kv_set_precision(attn_gpt_kv_cache *c, const attn_gpt *m,
     c->precision = ATTN_PRECISION_FP32;
     if (precision == ATTN_PRECISION_FP32) return ATTN_OK;
     const size_t per = attn_block_bf16_numel(&m->blocks[0]);
-    const size_t head = (size_t)m->cfg.vocab_size * (size_t)m->cfg.emb_dim;
+    const size_t head = (size_t)attn_gpt_head_width(m) * (size_t)m->cfg.emb_dim;
     c->w_bf16 = attn_calloc_streamed(per * (size_t)m->cfg.n_layers + head, sizeof(uint16_t));
     if (!c->w_bf16) return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for bf16 weights");
     uint16_t *w = c->w_bf16;
@@ -130,6 +135,13 @@ attn_status attn_gpt_kv_set_precision(attn_gpt_kv_cache *c, const attn_gpt *m,
     attn_linear_bf16_copy(&m->out_head, w);
     c->precision = ATTN_PRECISION_BF16;
     return ATTN_OK;
+}
+
+/* The family's list has a final norm (attn/gpt_family.h). */
+static int has_norm(const attn_gpt *m) {
+    for (int i = 0; i < m->n_list; i++)
+        if (m->layers[i].kind == ATTN_GPT_LAYER_NORM) return 1;
+    return 0;
 }
 
 /* Every block for the batch's tokens at c->len, then (head) the final
@@ -148,7 +160,12 @@ static void layers(const attn_gpt *m, attn_gpt_kv_cache *c, const uint16_t *wb, 
     }
     if (!head) return;
 #pragma omp single
-    attn_layernorm_forward(&m->final_norm, c->x, c->ln, NULL, NULL, (size_t)n);
+    {
+        if (has_norm(m))
+            attn_layernorm_forward(&m->final_norm, c->x, c->ln, NULL, NULL, (size_t)n);
+        else
+            memcpy(c->ln, c->x, (size_t)n * (size_t)c->C * sizeof(float));
+    }
     /* The largest matrix (V x C): its rows split over the team as well. */
     const uint16_t *wo = wb ? wb + per * (size_t)c->n_layers : NULL;
     attn_linear_step_n(&m->out_head, wo, c->ln, (size_t)c->C, c->logits, n);
@@ -200,7 +217,8 @@ attn_status attn_gpt_kv_step_batch(const attn_gpt *m, attn_gpt_kv_cache *c, cons
                                    float *logits, attn_error *err) {
     attn_status s = step(m, c, tokens, 1, 1, err);
     if (!s && logits)
-        memcpy(logits, c->logits, (size_t)c->batch * (size_t)m->cfg.vocab_size * sizeof(float));
+        memcpy(logits, c->logits,
+               (size_t)c->batch * (size_t)attn_gpt_head_width(m) * sizeof(float));
     return s;
 }
 
@@ -227,7 +245,8 @@ attn_status attn_gpt_kv_prefill_batch(const attn_gpt *m, attn_gpt_kv_cache *c, c
         }
     }
     if (logits)
-        memcpy(logits, c->logits, (size_t)c->batch * (size_t)m->cfg.vocab_size * sizeof(float));
+        memcpy(logits, c->logits,
+               (size_t)c->batch * (size_t)attn_gpt_head_width(m) * sizeof(float));
     return ATTN_OK;
 }
 
@@ -255,7 +274,7 @@ attn_status attn_gpt_kv_feed_batch(const attn_gpt *m, attn_gpt_kv_cache *c, cons
                              "token id %ld at index %zu is outside [0, vocab_size %d)",
                              (long)ids[i], i, m->cfg.vocab_size);
     c->threads = kv_threads(m); /* the thread count asked for now */
-    const size_t V = (size_t)m->cfg.vocab_size;
+    const size_t V = (size_t)attn_gpt_head_width(m);
     for (int t = 0; t < n; t++) {
         s = step(m, c, ids + t, (size_t)n, logits != NULL, err);
         if (s) return s; /* (checked above: not reached) */

@@ -137,6 +137,7 @@ void attn_feedforward_forward(const attn_feedforward *ff, const float *x, float 
      * backward (fc2's in GELU's pass) rather than rounded again there; the
      * same bits either way. */
     cache->g_in_bf16 = ff->act == ATTN_ACT_GELU && ff->fc1.bf16 && ff->fc2.bf16 && N <= cache->N &&
+                       !ff->fc1.lora && !ff->fc2.lora && /* an adapter reads fp32 inputs */
                        (cache->g16 || cache_buffers(cache, ff, cache->N, 1, ATTN_BUFS_ALLOC) == 0);
     if (cache->g_in_bf16) {
         attn_linear_forward_keep(&ff->fc1, x, cache->h, N, cache->x16);

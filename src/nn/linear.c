@@ -3,6 +3,7 @@
 
 #include <cblas.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,12 +44,11 @@ attn_status attn_linear_init_view(attn_linear *layer, int in_features, int out_f
 }
 
 void attn_linear_draw(attn_rng *rng, float *values, size_t n, int in_features, int is_bias) {
-    /* kaiming_uniform_(a=sqrt(5)) computed in double exactly as torch.nn.init does:
-     * gain = sqrt(2 / (1 + a^2)), bound = sqrt(3) * gain / sqrt(fan_in). */
-    const double a = sqrt(5.0);
-    const double gain = sqrt(2.0 / (1.0 + a * a));
-    const double bound =
-        is_bias ? 1.0 / sqrt((double)in_features) : sqrt(3.0) * (gain / sqrt((double)in_features));
+    if (!is_bias) { /* kaiming_uniform_(a=sqrt(5)) */
+        attn_rng_kaiming_uniform(rng, values, n, in_features);
+        return;
+    }
+    const double bound = 1.0 / sqrt((double)in_features);
     attn_rng_uniform(rng, values, n, (float)-bound, (float)bound);
 }
 
@@ -90,14 +90,30 @@ attn_status attn_linear_params(attn_linear *layer, const char *prefix, attn_para
     const int64_t wshape[2] = {layer->out_features, layer->in_features};
     const int64_t bshape[1] = {layer->out_features};
     const int in = layer->in_features;
+    char p[ATTN_PARAM_NAME_MAX]; /* LinearWithLoRA's "<prefix>linear." */
+    const char *base = prefix;
+    if (list->on_linear) {
+        attn_status s = list->on_linear(list->on_linear_user, prefix ? prefix : "", layer, err);
+        if (s != ATTN_OK) return s;
+    }
+    if (layer->lora) {
+        int n = snprintf(p, sizeof p, "%slinear.", prefix ? prefix : "");
+        if (n < 0 || (size_t)n >= sizeof p)
+            return attn_fail(err, ATTN_ERR_INVALID_ARG, "parameter prefix '%s' is too long",
+                             prefix);
+        base = p;
+    }
     attn_status s =
-        attn_param_list_add_view(list, prefix, "weight", &layer->weight, &layer->grad_weight, 2,
+        attn_param_list_add_view(list, base, "weight", &layer->weight, &layer->grad_weight, 2,
                                  wshape, ATTN_ROLE_MATRIX, in, err);
     if (s != ATTN_OK) return s;
     list->items[list->count - 1].grad_unset = &layer->grad_unset;
-    if (!layer->has_bias) return s;
-    return attn_param_list_add_view(list, prefix, "bias", &layer->bias, &layer->grad_bias, 1,
-                                    bshape, ATTN_ROLE_BIAS, in, err);
+    if (layer->has_bias)
+        s = attn_param_list_add_view(list, base, "bias", &layer->bias, &layer->grad_bias, 1, bshape,
+                                     ATTN_ROLE_BIAS, in, err);
+    if (s != ATTN_OK || !layer->lora) return s;
+    snprintf(p, sizeof p, "%slora.", prefix ? prefix : "");
+    return attn_lora_params(layer->lora, p, list, err);
 }
 
 /* y = bias (or zero) rows, then y += x W^T from x (fp32), x16 (its bf16
@@ -117,6 +133,7 @@ static void forward_from(const attn_linear *layer, const float *x, const uint16_
         attn_gemm_weight_keep(layer->bf16, 0, (int)N, out, in, x, layer->weight, beta, y, keep);
     else
         attn_gemm_weight(layer->bf16, 0, (int)N, out, in, x, layer->weight, beta, y);
+    if (layer->lora && x) attn_lora_forward(layer->lora, x, (size_t)in, y, (size_t)out, N);
 }
 
 void attn_linear_forward(const attn_linear *layer, const float *x, float *y, size_t N) {
@@ -160,6 +177,8 @@ static void backward_from(attn_linear *layer, const float *x, const uint16_t *x1
                                layer->grad_weight, dx);
     if (layer->has_bias && layer->grad_bias)
         attn_par_col_sums(dy, N, (size_t)out, (size_t)out, layer->grad_bias);
+    if (layer->lora && x)
+        attn_lora_backward(layer->lora, x, (size_t)in, dy, (size_t)out, dx, (size_t)in, N);
 }
 
 void attn_linear_backward_x16(attn_linear *layer, const uint16_t *x16, const float *dy, float *dx,

@@ -90,9 +90,46 @@ static const double *P(const attn_gpt *m, double *const *pd, const char *fmt, in
     return NULL;
 }
 
+/* y (N, out) = linear "<name>"(x): its weight and bias as "<name>.weight"
+ * or, adapted, "<name>.linear.weight", plus alpha (x A) B when it has
+ * "<name>.lora.A" and "<name>.lora.B" (the book's LinearWithLoRA). */
+static void ref_linear(const attn_gpt *m, double *const *pd, const char *name, int l,
+                       const double *x, double *y, size_t N, size_t in, size_t out) {
+    char base[ATTN_PARAM_NAME_MAX], n[ATTN_PARAM_NAME_MAX + 16];
+    snprintf(base, sizeof base, name, l);
+    snprintf(n, sizeof n, "%s.weight", base);
+    const double *W = P(m, pd, n, 0), *b;
+    if (W) {
+        snprintf(n, sizeof n, "%s.bias", base);
+        b = P(m, pd, n, 0);
+    } else {
+        snprintf(n, sizeof n, "%s.linear.weight", base);
+        W = P(m, pd, n, 0);
+        snprintf(n, sizeof n, "%s.linear.bias", base);
+        b = P(m, pd, n, 0);
+    }
+    if (!W) W = P(m, pd, "tok_emb.weight", 0); /* a tied head */
+    gref_linear(x, W, b, y, N, in, out);
+    snprintf(n, sizeof n, "%s.lora.A", base);
+    const double *A = P(m, pd, n, 0);
+    snprintf(n, sizeof n, "%s.lora.B", base);
+    const double *Bm = P(m, pd, n, 0);
+    if (!A || !Bm) return;
+    const size_t r = (size_t)m->adapters[0].rank;
+    const double alpha = m->adapters[0].alpha;
+    for (size_t i = 0; i < N; i++)
+        for (size_t k = 0; k < r; k++) {
+            double h = 0;
+            for (size_t c = 0; c < in; c++)
+                h += x[i * in + c] * A[c * r + k];
+            for (size_t o = 0; o < out; o++)
+                y[i * out + o] += alpha * h * Bm[k * out + o];
+        }
+}
+
 double gref_gpt_forward(const attn_gpt *m, double *const *pd, const int32_t *ids,
                         const int32_t *targets, size_t B, size_t T, double *logits_out) {
-    const size_t C = (size_t)m->cfg.emb_dim, V = (size_t)m->cfg.vocab_size, N = B * T;
+    const size_t C = (size_t)m->cfg.emb_dim, V = (size_t)m->out_head.out_features, N = B * T;
     const size_t H = (size_t)m->cfg.n_heads;
     double *x = malloc(N * C * sizeof(double)), *ln = malloc(N * C * sizeof(double));
     double *q = malloc(N * C * sizeof(double)), *k = malloc(N * C * sizeof(double));
@@ -107,30 +144,24 @@ double gref_gpt_forward(const attn_gpt *m, double *const *pd, const int32_t *ids
     for (int l = 0; l < m->cfg.n_layers; l++) {
         gref_layernorm(x, P(m, pd, "trf_blocks.%d.norm1.scale", l),
                        P(m, pd, "trf_blocks.%d.norm1.shift", l), ln, N, C);
-        gref_linear(ln, P(m, pd, "trf_blocks.%d.att.W_query.weight", l),
-                    P(m, pd, "trf_blocks.%d.att.W_query.bias", l), q, N, C, C);
-        gref_linear(ln, P(m, pd, "trf_blocks.%d.att.W_key.weight", l),
-                    P(m, pd, "trf_blocks.%d.att.W_key.bias", l), k, N, C, C);
-        gref_linear(ln, P(m, pd, "trf_blocks.%d.att.W_value.weight", l),
-                    P(m, pd, "trf_blocks.%d.att.W_value.bias", l), v, N, C, C);
+        ref_linear(m, pd, "trf_blocks.%d.att.W_query", l, ln, q, N, C, C);
+        ref_linear(m, pd, "trf_blocks.%d.att.W_key", l, ln, k, N, C, C);
+        ref_linear(m, pd, "trf_blocks.%d.att.W_value", l, ln, v, N, C, C);
         gref_causal_attention(q, k, v, a, B, T, H, C / H);
-        gref_linear(a, P(m, pd, "trf_blocks.%d.att.out_proj.weight", l),
-                    P(m, pd, "trf_blocks.%d.att.out_proj.bias", l), o, N, C, C);
+        ref_linear(m, pd, "trf_blocks.%d.att.out_proj", l, a, o, N, C, C);
         for (size_t i = 0; i < N * C; i++)
             x[i] += o[i];
         gref_layernorm(x, P(m, pd, "trf_blocks.%d.norm2.scale", l),
                        P(m, pd, "trf_blocks.%d.norm2.shift", l), ln, N, C);
-        gref_linear(ln, P(m, pd, "trf_blocks.%d.ff.layers.0.weight", l),
-                    P(m, pd, "trf_blocks.%d.ff.layers.0.bias", l), h, N, C, 4 * C);
+        ref_linear(m, pd, "trf_blocks.%d.ff.layers.0", l, ln, h, N, C, 4 * C);
         for (size_t i = 0; i < N * 4 * C; i++)
             h[i] = gref_gelu(h[i]);
-        gref_linear(h, P(m, pd, "trf_blocks.%d.ff.layers.2.weight", l),
-                    P(m, pd, "trf_blocks.%d.ff.layers.2.bias", l), o, N, 4 * C, C);
+        ref_linear(m, pd, "trf_blocks.%d.ff.layers.2", l, h, o, N, 4 * C, C);
         for (size_t i = 0; i < N * C; i++)
             x[i] += o[i];
     }
     gref_layernorm(x, P(m, pd, "final_norm.scale", 0), P(m, pd, "final_norm.shift", 0), ln, N, C);
-    gref_linear(ln, P(m, pd, "out_head.weight", 0), NULL, logits, N, C, V);
+    ref_linear(m, pd, "out_head", 0, ln, logits, N, C, V);
     const double loss = targets ? gref_cross_entropy(logits, targets, N, V) : 0.0;
     if (logits_out) memcpy(logits_out, logits, N * V * sizeof(double));
     free(x), free(ln), free(q), free(k), free(v), free(a), free(o), free(h), free(logits);

@@ -25,8 +25,10 @@ void gref_causal_attention(const double *Q, const double *K, const double *V, do
                           size_t T, size_t H, size_t hd);
 
 /* The whole GPT (eval mode) in double with parameters pd[i] for
- * attn_gpt_params(m)->items[i]; logits (B*T*V) may be NULL; returns the loss
- * when targets != NULL, else 0. */
+ * attn_gpt_params(m)->items[i]; logits (B*T*V, V the head's width) may be
+ * NULL; returns the loss when targets != NULL, else 0. A head of its own
+ * width and bias, and LoRA adapters (the book's LinearWithLoRA names, alpha
+ * (x A) B added), are read from the table. */
 double gref_gpt_forward(const attn_gpt *m, double *const *pd, const int32_t *ids,
                        const int32_t *targets, size_t B, size_t T, double *logits);
 
