@@ -7,6 +7,8 @@
  * tests/mpi_train.sh. */
 #define _POSIX_C_SOURCE 200809L /* mkdtemp */
 
+#include "io_util.h" /* first: it sets _XOPEN_SOURCE */
+
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -197,12 +199,7 @@ Test(train_accum, accumulating_run_resumes_bit_for_bit) {
     cr_expect_neq(attn_trainer_resume(&c, dir, &err), ATTN_OK);
     cr_expect(strstr(err.msg, "grad_accum") != NULL, "%s", err.msg);
     attn_trainer_release(&c);
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", dir, ATTN_CKPT_MODEL);
-    unlink(path);
-    snprintf(path, sizeof path, "%s/%s", dir, ATTN_CKPT_STATE);
-    unlink(path);
-    rmdir(dir);
+    tio_rmtree(dir); /* the save is a ckpt-N folder and a latest link */
     free(text);
     attn_trainer_release(&a);
     attn_trainer_release(&b);
