@@ -47,7 +47,7 @@ typedef union key_slot {
 typedef struct train_opts {
     const char *data, *preset, *config, *out, *init_from, *device, *precision;
     const char *task, *val, *trainable;   /* fine-tuning (cli/finetune.c) */
-    long long epochs, lora_rank;
+    long long epochs, lora_rank, n_heads;
     double lora_alpha;
     long long threads, interrupt_after, kill_rank, kill_after, interrupt_in_eval;
     double progress_every; /* seconds (given: else TRAIN_PROGRESS_EVERY_S) */
@@ -78,6 +78,7 @@ enum {
     T_EPOCHS,
     T_LORA_RANK,
     T_LORA_ALPHA,
+    T_N_HEADS,
     T_KEY0,
     T_INTERRUPT_AFTER = T_KEY0 + ATTN_TRAIN_KEY_COUNT,
     T_KILL_RANK,
@@ -135,6 +136,7 @@ static cli_option train_rows[TRAIN_OPT_COUNT] = {
                              "(appendix E); only the adapters train"},
     [T_LORA_ALPHA] = {"lora-alpha", CLI_FLOAT, "A", OFF(lora_alpha), 0, 1e6, .lo_open = 1,
                       .def = "16", .help = "the adapters' alpha (scale alpha / R, the book's)"},
+    [T_N_HEADS] = CLI_N_HEADS_OPTION(OFF(n_heads)),
     /* Testing hooks (tests/train_*.sh, mpi_train.sh): accepted, not in --help. */
     [T_INTERRUPT_AFTER] = {"interrupt-after", CLI_INT, "N", OFF(interrupt_after), 1, 1e19,
                            .hidden = 1,
@@ -313,7 +315,7 @@ static void set_classify_key(attn_classify_config *c, int k, const key_slot *v) 
 static int finetune_request_of(const train_opts *o, const cli_parsed *p, finetune_request *rq) {
     static const int allowed[] = {T_DATA, T_OUT, T_INIT_FROM, T_DRY_RUN, T_THREADS,
                                   T_PRECISION, T_TASK, T_VAL, T_TRAINABLE, T_EPOCHS,
-                                  T_LORA_RANK, T_LORA_ALPHA};
+                                  T_LORA_RANK, T_LORA_ALPHA, T_N_HEADS};
     memset(rq, 0, sizeof *rq);
     rq->cfg = attn_classify_defaults();
     for (int i = 0; i < TRAIN_OPT_COUNT; i++) {
@@ -339,6 +341,7 @@ static int finetune_request_of(const train_opts *o, const cli_parsed *p, finetun
     rq->precision = o->precision;
     rq->dry_run = o->dry_run;
     rq->threads = o->threads;
+    rq->n_heads = (int)o->n_heads;
     rq->cfg.epochs = (int)o->epochs;
     for (int i = 0; attn_trainable_set_names()[i]; i++)
         if (strcmp(o->trainable, attn_trainable_set_names()[i]) == 0)
@@ -355,7 +358,7 @@ static int finetune_request_of(const train_opts *o, const cli_parsed *p, finetun
 
 /* --task lm with an option of the fine-tuning tasks: a usage error. */
 static int lm_refuses(const train_opts *o, const cli_parsed *p) {
-    static const int rows[] = {T_VAL, T_TRAINABLE, T_EPOCHS, T_LORA_RANK, T_LORA_ALPHA};
+    static const int rows[] = {T_VAL, T_TRAINABLE, T_EPOCHS, T_LORA_RANK, T_LORA_ALPHA, T_N_HEADS};
     for (size_t k = 0; k < sizeof rows / sizeof rows[0]; k++)
         if (p->given[rows[k]]) {
             fprintf(stderr, "attn train: --%s is an option of --task classify, not of --task %s\n",

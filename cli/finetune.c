@@ -206,7 +206,8 @@ int finetune_train(const finetune_request *rq) {
     cli_use_threads((int)rq->threads, 1);
     attn_gpt base;
     attn_tokenizer tok;
-    if (attn_gpt_open(rq->init_from, NULL, &base, &tok, NULL, NULL, &err)) {
+    const attn_gpt_open_options open = {.n_heads = rq->n_heads};
+    if (attn_gpt_open(rq->init_from, &open, &base, &tok, NULL, NULL, &err)) {
         fprintf(stderr, "attn train: %s\n", err.msg);
         return 1;
     }

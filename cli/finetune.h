@@ -14,6 +14,7 @@ typedef struct finetune_request {
     const char *task, *data, *val, *out, *init_from, *precision;
     int dry_run;
     long long threads;
+    int n_heads; /* --n-heads: 0, the file's */
     attn_classify_config cfg;
 } finetune_request;
 
