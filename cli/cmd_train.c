@@ -162,7 +162,10 @@ static cli_command train_cli = {
     "attn train [--data FILE] [--preset NAME] [--config FILE.json]\n"
     "                  [--out DIR] [--resume | --force | --init-from CKPT]\n"
     "                  [--dry-run] [--threads N] [--device cpu|cuda]\n"
-    "                  [--precision fp32|bf16] [--steps N] [--lr X] ...",
+    "                  [--precision fp32|bf16] [--steps N] [--lr X] ...\n"
+    "       attn train --task classify --init-from MODEL --data FILE [--val FILE]\n"
+    "                  --out RUN [--trainable all|last-block|head]\n"
+    "                  [--lora-rank R [--lora-alpha A]] [--epochs N] ...",
     "  Trains a GPT (the book's GPTModel) on FILE. --tokenizer char (the default):\n"
     "  vocabulary = its sorted characters, first 90% of the ids trains, the last\n"
     "  10% validates. --tokenizer gpt2 (the gpt2-* and book-ch05 presets): GPT-2's\n"
@@ -207,6 +210,13 @@ static cli_command train_cli = {
     "  of nine matrix-product timings here), and exits; writes nothing\n"
     "  and allocates no model (checkpoints are read from their headers).\n"
     "  Runs above 10^15 operations (seed004: hours) print that estimate first.\n"
+    "  --task classify fine-tunes MODEL (any weights file attn reads) as the book's\n"
+    "  chapter 6 does: FILE and --val are CSVs (header Label,Text) or TSVs\n"
+    "  (label<TAB>text), the head has a class per label, the loss is on the last\n"
+    "  position; batch 8, lr 5e-5, weight decay 0.1, 5 epochs, evaluations every\n"
+    "  50 steps on 5 batches unless --batch-size, --lr, --weight-decay, --epochs,\n"
+    "  --eval-interval, --eval-iters, --seed say; it prints the book's lines and\n"
+    "  writes RUN/model.safetensors and RUN/log.csv (docs/finetuning.md).\n"
     "  Training options without a default take the preset's (or the saved run's).\n",
     train_rows,
     TRAIN_OPT_COUNT,
