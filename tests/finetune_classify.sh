@@ -107,6 +107,35 @@ want=$(test_acc appE_tiny)
 got=$("$ATTN" classify appE --data "$FIX/test.csv" | awk '{print $2}')
 [ "$got" = "$want" ] && ok "appendix E test accuracy $got" || bad "appE test accuracy $got, want $want"
 
+# export: the adapters merged (W + alpha/r (A B)^T) into the book's plain
+# chapter-6 model, whose logits are the book's LoRA model's
+"$ATTN" export appE merged.pth --format book > /dev/null 2> export.err
+msg=$("${PY[@]}" - "$FIX" << 'EOF'
+import csv, json, sys, torch, attn.book as book, attn.tokenizer as T
+cfg = {"vocab_size": 50257, "context_length": 120, "drop_rate": 0.0, "qkv_bias": True,
+       "emb_dim": 12, "n_layers": 1, "n_heads": 2}
+m = book.GPTModel(cfg)
+m.out_head = torch.nn.Linear(12, 2)
+m.load_state_dict(torch.load("merged.pth"), strict=True)
+m.eval()
+d = json.load(open(sys.argv[1] + "/appE_tiny.json"))
+enc = T.get_encoding("gpt2")
+rows = list(csv.DictReader(open(sys.argv[1] + "/test.csv")))
+worst = 0.0
+for i, r in enumerate(rows):
+    ids = enc.encode(r["Text"])[:48]
+    ids += [50256] * (48 - len(ids))
+    with torch.no_grad():
+        lg = m(torch.tensor([ids]))[0, -1].tolist()
+    worst = max(worst, max(abs(a - b) for a, b in zip(lg, d["test_last_token_logits"][i])))
+assert worst <= 1e-5, worst
+print(f"{len(rows)} test rows, logits within {worst:.1e}")
+EOF
+) && ok "export --format book merges the adapters: $msg" || bad "merged export: $msg $(cat export.err)"
+expect_hf=$("$ATTN" export appE m.safetensors --format hf 2>&1)
+[ $? -eq 2 ] && [ ! -e m.safetensors ] && ok "export --format hf of a classifier: exit 2" ||
+  bad "export hf of a classifier: $expect_hf"
+
 # the same bytes at every thread count
 "$ATTN" train "${common[@]}" --init-from ch06.pth --out t1 --threads 1 --epochs 1 > /dev/null 2>&1
 "$ATTN" train "${common[@]}" --init-from ch06.pth --out t2 --threads 2 --epochs 1 > /dev/null 2>&1

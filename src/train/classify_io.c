@@ -186,6 +186,9 @@ attn_status attn_gpt_merge_lora(attn_gpt *out, const attn_gpt *m, float scale, a
             merge_one(p->data, A->data, Bm->data, in, outf, r, scale);
         }
     }
-    if (s) attn_gpt_free(out);
+    if (s) {
+        attn_gpt_free(out);
+        memset(out, 0, sizeof *out); /* freeing it again is a no-op */
+    }
     return s;
 }
