@@ -675,6 +675,11 @@ static int train_run(train_cmd *c, int argc, char **argv) {
     int rc = parse(c, argc, argv);
     if (rc < 0 && strcmp(c->o.task, "lm") != 0) {
         finetune_request frq;
+        if (c->dist->size > 1) {
+            fprintf(stderr, "attn train: --task %s runs in one process, not under mpirun\n",
+                    c->o.task);
+            return 2;
+        }
         rc = finetune_request_of(&c->o, &c->parsed, &frq);
         return rc < 0 ? finetune_train(&frq) : rc;
     }
