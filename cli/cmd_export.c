@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "attn/checkpoint.h"
+#include "attn/finetune.h"
 #include "attn/weights_format.h"
 #include "commands.h"
 #include "options.h"
@@ -92,6 +93,35 @@ static int write_out(const attn_gpt *m, attn_weights_format from, attn_weights_f
     return 0;
 }
 
+/* A classifier's run (attn train --task classify): the book's format only,
+ * its adapters merged (W + alpha/r (A B)^T, LinearWithLoRA's output). */
+static int export_classifier(const char *run, const char *out, attn_weights_format fmt) {
+    if (fmt != ATTN_WEIGHTS_BOOK) {
+        fprintf(stderr, CMD ": %s is a classifier: --format book writes it (the book's chapter-6 "
+                        "model); hf and llmc hold GPT-2's language-model head\n", run);
+        return 2;
+    }
+    attn_gpt m, merged;
+    attn_tokenizer tok;
+    attn_classifier_info info;
+    attn_error err;
+    if (attn_classifier_load(run, &m, &tok, &info, &err)) {
+        fprintf(stderr, CMD ": %s\n", err.msg);
+        return 1;
+    }
+    attn_tokenizer_free(&tok);
+    int rc = 0;
+    if (info.lora_rank &&
+        attn_gpt_merge_lora(&merged, &m, info.lora_alpha / (float)info.lora_rank, &err)) {
+        fprintf(stderr, CMD ": %s\n", err.msg);
+        rc = 1;
+    }
+    if (!rc) rc = write_out(info.lora_rank ? &merged : &m, ATTN_WEIGHTS_ATTN, fmt, out, NULL);
+    if (info.lora_rank) attn_gpt_free(&merged); /* zeroed when the merge failed */
+    attn_gpt_free(&m);
+    return rc;
+}
+
 int cmd_export(int argc, char **argv) {
     export_opts o;
     cli_parsed parsed;
@@ -112,6 +142,9 @@ int cmd_export(int argc, char **argv) {
     char cfg_out[ATTN_CKPT_PATH_MAX];
     beside(cfg_out, sizeof cfg_out, out, "config.json");
     if ((rc = check_outputs(run, out, o.hf_config ? cfg_out : NULL))) return rc;
+    char task[16];
+    if (attn_model_task(run, task, &err) == ATTN_OK && strcmp(task, "classify") == 0)
+        return export_classifier(run, out, fmt);
     attn_gpt_config hint;
     memset(&hint, 0, sizeof hint);
     hint.n_heads = (int)o.n_heads;

@@ -21,6 +21,8 @@
 #include "attn/cuda.h"
 #include "attn/dist.h"
 #include "attn/fileio.h"
+#include "attn/finetune.h"
+#include "attn/lora.h"
 #include "attn/membudget.h"
 #include "attn/runlock.h"
 #include "attn/thread_tuner.h"
@@ -28,6 +30,7 @@
 #include "attn/train_setup.h"
 #include "clock.h"
 #include "commands.h"
+#include "finetune.h"
 #include "options.h"
 #include "threads.h"
 #include "train_view.h"
@@ -43,6 +46,9 @@ typedef union key_slot {
 
 typedef struct train_opts {
     const char *data, *preset, *config, *out, *init_from, *device, *precision;
+    const char *task, *val, *trainable;   /* fine-tuning (cli/finetune.c) */
+    long long epochs, lora_rank, n_heads;
+    double lora_alpha;
     long long threads, interrupt_after, kill_rank, kill_after, interrupt_in_eval;
     double progress_every; /* seconds (given: else TRAIN_PROGRESS_EVERY_S) */
     double max_memory;     /* bytes; 0: the memory available now */
@@ -66,6 +72,13 @@ enum {
     T_DEVICE,
     T_PRECISION,
     T_MAX_MEMORY,
+    T_TASK,
+    T_VAL,
+    T_TRAINABLE,
+    T_EPOCHS,
+    T_LORA_RANK,
+    T_LORA_ALPHA,
+    T_N_HEADS,
     T_KEY0,
     T_INTERRUPT_AFTER = T_KEY0 + ATTN_TRAIN_KEY_COUNT,
     T_KILL_RANK,
@@ -106,6 +119,24 @@ static cli_option train_rows[TRAIN_OPT_COUNT] = {
                      .choices = cli_precision_choices, .def = "fp32",
                      .help = "of the matrix products (see above)"},
     [T_MAX_MEMORY] = CLI_MAX_MEMORY_OPTION(OFF(max_memory)),
+    [T_TASK] = {"task", CLI_CHOICE, NULL, OFF(task), .choices = finetune_task_choices,
+                .def = "lm",
+                .help = "lm: pre-train or fine-tune a language model; classify:\n"
+                        "chapter 6's classifier (needs --init-from)"},
+    [T_VAL] = {"val", CLI_STRING, "FILE", OFF(val),
+               .help = "classify: the validation set (CSV or TSV)"},
+    [T_TRAINABLE] = {"trainable", CLI_CHOICE, NULL, OFF(trainable),
+                     .choices_of = attn_trainable_set_names, .def = "last-block",
+                     .help = "classify: what trains (the book's: the last block,\n"
+                             "the final norm and the head)"},
+    [T_EPOCHS] = {"epochs", CLI_INT, "N", OFF(epochs), 1, 1e6, .def = "5",
+                  .help = "classify: passes over the training set"},
+    [T_LORA_RANK] = {"lora-rank", CLI_INT, "R", OFF(lora_rank), 1, ATTN_LORA_MAX_RANK,
+                     .help = "classify: an adapter of rank R on every Linear\n"
+                             "(appendix E); only the adapters train"},
+    [T_LORA_ALPHA] = {"lora-alpha", CLI_FLOAT, "A", OFF(lora_alpha), 0, 1e6, .lo_open = 1,
+                      .def = "16", .help = "the adapters' alpha (scale alpha / R, the book's)"},
+    [T_N_HEADS] = CLI_N_HEADS_OPTION(OFF(n_heads)),
     /* Testing hooks (tests/train_*.sh, mpi_train.sh): accepted, not in --help. */
     [T_INTERRUPT_AFTER] = {"interrupt-after", CLI_INT, "N", OFF(interrupt_after), 1, 1e19,
                            .hidden = 1,
@@ -131,7 +162,10 @@ static cli_command train_cli = {
     "attn train [--data FILE] [--preset NAME] [--config FILE.json]\n"
     "                  [--out DIR] [--resume | --force | --init-from CKPT]\n"
     "                  [--dry-run] [--threads N] [--device cpu|cuda]\n"
-    "                  [--precision fp32|bf16] [--steps N] [--lr X] ...",
+    "                  [--precision fp32|bf16] [--steps N] [--lr X] ...\n"
+    "       attn train --task classify --init-from MODEL --data FILE [--val FILE]\n"
+    "                  --out RUN [--trainable all|last-block|head]\n"
+    "                  [--lora-rank R [--lora-alpha A]] [--epochs N] ...",
     "  Trains a GPT (the book's GPTModel) on FILE. --tokenizer char (the default):\n"
     "  vocabulary = its sorted characters, first 90% of the ids trains, the last\n"
     "  10% validates. --tokenizer gpt2 (the gpt2-* and book-ch05 presets): GPT-2's\n"
@@ -176,6 +210,13 @@ static cli_command train_cli = {
     "  of nine matrix-product timings here), and exits; writes nothing\n"
     "  and allocates no model (checkpoints are read from their headers).\n"
     "  Runs above 10^15 operations (seed004: hours) print that estimate first.\n"
+    "  --task classify fine-tunes MODEL (any weights file attn reads) as the book's\n"
+    "  chapter 6 does: FILE and --val are CSVs (header Label,Text) or TSVs\n"
+    "  (label<TAB>text), the head has a class per label, the loss is on the last\n"
+    "  position; batch 8, lr 5e-5, weight decay 0.1, 5 epochs, evaluations every\n"
+    "  50 steps on 5 batches unless --batch-size, --lr, --weight-decay, --epochs,\n"
+    "  --eval-interval, --eval-iters, --seed say; it prints the book's lines and\n"
+    "  writes RUN/model.safetensors and RUN/log.csv (docs/finetuning.md).\n"
     "  Training options without a default take the preset's (or the saved run's).\n",
     train_rows,
     TRAIN_OPT_COUNT,
@@ -251,6 +292,90 @@ static void make_request(const train_opts *o, const cli_parsed *p, int ranks,
             v.s = o->keys[i].s;
         attn_train_request_set(rq, i, v);
     }
+}
+
+/* ------------------------------------------------------- fine-tuning */
+
+/* A training key that --task classify reads (its config's field), else -1. */
+static int classify_key(const char *name) {
+    static const char *const keys[] = {"batch_size", "learning_rate", "beta1",
+                                       "beta2",      "eps",           "weight_decay",
+                                       "eval_interval", "eval_iters", "seed"};
+    for (int i = 0; i < (int)(sizeof keys / sizeof keys[0]); i++)
+        if (strcmp(name, keys[i]) == 0) return i;
+    return -1;
+}
+
+static void set_classify_key(attn_classify_config *c, int k, const key_slot *v) {
+    switch (k) {
+    case 0: c->batch_size = (int)v->i; break;
+    case 1: c->lr = v->d; break;
+    case 2: c->beta1 = v->d; break;
+    case 3: c->beta2 = v->d; break;
+    case 4: c->eps = v->d; break;
+    case 5: c->weight_decay = v->d; break;
+    case 6: c->eval_freq = (int)v->i; break;
+    case 7: c->eval_iter = (int)v->i; break;
+    default: c->seed = (uint64_t)v->i; break;
+    }
+}
+
+/* The options of a fine-tuning task: its own, and the training keys it
+ * reads; any other is a usage error (2) naming it. */
+static int finetune_request_of(const train_opts *o, const cli_parsed *p, finetune_request *rq) {
+    static const int allowed[] = {T_DATA, T_OUT, T_INIT_FROM, T_DRY_RUN, T_THREADS,
+                                  T_PRECISION, T_TASK, T_VAL, T_TRAINABLE, T_EPOCHS,
+                                  T_LORA_RANK, T_LORA_ALPHA, T_N_HEADS};
+    memset(rq, 0, sizeof *rq);
+    rq->cfg = attn_classify_defaults();
+    for (int i = 0; i < TRAIN_OPT_COUNT; i++) {
+        if (!p->given[i]) continue;
+        int ok = 0;
+        for (size_t k = 0; k < sizeof allowed / sizeof allowed[0]; k++)
+            ok |= allowed[k] == i;
+        const int key = i >= T_KEY0 && i < T_KEY0 + ATTN_TRAIN_KEY_COUNT
+                            ? classify_key(attn_train_key_at(i - T_KEY0)->name)
+                            : -1;
+        if (key >= 0) set_classify_key(&rq->cfg, key, &o->keys[i - T_KEY0]);
+        if (!ok && key < 0) {
+            fprintf(stderr, "attn train: --%s does not apply to --task %s (docs/finetuning.md)\n",
+                    train_rows[i].name, o->task);
+            return 2;
+        }
+    }
+    rq->task = o->task;
+    rq->data = o->data;
+    rq->val = o->val;
+    rq->out = o->out;
+    rq->init_from = o->init_from;
+    rq->precision = o->precision;
+    rq->dry_run = o->dry_run;
+    rq->threads = o->threads;
+    rq->n_heads = (int)o->n_heads;
+    rq->cfg.epochs = (int)o->epochs;
+    for (int i = 0; attn_trainable_set_names()[i]; i++)
+        if (strcmp(o->trainable, attn_trainable_set_names()[i]) == 0)
+            rq->cfg.trainable = (attn_trainable_set)i;
+    rq->cfg.lora_rank = (int)o->lora_rank;
+    rq->cfg.lora_alpha = (float)o->lora_alpha;
+    if (p->given[T_TRAINABLE] && rq->cfg.lora_rank) {
+        fprintf(stderr, "attn train: --trainable and --lora-rank: with adapters only they train "
+                        "(appendix E); give one of them\n");
+        return 2;
+    }
+    return -1;
+}
+
+/* --task lm with an option of the fine-tuning tasks: a usage error. */
+static int lm_refuses(const train_opts *o, const cli_parsed *p) {
+    static const int rows[] = {T_VAL, T_TRAINABLE, T_EPOCHS, T_LORA_RANK, T_LORA_ALPHA, T_N_HEADS};
+    for (size_t k = 0; k < sizeof rows / sizeof rows[0]; k++)
+        if (p->given[rows[k]]) {
+            fprintf(stderr, "attn train: --%s is an option of --task classify, not of --task %s\n",
+                    train_rows[rows[k]].name, o->task);
+            return 2;
+        }
+    return -1;
 }
 
 /* ------------------------------------------------------------ the run */
@@ -548,6 +673,17 @@ static int train_loop(train_cmd *c, attn_trainer *tr) {
 static int train_run(train_cmd *c, int argc, char **argv) {
     const double t_cmd = attn_now_s();
     int rc = parse(c, argc, argv);
+    if (rc < 0 && strcmp(c->o.task, "lm") != 0) {
+        finetune_request frq;
+        if (c->dist->size > 1) {
+            fprintf(stderr, "attn train: --task %s runs in one process, not under mpirun\n",
+                    c->o.task);
+            return 2;
+        }
+        rc = finetune_request_of(&c->o, &c->parsed, &frq);
+        return rc < 0 ? finetune_train(&frq) : rc;
+    }
+    if (rc < 0) rc = lm_refuses(&c->o, &c->parsed);
     const int dry = c->o.dry_run;
     /* A run to continue is locked before its checkpoint is read. */
     if (rc < 0 && c->lead && c->o.resume && !dry && c->o.out && access(c->o.out, F_OK) == 0)

@@ -28,6 +28,8 @@ int cmd_forward(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 int cmd_viz(int argc, char **argv);
+/* `attn classify RUN TEXT...` (cli/finetune.c). */
+int cmd_classify(int argc, char **argv);
 /* `attn export RUN OUT --format ...` (cli/cmd_export.c). */
 int cmd_export(int argc, char **argv);
 /* `attn forward gpt ...` (cli/forward_gpt.c); argv[0] is "gpt". */
@@ -37,6 +39,6 @@ int cmd_bench_model(int argc, char **argv);
 
 /* The option tables of generate, forward, forward gpt and bench. */
 extern const cli_command generate_cli, forward_cli, forward_gpt_cli, bench_cli, bench_train_cli,
-    bench_generate_cli, export_cli;
+    bench_generate_cli, export_cli, classify_cli;
 
 #endif

@@ -27,13 +27,14 @@ static const command commands[] = {
     {"viz", cmd_viz, "a checkpoint's attention on a prompt as an HTML page or SVG heatmap"},
     {"info", cmd_info, "a checkpoint's config, step, losses, vocabulary and size"},
     {"export", cmd_export, "write a model's weights as HF, llm.c or book GPT-2 files"},
+    {"classify", cmd_classify, "label texts with a classifier (attn train --task classify)"},
 };
 
 /* The commands whose options come from a table (options.h). */
 static const cli_command *const tables[] = {&chapter3_cli,       &rng_cli,      &viz_cli,
                                             &info_cli,           &generate_cli, &forward_cli,
                                             &forward_gpt_cli,    &bench_cli,    &bench_train_cli,
-                                            &bench_generate_cli, &export_cli};
+                                            &bench_generate_cli, &export_cli,      &classify_cli};
 
 static void usage(FILE *out) {
     fprintf(out, "usage: attn <command> [options]\n\ncommands:\n");

@@ -75,7 +75,7 @@ enum { CLI_OK = 0, CLI_HELP = -1, CLI_USAGE = 2 };
 
 typedef struct cli_parsed {
     unsigned char given[CLI_MAX_OPTIONS]; /* row i was on the command line */
-    const char *positional[4];
+    const char *positional[32];
     int n_positional;
 } cli_parsed;
 

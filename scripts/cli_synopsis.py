@@ -19,6 +19,7 @@ GROUPS = [
     ("PyTorch's generator: raw draws, dropout masks", ["rng"]),
     ("a checkpoint or weights file; this CPU", ["info"]),
     ("GPT-2 weights for other programs", ["export"]),
+    ("label texts with a classifier (train --task classify)", ["classify"]),
 ]
 
 

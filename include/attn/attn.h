@@ -21,6 +21,7 @@
 #include "attn/engine.h"
 #include "attn/feedforward.h"
 #include "attn/fileio.h"
+#include "attn/finetune.h"
 #include "attn/flash_attention.h"
 #include "attn/gelu.h"
 #include "attn/gemm.h"

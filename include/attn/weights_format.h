@@ -147,7 +147,10 @@ attn_status attn_weights_can_export(const attn_gpt_config *cfg, attn_weights_for
                                     attn_error *err);
 
 /* Write m's weights to path as fmt, atomically (attn/fileio.h): hf and book
- * as safetensors (metadata format "pt" and n_heads), llmc as its .bin. The
+ * as safetensors (metadata format "pt" and n_heads), llmc as its .bin. A
+ * classifier (a head of another width, attn/finetune.h) is written as book
+ * only: the book's chapter-6 state_dict (out_head with its bias), its
+ * adapters merged first (attn_gpt_merge_lora). The
  * caller checks a user's path with attn_output_check first. Only the weights
  * file: an HF config.json is attn_gpt_export_hf_config's. */
 attn_status attn_gpt_export(const attn_gpt *m, const char *path, attn_weights_format fmt,

@@ -23,6 +23,12 @@ static attn_status read_meta(const attn_safetensors *st, const char *file, attn_
                       !attn_safetensors_meta(st, ATTN_CKPT_META_TOKENIZER)))
         return attn_fail(err, ATTN_ERR_FORMAT,
                          "%s is not an attn GPT checkpoint (no config/vocabulary metadata)", file);
+    const char *task = attn_safetensors_meta(st, "task");
+    if (task && strcmp(task, "lm") != 0)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "%s is a model of task %s, not a language model (attn classify runs a "
+                         "classifier)",
+                         file, task);
     memset(cfg, 0, sizeof *cfg);
     attn_status s = attn_gpt_config_set_json(cfg, cfg_text, err);
     if (s) {

@@ -145,8 +145,39 @@ static attn_status export_st(const attn_gpt *m, const char *path, attn_weights_f
     return s;
 }
 
+/* A classifier (chapter 6: out_head n wide, with its bias) as the book's
+ * file: its table is the book's state_dict, names and order. Adapters are
+ * merged first (attn_gpt_merge_lora): a table holding one is refused. */
+static attn_status export_classifier(const attn_gpt *m, const char *path, attn_error *err) {
+    const attn_param_list *L = attn_gpt_params(m);
+    attn_st_entry *e = calloc((size_t)L->count, sizeof *e);
+    if (!e) return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for %d entries", L->count);
+    attn_status s = ATTN_OK;
+    for (int i = 0; !s && i < L->count; i++) {
+        const attn_param *p = &L->items[i];
+        if (strstr(p->name, ".lora."))
+            s = attn_fail(err, ATTN_ERR_INVALID_ARG,
+                          "export: %s is an adapter; merge the adapters first", p->name);
+        e[i] = (attn_st_entry){p->name, "F32", p->ndim, p->shape, p->data,
+                               p->numel * sizeof(float)};
+    }
+    char heads[16];
+    snprintf(heads, sizeof heads, "%d", m->cfg.n_heads);
+    const attn_st_kv meta[2] = {{"format", "pt"}, {"n_heads", heads}};
+    if (!s && !ends_with(path, ".safetensors"))
+        s = write_pth(m, path, e, L->count, err);
+    else if (!s)
+        s = attn_safetensors_write(path, e, L->count, meta, 2, err);
+    free(e);
+    return s;
+}
+
 attn_status attn_gpt_export(const attn_gpt *m, const char *path, attn_weights_format fmt,
                             attn_error *err) {
+    if (fmt == ATTN_WEIGHTS_BOOK && attn_gpt_head_width(m) != m->cfg.vocab_size) {
+        attn_status s = attn_weights_can_export(&m->cfg, fmt, err);
+        return s ? s : export_classifier(m, path, err);
+    }
     attn_status s = attn_gpt_check_language_model(m, "export", err);
     if (!s) s = attn_weights_can_export(&m->cfg, fmt, err);
     if (s) return s;

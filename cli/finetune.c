@@ -1,0 +1,359 @@
+/* attn train --task classify (chapter 6, appendix E's LoRA) and
+ * attn classify: the library's attn/finetune.h, its lines printed as the
+ * book's script prints them. */
+#define _POSIX_C_SOURCE 200809L /* mkdir, rmdir */
+#include "finetune.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "attn/checkpoint.h"
+#include "attn/fileio.h"
+#include "attn/gpt_family.h"
+#include "attn/weights_format.h"
+#include "commands.h"
+#include "threads.h"
+
+const char *const finetune_task_choices[] = {"lm", "classify", NULL};
+
+/* --------------------------------------------------------- the training */
+
+/* A fresh folder: absent, or an empty folder (attn deletes nothing). */
+static int out_is_free(const char *out) {
+    struct stat sb;
+    if (stat(out, &sb) != 0) return errno == ENOENT;
+    if (!S_ISDIR(sb.st_mode)) return 0;
+    DIR *d = opendir(out);
+    if (!d) return 0;
+    int empty = 1;
+    for (struct dirent *e; empty && (e = readdir(d));)
+        empty = strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0;
+    closedir(d);
+    return empty;
+}
+
+/* Every line the run prints, kept at full precision for RUN/log.csv. */
+typedef struct run_log {
+    char *text;
+    size_t len, cap;
+} run_log;
+
+static void log_add(run_log *l, const char *fmt, double a, double b, double c, double d) {
+    char line[160];
+    const int n = snprintf(line, sizeof line, fmt, a, b, c, d);
+    if (n <= 0) return;
+    if (l->len + (size_t)n + 1 > l->cap) {
+        const size_t cap = 2 * (l->cap + (size_t)n + 64);
+        char *t = realloc(l->text, cap);
+        if (!t) return;
+        l->text = t;
+        l->cap = cap;
+    }
+    memcpy(l->text + l->len, line, (size_t)n + 1);
+    l->len += (size_t)n;
+}
+
+static void on_eval(void *user, int epoch, int64_t step, double tl, double vl) {
+    printf("Ep %d (Step %06lld): Train loss %.3f, Val loss %.3f\n", epoch, (long long)step, tl, vl);
+    fflush(stdout);
+    log_add(user, "loss,%.0f,%.0f,%.17g,%.17g\n", epoch, (double)step, tl, vl);
+}
+
+static void on_epoch(void *user, int epoch, double ta, double va) {
+    printf("Training accuracy: %.2f%% | Validation accuracy: %.2f%%\n", ta * 100, va * 100);
+    fflush(stdout);
+    log_add(user, "accuracy,%.0f,,%.17g,%.17g\n", epoch, ta, va, 0);
+}
+
+/* The training and val sets (val padded as the training set). */
+static int read_sets(const finetune_request *rq, const attn_tokenizer *tok, int context,
+                     attn_class_data *tr, attn_class_data *va) {
+    attn_error err;
+    memset(va, 0, sizeof *va);
+    if (attn_class_data_read(rq->data, tok, 0, context, tr, &err) ||
+        (rq->val && attn_class_data_read(rq->val, tok, tr->max_len, context, va, &err))) {
+        fprintf(stderr, "attn train: %s\n", err.msg);
+        attn_class_data_free(tr);
+        return 1;
+    }
+    if (tr->truncated)
+        printf("%s: %zu texts are longer than the context (%d tokens); cut to it, as the book's "
+               "SpamDataset does\n",
+               rq->data, tr->truncated, context);
+    if (va->truncated)
+        printf("%s: %zu texts are longer than the training set's %d tokens; cut to them, as the "
+               "book's SpamDataset does\n",
+               rq->val, va->truncated, tr->max_len);
+    return -1;
+}
+
+/* The classifier's folder: RUN/model.safetensors and RUN/log.csv. */
+static int save_run(const finetune_request *rq, const attn_gpt *m, const attn_tokenizer *tok,
+                    const attn_classifier_info *info, const run_log *log) {
+    attn_error err;
+    const int made = mkdir(rq->out, 0777) == 0;
+    if (!made && errno != EEXIST) {
+        fprintf(stderr, "attn train: cannot make %s: %s\n", rq->out, strerror(errno));
+        return 1;
+    }
+    char path[ATTN_CKPT_PATH_MAX];
+    attn_status s = attn_classifier_save(rq->out, m, tok, info, &err);
+    if (!s && attn_path_join(path, sizeof path, rq->out, "log.csv"))
+        s = attn_fail(&err, ATTN_ERR_IO, "the run folder's path is too long");
+    const char head[] = "kind,epoch,step,train,val\n";
+    char *text = malloc(sizeof head + log->len);
+    if (!s && !text) s = attn_fail(&err, ATTN_ERR_NOMEM, "out of memory");
+    if (!s) {
+        memcpy(text, head, sizeof head - 1);
+        memcpy(text + sizeof head - 1, log->text ? log->text : "", log->len);
+        s = attn_file_write_atomic(path, text, sizeof head - 1 + log->len, &err);
+    }
+    free(text);
+    if (s) {
+        fprintf(stderr, "attn train: %s\n", err.msg);
+        if (attn_path_join(path, sizeof path, rq->out, ATTN_CKPT_MODEL) == 0) remove(path);
+        if (made) rmdir(rq->out);
+        return 1;
+    }
+    return 0;
+}
+
+static void print_plan(const finetune_request *rq, const attn_gpt *m, const attn_class_data *tr,
+                       const attn_class_data *va, int n_classes) {
+    size_t trainable = 0;
+    const attn_param_list *L = attn_gpt_params(m);
+    for (int i = 0; i < L->count; i++)
+        trainable += L->items[i].trainable ? L->items[i].numel : 0;
+    const size_t batches = tr->n / (size_t)rq->cfg.batch_size;
+    printf("classify: %d classes; train %zu rows, val %zu, padded to %d tokens; %zu trainable "
+           "parameters of %zu; %d epochs of %zu steps\n",
+           n_classes, tr->n, va->n, tr->max_len, trainable, L->values_numel, rq->cfg.epochs,
+           batches);
+}
+
+/* Everything after the sets are read: the model, the run, the save. */
+static int train_classifier(const finetune_request *rq, attn_gpt *base, const attn_tokenizer *tok,
+                            const attn_class_data *tr, const attn_class_data *va) {
+    attn_error err;
+    attn_precision prec = ATTN_PRECISION_FP32;
+    attn_precision_parse(rq->precision, &prec, &err);
+    const int n_classes = (tr->max_label > va->max_label ? tr->max_label : va->max_label) + 1;
+    attn_gpt m;
+    if (attn_classifier_from(&m, base, n_classes, &rq->cfg, &err) ||
+        (prec != ATTN_PRECISION_FP32 && attn_gpt_set_precision(&m, prec, &err))) {
+        fprintf(stderr, "attn train: %s\n", err.msg);
+        return 1;
+    }
+    print_plan(rq, &m, tr, va, n_classes);
+    if (rq->dry_run) {
+        attn_gpt_free(&m);
+        return 0;
+    }
+    run_log log = {0};
+    const attn_classify_events ev = {&log, on_eval, on_epoch, NULL};
+    attn_classify_result res;
+    int rc = 0;
+    if (attn_classify_train(&m, tr, va, &rq->cfg, &ev, &res, &err)) {
+        fprintf(stderr, "attn train: %s\n", err.msg);
+        rc = 1;
+    }
+    if (!rc) {
+        printf("Final accuracy: training %.2f%% | validation %.2f%% (whole sets)\n",
+               res.final_train_acc * 100, res.final_val_acc * 100);
+        log_add(&log, "final_accuracy,,%.0f,%.17g,%.17g\n", (double)res.steps,
+                res.final_train_acc, res.final_val_acc, 0);
+        const attn_classifier_info info = {n_classes, tr->max_len, rq->cfg.lora_rank,
+                                           rq->cfg.lora_alpha};
+        rc = save_run(rq, &m, tok, &info, &log);
+    }
+    if (!rc) printf("classifier in %s (attn classify %s TEXT...)\n", rq->out, rq->out);
+    free(log.text);
+    attn_gpt_free(&m);
+    return rc;
+}
+
+int finetune_train(const finetune_request *rq) {
+    const char *missing = !rq->init_from ? "--init-from MODEL (the model to fine-tune)"
+                          : !rq->data    ? "--data FILE (the training set)"
+                          : !rq->out     ? "--out RUN (a new folder)"
+                                         : NULL;
+    if (missing) {
+        fprintf(stderr, "attn train: --task %s needs %s\n", rq->task, missing);
+        return 2;
+    }
+    if (!out_is_free(rq->out)) {
+        fprintf(stderr,
+                "attn train: --out %s exists and is not an empty folder: give a new one (attn "
+                "deletes nothing it did not make)\n",
+                rq->out);
+        return 1;
+    }
+    attn_error err;
+    char task[16];
+    if (attn_model_task(rq->init_from, task, &err) == ATTN_OK && strcmp(task, "lm") != 0) {
+        fprintf(stderr,
+                "attn train: --task %s: %s is a model of task %s; --init-from takes a language "
+                "model\n",
+                rq->task, rq->init_from, task);
+        return 1;
+    }
+    cli_use_threads((int)rq->threads, 1);
+    attn_gpt base;
+    attn_tokenizer tok;
+    const attn_gpt_open_options open = {.n_heads = rq->n_heads};
+    if (attn_gpt_open(rq->init_from, &open, &base, &tok, NULL, NULL, &err)) {
+        fprintf(stderr, "attn train: %s\n", err.msg);
+        return 1;
+    }
+    attn_class_data tr, va;
+    int rc = read_sets(rq, &tok, base.cfg.context_length, &tr, &va);
+    if (rc < 0) {
+        rc = train_classifier(rq, &base, &tok, &tr, &va);
+        attn_class_data_free(&tr);
+        attn_class_data_free(&va);
+    }
+    attn_gpt_free(&base);
+    attn_tokenizer_free(&tok);
+    return rc;
+}
+
+/* ------------------------------------------------------- attn classify */
+
+typedef struct classify_opts {
+    const char *checkpoint, *data;
+    long long batch_size, threads;
+} classify_opts;
+
+enum { C_CHECKPOINT, C_DATA, C_BATCH, C_THREADS, C_OPT_COUNT };
+#define COFF(f) offsetof(classify_opts, f)
+static const cli_option classify_rows[C_OPT_COUNT] = {
+    [C_CHECKPOINT] = {"checkpoint", CLI_STRING, "RUN", COFF(checkpoint), .required = 1,
+                      .positional = 1,
+                      .help = "the classifier (attn train --task classify's folder)"},
+    [C_DATA] = {"data", CLI_STRING, "FILE", COFF(data),
+                .help = "a labelled CSV or TSV: print the accuracy"},
+    [C_BATCH] = {"batch-size", CLI_INT, "N", COFF(batch_size), 1, 4096, .def = "8",
+                 .help = "rows a forward (the accuracy is the same)"},
+    [C_THREADS] = CLI_THREADS_OPTION(COFF(threads)),
+};
+CLI_TABLE_CHECK(classify_rows, C_OPT_COUNT);
+
+const cli_command classify_cli = {
+    "classify",
+    "attn classify RUN TEXT... | attn classify RUN --data FILE",
+    "  Runs a classifier made by attn train --task classify: each TEXT's label\n"
+    "  (the argmax of the last position's logits) and its classes' probabilities\n"
+    "  (softmax), the text encoded, cut and padded as in training (the book's\n"
+    "  classify_review); with --data, the accuracy over the file's rows\n"
+    "  (calc_accuracy_loader).\n",
+    classify_rows,
+    C_OPT_COUNT,
+    31};
+
+/* The texts as a set padded to the classifier's length. */
+static int texts_set(const cli_parsed *p, const attn_tokenizer *tok, int L, attn_class_data *d) {
+    attn_error err;
+    memset(d, 0, sizeof *d);
+    d->n = (size_t)p->n_positional;
+    d->max_len = L;
+    d->ids = malloc(d->n * (size_t)L * sizeof *d->ids);
+    d->labels = calloc(d->n, sizeof *d->labels);
+    int rc = d->ids && d->labels ? -1 : 1;
+    for (size_t i = 0; rc < 0 && i < d->n; i++) {
+        const char *t = p->positional[i];
+        size_t cap, n;
+        int32_t *ids = NULL;
+        if (attn_tokenizer_max_ids(tok, t, strlen(t), &cap, &err) ||
+            !(ids = malloc(cap * sizeof *ids)) ||
+            attn_tokenizer_encode(tok, t, strlen(t), ids, &n, &err)) {
+            fprintf(stderr, "attn classify: %s\n", ids ? err.msg : "out of memory");
+            rc = 1;
+        }
+        for (size_t k = 0; rc < 0 && k < (size_t)L; k++)
+            d->ids[i * (size_t)L + k] = k < n ? ids[k] : ATTN_PAD_ID;
+        free(ids);
+    }
+    if (rc > 0) attn_class_data_free(d);
+    return rc;
+}
+
+static int print_texts(attn_gpt *m, const attn_class_data *d, const cli_parsed *p) {
+    const int V = attn_gpt_head_width(m);
+    float *lg = malloc((size_t)V * sizeof *lg);
+    attn_error err;
+    int rc = lg ? 0 : 1;
+    for (size_t i = 0; !rc && i < d->n; i++) {
+        if (attn_classify_logits(m, d, i, 1, lg, &err)) {
+            fprintf(stderr, "attn classify: %s\n", err.msg);
+            rc = 1;
+            break;
+        }
+        int best = 0;
+        double mx = lg[0], sum = 0;
+        for (int v = 1; v < V; v++) {
+            best = lg[v] > lg[best] ? v : best;
+            mx = lg[v] > mx ? lg[v] : mx;
+        }
+        for (int v = 0; v < V; v++)
+            sum += exp((double)lg[v] - mx);
+        printf("%d\t", best);
+        for (int v = 0; v < V; v++)
+            printf("%s%.6f", v ? " " : "", exp((double)lg[v] - mx) / sum);
+        printf("\t%s\n", p->positional[i]);
+    }
+    free(lg);
+    return rc;
+}
+
+static int classify_with(const classify_opts *o, const cli_parsed *p, attn_gpt *m,
+                         const attn_tokenizer *tok, const attn_classifier_info *info) {
+    attn_error err;
+    attn_class_data d;
+    if (o->data) {
+        double acc;
+        if (attn_class_data_read(o->data, tok, info->max_len, m->cfg.context_length, &d, &err) ||
+            attn_classify_accuracy(m, &d, (int)o->batch_size, 0, &acc, &err)) {
+            fprintf(stderr, "attn classify: %s\n", err.msg);
+            attn_class_data_free(&d);
+            return 1;
+        }
+        printf("accuracy: %.2f%% (%.0f of %zu rows of %s)\n", acc * 100, acc * (double)d.n, d.n,
+               o->data);
+        attn_class_data_free(&d);
+        return 0;
+    }
+    int rc = texts_set(p, tok, info->max_len, &d);
+    if (rc < 0) rc = print_texts(m, &d, p);
+    attn_class_data_free(&d);
+    return rc;
+}
+
+int cmd_classify(int argc, char **argv) {
+    classify_opts o;
+    cli_parsed p;
+    const int prc = cli_parse(&classify_cli, argc, argv, &o, &p);
+    if (prc) return prc == CLI_HELP ? 0 : prc;
+    if (!o.data == !p.n_positional) {
+        fprintf(stderr, "attn classify: give TEXT... or --data FILE (one of them)\n");
+        return 2;
+    }
+    cli_use_threads((int)o.threads, 1);
+    attn_gpt m;
+    attn_tokenizer tok;
+    attn_classifier_info info;
+    attn_error err;
+    if (attn_classifier_load(o.checkpoint, &m, &tok, &info, &err)) {
+        fprintf(stderr, "attn classify: %s\n", err.msg);
+        return 1;
+    }
+    const int rc = classify_with(&o, &p, &m, &tok, &info);
+    attn_gpt_free(&m);
+    attn_tokenizer_free(&tok);
+    return rc;
+}

@@ -1,0 +1,179 @@
+/* attn/finetune.h — the book's chapter 6 (a GPT fine-tuned as a text
+ * classifier, gpt_class_finetune.py) and appendix E (LoRA), as a library.
+ *
+ * Data: the book's CSV (header "Label,Text", pandas' quoting: a field in
+ * double quotes may hold commas, newlines and "" for a quote; integer
+ * labels >= 0), or a TSV of "label<TAB>text" lines (no header; a file
+ * ending in .tsv, or whose first line holds a TAB and no comma before it).
+ * Each text is GPT-2-encoded (plain text, as tiktoken's encode) and padded
+ * with <|endoftext|> (50256) to max_len: the longest text of the training
+ * set (the book's SpamDataset(max_length=None)), the other sets padded or
+ * cut to the training set's. A text longer than the model's context is cut
+ * to it (SpamDataset with max_length given: encoded_text[:max_length]).
+ *
+ * The model: the loaded GPT with its head replaced by torch.nn.Linear(emb,
+ * n_classes) (a bias; drawn as torch.manual_seed(seed) then the Linear's
+ * constructor), the loss F.cross_entropy(model(x)[:, -1, :], labels): the
+ * targets are ATTN_IGNORE_INDEX but at each row's last position (the padded
+ * length's last, as the book takes it). Trainable: the last block, the
+ * final norm and the head (the book's), everything, or the head alone; with
+ * LoRA (lora_rank > 0) every Linear, the head included, carries an adapter
+ * and only the adapters train (appendix E: freeze all, then
+ * replace_linear_with_lora).
+ *
+ * Training is train_classifier_simple's: epochs of the shuffled training
+ * loader (drop_last; its iterators' draws from the one generator seeded
+ * `seed` as the script's torch.manual_seed(123) before training, as in
+ * src/train/train_book.h), AdamW (weight decay on every tensor, as torch's
+ * one group), after every eval_freq-th step (from step 0) the loss of
+ * eval_iter batches of a fresh train iterator and of the val loader, after
+ * every epoch the accuracy (argmax of the last position's logits,
+ * calc_accuracy_loader) of eval_iter batches of each. */
+#ifndef ATTN_FINETUNE_H
+#define ATTN_FINETUNE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "attn/gpt.h"
+#include "attn/status.h"
+#include "attn/tokenizer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* GPT-2's <|endoftext|>: the book's pad_token_id. */
+#define ATTN_PAD_ID 50256
+
+/* A classification set, encoded and padded. */
+typedef struct attn_class_data {
+    size_t n;         /* examples, in file order */
+    int max_len;      /* every row's length (padded) */
+    int32_t *ids;     /* n * max_len */
+    int32_t *labels;  /* n */
+    int max_label;    /* the largest label */
+    size_t truncated; /* texts cut to max_len */
+    size_t longest;   /* the longest text's tokens, before any cut */
+} attn_class_data;
+
+/* Read and encode a CSV or TSV (above) with tok (GPT-2's). max_len 0: the
+ * longest text's length (at most context); else every text padded or cut to
+ * max_len. Errors name the file and line: a missing or non-integer label,
+ * an empty text, a missing header, a row with no text (ATTN_ERR_FORMAT);
+ * no rows at all (ATTN_ERR_FORMAT). On failure d is left zeroed. */
+attn_status attn_class_data_read(const char *path, const attn_tokenizer *tok, int max_len,
+                                 int context, attn_class_data *d, attn_error *err);
+void attn_class_data_free(attn_class_data *d);
+
+/* What trains (without LoRA). */
+typedef enum attn_trainable_set {
+    ATTN_TRAIN_LAST_BLOCK = 0, /* the last block, the final norm, the head (the book's) */
+    ATTN_TRAIN_ALL = 1,
+    ATTN_TRAIN_HEAD = 2
+} attn_trainable_set;
+
+/* "last-block", "all", "head" (NULL-terminated, in the enum's order). */
+const char *const *attn_trainable_set_names(void);
+
+typedef struct attn_classify_config {
+    int batch_size;   /* 8 */
+    int epochs;       /* 5 */
+    int eval_freq;    /* 50 (steps) */
+    int eval_iter;    /* 5 (batches) */
+    double lr;        /* 5e-5 (appendix E: 8e-4) */
+    double weight_decay;        /* 0.1 */
+    double beta1, beta2, eps;   /* torch's 0.9, 0.999, 1e-8 */
+    uint64_t seed;              /* 123 */
+    attn_trainable_set trainable;
+    int lora_rank;    /* 0: none */
+    float lora_alpha; /* the book's LoRALayer: y += (alpha / rank) (x A) B */
+} attn_classify_config;
+
+/* The book's settings (above). */
+attn_classify_config attn_classify_defaults(void);
+
+/* *out (not initialised) = base with a classifier head of n_classes
+ * (n_classes >= 1), its trainable set and adapters as cfg says; base's
+ * weights copied (a tied base: out_head dropped, the book's untied load),
+ * the head drawn from cfg->seed, the adapters' A from the same generator
+ * after the four iterator draws appendix E's notebook makes before
+ * replace_linear_with_lora (its three loaders' accuracies). base is left
+ * as it was. */
+attn_status attn_classifier_from(attn_gpt *out, const attn_gpt *base, int n_classes,
+                                 const attn_classify_config *cfg, attn_error *err);
+
+/* What a training run reports as it goes (each may be NULL). */
+typedef struct attn_classify_events {
+    void *user;
+    /* after step (0-based) of epoch (1-based): evaluate_model's losses */
+    void (*on_eval)(void *user, int epoch, int64_t step, double train_loss, double val_loss);
+    /* after an epoch: calc_accuracy_loader's of eval_iter batches */
+    void (*on_epoch)(void *user, int epoch, double train_acc, double val_acc);
+    /* after every step: its training loss */
+    void (*on_step)(void *user, int64_t step, float loss);
+} attn_classify_events;
+
+typedef struct attn_classify_result {
+    int64_t steps;
+    int64_t examples_seen;
+    double train_acc, val_acc; /* the last epoch's */
+    /* then, as ch06.ipynb after training: calc_accuracy_loader over the
+     * whole train loader (a fresh shuffled iterator) and val loader */
+    double final_train_acc, final_val_acc;
+} attn_classify_result;
+
+/* train_classifier_simple (above) on m (a classifier of
+ * attn_classifier_from). train needs at least batch_size rows; val may
+ * have none (its losses and accuracies are then NaN). */
+attn_status attn_classify_train(attn_gpt *m, const attn_class_data *train,
+                                const attn_class_data *val, const attn_classify_config *cfg,
+                                const attn_classify_events *ev, attn_classify_result *res,
+                                attn_error *err);
+
+/* The last position's logits (n, width) of rows[0..n) of d (n <= batch),
+ * in eval mode, batch rows a forward. */
+attn_status attn_classify_logits(attn_gpt *m, const attn_class_data *d, size_t first, size_t n,
+                                 float *logits, attn_error *err);
+
+/* calc_accuracy_loader over the first num_batches (0: all) batches of
+ * batch_size rows of d in file order (the val and test loaders). */
+attn_status attn_classify_accuracy(attn_gpt *m, const attn_class_data *d, int batch_size,
+                                   int num_batches, double *acc, attn_error *err);
+
+/* What a classifier's checkpoint says beyond its config (metadata "task"
+ * "classify"). */
+typedef struct attn_classifier_info {
+    int n_classes;
+    int max_len; /* the training set's padded length: classify pads to it */
+    int lora_rank;
+    float lora_alpha;
+} attn_classifier_info;
+
+/* Write m (a classifier) to dir/model.safetensors atomically: its tensors
+ * by the book's names (out_head 2-wide with its bias; adapters as
+ * LinearWithLoRA's), metadata format "attn-gpt", task "classify", config,
+ * the info and the tokenizer. dir must exist. */
+attn_status attn_classifier_save(const char *dir, const attn_gpt *m, const attn_tokenizer *tok,
+                                 const attn_classifier_info *info, attn_error *err);
+
+/* Load a classifier saved so (a run folder or its model file). A model of
+ * another task (a language model's checkpoint, any other weights file) is
+ * ATTN_ERR_INVALID_ARG: "... is not a classifier (task lm) ...". */
+attn_status attn_classifier_load(const char *path, attn_gpt *m, attn_tokenizer *tok,
+                                 attn_classifier_info *info, attn_error *err);
+
+/* The task a model file's metadata names ("classify"; "lm" for attn's
+ * language-model checkpoints and other programs' files), into task (16). */
+attn_status attn_model_task(const char *path, char *task, attn_error *err);
+
+/* m's adapters merged into its Linears' weights in *out (not
+ * initialised), a model of the same config and head without adapters:
+ * W + scale (A B)^T, LinearWithLoRA's output as one matrix (scale = the
+ * book's alpha / rank; the product summed in double). What export writes. */
+attn_status attn_gpt_merge_lora(attn_gpt *out, const attn_gpt *m, float scale, attn_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
