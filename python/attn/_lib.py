@@ -223,6 +223,9 @@ _PROTOS = {
                                 Err]),
     # the whole model under attn.torch (attn/handles.h's borrowed GPT)
     "attn_h_bgpt_create": (c_int, [c_char_p, P(c_void_p), c_void_p]),
+    "attn_h_bgpt_create_built": (c_int, [c_char_p, c_int, c_int, c_int, c_void_p, c_void_p,
+                                         c_void_p, P(c_void_p), c_void_p]),
+    "attn_h_bgpt_set_trainable": (c_int, [c_void_p, c_void_p, c_int, c_void_p]),
     "attn_h_bgpt_free": (None, [c_void_p]),
     "attn_h_bgpt_params": (c_void_p, [c_void_p]),
     "attn_h_bgpt_set_precision": (c_int, [c_void_p, c_int, c_void_p]),

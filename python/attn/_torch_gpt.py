@@ -114,13 +114,24 @@ def _c_draws_masks():
 
 class _Bridge:
     """The C model (attn_h_bgpt) behind one GPTModel: its parameters bound to
-    the torch tensors' memory on every call."""
+    the torch tensors' memory on every call. built: what the module tree
+    holds besides cfg (_torch_tree.structure): the head's width (0: the
+    language model's) and bias, and the LoRA adapters (linear, rank,
+    scale)."""
 
-    def __init__(self, cfg):
-        self.cfg = cfg
+    def __init__(self, cfg, built=(0, 0, ())):
+        self.cfg, self.built = cfg, built
+        width, bias, sites = built
+        self.width = width or cfg["vocab_size"]  # the logits' last dimension
         h = c_void_p()
-        call(lib.attn_h_bgpt_create, json.dumps(cfg).encode(), ctypes.byref(h))
+        n = len(sites)
+        names = (ctypes.c_char_p * max(n, 1))(*[site[0].encode() for site in sites])
+        ranks = (ctypes.c_int * max(n, 1))(*[site[1] for site in sites])
+        alphas = (ctypes.c_float * max(n, 1))(*[site[2] for site in sites])
+        call(lib.attn_h_bgpt_create_built, json.dumps(cfg).encode(), width, bias, n, names, ranks,
+             alphas, ctypes.byref(h))
         self.h = h.value
+        self.trainable = None  # the flags the C model has (attn_h_bgpt_set_trainable)
         self._finalizer = weakref.finalize(self, lib.attn_h_bgpt_free, self.h)
         plist = _c_params(lib.attn_h_bgpt_params(self.h))
         self.names = [p.name for p in plist]
@@ -165,9 +176,17 @@ class _Bridge:
 
     def bind(self, params, grads=None):
         """Point the C model at params (checked: pin) and grads; returns
-        (addresses, storages) as pin."""
+        (addresses, storages) as pin. With grads, the tensors without one
+        (None: requires_grad False) are frozen in C: no gradient computed,
+        the backward stopping below the lowest trainable one."""
         ptrs, storages = self.pin(params)
         n = len(params)
+        if grads is not None:
+            flags = bytes(int(t is not None) for t in grads)
+            if flags != self.trainable:
+                self.trainable = None
+                call(lib.attn_h_bgpt_set_trainable, self.h, flags, n)
+                self.trainable = flags
         data = (c_void_p * n)(*ptrs)
         g = None if grads is None else (c_void_p * n)(
             *[t.data_ptr() if t is not None else None for t in grads])
@@ -210,7 +229,7 @@ class _Bridge:
         cache's positions: logits (B, T, V), the cache advanced by T.
         own[i]: params[i] is the model's tensor, not a copy made for this call."""
         B, T = idx.shape
-        logits = _empty((B, T, self.cfg["vocab_size"]))
+        logits = _empty((B, T, self.width))
         with self.lock:
             ptrs, storages = self.bind(params)
             self.huge_pages(ptrs, params, own)
@@ -332,7 +351,7 @@ class _GPTFunction(torch.autograd.Function):
             ctx.params = params  # to compare at backward (not saved: no version check)
             return torch.tensor(loss, dtype=torch.float32)
         B, T = idx.shape
-        logits = _empty((B, T, bridge.cfg["vocab_size"]))
+        logits = _empty((B, T, bridge.width))
         _, ctx.token, ptrs = bridge.forward(idx, None, masks, params, logits=logits)
         ctx.save_for_backward(idx, *params)  # and torch checks they are not changed in place
         # not a view (as_subclass's alias would be): changed in place as the book's logits may
@@ -399,7 +418,7 @@ def _backward_logits(bridge, masks, idx, params, needs, token, d_logits=None, fi
     activations, or the same forward run again when another ran since) from
     the logits' gradient: d_logits (B, T, V), or fill(d) writing it into the
     bridge's buffer."""
-    (B, T), V = idx.shape, bridge.cfg["vocab_size"]
+    (B, T), V = idx.shape, bridge.width
     if d_logits is not None and d_logits.shape != (B, T, V):
         raise Error(f"GPTModel: the logits' gradient is {tuple(d_logits.shape)}, the logits "
                     f"{(B, T, V)}", "shape")
@@ -420,7 +439,7 @@ def _backward_logits(bridge, masks, idx, params, needs, token, d_logits=None, fi
 def _logits_again(bridge, idx, masks, params):
     """The logits forward of idx run again, with the same masks: its logits
     and its token (the activations are this forward's again)."""
-    logits = _empty((*idx.shape, bridge.cfg["vocab_size"]))
+    logits = _empty((*idx.shape, bridge.width))
     _, token, _ = bridge.forward(idx, None, masks, params, logits=logits)
     return logits, token
 
@@ -510,7 +529,7 @@ def _fused_cross_entropy(input, target, weight=None, size_average=None, ignore_i
             or reduction != "mean" or label_smoothing != 0.0
             or not isinstance(target, torch.Tensor) or target.requires_grad):
         return None
-    idx, V = info.idx, info.bridge.cfg["vocab_size"]
+    idx, V = info.idx, info.bridge.width
     N = idx.numel()
     with torch._C.DisableTorchFunction():
         if (info.version is None or input.is_inference() or input.dtype != torch.float32
@@ -668,26 +687,36 @@ class GPTModel(nn.Module):
         state.pop("_attn_bridge", None)
         return state
 
-    def _bridge(self):
+    def _bridge(self, built=None):
+        """The C model of cfg and built (_Bridge; None: the one made last,
+        or the language model), made again when either changed: the book's
+        chapter 6 replaces out_head, appendix E wraps the Linears."""
         bridge = self.__dict__.get("_attn_bridge")
-        if bridge is None or bridge.cfg != self.cfg:
-            bridge = self.__dict__["_attn_bridge"] = _Bridge(self.cfg)
+        if bridge is not None and bridge.cfg == self.cfg and built in (None, bridge.built):
+            return bridge
+        old = self.__dict__.pop("_attn_bridge", None)
+        precision = old.precision if old is not None else 0
+        del old  # its memory goes before the new one's comes
+        bridge = self.__dict__["_attn_bridge"] = _Bridge(self.cfg, built or (0, 0, ()))
+        bridge.set_precision(precision)
         return bridge
 
     def _checked(self):
-        """(params, training): the tree checked against cfg (_torch_tree),
-        the parameters in the C model's order, one dtype; attn.Error first."""
+        """(params, training, bridge): the tree checked against cfg and the
+        C model made for it (_torch_tree), the parameters in the C model's
+        order, one dtype; attn.Error first."""
         rules = self.__dict__.get("_attn_rules")
         if rules is None:  # a model pickled before the rules
             rules = self.__dict__["_attn_rules"] = _own_rules()
-        params, training = _tree.run_list(self, self.cfg, rules, self._bridge().table)
+        _tree.no_global_hooks()
+        bridge = self._bridge(_tree.structure(self, self.cfg, rules))
+        params, training = _tree.run_list(self, self.cfg, rules, bridge.table)
         dtype = params[0].dtype
         for i, t in enumerate(params):
             if t.dtype != dtype:
-                names = self._bridge().names
-                raise Error(f"GPTModel: parameter {names[i]} is {t.dtype}, {names[0]} "
-                            f"{dtype}: one dtype for all")
-        return params, training
+                raise Error(f"GPTModel: parameter {bridge.names[i]} is {t.dtype}, "
+                            f"{bridge.names[0]} {dtype}: one dtype for all")
+        return params, training, bridge
 
     def _masks(self, B, T, training):
         """The dropout masks the book's forward draws, in its order: drop_emb
@@ -731,8 +760,7 @@ class GPTModel(nn.Module):
                 raise Error(f"GPTModel: targets must be {tuple(in_idx.shape)} as in_idx, got "
                             f"{tuple(targets.shape)}", "shape")
             targets = _ids(targets, "targets")
-        bridge = self._bridge()
-        params, training = self._checked()
+        params, training, bridge = self._checked()
         dtype = params[0].dtype
         precision = _PRECISIONS[self.precision]
         if dtype != torch.float32:
@@ -751,8 +779,7 @@ class GPTModel(nn.Module):
     def _cached(self, in_idx):
         """forward(in_idx, use_cache=True): ch04/03's, on attn's C KV cache."""
         idx = _ids(in_idx, "in_idx")
-        bridge = self._bridge()
-        params, training = self._checked()
+        params, training, bridge = self._checked()
         if training and self.cfg["drop_rate"] > 0:
             raise Error("GPTModel: use_cache=True runs the evaluation forward (attn's KV cache "
                         "applies no dropout) and the dropout modules are in training mode: "
