@@ -132,6 +132,7 @@ class _Bridge:
              alphas, ctypes.byref(h))
         self.h = h.value
         self.trainable = None  # the flags the C model has (attn_h_bgpt_set_trainable)
+        self.stale_kv, self.stale_what = 0, ""  # tokens a former C model cached (_bridge)
         self._finalizer = weakref.finalize(self, lib.attn_h_bgpt_free, self.h)
         plist = _c_params(lib.attn_h_bgpt_params(self.h))
         self.names = [p.name for p in plist]
@@ -252,6 +253,7 @@ class _Bridge:
     def kv_reset(self):
         with self.lock:
             lib.attn_h_bgpt_kv_reset(self.h)
+            self.stale_kv = 0
 
     def kv_len(self):
         with self.lock:
@@ -694,12 +696,17 @@ class GPTModel(nn.Module):
         bridge = self.__dict__.get("_attn_bridge")
         if bridge is not None and bridge.cfg == self.cfg and built in (None, bridge.built):
             return bridge
-        old = self.__dict__.pop("_attn_bridge", None)
-        precision = old.precision if old is not None else 0
-        del old  # its memory goes before the new one's comes
-        bridge = self.__dict__["_attn_bridge"] = _Bridge(self.cfg, built or (0, 0, ()))
-        bridge.set_precision(precision)
-        return bridge
+        built = built or (0, 0, ())
+        new = _Bridge(self.cfg, built)
+        if bridge is not None:
+            new.set_precision(bridge.precision)
+            # the cached tokens stay the old model's: a cached call raises until reset_kv_cache
+            new.stale_kv = bridge.kv_len() or bridge.stale_kv
+            if new.stale_kv:
+                new.stale_what = _changed(bridge.built, built) if bridge.cfg == self.cfg \
+                    else "cfg"
+        self.__dict__["_attn_bridge"] = new
+        return new
 
     def _checked(self):
         """(params, training, bridge): the tree checked against cfg and the
@@ -718,7 +725,7 @@ class GPTModel(nn.Module):
                             f"{bridge.names[0]} {dtype}: one dtype for all")
         return params, training, bridge
 
-    def _masks(self, B, T, training):
+    def _masks(self, bridge, B, T, training):
         """The dropout masks the book's forward draws, in its order: drop_emb
         (B, T, C); per block att's weights (B, H, T, T), drop_shortcut twice
         (B, T, C). nn.Dropout: torch.empty_like(x).bernoulli_(1 - p) each; a
@@ -733,7 +740,7 @@ class GPTModel(nn.Module):
             return _Drawn()
         C, H = self.cfg["emb_dim"], self.cfg["n_heads"]
         shapes = [(B, T, C)] + [(B, H, T, T), (B, T, C), (B, T, C)] * self.cfg["n_layers"]
-        masks = torch.empty(self._bridge().mask_numel(B, T), dtype=torch.uint8)
+        masks = torch.empty(bridge.mask_numel(B, T), dtype=torch.uint8)
         at = 0
         for s in shapes:
             n = s[0] * s[1] * s[2] * (s[3] if len(s) == 4 else 1)
@@ -771,7 +778,7 @@ class GPTModel(nn.Module):
             params = [t.float() for t in params]  # the copies' gradients reach t cast back
         bridge.set_precision(precision)
         params = [t.contiguous() for t in params]
-        masks = self._masks(*idx.shape, training)
+        masks = self._masks(bridge, *idx.shape, training)
         out = _GPTFunction.apply(bridge, masks, idx, targets, *params)
         return out if dtype == torch.float32 else out.to(dtype)
 
@@ -784,6 +791,10 @@ class GPTModel(nn.Module):
             raise Error("GPTModel: use_cache=True runs the evaluation forward (attn's KV cache "
                         "applies no dropout) and the dropout modules are in training mode: "
                         "call model.eval() first, as generate_text_simple_cached does", "state")
+        if bridge.stale_kv:
+            raise Error(f"GPTModel: {bridge.stale_what} changed while the KV cache held "
+                        f"{bridge.stale_kv} tokens, cached by the model before the change: "
+                        "reset_kv_cache() and feed the tokens again", "state")
         T, S, held = idx.shape[1], self.cfg["context_length"], bridge.kv_len()
         if held + T > S:
             raise Error(f"GPTModel: the KV cache holds {held} tokens (current_pos); {T} more "
@@ -809,7 +820,17 @@ class GPTModel(nn.Module):
         """Tokens in the KV cache (per sequence): the position the next
         cached forward starts at, as ch04/03's current_pos (read-only:
         reset_kv_cache() empties the cache)."""
-        return self._bridge().kv_len()
+        bridge = self._bridge()
+        return bridge.kv_len() or bridge.stale_kv
+
+
+def _changed(old, new):
+    """What differs between two _Bridge.built, for a message."""
+    if old[:2] != new[:2]:
+        return "out_head"
+    sites = sorted({s[0] for s in old[2]} ^ {s[0] for s in new[2]} or
+                   {a[0] for a, b in zip(old[2], new[2]) if a != b})
+    return ", ".join(s.rstrip(".") for s in sites) or "the model"
 
 
 def _ids(t, what):

@@ -534,7 +534,8 @@ def structure(model, cfg, rules):
     head = at(sub.get("out_head"), "out_head")
     width, bias = 0, 0
     w = head._parameters.get("weight") if isinstance(head, nn.Linear) else None
-    if isinstance(w, torch.Tensor) and w.dim() == 2 and w.shape[1] == cfg["emb_dim"]:
+    if isinstance(w, torch.Tensor) and w.dim() == 2 and w.shape[0] >= 1:  # (the walk checks
+        # its input width against the table's (width, emb_dim))
         bias = int(head._parameters.get("bias") is not None)
         width = 0 if w.shape[0] == cfg["vocab_size"] and not bias else int(w.shape[0])
     return width, bias, tuple(sites)
