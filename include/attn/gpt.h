@@ -14,7 +14,8 @@
  * family may build another, attn/gpt_family.h: targets are then in [0, width).)
  * The block is written once (src/model/gpt_block.c): the training forward, its
  * backward and the KV-cached step (attn_gpt_kv_step) all run it.
- *   loss = mean over B*T of cross_entropy(logits, targets)
+ *   loss = mean over B*T of cross_entropy(logits, targets), positions whose
+ *          target is ATTN_IGNORE_INDEX (-100) left out (attn/cross_entropy.h)
  *
  * LayerNorm: eps 1e-5, biased variance, parameters "scale" and "shift".
  * Dropout (training only) is drawn from mode->rng in the order PyTorch's
@@ -444,8 +445,8 @@ attn_status attn_gpt_acts_init_lean(attn_gpt_acts *acts, const attn_gpt *m, int 
 /* logits = model(ids) into acts->logits; with targets != NULL also the mean
  * cross-entropy into *loss (may be NULL) and acts->loss. (B, T) must equal
  * the acts' shape and T <= context_length (ATTN_ERR_SHAPE otherwise); an id
- * outside [0, vocab_size) or a target outside [0, V) (the head's width) is
- * ATTN_ERR_INVALID_ARG naming its (b, t) position. mode NULL = eval. */
+ * outside [0, vocab_size) or a target outside [0, V) (the head's width) and
+ * not ATTN_IGNORE_INDEX is ATTN_ERR_INVALID_ARG naming its (b, t) position. mode NULL = eval. */
 attn_status attn_gpt_forward(attn_gpt *m, const int32_t *ids, const int32_t *targets, int B, int T,
                              const attn_forward_mode *mode, attn_gpt_acts *acts, float *loss,
                              attn_error *err);

@@ -21,7 +21,16 @@ _Static_assert(HEAD_DW_ROWS % HEAD_ROWS == 0, "the head's dW rows hold whole chu
 
 /* ------------------------------------------------------------- the checks */
 
-/* Token ids are in [0, vocab_size), targets in [0, the head's width). */
+/* Token ids are in [0, vocab_size), targets in [0, the head's width) or
+ * ATTN_IGNORE_INDEX (no loss, no gradient). */
+/* logits[n, targets[n]] of each row (0 for an ignored one): a row's loss
+ * is lse - this. */
+static void target_logits(const float *logits, const int32_t *targets, float *out, size_t n,
+                          size_t V) {
+    for (size_t r = 0; r < n; r++)
+        out[r] = targets[r] == ATTN_IGNORE_INDEX ? 0.0f : logits[r * V + (size_t)targets[r]];
+}
+
 static int limit(const attn_gpt *m, int targets, const char **name) {
     const int width = attn_gpt_head_width(m);
     *name = !targets || width == m->cfg.vocab_size ? "vocab_size" : "the head's width";
@@ -35,7 +44,7 @@ static attn_status check_tokens(const attn_gpt *m, const int32_t *v, int B, int 
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
             const int32_t id = v[(size_t)b * (size_t)T + (size_t)t];
-            if (id < 0 || id >= hi)
+            if ((id < 0 || id >= hi) && !(targets && id == ATTN_IGNORE_INDEX))
                 return attn_fail(err, ATTN_ERR_INVALID_ARG,
                                  "%s %ld at (batch %d, position %d) is outside [0, %s %d)",
                                  targets ? "target" : "token id", (long)id, b, t, name, hi);
@@ -50,7 +59,7 @@ static attn_status copy_i64(const attn_gpt *m, const int64_t *src, int32_t *dst,
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
             const size_t i = (size_t)b * (size_t)T + (size_t)t;
-            if (src[i] < 0 || src[i] >= hi)
+            if ((src[i] < 0 || src[i] >= hi) && !(targets && src[i] == ATTN_IGNORE_INDEX))
                 return attn_fail(err, ATTN_ERR_INVALID_ARG,
                                  "%s %lld at (batch %d, position %d) is outside [0, %s %d)",
                                  targets ? "target" : "token id", (long long)src[i], b, t, name,
@@ -194,6 +203,8 @@ static float head_chunks(attn_gpt *m, attn_gpt_acts *a, const float *x, float *d
     const int keep16 =
         grads && head->bf16 && !head->has_bias && !head->lora &&
         (a->d_logits16 || (a->d_logits16 = malloc(dw_rows * V * sizeof(uint16_t))) != NULL);
+    /* the mean is over the rows not ignored (all N: the bits as before) */
+    const size_t counted = attn_cross_entropy_count(a->targets, N);
     double total = 0.0;
     if (grads && dx) memset(dx, 0, N * C * sizeof(float));
     size_t k0 = 0; /* first row whose dlogits wait in d_logits16 */
@@ -201,8 +212,7 @@ static float head_chunks(attn_gpt *m, attn_gpt_acts *a, const float *x, float *d
         const size_t n = N - r0 < HEAD_ROWS ? N - r0 : HEAD_ROWS;
         attn_linear_forward(head, x + r0 * C, a->logits, n);
         attn_cross_entropy_accumulate(a->logits, a->targets + r0, a->lse + r0, n, V, &total);
-        for (size_t r = 0; r < n; r++)
-            a->target_logit[r0 + r] = a->logits[r * V + (size_t)a->targets[r0 + r]];
+        target_logits(a->logits, a->targets + r0, a->target_logit + r0, n, V);
         if (!grads && r0 + n < N && a->poll &&
             a->poll(a->poll_user, L + (int)(r0 / HEAD_ROWS) + 1, stages)) {
             *stopped = 1;
@@ -210,7 +220,7 @@ static float head_chunks(attn_gpt *m, attn_gpt_acts *a, const float *x, float *d
         }
         if (!grads) continue;
         attn_cross_entropy_backward_inplace(a->logits, a->targets + r0, a->lse + r0,
-                                            loss_scale / (float)N, n, V);
+                                            loss_scale / (float)counted, n, V);
         if (!keep16) {
             attn_linear_backward(head, x + r0 * C, a->logits, dx ? dx + r0 * C : NULL, n);
             continue;
@@ -221,7 +231,7 @@ static float head_chunks(attn_gpt *m, attn_gpt_acts *a, const float *x, float *d
             k0 = r0 + n;
         }
     }
-    return (float)(total / (double)N);
+    return (float)(total / (double)counted);
 }
 
 /* The head's forward from x: the logits (lean: chunk by chunk, the loss,
@@ -239,8 +249,7 @@ static attn_status head_forward(attn_gpt *m, attn_gpt_acts *a, const float *x, s
     attn_linear_forward(&m->out_head, x, a->logits, N);
     if (a->has_targets) {
         a->loss = attn_cross_entropy_forward(a->logits, a->targets, a->lse, N, V);
-        for (size_t r = 0; r < N; r++)
-            a->target_logit[r] = a->logits[r * V + (size_t)a->targets[r]];
+        target_logits(a->logits, a->targets, a->target_logit, N, V);
     }
     return ATTN_OK;
 }

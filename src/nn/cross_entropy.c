@@ -11,11 +11,19 @@
  * the same total whatever the thread count. */
 #define CE_BLOCK 32
 
+size_t attn_cross_entropy_count(const int32_t *targets, size_t N) {
+    size_t k = 0;
+    for (size_t n = 0; n < N; n++)
+        k += targets[n] != ATTN_IGNORE_INDEX;
+    return k;
+}
+
 float attn_cross_entropy_forward(const float *logits, const int32_t *targets, float *lse, size_t N,
                                  size_t V) {
     double total = 0.0;
     attn_cross_entropy_accumulate(logits, targets, lse, N, V, &total);
-    return (float)(total / (double)N);
+    /* 0 / 0 when every row is ignored: NaN, as PyTorch. */
+    return (float)(total / (double)attn_cross_entropy_count(targets, N));
 }
 
 /* The row loops in C, in ce_kernels.h's order (the AVX-512 and AVX2 ones
@@ -72,6 +80,10 @@ void attn_cross_entropy_accumulate(const float *logits, const int32_t *targets, 
         double part = 0.0;
         for (size_t n = lo; n < hi; n++) {
             const float *row = logits + n * V;
+            if (targets[n] == ATTN_IGNORE_INDEX) {
+                if (lse) lse[n] = 0.0f;
+                continue;
+            }
             const float mx = k->max(row, V);
             const double l = (double)mx + log(k->sumexp(row, V, mx));
             if (lse) lse[n] = (float)l;
@@ -85,12 +97,13 @@ void attn_cross_entropy_accumulate(const float *logits, const int32_t *targets, 
 
 void attn_cross_entropy_backward(const float *logits, const int32_t *targets, const float *lse,
                                  float dloss, float *dlogits, size_t N, size_t V) {
-    const float scale = dloss / (float)N;
+    const float scale = dloss / (float)attn_cross_entropy_count(targets, N);
     const ce_rows *k = rows_impl();
     const long rows = (long)N;
 #pragma omp parallel for schedule(static) if (N * V >= ATTN_PAR_MIN)
     for (long r = 0; r < rows; r++) {
         const size_t n = (size_t)r;
+        if (targets[n] == ATTN_IGNORE_INDEX) continue;
         k->grad(logits + n * V, dlogits + n * V, V, lse[n], scale, 1);
         dlogits[n * V + (size_t)targets[n]] -= scale;
     }
@@ -103,6 +116,11 @@ void attn_cross_entropy_grad(const float *logits, const int32_t *targets, const 
 #pragma omp parallel for schedule(static) if (N * V >= ATTN_PAR_MIN)
     for (long r = 0; r < rows; r++) {
         const size_t n = (size_t)r;
+        if (targets[n] == ATTN_IGNORE_INDEX) {
+            for (size_t v = 0; v < V; v++)
+                dlogits[n * V + v] = 0.0f;
+            continue;
+        }
         /* 0 + x: the plain path's += on zeros */
         k->grad(logits + n * V, dlogits + n * V, V, lse[n], scale, 0);
         dlogits[n * V + (size_t)targets[n]] -= scale;

@@ -39,7 +39,10 @@ void gref_linear(const double *x, const double *W, const double *b, double *y, s
 
 double gref_cross_entropy(const double *logits, const int32_t *targets, size_t N, size_t V) {
     double total = 0;
+    size_t counted = 0;
     for (size_t n = 0; n < N; n++) {
+        if (targets[n] == -100) continue; /* PyTorch's ignore_index */
+        counted++;
         const double *r = logits + n * V;
         double mx = r[0], s = 0;
         for (size_t v = 1; v < V; v++)
@@ -48,7 +51,7 @@ double gref_cross_entropy(const double *logits, const int32_t *targets, size_t N
             s += exp(r[v] - mx);
         total += mx + log(s) - r[targets[n]];
     }
-    return total / (double)N;
+    return total / (double)counted; /* none counted: NaN */
 }
 
 void gref_causal_attention(const double *Q, const double *K, const double *V, double *out, size_t B,

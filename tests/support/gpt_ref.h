@@ -17,7 +17,8 @@ double gref_gelu(double x);
 /* y (N, out) = x W^T + b (b may be NULL). */
 void gref_linear(const double *x, const double *W, const double *b, double *y, size_t N, size_t in,
                 size_t out);
-/* mean over N of logsumexp(row) - row[target]. */
+/* mean of logsumexp(row) - row[target] over the rows whose target is not
+ * -100 (PyTorch's ignore_index; none: NaN). */
 double gref_cross_entropy(const double *logits, const int32_t *targets, size_t N, size_t V);
 /* Causal scaled-dot-product attention of H heads over (B, T, H*hd) projections,
  * out (B, T, H*hd). */
