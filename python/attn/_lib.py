@@ -244,6 +244,7 @@ _PROTOS = {
     "attn_h_bgpt_kv_len": (c_int, [c_void_p]),
     "attn_h_alloc_huge": (c_void_p, [c_size_t]),
     "attn_h_collapse_huge": (None, [c_void_p, c_size_t]),
+    "attn_cross_entropy_count": (c_size_t, [c_void_p, c_size_t]),
     "attn_cross_entropy_forward": (c_float, [c_void_p, c_void_p, c_void_p, c_size_t, c_size_t]),
     "attn_cross_entropy_grad": (None, [c_void_p, c_void_p, c_void_p, c_float, c_void_p, c_size_t,
                                        c_size_t]),

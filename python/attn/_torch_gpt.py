@@ -19,6 +19,7 @@ from ._lib import Error, call, lib, params as _c_params
 # The book's layer norm and feed-forward (their torch forward; GPTModel runs them in C).
 from .book import FeedForward as _FeedForward, LayerNorm as _LayerNorm
 
+_IGNORE = -100  # F.cross_entropy's default ignore_index, attn's ATTN_IGNORE_INDEX
 _BOOK_KEYS = ("vocab_size", "context_length", "emb_dim", "n_heads", "n_layers", "drop_rate",
               "qkv_bias")
 _PRECISIONS = {"fp32": 0, "bf16": 1}
@@ -539,8 +540,11 @@ def _fused_cross_entropy(input, target, weight=None, size_average=None, ignore_i
                 or input.data_ptr() != info.ptr or input._version != info.version
                 or tuple(target.shape) != (N,) or target.dtype not in (torch.int64, torch.int32)):
             return None
-        if int(target.min()) < 0 or int(target.max()) >= V:
-            return None  # ignore_index or an error: PyTorch's own
+        valid = (target >= 0) & (target < V)
+        if ignore_index == _IGNORE:  # chapter 7's padding: attn's masked loss (attn_cross_entropy)
+            valid |= target == _IGNORE
+        if not bool(valid.all()):
+            return None  # another ignore_index, or an error: PyTorch's own
         t32 = target.to(torch.int32, memory_format=torch.contiguous_format, copy=True)
         with torch.no_grad():  # the same memory, plain (its gradient comes from the params)
             logits = input.as_subclass(torch.Tensor)
@@ -577,9 +581,12 @@ class _LogitsLoss(torch.autograd.Function):
         if _sdpa.pin(logits, (N, V)) is None:  # its storage resized since the forward
             raise Error(f"GPTModel: the logits ({N}, {V}) are outside their storage", "shape")
 
-        def fill(d):
-            lib.attn_cross_entropy_grad(logits.data_ptr(), t32.data_ptr(), lse.data_ptr(),
-                                        float(d_loss) / N, d.data_ptr(), N, V)
+        counted = lib.attn_cross_entropy_count(t32.data_ptr(), N)  # rows not ignored
+
+        def fill(d):  # (every row ignored: zeros, as torch's, and the loss NaN)
+            scale = float(d_loss) / counted if counted else 0.0
+            lib.attn_cross_entropy_grad(logits.data_ptr(), t32.data_ptr(), lse.data_ptr(), scale,
+                                        d.data_ptr(), N, V)
 
         grads = _backward_logits(bridge, info.masks, info.idx, params,
                                  ctx.needs_input_grad[3:], token, fill=fill)

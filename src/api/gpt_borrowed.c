@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attn/cross_entropy.h"
 #include "attn/dropout.h"
 #include "attn/gpt.h"
 #include "attn/gpt_family.h"
@@ -145,10 +146,11 @@ static attn_status bgpt_acts(attn_h_bgpt *g, int lean, int B, int T, attn_error 
 }
 
 /* attn_gpt_forward_backward takes int32 ids (the forward has an int64 twin). */
-static attn_status to_i32(int64_t bound, const int64_t *src, int32_t *dst, size_t n,
+/* ids in [0, bound); targets (ignore 1) also ATTN_IGNORE_INDEX. */
+static attn_status to_i32(int64_t bound, int ignore, const int64_t *src, int32_t *dst, size_t n,
                           const char *what, attn_error *err) {
     for (size_t i = 0; i < n; i++) {
-        if (src[i] < 0 || src[i] >= bound)
+        if ((src[i] < 0 || src[i] >= bound) && !(ignore && src[i] == ATTN_IGNORE_INDEX))
             return attn_fail(err, ATTN_ERR_INVALID_ARG,
                              "%s %lld at index %zu is outside [0, %lld)", what, (long long)src[i],
                              i, (long long)bound);
@@ -165,9 +167,9 @@ static attn_status loss_step(attn_h_bgpt *g, attn_gpt_acts *a, const int64_t *id
     const size_t N = (size_t)B * (size_t)T;
     int32_t *buf = malloc(2 * N * sizeof *buf);
     if (!buf) return attn_fail(err, ATTN_ERR_NOMEM, "GPT: out of memory");
-    attn_status s = to_i32(g->model.cfg.vocab_size, ids, buf, N, "token id", err);
+    attn_status s = to_i32(g->model.cfg.vocab_size, 0, ids, buf, N, "token id", err);
     if (s == ATTN_OK)
-        s = to_i32(attn_gpt_head_width(&g->model), targets, buf + N, N, "target", err);
+        s = to_i32(attn_gpt_head_width(&g->model), 1, targets, buf + N, N, "target", err);
     if (s == ATTN_OK)
         s = attn_gpt_forward_backward(&g->model, buf, buf + N, B, T, mode, a, 1.0f, loss, err);
     free(buf);
@@ -326,7 +328,7 @@ attn_status attn_h_bgpt_kv_forward(attn_h_bgpt *g, const int64_t *ids, int B, in
             return attn_fail(err, ATTN_ERR_NOMEM, "GPT cached forward: out of memory");
         g->kv_ids_cap = n;
     }
-    if ((s = to_i32(g->model.cfg.vocab_size, ids, g->kv_ids, n, "token id", err))) return s;
+    if ((s = to_i32(g->model.cfg.vocab_size, 0, ids, g->kv_ids, n, "token id", err))) return s;
     return attn_gpt_kv_feed_batch(&g->model, &g->kv, g->kv_ids, T, logits, err);
 }
 

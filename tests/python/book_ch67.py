@@ -1,7 +1,10 @@
 """The book's chapter 6 (ch06/01_main-chapter-code/gpt_class_finetune.py: the
 classifier's loss and accuracy on the last token, its training loop, and
 its model edits: freeze all, out_head = Linear(emb_dim, num_classes), the
-last block and final norm trainable) and appendix E (LoRALayer,
+last block and final norm trainable), chapter 7
+(ch07/01_main-chapter-code/gpt_instruction_finetuning.py's custom_collate_fn:
+padded batches, -100 targets after the first pad; its loss, chapter 5's
+calc_loss_batch) and appendix E (LoRALayer,
 LinearWithLoRA, replace_linear_with_lora), written out for the tests as the
 book writes them: the reference attn's drop-ins are checked against (never
 imported from attn). The book's repository is not at hand when the tests run."""
@@ -111,6 +114,59 @@ def make_classifier(model, emb_dim, num_classes):
     for param in model.final_norm.parameters():
         param.requires_grad = True
     return model
+
+
+# ---- chapter 7 (gpt_instruction_finetuning.py, previous_chapters.py)
+
+def custom_collate_fn(
+    batch,
+    pad_token_id=50256,
+    ignore_index=-100,
+    allowed_max_length=None,
+    device="cpu"
+):
+    # Find the longest sequence in the batch
+    batch_max_length = max(len(item)+1 for item in batch)
+
+    # Pad and prepare inputs and targets
+    inputs_lst, targets_lst = [], []
+
+    for item in batch:
+        new_item = item.copy()
+        # Add an <|endoftext|> token
+        new_item += [pad_token_id]
+        # Pad sequences to max_length
+        padded = new_item + [pad_token_id] * (batch_max_length - len(new_item))
+        inputs = torch.tensor(padded[:-1])  # Truncate the last token for inputs
+        targets = torch.tensor(padded[1:])  # Shift +1 to the right for targets
+
+        # New: Replace all but the first padding tokens in targets by ignore_index
+        mask = targets == pad_token_id
+        indices = torch.nonzero(mask).squeeze()
+        if indices.numel() > 1:
+            targets[indices[1:]] = ignore_index
+
+        # New: Optionally truncate to maximum sequence length
+        if allowed_max_length is not None:
+            inputs = inputs[:allowed_max_length]
+            targets = targets[:allowed_max_length]
+
+        inputs_lst.append(inputs)
+        targets_lst.append(targets)
+
+    # Convert list of inputs and targets to tensors and transfer to target device
+    inputs_tensor = torch.stack(inputs_lst).to(device)
+    targets_tensor = torch.stack(targets_lst).to(device)
+
+    return inputs_tensor, targets_tensor
+
+
+def calc_loss_batch_ch7(input_batch, target_batch, model, device):
+    # (chapter 5's calc_loss_batch, which chapter 7 imports)
+    input_batch, target_batch = input_batch.to(device), target_batch.to(device)
+    logits = model(input_batch)
+    loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), target_batch.flatten())
+    return loss
 
 
 # ---- appendix E

@@ -1,5 +1,6 @@
-"""The book's chapter 6 (the classifier) and appendix E (LoRA), its own code
-(tests/python/book_ch6.py, written out as the book writes it), on
+"""The book's chapter 6 (the classifier), chapter 7 (padded batches, -100
+targets) and appendix E (LoRA), its own code (tests/python/book_ch67.py,
+written out as the book writes it), on
 attn.torch.swap_model(book_model) and attn.torch.GPTModel: every step's
 loss within 1e-5 of the book's PyTorch model, the same evaluation losses,
 predictions and accuracies; the tensors the book freezes get no gradient;
@@ -16,8 +17,9 @@ import attn
 import attn.torch as at
 
 from book_ch4 import GPTModel
-from book_ch6 import (LinearWithLoRA, LoRALayer, calc_accuracy_loader, calc_loss_batch,
-                      make_classifier, replace_linear_with_lora, train_classifier_simple)
+from book_ch67 import (LinearWithLoRA, LoRALayer, calc_accuracy_loader, calc_loss_batch,
+                       calc_loss_batch_ch7, custom_collate_fn, make_classifier,
+                       replace_linear_with_lora, train_classifier_simple)
 
 CFG = {"vocab_size": 97, "context_length": 16, "emb_dim": 32, "n_heads": 4, "n_layers": 3,
        "drop_rate": 0.1, "qkv_bias": True}
@@ -188,3 +190,49 @@ def test_hostile_edits():
         mine.out_head = nn.Linear(CFG["emb_dim"] + 1, 2)
         with pytest.raises(attn.Error, match="out_head"):
             mine(x)
+
+
+@pytest.mark.parametrize("kind", ["swap", "gptmodel"])
+@pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
+def test_chapter7_padded_batches(kind, lora):
+    """Chapter 7's custom_collate_fn batches (pad 96 = the tiny vocabulary's
+    last id, as 50256 is GPT-2's; -100 after the first pad) and chapter 5's
+    loss: attn's masked cross-entropy in C (the loss's node is attn's), every
+    step within 1e-5 of the book's, a batch with every target ignored NaN
+    with zero gradients as torch's."""
+    book, mine = _pair(kind)
+    if lora:
+        for m in (book, mine):
+            for p in m.parameters():
+                p.requires_grad = False
+            torch.manual_seed(8)
+            replace_linear_with_lora(m, rank=4, alpha=8)
+    g = torch.Generator().manual_seed(2)
+    items = [torch.randint(0, 96, (int(n),), generator=g).tolist() for n in (3, 9, 5, 11, 2, 7)]
+    batches = [custom_collate_fn(items[i:i + 3], pad_token_id=96) for i in (0, 3)]
+    assert all(bool((y == -100).any()) for _, y in batches)
+    losses = {}
+    for name, m in (("book", book), ("attn", mine)):
+        torch.manual_seed(3)
+        opt = torch.optim.AdamW((p for p in m.parameters() if p.requires_grad), lr=5e-4,
+                                weight_decay=0.1)
+        m.train()
+        out = losses[name] = []
+        for _ in range(2):
+            for x, y in batches:
+                opt.zero_grad()
+                loss = calc_loss_batch_ch7(x, y, m, "cpu")
+                if name == "attn":
+                    assert type(loss.grad_fn).__name__.startswith("_LogitsLoss"), loss.grad_fn
+                loss.backward()
+                opt.step()
+                out.append(loss.item())
+    _same(losses["book"], losses["attn"], "chapter 7 step losses")
+    x, y = batches[0]
+    y = torch.full_like(y, -100)
+    mine.eval()
+    mine.zero_grad(set_to_none=True)
+    loss = calc_loss_batch_ch7(x, y, mine, "cpu")
+    loss.backward()
+    assert loss.item() != loss.item()  # NaN, as torch's mean over no row
+    assert all(float(p.grad.abs().max()) == 0 for p in mine.parameters() if p.grad is not None)
