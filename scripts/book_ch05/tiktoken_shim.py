@@ -1,4 +1,4 @@
-"""A stand-in for Python's `tiktoken` module, for running the book's ch05 code here.
+"""A stand-in for Python's `tiktoken` module, for running the book's code (ch05-ch07) here.
 
 PyPI is out of reach on this machine, so `tiktoken` (Python) cannot be installed. This
 module gives the part of its API that the book's gpt_train.py / previous_chapters.py use,
@@ -7,21 +7,22 @@ and `.decode(ids)`, by calling the npm package `tiktoken` (the same Rust core co
 WASM) through Node.js. It is a fixture generator's helper, not attn's tokenizer.
 
 Node finds the package through NODE_PATH (a node_modules folder holding `tiktoken`);
-gen_book_ch05_fixtures.py sets it from --node-modules.
+gen_book_ch05_fixtures.py and gen_book_ch67_fixtures.py set it from --node-modules.
 """
 import json
 import subprocess
 
 _JS = r"""
 const { get_encoding } = require("tiktoken");
-let buf = "";
-process.stdin.setEncoding("utf8");
-process.stdin.on("data", (d) => { buf += d; });
-process.stdin.on("end", () => {
-  const req = JSON.parse(buf);
-  const enc = get_encoding(req.encoding);
+const readline = require("readline");
+const encodings = {};
+// One JSON request per line in, one JSON answer per line out (JSON escapes every
+// newline inside strings, so a line is always one whole message).
+readline.createInterface({ input: process.stdin }).on("line", (line) => {
+  const req = JSON.parse(line);
   let out;
   try {
+    const enc = encodings[req.encoding] || (encodings[req.encoding] = get_encoding(req.encoding));
     if (req.op === "encode") {
       out = { ids: Array.from(enc.encode(req.text, req.allowed, req.disallowed)) };
     } else {
@@ -30,16 +31,26 @@ process.stdin.on("end", () => {
   } catch (e) {
     out = { error: String(e) };
   }
-  enc.free();
-  process.stdout.write(JSON.stringify(out));
+  process.stdout.write(JSON.stringify(out) + "\n");
 });
 """
 
+_node = None
+
 
 def _call(req):
-    p = subprocess.run(["node", "-e", _JS], input=json.dumps(req).encode("utf-8"),
-                       stdout=subprocess.PIPE, check=True)
-    out = json.loads(p.stdout)
+    # One Node process for the whole run (starting one per call costs ~0.1 s, and the
+    # chapter 6-7 generator encodes thousands of texts).
+    global _node
+    if _node is None or _node.poll() is not None:
+        _node = subprocess.Popen(["node", "-e", _JS], stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE)
+    _node.stdin.write(json.dumps(req).encode("utf-8") + b"\n")
+    _node.stdin.flush()
+    line = _node.stdout.readline()
+    if not line:
+        raise RuntimeError("the tiktoken shim's node process ended (is NODE_PATH set?)")
+    out = json.loads(line)
     if "error" in out:
         raise ValueError(out["error"])
     return out
