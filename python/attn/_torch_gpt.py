@@ -879,11 +879,12 @@ def swap_model(model, precision="fp32"):
     try:
         blocks = list(model.trf_blocks)
         att = blocks[0].att
+        w_query = (_tree.lora_parts(att.W_query) or (att.W_query,))[0]  # appendix E's wrapper
         cfg = {"vocab_size": model.tok_emb.num_embeddings,
                "context_length": model.pos_emb.num_embeddings,
                "emb_dim": model.tok_emb.embedding_dim, "n_heads": int(att.num_heads),
                "n_layers": len(blocks), "drop_rate": float(model.drop_emb.p),
-               "qkv_bias": att.W_query.bias is not None}
+               "qkv_bias": w_query.bias is not None}
         parts = {n: getattr(model, n) for n in ("tok_emb", "pos_emb", "drop_emb", "trf_blocks",
                                                  "final_norm", "out_head")}
     except (AttributeError, IndexError, TypeError) as e:

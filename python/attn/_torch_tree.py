@@ -30,6 +30,8 @@ _TORCH_FORWARDS = {c: c.forward for c in (nn.Linear, nn.Embedding, nn.Dropout, n
                                           nn.ModuleList, nn.GELU)}
 _ROOT = frozenset(("tok_emb", "pos_emb", "drop_emb", "trf_blocks", "final_norm", "out_head"))
 _BLOCK = frozenset(("att", "ff", "norm1", "norm2", "drop_shortcut"))
+# chapters 5-7 and appendix E's previous_chapters.py name the block's dropout drop_resid
+_BLOCK_RESID = frozenset(("att", "ff", "norm1", "norm2", "drop_resid"))
 _ATT = frozenset(("W_query", "W_key", "W_value", "out_proj", "dropout"))
 _NONE, _MASK, _CACHE = frozenset(), frozenset(("mask",)), frozenset(("cache_k", "cache_v"))
 _WEIGHT, _LINEAR = frozenset(("weight",)), frozenset(("weight", "bias"))
@@ -389,13 +391,14 @@ class _Walk:
         if type(m) not in self.rules.classes["block"]:
             _fail(path, m, "the book's TransformerBlock")
         self.plain(m, path)
-        self.parts(m, path, _BLOCK)
+        drop = "drop_resid" if m._modules.keys() == _BLOCK_RESID else "drop_shortcut"
+        self.parts(m, path, _BLOCK_RESID if drop == "drop_resid" else _BLOCK)
         sub = m._modules
         self.att(sub["att"], f"{path}.att")
         self.ff(sub["ff"], f"{path}.ff")
         self.norm(sub["norm1"], f"{path}.norm1")
         self.norm(sub["norm2"], f"{path}.norm2")
-        self.dropout(sub["drop_shortcut"], f"{path}.drop_shortcut")
+        self.dropout(sub[drop], f"{path}.{drop}")
 
     def model(self, model):
         cfg = self.cfg
