@@ -391,8 +391,24 @@ def install_loader_recorders(spec, rec):
     return names
 
 
-def install_recorders(spec, rec, mods, names, save_init):
+def install_recorders(spec, rec, mods, names, save_init, drop_in=""):
     import torch
+    swapped = {}
+
+    def run_on(model):
+        """The model the book's function gets: with --drop-in swap_model,
+        attn.torch.swap_model of the book's (one per model: same
+        parameters, so the book's optimizer trains it)."""
+        if not drop_in:
+            return model
+        hit = swapped.get(id(model))
+        # (swap_model shares the modules: an attribute the book's code sets on the model
+        # itself later, chapter 6's out_head, needs a new swap)
+        if hit is None or hit[0] is not model or any(
+                hit[1]._modules.get(k) is not v for k, v in model._modules.items()):
+            import attn.torch
+            hit = swapped[id(model)] = (model, attn.torch.swap_model(model))
+        return hit[1]
 
     def loader_name(dl):
         return names.get(id(dl))
@@ -409,7 +425,7 @@ def install_recorders(spec, rec, mods, names, save_init):
     def f_over_loader(key):
         def factory(orig):
             def w(data_loader, model, device, num_batches=None):
-                v = orig(data_loader, model, device, num_batches=num_batches)
+                v = orig(data_loader, run_on(model), device, num_batches=num_batches)
                 rec[key].append({"loader": loader_name(data_loader), "num_batches": num_batches,
                                  "after_step": len(rec["train_steps"]), "value": v})
                 return v
@@ -433,7 +449,7 @@ def install_recorders(spec, rec, mods, names, save_init):
                 # The exact start (head, LoRA A/B included) for a replay of the training.
                 path = os.path.join(save_init, f"{spec['run']}_train_start.pth")
                 torch.save(model.state_dict(), path)
-            out = orig(model, train_loader, val_loader, optimizer, device, **kw)
+            out = orig(run_on(model), train_loader, val_loader, optimizer, device, **kw)
             keys = (("train_losses", "val_losses", "train_accs", "val_accs", "examples_seen")
                     if len(out) == 5 else ("train_losses", "val_losses", "tokens_seen"))
             rec["result"] = dict(zip(keys, out))
@@ -443,7 +459,7 @@ def install_recorders(spec, rec, mods, names, save_init):
     def f_generate(key):
         def factory(orig):
             def w(model, idx, max_new_tokens, context_size, *a, **k):
-                out = orig(model, idx, max_new_tokens, context_size, *a, **k)
+                out = orig(run_on(model), idx, max_new_tokens, context_size, *a, **k)
                 rec[key].append({"prompt_len": idx.shape[1], "max_new_tokens": max_new_tokens,
                                  "context_size": context_size, "ids": out[0].tolist(),
                                  **{n: v for n, v in k.items() if isinstance(v, (int, float))}})
@@ -522,7 +538,8 @@ def run_child(args):
         mod.__file__ = path
         sys.modules[mod.__name__] = mod
         exec(compile(src, path, "exec"), mod.__dict__)
-        install_recorders(spec, rec, [previous_chapters, mod], names, args.save_init)
+        install_recorders(spec, rec, [previous_chapters, mod], names, args.save_init,
+                          args.drop_in)
         if "responses_limit" in spec:
             mod.tqdm = lambda it, total=None, **k: itertools.islice(it, spec["responses_limit"])
         code = main_block(src, path)
@@ -534,7 +551,7 @@ def run_child(args):
             sys.stdout = tee.a
         ns = mod.__dict__
     else:
-        install_recorders(spec, rec, [previous_chapters], names, args.save_init)
+        install_recorders(spec, rec, [previous_chapters], names, args.save_init, args.drop_in)
         with open(os.path.join(folder, spec["file"]), encoding="utf-8") as f:
             nb = json.load(f)
         ns = {"__name__": "__main__"}
@@ -638,6 +655,8 @@ def run_all(args, names, out_dir):
                    "--node-modules", args.node_modules]
             if args.save_init:
                 cmd += ["--save-init", os.path.abspath(args.save_init)]
+            if args.drop_in:
+                cmd += ["--drop-in", args.drop_in]
             env = dict(os.environ, MPLBACKEND="Agg", NODE_PATH=args.node_modules)
             print(f"== {name}", file=sys.stderr, flush=True)
             subprocess.run(cmd, check=True, env=env)
@@ -740,6 +759,10 @@ def main():
     ap.add_argument("--tol", type=float, default=1e-6, help="--check's float tolerance")
     ap.add_argument("--save-init", default="",
                     help="folder to write the seeded 'pretrained' models as the book's .pth")
+    ap.add_argument("--drop-in", default="", choices=["", "swap_model"],
+                    help="run the book's training, evaluation and generation functions on "
+                    "attn.torch.swap_model(model) (with --check --tol 1e-5: attn's drop-in "
+                    "against the fixtures)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--book-root", help=argparse.SUPPRESS)
     ap.add_argument("--workdir", help=argparse.SUPPRESS)

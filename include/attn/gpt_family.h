@@ -62,7 +62,20 @@ typedef struct attn_gpt_build {
     int lora_rank;
     float lora_alpha;
     const char *lora_prefix;
+    /* Or (n_lora_sites > 0, lora_rank 0) an adapter on exactly these
+     * Linears, each of its own rank and alpha: a module tree's adapters as
+     * they are (attn.torch reads them from LinearWithLoRA modules). */
+    int n_lora_sites;
+    const struct attn_gpt_lora_site *lora_sites;
 } attn_gpt_build;
+
+/* One adapted Linear: its name with the trailing dot
+ * ("trf_blocks.0.att.W_query.", "out_head."), its adapter's rank and alpha. */
+typedef struct attn_gpt_lora_site {
+    const char *linear;
+    int rank;
+    float alpha;
+} attn_gpt_lora_site;
 
 /* A family: lists m's layers with attn_gpt_add_* (m->cfg set, m's modules
  * zeroed, m->blocks allocated for cfg.n_layers). */

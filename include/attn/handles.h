@@ -244,7 +244,23 @@ typedef struct attn_h_bgpt attn_h_bgpt;
  * attn_h_bgpt_bind. attn_h_bgpt_params lists its parameters (state_dict
  * names and shapes, the book's order, no mask buffers). */
 attn_status attn_h_bgpt_create(const char *config_json, attn_h_bgpt **out, attn_error *err);
+/* The same model with a head of its own and adapters (attn/gpt_family.h's
+ * attn_gpt_build): head_width 0 the language model's head, else
+ * Linear(emb_dim, head_width, bias=head_bias) (chapter 6's classifier);
+ * n_lora adapters, Linear lora_linear[i] ("trf_blocks.0.att.W_query.",
+ * "out_head.") carrying one of rank lora_rank[i] and alpha lora_alpha[i]
+ * (attn/lora.h: y += alpha (x A) B). */
+attn_status attn_h_bgpt_create_built(const char *config_json, int head_width, int head_bias,
+                                     int n_lora, const char *const *lora_linear,
+                                     const int *lora_rank, const float *lora_alpha,
+                                     attn_h_bgpt **out, attn_error *err);
 void attn_h_bgpt_free(attn_h_bgpt *g);
+/* Which parameters train: trainable[i] (n bytes, the parameter count) for
+ * parameter i. A frozen one gets no gradient (its bound grad is not
+ * written) and the backward stops below the lowest trainable one
+ * (attn_gpt_backward_stop). Every parameter trains until this is called. */
+attn_status attn_h_bgpt_set_trainable(attn_h_bgpt *g, const uint8_t *trainable, int n,
+                                      attn_error *err);
 const attn_param_list *attn_h_bgpt_params(const attn_h_bgpt *g);
 
 /* ATTN_PRECISION_FP32 (0) or _BF16 (1) products (attn_gpt_set_precision:

@@ -165,6 +165,12 @@ void attn_param_list_bind_grads(attn_param_list *list, float *block);
 attn_status attn_param_list_set_trainable(attn_param_list *list, const char *prefix, int trainable,
                                           attn_error *err);
 
+/* The same for every tensor at once: trainable[i] (count bytes, nonzero:
+ * trainable) for the table's entry i; the gradient block made again only
+ * when a flag changed. */
+attn_status attn_param_list_set_trainable_each(attn_param_list *list, const uint8_t *trainable,
+                                               attn_error *err);
+
 /* ------------------------------------------------------------ gradients */
 
 /* Set every gradient in the list to zero (a bound gradient block: one

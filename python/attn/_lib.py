@@ -223,6 +223,9 @@ _PROTOS = {
                                 Err]),
     # the whole model under attn.torch (attn/handles.h's borrowed GPT)
     "attn_h_bgpt_create": (c_int, [c_char_p, P(c_void_p), c_void_p]),
+    "attn_h_bgpt_create_built": (c_int, [c_char_p, c_int, c_int, c_int, c_void_p, c_void_p,
+                                         c_void_p, P(c_void_p), c_void_p]),
+    "attn_h_bgpt_set_trainable": (c_int, [c_void_p, c_void_p, c_int, c_void_p]),
     "attn_h_bgpt_free": (None, [c_void_p]),
     "attn_h_bgpt_params": (c_void_p, [c_void_p]),
     "attn_h_bgpt_set_precision": (c_int, [c_void_p, c_int, c_void_p]),
@@ -241,6 +244,7 @@ _PROTOS = {
     "attn_h_bgpt_kv_len": (c_int, [c_void_p]),
     "attn_h_alloc_huge": (c_void_p, [c_size_t]),
     "attn_h_collapse_huge": (None, [c_void_p, c_size_t]),
+    "attn_cross_entropy_count": (c_size_t, [c_void_p, c_size_t]),
     "attn_cross_entropy_forward": (c_float, [c_void_p, c_void_p, c_void_p, c_size_t, c_size_t]),
     "attn_cross_entropy_grad": (None, [c_void_p, c_void_p, c_void_p, c_float, c_void_p, c_size_t,
                                        c_size_t]),

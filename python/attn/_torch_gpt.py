@@ -19,6 +19,7 @@ from ._lib import Error, call, lib, params as _c_params
 # The book's layer norm and feed-forward (their torch forward; GPTModel runs them in C).
 from .book import FeedForward as _FeedForward, LayerNorm as _LayerNorm
 
+_IGNORE = -100  # F.cross_entropy's default ignore_index, attn's ATTN_IGNORE_INDEX
 _BOOK_KEYS = ("vocab_size", "context_length", "emb_dim", "n_heads", "n_layers", "drop_rate",
               "qkv_bias")
 _PRECISIONS = {"fp32": 0, "bf16": 1}
@@ -114,13 +115,25 @@ def _c_draws_masks():
 
 class _Bridge:
     """The C model (attn_h_bgpt) behind one GPTModel: its parameters bound to
-    the torch tensors' memory on every call."""
+    the torch tensors' memory on every call. built: what the module tree
+    holds besides cfg (_torch_tree.structure): the head's width (0: the
+    language model's) and bias, and the LoRA adapters (linear, rank,
+    scale)."""
 
-    def __init__(self, cfg):
-        self.cfg = cfg
+    def __init__(self, cfg, built=(0, 0, ())):
+        self.cfg, self.built = cfg, built
+        width, bias, sites = built
+        self.width = width or cfg["vocab_size"]  # the logits' last dimension
         h = c_void_p()
-        call(lib.attn_h_bgpt_create, json.dumps(cfg).encode(), ctypes.byref(h))
+        n = len(sites)
+        names = (ctypes.c_char_p * max(n, 1))(*[site[0].encode() for site in sites])
+        ranks = (ctypes.c_int * max(n, 1))(*[site[1] for site in sites])
+        alphas = (ctypes.c_float * max(n, 1))(*[site[2] for site in sites])
+        call(lib.attn_h_bgpt_create_built, json.dumps(cfg).encode(), width, bias, n, names, ranks,
+             alphas, ctypes.byref(h))
         self.h = h.value
+        self.trainable = None  # the flags the C model has (attn_h_bgpt_set_trainable)
+        self.stale_kv, self.stale_what = 0, ""  # tokens a former C model cached (_bridge)
         self._finalizer = weakref.finalize(self, lib.attn_h_bgpt_free, self.h)
         plist = _c_params(lib.attn_h_bgpt_params(self.h))
         self.names = [p.name for p in plist]
@@ -165,9 +178,17 @@ class _Bridge:
 
     def bind(self, params, grads=None):
         """Point the C model at params (checked: pin) and grads; returns
-        (addresses, storages) as pin."""
+        (addresses, storages) as pin. With grads, the tensors without one
+        (None: requires_grad False) are frozen in C: no gradient computed,
+        the backward stopping below the lowest trainable one."""
         ptrs, storages = self.pin(params)
         n = len(params)
+        if grads is not None:
+            flags = bytes(int(t is not None) for t in grads)
+            if flags != self.trainable:
+                self.trainable = None
+                call(lib.attn_h_bgpt_set_trainable, self.h, flags, n)
+                self.trainable = flags
         data = (c_void_p * n)(*ptrs)
         g = None if grads is None else (c_void_p * n)(
             *[t.data_ptr() if t is not None else None for t in grads])
@@ -210,7 +231,7 @@ class _Bridge:
         cache's positions: logits (B, T, V), the cache advanced by T.
         own[i]: params[i] is the model's tensor, not a copy made for this call."""
         B, T = idx.shape
-        logits = _empty((B, T, self.cfg["vocab_size"]))
+        logits = _empty((B, T, self.width))
         with self.lock:
             ptrs, storages = self.bind(params)
             self.huge_pages(ptrs, params, own)
@@ -233,6 +254,7 @@ class _Bridge:
     def kv_reset(self):
         with self.lock:
             lib.attn_h_bgpt_kv_reset(self.h)
+            self.stale_kv = 0
 
     def kv_len(self):
         with self.lock:
@@ -332,7 +354,7 @@ class _GPTFunction(torch.autograd.Function):
             ctx.params = params  # to compare at backward (not saved: no version check)
             return torch.tensor(loss, dtype=torch.float32)
         B, T = idx.shape
-        logits = _empty((B, T, bridge.cfg["vocab_size"]))
+        logits = _empty((B, T, bridge.width))
         _, ctx.token, ptrs = bridge.forward(idx, None, masks, params, logits=logits)
         ctx.save_for_backward(idx, *params)  # and torch checks they are not changed in place
         # not a view (as_subclass's alias would be): changed in place as the book's logits may
@@ -399,7 +421,7 @@ def _backward_logits(bridge, masks, idx, params, needs, token, d_logits=None, fi
     activations, or the same forward run again when another ran since) from
     the logits' gradient: d_logits (B, T, V), or fill(d) writing it into the
     bridge's buffer."""
-    (B, T), V = idx.shape, bridge.cfg["vocab_size"]
+    (B, T), V = idx.shape, bridge.width
     if d_logits is not None and d_logits.shape != (B, T, V):
         raise Error(f"GPTModel: the logits' gradient is {tuple(d_logits.shape)}, the logits "
                     f"{(B, T, V)}", "shape")
@@ -420,7 +442,7 @@ def _backward_logits(bridge, masks, idx, params, needs, token, d_logits=None, fi
 def _logits_again(bridge, idx, masks, params):
     """The logits forward of idx run again, with the same masks: its logits
     and its token (the activations are this forward's again)."""
-    logits = _empty((*idx.shape, bridge.cfg["vocab_size"]))
+    logits = _empty((*idx.shape, bridge.width))
     _, token, _ = bridge.forward(idx, None, masks, params, logits=logits)
     return logits, token
 
@@ -510,7 +532,7 @@ def _fused_cross_entropy(input, target, weight=None, size_average=None, ignore_i
             or reduction != "mean" or label_smoothing != 0.0
             or not isinstance(target, torch.Tensor) or target.requires_grad):
         return None
-    idx, V = info.idx, info.bridge.cfg["vocab_size"]
+    idx, V = info.idx, info.bridge.width
     N = idx.numel()
     with torch._C.DisableTorchFunction():
         if (info.version is None or input.is_inference() or input.dtype != torch.float32
@@ -518,8 +540,11 @@ def _fused_cross_entropy(input, target, weight=None, size_average=None, ignore_i
                 or input.data_ptr() != info.ptr or input._version != info.version
                 or tuple(target.shape) != (N,) or target.dtype not in (torch.int64, torch.int32)):
             return None
-        if int(target.min()) < 0 or int(target.max()) >= V:
-            return None  # ignore_index or an error: PyTorch's own
+        valid = (target >= 0) & (target < V)
+        if ignore_index == _IGNORE:  # chapter 7's padding: attn's masked loss (attn_cross_entropy)
+            valid |= target == _IGNORE
+        if not bool(valid.all()):
+            return None  # another ignore_index, or an error: PyTorch's own
         t32 = target.to(torch.int32, memory_format=torch.contiguous_format, copy=True)
         with torch.no_grad():  # the same memory, plain (its gradient comes from the params)
             logits = input.as_subclass(torch.Tensor)
@@ -556,9 +581,12 @@ class _LogitsLoss(torch.autograd.Function):
         if _sdpa.pin(logits, (N, V)) is None:  # its storage resized since the forward
             raise Error(f"GPTModel: the logits ({N}, {V}) are outside their storage", "shape")
 
-        def fill(d):
-            lib.attn_cross_entropy_grad(logits.data_ptr(), t32.data_ptr(), lse.data_ptr(),
-                                        float(d_loss) / N, d.data_ptr(), N, V)
+        counted = lib.attn_cross_entropy_count(t32.data_ptr(), N)  # rows not ignored
+
+        def fill(d):  # (every row ignored: zeros, as torch's, and the loss NaN)
+            scale = float(d_loss) / counted if counted else 0.0
+            lib.attn_cross_entropy_grad(logits.data_ptr(), t32.data_ptr(), lse.data_ptr(), scale,
+                                        d.data_ptr(), N, V)
 
         grads = _backward_logits(bridge, info.masks, info.idx, params,
                                  ctx.needs_input_grad[3:], token, fill=fill)
@@ -668,28 +696,43 @@ class GPTModel(nn.Module):
         state.pop("_attn_bridge", None)
         return state
 
-    def _bridge(self):
+    def _bridge(self, built=None):
+        """The C model of cfg and built (_Bridge; None: the one made last,
+        or the language model), made again when either changed: the book's
+        chapter 6 replaces out_head, appendix E wraps the Linears."""
         bridge = self.__dict__.get("_attn_bridge")
-        if bridge is None or bridge.cfg != self.cfg:
-            bridge = self.__dict__["_attn_bridge"] = _Bridge(self.cfg)
-        return bridge
+        if bridge is not None and bridge.cfg == self.cfg and built in (None, bridge.built):
+            return bridge
+        built = built or (0, 0, ())
+        new = _Bridge(self.cfg, built)
+        if bridge is not None:
+            new.set_precision(bridge.precision)
+            # the cached tokens stay the old model's: a cached call raises until reset_kv_cache
+            new.stale_kv = bridge.kv_len() or bridge.stale_kv
+            if new.stale_kv:
+                new.stale_what = _changed(bridge.built, built) if bridge.cfg == self.cfg \
+                    else "cfg"
+        self.__dict__["_attn_bridge"] = new
+        return new
 
     def _checked(self):
-        """(params, training): the tree checked against cfg (_torch_tree),
-        the parameters in the C model's order, one dtype; attn.Error first."""
+        """(params, training, bridge): the tree checked against cfg and the
+        C model made for it (_torch_tree), the parameters in the C model's
+        order, one dtype; attn.Error first."""
         rules = self.__dict__.get("_attn_rules")
         if rules is None:  # a model pickled before the rules
             rules = self.__dict__["_attn_rules"] = _own_rules()
-        params, training = _tree.run_list(self, self.cfg, rules, self._bridge().table)
+        _tree.no_global_hooks()
+        bridge = self._bridge(_tree.structure(self, self.cfg, rules))
+        params, training = _tree.run_list(self, self.cfg, rules, bridge.table)
         dtype = params[0].dtype
         for i, t in enumerate(params):
             if t.dtype != dtype:
-                names = self._bridge().names
-                raise Error(f"GPTModel: parameter {names[i]} is {t.dtype}, {names[0]} "
-                            f"{dtype}: one dtype for all")
-        return params, training
+                raise Error(f"GPTModel: parameter {bridge.names[i]} is {t.dtype}, "
+                            f"{bridge.names[0]} {dtype}: one dtype for all")
+        return params, training, bridge
 
-    def _masks(self, B, T, training):
+    def _masks(self, bridge, B, T, training):
         """The dropout masks the book's forward draws, in its order: drop_emb
         (B, T, C); per block att's weights (B, H, T, T), drop_shortcut twice
         (B, T, C). nn.Dropout: torch.empty_like(x).bernoulli_(1 - p) each; a
@@ -704,7 +747,7 @@ class GPTModel(nn.Module):
             return _Drawn()
         C, H = self.cfg["emb_dim"], self.cfg["n_heads"]
         shapes = [(B, T, C)] + [(B, H, T, T), (B, T, C), (B, T, C)] * self.cfg["n_layers"]
-        masks = torch.empty(self._bridge().mask_numel(B, T), dtype=torch.uint8)
+        masks = torch.empty(bridge.mask_numel(B, T), dtype=torch.uint8)
         at = 0
         for s in shapes:
             n = s[0] * s[1] * s[2] * (s[3] if len(s) == 4 else 1)
@@ -731,8 +774,7 @@ class GPTModel(nn.Module):
                 raise Error(f"GPTModel: targets must be {tuple(in_idx.shape)} as in_idx, got "
                             f"{tuple(targets.shape)}", "shape")
             targets = _ids(targets, "targets")
-        bridge = self._bridge()
-        params, training = self._checked()
+        params, training, bridge = self._checked()
         dtype = params[0].dtype
         precision = _PRECISIONS[self.precision]
         if dtype != torch.float32:
@@ -743,7 +785,7 @@ class GPTModel(nn.Module):
             params = [t.float() for t in params]  # the copies' gradients reach t cast back
         bridge.set_precision(precision)
         params = [t.contiguous() for t in params]
-        masks = self._masks(*idx.shape, training)
+        masks = self._masks(bridge, *idx.shape, training)
         out = _GPTFunction.apply(bridge, masks, idx, targets, *params)
         return out if dtype == torch.float32 else out.to(dtype)
 
@@ -751,12 +793,15 @@ class GPTModel(nn.Module):
     def _cached(self, in_idx):
         """forward(in_idx, use_cache=True): ch04/03's, on attn's C KV cache."""
         idx = _ids(in_idx, "in_idx")
-        bridge = self._bridge()
-        params, training = self._checked()
+        params, training, bridge = self._checked()
         if training and self.cfg["drop_rate"] > 0:
             raise Error("GPTModel: use_cache=True runs the evaluation forward (attn's KV cache "
                         "applies no dropout) and the dropout modules are in training mode: "
                         "call model.eval() first, as generate_text_simple_cached does", "state")
+        if bridge.stale_kv:
+            raise Error(f"GPTModel: {bridge.stale_what} changed while the KV cache held "
+                        f"{bridge.stale_kv} tokens, cached by the model before the change: "
+                        "reset_kv_cache() and feed the tokens again", "state")
         T, S, held = idx.shape[1], self.cfg["context_length"], bridge.kv_len()
         if held + T > S:
             raise Error(f"GPTModel: the KV cache holds {held} tokens (current_pos); {T} more "
@@ -782,7 +827,17 @@ class GPTModel(nn.Module):
         """Tokens in the KV cache (per sequence): the position the next
         cached forward starts at, as ch04/03's current_pos (read-only:
         reset_kv_cache() empties the cache)."""
-        return self._bridge().kv_len()
+        bridge = self._bridge()
+        return bridge.kv_len() or bridge.stale_kv
+
+
+def _changed(old, new):
+    """What differs between two _Bridge.built, for a message."""
+    if old[:2] != new[:2]:
+        return "out_head"
+    sites = sorted({s[0] for s in old[2]} ^ {s[0] for s in new[2]} or
+                   {a[0] for a, b in zip(old[2], new[2]) if a != b})
+    return ", ".join(s.rstrip(".") for s in sites) or "the model"
 
 
 def _ids(t, what):
@@ -824,11 +879,12 @@ def swap_model(model, precision="fp32"):
     try:
         blocks = list(model.trf_blocks)
         att = blocks[0].att
+        w_query = (_tree.lora_parts(att.W_query) or (att.W_query,))[0]  # appendix E's wrapper
         cfg = {"vocab_size": model.tok_emb.num_embeddings,
                "context_length": model.pos_emb.num_embeddings,
                "emb_dim": model.tok_emb.embedding_dim, "n_heads": int(att.num_heads),
                "n_layers": len(blocks), "drop_rate": float(model.drop_emb.p),
-               "qkv_bias": att.W_query.bias is not None}
+               "qkv_bias": w_query.bias is not None}
         parts = {n: getattr(model, n) for n in ("tok_emb", "pos_emb", "drop_emb", "trf_blocks",
                                                  "final_norm", "out_head")}
     except (AttributeError, IndexError, TypeError) as e:

@@ -30,10 +30,16 @@ _TORCH_FORWARDS = {c: c.forward for c in (nn.Linear, nn.Embedding, nn.Dropout, n
                                           nn.ModuleList, nn.GELU)}
 _ROOT = frozenset(("tok_emb", "pos_emb", "drop_emb", "trf_blocks", "final_norm", "out_head"))
 _BLOCK = frozenset(("att", "ff", "norm1", "norm2", "drop_shortcut"))
+# chapters 5-7 and appendix E's previous_chapters.py name the block's dropout drop_resid
+_BLOCK_RESID = frozenset(("att", "ff", "norm1", "norm2", "drop_resid"))
 _ATT = frozenset(("W_query", "W_key", "W_value", "out_proj", "dropout"))
 _NONE, _MASK, _CACHE = frozenset(), frozenset(("mask",)), frozenset(("cache_k", "cache_v"))
 _WEIGHT, _LINEAR = frozenset(("weight",)), frozenset(("weight", "bias"))
 _NORM, _LAYERS = frozenset(("scale", "shift")), frozenset(("layers",))
+_LORA, _WRAP = frozenset(("A", "B")), frozenset(("linear", "lora"))
+# the Linears of a block (attention's four, the feed-forward's two), as the C table names them
+_BLOCK_LINEARS = (("att", "W_query"), ("att", "W_key"), ("att", "W_value"), ("att", "out_proj"),
+                  ("ff", "layers", "0"), ("ff", "layers", "2"))
 # trf_blocks: ch04/01's nn.Sequential; ch04/03 iterates an nn.ModuleList (swap_model keeps
 # the container its model had: the other would not run in the book's forward)
 _SEQUENTIAL, _CONTAINERS = frozenset((nn.Sequential,)), (nn.Sequential, nn.ModuleList)
@@ -52,6 +58,7 @@ class Rules:
 
     def _fresh(self):
         self.probed = weakref.WeakSet()
+        self.scales = weakref.WeakKeyDictionary()  # LinearWithLoRA -> (its key, its scale)
         self.masks = {}  # id(mask) -> (mask, its (version, address, shape) when found causal)
         # each class's forward when taken: one replaced on the class since raises
         self.forwards = dict(_TORCH_FORWARDS)
@@ -250,6 +257,12 @@ class _Walk:
         self.names.append(name)
 
     def linear(self, m, path):
+        if f"{path}.lora.A" in self.table:
+            self.lora(m, path)
+            return
+        if lora_parts(m) is not None:
+            _fail(path, m, "a plain nn.Linear (this model's adapters are read from the tree "
+                  "before the walk: run the forward again)")
         n_out, n_in = self.shape(f"{path}.weight")
         bias = f"{path}.bias" in self.table
         if type(m) is not nn.Linear:
@@ -262,6 +275,21 @@ class _Walk:
             self.param(b, f"{path}.bias")
         elif b is not None:
             _fail(path, m, f"nn.Linear({n_in}, {n_out}, bias=False)")
+
+    def lora(self, m, path):
+        """The book's LinearWithLoRA at path (appendix E): its Linear, then
+        its LoRALayer's A and B, as the C model's adapter lists them."""
+        parts = lora_parts(m)
+        if parts is None:
+            _fail(path, m, "the book's LinearWithLoRA (.linear an nn.Linear, .lora holding A, "
+                           "B and alpha)")
+        self.plain(m, path)
+        lin, lora = parts
+        self.linear(lin, f"{path}.linear")
+        self.plain(lora, f"{path}.lora")
+        self.parts(lora, f"{path}.lora", _NONE, _LORA)
+        self.param(lora._parameters["A"], f"{path}.lora.A")
+        self.param(lora._parameters["B"], f"{path}.lora.B")
 
     def embedding(self, m, path):
         n, d = self.shape(f"{path}.weight")
@@ -363,13 +391,14 @@ class _Walk:
         if type(m) not in self.rules.classes["block"]:
             _fail(path, m, "the book's TransformerBlock")
         self.plain(m, path)
-        self.parts(m, path, _BLOCK)
+        drop = "drop_resid" if m._modules.keys() == _BLOCK_RESID else "drop_shortcut"
+        self.parts(m, path, _BLOCK_RESID if drop == "drop_resid" else _BLOCK)
         sub = m._modules
         self.att(sub["att"], f"{path}.att")
         self.ff(sub["ff"], f"{path}.ff")
         self.norm(sub["norm1"], f"{path}.norm1")
         self.norm(sub["norm2"], f"{path}.norm2")
-        self.dropout(sub["drop_shortcut"], f"{path}.drop_shortcut")
+        self.dropout(sub[drop], f"{path}.{drop}")
 
     def model(self, model):
         cfg = self.cfg
@@ -396,16 +425,140 @@ class _Walk:
                         "other tree)")
 
 
-def run_list(model, cfg, rules, table):
-    """(params, training): the tensors attn's C model binds, in its order,
-    and whether the dropouts train, after checking model's tree against
-    cfg and the C model's table (name -> shape, in its order); attn.Error
-    naming the first place that differs."""
+def lora_parts(m):
+    """(linear, lora) when m has the book's LinearWithLoRA structure (appendix
+    E: a module of the user's whose children are .linear, an nn.Linear, and
+    .lora, holding the parameters A and B and an alpha); else None."""
+    if not isinstance(m, nn.Module) or type(m).__module__.startswith("torch.") or \
+            m._modules.keys() != _WRAP:
+        return None
+    lin, lora = m._modules["linear"], m._modules["lora"]
+    if type(lin) is not nn.Linear or not isinstance(lora, nn.Module) or \
+            "alpha" not in lora.__dict__ or not _LORA <= lora._parameters.keys():
+        return None
+    return lin, lora
+
+
+def _functional_call():
+    """torch's public functional_call (torch.func from 2.0, stateless before)."""
+    func = getattr(torch, "func", None)
+    if func is not None and hasattr(func, "functional_call"):
+        return func.functional_call
+    from torch.nn.utils import stateless
+    return stateless.functional_call
+
+
+def _lora_probe(m, lin, lora, path):
+    """The scale s of m's forward, checked to be linear(x) + s (x A) B on a
+    probe (the parameters replaced by random ones through torch's
+    functional_call, so B's zeros do not hide the scale): alpha / rank in
+    today's book, alpha in its first printing, whatever the user's
+    LoRALayer computes, if it is this form."""
+    W, A = lin._parameters["weight"], lora._parameters["A"]
+    (n_out, n_in), r = W.shape, A.shape[1]
+    g = torch.Generator().manual_seed(1234)
+    probe = {"linear.weight": torch.randn(n_out, n_in, generator=g),
+             "lora.A": torch.randn(n_in, r, generator=g),
+             "lora.B": torch.randn(r, n_out, generator=g)}
+    if lin._parameters.get("bias") is not None:
+        probe["linear.bias"] = torch.randn(n_out, generator=g)
+    x = torch.randn(3, n_in, generator=g)
+    with torch.no_grad():
+        y = _functional_call()(m, probe, (x,))
+    if not isinstance(y, torch.Tensor) or y.shape != (3, n_out) or not y.is_floating_point():
+        raise Error(f"GPTModel: {path} ({describe(m)}) gives no (N, {n_out}) tensor on a probe, "
+                    "where attn runs the book's LinearWithLoRA")
+    x, y = x.double(), y.double()
+    base = x @ probe["linear.weight"].double().T + probe.get("linear.bias", torch.zeros(1)).double()
+    low = x @ probe["lora.A"].double() @ probe["lora.B"].double()
+    s = float(((y - base) * low).sum() / (low * low).sum())
+    tol = 1e-4 * (1 + float(y.abs().max()))
+    if not math.isfinite(s) or float((y - base - s * low).abs().max()) > tol:
+        raise Error(f"GPTModel: {path} ({describe(m)}) has the structure of the book's "
+                    "LinearWithLoRA but does not compute linear(x) + scale * (x @ A @ B) on a "
+                    "probe input; attn runs no other adapter")
+    alpha, rank = lora.__dict__.get("alpha"), lora.__dict__.get("rank", r)
+    for exact in (alpha, alpha / rank if rank else None):  # the book's own numbers, to the bit
+        if isinstance(exact, (int, float)) and abs(s - exact) <= 1e-5 * (1 + abs(exact)):
+            return float(exact)
+    return s
+
+
+def _lora_site(m, path, rules):
+    """(path + ".", rank, scale) of the LinearWithLoRA m at a Linear's place,
+    its shapes checked (attn.Error naming it otherwise)."""
+    lin, lora = lora_parts(m)
+    W, A, B = lin._parameters.get("weight"), lora._parameters.get("A"), lora._parameters.get("B")
+    if not all(isinstance(t, torch.Tensor) and t.dim() == 2 for t in (W, A, B)):
+        raise Error(f"GPTModel: {path} ({describe(m)}): its linear.weight, lora.A and lora.B "
+                    "must be 2-D tensors (the book's LinearWithLoRA)")
+    (n_out, n_in), (a0, r), (b0, b1) = W.shape, A.shape, B.shape
+    if a0 != n_in or b0 != r or b1 != n_out or r < 1:
+        raise Error(f"GPTModel: {path}: lora.A is {tuple(A.shape)} and lora.B "
+                    f"{tuple(B.shape)} on a Linear({n_in}, {n_out}); the book's LinearWithLoRA "
+                    f"takes A (in_features, rank) and B (rank, out_features)", "shape")
+    key = (lora.__dict__.get("alpha"), lora.__dict__.get("rank"), type(m).forward,
+           type(lora).forward, r)
+    hit = rules.scales.get(m)
+    if hit is None or hit[0] != key:
+        try:
+            hit = (key, _lora_probe(m, lin, lora, path))
+        except (Error, KeyboardInterrupt):
+            raise
+        except Exception as e:  # noqa: BLE001 (the user's module: any failure is a no)
+            raise Error(f"GPTModel: {path} ({describe(m)}) fails on a probe input "
+                        f"({type(e).__name__}: {e}); attn runs the book's LinearWithLoRA") from None
+        rules.scales[m] = hit
+    return f"{path}.", r, hit[1]
+
+
+def structure(model, cfg, rules):
+    """What the C model must hold besides cfg, read from the tree: (head
+    width, head bias, LoRA sites), width 0 for the language model's head;
+    each site (linear name with its dot, rank, scale) from a LinearWithLoRA
+    at a Linear's place. Places that are not what they should be are left to
+    run_list's walk, which names them."""
+    sub, sites = model._modules, []
+
+    def at(m, path):
+        if lora_parts(m) is not None:
+            sites.append(_lora_site(m, path, rules))
+            return m._modules["linear"]
+        return m
+
+    blocks = sub.get("trf_blocks")
+    for i, blk in enumerate(blocks._modules.values() if isinstance(blocks, nn.Module) else ()):
+        for place in _BLOCK_LINEARS:
+            m = blk
+            for name in place:
+                m = m._modules.get(name) if isinstance(m, nn.Module) else None
+            if m is not None:
+                at(m, f"trf_blocks.{i}." + ".".join(place))
+    head = at(sub.get("out_head"), "out_head")
+    width, bias = 0, 0
+    w = head._parameters.get("weight") if isinstance(head, nn.Linear) else None
+    if isinstance(w, torch.Tensor) and w.dim() == 2 and w.shape[0] >= 1:  # (the walk checks
+        # its input width against the table's (width, emb_dim))
+        bias = int(head._parameters.get("bias") is not None)
+        width = 0 if w.shape[0] == cfg["vocab_size"] and not bias else int(w.shape[0])
+    return width, bias, tuple(sites)
+
+
+def no_global_hooks():
+    """attn.Error when a global module hook is registered."""
     for n in _GLOBAL_HOOKS:
         if getattr(nn.modules.module, n):
             raise Error("GPTModel: a global module hook is registered "
                         "(torch.nn.modules.module.register_module_*_hook); attn's C model "
                         "calls no submodule and would skip it")
+
+
+def run_list(model, cfg, rules, table):
+    """(params, training): the tensors attn's C model binds, in its order,
+    and whether the dropouts train, after checking model's tree against
+    cfg and the C model's table (name -> shape, in its order); attn.Error
+    naming the first place that differs."""
+    no_global_hooks()
     walk = _Walk(cfg, rules, table)
     walk.model(model)
     modes = walk.modes

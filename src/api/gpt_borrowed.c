@@ -9,8 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attn/cross_entropy.h"
 #include "attn/dropout.h"
 #include "attn/gpt.h"
+#include "attn/gpt_family.h"
 #include "attn/handles.h"
 #include "attn/rng.h"
 
@@ -25,15 +27,31 @@ struct attn_h_bgpt {
     size_t kv_ids_cap;
 };
 
-attn_status attn_h_bgpt_create(const char *config_json, attn_h_bgpt **out, attn_error *err) {
+attn_status attn_h_bgpt_create_built(const char *config_json, int head_width, int head_bias,
+                                     int n_lora, const char *const *lora_linear,
+                                     const int *lora_rank, const float *lora_alpha,
+                                     attn_h_bgpt **out, attn_error *err) {
     *out = NULL;
+    if (n_lora < 0 || (n_lora && (!lora_linear || !lora_rank || !lora_alpha)))
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "GPT: %d adapters without their arrays",
+                         n_lora);
     attn_gpt_config cfg = {0};
     attn_status s = config_json ? attn_gpt_config_set_json(&cfg, config_json, err)
                                 : attn_fail(err, ATTN_ERR_INVALID_ARG, "GPT: no config given");
     if (s != ATTN_OK) return s;
+    attn_gpt_lora_site *sites = n_lora ? calloc((size_t)n_lora, sizeof *sites) : NULL;
     attn_h_bgpt *g = calloc(1, sizeof *g);
-    if (!g) return attn_fail(err, ATTN_ERR_NOMEM, "GPT: out of memory");
-    s = attn_gpt_init(&g->model, &cfg, NULL, err);
+    if (!g || (n_lora && !sites)) {
+        free(g);
+        free(sites);
+        return attn_fail(err, ATTN_ERR_NOMEM, "GPT: out of memory");
+    }
+    for (int i = 0; i < n_lora; i++)
+        sites[i] = (attn_gpt_lora_site){lora_linear[i], lora_rank[i], lora_alpha[i]};
+    const attn_gpt_build opts = {.head_width = head_width, .head_bias = head_bias != 0,
+                                 .n_lora_sites = n_lora, .lora_sites = sites};
+    s = attn_gpt_init_family(&g->model, &cfg, NULL, &opts, NULL, err);
+    free(sites);
     if (s != ATTN_OK) {
         free(g);
         return s;
@@ -41,6 +59,19 @@ attn_status attn_h_bgpt_create(const char *config_json, attn_h_bgpt **out, attn_
     g->lean = -1;
     *out = g;
     return ATTN_OK;
+}
+
+attn_status attn_h_bgpt_create(const char *config_json, attn_h_bgpt **out, attn_error *err) {
+    return attn_h_bgpt_create_built(config_json, 0, 0, 0, NULL, NULL, NULL, out, err);
+}
+
+attn_status attn_h_bgpt_set_trainable(attn_h_bgpt *g, const uint8_t *trainable, int n,
+                                      attn_error *err) {
+    attn_param_list *L = &g->model.params;
+    if (n != L->count || !trainable)
+        return attn_fail(err, ATTN_ERR_SHAPE, "GPT set_trainable: %d flags given, the model has %d",
+                         n, L->count);
+    return attn_param_list_set_trainable_each(L, trainable, err);
 }
 
 void attn_h_bgpt_free(attn_h_bgpt *g) {
@@ -115,12 +146,14 @@ static attn_status bgpt_acts(attn_h_bgpt *g, int lean, int B, int T, attn_error 
 }
 
 /* attn_gpt_forward_backward takes int32 ids (the forward has an int64 twin). */
-static attn_status to_i32(const attn_gpt *m, const int64_t *src, int32_t *dst, size_t n,
+/* ids in [0, bound); targets (ignore 1) also ATTN_IGNORE_INDEX. */
+static attn_status to_i32(int64_t bound, int ignore, const int64_t *src, int32_t *dst, size_t n,
                           const char *what, attn_error *err) {
     for (size_t i = 0; i < n; i++) {
-        if (src[i] < 0 || src[i] >= m->cfg.vocab_size)
-            return attn_fail(err, ATTN_ERR_INVALID_ARG, "%s %lld at index %zu is outside [0, %d)",
-                             what, (long long)src[i], i, m->cfg.vocab_size);
+        if ((src[i] < 0 || src[i] >= bound) && !(ignore && src[i] == ATTN_IGNORE_INDEX))
+            return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                             "%s %lld at index %zu is outside [0, %lld)", what, (long long)src[i],
+                             i, (long long)bound);
         dst[i] = (int32_t)src[i];
     }
     return ATTN_OK;
@@ -134,8 +167,9 @@ static attn_status loss_step(attn_h_bgpt *g, attn_gpt_acts *a, const int64_t *id
     const size_t N = (size_t)B * (size_t)T;
     int32_t *buf = malloc(2 * N * sizeof *buf);
     if (!buf) return attn_fail(err, ATTN_ERR_NOMEM, "GPT: out of memory");
-    attn_status s = to_i32(&g->model, ids, buf, N, "token id", err);
-    if (s == ATTN_OK) s = to_i32(&g->model, targets, buf + N, N, "target", err);
+    attn_status s = to_i32(g->model.cfg.vocab_size, 0, ids, buf, N, "token id", err);
+    if (s == ATTN_OK)
+        s = to_i32(attn_gpt_head_width(&g->model), 1, targets, buf + N, N, "target", err);
     if (s == ATTN_OK)
         s = attn_gpt_forward_backward(&g->model, buf, buf + N, B, T, mode, a, 1.0f, loss, err);
     free(buf);
@@ -294,7 +328,7 @@ attn_status attn_h_bgpt_kv_forward(attn_h_bgpt *g, const int64_t *ids, int B, in
             return attn_fail(err, ATTN_ERR_NOMEM, "GPT cached forward: out of memory");
         g->kv_ids_cap = n;
     }
-    if ((s = to_i32(&g->model, ids, g->kv_ids, n, "token id", err))) return s;
+    if ((s = to_i32(g->model.cfg.vocab_size, 0, ids, g->kv_ids, n, "token id", err))) return s;
     return attn_gpt_kv_feed_batch(&g->model, &g->kv, g->kv_ids, T, logits, err);
 }
 

@@ -111,34 +111,89 @@ attn_status attn_gpt_build_book(attn_gpt *m, const attn_gpt_build *opts, attn_er
 
 /* ------------------------------------------------------------ adapters */
 
+/* The adapter the build's options put on the Linear named prefix: *rank 0
+ * for none. */
+static void site_of(const attn_gpt_build *o, const char *prefix, int *rank, float *alpha) {
+    *rank = 0;
+    if (o->n_lora_sites > 0) {
+        for (int i = 0; i < o->n_lora_sites; i++)
+            if (strcmp(o->lora_sites[i].linear, prefix) == 0) {
+                *rank = o->lora_sites[i].rank;
+                *alpha = o->lora_sites[i].alpha;
+            }
+        return;
+    }
+    const char *want = o->lora_prefix ? o->lora_prefix : "";
+    if (o->lora_rank > 0 && strncmp(prefix, want, strlen(want)) == 0) {
+        *rank = o->lora_rank;
+        *alpha = o->lora_alpha;
+    }
+}
+
 /* attn_param_list's hook while a build lists: an adapter on each Linear
- * whose name starts with the build's lora_prefix. */
+ * the build's options name (site_of). */
 static attn_status attach(void *user, const char *prefix, attn_linear *layer, attn_error *err) {
     attn_gpt *m = user;
-    const attn_gpt_build *o = m->opts;
-    const char *want = o->lora_prefix ? o->lora_prefix : "";
-    if (o->lora_rank <= 0 || layer->lora || strncmp(prefix, want, strlen(want)) != 0)
-        return ATTN_OK;
+    int rank;
+    float alpha = 0.0f;
+    site_of(m->opts, prefix, &rank, &alpha);
+    if (rank <= 0 || layer->lora) return ATTN_OK;
     if (m->n_adapters == m->adapters_cap)
         return attn_fail(err, ATTN_ERR_INVALID_ARG, "more than %d Linears to adapt",
                          m->adapters_cap);
     attn_lora *l = &m->adapters[m->n_adapters];
-    attn_status s = attn_lora_init_view(l, layer->in_features, layer->out_features, o->lora_rank,
-                                        o->lora_alpha, err);
+    attn_status s =
+        attn_lora_init_view(l, layer->in_features, layer->out_features, rank, alpha, err);
     if (s != ATTN_OK) return s;
     m->n_adapters++;
     layer->lora = l;
     return ATTN_OK;
 }
 
+static attn_status check_rank(int rank, float alpha, const char *where, attn_error *err) {
+    if (rank < 0 || rank > ATTN_LORA_MAX_RANK)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "%slora_rank %d outside [0, %d]", where, rank,
+                         ATTN_LORA_MAX_RANK);
+    if (rank && !isfinite(alpha))
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "%slora_alpha must be finite", where);
+    return ATTN_OK;
+}
+
 static attn_status check_opts(const attn_gpt_build *o, attn_error *err) {
     if (o->head_width < 0)
         return attn_fail(err, ATTN_ERR_INVALID_ARG, "head_width %d < 0", o->head_width);
-    if (o->lora_rank < 0 || o->lora_rank > ATTN_LORA_MAX_RANK)
-        return attn_fail(err, ATTN_ERR_INVALID_ARG, "lora_rank %d outside [0, %d]", o->lora_rank,
-                         ATTN_LORA_MAX_RANK);
-    if (o->lora_rank && !isfinite(o->lora_alpha))
-        return attn_fail(err, ATTN_ERR_INVALID_ARG, "lora_alpha must be finite");
+    attn_status s = check_rank(o->lora_rank, o->lora_alpha, "", err);
+    if (s != ATTN_OK) return s;
+    if (o->n_lora_sites < 0 || (o->n_lora_sites && (!o->lora_sites || o->lora_rank)))
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "lora sites: %d listed; a list of sites comes without lora_rank",
+                         o->n_lora_sites);
+    for (int i = 0; i < o->n_lora_sites; i++) {
+        const attn_gpt_lora_site *site = &o->lora_sites[i];
+        if (!site->linear || site->rank < 1)
+            return attn_fail(err, ATTN_ERR_INVALID_ARG, "lora site %d: no Linear name, or rank < 1",
+                             i);
+        if ((s = check_rank(site->rank, site->alpha, site->linear, err)) != ATTN_OK) return s;
+    }
+    return ATTN_OK;
+}
+
+/* Every listed site found a Linear of its name (NOT_FOUND naming the first
+ * that did not). */
+static attn_status sites_found(const attn_gpt *m, const attn_gpt_build *o, attn_error *err) {
+    for (int i = 0; i < o->n_lora_sites; i++) {
+        const char *at = o->lora_sites[i].linear;
+        const size_t n = strlen(at);
+        int found = 0;
+        for (int k = 0; k < m->params.count && !found; k++) {
+            const attn_param *p = &m->params.items[k];
+            found = p->role == ATTN_ROLE_LORA_A && strncmp(p->name, at, n) == 0 &&
+                    strcmp(p->name + n, "lora.A") == 0;
+        }
+        if (!found)
+            return attn_fail(err, ATTN_ERR_NOT_FOUND,
+                             "no Linear named '%s' to adapt (lora site %d)", at, i);
+    }
     return ATTN_OK;
 }
 
@@ -173,7 +228,7 @@ attn_status attn_gpt_build_run(attn_gpt *m, attn_gpt_build_fn build, const attn_
     const size_t L = (size_t)m->cfg.n_layers;
     m->list_cap = (int)L + 3;
     m->layers = calloc((size_t)m->list_cap, sizeof *m->layers);
-    m->adapters_cap = opts->lora_rank ? (int)(L * LINEARS_PER_BLOCK + 1) : 0;
+    m->adapters_cap = opts->lora_rank || opts->n_lora_sites ? (int)(L * LINEARS_PER_BLOCK + 1) : 0;
     m->adapters = m->adapters_cap ? calloc((size_t)m->adapters_cap, sizeof *m->adapters) : NULL;
     if (!m->layers || (m->adapters_cap && !m->adapters))
         return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for the model's layer list");
@@ -188,7 +243,7 @@ attn_status attn_gpt_build_run(attn_gpt *m, attn_gpt_build_fn build, const attn_
     if (s == ATTN_OK && opts->lora_rank && !m->n_adapters)
         s = attn_fail(err, ATTN_ERR_NOT_FOUND, "no Linear's name starts with lora_prefix '%s'",
                       opts->lora_prefix ? opts->lora_prefix : "");
-    return s;
+    return s == ATTN_OK ? sites_found(m, opts, err) : s;
 }
 
 /* ------------------------------------------------------------ the draws */

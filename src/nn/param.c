@@ -228,6 +228,14 @@ void attn_param_list_bind_grads(attn_param_list *list, float *block) {
     list->grads_bound = b;
 }
 
+/* The gradient block again, for the trainable tensors as they are now. */
+static attn_status remake_grads(attn_param_list *list, attn_error *err) {
+    attn_param_block_free(list->grads, list->grads_numel);
+    list->grads = NULL;
+    list->grads_numel = 0;
+    return make_grads(list, err);
+}
+
 attn_status attn_param_list_set_trainable(attn_param_list *list, const char *prefix, int trainable,
                                           attn_error *err) {
     if (!list->values)
@@ -244,11 +252,21 @@ attn_status attn_param_list_set_trainable(attn_param_list *list, const char *pre
     }
     if (!matched)
         return attn_fail(err, ATTN_ERR_NOT_FOUND, "no parameter name starts with '%s'", prefix);
-    if (!changed) return ATTN_OK;
-    attn_param_block_free(list->grads, list->grads_numel);
-    list->grads = NULL;
-    list->grads_numel = 0;
-    return make_grads(list, err);
+    return changed ? remake_grads(list, err) : ATTN_OK;
+}
+
+attn_status attn_param_list_set_trainable_each(attn_param_list *list, const uint8_t *trainable,
+                                               attn_error *err) {
+    if (!list->values)
+        return attn_fail(err, ATTN_ERR_STATE,
+                         "freezing needs a model's arena (a module's own gradients stay)");
+    int changed = 0;
+    for (int i = 0; i < list->count; i++) {
+        attn_param *p = &list->items[i];
+        changed |= p->trainable != (trainable[i] != 0);
+        p->trainable = trainable[i] != 0;
+    }
+    return changed ? remake_grads(list, err) : ATTN_OK;
 }
 
 /* ------------------------------------------------------------ gradients */

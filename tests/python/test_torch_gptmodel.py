@@ -288,7 +288,8 @@ def _ce_case(model, book, x, y, loss_of, after=None):
 
 def test_cross_entropy_of_the_logits_runs_in_attn():
     """F.cross_entropy of the logits' (B*T, V) view with the default
-    arguments runs in attn (_LogitsLoss: no logits gradient in torch); every
+    arguments runs in attn (_LogitsLoss: no logits gradient in torch; -100
+    targets ignored as torch's default ignore_index, chapter 7's); every
     other form and an in-place change run PyTorch's. Each gives the book's
     loss and gradients, and leaves torch's generator where the book does."""
     torch.manual_seed(3)
@@ -308,7 +309,9 @@ def test_cross_entropy_of_the_logits_runs_in_attn():
         (lambda l: F.cross_entropy(l.flatten(0, 1), y.flatten(), reduction="sum"), False, None),
         (lambda l: F.cross_entropy(l.flatten(0, 1), y.flatten(), label_smoothing=0.1), False,
          None),
-        (lambda l: F.cross_entropy(l.flatten(0, 1), y_ign.flatten()), False, None),
+        (lambda l: F.cross_entropy(l.flatten(0, 1), y_ign.flatten()), True, None),  # ch07's -100
+        (lambda l: F.cross_entropy(l.flatten(0, 1), y_ign.flatten().clamp(min=-1),
+                                   ignore_index=-1), False, None),
         (lambda l: F.cross_entropy(l.flatten(0, 1), y.flatten(), weight=w), False, None),
         (lambda l: F.cross_entropy(l.mul_(1.5).flatten(0, 1), y.flatten()), False, None),
         (lambda l: F.cross_entropy(l.flatten(0, 1).clone(), y.flatten()), False, None),

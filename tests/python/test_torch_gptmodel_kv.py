@@ -199,7 +199,7 @@ def _hook(m):
 
 
 @pytest.mark.parametrize("change, match", [
-    (lambda m: setattr(m, "out_head", nn.Linear(32, 2)), "out_head"),
+    (lambda m: setattr(m, "out_head", nn.Linear(32, 2)), "out_head changed while the KV"),
     (_lora, r"trf_blocks\.0\.att\.W_query"),
     (_hook, r"trf_blocks\.1\.ff has a hook"),
     (lambda m: setattr(m.trf_blocks[0], "adapter", nn.Linear(32, 32)), "adapter"),

@@ -147,12 +147,14 @@ def test_unusual_ids_give_the_books_result():
 
 def test_wrong_parameter_shapes_raise():
     """Issue 46, failure 2: a parameter of another shape (a read past the
-    tensor in C before) raises attn.Error naming it, and no C runs."""
+    tensor in C before) raises attn.Error naming it, and no C runs (an
+    out_head.weight of another height is a head of that width, as in the
+    book's model: test_other_heads_run_as_the_book)."""
     for name, make in (("tok_emb.weight", lambda m: m.tok_emb),
                        ("out_head.weight", lambda m: m.out_head)):
         for swap in (False, True):
             _, ours = pair(swap=swap)
-            shape = (5, 32) if name == "tok_emb.weight" else (3, 32)
+            shape = (5, 32) if name == "tok_emb.weight" else (3, 31)
             make(ours).weight = nn.Parameter(torch.randn(shape))
             calls = c_calls(ours)
             with pytest.raises(attn.Error, match=name.replace(".", r"\.")):
@@ -319,8 +321,6 @@ def _mask_shape(m):
 
 
 TREE_CASES = [  # (name, change, the error names)
-    ("ch6-head", lambda m: setattr(m, "out_head", nn.Linear(32, 2)), "out_head"),
-    ("head-bias", lambda m: setattr(m, "out_head", nn.Linear(32, 100)), "out_head"),
     ("wrapped-head", lambda m: setattr(m, "out_head", nn.Sequential(m.out_head)), "out_head"),
     ("lora", lambda m: setattr(m.trf_blocks[0].att, "W_query",
                                LinearWithLoRA(m.trf_blocks[0].att.W_query)),
@@ -379,21 +379,54 @@ def test_tree_changes_raise_before_c(name, change, match, swap):
     assert c_calls(ours) == calls
 
 
-def test_chapter_6_loss_raises_and_never_crashes():
+def _last_token(model, seed=11):
+    """Chapter 6's loss on the last token: (logits, loss, {name: gradient})."""
+    model.zero_grad(set_to_none=True)
+    torch.manual_seed(seed)
+    logits = model(X)[:, -1, :]
+    loss = F.cross_entropy(logits, torch.tensor([0, 1]))
+    loss.backward()
+    grads = {n: None if p.grad is None else p.grad.clone() for n, p in model.named_parameters()}
+    return logits.detach().clone(), loss.item(), grads
+
+
+def test_chapter_6_runs_as_the_book():
     """The book's chapter 6 on swap_model(book) and on GPTModel: freeze,
-    a 2-way head, unfreeze, loss on the last token: attn.Error, not
-    (B, T, 50257) logits and a segfault in the backward."""
+    a 2-way head, unfreeze, loss on the last token: the book's logits, loss
+    and gradients (None for the frozen tensors), run in C (issue 46 made it
+    an error instead of a segfault; issue 49 runs it)."""
     for swap in (False, True):
-        _, model = pair(swap=swap)
-        for p in model.parameters():
-            p.requires_grad = False
-        torch.manual_seed(123)
-        model.out_head = nn.Linear(in_features=32, out_features=2)
-        for p in model.trf_blocks[-1].parameters():
-            p.requires_grad = True
-        with pytest.raises(attn.Error, match="out_head"):
-            logits = model(X)[:, -1, :]
-            F.cross_entropy(logits, torch.tensor([0, 1])).backward()
+        book, model = pair(swap=swap)
+        book = copy.deepcopy(book)
+        for m in (book, model):
+            for p in m.parameters():
+                p.requires_grad = False
+            torch.manual_seed(123)
+            m.out_head = nn.Linear(in_features=32, out_features=2)
+            for p in m.trf_blocks[-1].parameters():
+                p.requires_grad = True
+        calls = c_calls(model)
+        assert_same(_last_token(model), _last_token(book))
+        assert c_calls(model) > calls  # in attn's C model
+
+
+@pytest.mark.parametrize("swap", [False, True], ids=["GPTModel", "swap_model"])
+def test_other_heads_run_as_the_book(swap):
+    """out_head replaced by nn.Linear(32, 100) (a bias), or its weight by a
+    (3, 32) tensor: a head of that width, the book's numbers."""
+    def biased(m):
+        torch.manual_seed(5)
+        m.out_head = nn.Linear(32, 100)
+
+    def three(m):
+        m.out_head.weight = nn.Parameter(torch.linspace(-1, 1, 96).reshape(3, 32))
+
+    for change, run_it in ((biased, run), (three, _last_token)):
+        book, ours = pair(swap=swap)
+        book = copy.deepcopy(book)
+        change(book)
+        change(ours)
+        assert_same(run_it(ours), run_it(book))
 
 
 def test_tree_changes_that_are_the_books_run():
@@ -681,7 +714,12 @@ def test_threads_with_a_parameter_swapped_meanwhile():
     with torch.no_grad():
         want = book(X)
     good = ours.out_head.weight.data.clone()
-    fresh = [lambda: torch.randn(3, 32), lambda: good.clone(), lambda: torch.randn(100, 31),
+    three = torch.linspace(-1, 1, 96).reshape(3, 32)  # a 3-wide head: the book's logits of it
+    book3 = copy.deepcopy(book)
+    book3.out_head.weight.data = three.clone()
+    with torch.no_grad():
+        want3 = book3(X)
+    fresh = [lambda: three.clone(), lambda: good.clone(), lambda: torch.randn(100, 31),
              lambda: good.clone()]
     stop, outcomes, errors = threading.Event(), [], []
 
@@ -691,7 +729,8 @@ def test_threads_with_a_parameter_swapped_meanwhile():
                 try:
                     with torch.no_grad():
                         out = ours(X)
-                    outcomes.append(bool(torch.allclose(out, want, atol=1e-5, rtol=0)))
+                    ref = want3 if out.shape == want3.shape else want
+                    outcomes.append(bool(torch.allclose(out, ref, atol=1e-5, rtol=0)))
                 except attn.Error as e:
                     outcomes.append(str(e))
         except Exception as e:  # noqa: BLE001 (reported below)
