@@ -38,10 +38,11 @@ run: build
 	$(BUILD)/attn generate --checkpoint $(RUN_DIR) --max-new-tokens 500 --seed 1337
 
 # The data the tests read (data/, from ../shared/data or its public home).
-TEST_DATA = tinyshakespeare the-verdict gpt2
+TEST_DATA = tinyshakespeare the-verdict gpt2 book
 
 test: deps-test
 	@scripts/get-data.sh $(TEST_DATA)
+	@scripts/get-book.sh || echo "attn: without the book's code, book_ch67_fixtures skips" >&2
 	@$(call configure,$(BUILD),-DCMAKE_BUILD_TYPE=Release -DATTN_BUILD_TESTS=ON)
 	cmake --build $(BUILD) -j $(JOBS)
 	ctest --test-dir $(BUILD) --output-on-failure -j 1; rc=$$?; scripts/skipped.sh $(BUILD); exit $$rc
@@ -55,13 +56,13 @@ test-cuda: deps-test
 
 # The suite again under AddressSanitizer + UndefinedBehaviorSanitizer (the
 # Criterion binaries again at ATTN_SIMD=avx2 and generic only: avx512's run
-# is make test's).
+# is make test's; book_ch67_fixtures runs only the book's code and torch).
 test-sanitize: deps-test
 	@scripts/get-data.sh $(TEST_DATA)
 	@$(call configure,$(BUILD_ASAN),-DCMAKE_BUILD_TYPE=Debug -DATTN_SANITIZE=ON -DATTN_BUILD_TESTS=ON '-DATTN_TEST_SIMD_LEVELS=avx2;generic')
 	cmake --build $(BUILD_ASAN) -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	  ctest --test-dir $(BUILD_ASAN) --output-on-failure -j 1 -E 'parity_live|install_consumer'; \
+	  ctest --test-dir $(BUILD_ASAN) --output-on-failure -j 1 -E 'parity_live|install_consumer|book_ch67_fixtures'; \
 	  rc=$$?; scripts/skipped.sh $(BUILD_ASAN); exit $$rc
 
 # attn against PyTorch on the issue's attention cases (same run), then the

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Put the data attn uses under data/ (never committed: data/ is gitignored).
-#   scripts/get-data.sh [NAME...]     NAME: tinyshakespeare (default), the-verdict, gpt2
+#   scripts/get-data.sh [NAME...]     NAME: tinyshakespeare (default), the-verdict, gpt2, book
 # Each file: already there; else a copy in $ATTN_DATA_FROM (a folder laid
 # out as data/, for copies of the source such as the pip test's), else in
 # ../shared/data/ next to the checkout; else its public download. Every file
@@ -14,6 +14,7 @@ tinyshakespeare|tinyshakespeare.txt|6fb458f1232090904fb40fe944165e91|https://raw
 the-verdict|the-verdict.txt|692fcf20b91588284f45ff38cd599434|https://raw.githubusercontent.com/rasbt/LLMs-from-scratch/main/ch02/01_main-chapter-code/the-verdict.txt
 gpt2|gpt2/encoder.json|dffec25a898b1f5e569bec4dffd7e5c0|https://openaipublic.blob.core.windows.net/gpt-2/models/124M/encoder.json
 gpt2|gpt2/vocab.bpe|75a37753dd7a28a2c5df80c28bf06e4e|https://openaipublic.blob.core.windows.net/gpt-2/models/124M/vocab.bpe
+book|book/instruction-data.json|2bdd7e1e6893fb2a365efbc8016d936e|https://raw.githubusercontent.com/rasbt/LLMs-from-scratch/28c65cdfbc3338e2e040016eea4b7fdf556e4d57/ch07/01_main-chapter-code/instruction-data.json
 "
 
 fetch_failed() { # file
@@ -63,7 +64,7 @@ for name in "$@"; do
     get "$file" "$md5" "$url"
   done <<< "$FILES"
   if [ $found -eq 0 ]; then
-    echo "usage: get-data.sh [tinyshakespeare|the-verdict|gpt2]..." >&2
+    echo "usage: get-data.sh [tinyshakespeare|the-verdict|gpt2|book]..." >&2
     exit 2
   fi
 done

@@ -10,8 +10,8 @@
 # matplotlib, numpy, tqdm and requests; node with npm's tiktoken (a
 # node_modules folder: $ATTN_NODE_MODULES, a $NODE_PATH entry or npm's global
 # root); the book's repository at the pinned commit ($ATTN_BOOK_DIR, a
-# checkout, or $ATTN_BOOK_GIT, a git directory; default the mirror the
-# generator names); the-verdict.txt, tinyshakespeare.txt and
+# checkout, or $ATTN_BOOK_GIT, a git directory; default data/book-code from
+# scripts/get-book.sh, else the mirror the generator names); the-verdict.txt, tinyshakespeare.txt and
 # book/instruction-data.json in data/ or ../shared/data/.
 # Usage: bash book_ch67_fixtures.sh <path-to-attn> <source-dir>
 set -u
@@ -33,6 +33,10 @@ done
 [ -n "$mods" ] || skip "no node_modules with npm's tiktoken (set ATTN_NODE_MODULES)"
 commit=$(sed -n 's/^BOOK_COMMIT = "\(.*\)"$/\1/p' "$GEN")
 book=()
+# scripts/get-book.sh's copy (make test runs it) when no other is named
+[ -z "${ATTN_BOOK_DIR:-}${ATTN_BOOK_GIT:-}" ] &&
+  [ -f "$SRC/data/book-code/ch06/01_main-chapter-code/gpt_class_finetune.py" ] &&
+  ATTN_BOOK_DIR=$SRC/data/book-code
 if [ -n "${ATTN_BOOK_DIR:-}" ]; then
   [ -f "$ATTN_BOOK_DIR/ch06/01_main-chapter-code/gpt_class_finetune.py" ] ||
     skip "ATTN_BOOK_DIR=$ATTN_BOOK_DIR is not a checkout of LLMs-from-scratch"
