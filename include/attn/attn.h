@@ -19,6 +19,8 @@
 #include "attn/dropout.h"
 #include "attn/embedding.h"
 #include "attn/engine.h"
+#include "attn/engine_cpu.h"
+#include "attn/engine_ops.h"
 #include "attn/feedforward.h"
 #include "attn/fileio.h"
 #include "attn/finetune.h"

@@ -99,6 +99,7 @@
 #include "attn/dropout.h"
 #include "attn/embedding.h"
 #include "attn/engine.h"
+#include "attn/engine_ops.h"
 #include "attn/feedforward.h"
 #include "attn/layernorm.h"
 #include "attn/linear.h"
@@ -315,12 +316,15 @@ typedef struct attn_gpt {
                                       tok_emb's matrix */
     attn_param_list params;        /* the table (state_dict names, book's order) and arena */
     attn_precision precision;      /* of the products (attn_gpt_set_precision); FP32 at init */
-    struct attn_bf16_gemm *bf16;   /* owned: the engine every Linear / MHA uses under BF16 */
+    struct attn_bf16_gemm *bf16;   /* engine's bf16 GEMM engine (cpu-bf16's), which every
+                                      Linear / MHA carries; NULL otherwise */
     struct attn_gpt_layer *layers; /* the layer list (attn/gpt_family.h), n_list entries */
     int n_list, list_cap;
     attn_lora *adapters; /* owned: the adapters the build attached (n_adapters) */
     int n_adapters, adapters_cap;
     const struct attn_gpt_build *opts; /* the build's options, while it runs (else NULL) */
+    attn_engine engine; /* the ops every pass and the trainer's update call (attn/engine_ops.h):
+                           the CPU engine of precision (owned) or attn_gpt_set_engine's */
 } attn_gpt;
 
 /* Validates cfg, allocates, initialises (rng != NULL: as torch.manual_seed +
@@ -337,6 +341,15 @@ void attn_gpt_free(attn_gpt *m);
  * kernel and the loss stay fp32, so checkpoints are the same either way.
  * BF16 fails with a clear message on a CPU without AVX512-BF16. */
 attn_status attn_gpt_set_precision(attn_gpt *m, attn_precision precision, attn_error *err);
+
+/* Runs m's passes on engine e (attn/engine_ops.h; borrowed: it must outlive
+ * its use, and m does not free it): first asks e's supports_op for every op
+ * m's layer list calls, at e's precision for the products (linear,
+ * attention, feedforward) and fp32 for the rest; on the first refusal
+ * returns e's status and message, m as it was. The precision becomes e's.
+ * attn_gpt_set_precision hands m the CPU engine of that precision
+ * (attn/engine_cpu.h) this way. */
+attn_status attn_gpt_set_engine(attn_gpt *m, const attn_engine *e, attn_error *err);
 
 /* Freeze (trainable 0) or unfreeze every parameter whose name starts with
  * prefix ("trf_blocks.0.", "out_head.", "" for all; a tied head is

@@ -1,5 +1,6 @@
-/* The GPT: init (its family's build, gpt_build.c), precision, freezing,
- * gradients, activations (see attn/gpt.h); the passes are gpt_pass.c's. */
+/* The GPT: init (its family's build, gpt_build.c), freezing,
+ * gradients, activations (see attn/gpt.h); its engine is gpt_engine.c's, the
+ * passes gpt_pass.c's. */
 #include "attn/gpt.h"
 
 #include <math.h>
@@ -8,6 +9,7 @@
 #include <string.h>
 
 #include "attn/cross_entropy.h"
+#include "attn/engine_cpu.h"
 #include "attn/gemm.h"
 #include "attn/residual.h"
 #include "base/buffers.h"
@@ -25,7 +27,8 @@ attn_status attn_gpt_init_family(attn_gpt *m, const attn_gpt_config *cfg, attn_g
     if (!m->blocks)
         return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for %d blocks", cfg->n_layers);
     attn_param_list_init(&m->params);
-    s = attn_gpt_build_run(m, build, opts, err);
+    s = attn_engine_cpu_init(&m->engine, ATTN_PRECISION_FP32, err);
+    if (s == ATTN_OK) s = attn_gpt_build_run(m, build, opts, err);
     if (s == ATTN_OK) s = attn_param_list_alloc(&m->params, err);
     if (s == ATTN_OK && rng) attn_gpt_draw(m, rng);
     if (s != ATTN_OK) attn_gpt_free(m);
@@ -45,34 +48,8 @@ void attn_gpt_free(attn_gpt *m) {
     free(m->adapters);
     free(m->layers);
     attn_param_list_free(&m->params);
-    attn_bf16_gemm_free(m->bf16);
+    attn_engine_free(&m->engine);
     memset(m, 0, sizeof *m);
-}
-
-static void use_engine(attn_gpt *m, attn_bf16_gemm *g) {
-    for (int i = 0; i < m->cfg.n_layers; i++)
-        attn_block_use_engine(&m->blocks[i], g);
-    m->out_head.bf16 = g;
-}
-
-attn_status attn_gpt_set_precision(attn_gpt *m, attn_precision precision, attn_error *err) {
-    attn_status s = attn_precision_check(precision, err);
-    if (s != ATTN_OK) return s;
-    if (precision == m->precision) return ATTN_OK;
-    attn_bf16_gemm *g = NULL;
-    if (precision == ATTN_PRECISION_BF16 && (s = attn_bf16_gemm_create(&g, err)) != ATTN_OK)
-        return s;
-    /* The weights' bf16 copies: one block of the arena's layout. */
-    if (g && m->params.values &&
-        (s = attn_bf16_gemm_use_block(g, m->params.values, m->params.values_numel, err))) {
-        attn_bf16_gemm_free(g);
-        return s;
-    }
-    use_engine(m, g);
-    attn_bf16_gemm_free(m->bf16);
-    m->bf16 = g;
-    m->precision = precision;
-    return ATTN_OK;
 }
 
 attn_status attn_gpt_set_trainable(attn_gpt *m, const char *prefix, int trainable,

@@ -77,42 +77,46 @@ void attn_block_acts_free(attn_gpt_block_acts *a) {
     memset(a, 0, sizeof *a);
 }
 
-attn_status attn_block_forward(const attn_gpt_block *blk, attn_gpt_block_acts *a,
-                               const attn_block_shape *s, const attn_forward_mode *mode,
-                               float *x_out, int *dropped, attn_error *err) {
+attn_status attn_block_forward(const attn_engine *e, const attn_gpt_block *blk,
+                               attn_gpt_block_acts *a, const attn_block_shape *s,
+                               const attn_forward_mode *mode, float *x_out, int *dropped,
+                               attn_error *err) {
+    const attn_engine_ops *op = e->ops;
     const size_t N = (size_t)s->B * (size_t)s->T, NC = N * (size_t)blk->norm1.C;
     const double p = s->drop_rate;
-    attn_layernorm_forward(&blk->norm1, a->x_in, a->ln1, a->ln1_mean, a->ln1_rstd, N);
+    op->layernorm_forward(e, &blk->norm1, a->x_in, a->ln1, a->ln1_mean, a->ln1_rstd, N);
     attn_status st =
-        attn_mha_forward(&blk->att, a->ln1, s->B, s->T, a->att_out, mode, &a->att, err);
+        op->attention_forward(e, &blk->att, a->ln1, s->B, s->T, a->att_out, mode, &a->att, err);
     if (st != ATTN_OK) return st;
     *dropped |= attn_residual_dropout_forward(a->att_out, a->x_in, a->x_mid, a->keep1, p, mode, NC);
-    attn_layernorm_forward(&blk->norm2, a->x_mid, a->ln2, a->ln2_mean, a->ln2_rstd, N);
-    attn_feedforward_forward(&blk->ff, a->ln2, a->ff_out, N, &a->ff);
+    op->layernorm_forward(e, &blk->norm2, a->x_mid, a->ln2, a->ln2_mean, a->ln2_rstd, N);
+    op->feedforward_forward(e, &blk->ff, a->ln2, a->ff_out, N, &a->ff);
     *dropped |= attn_residual_dropout_forward(a->ff_out, a->x_mid, x_out, a->keep2, p, mode, NC);
     return ATTN_OK;
 }
 
-attn_status attn_block_backward(attn_gpt_block *blk, const attn_gpt_block_acts *a,
-                                const attn_block_shape *s, int dropped, const attn_block_grads *g,
-                                attn_error *err) {
+attn_status attn_block_backward(const attn_engine *e, attn_gpt_block *blk,
+                                const attn_gpt_block_acts *a, const attn_block_shape *s,
+                                int dropped, const attn_block_grads *g, attn_error *err) {
+    const attn_engine_ops *op = e->ops;
     const size_t N = (size_t)s->B * (size_t)s->T, NC = N * (size_t)blk->norm1.C;
     const double p = s->drop_rate;
     /* x_out = x_mid + drop(ff(norm2(x_mid))) */
     memset(g->d_tmp, 0, NC * sizeof(float));
     attn_residual_dropout_backward(g->d_resid, a->keep2, p, dropped, g->d_tmp, NC);
     memset(g->d_ln, 0, NC * sizeof(float));
-    attn_feedforward_backward(&blk->ff, a->ln2, g->d_tmp, g->d_ln, N, &a->ff, g->d_hidden);
-    attn_layernorm_backward(&blk->norm2, a->x_mid, a->ln2_mean, a->ln2_rstd, g->d_ln, g->d_resid,
-                            N);
+    op->feedforward_backward(e, &blk->ff, a->ln2, g->d_tmp, g->d_ln, N, &a->ff, g->d_hidden);
+    op->layernorm_backward(e, &blk->norm2, a->x_mid, a->ln2_mean, a->ln2_rstd, g->d_ln, g->d_resid,
+                           N);
     /* x_mid = x_in + drop(att(norm1(x_in))) */
     memset(g->d_tmp, 0, NC * sizeof(float));
     attn_residual_dropout_backward(g->d_resid, a->keep1, p, dropped, g->d_tmp, NC);
     memset(g->d_ln, 0, NC * sizeof(float));
     attn_status st =
-        attn_mha_backward(&blk->att, a->ln1, s->B, s->T, g->d_tmp, g->d_ln, &a->att, err);
+        op->attention_backward(e, &blk->att, a->ln1, s->B, s->T, g->d_tmp, g->d_ln, &a->att, err);
     if (st != ATTN_OK) return st;
-    attn_layernorm_backward(&blk->norm1, a->x_in, a->ln1_mean, a->ln1_rstd, g->d_ln, g->d_resid, N);
+    op->layernorm_backward(e, &blk->norm1, a->x_in, a->ln1_mean, a->ln1_rstd, g->d_ln, g->d_resid,
+                           N);
     return ATTN_OK;
 }
 

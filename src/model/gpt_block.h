@@ -41,12 +41,14 @@ attn_status attn_block_acts_init(attn_gpt_block_acts *a, const attn_gpt_block *b
                                  attn_error *err);
 void attn_block_acts_free(attn_gpt_block_acts *a);
 
-/* x_out (N, C) = block(a->x_in), saving a's activations; dropout masks are
+/* The forward and backward run on engine e's ops (attn/engine_ops.h).
+ * x_out (N, C) = block(a->x_in), saving a's activations; dropout masks are
  * drawn from mode in PyTorch's order (att's weights, then the two
  * drop_shortcuts). Sets *dropped when a mask was drawn. */
-attn_status attn_block_forward(const attn_gpt_block *blk, attn_gpt_block_acts *a,
-                               const attn_block_shape *s, const attn_forward_mode *mode,
-                               float *x_out, int *dropped, attn_error *err);
+attn_status attn_block_forward(const attn_engine *e, const attn_gpt_block *blk,
+                               attn_gpt_block_acts *a, const attn_block_shape *s,
+                               const attn_forward_mode *mode, float *x_out, int *dropped,
+                               attn_error *err);
 
 /* Backward scratch, (N, C) each but d_hidden (N, attn_feedforward_scratch(ff)). */
 typedef struct attn_block_grads {
@@ -55,9 +57,9 @@ typedef struct attn_block_grads {
 } attn_block_grads;
 
 /* Accumulates the block's parameter grads; dropped as the forward set it. */
-attn_status attn_block_backward(attn_gpt_block *blk, const attn_gpt_block_acts *a,
-                                const attn_block_shape *s, int dropped, const attn_block_grads *g,
-                                attn_error *err);
+attn_status attn_block_backward(const attn_engine *e, attn_gpt_block *blk,
+                                const attn_gpt_block_acts *a, const attn_block_shape *s,
+                                int dropped, const attn_block_grads *g, attn_error *err);
 
 /* n tokens' scratch (one per sequence): x (n, C) is the residual stream,
  * updated in place. */

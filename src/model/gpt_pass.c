@@ -1,13 +1,13 @@
 /* The GPT's forward and backward (see attn/gpt.h): both walk the model's
  * layer list (attn/gpt_family.h), a step per kind of layer; the backward
- * walks down from the head to the lowest layer holding a trainable tensor. */
+ * walks down from the head to the lowest layer holding a trainable tensor.
+ * Every kernel is reached through the model's engine (attn/engine_ops.h). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "attn/cross_entropy.h"
-#include "attn/gemm.h"
 #include "attn/gpt_family.h"
 #include "attn/residual.h"
 #include "base/parallel.h"
@@ -99,7 +99,7 @@ static void add_pos(const attn_gpt *m, float *x, long r, int T, int pos0) {
 }
 
 void attn_gpt_embed(const attn_gpt *m, const int32_t *ids, size_t N, int T, int pos0, float *x) {
-    attn_embedding_forward(&m->tok_emb, ids, x, N);
+    m->engine.ops->embedding_forward(&m->engine, &m->tok_emb, ids, x, N);
     if (!m->pos_emb.weight) return; /* pos_emb none */
     const long rows = (long)N;
     /* Not even a one-thread region for a generated token. */
@@ -121,7 +121,7 @@ static void embedding_backward(attn_gpt *m, attn_gpt_acts *a, float *d) {
         for (size_t i = 0; i < NC; i++)
             d[i] = a->keep_emb[i] ? d[i] * scale : 0.0f;
     }
-    attn_embedding_backward(&m->tok_emb, a->ids, d, B * T);
+    m->engine.ops->embedding_backward(&m->engine, &m->tok_emb, a->ids, d, B * T);
     for (size_t b = 0; m->pos_emb.grad_weight && b < B; b++)
         for (size_t t = 0; t < T; t++) {
             float *g = m->pos_emb.grad_weight + t * C;
@@ -172,17 +172,11 @@ static attn_status abandoned(attn_gpt_acts *a, attn_error *err) {
     return attn_fail(err, ATTN_ERR_STATE, "the forward was stopped (its poll asked)");
 }
 
-/* dlogits16's rows [k0, k0 + rows) into the head's two backward products
- * on the bf16 engine: dx's rows (dx NULL: none) and the weight gradient. */
-static void head_dy16(attn_linear *head, attn_gpt_acts *a, const float *x, float *dx, size_t k0,
-                      int rows) {
-    const int C = head->in_features, V = head->out_features;
-    if (dx)
-        attn_gemm_input_grad_dy16(head->bf16, 0, rows, C, V, a->d_logits16, head->weight, 1.0f,
-                                  dx + k0 * (size_t)C);
-    if (head->grad_weight) /* else frozen */
-        attn_gemm_weight_grad_dy16(head->bf16, 0, rows, C, V, x + k0 * (size_t)C, a->d_logits16,
-                                   attn_linear_grad_beta(head), head->grad_weight);
+/* 1 when the engine takes the head's backward from a bf16 dlogits. */
+static int head_dy16(const attn_gpt *m) {
+    const attn_op_desc d = {ATTN_OP_LINEAR_BACKWARD_DY16, ATTN_PRECISION_BF16,      0,
+                            m->out_head.in_features,      m->out_head.out_features, NULL};
+    return attn_engine_supports_op(&m->engine, &d, NULL) == ATTN_OK;
 }
 
 /* The lean head over the N rows of x, HEAD_ROWS at a time in a->logits:
@@ -197,11 +191,12 @@ static void head_dy16(attn_linear *head, attn_gpt_acts *a, const float *x, float
 static float head_chunks(attn_gpt *m, attn_gpt_acts *a, const float *x, float *dx, size_t N,
                          int grads, float loss_scale, int *stopped) {
     attn_linear *head = &m->out_head;
+    const attn_engine *e = &m->engine;
     const size_t C = (size_t)head->in_features, V = (size_t)head->out_features;
     const int L = m->cfg.n_layers, stages = forward_stages(m, a, N, grads);
     const size_t dw_rows = N < HEAD_DW_ROWS ? N : HEAD_DW_ROWS;
     const int keep16 =
-        grads && head->bf16 && !head->has_bias && !head->lora &&
+        grads && !head->has_bias && !head->lora && head_dy16(m) &&
         (a->d_logits16 || (a->d_logits16 = malloc(dw_rows * V * sizeof(uint16_t))) != NULL);
     /* the mean is over the rows not ignored (all N: the bits as before) */
     const size_t counted = attn_cross_entropy_count(a->targets, N);
@@ -210,8 +205,8 @@ static float head_chunks(attn_gpt *m, attn_gpt_acts *a, const float *x, float *d
     size_t k0 = 0; /* first row whose dlogits wait in d_logits16 */
     for (size_t r0 = 0; r0 < N; r0 += HEAD_ROWS) {
         const size_t n = N - r0 < HEAD_ROWS ? N - r0 : HEAD_ROWS;
-        attn_linear_forward(head, x + r0 * C, a->logits, n);
-        attn_cross_entropy_accumulate(a->logits, a->targets + r0, a->lse + r0, n, V, &total);
+        e->ops->linear_forward(e, head, x + r0 * C, a->logits, n);
+        e->ops->cross_entropy_forward(e, a->logits, a->targets + r0, a->lse + r0, n, V, &total);
         target_logits(a->logits, a->targets + r0, a->target_logit + r0, n, V);
         if (!grads && r0 + n < N && a->poll &&
             a->poll(a->poll_user, L + (int)(r0 / HEAD_ROWS) + 1, stages)) {
@@ -219,15 +214,16 @@ static float head_chunks(attn_gpt *m, attn_gpt_acts *a, const float *x, float *d
             return NAN;
         }
         if (!grads) continue;
-        attn_cross_entropy_backward_inplace(a->logits, a->targets + r0, a->lse + r0,
-                                            loss_scale / (float)counted, n, V);
+        e->ops->cross_entropy_grad(e, a->logits, a->targets + r0, a->lse + r0,
+                                   loss_scale / (float)counted, a->logits, n, V);
         if (!keep16) {
-            attn_linear_backward(head, x + r0 * C, a->logits, dx ? dx + r0 * C : NULL, n);
+            e->ops->linear_backward(e, head, x + r0 * C, a->logits, dx ? dx + r0 * C : NULL, n);
             continue;
         }
-        attn_gemm_round((int)n, (int)V, a->logits, a->d_logits16 + (r0 - k0) * V);
-        if (r0 + n - k0 == dw_rows || r0 + n == N) {
-            head_dy16(head, a, x, dx, k0, (int)(r0 + n - k0));
+        e->ops->linear_round(e, n, (int)V, a->logits, a->d_logits16 + (r0 - k0) * V);
+        if (r0 + n - k0 == dw_rows || r0 + n == N) { /* dlogits16's rows [k0, r0 + n) */
+            e->ops->linear_backward_dy16(e, head, x + k0 * C, a->d_logits16,
+                                         dx ? dx + k0 * C : NULL, r0 + n - k0);
             k0 = r0 + n;
         }
     }
@@ -246,9 +242,12 @@ static attn_status head_forward(attn_gpt *m, attn_gpt_acts *a, const float *x, s
                               &stopped);
         return stopped ? abandoned(a, err) : ATTN_OK;
     }
-    attn_linear_forward(&m->out_head, x, a->logits, N);
-    if (a->has_targets) {
-        a->loss = attn_cross_entropy_forward(a->logits, a->targets, a->lse, N, V);
+    const attn_engine *e = &m->engine;
+    e->ops->linear_forward(e, &m->out_head, x, a->logits, N);
+    if (a->has_targets) { /* attn_cross_entropy_forward's mean, over the counted rows */
+        double total = 0.0;
+        e->ops->cross_entropy_forward(e, a->logits, a->targets, a->lse, N, V, &total);
+        a->loss = (float)(total / (double)attn_cross_entropy_count(a->targets, N));
         target_logits(a->logits, a->targets, a->target_logit, N, V);
     }
     return ATTN_OK;
@@ -279,13 +278,14 @@ static attn_status layer_forward(attn_gpt *m, int i, attn_gpt_acts *a, const flo
                                                    p->N * (size_t)m->cfg.emb_dim);
         break;
     case ATTN_GPT_LAYER_BLOCK:
-        s = attn_block_forward(&m->blocks[l->index], &a->blocks[l->index], &shape, p->mode, out,
-                               &p->dropped, err);
+        s = attn_block_forward(&m->engine, &m->blocks[l->index], &a->blocks[l->index], &shape,
+                               p->mode, out, &p->dropped, err);
         if (s == ATTN_OK && a->poll && a->poll(a->poll_user, l->index + 1, p->stages))
             s = abandoned(a, err);
         break;
     case ATTN_GPT_LAYER_NORM:
-        attn_layernorm_forward(&m->final_norm, x, out, a->lnf_mean, a->lnf_rstd, p->N);
+        m->engine.ops->layernorm_forward(&m->engine, &m->final_norm, x, out, a->lnf_mean,
+                                         a->lnf_rstd, p->N);
         break;
     case ATTN_GPT_LAYER_HEAD:
         a->dropout_used = p->dropped;
@@ -303,7 +303,7 @@ static attn_status forward_core(attn_gpt *m, int B, int T, const attn_forward_mo
     const size_t N = (size_t)B * (size_t)T;
     pass p = {B, T, N, mode, grad_scale, 0, forward_stages(m, a, N, grad_scale != NULL)};
     /* Each weight rounded to bf16 once for this forward and its backward. */
-    attn_bf16_gemm_begin_pass(m->bf16);
+    m->engine.ops->begin_pass(&m->engine);
     a->loss = NAN;
     const float *x = NULL;
     for (int i = 0; i < m->n_list; i++) {
@@ -363,14 +363,14 @@ static attn_status layer_backward(attn_gpt *m, int i, attn_gpt_acts *a, attn_err
     case ATTN_GPT_LAYER_BLOCK: {
         const attn_block_shape shape = {a->B, a->T, m->cfg.drop_rate};
         const attn_block_grads g = {a->d_resid, a->d_tmp, a->d_ln, a->d_hidden};
-        return attn_block_backward(&m->blocks[l->index], &a->blocks[l->index], &shape,
+        return attn_block_backward(&m->engine, &m->blocks[l->index], &a->blocks[l->index], &shape,
                                    a->dropout_used, &g, err);
     }
     case ATTN_GPT_LAYER_NORM: {
         float *dx = grad_of(m, a, i - 1);
         memset(dx, 0, N * (size_t)m->cfg.emb_dim * sizeof(float));
-        attn_layernorm_backward(&m->final_norm, output_of(m, a, i - 1), a->lnf_mean, a->lnf_rstd,
-                                grad_of(m, a, i), dx, N);
+        m->engine.ops->layernorm_backward(&m->engine, &m->final_norm, output_of(m, a, i - 1),
+                                          a->lnf_mean, a->lnf_rstd, grad_of(m, a, i), dx, N);
         return ATTN_OK;
     }
     case ATTN_GPT_LAYER_HEAD: break;
@@ -404,7 +404,8 @@ static attn_status from_logits(attn_gpt *m, attn_gpt_acts *a, const float *d_log
     const size_t N = (size_t)a->B * (size_t)a->T;
     float *dx = head_dx(m, a);
     if (dx) memset(dx, 0, N * (size_t)m->out_head.in_features * sizeof(float));
-    attn_linear_backward(&m->out_head, output_of(m, a, m->n_list - 2), d_logits, dx, N);
+    m->engine.ops->linear_backward(&m->engine, &m->out_head, output_of(m, a, m->n_list - 2),
+                                   d_logits, dx, N);
     return body_backward(m, a, err);
 }
 
@@ -419,7 +420,8 @@ static attn_status backward(attn_gpt *m, attn_gpt_acts *a, float loss_scale, att
         return body_backward(m, a, err);
     }
     memset(a->d_logits, 0, N * V * sizeof(float)); /* every backward accumulates */
-    attn_cross_entropy_backward(a->logits, a->targets, a->lse, loss_scale, a->d_logits, N, V);
+    m->engine.ops->cross_entropy_backward(&m->engine, a->logits, a->targets, a->lse, loss_scale,
+                                          a->d_logits, N, V);
     return from_logits(m, a, a->d_logits, err);
 }
 

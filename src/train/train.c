@@ -273,8 +273,8 @@ attn_status attn_trainer_step(attn_trainer *tr, attn_train_record *rec, attn_err
     /* clip_grad_norm_ then AdamW, in one pass over the gradients: the clip
      * factor is applied as the update reads them. */
     const double norm = attn_grad_norm(params);
-    if ((st = attn_adamw_step_bf16(&tr->opt, params, lr, attn_clip_coef(norm, c->grad_clip),
-                                   tr->model.bf16, err)))
+    const attn_engine *e = &tr->model.engine;
+    if ((st = e->ops->adamw_step(e, &tr->opt, params, lr, attn_clip_coef(norm, c->grad_clip), err)))
         return st;
     return record_step(tr, loss, lr, norm, rec, err);
 }

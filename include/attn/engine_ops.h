@@ -1,0 +1,208 @@
+/* attn/engine_ops.h — an engine as a table of ops (issue 48, item 3).
+ *
+ * A model's forward and backward (src/model/gpt_pass.c, gpt_block.c) and the
+ * trainer's update call the ops of one engine and no kernel directly, as
+ * ggml's backends fill one interface and say which ops they run
+ * (supports_op). An op is named and shaped as attn's kernel for it is (the
+ * header in brackets), with the engine first:
+ *
+ *   linear          y = x W^T + b, its backward          (attn/linear.h)
+ *   layernorm       either norm, forward and backward    (attn/layernorm.h)
+ *   attention       MultiHeadAttention: the QKV product, the one attention
+ *                   core (attn/attention.h's description), out_proj
+ *                                                        (attn/multi_head_attention.h)
+ *   feedforward     Linear, activation, Linear           (attn/feedforward.h)
+ *   gelu            the book's GELU                      (attn/gelu.h)
+ *   embedding       the table lookup and its backward    (attn/embedding.h)
+ *   cross_entropy   the loss; its gradient, fused with the softmax's
+ *                                                        (attn/cross_entropy.h)
+ *   adamw           one update of a parameter table      (attn/optim.h)
+ *   memory          the engine's buffers
+ *
+ * The fp32 CPU engine (attn/engine_cpu.h) is the reference: every other
+ * engine's op is held to it (tests/test_engine_ops.c runs every op each
+ * engine supports on random inputs against it, with a tolerance per
+ * precision). The backward rule of each op is its kernel's (every attn
+ * backward; docs/library.md#conventions): it adds (+=) into dx and into the
+ * parameter gradients, never overwrites; the caller zeroes them first. The
+ * CUDA plug-in is not behind this table yet (docs/engines.md). */
+#ifndef ATTN_ENGINE_OPS_H
+#define ATTN_ENGINE_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "attn/engine.h"
+#include "attn/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The modules the ops take, as their kernels do (declared in their headers). */
+struct attn_linear;
+struct attn_layernorm;
+struct attn_mha;
+struct attn_attention_cache;
+struct attn_forward_mode;
+struct attn_feedforward;
+struct attn_feedforward_cache;
+struct attn_embedding;
+struct attn_adamw;
+struct attn_param_list;
+struct attn_attention_spec;
+
+/* The ops an engine may run; supports_op is asked for one of them. */
+typedef enum attn_op {
+    ATTN_OP_LINEAR = 0,
+    ATTN_OP_LINEAR_BACKWARD,
+    ATTN_OP_LINEAR_BACKWARD_DY16, /* the backward from a bf16 dy (the lean head's) */
+    ATTN_OP_LAYERNORM,
+    ATTN_OP_LAYERNORM_BACKWARD,
+    ATTN_OP_ATTENTION,
+    ATTN_OP_ATTENTION_BACKWARD,
+    ATTN_OP_FEEDFORWARD,
+    ATTN_OP_FEEDFORWARD_BACKWARD,
+    ATTN_OP_GELU,
+    ATTN_OP_GELU_BACKWARD,
+    ATTN_OP_EMBEDDING,
+    ATTN_OP_EMBEDDING_BACKWARD,
+    ATTN_OP_CROSS_ENTROPY,          /* the loss (and each row's log-sum-exp)     */
+    ATTN_OP_CROSS_ENTROPY_BACKWARD, /* dlogits += its gradient                   */
+    ATTN_OP_CROSS_ENTROPY_GRAD,     /* dlogits = its gradient (may be the logits) */
+    ATTN_OP_ADAMW,
+    ATTN_OP_COUNT
+} attn_op;
+
+/* "linear", "layernorm_backward", ...: the op's name (NULL out of range). */
+const char *attn_op_name(attn_op op);
+
+/* What supports_op is asked: the op, the precision of its arithmetic (the
+ * bf16 engine's products: BF16; every op it runs in fp32: FP32) and its
+ * shape: rows (N, or B T), in and out (a linear's features; a norm's C in
+ * in; the attention's d_in, d_out; the cross-entropy's V in out), and the
+ * attention's description (NULL: the book's). */
+typedef struct attn_op_desc {
+    attn_op op;
+    attn_precision precision;
+    size_t rows;
+    int in, out;
+    const struct attn_attention_spec *spec;
+} attn_op_desc;
+
+typedef struct attn_engine attn_engine;
+
+/* The table an engine fills. Every entry is set; supports_op says which
+ * calls the engine runs, and a caller asks it before the first call (an
+ * entry called for an op the engine refuses computes nothing meaningful). */
+typedef struct attn_engine_ops {
+    /* ATTN_OK when e runs d; else ATTN_ERR_INVALID_ARG naming the engine,
+     * the op and why. */
+    attn_status (*supports_op)(const attn_engine *e, const attn_op_desc *d, attn_error *err);
+
+    /* ---- memory: the engine's buffers (64-byte aligned; NULL when out of
+     * memory) and its state. */
+    void *(*alloc)(const attn_engine *e, size_t bytes);
+    void (*free)(const attn_engine *e, void *p);
+    void (*release)(attn_engine *e); /* what the engine owns (attn_engine_free) */
+    /* A forward and its backward begin (the bf16 engine rounds each weight
+     * once a pass). */
+    void (*begin_pass)(const attn_engine *e);
+
+    /* ---- linear (attn/linear.h): y (N, out) = x W^T + b; the backward
+     * accumulates the weight's and bias's gradients and dx (N, in) += dy W
+     * (dx may be NULL). backward_dy16: from dy already rounded to bf16
+     * (dy16 (N, out), attn_gemm_round's), dx (N, in) += dy16 W and the
+     * weight's gradient; the layer has no bias and no adapter. round: dy16
+     * = bf16(dy). */
+    void (*linear_forward)(const attn_engine *e, const struct attn_linear *l, const float *x,
+                           float *y, size_t N);
+    void (*linear_backward)(const attn_engine *e, struct attn_linear *l, const float *x,
+                            const float *dy, float *dx, size_t N);
+    void (*linear_round)(const attn_engine *e, size_t N, int out, const float *dy, uint16_t *dy16);
+    void (*linear_backward_dy16)(const attn_engine *e, struct attn_linear *l, const float *x,
+                                 const uint16_t *dy16, float *dx, size_t N);
+
+    /* ---- layernorm (attn/layernorm.h) */
+    void (*layernorm_forward)(const attn_engine *e, const struct attn_layernorm *ln, const float *x,
+                              float *y, float *mean, float *rstd, size_t N);
+    void (*layernorm_backward)(const attn_engine *e, struct attn_layernorm *ln, const float *x,
+                               const float *mean, const float *rstd, const float *dy, float *dx,
+                               size_t N);
+
+    /* ---- attention (attn/multi_head_attention.h) */
+    attn_status (*attention_forward)(const attn_engine *e, const struct attn_mha *m, const float *x,
+                                     int B, int T, float *out, const struct attn_forward_mode *mode,
+                                     struct attn_attention_cache *cache, attn_error *err);
+    attn_status (*attention_backward)(const attn_engine *e, struct attn_mha *m, const float *x,
+                                      int B, int T, const float *d_out, float *dx,
+                                      const struct attn_attention_cache *cache, attn_error *err);
+
+    /* ---- feedforward (attn/feedforward.h) */
+    void (*feedforward_forward)(const attn_engine *e, const struct attn_feedforward *ff,
+                                const float *x, float *y, size_t N,
+                                struct attn_feedforward_cache *cache);
+    void (*feedforward_backward)(const attn_engine *e, struct attn_feedforward *ff, const float *x,
+                                 const float *dy, float *dx, size_t N,
+                                 const struct attn_feedforward_cache *cache, float *d_hidden);
+
+    /* ---- gelu (attn/gelu.h): y = gelu(x); dx += gelu'(x) dy. n elements. */
+    void (*gelu_forward)(const attn_engine *e, const float *x, float *y, size_t n);
+    void (*gelu_backward)(const attn_engine *e, const float *x, const float *dy, float *dx,
+                          size_t n);
+
+    /* ---- embedding (attn/embedding.h): out (N, dim) = weight[ids]; the
+     * backward adds dout's rows into the table's gradient. */
+    void (*embedding_forward)(const attn_engine *e, const struct attn_embedding *emb,
+                              const int32_t *ids, float *out, size_t N);
+    void (*embedding_backward)(const attn_engine *e, struct attn_embedding *emb, const int32_t *ids,
+                               const float *dout, size_t N);
+
+    /* ---- cross_entropy (attn/cross_entropy.h), logits (N, V): forward
+     * adds the rows' losses into *total (attn_cross_entropy_accumulate:
+     * the mean loss is *total / N from 0) and writes lse (N, may be NULL);
+     * backward: dlogits += (softmax - onehot) dloss / N; grad: dlogits =
+     * (softmax - onehot) scale (dlogits may be logits). */
+    void (*cross_entropy_forward)(const attn_engine *e, const float *logits, const int32_t *targets,
+                                  float *lse, size_t N, size_t V, double *total);
+    void (*cross_entropy_backward)(const attn_engine *e, const float *logits,
+                                   const int32_t *targets, const float *lse, float dloss,
+                                   float *dlogits, size_t N, size_t V);
+    void (*cross_entropy_grad)(const attn_engine *e, const float *logits, const int32_t *targets,
+                               const float *lse, float scale, float *dlogits, size_t N, size_t V);
+
+    /* ---- adamw (attn/optim.h): attn_adamw_step_scaled over params, the
+     * gradients read times grad_scale; an engine with copies of the
+     * weights (the bf16 engine) refreshes them as it writes the weights. */
+    attn_status (*adamw_step)(const attn_engine *e, struct attn_adamw *opt,
+                              const struct attn_param_list *params, double lr, float grad_scale,
+                              attn_error *err);
+} attn_engine_ops;
+
+/* An engine: its name ("cpu-fp32", "cpu-bf16"), the precision of its
+ * products, its table and its state. Made by the engine's own init
+ * (attn_engine_cpu_init), freed with attn_engine_free. */
+struct attn_engine {
+    const char *name;
+    attn_precision precision;
+    const attn_engine_ops *ops;
+    void *state;    /* the engine's (the CPU engine's: its bf16 GEMM engine, or NULL) */
+    int owns_state; /* 1: attn_engine_free releases state */
+};
+
+/* e->ops->supports_op(e, d, err), after checking d's op is one of
+ * attn_op's (else ATTN_ERR_INVALID_ARG). */
+attn_status attn_engine_supports_op(const attn_engine *e, const attn_op_desc *d, attn_error *err);
+
+/* The engine's buffers (e->ops->alloc / free); bytes 0 -> NULL. */
+void *attn_engine_alloc(const attn_engine *e, size_t bytes);
+void attn_engine_free_buffer(const attn_engine *e, void *p);
+
+/* Releases what e owns (its ops' release) and clears e; NULL or a cleared
+ * engine: nothing. */
+void attn_engine_free(attn_engine *e);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,322 @@
+/* engine_cpu.c — the CPU engine (attn/engine_cpu.h): attn/engine_ops.h's
+ * table filled with today's kernels. It lives in attention/, the lowest
+ * layer that sees every kernel it runs (nn/'s layers, the optimizer and the
+ * attention module), while the table's type sits in base/ so that any layer
+ * can hold an engine. The two precisions share every entry: the products
+ * take the engine's bf16 GEMM engine, NULL for fp32 (attn/gemm.h's rule). */
+#include "attn/engine_cpu.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn/cross_entropy.h"
+#include "attn/embedding.h"
+#include "attn/feedforward.h"
+#include "attn/gelu.h"
+#include "attn/gemm.h"
+#include "attn/layernorm.h"
+#include "attn/linear.h"
+#include "attn/multi_head_attention.h"
+#include "attn/optim.h"
+
+static const attn_engine_ops CPU_OPS;
+
+static attn_bf16_gemm *gemm_of(const attn_engine *e) {
+    return (attn_bf16_gemm *)e->state;
+}
+
+/* ------------------------------------------------------------ supports_op */
+
+/* The products: the ops whose arithmetic the bf16 engine changes. */
+static int is_product(attn_op op) {
+    return op == ATTN_OP_LINEAR || op == ATTN_OP_LINEAR_BACKWARD ||
+           op == ATTN_OP_LINEAR_BACKWARD_DY16 || op == ATTN_OP_ATTENTION ||
+           op == ATTN_OP_ATTENTION_BACKWARD || op == ATTN_OP_FEEDFORWARD ||
+           op == ATTN_OP_FEEDFORWARD_BACKWARD;
+}
+
+/* The widths an op reads from its descriptor, positive. */
+static attn_status check_shape(const attn_engine *e, const attn_op_desc *d, attn_error *err) {
+    const char *name = attn_op_name(d->op);
+    int need_in = 0, need_out = 0;
+    switch (d->op) {
+    case ATTN_OP_LINEAR:
+    case ATTN_OP_LINEAR_BACKWARD:
+    case ATTN_OP_LINEAR_BACKWARD_DY16:
+    case ATTN_OP_ATTENTION:
+    case ATTN_OP_ATTENTION_BACKWARD: need_in = need_out = 1; break;
+    case ATTN_OP_LAYERNORM:
+    case ATTN_OP_LAYERNORM_BACKWARD:
+    case ATTN_OP_FEEDFORWARD:
+    case ATTN_OP_FEEDFORWARD_BACKWARD: need_in = 1; break;
+    case ATTN_OP_EMBEDDING:
+    case ATTN_OP_EMBEDDING_BACKWARD:
+    case ATTN_OP_CROSS_ENTROPY:
+    case ATTN_OP_CROSS_ENTROPY_BACKWARD:
+    case ATTN_OP_CROSS_ENTROPY_GRAD: need_out = 1; break;
+    default: break;
+    }
+    if ((need_in && d->in <= 0) || (need_out && d->out <= 0))
+        return attn_fail(err, ATTN_ERR_SHAPE, "engine %s: %s needs positive widths (in %d, out %d)",
+                         e->name, name, d->in, d->out);
+    return ATTN_OK;
+}
+
+static attn_status cpu_supports_op(const attn_engine *e, const attn_op_desc *d, attn_error *err) {
+    const char *name = attn_op_name(d->op);
+    const int bf16 = gemm_of(e) != NULL;
+    if (d->precision != ATTN_PRECISION_FP32 && d->precision != ATTN_PRECISION_BF16)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "engine %s: no precision %d", e->name,
+                         (int)d->precision);
+    if (!bf16 && d->precision != ATTN_PRECISION_FP32)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "engine %s runs %s in fp32 only, not %s",
+                         e->name, name, attn_precision_name(d->precision));
+    if (!bf16 && d->op == ATTN_OP_LINEAR_BACKWARD_DY16)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "engine %s keeps gradients in fp32: no %s (a bf16 dy)", e->name, name);
+    if (bf16 && is_product(d->op) && d->precision != ATTN_PRECISION_BF16)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "engine %s multiplies in bf16: %s in fp32 is cpu-fp32's", e->name, name);
+    if (bf16 && !is_product(d->op) && d->precision != ATTN_PRECISION_FP32)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "engine %s runs %s in fp32, not bf16", e->name,
+                         name);
+    return check_shape(e, d, err);
+}
+
+/* ----------------------------------------------------------------- memory */
+
+static void *cpu_alloc(const attn_engine *e, size_t bytes) {
+    (void)e;
+    const size_t a = 64, n = (bytes + a - 1) / a * a;
+    return n < bytes ? NULL : aligned_alloc(a, n);
+}
+
+static void cpu_free(const attn_engine *e, void *p) {
+    (void)e;
+    free(p);
+}
+
+static void cpu_release(attn_engine *e) {
+    if (e->owns_state) attn_bf16_gemm_free(gemm_of(e));
+}
+
+static void cpu_begin_pass(const attn_engine *e) {
+    attn_bf16_gemm_begin_pass(gemm_of(e));
+}
+
+/* ----------------------------------------------------------------- linear */
+
+/* A module carrying another GEMM engine than e's runs as a copy carrying
+ * e's; the copy's mark of an unset gradient goes back (the backward clears
+ * it). A model's modules carry e's: no copy. */
+static void linear_forward(const attn_engine *e, const attn_linear *l, const float *x, float *y,
+                           size_t N) {
+    if (l->bf16 == gemm_of(e)) {
+        attn_linear_forward(l, x, y, N);
+        return;
+    }
+    attn_linear c = *l;
+    c.bf16 = gemm_of(e);
+    attn_linear_forward(&c, x, y, N);
+}
+
+static void linear_backward(const attn_engine *e, attn_linear *l, const float *x, const float *dy,
+                            float *dx, size_t N) {
+    if (l->bf16 == gemm_of(e)) {
+        attn_linear_backward(l, x, dy, dx, N);
+        return;
+    }
+    attn_linear c = *l;
+    c.bf16 = gemm_of(e);
+    attn_linear_backward(&c, x, dy, dx, N);
+    l->grad_unset = c.grad_unset;
+}
+
+static void linear_round(const attn_engine *e, size_t N, int out, const float *dy, uint16_t *dy16) {
+    (void)e;
+    attn_gemm_round((int)N, out, dy, dy16);
+}
+
+static void linear_backward_dy16(const attn_engine *e, attn_linear *l, const float *x,
+                                 const uint16_t *dy16, float *dx, size_t N) {
+    const int C = l->in_features, V = l->out_features;
+    if (dx) attn_gemm_input_grad_dy16(gemm_of(e), 0, (int)N, C, V, dy16, l->weight, 1.0f, dx);
+    if (l->grad_weight) /* else frozen */
+        attn_gemm_weight_grad_dy16(gemm_of(e), 0, (int)N, C, V, x, dy16, attn_linear_grad_beta(l),
+                                   l->grad_weight);
+}
+
+/* -------------------------------------------------------------- layernorm */
+
+static void layernorm_forward(const attn_engine *e, const attn_layernorm *ln, const float *x,
+                              float *y, float *mean, float *rstd, size_t N) {
+    (void)e;
+    attn_layernorm_forward(ln, x, y, mean, rstd, N);
+}
+
+static void layernorm_backward(const attn_engine *e, attn_layernorm *ln, const float *x,
+                               const float *mean, const float *rstd, const float *dy, float *dx,
+                               size_t N) {
+    (void)e;
+    attn_layernorm_backward(ln, x, mean, rstd, dy, dx, N);
+}
+
+/* -------------------------------------------------------------- attention */
+
+static int mha_on(const attn_mha *m, attn_bf16_gemm *g) {
+    return m->bf16 == g && m->W_query.bf16 == g && m->W_key.bf16 == g && m->W_value.bf16 == g &&
+           m->out_proj.bf16 == g;
+}
+
+static void mha_carry(attn_mha *c, attn_bf16_gemm *g) {
+    c->bf16 = c->W_query.bf16 = c->W_key.bf16 = c->W_value.bf16 = c->out_proj.bf16 = g;
+}
+
+static attn_status attention_forward(const attn_engine *e, const attn_mha *m, const float *x, int B,
+                                     int T, float *out, const attn_forward_mode *mode,
+                                     attn_attention_cache *cache, attn_error *err) {
+    if (mha_on(m, gemm_of(e))) return attn_mha_forward(m, x, B, T, out, mode, cache, err);
+    attn_mha c = *m;
+    mha_carry(&c, gemm_of(e));
+    return attn_mha_forward(&c, x, B, T, out, mode, cache, err);
+}
+
+static attn_status attention_backward(const attn_engine *e, attn_mha *m, const float *x, int B,
+                                      int T, const float *d_out, float *dx,
+                                      const attn_attention_cache *cache, attn_error *err) {
+    if (mha_on(m, gemm_of(e))) return attn_mha_backward(m, x, B, T, d_out, dx, cache, err);
+    attn_mha c = *m;
+    mha_carry(&c, gemm_of(e));
+    attn_status s = attn_mha_backward(&c, x, B, T, d_out, dx, cache, err);
+    m->W_query.grad_unset = c.W_query.grad_unset;
+    m->W_key.grad_unset = c.W_key.grad_unset;
+    m->W_value.grad_unset = c.W_value.grad_unset;
+    m->out_proj.grad_unset = c.out_proj.grad_unset;
+    return s;
+}
+
+/* ------------------------------------------------------------ feedforward */
+
+static void feedforward_forward(const attn_engine *e, const attn_feedforward *ff, const float *x,
+                                float *y, size_t N, attn_feedforward_cache *cache) {
+    attn_bf16_gemm *g = gemm_of(e);
+    if (ff->fc1.bf16 == g && ff->fc2.bf16 == g) {
+        attn_feedforward_forward(ff, x, y, N, cache);
+        return;
+    }
+    attn_feedforward c = *ff;
+    c.fc1.bf16 = c.fc2.bf16 = g;
+    attn_feedforward_forward(&c, x, y, N, cache);
+}
+
+static void feedforward_backward(const attn_engine *e, attn_feedforward *ff, const float *x,
+                                 const float *dy, float *dx, size_t N,
+                                 const attn_feedforward_cache *cache, float *d_hidden) {
+    attn_bf16_gemm *g = gemm_of(e);
+    if (ff->fc1.bf16 == g && ff->fc2.bf16 == g) {
+        attn_feedforward_backward(ff, x, dy, dx, N, cache, d_hidden);
+        return;
+    }
+    attn_feedforward c = *ff;
+    c.fc1.bf16 = c.fc2.bf16 = g;
+    attn_feedforward_backward(&c, x, dy, dx, N, cache, d_hidden);
+    ff->fc1.grad_unset = c.fc1.grad_unset;
+    ff->fc2.grad_unset = c.fc2.grad_unset;
+}
+
+/* --------------------------------------- gelu, embedding, cross-entropy */
+
+static void gelu_forward(const attn_engine *e, const float *x, float *y, size_t n) {
+    (void)e;
+    attn_gelu_forward(x, y, n);
+}
+
+static void gelu_backward(const attn_engine *e, const float *x, const float *dy, float *dx,
+                          size_t n) {
+    (void)e;
+    attn_gelu_backward(x, dy, dx, n);
+}
+
+static void embedding_forward(const attn_engine *e, const attn_embedding *emb, const int32_t *ids,
+                              float *out, size_t N) {
+    (void)e;
+    attn_embedding_forward(emb, ids, out, N);
+}
+
+static void embedding_backward(const attn_engine *e, attn_embedding *emb, const int32_t *ids,
+                               const float *dout, size_t N) {
+    (void)e;
+    attn_embedding_backward(emb, ids, dout, N);
+}
+
+static void ce_forward(const attn_engine *e, const float *logits, const int32_t *targets,
+                       float *lse, size_t N, size_t V, double *total) {
+    (void)e;
+    attn_cross_entropy_accumulate(logits, targets, lse, N, V, total);
+}
+
+static void ce_backward(const attn_engine *e, const float *logits, const int32_t *targets,
+                        const float *lse, float dloss, float *dlogits, size_t N, size_t V) {
+    (void)e;
+    attn_cross_entropy_backward(logits, targets, lse, dloss, dlogits, N, V);
+}
+
+static void ce_grad(const attn_engine *e, const float *logits, const int32_t *targets,
+                    const float *lse, float scale, float *dlogits, size_t N, size_t V) {
+    (void)e;
+    attn_cross_entropy_grad(logits, targets, lse, scale, dlogits, N, V);
+}
+
+/* ------------------------------------------------------------------ adamw */
+
+static attn_status adamw_step(const attn_engine *e, attn_adamw *opt, const attn_param_list *params,
+                              double lr, float grad_scale, attn_error *err) {
+    return attn_adamw_step_bf16(opt, params, lr, grad_scale, gemm_of(e), err);
+}
+
+static const attn_engine_ops CPU_OPS = {
+    .supports_op = cpu_supports_op,
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .release = cpu_release,
+    .begin_pass = cpu_begin_pass,
+    .linear_forward = linear_forward,
+    .linear_backward = linear_backward,
+    .linear_round = linear_round,
+    .linear_backward_dy16 = linear_backward_dy16,
+    .layernorm_forward = layernorm_forward,
+    .layernorm_backward = layernorm_backward,
+    .attention_forward = attention_forward,
+    .attention_backward = attention_backward,
+    .feedforward_forward = feedforward_forward,
+    .feedforward_backward = feedforward_backward,
+    .gelu_forward = gelu_forward,
+    .gelu_backward = gelu_backward,
+    .embedding_forward = embedding_forward,
+    .embedding_backward = embedding_backward,
+    .cross_entropy_forward = ce_forward,
+    .cross_entropy_backward = ce_backward,
+    .cross_entropy_grad = ce_grad,
+    .adamw_step = adamw_step,
+};
+
+attn_status attn_engine_cpu_init(attn_engine *e, attn_precision p, attn_error *err) {
+    attn_bf16_gemm *g = NULL;
+    attn_status s = attn_precision_check(p, err);
+    if (s == ATTN_OK && p == ATTN_PRECISION_BF16) s = attn_bf16_gemm_create(&g, err);
+    if (s != ATTN_OK) {
+        memset(e, 0, sizeof *e);
+        return s;
+    }
+    *e = g ? (attn_engine){"cpu-bf16", ATTN_PRECISION_BF16, &CPU_OPS, g, 1}
+           : (attn_engine){"cpu-fp32", ATTN_PRECISION_FP32, &CPU_OPS, NULL, 0};
+    return ATTN_OK;
+}
+
+attn_bf16_gemm *attn_engine_cpu_gemm(const attn_engine *e) {
+    return e && e->ops == &CPU_OPS ? gemm_of(e) : NULL;
+}
+
+int attn_engine_is_cpu(const attn_engine *e) {
+    return e && e->ops == &CPU_OPS;
+}

@@ -1,0 +1,688 @@
+/* Every op of every engine present against the fp32 CPU reference, in the
+ * manner of ggml's test-backend-ops (attn/engine_ops.h): for each engine
+ * (cpu-fp32; cpu-bf16 where this CPU runs it; test engines of their own)
+ * and each op at each precision its supports_op takes, the op runs on
+ * random inputs and every output is compared with the kernels' own fp32
+ * results (attn/linear.h, ...): equal bit for bit at FP32, within bf16's
+ * tolerance at BF16. An op the engine refuses gets a status with a message
+ * and is not run, and a model refuses an engine that lacks an op it calls.
+ * (ctest runs this at each ATTN_SIMD level.) */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn/cross_entropy.h"
+#include "attn/embedding.h"
+#include "attn/engine_cpu.h"
+#include "attn/engine_ops.h"
+#include "attn/feedforward.h"
+#include "attn/gelu.h"
+#include "attn/gemm.h"
+#include "attn/gpt.h"
+#include "attn/layernorm.h"
+#include "attn/linear.h"
+#include "attn/multi_head_attention.h"
+#include "attn/optim.h"
+
+/* ------------------------------------------------------ outputs of a run */
+
+enum { MAX_OUT = 10 };
+typedef struct outs {
+    float *p[MAX_OUT];
+    size_t n[MAX_OUT];
+    int k;
+} outs;
+
+static void keep(outs *o, const float *v, size_t n) {
+    cr_assert_lt(o->k, MAX_OUT);
+    o->p[o->k] = malloc(n * sizeof(float));
+    memcpy(o->p[o->k], v, n * sizeof(float));
+    o->n[o->k++] = n;
+}
+
+static void outs_free(outs *o) {
+    for (int i = 0; i < o->k; i++)
+        free(o->p[i]);
+    o->k = 0;
+}
+
+static float *rnd(attn_rng *rng, size_t n, float lo, float hi) {
+    float *v = malloc(n * sizeof(float));
+    attn_rng_uniform(rng, v, n, lo, hi);
+    return v;
+}
+
+/* ------------------------------------------------------------- the cases
+ * Each case makes its inputs from its own seed and runs its op on engine e,
+ * or (e NULL) the op's kernel itself: the fp32 reference. */
+
+typedef void (*op_case)(const attn_engine *e, outs *o);
+
+enum { N = 37, IN = 24, OUT = 40, B = 2, T = 9, D = 32, HEADS = 4, V = 50 };
+
+static void linear_case(const attn_engine *e, outs *o, int backward) {
+    attn_rng rng;
+    attn_rng_seed(&rng, 11);
+    attn_error err;
+    attn_linear l;
+    cr_assert_eq(attn_linear_init(&l, IN, OUT, 1, &rng, &err), ATTN_OK);
+    float *x = rnd(&rng, (size_t)N * IN, -1, 1), *y = malloc(sizeof(float) * N * OUT);
+    float *dy = rnd(&rng, (size_t)N * OUT, -1, 1), *dx = calloc((size_t)N * IN, sizeof(float));
+    if (!backward) {
+        if (e)
+            e->ops->linear_forward(e, &l, x, y, N);
+        else
+            attn_linear_forward(&l, x, y, N);
+        keep(o, y, (size_t)N * OUT);
+    } else {
+        if (e)
+            e->ops->linear_backward(e, &l, x, dy, dx, N);
+        else
+            attn_linear_backward(&l, x, dy, dx, N);
+        keep(o, dx, (size_t)N * IN);
+        keep(o, l.grad_weight, (size_t)OUT * IN);
+        keep(o, l.grad_bias, OUT);
+    }
+    free(x), free(y), free(dy), free(dx);
+    attn_linear_free(&l);
+}
+static void linear_fwd(const attn_engine *e, outs *o) {
+    linear_case(e, o, 0);
+}
+static void linear_bwd(const attn_engine *e, outs *o) {
+    linear_case(e, o, 1);
+}
+
+/* The reference: both products in fp32 on dy16's exact widening. */
+static void linear_bwd_dy16(const attn_engine *e, outs *o) {
+    attn_rng rng;
+    attn_rng_seed(&rng, 12);
+    attn_error err;
+    attn_linear l;
+    cr_assert_eq(attn_linear_init(&l, IN, OUT, 0, &rng, &err), ATTN_OK);
+    float *x = rnd(&rng, (size_t)N * IN, -1, 1), *dy = rnd(&rng, (size_t)N * OUT, -1, 1);
+    float *dx = calloc((size_t)N * IN, sizeof(float));
+    uint16_t *dy16 = malloc(sizeof(uint16_t) * N * OUT);
+    attn_gemm_round(N, OUT, dy, dy16);
+    if (e) {
+        e->ops->linear_backward_dy16(e, &l, x, dy16, dx, N);
+    } else {
+        attn_gemm_input_grad_dy16(NULL, 0, N, IN, OUT, dy16, l.weight, 1.0f, dx);
+        attn_gemm_weight_grad_dy16(NULL, 0, N, IN, OUT, x, dy16, 1.0f, l.grad_weight);
+    }
+    keep(o, dx, (size_t)N * IN);
+    keep(o, l.grad_weight, (size_t)OUT * IN);
+    free(x), free(dy), free(dx), free(dy16);
+    attn_linear_free(&l);
+}
+
+static void norm_case(const attn_engine *e, outs *o, attn_norm_kind kind, int backward) {
+    attn_rng rng;
+    attn_rng_seed(&rng, 13 + (unsigned)kind);
+    attn_error err;
+    attn_layernorm ln;
+    cr_assert_eq(attn_norm_init(&ln, IN, kind, &err), ATTN_OK);
+    attn_rng_uniform(&rng, ln.scale, IN, 0.5f, 1.5f);
+    if (kind == ATTN_NORM_LAYERNORM) attn_rng_uniform(&rng, ln.shift, IN, -0.5f, 0.5f);
+    float *x = rnd(&rng, (size_t)N * IN, -2, 2), *y = malloc(sizeof(float) * N * IN);
+    float *mean = malloc(sizeof(float) * N), *rstd = malloc(sizeof(float) * N);
+    float *dy = rnd(&rng, (size_t)N * IN, -1, 1), *dx = calloc((size_t)N * IN, sizeof(float));
+    attn_layernorm_forward(&ln, x, y, mean, rstd, N); /* the backward's saved rows */
+    if (!backward) {
+        memset(y, 0, sizeof(float) * N * IN);
+        if (e)
+            e->ops->layernorm_forward(e, &ln, x, y, mean, rstd, N);
+        else
+            attn_layernorm_forward(&ln, x, y, mean, rstd, N);
+        keep(o, y, (size_t)N * IN);
+        keep(o, mean, N);
+        keep(o, rstd, N);
+    } else {
+        if (e)
+            e->ops->layernorm_backward(e, &ln, x, mean, rstd, dy, dx, N);
+        else
+            attn_layernorm_backward(&ln, x, mean, rstd, dy, dx, N);
+        keep(o, dx, (size_t)N * IN);
+        keep(o, ln.grad_scale, IN);
+        if (kind == ATTN_NORM_LAYERNORM) keep(o, ln.grad_shift, IN);
+    }
+    free(x), free(y), free(mean), free(rstd), free(dy), free(dx);
+    attn_layernorm_free(&ln);
+}
+static void layernorm_fwd(const attn_engine *e, outs *o) {
+    norm_case(e, o, ATTN_NORM_LAYERNORM, 0);
+    norm_case(e, o, ATTN_NORM_RMSNORM, 0);
+}
+static void layernorm_bwd(const attn_engine *e, outs *o) {
+    norm_case(e, o, ATTN_NORM_LAYERNORM, 1);
+    norm_case(e, o, ATTN_NORM_RMSNORM, 1);
+}
+
+/* The book's MultiHeadAttention and a grouped-query one with RoPE. */
+static void attention_case(const attn_engine *e, outs *o, int variant, int backward) {
+    attn_rng rng;
+    attn_rng_seed(&rng, 17 + (unsigned)variant);
+    attn_error err;
+    attn_attention_spec sp = attn_attention_book(HEADS, D / HEADS, 0.0);
+    if (variant) sp.kv_heads = 2, sp.positions = ATTN_POSITIONS_ROPE;
+    attn_mha m;
+    attn_attention_cache c;
+    cr_assert_eq(attn_mha_init_spec(&m, D, D, T, &sp, 1, &rng, &err), ATTN_OK, "%s", err.msg);
+    cr_assert_eq(attn_mha_cache_init(&c, &m, B, T, &err), ATTN_OK, "%s", err.msg);
+    const size_t n = (size_t)B * T * D;
+    float *x = rnd(&rng, n, -1, 1), *y = malloc(sizeof(float) * n), *dy = rnd(&rng, n, -1, 1);
+    float *dx = calloc(n, sizeof(float));
+    attn_status s = e ? e->ops->attention_forward(e, &m, x, B, T, y, NULL, &c, &err)
+                      : attn_mha_forward(&m, x, B, T, y, NULL, &c, &err);
+    cr_assert_eq(s, ATTN_OK, "%s", err.msg);
+    if (!backward) {
+        keep(o, y, n);
+    } else {
+        s = e ? e->ops->attention_backward(e, &m, x, B, T, dy, dx, &c, &err)
+              : attn_mha_backward(&m, x, B, T, dy, dx, &c, &err);
+        cr_assert_eq(s, ATTN_OK, "%s", err.msg);
+        keep(o, dx, n);
+        keep(o, m.W_query.grad_weight, (size_t)D * D);
+        keep(o, m.W_value.grad_weight, (size_t)m.kv_dim * D);
+        keep(o, m.out_proj.grad_weight, (size_t)D * D);
+        keep(o, m.out_proj.grad_bias, D);
+    }
+    free(x), free(y), free(dy), free(dx);
+    attn_attention_cache_free(&c);
+    attn_mha_free(&m);
+}
+static void attention_fwd(const attn_engine *e, outs *o) {
+    attention_case(e, o, 0, 0);
+    attention_case(e, o, 1, 0);
+}
+static void attention_bwd(const attn_engine *e, outs *o) {
+    attention_case(e, o, 0, 1);
+    attention_case(e, o, 1, 1);
+}
+
+static void ff_case(const attn_engine *e, outs *o, int backward) {
+    attn_rng rng;
+    attn_rng_seed(&rng, 19);
+    attn_error err;
+    attn_feedforward ff;
+    attn_feedforward_cache c;
+    cr_assert_eq(attn_feedforward_init(&ff, D, &rng, &err), ATTN_OK);
+    cr_assert_eq(attn_feedforward_cache_init(&c, &ff, N, &err), ATTN_OK);
+    const size_t n = (size_t)N * D;
+    float *x = rnd(&rng, n, -1, 1), *y = malloc(sizeof(float) * n), *dy = rnd(&rng, n, -1, 1);
+    float *dx = calloc(n, sizeof(float));
+    float *scratch = malloc(sizeof(float) * N * attn_feedforward_scratch(&ff));
+    if (e)
+        e->ops->feedforward_forward(e, &ff, x, y, N, &c);
+    else
+        attn_feedforward_forward(&ff, x, y, N, &c);
+    if (!backward) {
+        keep(o, y, n);
+    } else {
+        if (e)
+            e->ops->feedforward_backward(e, &ff, x, dy, dx, N, &c, scratch);
+        else
+            attn_feedforward_backward(&ff, x, dy, dx, N, &c, scratch);
+        keep(o, dx, n);
+        keep(o, ff.fc1.grad_weight, (size_t)ff.hidden * D);
+        keep(o, ff.fc2.grad_weight, (size_t)ff.hidden * D);
+        keep(o, ff.fc1.grad_bias, (size_t)ff.hidden);
+    }
+    free(x), free(y), free(dy), free(dx), free(scratch);
+    attn_feedforward_cache_free(&c);
+    attn_feedforward_free(&ff);
+}
+static void ff_fwd(const attn_engine *e, outs *o) {
+    ff_case(e, o, 0);
+}
+static void ff_bwd(const attn_engine *e, outs *o) {
+    ff_case(e, o, 1);
+}
+
+static void gelu_case(const attn_engine *e, outs *o, int backward) {
+    attn_rng rng;
+    attn_rng_seed(&rng, 23);
+    const size_t n = 1000;
+    float *x = rnd(&rng, n, -6, 6), *y = malloc(sizeof(float) * n), *dy = rnd(&rng, n, -1, 1);
+    float *dx = rnd(&rng, n, -1, 1); /* the backward adds into it */
+    if (!backward) {
+        if (e)
+            e->ops->gelu_forward(e, x, y, n);
+        else
+            attn_gelu_forward(x, y, n);
+        keep(o, y, n);
+    } else {
+        if (e)
+            e->ops->gelu_backward(e, x, dy, dx, n);
+        else
+            attn_gelu_backward(x, dy, dx, n);
+        keep(o, dx, n);
+    }
+    free(x), free(y), free(dy), free(dx);
+}
+static void gelu_fwd(const attn_engine *e, outs *o) {
+    gelu_case(e, o, 0);
+}
+static void gelu_bwd(const attn_engine *e, outs *o) {
+    gelu_case(e, o, 1);
+}
+
+static void embedding_case(const attn_engine *e, outs *o, int backward) {
+    attn_rng rng;
+    attn_rng_seed(&rng, 29);
+    attn_error err;
+    attn_embedding emb;
+    cr_assert_eq(attn_embedding_init(&emb, V, D, &rng, &err), ATTN_OK);
+    int32_t ids[N];
+    for (int i = 0; i < N; i++)
+        ids[i] = (i * 7 + 3) % V; /* repeats: the backward adds rows onto one */
+    float *out = malloc(sizeof(float) * N * D), *dout = rnd(&rng, (size_t)N * D, -1, 1);
+    if (!backward) {
+        if (e)
+            e->ops->embedding_forward(e, &emb, ids, out, N);
+        else
+            attn_embedding_forward(&emb, ids, out, N);
+        keep(o, out, (size_t)N * D);
+    } else {
+        if (e)
+            e->ops->embedding_backward(e, &emb, ids, dout, N);
+        else
+            attn_embedding_backward(&emb, ids, dout, N);
+        keep(o, emb.grad_weight, (size_t)V * D);
+    }
+    free(out), free(dout);
+    attn_embedding_free(&emb);
+}
+static void embedding_fwd(const attn_engine *e, outs *o) {
+    embedding_case(e, o, 0);
+}
+static void embedding_bwd(const attn_engine *e, outs *o) {
+    embedding_case(e, o, 1);
+}
+
+/* which: 0 the loss, 1 the backward (+=), 2 the grad (written). */
+static void ce_case(const attn_engine *e, outs *o, int which) {
+    attn_rng rng;
+    attn_rng_seed(&rng, 31);
+    int32_t tg[N];
+    for (int i = 0; i < N; i++)
+        tg[i] = (i * 5 + 1) % V;
+    float *logits = rnd(&rng, (size_t)N * V, -4, 4), *lse = malloc(sizeof(float) * N);
+    float *d = rnd(&rng, (size_t)N * V, -1, 1);
+    double total = 0.5;
+    if (which == 0 && e)
+        e->ops->cross_entropy_forward(e, logits, tg, lse, N, V, &total);
+    else
+        attn_cross_entropy_accumulate(logits, tg, lse, N, V, &total);
+    if (which == 0) {
+        const float t = (float)total;
+        keep(o, &t, 1);
+        keep(o, lse, N);
+    } else if (which == 1) {
+        if (e)
+            e->ops->cross_entropy_backward(e, logits, tg, lse, 0.7f, d, N, V);
+        else
+            attn_cross_entropy_backward(logits, tg, lse, 0.7f, d, N, V);
+        keep(o, d, (size_t)N * V);
+    } else {
+        if (e)
+            e->ops->cross_entropy_grad(e, logits, tg, lse, 0.01f, logits, N, V);
+        else
+            attn_cross_entropy_grad(logits, tg, lse, 0.01f, logits, N, V);
+        keep(o, logits, (size_t)N * V);
+    }
+    free(logits), free(lse), free(d);
+}
+static void ce_fwd(const attn_engine *e, outs *o) {
+    ce_case(e, o, 0);
+}
+static void ce_bwd(const attn_engine *e, outs *o) {
+    ce_case(e, o, 1);
+}
+static void ce_grad(const attn_engine *e, outs *o) {
+    ce_case(e, o, 2);
+}
+
+/* Two steps over a Linear's table, the gradients read times 0.5. */
+static void adamw_case(const attn_engine *e, outs *o) {
+    attn_rng rng;
+    attn_rng_seed(&rng, 37);
+    attn_error err;
+    attn_linear l;
+    attn_param_list list;
+    attn_adamw opt;
+    const attn_adamw_config cfg = attn_adamw_defaults();
+    attn_param_list_init(&list);
+    cr_assert_eq(attn_linear_init(&l, IN, OUT, 1, &rng, &err), ATTN_OK);
+    cr_assert_eq(attn_linear_params(&l, "", &list, &err), ATTN_OK, "%s", err.msg);
+    cr_assert_eq(attn_adamw_init(&opt, &list, &cfg, &err), ATTN_OK, "%s", err.msg);
+    for (int step = 0; step < 2; step++) {
+        attn_rng_uniform(&rng, l.grad_weight, (size_t)OUT * IN, -1, 1);
+        attn_rng_uniform(&rng, l.grad_bias, OUT, -1, 1);
+        attn_status s = e ? e->ops->adamw_step(e, &opt, &list, 1e-2, 0.5f, &err)
+                          : attn_adamw_step_scaled(&opt, &list, 1e-2, 0.5f, &err);
+        cr_assert_eq(s, ATTN_OK, "%s", err.msg);
+    }
+    keep(o, l.weight, (size_t)OUT * IN);
+    keep(o, l.bias, OUT);
+    keep(o, opt.m, opt.total);
+    keep(o, opt.v, opt.total);
+    attn_adamw_free(&opt);
+    attn_param_list_free(&list);
+    attn_linear_free(&l);
+}
+
+/* Every op, its case and its shape (rows, in, out) as supports_op is asked. */
+static const struct {
+    attn_op op;
+    op_case run;
+    size_t rows;
+    int in, out;
+} CASES[] = {
+    {ATTN_OP_LINEAR, linear_fwd, N, IN, OUT},
+    {ATTN_OP_LINEAR_BACKWARD, linear_bwd, N, IN, OUT},
+    {ATTN_OP_LINEAR_BACKWARD_DY16, linear_bwd_dy16, N, IN, OUT},
+    {ATTN_OP_LAYERNORM, layernorm_fwd, N, IN, 0},
+    {ATTN_OP_LAYERNORM_BACKWARD, layernorm_bwd, N, IN, 0},
+    {ATTN_OP_ATTENTION, attention_fwd, B *T, D, D},
+    {ATTN_OP_ATTENTION_BACKWARD, attention_bwd, B *T, D, D},
+    {ATTN_OP_FEEDFORWARD, ff_fwd, N, D, 0},
+    {ATTN_OP_FEEDFORWARD_BACKWARD, ff_bwd, N, D, 0},
+    {ATTN_OP_GELU, gelu_fwd, 1000, 0, 0},
+    {ATTN_OP_GELU_BACKWARD, gelu_bwd, 1000, 0, 0},
+    {ATTN_OP_EMBEDDING, embedding_fwd, N, 0, D},
+    {ATTN_OP_EMBEDDING_BACKWARD, embedding_bwd, N, 0, D},
+    {ATTN_OP_CROSS_ENTROPY, ce_fwd, N, 0, V},
+    {ATTN_OP_CROSS_ENTROPY_BACKWARD, ce_bwd, N, 0, V},
+    {ATTN_OP_CROSS_ENTROPY_GRAD, ce_grad, N, 0, V},
+    {ATTN_OP_ADAMW, adamw_case, 0, 0, 0},
+};
+_Static_assert(sizeof CASES / sizeof *CASES == ATTN_OP_COUNT, "a case per op");
+
+/* ----------------------------------------------- a test engine of its own
+ * The recipe "add an engine" in small: a table of its own whose entries
+ * count their calls and run cpu-fp32's (its state NULL, as cpu-fp32's).
+ * "partial" takes no attention, feed-forward, GELU or AdamW. */
+
+static int calls[ATTN_OP_COUNT];
+static attn_engine cpu32; /* whose entries the test engines run */
+
+#define COUNTED(op) (calls[op]++, cpu32.ops)
+
+static void t_linear_forward(const attn_engine *e, const attn_linear *l, const float *x, float *y,
+                             size_t n) {
+    COUNTED(ATTN_OP_LINEAR)->linear_forward(e, l, x, y, n);
+}
+static void t_linear_backward(const attn_engine *e, attn_linear *l, const float *x, const float *dy,
+                              float *dx, size_t n) {
+    COUNTED(ATTN_OP_LINEAR_BACKWARD)->linear_backward(e, l, x, dy, dx, n);
+}
+static void t_ln_forward(const attn_engine *e, const attn_layernorm *ln, const float *x, float *y,
+                         float *mean, float *rstd, size_t n) {
+    COUNTED(ATTN_OP_LAYERNORM)->layernorm_forward(e, ln, x, y, mean, rstd, n);
+}
+static void t_ln_backward(const attn_engine *e, attn_layernorm *ln, const float *x,
+                          const float *mean, const float *rstd, const float *dy, float *dx,
+                          size_t n) {
+    COUNTED(ATTN_OP_LAYERNORM_BACKWARD)->layernorm_backward(e, ln, x, mean, rstd, dy, dx, n);
+}
+static attn_status t_att_forward(const attn_engine *e, const attn_mha *m, const float *x, int b,
+                                 int t, float *out, const attn_forward_mode *mode,
+                                 attn_attention_cache *c, attn_error *err) {
+    return COUNTED(ATTN_OP_ATTENTION)->attention_forward(e, m, x, b, t, out, mode, c, err);
+}
+static attn_status t_att_backward(const attn_engine *e, attn_mha *m, const float *x, int b, int t,
+                                  const float *dout, float *dx, const attn_attention_cache *c,
+                                  attn_error *err) {
+    return COUNTED(ATTN_OP_ATTENTION_BACKWARD)->attention_backward(e, m, x, b, t, dout, dx, c, err);
+}
+static void t_ff_forward(const attn_engine *e, const attn_feedforward *ff, const float *x, float *y,
+                         size_t n, attn_feedforward_cache *c) {
+    COUNTED(ATTN_OP_FEEDFORWARD)->feedforward_forward(e, ff, x, y, n, c);
+}
+static void t_ff_backward(const attn_engine *e, attn_feedforward *ff, const float *x,
+                          const float *dy, float *dx, size_t n, const attn_feedforward_cache *c,
+                          float *dh) {
+    COUNTED(ATTN_OP_FEEDFORWARD_BACKWARD)->feedforward_backward(e, ff, x, dy, dx, n, c, dh);
+}
+static void t_emb_forward(const attn_engine *e, const attn_embedding *emb, const int32_t *ids,
+                          float *out, size_t n) {
+    COUNTED(ATTN_OP_EMBEDDING)->embedding_forward(e, emb, ids, out, n);
+}
+static void t_emb_backward(const attn_engine *e, attn_embedding *emb, const int32_t *ids,
+                           const float *dout, size_t n) {
+    COUNTED(ATTN_OP_EMBEDDING_BACKWARD)->embedding_backward(e, emb, ids, dout, n);
+}
+static void t_ce_forward(const attn_engine *e, const float *lg, const int32_t *tg, float *lse,
+                         size_t n, size_t v, double *total) {
+    COUNTED(ATTN_OP_CROSS_ENTROPY)->cross_entropy_forward(e, lg, tg, lse, n, v, total);
+}
+static void t_ce_backward(const attn_engine *e, const float *lg, const int32_t *tg,
+                          const float *lse, float dloss, float *d, size_t n, size_t v) {
+    COUNTED(ATTN_OP_CROSS_ENTROPY_BACKWARD)->cross_entropy_backward(e, lg, tg, lse, dloss, d, n, v);
+}
+
+static attn_status partial_supports(const attn_engine *e, const attn_op_desc *d, attn_error *err) {
+    if (d->op == ATTN_OP_ATTENTION || d->op == ATTN_OP_ATTENTION_BACKWARD ||
+        d->op == ATTN_OP_FEEDFORWARD || d->op == ATTN_OP_FEEDFORWARD_BACKWARD ||
+        d->op == ATTN_OP_GELU || d->op == ATTN_OP_GELU_BACKWARD || d->op == ATTN_OP_ADAMW)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "engine %s has no %s", e->name,
+                         attn_op_name(d->op));
+    return cpu32.ops->supports_op(e, d, err);
+}
+
+static attn_engine_ops counting_ops, partial_ops;
+
+/* The two test engines (after cpu32 is made). */
+static void test_engines(attn_engine *counting, attn_engine *partial) {
+    attn_engine_ops t = *cpu32.ops;
+    t.release = NULL; /* they own nothing */
+    t.linear_forward = t_linear_forward, t.linear_backward = t_linear_backward;
+    t.layernorm_forward = t_ln_forward, t.layernorm_backward = t_ln_backward;
+    t.attention_forward = t_att_forward, t.attention_backward = t_att_backward;
+    t.feedforward_forward = t_ff_forward, t.feedforward_backward = t_ff_backward;
+    t.embedding_forward = t_emb_forward, t.embedding_backward = t_emb_backward;
+    t.cross_entropy_forward = t_ce_forward, t.cross_entropy_backward = t_ce_backward;
+    counting_ops = t;
+    t.supports_op = partial_supports;
+    partial_ops = t;
+    *counting = (attn_engine){"counting", ATTN_PRECISION_FP32, &counting_ops, NULL, 0};
+    *partial = (attn_engine){"partial", ATTN_PRECISION_FP32, &partial_ops, NULL, 0};
+}
+
+/* ------------------------------------------------------------ the harness */
+
+/* max |a - b| <= tol * max |ref| over each output (tol 0: the same bits). */
+static void compare(const outs *got, const outs *ref, double tol, const char *engine,
+                    const char *op) {
+    cr_assert_eq(got->k, ref->k);
+    for (int i = 0; i < ref->k; i++) {
+        if (tol == 0.0) {
+            cr_expect(memcmp(got->p[i], ref->p[i], ref->n[i] * sizeof(float)) == 0,
+                      "%s %s: output %d differs from the fp32 reference", engine, op, i);
+            continue;
+        }
+        double scale = 0, diff = 0;
+        for (size_t j = 0; j < ref->n[i]; j++) {
+            scale = fmax(scale, fabs((double)ref->p[i][j]));
+            diff = fmax(diff, fabs((double)got->p[i][j] - (double)ref->p[i][j]));
+        }
+        cr_expect(diff <= tol * scale, "%s %s: output %d off by %g (scale %g, tolerance %g)",
+                  engine, op, i, diff, scale, tol);
+    }
+}
+
+/* Every op at each precision e takes, against the kernels'; returns the
+ * number run and counts the refusals (each with its message). */
+static int run_engine(const attn_engine *e, int *refused) {
+    int ran = 0;
+    for (int c = 0; c < ATTN_OP_COUNT; c++) {
+        for (int p = ATTN_PRECISION_FP32; p <= ATTN_PRECISION_BF16; p++) {
+            const attn_op_desc d = {CASES[c].op, (attn_precision)p, CASES[c].rows,
+                                    CASES[c].in, CASES[c].out,      NULL};
+            attn_error err = {0};
+            if (attn_engine_supports_op(e, &d, &err) != ATTN_OK) {
+                cr_expect(err.code != ATTN_OK && err.msg[0], "%s refuses %s without a message",
+                          e->name, attn_op_name(d.op));
+                ++*refused;
+                continue;
+            }
+            outs got = {0}, ref = {0};
+            e->ops->begin_pass(e); /* each weight rounded anew (a new tensor per case) */
+            CASES[c].run(e, &got);
+            CASES[c].run(NULL, &ref);
+            compare(&got, &ref, p == ATTN_PRECISION_BF16 ? 3e-2 : 0.0, e->name, attn_op_name(d.op));
+            outs_free(&got), outs_free(&ref);
+            ran++;
+        }
+    }
+    return ran;
+}
+
+static int have_bf16(void) {
+    attn_error err;
+    return attn_precision_check(ATTN_PRECISION_BF16, &err) == ATTN_OK;
+}
+
+Test(engine_ops, every_op_of_every_engine_against_the_fp32_reference) {
+    attn_error err;
+    cr_assert_eq(attn_engine_cpu_init(&cpu32, ATTN_PRECISION_FP32, &err), ATTN_OK);
+    attn_engine counting, partial, bf16 = {0};
+    test_engines(&counting, &partial);
+    int refused = 0;
+    /* cpu-fp32: every op but the bf16-dy one, in fp32 only. */
+    cr_expect_eq(run_engine(&cpu32, &refused), ATTN_OP_COUNT - 1);
+    cr_expect_eq(refused, ATTN_OP_COUNT + 1);
+    refused = 0;
+    /* partial: nine ops; its seven refusals and the bf16-dy one, and bf16. */
+    cr_expect_eq(run_engine(&partial, &refused), ATTN_OP_COUNT - 8);
+    cr_expect_eq(refused, ATTN_OP_COUNT + 8);
+    if (have_bf16()) {
+        cr_assert_eq(attn_engine_cpu_init(&bf16, ATTN_PRECISION_BF16, &err), ATTN_OK, "%s",
+                     err.msg);
+        refused = 0;
+        /* cpu-bf16: each op once, the products in bf16, the rest in fp32. */
+        cr_expect_eq(run_engine(&bf16, &refused), ATTN_OP_COUNT);
+        cr_expect_eq(refused, ATTN_OP_COUNT);
+        attn_engine_free(&bf16);
+        cr_expect_null(bf16.ops, "freed engines are cleared");
+    } else {
+        cr_expect_neq(attn_engine_cpu_init(&bf16, ATTN_PRECISION_BF16, &err), ATTN_OK);
+        cr_expect_null(bf16.ops, "a refused engine is cleared");
+    }
+    attn_engine_free(&cpu32);
+}
+
+/* ------------------------------------------------------------- a model */
+
+static const attn_gpt_config TINY = {
+    .vocab_size = 23, .context_length = 8, .emb_dim = 16, .n_heads = 2, .n_layers = 2};
+
+static void tiny(attn_gpt *m, attn_gpt_acts *a) {
+    attn_rng rng;
+    attn_rng_seed(&rng, 5);
+    attn_error err;
+    cr_assert_eq(attn_gpt_init(m, &TINY, &rng, &err), ATTN_OK, "%s", err.msg);
+    cr_assert_eq(attn_gpt_acts_init(a, m, 2, 8, &err), ATTN_OK, "%s", err.msg);
+}
+
+static float step(attn_gpt *m, attn_gpt_acts *a) {
+    int32_t ids[16], tg[16];
+    for (int i = 0; i < 16; i++)
+        ids[i] = (i * 5 + 2) % 23, tg[i] = (i * 3 + 1) % 23;
+    attn_error err;
+    float loss = 0;
+    attn_gpt_zero_grad(m);
+    cr_assert_eq(attn_gpt_forward_backward(m, ids, tg, 2, 8, NULL, a, 1.0f, &loss, &err), ATTN_OK,
+                 "%s", err.msg);
+    return loss;
+}
+
+/* A model on the counting engine: every pass's kernel through its table
+ * (each op the layer list walks counted), the same bits as on cpu-fp32. */
+Test(engine_ops, a_model_runs_on_an_engine_of_its_own_through_its_ops) {
+    attn_error err;
+    cr_assert_eq(attn_engine_cpu_init(&cpu32, ATTN_PRECISION_FP32, &err), ATTN_OK);
+    attn_engine counting, partial;
+    test_engines(&counting, &partial);
+    attn_gpt m, r;
+    attn_gpt_acts a, ra;
+    tiny(&m, &a), tiny(&r, &ra);
+    cr_assert_eq(attn_gpt_set_engine(&m, &counting, &err), ATTN_OK, "%s", err.msg);
+    memset(calls, 0, sizeof calls);
+    const float loss = step(&m, &a), want = step(&r, &ra);
+    cr_expect_eq(memcmp(&loss, &want, sizeof loss), 0, "loss %g, cpu-fp32 %g", (double)loss,
+                 (double)want);
+    const attn_param_list *p = attn_gpt_params(&m), *q = attn_gpt_params(&r);
+    cr_expect(memcmp(p->grads, q->grads, p->grads_numel * sizeof(float)) == 0,
+              "the gradients are cpu-fp32's");
+    const int L = TINY.n_layers;
+    cr_expect_eq(calls[ATTN_OP_EMBEDDING], 1);
+    cr_expect_eq(calls[ATTN_OP_EMBEDDING_BACKWARD], 1);
+    cr_expect_eq(calls[ATTN_OP_LAYERNORM], 2 * L + 1);
+    cr_expect_eq(calls[ATTN_OP_LAYERNORM_BACKWARD], 2 * L + 1);
+    cr_expect_eq(calls[ATTN_OP_ATTENTION], L);
+    cr_expect_eq(calls[ATTN_OP_ATTENTION_BACKWARD], L);
+    cr_expect_eq(calls[ATTN_OP_FEEDFORWARD], L);
+    cr_expect_eq(calls[ATTN_OP_FEEDFORWARD_BACKWARD], L);
+    cr_expect_eq(calls[ATTN_OP_LINEAR], 1); /* the head */
+    cr_expect_eq(calls[ATTN_OP_LINEAR_BACKWARD], 1);
+    cr_expect_eq(calls[ATTN_OP_CROSS_ENTROPY], 1);
+    cr_expect_eq(calls[ATTN_OP_CROSS_ENTROPY_BACKWARD], 1);
+    /* Back to the CPU engine (the counting one is borrowed, not freed). */
+    cr_assert_eq(attn_gpt_set_precision(&m, ATTN_PRECISION_FP32, &err), ATTN_OK);
+    cr_expect(attn_engine_is_cpu(&m.engine));
+    attn_gpt_acts_free(&a), attn_gpt_acts_free(&ra);
+    attn_gpt_free(&m), attn_gpt_free(&r);
+    attn_engine_free(&cpu32);
+}
+
+/* An engine that lacks an op the model calls is refused before anything
+ * runs: the status names the op, the model keeps its engine. */
+Test(engine_ops, an_engine_without_an_op_the_model_calls_is_refused_not_run) {
+    attn_error err = {0};
+    cr_assert_eq(attn_engine_cpu_init(&cpu32, ATTN_PRECISION_FP32, &err), ATTN_OK);
+    attn_engine counting, partial;
+    test_engines(&counting, &partial);
+    attn_gpt m;
+    attn_gpt_acts a;
+    tiny(&m, &a);
+    const float before = step(&m, &a);
+    memset(calls, 0, sizeof calls);
+    cr_expect_eq(attn_gpt_set_engine(&m, &partial, &err), ATTN_ERR_INVALID_ARG);
+    cr_expect(strstr(err.msg, "partial") && strstr(err.msg, "attention"), "message: %s", err.msg);
+    cr_expect(attn_engine_is_cpu(&m.engine), "the model keeps cpu-fp32");
+    const float after = step(&m, &a);
+    cr_expect_eq(memcmp(&before, &after, sizeof before), 0);
+    for (int op = 0; op < ATTN_OP_COUNT; op++)
+        cr_expect_eq(calls[op], 0, "%s ran on the refused engine", attn_op_name((attn_op)op));
+    /* A refused op at the table: a name and a status, never a call. */
+    const attn_op_desc d = {ATTN_OP_ATTENTION, ATTN_PRECISION_FP32, 4, 16, 16, NULL};
+    cr_expect_eq(attn_engine_supports_op(&partial, &d, &err), ATTN_ERR_INVALID_ARG);
+    const attn_op_desc bad = {ATTN_OP_COUNT, ATTN_PRECISION_FP32, 4, 16, 16, NULL};
+    cr_expect_eq(attn_engine_supports_op(&cpu32, &bad, &err), ATTN_ERR_INVALID_ARG);
+    cr_expect_null(attn_op_name(ATTN_OP_COUNT));
+    const attn_op_desc empty = {ATTN_OP_LINEAR, ATTN_PRECISION_FP32, 4, 0, 16, NULL};
+    cr_expect_eq(attn_engine_supports_op(&cpu32, &empty, &err), ATTN_ERR_SHAPE);
+    attn_gpt_acts_free(&a);
+    attn_gpt_free(&m);
+    attn_engine_free(&cpu32);
+}
+
+Test(engine_ops, memory_is_the_engines) {
+    attn_error err;
+    attn_engine e;
+    cr_assert_eq(attn_engine_cpu_init(&e, ATTN_PRECISION_FP32, &err), ATTN_OK);
+    cr_expect_null(attn_engine_alloc(&e, 0));
+    float *p = attn_engine_alloc(&e, 1000 * sizeof(float));
+    cr_assert_not_null(p);
+    cr_expect_eq((uintptr_t)p % 64, 0, "64-byte aligned");
+    for (int i = 0; i < 1000; i++)
+        p[i] = (float)i;
+    cr_expect_eq(p[999], 999.0f);
+    attn_engine_free_buffer(&e, p);
+    attn_engine_free(&e);
+    attn_engine_free(&e); /* a cleared engine: nothing */
+}
