@@ -395,12 +395,11 @@ static void warn_big(train_cmd *c) {
     train_warn_cost(&info, &pm, &c->su.train);
 }
 
-/* --dry-run: what claim() refuses, read only (no folder made, no lock). */
-static int check_dir(const train_cmd *c) {
+/* --dry-run: what claim() refuses of out, read only (no folder made, no lock). */
+static int check_dir(const train_cmd *c, const char *out) {
     attn_train_claim cl;
     attn_error err;
-    if (!attn_train_check_dir(c->su.out, c->o.resume, c->o.force, c->o.init_from, &cl, &err))
-        return -1;
+    if (!attn_train_check_dir(out, c->o.resume, c->o.force, c->o.init_from, &cl, &err)) return -1;
     if (cl.request_error == 1)
         fprintf(stderr, "attn train: %s; continue it with --resume or start over with --force\n",
                 err.msg);
@@ -549,15 +548,16 @@ static int train_run(train_cmd *c, int argc, char **argv) {
     const double t_cmd = attn_now_s();
     int rc = parse(c, argc, argv);
     const int dry = c->o.dry_run;
-    /* A run to continue is locked before its checkpoint is read. */
-    if (rc < 0 && c->lead && c->o.resume && !dry && c->o.out && access(c->o.out, F_OK) == 0)
-        rc = claim(c, c->o.out);
+    /* A run to continue is locked (a dry run's checked) before its
+     * checkpoint is read. */
+    if (rc < 0 && c->lead && c->o.resume && c->o.out && access(c->o.out, F_OK) == 0)
+        rc = dry ? check_dir(c, c->o.out) : claim(c, c->o.out);
     if (rc < 0) rc = resolve(c);
     if (rc < 0) rc = check_memory(c);
     if (rc < 0 && c->lead && !dry) warn_big(c);
     /* --dry-run makes every check of the real set-up but writes nothing:
      * no folder, no lock, no loss files; then reports instead of training. */
-    if (rc < 0 && c->lead && dry) rc = check_dir(c);
+    if (rc < 0 && c->lead && dry) rc = check_dir(c, c->su.out);
     if (rc < 0 && c->lead && !dry && !c->claimed) rc = claim(c, c->su.out);
     if (rc >= 0) return rc;
     attn_trainer *tr = NULL;
