@@ -213,6 +213,18 @@ static attn_status after_step(attn_trainer *tr, const char *out, const attn_trai
     return ATTN_OK;
 }
 
+/* The step-0 evaluation; a fresh run (!*saved) writes its step-0
+ * checkpoint meanwhile, as after_step does (step 0 is never a best), so a
+ * stop during this evaluation, however long, waits only for what is left of
+ * that write (the AdamW moments are zeros: holes, no I/O). */
+static attn_status first_eval(attn_trainer *tr, const char *out, const attn_trainer_events *ev,
+                              budget_clock *k, int *saved, attn_error *err) {
+    attn_status s = *saved ? ATTN_OK : submit(tr, out, TW_CKPT | TW_LOSS, 1, k, err);
+    if (s) return s;
+    *saved = 1;
+    return settle(tr, eval_report(tr, 0, k, ev, err));
+}
+
 /* The end: a spent budget's final evaluation, its checkpoint written
  * meanwhile (as after_step's), whose clock says the whole budget is spent
  * (it kept time for them), so a --resume takes no further step; else a
@@ -245,10 +257,10 @@ static attn_status run_steps(attn_trainer *tr, const char *out, int resumed,
     const double tokens_per_step = step_tokens(tr);
     int saved = resumed; /* a resumed run's state is already on disk */
     attn_status s = ATTN_OK;
-    /* The first evaluation (no checkpoint: step 0 is never a best), or the
-     * one a stop abandoned, with its step's checkpoint. */
+    /* The first evaluation, or the one a stop abandoned, with its step's
+     * checkpoint. */
     if (eval_due(tr))
-        s = tr->step == 0 ? eval_report(tr, 0, k, ev, err)
+        s = tr->step == 0 ? first_eval(tr, out, ev, k, &saved, err)
                           : after_step(tr, out, ev, k, &saved, err);
     if (s && !tr->eval_stopped) return s;
     while (!tr->eval_stopped && tr->step < c->max_steps) {
