@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -168,7 +169,18 @@ static attn_status writer_open(attn_trainer *tr, attn_error *err) {
     if (!w) return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for the checkpoint writer");
     pthread_mutex_init(&w->mu, NULL);
     pthread_cond_init(&w->cv, NULL);
-    if (pthread_create(&w->thread, NULL, writer_main, w) != 0) {
+    /* The thread (and the threads it starts) takes no asynchronous signal:
+     * a Ctrl-C's handler runs on the trainer's thread, and no write or sync
+     * of the checkpoint is interrupted by it (EINTR). Faults stay open. */
+    sigset_t block, old;
+    sigfillset(&block);
+    static const int faults[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGABRT};
+    for (size_t i = 0; i < sizeof faults / sizeof faults[0]; i++)
+        sigdelset(&block, faults[i]);
+    pthread_sigmask(SIG_BLOCK, &block, &old);
+    const int started = pthread_create(&w->thread, NULL, writer_main, w) == 0;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (!started) {
         pthread_cond_destroy(&w->cv);
         pthread_mutex_destroy(&w->mu);
         free(w);
@@ -213,13 +225,18 @@ void train_writer_settle(attn_trainer *tr, train_writer_outcome outcome, int bes
     train_job *j = &w->job;
     if (w->phase == JOB_QUEUED && j->outcome == OUTCOME_PENDING) {
         /* Taken again where the file would differ: a record, a clock. A view
-         * that cannot be taken (out of memory) gives the save up. */
+         * that cannot be taken (out of memory) gives the save up: the run fails. */
         const int again =
             outcome == TW_COMPLETED || (outcome == TW_STOPPED && tr->tcfg.time_budget > 0);
-        attn_error ignored;
-        j->again = again && !view_take(&j->settled, tr, &ignored);
+        attn_error e;
+        const attn_status took = again ? view_take(&j->settled, tr, &e) : ATTN_OK;
+        if (took && !w->status) { /* the run's failure, at its next call */
+            w->status = took;
+            w->err = e;
+        }
+        j->again = again && !took;
         j->best = outcome == TW_COMPLETED && best;
-        j->outcome = again && !j->again ? TW_FAILED : (int)outcome;
+        j->outcome = took ? TW_FAILED : (int)outcome;
         pthread_cond_broadcast(&w->cv);
     }
     pthread_mutex_unlock(&w->mu);
