@@ -177,10 +177,11 @@ static cli_command train_cli = {
     "  preset's, then --config's keys, then the options. --lr X sets the peak rate\n"
     "  and min_lr = X/10 (unless --min-lr is given).\n"
     "  Writes DIR/model.safetensors, DIR/train_state.safetensors, DIR/loss.csv and\n"
-    "  DIR/loss.svg, and in DIR/best/ the checkpoint of the lowest val loss so far\n"
-    "  (attn generate --checkpoint DIR/best samples from it); checkpoints at every\n"
-    "  eval, every --checkpoint-interval steps, at the end and on Ctrl-C, SIGTERM or\n"
-    "  SIGHUP; each checkpoint is committed whole (DIR/ckpt-<step>, DIR/latest).\n"
+    "  DIR/loss.svg, and in DIR/best/ the model alone of the lowest val loss so far\n"
+    "  (attn generate --checkpoint DIR/best samples from it); checkpoints at step 0,\n"
+    "  every --checkpoint-interval steps, at the end and on Ctrl-C, SIGTERM or\n"
+    "  SIGHUP, written while training goes on; each evaluation writes the loss\n"
+    "  files; each checkpoint is committed whole (DIR/ckpt-<step>, DIR/latest).\n"
     "  --resume continues the run in DIR exactly where it stopped, with its saved\n"
     "  config and corpus (the command that started it plus --resume continues it;\n"
     "  a --preset, --config or option that changes the config is refused);\n"
@@ -520,12 +521,11 @@ static void warn_big(train_cmd *c) {
     train_warn_cost(&info, &pm, &c->su.train);
 }
 
-/* --dry-run: what claim() refuses, read only (no folder made, no lock). */
-static int check_dir(const train_cmd *c) {
+/* --dry-run: what claim() refuses of out, read only (no folder made, no lock). */
+static int check_dir(const train_cmd *c, const char *out) {
     attn_train_claim cl;
     attn_error err;
-    if (!attn_train_check_dir(c->su.out, c->o.resume, c->o.force, c->o.init_from, &cl, &err))
-        return -1;
+    if (!attn_train_check_dir(out, c->o.resume, c->o.force, c->o.init_from, &cl, &err)) return -1;
     if (cl.request_error == 1)
         fprintf(stderr, "attn train: %s; continue it with --resume or start over with --force\n",
                 err.msg);
@@ -685,15 +685,16 @@ static int train_run(train_cmd *c, int argc, char **argv) {
     }
     if (rc < 0) rc = lm_refuses(&c->o, &c->parsed);
     const int dry = c->o.dry_run;
-    /* A run to continue is locked before its checkpoint is read. */
-    if (rc < 0 && c->lead && c->o.resume && !dry && c->o.out && access(c->o.out, F_OK) == 0)
-        rc = claim(c, c->o.out);
+    /* A run to continue is locked (a dry run's checked) before its
+     * checkpoint is read. */
+    if (rc < 0 && c->lead && c->o.resume && c->o.out && access(c->o.out, F_OK) == 0)
+        rc = dry ? check_dir(c, c->o.out) : claim(c, c->o.out);
     if (rc < 0) rc = resolve(c);
     if (rc < 0) rc = check_memory(c);
     if (rc < 0 && c->lead && !dry) warn_big(c);
     /* --dry-run makes every check of the real set-up but writes nothing:
      * no folder, no lock, no loss files; then reports instead of training. */
-    if (rc < 0 && c->lead && dry) rc = check_dir(c);
+    if (rc < 0 && c->lead && dry) rc = check_dir(c, c->su.out);
     if (rc < 0 && c->lead && !dry && !c->claimed) rc = claim(c, c->su.out);
     if (rc >= 0) return rc;
     attn_trainer *tr = NULL;

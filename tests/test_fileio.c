@@ -160,6 +160,44 @@ Test(fileio, streaming_write_commit) {
     free(b);
 }
 
+/* Zero blocks are skipped (holes), the bytes read back the same: runs of
+ * zeros at the start, between data, across calls and at the end (the size
+ * set without a last write), a zero tail shorter than a block, and a direct
+ * target (a FIFO-like /dev/null: no seek) written whole. */
+Test(fileio, sparse_write_reads_back_the_same_bytes) {
+    const size_t B = (size_t)1 << 16, n = 7 * B + 100;
+    unsigned char *want = calloc(2 * n, 1);
+    cr_assert_not_null(want);
+    for (size_t i = 2 * B + 5; i < 3 * B + 7; i++) want[i] = (unsigned char)(i * 7 + 1);
+    want[5 * B] = 9;
+    want[n + B + 3] = 4; /* the second call: zeros, a byte, zeros to its end */
+    const char *p = tio_path(dir, "sparse.bin");
+    attn_atomic_file f;
+    attn_error err;
+    cr_assert_eq(attn_atomic_open(&f, p, &err), ATTN_OK, "%s", err.msg);
+    cr_assert_eq(attn_atomic_write_sparse(&f, want, n, &err), ATTN_OK, "%s", err.msg);
+    cr_assert_eq(attn_atomic_write_sparse(&f, want + n, n, &err), ATTN_OK, "%s", err.msg);
+    cr_assert_eq(attn_atomic_commit(&f, &err), ATTN_OK, "%s", err.msg);
+    size_t got;
+    unsigned char *b = tio_slurp(p, &got);
+    cr_assert_eq(got, 2 * n);
+    cr_assert(memcmp(b, want, 2 * n) == 0);
+    free(b);
+    /* All zeros, whole blocks: the file is its size with nothing written. */
+    const char *z = tio_path(dir, "zeros.bin");
+    memset(want, 0, 2 * n);
+    cr_assert_eq(attn_atomic_open(&f, z, &err), ATTN_OK, "%s", err.msg);
+    cr_assert_eq(attn_atomic_write_sparse(&f, want, 4 * B, &err), ATTN_OK, "%s", err.msg);
+    cr_assert_eq(attn_atomic_commit(&f, &err), ATTN_OK, "%s", err.msg);
+    b = tio_slurp(z, &got);
+    cr_assert(got == 4 * B && memcmp(b, want, got) == 0);
+    free(b);
+    cr_assert_eq(attn_atomic_open(&f, "/dev/null", &err), ATTN_OK, "%s", err.msg);
+    cr_assert_eq(attn_atomic_write_sparse(&f, want, 2 * B, &err), ATTN_OK, "%s", err.msg);
+    cr_assert_eq(attn_atomic_commit(&f, &err), ATTN_OK, "%s", err.msg);
+    free(want);
+}
+
 Test(fileio, streaming_abort_leaves_existing_target_unchanged) {
     const char *p = tio_path(dir, "keep.bin");
     tio_write(p, "original", 8);

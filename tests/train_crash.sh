@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Crash-safe checkpoints (attn/checkpoint.h), proven two ways on a tiny model:
 #  1. fault injection (tests/shim/fault_inject.c via LD_PRELOAD): a 2-step
-#     run that checkpoints every step is killed (SIGKILL) or sees an I/O error
+#     run that checkpoints at step 0 and every step is killed (SIGKILL) or sees an I/O error
 #     at each file-system operation in its run folder, one at a time. After
 #     each: the live checkpoint is exactly the last one whose pointer swap
 #     happened (never a mix, never none once one was committed), `--resume`
@@ -57,11 +57,11 @@ nops=$(wc -l < "$tmp/ops.log")
 # 1..N with none repeated or lost.
 sort -n -k1,1 -o "$tmp/ops.log" "$tmp/ops.log"
 awk '$1 != NR { exit 1 }' "$tmp/ops.log" || bad "operation log numbers repeat or skip"
-# The commit points: the renames of DIR/latest (step 1, then step 2).
+# The commit points: the renames of DIR/latest (steps 0, 1 and 2).
 mapfile -t commits < <(grep " rename $tmp/count/latest\$" "$tmp/ops.log" | cut -d' ' -f1)
-if [ "$nops" -lt 50 ] || [ ${#commits[@]} -ne 2 ]; then
+if [ "$nops" -lt 50 ] || [ ${#commits[@]} -ne 3 ]; then
   bad "operation log: $nops operations, commits at ${commits[*]:-none}"
-  commits=(0 0)
+  commits=(0 0 0)
 fi
 # Which operations to hit.
 awk -v all="${ATTN_CRASH_ALL:-0}" '
@@ -79,10 +79,11 @@ for mode in kill fail; do
     rc=$?
     # The live checkpoint must be the last one committed before the fault
     # (a failure that does not stop the run, rc 0, ends at the last step).
-    if [ $rc -eq 0 ]; then want=ckpt-2
-    elif [ "$k" -gt "${commits[1]}" ]; then want=ckpt-2
-    elif [ "$k" -gt "${commits[0]}" ]; then want=ckpt-1
-    else want=""; fi
+    want=""
+    [ $rc -eq 0 ] && want=ckpt-2
+    for i in 2 1 0; do
+      [ -z "$want" ] && [ "$k" -gt "${commits[$i]}" ] && want=ckpt-$i
+    done
     live=$(readlink "$d/latest" 2>/dev/null)
     why=""
     if [ "$mode" = kill ] && [ $rc -ne 137 ] && [ $rc -ne 0 ]; then why="killed run exited $rc"; fi
@@ -93,7 +94,7 @@ for mode in kill fail; do
     # Killed after the first checkpoint's folder was renamed into place but
     # before its pointer swap: that folder is whole, resume continues from it.
     whole=""
-    [ -z "$want" ] && [ -d "$d/ckpt-1" ] && whole=1
+    [ -z "$want" ] && [ -d "$d/ckpt-0" ] && whole=1
     if [ -z "$why" ] && [ -n "$want$whole" ]; then
       consistent=$((consistent + 1))
       if "$ATTN" train --out "$d" --resume --threads 1 > /dev/null 2> "$tmp/r.err" &&

@@ -79,6 +79,12 @@ typedef struct attn_atomic_file {
 
 attn_status attn_atomic_open(attn_atomic_file *f, const char *path, attn_error *err);
 attn_status attn_atomic_write(attn_atomic_file *f, const void *data, size_t n, attn_error *err);
+/* attn_atomic_write, but each run of whole 64 KiB blocks of zeros in data is
+ * skipped in a temp file, left as a hole that reads back as zeros (the same
+ * bytes, none of them written: a step-0 checkpoint's AdamW moments cost no
+ * I/O); a direct target gets every byte written. */
+attn_status attn_atomic_write_sparse(attn_atomic_file *f, const void *data, size_t n,
+                                     attn_error *err);
 attn_status attn_atomic_commit(attn_atomic_file *f, attn_error *err);
 void attn_atomic_abort(attn_atomic_file *f);
 

@@ -110,7 +110,7 @@ typedef struct attn_train_config {
     int64_t eval_interval;
     int eval_iters;
     int64_t log_interval;
-    int64_t checkpoint_interval; /* 0 = at evals and the end only */
+    int64_t checkpoint_interval; /* 0 = at step 0, the end and a stop only */
     uint64_t seed;
     attn_dropout_stream dropout_stream;
     int grad_accum; /* micro-batches per step over all ranks; 0 or 1 = none */
@@ -527,13 +527,19 @@ typedef struct attn_train_result {
  * further step, only the final evaluation again); the
  * steps' LR follows it (attn_train_lr), so the steps and rates a budgeted
  * run takes depend on the machine's speed, and a resumed one continues the
- * schedule but is not bit for bit an unbroken run. A checkpoint (attn_trainer_save,
- * then attn_trainer_write_loss_files) into out after every evaluation,
- * every checkpoint_interval steps, and when the run ends or is stopped
- * unless the state on disk is already current (resumed = the checkpoint in
- * out is tr's state). An evaluation after step 0 whose val loss is below
- * every earlier one's also saves its checkpoint into out/best (ATTN_CKPT_BEST,
- * the same crash-safe layout; attn_gpt_load_checkpoint reads it). Under
+ * schedule but is not bit for bit an unbroken run. A checkpoint (the bytes
+ * of attn_trainer_save, and the loss files) into out at step 0 (a fresh
+ * run's, written during its first evaluation), every checkpoint_interval
+ * steps, and when the run ends or is stopped unless the state on disk is
+ * already current (resumed = the checkpoint in out is tr's state); a
+ * checkpoint of an evaluation's step is written during it and committed
+ * with its record. Every evaluation writes the loss files; one after step 0
+ * whose val loss is below every earlier one's also saves the model alone
+ * into out/best (ATTN_CKPT_BEST, the same crash-safe layout, no training
+ * state; attn_gpt_load_checkpoint reads it). These are written by a thread
+ * of the run's while it goes on (an optimizer update waits for the write in
+ * progress: it reads the weights and moments in place); a failed write is
+ * the run's failure, returned at its next step or at the end. Under
  * attn_dist only rank 0 writes; out NULL = no files. A stop request leaves ATTN_OK with
  * result->stopped = 1 (and eval_stopped = 1 when it came during an evaluation). */
 attn_status attn_trainer_run(attn_trainer *tr, const char *out, int resumed,

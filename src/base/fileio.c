@@ -357,6 +357,42 @@ attn_status attn_atomic_write(attn_atomic_file *f, const void *data, size_t n, a
     return ATTN_OK;
 }
 
+/* attn_atomic_write_sparse's unit: a run of whole blocks of zeros is left
+ * as a hole. */
+#define SPARSE_BLOCK ((size_t)1 << 16)
+
+static int zero_block(const unsigned char *p, size_t n) {
+    return n == SPARSE_BLOCK && p[0] == 0 && memcmp(p, p + 1, n - 1) == 0;
+}
+
+attn_status attn_atomic_write_sparse(attn_atomic_file *f, const void *data, size_t n,
+                                     attn_error *err) {
+    if (f->direct || f->fd < 0 || !f->tmp_path) return attn_atomic_write(f, data, n, err);
+    const unsigned char *p = data;
+    int hole = 0; /* the last bytes were skipped: the size is set at the end */
+    while (n > 0) {
+        size_t len = 0;
+        const int zero = zero_block(p, n < SPARSE_BLOCK ? n : SPARSE_BLOCK);
+        while (len < n) {
+            const size_t b = n - len < SPARSE_BLOCK ? n - len : SPARSE_BLOCK;
+            if (zero_block(p + len, b) != zero) break;
+            len += b;
+        }
+        attn_status s = ATTN_OK;
+        if (!zero)
+            s = attn_atomic_write(f, p, len, err);
+        else if (lseek(f->fd, (off_t)len, SEEK_CUR) < 0)
+            s = fail_abort(f, err, "write", errno);
+        if (s) return s;
+        hole = zero;
+        p += len;
+        n -= len;
+    }
+    const off_t end = hole ? lseek(f->fd, 0, SEEK_CUR) : 0;
+    if (hole && (end < 0 || ftruncate(f->fd, end) != 0)) return fail_abort(f, err, "write", errno);
+    return ATTN_OK;
+}
+
 /* fsync the directory holding path so the rename itself is durable. */
 static int fsync_parent(const char *path) {
     const char *slash = strrchr(path, '/');

@@ -179,6 +179,8 @@ out:
 typedef struct folder_info {
     int files;    /* attn files in it */
     int complete; /* both, whole */
+    int bare;     /* the model whole and nothing else: complete in a folder of models
+                     alone (best/), a cut copy beside training states (is_whole) */
     int64_t step; /* the training state's step (else the model's), -1 unknown */
 } folder_info;
 
@@ -189,7 +191,7 @@ static int folder_state(const char *path, folder_info *fi) {
     fi->step = -1;
     DIR *d = opendir(path);
     if (!d) return 0;
-    int ours = 1, whole = 0;
+    int ours = 1, whole[2] = {0, 0}, temps = 0;
     struct dirent *e;
     char p[ATTN_CKPT_PATH_MAX];
     while (ours && (e = readdir(d))) {
@@ -204,6 +206,7 @@ static int folder_state(const char *path, folder_info *fi) {
         int i = ckpt_file_index(nm);
         if (i < 0) {
             ours = is_temp_of_ckpt_file(nm);
+            temps++;
             continue;
         }
         int64_t s;
@@ -213,11 +216,12 @@ static int folder_state(const char *path, folder_info *fi) {
             break;
         }
         fi->files++;
-        if (state == ATTN_WHOLE) whole++;
+        if (state == ATTN_WHOLE) whole[i] = 1;
         if (s >= 0 && (fi->step < 0 || i == 1)) fi->step = s;
     }
     closedir(d);
-    fi->complete = whole == 2;
+    fi->complete = whole[0] && whole[1];
+    fi->bare = whole[0] && fi->files == 1 && !temps;
     return ours;
 }
 
@@ -282,6 +286,33 @@ static enum entry_kind classify(const char *dir, const char *nm, entry_info *ei)
     return ei->kind = E_OTHER;
 }
 
+/* Whether dir holds a training state of attn's anywhere (a ckpt-* folder,
+ * latest, the top level): then its checkpoints are whole with both files;
+ * else (best/) with the model alone. */
+static int holds_states(const char *dir) {
+    char p[ATTN_CKPT_PATH_MAX];
+    entry_info ei;
+    if (classify(dir, ATTN_CKPT_STATE, &ei) == E_TOP) return 1;
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int found = 0;
+    struct dirent *e;
+    while (!found && (e = readdir(d))) {
+        const enum entry_kind k = classify(dir, e->d_name, &ei);
+        found = (k == E_FOLDER || (k == E_POINTER && ei.is_dir)) &&
+                !attn_path_join(p, ATTN_CKPT_PATH_MAX, dir, e->d_name) &&
+                !attn_path_join(p, ATTN_CKPT_PATH_MAX, p, ATTN_CKPT_STATE) && access(p, F_OK) == 0;
+    }
+    closedir(d);
+    return found;
+}
+
+/* A folder of checkpoint files is a whole checkpoint of dir (states:
+ * holds_states(dir)). */
+static int is_whole(const folder_info *fi, int states) {
+    return fi->complete || (fi->bare && !states);
+}
+
 int attn_ckpt_is_ours(const char *dir, const char *name) {
     entry_info ei;
     enum entry_kind k = classify(dir, name, &ei);
@@ -332,13 +363,15 @@ static int newest_folder(const char *dir, int whole, char *out, folder_info *fo)
     DIR *d = opendir(dir);
     out[0] = '\0';
     if (!d) return 0;
+    const int states = whole && holds_states(dir);
     struct dirent *e;
     while ((e = readdir(d))) {
         const char *nm = e->d_name;
         if (!parse_ckpt_name(nm, NULL, NULL) || strlen(nm) >= 256) continue;
         if (out[0] && !ckpt_older(out, nm)) continue;
         entry_info ei;
-        if (classify(dir, nm, &ei) != E_FOLDER || !(whole ? ei.fi.complete : ei.fi.files > 0))
+        if (classify(dir, nm, &ei) != E_FOLDER ||
+            !(whole ? is_whole(&ei.fi, states) : ei.fi.files > 0))
             continue;
         snprintf(out, 256, "%s", nm);
         if (fo) *fo = ei.fi;
@@ -475,8 +508,23 @@ static int final_name(const char *dir, int64_t step, char *name, size_t cap, cha
     }
 }
 
+/* DIR/<name>, attn's link to latest/<name>, goes when the live folder (at
+ * path) has no such file (a model-only checkpoint after a whole one). */
+static int drop_top_link(const char *dir, const char *name, const char *path, int *changed) {
+    char p[ATTN_CKPT_PATH_MAX];
+    struct stat sb;
+    if (attn_path_join(p, ATTN_CKPT_PATH_MAX, path, name)) return ENAMETOOLONG;
+    if (lstat(p, &sb) == 0) return 0;
+    entry_info ei;
+    if (attn_path_join(p, ATTN_CKPT_PATH_MAX, dir, name) || classify(dir, name, &ei) != E_TOP ||
+        lstat(p, &sb) != 0 || !S_ISLNK(sb.st_mode))
+        return 0;
+    *changed = 1;
+    return unlink(p) != 0 && errno != ENOENT ? errno : 0;
+}
+
 /* Stable top-level names: DIR/<file> links to latest/<file> for each file
- * of the new folder (name, at path). */
+ * of the new folder (name, at path), and for no other. */
 static attn_status link_files(const char *dir, const char *name, const char *path,
                               attn_error *err) {
     DIR *d = opendir(path);
@@ -492,6 +540,8 @@ static attn_status link_files(const char *dir, const char *name, const char *pat
         if (e == EEXIST) snprintf(bad, sizeof bad, "%s", de->d_name);
     }
     closedir(d);
+    for (int i = 0; i < 2 && !e; i++)
+        e = drop_top_link(dir, ckpt_files[i].name, path, &links_changed);
     if (!e && links_changed) e = sync_dir(dir);
     if (e == EEXIST)
         return attn_fail(err, ATTN_ERR_IO,
@@ -562,7 +612,8 @@ attn_status attn_ckpt_resolve(const char *dir, char *out, attn_error *err) {
         return ATTN_OK;
     }
     entry_info ei; /* a copy made of latest as a folder (cp -rL, zip) */
-    if (classify(dir, ATTN_CKPT_LATEST, &ei) == E_POINTER && ei.is_dir && ei.fi.complete)
+    if (classify(dir, ATTN_CKPT_LATEST, &ei) == E_POINTER && ei.is_dir &&
+        is_whole(&ei.fi, holds_states(dir)))
         return attn_path_join(out, ATTN_CKPT_PATH_MAX, dir, ATTN_CKPT_LATEST)
                    ? attn_fail(err, ATTN_ERR_IO, "checkpoint path is too long")
                    : ATTN_OK;
@@ -615,7 +666,7 @@ attn_status attn_ckpt_clean_stale(const char *dir, int *removed, attn_error *err
     char live[256];
     int count = 0, first_err = 0;
     if (removed) *removed = 0;
-    const int has_live = live_folder(dir, live, sizeof live);
+    const int has_live = live_folder(dir, live, sizeof live), states = holds_states(dir);
     DIR *d = opendir(dir);
     if (!d) {
         int e = errno;
@@ -629,7 +680,7 @@ attn_status attn_ckpt_clean_stale(const char *dir, int *removed, attn_error *err
         int go = k == E_TEMP;
         /* Without a live pointer it is not known which one is live: none goes. */
         if (k == E_FOLDER && has_live && strcmp(nm, live) != 0)
-            go = ckpt_older(nm, live) || ei.fi.complete || ei.fi.files == 0;
+            go = ckpt_older(nm, live) || is_whole(&ei.fi, states) || ei.fi.files == 0;
         if (!go) continue;
         int e = remove_entry(dir, nm, &ei);
         if (e && !first_err) first_err = e;

@@ -746,7 +746,7 @@ static attn_status write_file(const char *path, const char *json, const wentry *
     if (!s) s = attn_atomic_write(&f, json, jl, err);
     if (!s) s = attn_atomic_write(&f, spaces, hl - jl, err);
     for (int i = 0; i < count && !s; i++)
-        if (w[i].e->nbytes) s = attn_atomic_write(&f, w[i].e->data, w[i].e->nbytes, err);
+        if (w[i].e->nbytes) s = attn_atomic_write_sparse(&f, w[i].e->data, w[i].e->nbytes, err);
     return s ? s : attn_atomic_commit(&f, err);
 }
 

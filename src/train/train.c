@@ -18,10 +18,12 @@
 #include "train_book.h"
 #include "train_device.h"
 #include "train_history.h"
+#include "train_writer.h"
 
 /* ------------------------------------------------------------ trainer */
 
 void attn_trainer_release(attn_trainer *tr) {
+    train_writer_close(tr, NULL); /* a run's, if it is still open */
     attn_cuda_gpt_free(tr->gpu);
     attn_tokenizer_free(&tr->tok);
     free(tr->ids);
@@ -269,6 +271,9 @@ attn_status attn_trainer_step(attn_trainer *tr, attn_train_record *rec, attn_err
                              "training loss is %g at step %" PRId64 " (diverged)", (double)loss,
                              tr->step + 1);
     }
+    /* The update changes the weights and moments a checkpoint may still be
+     * writing (train_writer.h): it waits for that write. */
+    if ((st = train_writer_release(tr, err))) return st;
     const attn_param_list *params = attn_gpt_params(&tr->model);
     /* clip_grad_norm_ then AdamW, in one pass over the gradients: the clip
      * factor is applied as the update reads them. */

@@ -5,12 +5,14 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "attn/checkpoint.h"
 #include "attn/fileio.h"
@@ -341,9 +343,9 @@ static attn_status meta_values(const attn_trainer *tr, state_meta_values *mv, at
 }
 
 /* model.safetensors: the weights, the model's config and tokenizer. */
-static attn_status write_model(attn_ckpt_txn *txn, const attn_trainer *tr, const char *step,
-                               attn_error *err) {
-    char path[ATTN_CKPT_PATH_MAX], *mjson = NULL, *owned = NULL;
+static attn_status write_model(attn_ckpt_txn *txn, const attn_trainer *tr, attn_error *err) {
+    char path[ATTN_CKPT_PATH_MAX], *mjson = NULL, *owned = NULL, step[32];
+    snprintf(step, sizeof step, "%" PRId64, tr->step);
     attn_status s = attn_gpt_config_to_json(&tr->mcfg, &mjson, err);
     if (s) return s;
     attn_st_kv meta[3 + ATTN_CKPT_TOKENIZER_META_MAX] = {{"format", "attn-gpt"}, {"config", mjson}};
@@ -358,22 +360,32 @@ static attn_status write_model(attn_ckpt_txn *txn, const attn_trainer *tr, const
     return s;
 }
 
-attn_status attn_trainer_save(const attn_trainer *tr, const char *dir, attn_error *err) {
-    if (tr->plan_only)
-        return attn_fail(err, ATTN_ERR_STATE, "a dry run's trainer has no weights to save");
+/* train_state.safetensors: the moments, generators, history, metadata. */
+static attn_status write_state(attn_ckpt_txn *txn, const attn_trainer *tr, attn_error *err) {
     char path[ATTN_CKPT_PATH_MAX];
-    attn_ckpt_txn txn; /* both files commit together (attn/checkpoint.h) */
-    txn.tmp[0] = '\0';
     state_image im;
-    memset(&im, 0, sizeof im);
     state_entries se = {0};
     state_meta_values mv = {0};
-    attn_status s = tr->gpu ? attn_trainer_device_sync(tr, err) : ATTN_OK; /* GPU -> host */
-    if (!s) s = image_pack(tr, &im, err);
+    attn_status s = image_pack(tr, &im, err);
     if (!s) s = collect_entries(attn_gpt_params(&tr->model), tr->opt.offset, &im, &se, err);
     if (!s) s = meta_values(tr, &mv, err);
+    if (!s) s = attn_ckpt_file(txn, ATTN_CKPT_STATE, path, err);
+    if (!s) s = attn_safetensors_write(path, se.e, se.count, mv.kv, mv.count, err);
+    image_free(&im);
+    free(se.e);
+    free(se.names);
+    free(mv.config);
+    return s;
+}
+
+attn_status attn_trainer_save_gated(const attn_trainer *tr, const char *dir,
+                                    attn_trainer_save_gate gate, void *user, attn_error *err) {
+    if (tr->plan_only)
+        return attn_fail(err, ATTN_ERR_STATE, "a dry run's trainer has no weights to save");
+    attn_ckpt_txn txn; /* both files commit together (attn/checkpoint.h) */
+    txn.tmp[0] = '\0';
+    attn_status s = tr->gpu ? attn_trainer_device_sync(tr, err) : ATTN_OK; /* GPU -> host */
     if (!s) s = attn_ckpt_begin(&txn, dir, tr->step, err);
-    if (!s) s = attn_ckpt_file(&txn, ATTN_CKPT_STATE, path, err);
     if (!s) {
         /* The two files at once: a 124M model's 2 GB checkpoint is bound by
          * the kernel's copy into the page cache and the fsync's wait, each
@@ -383,41 +395,45 @@ attn_status attn_trainer_save(const attn_trainer *tr, const char *dir, attn_erro
 #pragma omp parallel sections num_threads(2)
         {
 #pragma omp section
-            s = attn_safetensors_write(path, se.e, se.count, mv.kv, mv.count, err);
+            s = write_state(&txn, tr, err);
 #pragma omp section
-            s_model = write_model(&txn, tr, mv.num[M_STEP], &err_model);
+            s_model = write_model(&txn, tr, &err_model);
         }
         if (!s && s_model) {
             s = s_model;
             if (err) *err = err_model;
         }
     }
-    if (!s) s = attn_ckpt_commit(&txn, err);
+    int abort = 0;
+    const attn_trainer *again = !s && gate ? gate(user, &abort) : NULL;
+    if (!s && again && !abort) s = write_state(&txn, again, err);
+    if (!s && !abort) s = attn_ckpt_commit(&txn, err);
     attn_ckpt_abort(&txn); /* no-op once committed */
-    image_free(&im);
-    free(se.e);
-    free(se.names);
-    free(mv.config);
     return s;
 }
 
-attn_status attn_trainer_save_linked(const attn_trainer *tr, const char *dir, const char *run,
-                                     attn_error *err) {
+attn_status attn_trainer_save(const attn_trainer *tr, const char *dir, attn_error *err) {
+    return attn_trainer_save_gated(tr, dir, NULL, NULL, err);
+}
+
+attn_status attn_trainer_save_best(const attn_trainer *tr, const char *dir, const char *run,
+                                   attn_error *err) {
     char src[ATTN_CKPT_PATH_MAX];
     attn_ckpt_txn txn;
     txn.tmp[0] = '\0';
     attn_error ignored;
     int64_t step = -1;
+    attn_status s = tr->gpu ? attn_trainer_device_sync(tr, err) : ATTN_OK;
+    if (!s) s = attn_ckpt_begin(&txn, dir, tr->step, err);
+    if (s) return s;
     /* Only the live checkpoint of this very step is shared; anything else
      * (no link support, a checkpoint of another step) is written anew. */
-    attn_status s = attn_ckpt_resolve(run, src, &ignored);
-    if (!s && attn_ckpt_exists(run, &step) && step == tr->step &&
-        !(s = attn_ckpt_begin(&txn, dir, tr->step, &ignored)) &&
-        !(s = attn_ckpt_link(&txn, ATTN_CKPT_STATE, src, &ignored)) &&
-        !(s = attn_ckpt_link(&txn, ATTN_CKPT_MODEL, src, &ignored)))
-        return attn_ckpt_commit(&txn, err);
+    const int linked = !attn_ckpt_resolve(run, src, &ignored) && attn_ckpt_exists(run, &step) &&
+                       step == tr->step && !attn_ckpt_link(&txn, ATTN_CKPT_MODEL, src, &ignored);
+    if (!linked) s = write_model(&txn, tr, err);
+    if (!s) s = attn_ckpt_commit(&txn, err);
     attn_ckpt_abort(&txn);
-    return attn_trainer_save(tr, dir, err);
+    return s;
 }
 
 /* ------------------------------------------------------------ reading */
@@ -520,13 +536,25 @@ out:
     return s;
 }
 
+/* path = the live checkpoint's training state; a checkpoint of the model
+ * alone (a run's best/) has none: it is not a run to continue. */
+static attn_status state_path(const char *dir, const char *live, char *path, attn_error *err) {
+    if (attn_path_join(path, PATH_BUF, live, ATTN_CKPT_STATE))
+        return attn_fail(err, ATTN_ERR_IO, "checkpoint directory path is too long");
+    if (access(path, F_OK) != 0 && errno == ENOENT)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "%s holds a model alone, no training state (a run's best/): it cannot be "
+                         "resumed; --init-from %s starts a new run from its weights",
+                         dir, dir);
+    return ATTN_OK;
+}
+
 attn_status attn_trainer_read_config(const char *dir, attn_gpt_config *mcfg,
                                      attn_train_config *tcfg, char **corpus_path, attn_error *err) {
     char path[PATH_BUF], live[ATTN_CKPT_PATH_MAX];
     attn_status rs = attn_ckpt_resolve(dir, live, err);
+    if (!rs) rs = state_path(dir, live, path, err);
     if (rs) return rs;
-    if (attn_path_join(path, PATH_BUF, live, ATTN_CKPT_STATE))
-        return attn_fail(err, ATTN_ERR_IO, "checkpoint directory path is too long");
     attn_safetensors st; /* the header: configs, shapes and the corpus, not the moments */
     attn_status s = attn_safetensors_read_header(path, &st, err);
     if (s) return s;
@@ -764,9 +792,9 @@ attn_status attn_trainer_resume(attn_trainer *tr, const char *dir, attn_error *e
     char path[PATH_BUF], mpath[PATH_BUF], live[ATTN_CKPT_PATH_MAX];
     /* Both files from the one live checkpoint, whatever a writer does next. */
     attn_status s = attn_ckpt_resolve(dir, live, err);
+    if (!s) s = state_path(dir, live, path, err);
     if (s) return s;
-    if (attn_path_join(path, PATH_BUF, live, ATTN_CKPT_STATE) ||
-        attn_path_join(mpath, PATH_BUF, live, ATTN_CKPT_MODEL))
+    if (attn_path_join(mpath, PATH_BUF, live, ATTN_CKPT_MODEL))
         return attn_fail(err, ATTN_ERR_IO, "checkpoint directory path is too long");
     attn_safetensors st; /* planning: the header's checks, nothing read into the model */
     const int plan = tr->plan_only;

@@ -12,14 +12,8 @@
 
 #include "attn/train.h"
 #include "base/clock.h"
+#include "train_writer.h"
 #include "trainer.h"
-
-/* The checkpoint, then the loss files that describe it (rank 0 writes). */
-static attn_status save(const attn_trainer *tr, const char *out, attn_error *err) {
-    if (!out || (tr->dist && tr->dist->rank != 0)) return ATTN_OK;
-    attn_status s = attn_trainer_save(tr, out, err);
-    return s ? s : attn_trainer_write_loss_files(tr, out, err);
-}
 
 /* Whether the last evaluation, at step > 0, beats every earlier one on val
  * loss. The runs with exact evaluations compare exact losses; the others
@@ -38,27 +32,15 @@ static int is_best(const attn_trainer *tr) {
     return 1;
 }
 
-/* The best evaluation's checkpoint into out/best (rank 0), after the run's
- * own checkpoint of the same step: best/ links its files (one write). */
-static attn_status save_best(const attn_trainer *tr, const char *out, attn_error *err) {
-    if (!out || (tr->dist && tr->dist->rank != 0) || !is_best(tr)) return ATTN_OK;
-    char best[4096];
-    int k = snprintf(best, sizeof best, "%s/" ATTN_CKPT_BEST, out);
-    if (k < 0 || k >= (int)sizeof best)
-        return attn_fail(err, ATTN_ERR_IO, "output directory path is too long");
-    if (mkdir(best, 0777) != 0 && errno != EEXIST)
-        return attn_fail(err, ATTN_ERR_IO, "cannot create %s: %s", best, strerror(errno));
-    return attn_trainer_save_linked(tr, best, out, err);
-}
-
 /* time_budget's bookkeeping: the run's clock and what the end must keep for
  * its final evaluation and checkpoint. */
 typedef struct budget_clock {
-    double t0, elapsed0; /* attn_now_s() at the start; tr->elapsed_s then */
-    double fwd_token_s;  /* seconds per token of an eval forward (0 = not measured) */
-    double exact_s;      /* the last exact evaluation's seconds (0 = none yet) */
-    double save_s, step_s;
-    double evals_s, saves_s; /* all the run's evaluations', saves' (the summary) */
+    double t0, elapsed0;     /* attn_now_s() at the start; tr->elapsed_s then */
+    double fwd_token_s;      /* seconds per token of an eval forward (0 = not measured) */
+    double exact_s;          /* the last exact evaluation's seconds (0 = none yet) */
+    double save_s, step_s;   /* the last save's seconds (written), the last step's */
+    double evals_s, saves_s; /* all the run's evaluations', saves' (the summary: the time
+                                the run waited on its saves) */
 } budget_clock;
 
 static double clock_now(const budget_clock *k) {
@@ -96,17 +78,21 @@ static attn_status timed_eval(attn_trainer *tr, int final, budget_clock *k, attn
     return s;
 }
 
-static attn_status timed_save(attn_trainer *tr, const char *out, budget_clock *k, attn_error *err) {
+/* Save tr as it stands into out (train_writer.h: what, gated), on the
+ * clock; rank 0 writes, out NULL: nothing. */
+static attn_status submit(attn_trainer *tr, const char *out, int what, int gated, budget_clock *k,
+                          attn_error *err) {
     tr->elapsed_s = clock_now(k);
+    if (!out || (tr->dist && tr->dist->rank != 0)) return ATTN_OK;
     const double t = attn_now_s();
-    attn_status s = save(tr, out, err);
-    k->save_s = attn_now_s() - t;
-    k->saves_s += k->save_s;
+    attn_status s = train_writer_submit(tr, out, what, gated, err);
+    k->saves_s += attn_now_s() - t;
+    const double last = train_writer_last_s(tr);
+    if (last > 0) k->save_s = last;
     return s;
 }
 
-/* An evaluation (final: attn_trainer_evaluate_final), reported (on_eval).
- * The caller saves the checkpoint, then save_best. */
+/* An evaluation (final: attn_trainer_evaluate_final), reported (on_eval). */
 static attn_status eval_report(attn_trainer *tr, int final, budget_clock *k,
                                const attn_trainer_events *ev, attn_error *err) {
     attn_eval_record er;
@@ -137,12 +123,16 @@ static attn_status timed_step(attn_trainer *tr, const attn_trainer_events *ev, b
                               attn_train_result *res, double tokens_per_step, attn_error *err) {
     const attn_train_config *c = &tr->tcfg;
     attn_dist *dist = tr->dist;
-    const double t0 = attn_now_s(), c0 = dist ? dist->comm_s : 0;
+    const double t0 = attn_now_s(), c0 = dist ? dist->comm_s : 0, w0 = train_writer_wait_s(tr);
     const uint64_t b0 = dist ? dist->sent_bytes + dist->recv_bytes : 0;
     attn_train_progress p = {.start_step = res->start_step};
     attn_status s = attn_trainer_step(tr, &p.rec, err);
     if (s) return s;
-    p.step_s = attn_now_s() - t0;
+    /* A wait for a checkpoint's write (its update waits: train_writer.h) is
+     * the save's time, not the step's. */
+    const double waited = train_writer_wait_s(tr) - w0;
+    k->saves_s += waited;
+    p.step_s = attn_now_s() - t0 - waited;
     k->step_s = p.step_s;
     if (dist) {
         p.step_comm_s = dist->comm_s - c0;
@@ -178,47 +168,78 @@ static int eval_due(const attn_trainer *tr) {
     return tr->step == 0 ? !tr->book : eval_step(tr);
 }
 
-/* After a step: an evaluation every eval_interval steps and at the last, a
- * checkpoint with it and every checkpoint_interval steps (*saved: one was).
- * An evaluation a stop abandoned (tr->eval_stopped) leaves the step's
- * checkpoint without it: a resume runs it again (eval_due). */
+/* The evaluation of a checkpoint's step has ended (the save waits for it:
+ * train_writer_settle): stopped, failed, or with its record (and best/ when
+ * it beats the earlier ones). A stop is not the run's failure. */
+static attn_status settle(attn_trainer *tr, attn_status s) {
+    if (s && tr->eval_stopped) {
+        train_writer_settle(tr, TW_STOPPED, 0);
+        return ATTN_OK;
+    }
+    train_writer_settle(tr, s ? TW_FAILED : TW_COMPLETED, !s && is_best(tr));
+    return s;
+}
+
+/* After a step: the checkpoint every checkpoint_interval steps and at the
+ * last (*saved: one was), started now, so it is written while the step's
+ * evaluation runs (every eval_interval steps and at the last); that
+ * evaluation's record goes into it when it ends. An evaluation without a
+ * checkpoint writes the loss files, and best/ when its val loss is the
+ * lowest. An evaluation a stop abandoned leaves the step's checkpoint
+ * without it: a resume runs it again (eval_due). */
 static attn_status after_step(attn_trainer *tr, const char *out, const attn_trainer_events *ev,
                               budget_clock *k, int *saved, attn_error *err) {
     const attn_train_config *c = &tr->tcfg;
-    const int last = tr->step == c->max_steps && !tr->book;
+    const int last = tr->step == c->max_steps;
     const int did_eval = eval_step(tr);
+    const int ckpt = last || (c->checkpoint_interval > 0 && tr->step % c->checkpoint_interval == 0);
     attn_status s;
     *saved = 0;
-    if (did_eval && (s = eval_report(tr, last, k, ev, err))) {
-        if (!tr->eval_stopped) return s;
-        *saved = 1;
-        return timed_save(tr, out, k, err);
+    if (ckpt && (s = submit(tr, out, TW_CKPT | TW_LOSS, did_eval, k, err))) return s;
+    *saved = ckpt;
+    if (did_eval) {
+        s = eval_report(tr, last && !tr->book, k, ev, err);
+        if (ckpt) {
+            if ((s = settle(tr, s)) || tr->eval_stopped) return s;
+        } else if (s && tr->eval_stopped) {
+            *saved = 1;
+            return submit(tr, out, TW_CKPT | TW_LOSS, 0, k, err);
+        } else if (s || (s = submit(tr, out, TW_LOSS | (is_best(tr) ? TW_BEST : 0), 0, k, err))) {
+            return s;
+        }
     }
     if (tr->book && ev->on_epoch && tr->step % attn_trainer_book_batches(tr) == 0)
         ev->on_epoch(ev->user, tr, attn_trainer_book_epoch(tr));
-    if (did_eval || (c->checkpoint_interval > 0 && tr->step % c->checkpoint_interval == 0)) {
-        if ((s = timed_save(tr, out, k, err))) return s;
-        *saved = 1;
-    }
-    return did_eval ? save_best(tr, out, err) : ATTN_OK;
+    return ATTN_OK;
 }
 
-/* The end: a spent budget's final evaluation, then its checkpoint, whose
- * clock says the whole budget is spent (it kept time for them), so a
- * --resume takes no further step; else a checkpoint unless the last step
- * saved one. A stop during that evaluation saves on the clock as it is. */
+/* The step-0 evaluation; a fresh run (!*saved) writes its step-0
+ * checkpoint meanwhile, as after_step does (step 0 is never a best), so a
+ * stop during this evaluation, however long, waits only for what is left of
+ * that write (the AdamW moments are zeros: holes, no I/O). */
+static attn_status first_eval(attn_trainer *tr, const char *out, const attn_trainer_events *ev,
+                              budget_clock *k, int *saved, attn_error *err) {
+    attn_status s = *saved ? ATTN_OK : submit(tr, out, TW_CKPT | TW_LOSS, 1, k, err);
+    if (s) return s;
+    *saved = 1;
+    return settle(tr, eval_report(tr, 0, k, ev, err));
+}
+
+/* The end: a spent budget's final evaluation, its checkpoint written
+ * meanwhile (as after_step's), whose clock says the whole budget is spent
+ * (it kept time for them), so a --resume takes no further step; else a
+ * checkpoint unless the last step saved one. A stop during that evaluation
+ * saves on the clock as it is. */
 static attn_status finish(attn_trainer *tr, const char *out, int spent, int saved, budget_clock *k,
                           const attn_trainer_events *ev, attn_error *err) {
-    if (!spent || tr->eval_stopped) return saved ? ATTN_OK : timed_save(tr, out, k, err);
-    attn_status s = eval_report(tr, 1, k, ev, err);
-    if (s && tr->eval_stopped) return timed_save(tr, out, k, err);
+    if (!spent || tr->eval_stopped)
+        return saved ? ATTN_OK : submit(tr, out, TW_CKPT | TW_LOSS, 0, k, err);
+    attn_status s = submit(tr, out, TW_CKPT | TW_LOSS, 1, k, err);
     if (s) return s;
+    s = eval_report(tr, 1, k, ev, err);
     const double now = clock_now(k), budget = tr->tcfg.time_budget;
-    tr->elapsed_s = now > budget ? now : budget;
-    const double t = attn_now_s();
-    s = save(tr, out, err);
-    k->saves_s += attn_now_s() - t;
-    return s ? s : save_best(tr, out, err);
+    tr->elapsed_s = s || now > budget ? now : budget;
+    return settle(tr, s);
 }
 
 static double step_tokens(const attn_trainer *tr) {
@@ -236,10 +257,10 @@ static attn_status run_steps(attn_trainer *tr, const char *out, int resumed,
     const double tokens_per_step = step_tokens(tr);
     int saved = resumed; /* a resumed run's state is already on disk */
     attn_status s = ATTN_OK;
-    /* The first evaluation (no checkpoint: step 0 is never a best), or the
-     * one a stop abandoned, with its step's checkpoint. */
+    /* The first evaluation, or the one a stop abandoned, with its step's
+     * checkpoint. */
     if (eval_due(tr))
-        s = tr->step == 0 ? eval_report(tr, 0, k, ev, err)
+        s = tr->step == 0 ? first_eval(tr, out, ev, k, &saved, err)
                           : after_step(tr, out, ev, k, &saved, err);
     if (s && !tr->eval_stopped) return s;
     while (!tr->eval_stopped && tr->step < c->max_steps) {
@@ -266,6 +287,13 @@ attn_status attn_trainer_run(attn_trainer *tr, const char *out, int resumed,
     tr->eval_stopped = 0;
     attn_status s = run_steps(tr, out, resumed, ev, &k, &res, &spent, err);
     tr->ev = NULL;
+    /* The last save written (a failed run's too: its saves are the steps it
+     * took), the writer's thread ended. */
+    const double t = attn_now_s();
+    attn_error close_err;
+    const attn_status closed = train_writer_close(tr, s ? &close_err : err);
+    k.saves_s += attn_now_s() - t;
+    if (!s) s = closed;
     if (s) return s;
     res.eval_stopped = tr->eval_stopped;
     if (res.eval_stopped) res.eval_at = tr->eval_now;

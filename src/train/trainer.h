@@ -60,6 +60,9 @@ struct attn_trainer {
     double eval_t0;
     size_t eval_parts[3];
     int eval_stopped;
+    /* attn_trainer_run's checkpoint writer (train_writer.h; NULL outside a
+     * run): attn_trainer_step's update waits for the save it writes. */
+    struct train_writer *writer;
 };
 
 /* In place, for a trainer the caller holds (attn_trainer_create allocates
@@ -91,11 +94,23 @@ attn_status attn_trainer_create_ex(attn_trainer **out, const attn_gpt_config *mc
  * the file at path through token files in the cache folder
  * (attn_token_cache_dir; gpt2 only): a planning trainer counts the tokens
  * and neither reads nor writes a cache. */
-/* attn_trainer_save into dir (a run's best/) with the files of run's live
- * checkpoint hard-linked when it is this step's (just saved), so the same
- * 2 GB of a 124M model's checkpoint is not written twice; else written. */
-attn_status attn_trainer_save_linked(const attn_trainer *tr, const char *dir, const char *run,
-                                     attn_error *err);
+/* ---- checkpoints (train_checkpoint.c) -------------------------------------- */
+
+/* attn_trainer_save with a gate: both files are written, then, gate given,
+ * gate(user, &abort) is asked before the commit: NULL keeps them, else the
+ * training state is written again from the trainer it returns (the same
+ * step and weights: the evaluation that ran meanwhile recorded); abort set
+ * gives the checkpoint up (removed, nothing committed; ATTN_OK). */
+typedef const attn_trainer *(*attn_trainer_save_gate)(void *user, int *abort);
+attn_status attn_trainer_save_gated(const attn_trainer *tr, const char *dir,
+                                    attn_trainer_save_gate gate, void *user, attn_error *err);
+
+/* A run's best/ (dir): the model alone (no training state: best/ is for
+ * generating, exporting and fine-tuning, not resuming), its file hard-linked
+ * from run's live checkpoint when that is this step's (a 124M model's
+ * weights are not written twice), else written. */
+attn_status attn_trainer_save_best(const attn_trainer *tr, const char *dir, const char *run,
+                                   attn_error *err);
 attn_status attn_trainer_corpus_text(attn_trainer *tr, const char *text, size_t n, attn_error *err);
 attn_status attn_trainer_corpus_file(attn_trainer *tr, const char *path, int plan_only,
                                      attn_error *err);
