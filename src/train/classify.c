@@ -38,25 +38,28 @@ const char *const *attn_trainable_set_names(void) {
 
 /* ------------------------------------------------------------ the model */
 
-/* The base's tensor that name (a classifier's) was: an adapted Linear's
- * "<x>.linear.weight" is "<x>.weight"; NULL for the head and adapters. */
-static const attn_param *base_of(const attn_param_list *base, const char *name) {
-    if (strncmp(name, "out_head.", 9) == 0 || strstr(name, ".lora.")) return NULL;
+/* The base's tensor that name (a fine-tuned model's) was: an adapted
+ * Linear's "<x>.linear.weight" is "<x>.weight", a tied base's head its
+ * token embedding; NULL for adapters and a new head (lm 0). */
+static const attn_param *base_of(const attn_param_list *base, const char *name, int lm) {
+    if ((!lm && strncmp(name, "out_head.", 9) == 0) || strstr(name, ".lora.")) return NULL;
     char plain[ATTN_PARAM_NAME_MAX + 8];
     const char *lin = strstr(name, ".linear.");
     if (lin)
         snprintf(plain, sizeof plain, "%.*s.%s", (int)(lin - name), name, lin + 8);
     else
         snprintf(plain, sizeof plain, "%s", name);
-    return attn_param_list_find(base, plain);
+    const attn_param *p = attn_param_list_find(base, plain);
+    if (!p && strcmp(plain, "out_head.weight") == 0) p = attn_param_list_find(base, "tok_emb.weight");
+    return p;
 }
 
-static attn_status copy_base(attn_gpt *m, const attn_gpt *base, attn_error *err) {
+static attn_status copy_base(attn_gpt *m, const attn_gpt *base, int lm, attn_error *err) {
     const attn_param_list *L = attn_gpt_params(m), *BL = attn_gpt_params(base);
     for (int i = 0; i < L->count; i++) {
         const attn_param *p = &L->items[i];
-        if (strncmp(p->name, "out_head.", 9) == 0 || strstr(p->name, ".lora.")) continue;
-        const attn_param *q = base_of(BL, p->name);
+        if ((!lm && strncmp(p->name, "out_head.", 9) == 0) || strstr(p->name, ".lora.")) continue;
+        const attn_param *q = base_of(BL, p->name, lm);
         if (!q || q->numel != p->numel)
             return attn_fail(err, ATTN_ERR_STATE, "the base model has no %s of %zu values",
                              p->name, p->numel);
@@ -71,10 +74,24 @@ static attn_param *find(attn_gpt *m, const char *name) {
 
 /* torch.manual_seed(seed); nn.Linear(emb, n): the weight, then the bias.
  * With LoRA, reseeded, appendix E's four iterator draws, then each A in
- * the table's order (replace_linear_with_lora's). */
-static void draw_head(attn_gpt *m, const attn_classify_config *c) {
+ * the table's order (replace_linear_with_lora's). A language head (lm):
+ * no head drawn, the A's right after the seed. */
+/* Each adapter's A in the table's order (replace_linear_with_lora's). */
+static void draw_adapters(attn_gpt *m, const attn_classify_config *c, attn_rng *rng) {
+    if (!c->lora_rank) return;
+    const attn_param_list *L = attn_gpt_params(m);
+    for (int i = 0; i < L->count; i++)
+        if (L->items[i].role == ATTN_ROLE_LORA_A)
+            attn_lora_draw(rng, L->items[i].data, L->items[i].numel, c->lora_rank);
+}
+
+static void draw_head(attn_gpt *m, const attn_classify_config *c, int lm) {
     attn_rng rng;
     attn_rng_seed(&rng, c->seed);
+    if (lm) {
+        draw_adapters(m, c, &rng);
+        return;
+    }
     attn_param *w = find(m, c->lora_rank ? "out_head.linear.weight" : "out_head.weight");
     attn_param *b = find(m, c->lora_rank ? "out_head.linear.bias" : "out_head.bias");
     const int C = m->cfg.emb_dim;
@@ -84,10 +101,7 @@ static void draw_head(attn_gpt *m, const attn_classify_config *c) {
     attn_rng_seed(&rng, c->seed);
     for (int k = 0; k < 4; k++)
         (void)attn_rng_int64(&rng);
-    const attn_param_list *L = attn_gpt_params(m);
-    for (int i = 0; i < L->count; i++)
-        if (L->items[i].role == ATTN_ROLE_LORA_A)
-            attn_lora_draw(&rng, L->items[i].data, L->items[i].numel, c->lora_rank);
+    draw_adapters(m, c, &rng);
 }
 
 static attn_status set_trainable(attn_gpt *m, const attn_classify_config *c, attn_error *err) {
@@ -113,21 +127,21 @@ static attn_status set_trainable(attn_gpt *m, const attn_classify_config *c, att
 attn_status attn_classifier_from(attn_gpt *out, const attn_gpt *base, int n_classes,
                                  const attn_classify_config *c, attn_error *err) {
     memset(out, 0, sizeof *out);
-    if (n_classes < 1 || c->lora_rank < 0 || (c->lora_rank && !(c->lora_alpha > 0)))
+    if (n_classes < 0 || c->lora_rank < 0 || (c->lora_rank && !(c->lora_alpha > 0)))
         return attn_fail(err, ATTN_ERR_INVALID_ARG,
-                         "a classifier needs n_classes >= 1 (got %d) and a LoRA rank >= 0 with "
+                         "a fine-tuned model needs n_classes >= 0 (got %d) and a LoRA rank >= 0 with "
                          "alpha > 0",
                          n_classes);
     attn_gpt_config cfg = base->cfg;
     cfg.tie_weights = 0; /* the book loads GPT-2 untied; the head is new anyway */
     const attn_gpt_build o = {.head_width = n_classes,
-                              .head_bias = 1,
+                              .head_bias = n_classes > 0,
                               .lora_rank = c->lora_rank,
                               .lora_alpha = c->lora_rank ? c->lora_alpha / (float)c->lora_rank : 0};
     attn_status s = attn_gpt_init_family(out, &cfg, NULL, &o, NULL, err);
     if (s) return s;
-    if ((s = copy_base(out, base, err)) == ATTN_OK) {
-        draw_head(out, c);
+    if ((s = copy_base(out, base, n_classes == 0, err)) == ATTN_OK) {
+        draw_head(out, c, n_classes == 0);
         s = set_trainable(out, c, err);
     }
     if (s) attn_gpt_free(out);
