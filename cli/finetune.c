@@ -163,7 +163,8 @@ static int train_classifier(const finetune_request *rq, attn_gpt *base, const at
         run_log_add(&log, "final_accuracy,,%.0f,%.17g,%.17g\n", (double)res.steps,
                 res.final_train_acc, res.final_val_acc, 0);
         const attn_classifier_info info = {n_classes, tr->max_len, rq->cfg.lora_rank,
-                                           rq->cfg.lora_alpha, "classify"};
+                                           rq->cfg.lora_alpha, "classify",
+                                           trainable_name(&rq->cfg)};
         rc = finetune_save_run(rq, &m, tok, &info, &log);
     }
     if (!rc) printf("classifier in %s (attn classify %s TEXT...)\n", rq->out, rq->out);

@@ -32,6 +32,11 @@ typedef struct run_log {
 
 void run_log_add(run_log *l, const char *fmt, double a, double b, double c, double d);
 
+/* What trains, as a run's metadata names it. */
+static inline const char *trainable_name(const attn_classify_config *c) {
+    return c->lora_rank ? "adapters" : attn_trainable_set_names()[c->trainable];
+}
+
 /* A fresh --out: absent, or an empty folder (attn deletes nothing). */
 int finetune_out_is_free(const char *out);
 

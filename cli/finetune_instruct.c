@@ -276,7 +276,8 @@ static int run_instruct(const finetune_request *rq, attn_gpt *m, const attn_toke
         printf("Training completed in %.2f minutes.\n", (attn_now_s() - t0) / 60);
         printf("--------------------------------------------------\nGenerating responses\n");
         const attn_classifier_info info = {0, m->cfg.context_length, rq->cfg.lora_rank,
-                                           rq->cfg.lora_alpha, "instruct"};
+                                           rq->cfg.lora_alpha, "instruct",
+                                           trainable_name(&rq->cfg)};
         rc = finetune_save_run(rq, m, tok, &info, &c.log);
         if (!rc) rc = write_responses(rq, m, &c, &set[1]);
     }

@@ -78,6 +78,18 @@ print("2 test entries: the book's responses")
 EOF
 ) && ok "generate --instruction: $msg" || bad "generate --instruction: $msg"
 
+# attn info: the task, the head, what trained; with LoRA the adapters
+out=$("$ATTN" info ch07 2>&1)
+echo "$out" | grep -q "^task  *instruct" && echo "$out" | grep -q "^trainable  *all: 1209480 of" &&
+  echo "$out" | grep -q "^lora  *none" && ok "info: instruct, all trainable, no LoRA" ||
+  bad "info ch07: $out"
+"$ATTN" "${common[@]}" --out lora --lora-rank 4 --lora-alpha 8 --epochs 1 > lora.out 2>&1
+out=$("$ATTN" info lora 2>&1)
+echo "$out" | grep -q "^trainable  *adapters" && echo "$out" | grep -q "^lora  *rank 4, alpha 8" &&
+  "$ATTN" generate lora --instruction "Say hi" --max-new-tokens 3 > /dev/null 2>&1 &&
+  ok "LoRA instruct run: info says rank 4 alpha 8, generate merges the adapters" ||
+  bad "LoRA instruct: $out $(tail -2 lora.out)"
+
 # the same bytes at every thread count
 "$ATTN" "${common[@]}" --out t1 --threads 1 > /dev/null 2>&1
 "$ATTN" "${common[@]}" --out t2 --threads 2 > /dev/null 2>&1

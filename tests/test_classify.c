@@ -139,7 +139,7 @@ Test(classify, merged_adapters_and_the_checkpoint_give_the_logits_back) {
         vocab[i] = (char)('0' + i);
     attn_tokenizer tok, tok2;
     cr_assert_eq(attn_tokenizer_from_vocab(&tok, vocab, V, &err), ATTN_OK, "%s", err.msg);
-    const attn_classifier_info info = {3, LEN, 4, 8.0f, "classify"};
+    const attn_classifier_info info = {3, LEN, 4, 8.0f, "classify", NULL};
     cr_assert_eq(attn_classifier_save(dir, &m, &tok, &info, &err), ATTN_OK, "%s", err.msg);
     attn_classifier_info got;
     cr_assert_eq(attn_classifier_load(dir, &loaded, &tok2, &got, &err), ATTN_OK, "%s", err.msg);

@@ -112,6 +112,11 @@ attn_status attn_classifier_from(attn_gpt *out, const attn_gpt *base, int n_clas
  * everything trainable. */
 attn_classify_config attn_instruct_defaults(void);
 
+/* m's trainable set as cfg says (cfg->trainable; with cfg->lora_rank only
+ * the adapters): every other tensor frozen. */
+attn_status attn_finetune_set_trainable(attn_gpt *m, const attn_classify_config *cfg,
+                                        attn_error *err);
+
 /* What a training run reports as it goes (each may be NULL). */
 typedef struct attn_classify_events {
     void *user;
@@ -219,6 +224,9 @@ typedef struct attn_classifier_info {
     int lora_rank;
     float lora_alpha;
     const char *task; /* "classify" (NULL) or "instruct"; loaded: a static string */
+    /* what trains: an attn_trainable_set_names() name, or "adapters" (LoRA);
+     * NULL: not recorded (a classifier saved before it was: "last-block") */
+    const char *trainable;
 } attn_classifier_info;
 
 /* Write m (attn_classifier_from's) to dir/model.safetensors atomically: its
@@ -233,7 +241,7 @@ attn_status attn_finetuned_write(const char *path, const attn_gpt *m, const attn
                                  const attn_classifier_info *info, attn_error *err);
 
 /* Load a fine-tuned model saved so (a run folder or its model file), of
- * either task. A model of another task (a language model's checkpoint,
+ * either task, its trainable set as recorded. A model of another task (a language model's checkpoint,
  * any other weights file) is ATTN_ERR_INVALID_ARG. */
 attn_status attn_finetuned_load(const char *path, attn_gpt *m, attn_tokenizer *tok,
                                 attn_classifier_info *info, attn_error *err);

@@ -104,7 +104,8 @@ static void draw_head(attn_gpt *m, const attn_classify_config *c, int lm) {
     draw_adapters(m, c, &rng);
 }
 
-static attn_status set_trainable(attn_gpt *m, const attn_classify_config *c, attn_error *err) {
+attn_status attn_finetune_set_trainable(attn_gpt *m, const attn_classify_config *c,
+                                        attn_error *err) {
     if (c->trainable == ATTN_TRAIN_ALL && !c->lora_rank) return ATTN_OK;
     attn_status s = attn_gpt_set_trainable(m, "", 0, err);
     if (s) return s;
@@ -142,7 +143,7 @@ attn_status attn_classifier_from(attn_gpt *out, const attn_gpt *base, int n_clas
     if (s) return s;
     if ((s = copy_base(out, base, n_classes == 0, err)) == ATTN_OK) {
         draw_head(out, c, n_classes == 0);
-        s = set_trainable(out, c, err);
+        s = attn_finetune_set_trainable(out, c, err);
     }
     if (s) attn_gpt_free(out);
     return s;

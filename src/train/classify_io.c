@@ -36,8 +36,9 @@ attn_status attn_finetuned_write(const char *path, const attn_gpt *m, const attn
     attn_st_kv kv[META_MAX] = {{"format", "attn-gpt"}, {"task", info->task ? info->task : "classify"},
                                {"config", cfg},        {"n_classes", classes},
                                {"max_len", max_len},   {"lora_rank", rank},
-                               {"lora_alpha", alpha}};
+                               {"lora_alpha", alpha},  {"trainable", NULL}};
     int n = 7, nt = 0;
+    if (info->trainable) kv[n++].value = info->trainable;
     s = attn_ckpt_tokenizer_meta(tok, kv + n, &nt, &owned, err);
     if (!s) s = attn_safetensors_write_params(path, attn_gpt_params(m), kv, n + nt, err);
     free(cfg);
@@ -97,6 +98,11 @@ static attn_status read_info(const attn_safetensors *st, const char *file,
     attn_status s = meta_int(st, file, "n_classes", lo, lo ? 1 << 20 : 0, &info->n_classes, err);
     if (!s) s = meta_int(st, file, "max_len", 1, 1 << 24, &info->max_len, err);
     if (!s) s = meta_int(st, file, "lora_rank", 0, 4096, &info->lora_rank, err);
+    const char *tr = attn_safetensors_meta(st, "trainable");
+    info->trainable = info->lora_rank ? "adapters" : "last-block";
+    for (int i = 0; tr && attn_trainable_set_names()[i]; i++)
+        if (strcmp(tr, attn_trainable_set_names()[i]) == 0)
+            info->trainable = attn_trainable_set_names()[i];
     const char *a = attn_safetensors_meta(st, "lora_alpha");
     info->lora_alpha = a ? strtof(a, NULL) : 0.0f;
     if (!s && info->lora_rank && !(isfinite(info->lora_alpha) && info->lora_alpha > 0))
@@ -124,7 +130,14 @@ static attn_status build_loaded(const attn_safetensors *st, const char *file, at
         return attn_fail(err, ATTN_ERR_FORMAT, "%s: max_len %d exceeds the context %d", file,
                          info->max_len, cfg.context_length);
     if ((s = attn_gpt_init_family(m, &cfg, NULL, &o, NULL, err))) return s;
-    if ((s = attn_safetensors_to_params(st, file, attn_gpt_params(m), err))) attn_gpt_free(m);
+    s = attn_safetensors_to_params(st, file, attn_gpt_params(m), err);
+    attn_classify_config c = attn_classify_defaults();
+    c.lora_rank = info->lora_rank;
+    for (int i = 0; attn_trainable_set_names()[i]; i++)
+        if (strcmp(info->trainable, attn_trainable_set_names()[i]) == 0)
+            c.trainable = (attn_trainable_set)i;
+    if (!s) s = attn_finetune_set_trainable(m, &c, err);
+    if (s) attn_gpt_free(m);
     return s;
 }
 
