@@ -18,11 +18,12 @@
 #include "attn/weights_format.h"
 #include "clock.h"
 #include "commands.h"
+#include "finetune.h"
 #include "options.h"
 #include "threads.h"
 
 typedef struct gen_opts {
-    const char *checkpoint, *prompt, *stop, *device, *precision;
+    const char *checkpoint, *prompt, *stop, *device, *precision, *instruction, *input;
     long long max_new, top_k, window, threads, n_heads, num_samples;
     double temperature, top_p;
     double max_memory; /* bytes; 0: the memory available now */
@@ -48,6 +49,8 @@ enum {
     GEN_N_HEADS,
     GEN_NUM_SAMPLES,
     GEN_DRY_RUN,
+    GEN_INSTRUCTION,
+    GEN_INPUT,
     GEN_OPT_COUNT
 };
 
@@ -104,6 +107,12 @@ static const cli_option gen_opts_table[] = {
     [GEN_DRY_RUN] = {"dry-run", CLI_FLAG, .offset = OFF(dry_run),
                      .help = "print the memory the run needs (the checkpoint's\n"
                              "header read; other formats are loaded), then exit"},
+    [GEN_INSTRUCTION] = {"instruction", CLI_STRING, "TEXT", OFF(instruction),
+                         .help = "chapter 7: the prompt is the book's template of TEXT\n"
+                                 "(and --input); greedy, up to --max-new-tokens (256\n"
+                                 "here), stops at <|endoftext|>; prints the response"},
+    [GEN_INPUT] = {"input", CLI_STRING, "TEXT", OFF(input),
+                   .help = "with --instruction: the entry's input"},
 };
 CLI_TABLE_CHECK(gen_opts_table, GEN_OPT_COUNT);
 
@@ -113,7 +122,8 @@ const cli_command generate_cli = {
     "                     [--temperature T] [--top-k K] [--top-p P] [--seed N]\n"
     "                     [--stop TEXT] [--window N] [--threads N]\n"
     "                     [--device cpu|cuda] [--precision fp32|bf16]\n"
-    "                     [--allow-special] [--num-samples N] [--dry-run]",
+    "                     [--allow-special] [--num-samples N] [--dry-run]\n"
+    "       attn generate RUN --instruction TEXT [--input TEXT] [--max-new-tokens N]",
     "  Prints the prompt followed by max-new-tokens sampled tokens, then the\n"
     "  tokens per second on stderr. Sampling runs on the library's\n"
     "  attn_generator (attn/generate.h), as `attn viz --generate` does.\n",
@@ -342,11 +352,70 @@ static int check_memory(const char *path, const attn_gpt_config *cfg, attn_token
     return 0;
 }
 
+/* --instruction: the book's generate on the entry's prompt (an instruct
+ * run's adapters merged), the response printed as model_response. */
+static int generate_instruction(const gen_opts *o, const cli_parsed *p) {
+    static const int alone[] = {GEN_PROMPT, GEN_TEMPERATURE, GEN_TOP_K, GEN_TOP_P, GEN_SEED,
+                                GEN_STOP, GEN_WINDOW, GEN_NUM_SAMPLES, GEN_DEVICE,
+                                GEN_PRECISION, GEN_ALLOW_SPECIAL, GEN_DRY_RUN};
+    for (size_t k = 0; k < sizeof alone / sizeof alone[0]; k++)
+        if (p->given[alone[k]]) {
+            fprintf(stderr, "attn generate: --%s does not apply with --instruction (the book's "
+                            "greedy generate)\n", gen_opts_table[alone[k]].name);
+            return 2;
+        }
+    attn_error err;
+    attn_gpt m;
+    attn_tokenizer tok;
+    attn_classifier_info info = {0};
+    char task[16];
+    attn_status s = attn_model_task(o->checkpoint, task, &err);
+    if (!s && strcmp(task, "instruct") == 0) {
+        s = attn_finetuned_load(o->checkpoint, &m, &tok, &info, &err);
+    } else if (!s) {
+        const attn_gpt_open_options open = {.n_heads = (int)o->n_heads, .budget = o->max_memory};
+        s = attn_gpt_open(o->checkpoint, &open, &m, &tok, NULL, NULL, &err);
+    }
+    if (s) {
+        fprintf(stderr, "attn generate: %s\n", err.msg);
+        return 1;
+    }
+    int rc = 0;
+    char *prompt = attn_instruct_prompt(o->instruction, o->input ? o->input : ""), *resp = NULL;
+    int32_t *ids = NULL;
+    size_t n = 0;
+    if (tok.kind != ATTN_TOKENIZER_GPT2) {
+        fprintf(stderr, "attn generate: --instruction needs a GPT-2 model\n");
+        rc = 1;
+    }
+    const long long max_new = p->given[GEN_MAX_NEW] ? o->max_new : 256;
+    const float scale = info.lora_rank ? info.lora_alpha / (float)info.lora_rank : 0;
+    if (!rc) rc = !prompt || book_generate("attn generate", &m, scale, &tok, prompt,
+                                           (int)(max_new < INT_MAX ? max_new : INT_MAX),
+                                           ATTN_PAD_ID, &ids, &n);
+    if (!rc && !(resp = book_response(&tok, ids, n))) rc = 1;
+    if (!rc) printf("%s\n", resp);
+    free(prompt);
+    free(ids);
+    free(resp);
+    attn_gpt_free(&m);
+    attn_tokenizer_free(&tok);
+    return rc;
+}
+
 int cmd_generate(int argc, char **argv) {
     gen_opts o;
     cli_parsed parsed;
     int rc = cli_parse(&generate_cli, argc, argv, &o, &parsed);
     if (rc) return rc == CLI_HELP ? 0 : rc;
+    if (o.input && !o.instruction) {
+        fprintf(stderr, "attn generate: --input goes with --instruction\n");
+        return 2;
+    }
+    if (o.instruction) {
+        cli_use_threads((int)o.threads, 1);
+        return generate_instruction(&o, &parsed);
+    }
     attn_generate_options go;
     if ((rc = library_options(&o, &go))) return rc;
     cli_use_threads((int)o.threads, 1); /* one token at a time: tiny products */

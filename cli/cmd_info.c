@@ -11,6 +11,8 @@
 
 #include "attn/checkpoint_info.h"
 #include "attn/cpu_report.h"
+#include "attn/finetune.h"
+#include "attn/gpt_family.h"
 #include "commands.h"
 
 typedef struct info_opts {
@@ -272,6 +274,65 @@ static int print_cpu(int json) {
     return print_object(o);
 }
 
+/* A fine-tuned run (attn train --task classify or instruct): its task,
+ * head, classes, trainable set and adapters, then the model. */
+static int print_finetuned(const char *dir, int json) {
+    attn_gpt m;
+    attn_tokenizer tok;
+    attn_classifier_info fi;
+    attn_error err;
+    if (attn_finetuned_load(dir, &m, &tok, &fi, &err)) {
+        fprintf(stderr, "attn info: %s\n", err.msg);
+        return 1;
+    }
+    size_t trainable = 0;
+    const attn_param_list *L = attn_gpt_params(&m);
+    for (int i = 0; i < L->count; i++)
+        trainable += L->items[i].trainable ? L->items[i].numel : 0;
+    const int width = attn_gpt_head_width(&m), classify = strcmp(fi.task, "classify") == 0;
+    char *cfg = NULL;
+    attn_gpt_config_to_json(&m.cfg, &cfg, &err);
+    int rc = 0;
+    if (json) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "checkpoint", dir);
+        cJSON_AddStringToObject(o, "task", fi.task);
+        cJSON_AddItemToObject(o, "model", cfg ? cJSON_Parse(cfg) : cJSON_CreateNull());
+        cJSON_AddNumberToObject(o, "head_width", width);
+        if (classify) cJSON_AddNumberToObject(o, "classes", fi.n_classes);
+        if (classify) cJSON_AddNumberToObject(o, "padded_length", fi.max_len);
+        cJSON_AddStringToObject(o, "trainable", fi.trainable);
+        cJSON_AddNumberToObject(o, "trainable_parameters", (double)trainable);
+        cJSON_AddNumberToObject(o, "parameters", (double)L->values_numel);
+        cJSON_AddNumberToObject(o, "lora_rank", fi.lora_rank);
+        if (fi.lora_rank) cJSON_AddNumberToObject(o, "lora_alpha", fi.lora_alpha);
+        cJSON_AddStringToObject(o, "tokenizer", attn_tokenizer_kind_name(tok.kind));
+        rc = print_object(o);
+    } else {
+        printf("checkpoint     %s\ntask           %s (%s)\n", dir, fi.task,
+               classify ? "chapter 6's classifier" : "chapter 7's instruction model");
+        printf("model          %s\n", cfg ? cfg : "?");
+        if (classify)
+            printf("head           %d classes (labels 0..%d), out_head %d -> %d with a bias\n"
+                   "padded length  %d tokens (the training set's longest)\n",
+                   fi.n_classes, fi.n_classes - 1, m.cfg.emb_dim, width, fi.max_len);
+        else
+            printf("head           the language head, %d wide\n", width);
+        printf("trainable      %s: %zu of %zu parameters\n", fi.trainable, trainable,
+               L->values_numel);
+        if (fi.lora_rank)
+            printf("lora           rank %d, alpha %g (scale alpha / rank = %g), on every Linear\n",
+                   fi.lora_rank, (double)fi.lora_alpha, (double)(fi.lora_alpha / (float)fi.lora_rank));
+        else
+            printf("lora           none\n");
+        printf("tokenizer      %s\n", attn_tokenizer_kind_name(tok.kind));
+    }
+    free(cfg);
+    attn_gpt_free(&m);
+    attn_tokenizer_free(&tok);
+    return rc;
+}
+
 int cmd_info(int argc, char **argv) {
     info_opts o;
     cli_parsed parsed;
@@ -292,6 +353,9 @@ int cmd_info(int argc, char **argv) {
     attn_checkpoint_info in;
     attn_error err;
     attn_error_clear(&err);
+    char task[16];
+    if (attn_model_task(dir, task, &err) == ATTN_OK && strcmp(task, "lm") != 0)
+        return print_finetuned(dir, o.json);
     if (attn_checkpoint_info_read(dir, &in, &err)) {
         fprintf(stderr, "attn info: %s\n", err.msg);
         return 1;

@@ -47,8 +47,9 @@ typedef union key_slot {
 typedef struct train_opts {
     const char *data, *preset, *config, *out, *init_from, *device, *precision;
     const char *task, *val, *trainable;   /* fine-tuning (cli/finetune.c) */
-    long long epochs, lora_rank, n_heads;
+    long long epochs, lora_rank, n_heads, limit;
     double lora_alpha;
+    int mask_prompt;
     long long threads, interrupt_after, kill_rank, kill_after, interrupt_in_eval;
     double progress_every; /* seconds (given: else TRAIN_PROGRESS_EVERY_S) */
     double max_memory;     /* bytes; 0: the memory available now */
@@ -79,6 +80,8 @@ enum {
     T_LORA_RANK,
     T_LORA_ALPHA,
     T_N_HEADS,
+    T_MASK_PROMPT,
+    T_LIMIT,
     T_KEY0,
     T_INTERRUPT_AFTER = T_KEY0 + ATTN_TRAIN_KEY_COUNT,
     T_KILL_RANK,
@@ -122,21 +125,29 @@ static cli_option train_rows[TRAIN_OPT_COUNT] = {
     [T_TASK] = {"task", CLI_CHOICE, NULL, OFF(task), .choices = finetune_task_choices,
                 .def = "lm",
                 .help = "lm: pre-train or fine-tune a language model; classify:\n"
-                        "chapter 6's classifier (needs --init-from)"},
+                        "chapter 6's classifier; instruct: chapter 7's\n"
+                        "instruction fine-tuning (both need --init-from)"},
     [T_VAL] = {"val", CLI_STRING, "FILE", OFF(val),
                .help = "classify: the validation set (CSV or TSV)"},
     [T_TRAINABLE] = {"trainable", CLI_CHOICE, NULL, OFF(trainable),
-                     .choices_of = attn_trainable_set_names, .def = "last-block",
-                     .help = "classify: what trains (the book's: the last block,\n"
-                             "the final norm and the head)"},
-    [T_EPOCHS] = {"epochs", CLI_INT, "N", OFF(epochs), 1, 1e6, .def = "5",
-                  .help = "classify: passes over the training set"},
+                     .choices_of = attn_trainable_set_names,
+                     .help = "classify, instruct: what trains (classify: the book's\n"
+                             "last block, final norm and head; instruct: all)"},
+    [T_EPOCHS] = {"epochs", CLI_INT, "N", OFF(epochs), 1, 1e6,
+                  .help = "classify, instruct: passes over the training set (the\n"
+                          "book's 5 and 2)"},
     [T_LORA_RANK] = {"lora-rank", CLI_INT, "R", OFF(lora_rank), 1, ATTN_LORA_MAX_RANK,
                      .help = "classify: an adapter of rank R on every Linear\n"
                              "(appendix E); only the adapters train"},
     [T_LORA_ALPHA] = {"lora-alpha", CLI_FLOAT, "A", OFF(lora_alpha), 0, 1e6, .lo_open = 1,
                       .def = "16", .help = "the adapters' alpha (scale alpha / R, the book's)"},
     [T_N_HEADS] = CLI_N_HEADS_OPTION(OFF(n_heads)),
+    [T_MASK_PROMPT] = {"mask-prompt", CLI_FLAG, .offset = OFF(mask_prompt),
+                       .help = "instruct: no loss on the prompt's tokens either\n"
+                               "(the book's exercise 7.2)"},
+    [T_LIMIT] = {"limit", CLI_INT, "N", OFF(limit), 1, 1e15,
+                 .help = "instruct: each split cut to its first N entries (the\n"
+                         "script's --test_mode: 10)"},
     /* Testing hooks (tests/train_*.sh, mpi_train.sh): accepted, not in --help. */
     [T_INTERRUPT_AFTER] = {"interrupt-after", CLI_INT, "N", OFF(interrupt_after), 1, 1e19,
                            .hidden = 1,
@@ -165,7 +176,10 @@ static cli_command train_cli = {
     "                  [--precision fp32|bf16] [--steps N] [--lr X] ...\n"
     "       attn train --task classify --init-from MODEL --data FILE [--val FILE]\n"
     "                  --out RUN [--trainable all|last-block|head]\n"
-    "                  [--lora-rank R [--lora-alpha A]] [--epochs N] ...",
+    "                  [--lora-rank R [--lora-alpha A]] [--epochs N] ...\n"
+    "       attn train --task instruct --init-from MODEL --data FILE.json\n"
+    "                  --out RUN [--mask-prompt] [--limit N]\n"
+    "                  [--lora-rank R [--lora-alpha A]] ...",
     "  Trains a GPT (the book's GPTModel) on FILE. --tokenizer char (the default):\n"
     "  vocabulary = its sorted characters, first 90% of the ids trains, the last\n"
     "  10% validates. --tokenizer gpt2 (the gpt2-* and book-ch05 presets): GPT-2's\n"
@@ -218,6 +232,8 @@ static cli_command train_cli = {
     "  50 steps on 5 batches unless --batch-size, --lr, --weight-decay, --epochs,\n"
     "  --eval-interval, --eval-iters, --seed say; it prints the book's lines and\n"
     "  writes RUN/model.safetensors and RUN/log.csv (docs/finetuning.md).\n"
+    "  --task instruct: chapter 7 (FILE.json as the book's instruction-data.json;\n"
+    "  the test split's responses in RUN/responses.json; docs/finetuning.md).\n"
     "  Training options without a default take the preset's (or the saved run's).\n",
     train_rows,
     TRAIN_OPT_COUNT,
@@ -326,9 +342,18 @@ static void set_classify_key(attn_classify_config *c, int k, const key_slot *v) 
 static int finetune_request_of(const train_opts *o, const cli_parsed *p, finetune_request *rq) {
     static const int allowed[] = {T_DATA, T_OUT, T_INIT_FROM, T_DRY_RUN, T_THREADS,
                                   T_PRECISION, T_TASK, T_VAL, T_TRAINABLE, T_EPOCHS,
-                                  T_LORA_RANK, T_LORA_ALPHA, T_N_HEADS};
+                                  T_LORA_RANK, T_LORA_ALPHA, T_N_HEADS, T_MASK_PROMPT,
+                                  T_LIMIT};
+    const int instruct = strcmp(o->task, "instruct") == 0;
     memset(rq, 0, sizeof *rq);
-    rq->cfg = attn_classify_defaults();
+    rq->cfg = instruct ? attn_instruct_defaults() : attn_classify_defaults();
+    const int own[] = {instruct ? T_VAL : T_MASK_PROMPT, instruct ? T_VAL : T_LIMIT};
+    for (int k = 0; k < 2; k++)
+        if (p->given[own[k]]) {
+            fprintf(stderr, "attn train: --%s does not apply to --task %s (docs/finetuning.md)\n",
+                    train_rows[own[k]].name, o->task);
+            return 2;
+        }
     for (int i = 0; i < TRAIN_OPT_COUNT; i++) {
         if (!p->given[i]) continue;
         int ok = 0;
@@ -353,8 +378,10 @@ static int finetune_request_of(const train_opts *o, const cli_parsed *p, finetun
     rq->dry_run = o->dry_run;
     rq->threads = o->threads;
     rq->n_heads = (int)o->n_heads;
-    rq->cfg.epochs = (int)o->epochs;
-    for (int i = 0; attn_trainable_set_names()[i]; i++)
+    rq->limit = o->limit;
+    rq->cfg.mask_prompt = o->mask_prompt;
+    if (p->given[T_EPOCHS]) rq->cfg.epochs = (int)o->epochs;
+    for (int i = 0; o->trainable && attn_trainable_set_names()[i]; i++)
         if (strcmp(o->trainable, attn_trainable_set_names()[i]) == 0)
             rq->cfg.trainable = (attn_trainable_set)i;
     rq->cfg.lora_rank = (int)o->lora_rank;
@@ -369,10 +396,13 @@ static int finetune_request_of(const train_opts *o, const cli_parsed *p, finetun
 
 /* --task lm with an option of the fine-tuning tasks: a usage error. */
 static int lm_refuses(const train_opts *o, const cli_parsed *p) {
-    static const int rows[] = {T_VAL, T_TRAINABLE, T_EPOCHS, T_LORA_RANK, T_LORA_ALPHA, T_N_HEADS};
+    static const int rows[] = {T_VAL,        T_TRAINABLE, T_EPOCHS,    T_LORA_RANK,
+                               T_LORA_ALPHA, T_N_HEADS,   T_MASK_PROMPT, T_LIMIT};
     for (size_t k = 0; k < sizeof rows / sizeof rows[0]; k++)
         if (p->given[rows[k]]) {
-            fprintf(stderr, "attn train: --%s is an option of --task classify, not of --task %s\n",
+            fprintf(stderr,
+                    "attn train: --%s is an option of --task classify or instruct, not of --task "
+                    "%s\n",
                     train_rows[rows[k]].name, o->task);
             return 2;
         }

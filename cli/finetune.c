@@ -20,12 +20,12 @@
 #include "commands.h"
 #include "threads.h"
 
-const char *const finetune_task_choices[] = {"lm", "classify", NULL};
+const char *const finetune_task_choices[] = {"lm", "classify", "instruct", NULL};
 
 /* --------------------------------------------------------- the training */
 
 /* A fresh folder: absent, or an empty folder (attn deletes nothing). */
-static int out_is_free(const char *out) {
+int finetune_out_is_free(const char *out) {
     struct stat sb;
     if (stat(out, &sb) != 0) return errno == ENOENT;
     if (!S_ISDIR(sb.st_mode)) return 0;
@@ -38,13 +38,7 @@ static int out_is_free(const char *out) {
     return empty;
 }
 
-/* Every line the run prints, kept at full precision for RUN/log.csv. */
-typedef struct run_log {
-    char *text;
-    size_t len, cap;
-} run_log;
-
-static void log_add(run_log *l, const char *fmt, double a, double b, double c, double d) {
+void run_log_add(run_log *l, const char *fmt, double a, double b, double c, double d) {
     char line[160];
     const int n = snprintf(line, sizeof line, fmt, a, b, c, d);
     if (n <= 0) return;
@@ -59,16 +53,16 @@ static void log_add(run_log *l, const char *fmt, double a, double b, double c, d
     l->len += (size_t)n;
 }
 
-static void on_eval(void *user, int epoch, int64_t step, double tl, double vl) {
+void finetune_on_eval(void *user, int epoch, int64_t step, double tl, double vl) {
     printf("Ep %d (Step %06lld): Train loss %.3f, Val loss %.3f\n", epoch, (long long)step, tl, vl);
     fflush(stdout);
-    log_add(user, "loss,%.0f,%.0f,%.17g,%.17g\n", epoch, (double)step, tl, vl);
+    run_log_add(user, "loss,%.0f,%.0f,%.17g,%.17g\n", epoch, (double)step, tl, vl);
 }
 
 static void on_epoch(void *user, int epoch, double ta, double va) {
     printf("Training accuracy: %.2f%% | Validation accuracy: %.2f%%\n", ta * 100, va * 100);
     fflush(stdout);
-    log_add(user, "accuracy,%.0f,,%.17g,%.17g\n", epoch, ta, va, 0);
+    run_log_add(user, "accuracy,%.0f,,%.17g,%.17g\n", epoch, ta, va, 0);
 }
 
 /* The training and val sets (val padded as the training set). */
@@ -94,7 +88,7 @@ static int read_sets(const finetune_request *rq, const attn_tokenizer *tok, int 
 }
 
 /* The classifier's folder: RUN/model.safetensors and RUN/log.csv. */
-static int save_run(const finetune_request *rq, const attn_gpt *m, const attn_tokenizer *tok,
+int finetune_save_run(const finetune_request *rq, const attn_gpt *m, const attn_tokenizer *tok,
                     const attn_classifier_info *info, const run_log *log) {
     attn_error err;
     const int made = mkdir(rq->out, 0777) == 0;
@@ -156,7 +150,7 @@ static int train_classifier(const finetune_request *rq, attn_gpt *base, const at
         return 0;
     }
     run_log log = {0};
-    const attn_classify_events ev = {&log, on_eval, on_epoch, NULL};
+    const attn_classify_events ev = {&log, finetune_on_eval, on_epoch, NULL, NULL, NULL};
     attn_classify_result res;
     int rc = 0;
     if (attn_classify_train(&m, tr, va, &rq->cfg, &ev, &res, &err)) {
@@ -166,11 +160,12 @@ static int train_classifier(const finetune_request *rq, attn_gpt *base, const at
     if (!rc) {
         printf("Final accuracy: training %.2f%% | validation %.2f%% (whole sets)\n",
                res.final_train_acc * 100, res.final_val_acc * 100);
-        log_add(&log, "final_accuracy,,%.0f,%.17g,%.17g\n", (double)res.steps,
+        run_log_add(&log, "final_accuracy,,%.0f,%.17g,%.17g\n", (double)res.steps,
                 res.final_train_acc, res.final_val_acc, 0);
         const attn_classifier_info info = {n_classes, tr->max_len, rq->cfg.lora_rank,
-                                           rq->cfg.lora_alpha};
-        rc = save_run(rq, &m, tok, &info, &log);
+                                           rq->cfg.lora_alpha, "classify",
+                                           trainable_name(&rq->cfg)};
+        rc = finetune_save_run(rq, &m, tok, &info, &log);
     }
     if (!rc) printf("classifier in %s (attn classify %s TEXT...)\n", rq->out, rq->out);
     free(log.text);
@@ -187,7 +182,7 @@ int finetune_train(const finetune_request *rq) {
         fprintf(stderr, "attn train: --task %s needs %s\n", rq->task, missing);
         return 2;
     }
-    if (!out_is_free(rq->out)) {
+    if (!finetune_out_is_free(rq->out)) {
         fprintf(stderr,
                 "attn train: --out %s exists and is not an empty folder: give a new one (attn "
                 "deletes nothing it did not make)\n",
@@ -196,7 +191,8 @@ int finetune_train(const finetune_request *rq) {
     }
     attn_error err;
     char task[16];
-    if (attn_model_task(rq->init_from, task, &err) == ATTN_OK && strcmp(task, "lm") != 0) {
+    if (attn_model_task(rq->init_from, task, &err) == ATTN_OK && strcmp(task, "lm") != 0 &&
+        strcmp(task, "instruct") != 0) {
         fprintf(stderr,
                 "attn train: --task %s: %s is a model of task %s; --init-from takes a language "
                 "model\n",
@@ -212,7 +208,8 @@ int finetune_train(const finetune_request *rq) {
         return 1;
     }
     attn_class_data tr, va;
-    int rc = read_sets(rq, &tok, base.cfg.context_length, &tr, &va);
+    int rc = strcmp(rq->task, "instruct") == 0 ? finetune_instruct(rq, &base, &tok)
+                                               : read_sets(rq, &tok, base.cfg.context_length, &tr, &va);
     if (rc < 0) {
         rc = train_classifier(rq, &base, &tok, &tr, &va);
         attn_class_data_free(&tr);

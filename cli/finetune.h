@@ -15,10 +15,52 @@ typedef struct finetune_request {
     int dry_run;
     long long threads;
     int n_heads; /* --n-heads: 0, the file's */
+    long long limit; /* instruct: each split cut to its first N entries (0: whole) */
     attn_classify_config cfg;
 } finetune_request;
 
 /* Runs it: the exit code (2 usage, 1 a failure, nothing written). */
 int finetune_train(const finetune_request *rq);
+
+/* ------------------------------------------- shared by the two tasks */
+
+/* Every line the run prints, kept at full precision for RUN/log.csv. */
+typedef struct run_log {
+    char *text;
+    size_t len, cap;
+} run_log;
+
+void run_log_add(run_log *l, const char *fmt, double a, double b, double c, double d);
+
+/* What trains, as a run's metadata names it. */
+static inline const char *trainable_name(const attn_classify_config *c) {
+    return c->lora_rank ? "adapters" : attn_trainable_set_names()[c->trainable];
+}
+
+/* A fresh --out: absent, or an empty folder (attn deletes nothing). */
+int finetune_out_is_free(const char *out);
+
+/* evaluate_model's line, as the book prints it (user: the run_log). */
+void finetune_on_eval(void *user, int epoch, int64_t step, double tl, double vl);
+
+/* The run's folder: RUN/model.safetensors and RUN/log.csv; 0 or 1. */
+int finetune_save_run(const finetune_request *rq, const attn_gpt *m, const attn_tokenizer *tok,
+                      const attn_classifier_info *info, const run_log *log);
+
+/* --task instruct on the opened base (cli/finetune_instruct.c): the exit
+ * code. */
+int finetune_instruct(const finetune_request *rq, const attn_gpt *base, const attn_tokenizer *tok);
+
+/* The book's generate(model, encode(prompt), max_new, context, eos_id)
+ * (greedy; the context cropped as idx[:, -context_size:]; eos < 0: none,
+ * generate_text_simple): the new ids into *out (malloc'd), *n of them, the
+ * eos not included. lora_scale > 0: m's adapters merged first. 0 or 1
+ * (said on stderr, prefixed cmd). */
+int book_generate(const char *cmd, const attn_gpt *m, float lora_scale, const attn_tokenizer *tok,
+                  const char *prompt, int max_new, int eos, int32_t **out, size_t *n);
+
+/* The book's model_response: the decoded new ids with "### Response:"
+ * removed and white space stripped (malloc'd; NULL: out of memory). */
+char *book_response(const attn_tokenizer *tok, const int32_t *ids, size_t n);
 
 #endif

@@ -36,7 +36,7 @@ typedef enum cli_type {
 } cli_type;
 
 #define CLI_MAX_CHOICES 8
-#define CLI_MAX_OPTIONS 48
+#define CLI_MAX_OPTIONS 64
 
 typedef struct cli_option {
     const char *name; /* without the leading "--" */

@@ -136,6 +136,16 @@ expect_hf=$("$ATTN" export appE m.safetensors --format hf 2>&1)
 [ $? -eq 2 ] && [ ! -e m.safetensors ] && ok "export --format hf of a classifier: exit 2" ||
   bad "export hf of a classifier: $expect_hf"
 
+# attn info of a classifier: task, classes, head width, trainable set, LoRA
+out=$("$ATTN" info ch06 2>&1)
+echo "$out" | grep -q "^task  *classify" && echo "$out" | grep -q "^head  *2 classes" &&
+  echo "$out" | grep -q "^trainable  *last-block" && ok "info ch06: a 2-class classifier" ||
+  bad "info ch06: $out"
+out=$("$ATTN" info --json appE 2>&1)
+echo "$out" | /usr/bin/python3 -c "import json,sys; d=json.load(sys.stdin)
+assert (d['task'], d['classes'], d['head_width'], d['trainable'], d['lora_rank'], d['lora_alpha']) == ('classify', 2, 2, 'adapters', 16, 16), d" &&
+  ok "info --json appE: classify, 2 classes, adapters of rank 16 alpha 16" || bad "info appE: $out"
+
 # the same bytes at every thread count
 "$ATTN" train "${common[@]}" --init-from ch06.pth --out t1 --threads 1 --epochs 1 > /dev/null 2>&1
 "$ATTN" train "${common[@]}" --init-from ch06.pth --out t2 --threads 2 --epochs 1 > /dev/null 2>&1

@@ -72,7 +72,7 @@ Test(classify, a_classifier_learns_and_keeps_its_frozen_tensors) {
     cr_expect_eq(attn_gpt_head_width(&m), 2);
     attn_class_data tr = toy_set(1), va = toy_set(2);
     float l[2] = {0};
-    const attn_classify_events ev = {l, NULL, NULL, losses};
+    const attn_classify_events ev = {l, NULL, NULL, losses, NULL, NULL};
     attn_classify_result res;
     cr_assert_eq(attn_classify_train(&m, &tr, &va, &c, &ev, &res, &err), ATTN_OK, "%s", err.msg);
     cr_expect_eq(res.steps, 40 * (ROWS / 8));
@@ -139,7 +139,7 @@ Test(classify, merged_adapters_and_the_checkpoint_give_the_logits_back) {
         vocab[i] = (char)('0' + i);
     attn_tokenizer tok, tok2;
     cr_assert_eq(attn_tokenizer_from_vocab(&tok, vocab, V, &err), ATTN_OK, "%s", err.msg);
-    const attn_classifier_info info = {3, LEN, 4, 8.0f};
+    const attn_classifier_info info = {3, LEN, 4, 8.0f, "classify", NULL};
     cr_assert_eq(attn_classifier_save(dir, &m, &tok, &info, &err), ATTN_OK, "%s", err.msg);
     attn_classifier_info got;
     cr_assert_eq(attn_classifier_load(dir, &loaded, &tok2, &got, &err), ATTN_OK, "%s", err.msg);

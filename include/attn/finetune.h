@@ -76,6 +76,8 @@ typedef enum attn_trainable_set {
 /* "last-block", "all", "head" (NULL-terminated, in the enum's order). */
 const char *const *attn_trainable_set_names(void);
 
+/* A fine-tuning run's settings, both tasks (the defaults: the book's
+ * chapter 6, attn_classify_defaults, or chapter 7, attn_instruct_defaults). */
 typedef struct attn_classify_config {
     int batch_size;   /* 8 */
     int epochs;       /* 5 */
@@ -88,13 +90,15 @@ typedef struct attn_classify_config {
     attn_trainable_set trainable;
     int lora_rank;    /* 0: none */
     float lora_alpha; /* the book's LoRALayer: y += (alpha / rank) (x A) B */
+    int mask_prompt;  /* instruct: the prompt's targets -100 too (exercise 7.2) */
 } attn_classify_config;
 
 /* The book's settings (above). */
 attn_classify_config attn_classify_defaults(void);
 
 /* *out (not initialised) = base with a classifier head of n_classes
- * (n_classes >= 1), its trainable set and adapters as cfg says; base's
+ * (n_classes >= 1; 0: base's language head, untied, for --task instruct,
+ * the adapters' A then drawn right after the seed), its trainable set and adapters as cfg says; base's
  * weights copied (a tied base: out_head dropped, the book's untied load),
  * the head drawn from cfg->seed, the adapters' A from the same generator
  * after the four iterator draws appendix E's notebook makes before
@@ -102,6 +106,16 @@ attn_classify_config attn_classify_defaults(void);
  * as it was. */
 attn_status attn_classifier_from(attn_gpt *out, const attn_gpt *base, int n_classes,
                                  const attn_classify_config *cfg, attn_error *err);
+
+/* Chapter 7's settings (gpt_instruction_finetuning.py): batch 8, 2 epochs,
+ * eval_freq 5, eval_iter 5, lr 5e-5, weight decay 0.1, seed 123,
+ * everything trainable. */
+attn_classify_config attn_instruct_defaults(void);
+
+/* m's trainable set as cfg says (cfg->trainable; with cfg->lora_rank only
+ * the adapters): every other tensor frozen. */
+attn_status attn_finetune_set_trainable(attn_gpt *m, const attn_classify_config *cfg,
+                                        attn_error *err);
 
 /* What a training run reports as it goes (each may be NULL). */
 typedef struct attn_classify_events {
@@ -112,11 +126,16 @@ typedef struct attn_classify_events {
     void (*on_epoch)(void *user, int epoch, double train_acc, double val_acc);
     /* after every step: its training loss */
     void (*on_step)(void *user, int64_t step, float loss);
+    /* instruct, before training: the "Initial losses" (5 batches each) */
+    void (*on_initial)(void *user, double train_loss, double val_loss);
+    /* instruct, after an epoch: the model as it is (the book's
+     * generate_and_print_sample); nonzero stops the run (ATTN_ERR_STATE) */
+    int (*on_sample)(void *user, int epoch, attn_gpt *m);
 } attn_classify_events;
 
 typedef struct attn_classify_result {
     int64_t steps;
-    int64_t examples_seen;
+    int64_t examples_seen; /* instruct: tokens seen (train_model_simple's count) */
     double train_acc, val_acc; /* the last epoch's */
     /* then, as ch06.ipynb after training: calc_accuracy_loader over the
      * whole train loader (a fresh shuffled iterator) and val loader */
@@ -141,30 +160,100 @@ attn_status attn_classify_logits(attn_gpt *m, const attn_class_data *d, size_t f
 attn_status attn_classify_accuracy(attn_gpt *m, const attn_class_data *d, int batch_size,
                                    int num_batches, double *acc, attn_error *err);
 
-/* What a classifier's checkpoint says beyond its config (metadata "task"
- * "classify"). */
+/* ------------------------------------------------ chapter 7: instructions */
+
+/* An instruction set (the book's Alpaca-style instruction-data.json: an
+ * array of objects with string fields "instruction", "input", "output"),
+ * each entry encoded as InstructionDataset does: format_input(entry) +
+ * "\n\n### Response:\n" + output, GPT-2-encoded as plain text. */
+typedef struct attn_instruct_data {
+    size_t n;            /* entries, in file order */
+    size_t *off;         /* n + 1: entry i's tokens are ids[off[i] .. off[i + 1]) */
+    int32_t *ids;
+    int32_t *prompt_len; /* n: tokens of encode(format_input(entry)) (exercise 7.2) */
+    char **instruction, **input, **output; /* n each: the entry's fields */
+    size_t longest;      /* the longest entry's tokens */
+    int view;            /* 1: rows of another set's arrays (attn_instruct_view) */
+} attn_instruct_data;
+
+/* Read and encode path. Errors (ATTN_ERR_FORMAT, naming the file): not
+ * JSON, not an array, an empty array, an entry that is not an object or
+ * lacks one of the three fields or has one that is not a string (naming
+ * the entry's 0-based index and the field). On failure d is left zeroed. */
+attn_status attn_instruct_data_read(const char *path, const attn_tokenizer *tok,
+                                    attn_instruct_data *d, attn_error *err);
+void attn_instruct_data_free(attn_instruct_data *d);
+
+/* view = entries [first, first + n) of d, sharing its arrays (free it too:
+ * a no-op). */
+attn_status attn_instruct_view(const attn_instruct_data *d, size_t first, size_t n,
+                               attn_instruct_data *view, attn_error *err);
+
+/* The book's split of n entries: train the first int(0.85 n), test the
+ * next int(0.1 n), val the rest; limit > 0 cuts each to its first limit
+ * (the script's --test_mode: 10). first[k], count[k] for k = 0 train,
+ * 1 test, 2 val. */
+void attn_instruct_split(size_t n, size_t limit, size_t first[3], size_t count[3]);
+
+/* format_input(entry): the Alpaca prompt ("Below is an instruction ...
+ * \n\n### Instruction:\n" instruction, then "\n\n### Input:\n" input when
+ * input is not empty), malloc'd (NULL: out of memory). */
+char *attn_instruct_prompt(const char *instruction, const char *input);
+
+/* train_model_simple on m (attn_classifier_from with n_classes 0) as
+ * gpt_instruction_finetuning.py runs it: first the "Initial losses" (5
+ * batches of a fresh train and val iterator) under the generator as the
+ * script leaves it, torch.manual_seed(cfg->seed) then the GPTModel(cfg)
+ * constructor's draws (whatever file m came from: the script builds that
+ * model either way); then, reseeded, the epochs: custom_collate_fn's
+ * batches (each padded with 50256 to its longest entry + 1 and cut to
+ * the context; targets -100 after the first pad, and over the prompt with
+ * cfg->mask_prompt), evaluate_model every eval_freq steps, on_sample
+ * after each epoch. train needs batch_size entries; val may have none. */
+attn_status attn_instruct_train(attn_gpt *m, const attn_instruct_data *train,
+                                const attn_instruct_data *val, const attn_classify_config *cfg,
+                                const attn_classify_events *ev, attn_classify_result *res,
+                                attn_error *err);
+
+/* What a fine-tuned model's checkpoint says beyond its config (metadata
+ * "task" "classify" or "instruct"). */
 typedef struct attn_classifier_info {
-    int n_classes;
-    int max_len; /* the training set's padded length: classify pads to it */
+    int n_classes; /* classify: the head's width; instruct: 0 (the language head) */
+    int max_len;   /* classify: the training set's padded length (classify pads to
+                      it); instruct: the context */
     int lora_rank;
     float lora_alpha;
+    const char *task; /* "classify" (NULL) or "instruct"; loaded: a static string */
+    /* what trains: an attn_trainable_set_names() name, or "adapters" (LoRA);
+     * NULL: not recorded (a classifier saved before it was: "last-block") */
+    const char *trainable;
 } attn_classifier_info;
 
-/* Write m (a classifier) to dir/model.safetensors atomically: its tensors
- * by the book's names (out_head 2-wide with its bias; adapters as
- * LinearWithLoRA's), metadata format "attn-gpt", task "classify", config,
- * the info and the tokenizer. dir must exist. */
+/* Write m (attn_classifier_from's) to dir/model.safetensors atomically: its
+ * tensors by the book's names (a classifier's out_head with its bias;
+ * adapters as LinearWithLoRA's), metadata format "attn-gpt", the task,
+ * config, the info and the tokenizer. dir must exist. */
 attn_status attn_classifier_save(const char *dir, const attn_gpt *m, const attn_tokenizer *tok,
                                  const attn_classifier_info *info, attn_error *err);
 
-/* Load a classifier saved so (a run folder or its model file). A model of
- * another task (a language model's checkpoint, any other weights file) is
+/* The same into the file path (a checkpoint's, attn_ckpt_file). */
+attn_status attn_finetuned_write(const char *path, const attn_gpt *m, const attn_tokenizer *tok,
+                                 const attn_classifier_info *info, attn_error *err);
+
+/* Load a fine-tuned model saved so (a run folder or its model file), of
+ * either task, its trainable set as recorded. A model of another task (a language model's checkpoint,
+ * any other weights file) is ATTN_ERR_INVALID_ARG. */
+attn_status attn_finetuned_load(const char *path, attn_gpt *m, attn_tokenizer *tok,
+                                attn_classifier_info *info, attn_error *err);
+
+/* attn_finetuned_load of a classifier: another task is
  * ATTN_ERR_INVALID_ARG: "... is not a classifier (task lm) ...". */
 attn_status attn_classifier_load(const char *path, attn_gpt *m, attn_tokenizer *tok,
                                  attn_classifier_info *info, attn_error *err);
 
-/* The task a model file's metadata names ("classify"; "lm" for attn's
- * language-model checkpoints and other programs' files), into task (16). */
+/* The task a model file's metadata names ("classify", "instruct"; "lm"
+ * for attn's language-model checkpoints and other programs' files), into
+ * task (16). */
 attn_status attn_model_task(const char *path, char *task, attn_error *err);
 
 /* m's adapters merged into its Linears' weights in *out (not

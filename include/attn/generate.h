@@ -16,11 +16,11 @@
  *     attn_generator_free(&g);
  *
  * Sliding window: the cache holds at most context_length tokens. When it is
- * full, the next token re-primes it with the last window_keep tokens
- * (default context_length / 2: O(T) per token amortised; context_length - 1
- * re-reads the whole window each token, as the book's generate() crops
- * idx[:, -context_length:], at O(T^2) per token). A prompt longer than the
- * context keeps its last context_length tokens.
+ * full, the next token re-primes it with the last window_keep tokens, that
+ * token included (default context_length / 2: O(T) per token amortised;
+ * context_length re-reads the whole window each token, as the book's
+ * generate() crops idx[:, -context_length:], at O(T^2) per token). A prompt
+ * longer than the context keeps its last context_length tokens.
  *
  * Several samples (num_samples N > 1, CPU): N sequences of the same prompt
  * decoded together through one batched KV cache (attn_gpt_kv_step_batch),
@@ -103,7 +103,7 @@ typedef struct attn_generator {
 } attn_generator;
 
 /* Check the options (temperature >= 0 and finite, top_k >= 0, top_p in
- * (0, 1], 0 <= window_keep < context_length, num_samples >= 0 and 1 on
+ * (0, 1], 0 <= window_keep <= context_length, num_samples >= 0 and 1 on
  * CUDA) and allocate (device CUDA:
  * upload the model; fails without a GPU, saying why). model and tok must
  * outlive the generator. */

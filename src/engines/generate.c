@@ -30,9 +30,9 @@ static attn_status check_options(const attn_gpt *model, const attn_tokenizer *to
         return attn_fail(err, ATTN_ERR_INVALID_ARG, "top_k must be >= 0, not %d", o->top_k);
     if (!(o->top_p > 0 && o->top_p <= 1))
         return attn_fail(err, ATTN_ERR_INVALID_ARG, "top_p must be in (0, 1], not %g", o->top_p);
-    if (o->window_keep < 0 || o->window_keep >= ctx)
+    if (o->window_keep < 0 || o->window_keep > ctx)
         return attn_fail(err, ATTN_ERR_INVALID_ARG,
-                         "window_keep must be in [0, %d) (0 = context_length / 2), not %d", ctx,
+                         "window_keep must be in [0, %d] (0 = context_length / 2), not %d", ctx,
                          o->window_keep);
     if (o->num_samples < 0)
         return attn_fail(err, ATTN_ERR_INVALID_ARG, "num_samples must be >= 1, not %d",

@@ -24,7 +24,9 @@ static attn_status read_meta(const attn_safetensors *st, const char *file, attn_
         return attn_fail(err, ATTN_ERR_FORMAT,
                          "%s is not an attn GPT checkpoint (no config/vocabulary metadata)", file);
     const char *task = attn_safetensors_meta(st, "task");
-    if (task && strcmp(task, "lm") != 0)
+    /* an instruct run's model is a language model (its adapters, if any,
+     * then fail the shapes: attn_finetuned_load reads them) */
+    if (task && strcmp(task, "lm") != 0 && strcmp(task, "instruct") != 0)
         return attn_fail(err, ATTN_ERR_INVALID_ARG,
                          "%s is a model of task %s, not a language model (attn classify runs a "
                          "classifier)",

@@ -17,9 +17,15 @@
 
 attn_status attn_classifier_save(const char *dir, const attn_gpt *m, const attn_tokenizer *tok,
                                  const attn_classifier_info *info, attn_error *err) {
-    char path[ATTN_CKPT_PATH_MAX], classes[16], max_len[16], rank[16], alpha[32];
+    char path[ATTN_CKPT_PATH_MAX];
     if (attn_path_join(path, sizeof path, dir, ATTN_CKPT_MODEL))
         return attn_fail(err, ATTN_ERR_IO, "the run folder's path is too long");
+    return attn_finetuned_write(path, m, tok, info, err);
+}
+
+attn_status attn_finetuned_write(const char *path, const attn_gpt *m, const attn_tokenizer *tok,
+                                 const attn_classifier_info *info, attn_error *err) {
+    char classes[16], max_len[16], rank[16], alpha[32];
     char *cfg = NULL, *owned = NULL;
     attn_status s = attn_gpt_config_to_json(&m->cfg, &cfg, err);
     if (s) return s;
@@ -27,11 +33,12 @@ attn_status attn_classifier_save(const char *dir, const attn_gpt *m, const attn_
     snprintf(max_len, sizeof max_len, "%d", info->max_len);
     snprintf(rank, sizeof rank, "%d", info->lora_rank);
     snprintf(alpha, sizeof alpha, "%.9g", (double)info->lora_alpha);
-    attn_st_kv kv[META_MAX] = {{"format", "attn-gpt"}, {"task", "classify"},
+    attn_st_kv kv[META_MAX] = {{"format", "attn-gpt"}, {"task", info->task ? info->task : "classify"},
                                {"config", cfg},        {"n_classes", classes},
                                {"max_len", max_len},   {"lora_rank", rank},
-                               {"lora_alpha", alpha}};
+                               {"lora_alpha", alpha},  {"trainable", NULL}};
     int n = 7, nt = 0;
+    if (info->trainable) kv[n++].value = info->trainable;
     s = attn_ckpt_tokenizer_meta(tok, kv + n, &nt, &owned, err);
     if (!s) s = attn_safetensors_write_params(path, attn_gpt_params(m), kv, n + nt, err);
     free(cfg);
@@ -81,13 +88,21 @@ static attn_status meta_int(const attn_safetensors *st, const char *file, const 
 static attn_status read_info(const attn_safetensors *st, const char *file,
                              attn_classifier_info *info, attn_error *err) {
     const char *task = attn_safetensors_meta(st, "task");
-    if (!task || strcmp(task, "classify") != 0)
+    if (!task || (strcmp(task, "classify") != 0 && strcmp(task, "instruct") != 0))
         return attn_fail(err, ATTN_ERR_INVALID_ARG,
-                         "%s is not a classifier (task %s): attn train --task classify makes one",
+                         "%s is not a fine-tuned model (task %s): attn train --task classify or "
+                         "--task instruct makes one",
                          file, task ? task : "lm");
-    attn_status s = meta_int(st, file, "n_classes", 1, 1 << 20, &info->n_classes, err);
+    info->task = strcmp(task, "classify") == 0 ? "classify" : "instruct";
+    const int lo = info->task[0] == 'c';
+    attn_status s = meta_int(st, file, "n_classes", lo, lo ? 1 << 20 : 0, &info->n_classes, err);
     if (!s) s = meta_int(st, file, "max_len", 1, 1 << 24, &info->max_len, err);
     if (!s) s = meta_int(st, file, "lora_rank", 0, 4096, &info->lora_rank, err);
+    const char *tr = attn_safetensors_meta(st, "trainable");
+    info->trainable = info->lora_rank ? "adapters" : "last-block";
+    for (int i = 0; tr && attn_trainable_set_names()[i]; i++)
+        if (strcmp(tr, attn_trainable_set_names()[i]) == 0)
+            info->trainable = attn_trainable_set_names()[i];
     const char *a = attn_safetensors_meta(st, "lora_alpha");
     info->lora_alpha = a ? strtof(a, NULL) : 0.0f;
     if (!s && info->lora_rank && !(isfinite(info->lora_alpha) && info->lora_alpha > 0))
@@ -106,7 +121,7 @@ static attn_status build_loaded(const attn_safetensors *st, const char *file, at
     if (!s) s = attn_ckpt_read_tokenizer(st, file, tok, err);
     if (s) return s;
     const attn_gpt_build o = {.head_width = info->n_classes,
-                              .head_bias = 1,
+                              .head_bias = info->n_classes > 0,
                               .lora_rank = info->lora_rank,
                               .lora_alpha = info->lora_rank
                                                 ? info->lora_alpha / (float)info->lora_rank
@@ -115,12 +130,36 @@ static attn_status build_loaded(const attn_safetensors *st, const char *file, at
         return attn_fail(err, ATTN_ERR_FORMAT, "%s: max_len %d exceeds the context %d", file,
                          info->max_len, cfg.context_length);
     if ((s = attn_gpt_init_family(m, &cfg, NULL, &o, NULL, err))) return s;
-    if ((s = attn_safetensors_to_params(st, file, attn_gpt_params(m), err))) attn_gpt_free(m);
+    s = attn_safetensors_to_params(st, file, attn_gpt_params(m), err);
+    attn_classify_config c = attn_classify_defaults();
+    c.lora_rank = info->lora_rank;
+    for (int i = 0; attn_trainable_set_names()[i]; i++)
+        if (strcmp(info->trainable, attn_trainable_set_names()[i]) == 0)
+            c.trainable = (attn_trainable_set)i;
+    if (!s) s = attn_finetune_set_trainable(m, &c, err);
+    if (s) attn_gpt_free(m);
     return s;
 }
 
 attn_status attn_classifier_load(const char *path, attn_gpt *m, attn_tokenizer *tok,
                                  attn_classifier_info *info, attn_error *err) {
+    char task[16];
+    attn_status s = attn_model_task(path, task, err);
+    if (s) return s;
+    if (strcmp(task, "classify") != 0 && strcmp(task, "lm") != 0)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "%s is not a classifier (task %s): attn train --task classify makes one",
+                         path, task);
+    s = attn_finetuned_load(path, m, tok, info, err);
+    if (s == ATTN_ERR_INVALID_ARG && err && strstr(err->msg, "not a fine-tuned model"))
+        s = attn_fail(err, ATTN_ERR_INVALID_ARG,
+                      "%s is not a classifier (task lm): attn train --task classify makes one",
+                      path);
+    return s;
+}
+
+attn_status attn_finetuned_load(const char *path, attn_gpt *m, attn_tokenizer *tok,
+                                attn_classifier_info *info, attn_error *err) {
     char file[ATTN_CKPT_PATH_MAX];
     memset(m, 0, sizeof *m);
     memset(tok, 0, sizeof *tok);
@@ -131,8 +170,8 @@ attn_status attn_classifier_load(const char *path, attn_gpt *m, attn_tokenizer *
     if ((s = attn_safetensors_read(file, &st, err))) {
         if (s == ATTN_ERR_FORMAT)
             s = attn_fail(err, ATTN_ERR_INVALID_ARG,
-                          "%s is not a classifier (not attn's checkpoint): attn train --task "
-                          "classify makes one",
+                          "%s is not a fine-tuned model (not attn's checkpoint): attn train "
+                          "--task classify or --task instruct makes one",
                           path);
         return s;
     }
