@@ -135,12 +135,18 @@ fi
 # several would otherwise pick kernels above the level.
 export BLAS_SETTINGS=${BLAS_SETTINGS:-set}
 
-build=${BUILD:-$root/build}
-cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release > /dev/null
-cmake --build "$build" -j "$(nproc)" --target attn attn_shared > /dev/null
-attn=$build/attn
-export ATTN=$attn ATTN_LIBRARY=$build/libattn.so
-(cd "$root" && scripts/get-data.sh tinyshakespeare the-verdict gpt2 > /dev/null)
+# attn: $ATTN as given, or built (Release) in $BUILD (default build/).
+if [ -n "${ATTN:-}" ]; then
+  [ -x "$ATTN" ] || die "ATTN=$ATTN: not a program"
+  attn=$(cd "$(dirname "$ATTN")" && pwd)/$(basename "$ATTN")
+  build=$(dirname "$attn")
+else
+  build=${BUILD:-$root/build}
+  cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release > /dev/null
+  cmake --build "$build" -j "$(nproc)" --target attn attn_shared > /dev/null
+  attn=$build/attn
+fi
+export ATTN=$attn ATTN_LIBRARY=${ATTN_LIBRARY:-$build/libattn.so}
 
 if [ -z "$raw" ]; then raw=$(mktemp -d "${TMPDIR:-/tmp}/attn-compare.XXXXXX")
 else mkdir -p "$raw"; fi
@@ -177,7 +183,7 @@ run_gpt2() {
 
 run_nanogpt() {
   local r=$1 f=$raw/nanogpt.$1.txt l
-  TORCH_STEPS=$torch_steps "$here/train_nanogpt.sh" "${build#"$root"/}" --steps "$nano_steps" > "$f" 2>&1 ||
+  TORCH_STEPS=$torch_steps "$here/train_nanogpt.sh" build --steps "$nano_steps" > "$f" 2>&1 ||
     { put nanogpt "$r" nan nan s "train_nanogpt.sh failed: $f" "" ""; return; }
   l=$(grep '^result ' "$f")
   local ms steps peer
@@ -232,7 +238,7 @@ a32 = best("generate", precision="fp32", num_samples="1")
 a16 = best("generate", precision="bf16", num_samples="1")
 tk = best("gen_torch_kv")
 def note(d):
-    return f"tokens/s, {d['threads']} thread(s), {d['floor_pct']}% of the bandwidth floor" if d else ""
+    return f"tokens/s, {d['threads']} thread(s)" if d else ""
 def floor(d):
     return f"{d['floor_pct']}% of the bandwidth floor (fastest step {d['fastest_floor_pct']}%)" if d else ""
 nan = "nan"
@@ -266,6 +272,8 @@ for r in $rows; do
   case $r in gen-fp32) want_gen_fp32=1 ;; gen-bf16) want_gen_bf16=1 ;; esac
 done
 echo "# bench/compare.sh: raw output in $raw" >&2
+# the corpora and GPT-2's vocabulary, only when a row will run
+[ ${#skip[@]} -lt "$(wc -w <<< "$rows")" ] && (cd "$root" && scripts/get-data.sh tinyshakespeare the-verdict gpt2 > /dev/null)
 for n in $(seq 1 "$rounds"); do
   gen_done=0
   for r in $rows; do
