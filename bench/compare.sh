@@ -265,15 +265,16 @@ load0=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # Skipped rows, then the rounds: every runnable row once a round, in turn.
 declare -A skip
-want_gen_fp32=0 want_gen_bf16=0
+want_gen_fp32=0 want_gen_bf16=0 nrun=0
 for r in $rows; do
   why=$(missing "$r")
   if [ -n "$why" ]; then skip[$r]=$why; continue; fi
+  nrun=$((nrun + 1))
   case $r in gen-fp32) want_gen_fp32=1 ;; gen-bf16) want_gen_bf16=1 ;; esac
 done
 echo "# bench/compare.sh: raw output in $raw" >&2
 # the corpora and GPT-2's vocabulary, only when a row will run
-[ ${#skip[@]} -lt "$(wc -w <<< "$rows")" ] && (cd "$root" && scripts/get-data.sh tinyshakespeare the-verdict gpt2 > /dev/null)
+[ "$nrun" -gt 0 ] && (cd "$root" && scripts/get-data.sh tinyshakespeare the-verdict gpt2 > /dev/null)
 for n in $(seq 1 "$rounds"); do
   gen_done=0
   for r in $rows; do
