@@ -37,9 +37,13 @@ for r in $(seq 1 "$rounds"); do
   grep -v '^iter\|^attn train' "$tmp/attn.out" > "$tmp/attn.lines" || true
   for th in 1 2; do
     with_blas "$torch_blas" /usr/bin/python3 "$root/bench/book_ch05_torch.py" "$book" "$nm" "$data" "$epochs" "$th" > "$tmp/torch.out" 2> "$tmp/torch.err"
-    echo "round $r torch threads $th: $(sed -n 's/^wall_s=//p' "$tmp/torch.out") s"
+    tw=$(sed -n 's/^wall_s=//p' "$tmp/torch.out")
+    echo "round $r torch threads $th: $tw s"
     grep -v '^wall_s=' "$tmp/torch.out" > "$tmp/torch.lines"
+    same=same
     cmp -s "$tmp/attn.lines" "$tmp/torch.lines" && echo "  lines: the same ($(wc -l < "$tmp/attn.lines"))" ||
-      { echo "  lines differ:"; diff "$tmp/attn.lines" "$tmp/torch.lines" | head -20; }
+      { same=differ; echo "  lines differ:"; diff "$tmp/attn.lines" "$tmp/torch.lines" | head -20; }
+    # one machine-readable line a pair (bench/compare.sh reads them)
+    echo "result round=$r attn_s=$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.2f", b - a}') attn_threads=2 torch_s=${tw:-nan} torch_threads=$th lines=$same"
   done
 done

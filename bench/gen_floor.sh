@@ -21,7 +21,7 @@ echo "# load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for r in $(seq "$ROUNDS"); do
   for t in 1 2; do
     for p in fp32 bf16; do
-      for n in 1 "$SAMPLES"; do
+      for n in $(printf '%s\n' 1 "$SAMPLES" | sort -un); do  # SAMPLES=1: one sequence once
         echo "round=$r $("$ATTN" bench generate --preset gpt2-124m --tokens "$TOKENS" --threads $t --precision $p --num-samples $n)"
       done
     done

@@ -95,6 +95,7 @@ def main():
         variants = [v for v in variants if v[0] == "book GPTModel" or any(w in v[0] for w in words)]
     best = {name: float("inf") for name, _, _, _ in variants}
     cpu = dict(best)
+    best_threads = {}
     print(f"torch {torch.__version__}, attn {attn.__version__}, {os.cpu_count()} CPUs; "
           f"GPT_CONFIG_124M, batch {B}, {args.steps} steps x {args.rounds} rounds, "
           f"threads {args.threads}; load average {os.getloadavg()[0]:.1f}")
@@ -106,7 +107,8 @@ def main():
         for r in range(args.rounds):
             for name, model, fn, opt in variants:
                 s, c, loss = run(model, fn, opt, batches, args.steps)
-                best[name] = min(best[name], s)
+                if s < best[name]:
+                    best[name], best_threads[name] = s, n
                 if n == 1:
                     cpu[name] = min(cpu[name], c)
                 print(f"threads {n} round {r}: {name:28s} {s:7.3f} s/step, cpu {c:7.3f} s "
@@ -115,6 +117,9 @@ def main():
     print(f"best of threads {args.threads} (load average now {os.getloadavg()[0]:.1f})")
     for name, _, _, _ in variants:
         print(f"  {name:28s} {best[name]:7.3f} s/step  {base / best[name]:5.2f}x the book's")
+    for name, _, _, _ in variants:  # machine-readable (bench/compare.sh reads them)
+        slug = "".join(c if c.isalnum() else "_" for c in name).strip("_")
+        print(f"result variant={slug} s_per_step={best[name]:.4f} threads={best_threads[name]}")
     if 1 in args.threads:  # one thread: CPU time is the work, whatever else the machine runs
         base = cpu["book GPTModel"]
         print("CPU seconds per step at 1 thread (less sensitive to a busy machine)")

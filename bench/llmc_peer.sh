@@ -122,4 +122,10 @@ if g and m and r:
     rate = 2 * 1024**3 / float(r.group(1)) / 1e9  # the fastest repeat's rate
     floor = gf / rate
     print(f"floor: {gf:.1f} GFLOP a step at {rate:.1f} GFLOP/s (the fastest of 20 1024^3 products) = {floor:.3f} s; attn at {a[0] / floor:.2f}x the floor, llm.c at {c[0] / floor:.2f}x")
+else:
+    floor = float("nan")
+# one machine-readable line (bench/compare.sh reads it)
+print(f"result attn_s={a[0]:.4f} attn_threads={a[1]} attn_blas={a[3]} llmc_s={c[0]:.4f} "
+      f"llmc_threads={c[1]} attn_rss_mb={best['attn_rss'] / 1024:.0f} "
+      f"llmc_rss_mb={best['llm.c_rss'] / 1024:.0f} floor_s={floor:.4f} attn_over_floor={a[0] / floor:.3f}")
 PY

@@ -18,14 +18,15 @@ echo "# $(date -u +%FT%TZ) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 |
 out=$(mktemp -d "${TMPDIR:-/tmp}/attn-bench.XXXXXX")
 trap 'rm -rf "$out"' EXIT
 start=$(date +%s.%N)
-"./$build/attn" train --preset nanogpt-cpu --data data/tinyshakespeare.txt --out "$out/run" "$@" \
+"${ATTN:-./$build/attn}" train --preset nanogpt-cpu --data data/tinyshakespeare.txt --out "$out/run" "$@" \
   > "$out/log.txt" 2> "$out/err.txt"
 end=$(date +%s.%N)
 grep '^step ' "$out/log.txt"
 wall=$(awk -v a="$start" -v b="$end" 'BEGIN { print b - a }')
 summary=$(tail -1 "$out/err.txt")
 tps=$(sed -n 's/.*(\([0-9]*\) tokens\/s).*/\1/p' <<< "$summary")
-val=$(grep '^step 2000:' "$out/log.txt" | sed 's/.*val loss //')
+last=$(grep '^step ' "$out/log.txt" | tail -1) # the last evaluation (--steps N: not 2000)
+val=${last##*val loss }
 printf 'nanogpt-cpu: wall %.1f s, %s tokens/s (training steps), final val loss %s (target <= 1.89; nanoGPT: 148 s, 1.886)\n' \
   "$wall" "$tps" "$val"
 torch_steps=${TORCH_STEPS:-200}
@@ -34,5 +35,13 @@ if [[ $torch_steps -gt 0 ]]; then
     | tee "$out/torch.txt"
   best=$(sed -n 's/.*tokens_per_s=\([0-9]*\).*/\1/p' "$out/torch.txt" | sort -n | tail -1)
   awk -v a="$tps" -v t="$best" 'BEGIN { printf "training tokens/s: attn %d, PyTorch book GPTModel %d (best thread setting): %.2fx\n", a, t, a / t }'
+  # the best setting's line: its ms a step and thread count
+  tline=$(grep "tokens_per_s=$best " "$out/torch.txt" | head -1)
+  torch_ms=$(sed -n 's/.*ms_per_step=\([0-9.]*\).*/\1/p' <<< "$tline")
+  torch_th=$(sed -n 's/.*threads=\([0-9]*\).*/\1/p' <<< "$tline")
 fi
-awk -v v="$val" 'BEGIN { exit !(v <= 1.89) }' || { echo "val loss above 1.89" >&2; exit 1; }
+# one machine-readable line (bench/compare.sh reads it); steps: attn's training steps
+steps=$(sed -n 's/^attn train: \([0-9]*\) step.*/\1/p' <<< "$summary")
+echo "result wall_s=$wall steps=${steps:-?} tokens_per_s=$tps val_loss=${val:--}" \
+  "torch_ms_per_step=${torch_ms:--} torch_threads=${torch_th:--} torch_tokens_per_s=${best:--}"
+[[ $last != "step 2000:"* ]] || awk -v v="$val" 'BEGIN { exit !(v <= 1.89) }' || { echo "val loss above 1.89" >&2; exit 1; }
