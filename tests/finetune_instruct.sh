@@ -17,7 +17,7 @@ SRC=$(cd "$2" && pwd)
 . "$SRC/tests/python/pyenv.sh"
 FIX=$SRC/tests/fixtures/book_ch67
 DATA=$SRC/data/book/instruction-data.json
-[ -f "$DATA" ] || DATA=/work/shared/data/book/instruction-data.json
+[ -f "$DATA" ] || DATA=$SRC/../shared/data/book/instruction-data.json # scripts/get-data.sh book
 [ -f "$SRC/data/gpt2/encoder.json" ] ||
   { echo "SKIP: data/gpt2 missing (scripts/get-data.sh gpt2)"; exit 77; }
 [ -f "$DATA" ] || { echo "SKIP: the book's instruction-data.json is missing"; exit 77; }
