@@ -199,6 +199,42 @@ Test(train, save_and_resume_continue_bit_for_bit) {
     remove_tree(dir);
 }
 
+/* Without --checkpoint-interval, the whole state is saved at step 0 and the
+ * end, and at an evaluation only when the last whole save is
+ * ckpt_auto_s old: 0 here (every evaluation), then the default (none
+ * between: this run takes far less than 10 minutes). The weights do not
+ * depend on it. */
+Test(train, whole_saves_between_the_ends_follow_the_clock) {
+    size_t n;
+    char *text = corpus(&n);
+    attn_gpt_config m;
+    attn_train_config t;
+    small_cfg(&m, &t);
+    t.max_steps = 6;
+    t.eval_interval = 2;
+    attn_error err;
+    attn_train_result res[2];
+    attn_trainer tr[2];
+    for (int i = 0; i < 2; i++) {
+        char dir[] = "/tmp/attn-test-auto-XXXXXX";
+        cr_assert(mkdtemp(dir) != NULL);
+        cr_assert_eq(attn_trainer_init(&tr[i], &m, &t, 0, text, n, &err), ATTN_OK, "%s", err.msg);
+        cr_expect_eq(tr[i].ckpt_auto_s, ATTN_TRAIN_CKPT_AUTO_S);
+        if (i == 0) tr[i].ckpt_auto_s = 0.0;
+        cr_assert_eq(attn_trainer_run(&tr[i], dir, 0, NULL, &res[i], &err), ATTN_OK, "%s",
+                     err.msg);
+        int64_t saved = -1;
+        cr_expect(attn_ckpt_exists(dir, &saved) && saved == 6);
+        remove_tree(dir);
+    }
+    cr_expect_eq(res[0].checkpoints, 4, "steps 0, 2, 4 and 6: %d", res[0].checkpoints);
+    cr_expect_eq(res[1].checkpoints, 2, "steps 0 and 6: %d", res[1].checkpoints);
+    expect_same_params(&tr[0].model, &tr[1].model, "the saves changed the weights");
+    attn_trainer_release(&tr[0]);
+    attn_trainer_release(&tr[1]);
+    free(text);
+}
+
 /* attn_trainer_run owns the rhythm: a stop request after step 7 saves and
  * returns; a resumed run finishes the schedule; both end bit for bit where
  * one uninterrupted run does, with evaluations at 0, 5, 10 and 12. */

@@ -99,6 +99,12 @@ typedef enum attn_final_eval {
     ATTN_FINAL_SAMPLED = 2 /* no exact pass */
 } attn_final_eval;
 
+/* With checkpoint_interval 0, an evaluation also saves the whole state when
+ * the last whole save started this many seconds ago: a kill -9 loses at most
+ * about this much work, and a short run writes AdamW's state only at its
+ * ends (the book's chapter-5 run: 3 of its 1.9 GB states, not 18). */
+#define ATTN_TRAIN_CKPT_AUTO_S 600.0
+
 typedef struct attn_train_config {
     int batch_size;
     int64_t max_steps;
@@ -110,7 +116,8 @@ typedef struct attn_train_config {
     int64_t eval_interval;
     int eval_iters;
     int64_t log_interval;
-    int64_t checkpoint_interval; /* 0 = at step 0, the end and a stop only */
+    int64_t checkpoint_interval; /* 0 = at step 0, the end, a stop, and at an evaluation
+                                    ATTN_TRAIN_CKPT_AUTO_S after the last */
     uint64_t seed;
     attn_dropout_stream dropout_stream;
     int grad_accum; /* micro-batches per step over all ranks; 0 or 1 = none */
@@ -509,6 +516,7 @@ typedef struct attn_train_result {
     double tokens_per_s;        /* over train_s */
     double eval_s;              /* in evaluations */
     double save_s;              /* in checkpoints and loss files */
+    int checkpoints;            /* whole states this run started writing (rank 0) */
     int eval_stopped;           /* 1: the stop came during an evaluation (abandoned) */
     attn_eval_progress eval_at; /* where that evaluation stood */
 } attn_train_result;
@@ -530,7 +538,8 @@ typedef struct attn_train_result {
  * schedule but is not bit for bit an unbroken run. A checkpoint (the bytes
  * of attn_trainer_save, and the loss files) into out at step 0 (a fresh
  * run's, written during its first evaluation), every checkpoint_interval
- * steps, and when the run ends or is stopped unless the state on disk is
+ * steps (without one: at an evaluation ATTN_TRAIN_CKPT_AUTO_S after the
+ * last), and when the run ends or is stopped unless the state on disk is
  * already current (resumed = the checkpoint in out is tr's state); a
  * checkpoint of an evaluation's step is written during it and committed
  * with its record. Every evaluation writes the loss files; one after step 0

@@ -145,6 +145,7 @@ static attn_status trainer_init(attn_trainer *tr, const attn_gpt_config *mcfg,
                                 const attn_tokenizer *given, const char *vocab, const corpus_src *c,
                                 int plan_only, attn_error *err) {
     memset(tr, 0, sizeof *tr);
+    tr->ckpt_auto_s = ATTN_TRAIN_CKPT_AUTO_S;
     attn_status st = attn_train_config_validate(tcfg, err);
     if (st) return st;
     tr->mcfg = *mcfg;

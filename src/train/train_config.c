@@ -91,7 +91,7 @@ static const key_row ROWS[] = {
      OFF(log_interval),
      S_I64},
     {{"checkpoint_interval", NULL, "checkpoint-interval", ATTN_TKEY_INT, 0, NO_HI,
-      .help = "checkpoint every N steps (0: no)"},
+      .help = "every N steps (0: auto, 10 min)"},
      OFF(checkpoint_interval),
      S_I64},
     {{"seed", NULL, "seed", ATTN_TKEY_INT, 0, JSON_INT,

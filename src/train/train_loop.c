@@ -41,6 +41,8 @@ typedef struct budget_clock {
     double save_s, step_s;   /* the last save's seconds (written), the last step's */
     double evals_s, saves_s; /* all the run's evaluations', saves' (the summary: the time
                                 the run waited on its saves) */
+    double full_at;          /* attn_now_s() at the last full checkpoint's start */
+    int fulls;               /* full checkpoints submitted */
 } budget_clock;
 
 static double clock_now(const budget_clock *k) {
@@ -85,6 +87,10 @@ static attn_status submit(attn_trainer *tr, const char *out, int what, int gated
     tr->elapsed_s = clock_now(k);
     if (!out || (tr->dist && tr->dist->rank != 0)) return ATTN_OK;
     const double t = attn_now_s();
+    if (what & TW_CKPT) {
+        k->full_at = t;
+        k->fulls++;
+    }
     attn_status s = train_writer_submit(tr, out, what, gated, err);
     k->saves_s += attn_now_s() - t;
     const double last = train_writer_last_s(tr);
@@ -180,8 +186,18 @@ static attn_status settle(attn_trainer *tr, attn_status s) {
     return s;
 }
 
-/* After a step: the checkpoint every checkpoint_interval steps and at the
- * last (*saved: one was), started now, so it is written while the step's
+/* Whether step's state is saved whole: at the last step, every
+ * checkpoint_interval steps, and without an interval at an evaluation when
+ * the last full save is ATTN_TRAIN_CKPT_AUTO_S old (a kill -9 loses at most
+ * that much work, and a short run writes AdamW's state only at its ends). */
+static int full_save_due(const attn_trainer *tr, const budget_clock *k, int did_eval) {
+    const attn_train_config *c = &tr->tcfg;
+    if (tr->step == c->max_steps) return 1;
+    if (c->checkpoint_interval > 0) return tr->step % c->checkpoint_interval == 0;
+    return did_eval && attn_now_s() - k->full_at >= tr->ckpt_auto_s;
+}
+
+/* After a step: the checkpoint full_save_due asks for (*saved: one was), started now, so it is written while the step's
  * evaluation runs (every eval_interval steps and at the last); that
  * evaluation's record goes into it when it ends. An evaluation without a
  * checkpoint writes the loss files, and best/ when its val loss is the
@@ -192,7 +208,7 @@ static attn_status after_step(attn_trainer *tr, const char *out, const attn_trai
     const attn_train_config *c = &tr->tcfg;
     const int last = tr->step == c->max_steps;
     const int did_eval = eval_step(tr);
-    const int ckpt = last || (c->checkpoint_interval > 0 && tr->step % c->checkpoint_interval == 0);
+    const int ckpt = full_save_due(tr, k, did_eval);
     attn_status s;
     *saved = 0;
     if (ckpt && (s = submit(tr, out, TW_CKPT | TW_LOSS, did_eval, k, err))) return s;
@@ -281,7 +297,8 @@ attn_status attn_trainer_run(attn_trainer *tr, const char *out, int resumed,
     const attn_trainer_events *ev = events ? events : &none;
     const attn_train_config *c = &tr->tcfg;
     attn_train_result res = {.start_step = tr->step};
-    budget_clock k = {.t0 = attn_now_s(), .elapsed0 = tr->elapsed_s};
+    const double t0 = attn_now_s(); /* a resumed run's state on disk is whole */
+    budget_clock k = {.t0 = t0, .elapsed0 = tr->elapsed_s, .full_at = t0};
     int spent = 0; /* the time budget ended the run */
     tr->ev = ev;   /* evaluations report and stop through it */
     tr->eval_stopped = 0;
@@ -302,6 +319,7 @@ attn_status attn_trainer_run(attn_trainer *tr, const char *out, int resumed,
     res.wall_s = attn_now_s() - k.t0;
     res.eval_s = k.evals_s;
     res.save_s = k.saves_s;
+    res.checkpoints = k.fulls;
     res.tokens_per_s =
         res.train_s > 0 ? (double)(tr->step - res.start_step) * step_tokens(tr) / res.train_s : 0;
     if (result) *result = res;

@@ -63,6 +63,8 @@ struct attn_trainer {
     /* attn_trainer_run's checkpoint writer (train_writer.h; NULL outside a
      * run): attn_trainer_step's update waits for the save it writes. */
     struct train_writer *writer;
+    /* ATTN_TRAIN_CKPT_AUTO_S, set by init (a test may shorten it). */
+    double ckpt_auto_s;
 };
 
 /* In place, for a trainer the caller holds (attn_trainer_create allocates
