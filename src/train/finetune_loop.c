@@ -100,6 +100,7 @@ attn_status ft_run_init(ft_run *r, attn_gpt *m, const ft_task *t, int T_max,
 }
 
 void ft_run_free(ft_run *r) {
+    free(r->hist);
     attn_adamw_free(&r->opt);
     attn_gpt_acts_free(&r->acts);
     free(r->perm);
@@ -108,6 +109,36 @@ void ft_run_free(ft_run *r) {
     free(r->x);
     free(r->y);
     memset(r, 0, sizeof *r);
+}
+
+uint64_t ft_digest(uint64_t h, const void *p, size_t n) {
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+attn_status ft_report(ft_run *r, int kind, int epoch, int64_t step, double a, double b,
+                      attn_error *err) {
+    if (r->n_hist == r->cap_hist) { /* once per evaluation, not per step */
+        const size_t cap = r->cap_hist ? 2 * r->cap_hist : 64;
+        double *h = realloc(r->hist, cap * FT_H_COLS * sizeof *h);
+        if (!h) return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for the run's history");
+        r->hist = h;
+        r->cap_hist = cap;
+    }
+    double *rec = r->hist + r->n_hist++ * FT_H_COLS;
+    rec[0] = kind;
+    rec[1] = epoch;
+    rec[2] = (double)step;
+    rec[3] = a;
+    rec[4] = b;
+    const attn_classify_events *ev = r->ev;
+    if (!ev) return ATTN_OK;
+    if (kind == FT_H_INITIAL && ev->on_initial) ev->on_initial(ev->user, a, b);
+    if (kind == FT_H_EVAL && ev->on_eval) ev->on_eval(ev->user, epoch, step, a, b);
+    if (kind == FT_H_EPOCH && ev->on_epoch) ev->on_epoch(ev->user, epoch, a, b);
+    return ATTN_OK;
 }
 
 /* One optimizer step on rows perm[first..first+B). */
@@ -146,8 +177,8 @@ static attn_status step_and_eval(ft_run *r, attn_error *err) {
     if (step % r->c->eval_freq) return ATTN_OK;
     double tl, vl;
     s = ft_measure(r, 0, r->c->eval_iter, &tl, &vl, err);
-    if (!s && ev && ev->on_eval) ev->on_eval(ev->user, r->st.epoch, step, tl, vl);
-    return s;
+    if (!s) s = ft_report(r, FT_H_EVAL, r->st.epoch, step, tl, vl, err);
+    return s ? s : ft_save(r, err);
 }
 
 attn_status ft_epochs(ft_run *r, attn_error *err) {
@@ -159,6 +190,7 @@ attn_status ft_epochs(ft_run *r, attn_error *err) {
             s = step_and_eval(r, err);
         if (!s) s = r->t->end_epoch(r, r->st.epoch, err);
         r->st.epoch_done = 1;
+        if (!s) s = ft_save(r, err);
     }
     r->res->steps = r->st.step;
     r->res->examples_seen = r->st.seen;
