@@ -469,8 +469,11 @@ static int parse(train_cmd *c, int argc, char **argv) {
         else
             c->preset_bf16_denied = 1;
     }
+    /* a fine-tuning run's --init-from is its base, given again to resume */
+    const int finetune = strcmp(c->o.task, "lm") != 0;
     const char *clash = !c->o.resume     ? NULL
-                        : c->o.init_from ? "--init-from starts a new run from trained weights"
+                        : c->o.init_from && !finetune
+                            ? "--init-from starts a new run from trained weights"
                         : c->o.force     ? "--force replaces the run"
                                          : NULL;
     if (clash) {

@@ -138,7 +138,7 @@ int finetune_claim(const finetune_request *rq, const attn_tokenizer *tok,
     if (f->claim.repaired[0]) fprintf(stderr, "attn train: %s\n", f->claim.repaired);
     if (f->claim.warning[0]) fprintf(stderr, "attn train: warning: %s\n", f->claim.warning);
     f->info = *info;
-    f->ckpt = (attn_finetune_ckpt){rq->out, tok, &f->info, rq->resume};
+    f->ckpt = (attn_finetune_ckpt){rq->out, tok, &f->info, rq->resume, 0};
     cfg->ckpt = &f->ckpt;
     return -1;
 }
@@ -219,6 +219,16 @@ static int train_classifier(const finetune_request *rq, attn_gpt *base, const at
         return 1;
     }
     print_plan(rq, &m, tr, va, n_classes);
+    const attn_classifier_info info = {n_classes, tr->max_len, rq->cfg.lora_rank,
+                                       rq->cfg.lora_alpha, "classify", trainable_name(&rq->cfg)};
+    finetune_request run = *rq;
+    attn_finetune_ckpt check = {rq->out, tok, &info, 1, 1};
+    run.cfg.ckpt = &check;
+    attn_classify_result res;
+    if (rq->resume && attn_classify_train(&m, tr, va, &run.cfg, NULL, &res, &err)) {
+        attn_gpt_free(&m);
+        return finetune_train_failed(rq, &err);
+    }
     if (rq->dry_run) {
         const int64_t steps = (int64_t)rq->cfg.epochs * (int64_t)(tr->n / (size_t)rq->cfg.batch_size);
         finetune_print_dry_run(rq, &m, tr->max_len, steps,
@@ -226,9 +236,6 @@ static int train_classifier(const finetune_request *rq, attn_gpt *base, const at
         attn_gpt_free(&m);
         return 0;
     }
-    const attn_classifier_info info = {n_classes, tr->max_len, rq->cfg.lora_rank,
-                                       rq->cfg.lora_alpha, "classify", trainable_name(&rq->cfg)};
-    finetune_request run = *rq;
     finetune_folder folder;
     int rc = finetune_claim(rq, tok, &info, &folder, &run.cfg);
     if (rc >= 0) {
@@ -237,7 +244,6 @@ static int train_classifier(const finetune_request *rq, attn_gpt *base, const at
     }
     run_log log = {0};
     const attn_classify_events ev = {&log, finetune_on_eval, on_epoch, NULL, NULL, NULL};
-    attn_classify_result res;
     rc = attn_classify_train(&m, tr, va, &run.cfg, &ev, &res, &err)
              ? finetune_train_failed(rq, &err)
              : 0;

@@ -290,6 +290,22 @@ static int run_instruct(const finetune_request *rq, attn_gpt *m, const attn_toke
     return rc;
 }
 
+/* --resume: the run in rq->out is this one (its task, data, settings), read
+ * only, before the folder is locked: 0, else the exit code. */
+static int resume_check(const finetune_request *rq, attn_gpt *m, const attn_tokenizer *tok,
+                        const attn_instruct_data *set) {
+    const attn_classifier_info info = {0, m->cfg.context_length, rq->cfg.lora_rank,
+                                       rq->cfg.lora_alpha, "instruct", trainable_name(&rq->cfg)};
+    attn_finetune_ckpt check = {rq->out, tok, &info, 1, 1};
+    attn_classify_config c = rq->cfg;
+    c.ckpt = &check;
+    attn_classify_result res;
+    attn_error err;
+    return attn_instruct_train(m, &set[0], &set[2], &c, NULL, &res, &err)
+               ? finetune_train_failed(rq, &err)
+               : 0;
+}
+
 int finetune_instruct(const finetune_request *rq, const attn_gpt *base, const attn_tokenizer *tok) {
     attn_error err;
     attn_instruct_data all, set[3];
@@ -307,7 +323,9 @@ int finetune_instruct(const finetune_request *rq, const attn_gpt *base, const at
         rc = 1;
     } else if (!rc) {
         print_plan(rq, &m, set);
-        if (rq->dry_run) {
+        if (rq->resume) rc = resume_check(rq, &m, tok, set);
+        if (rc) {
+        } else if (rq->dry_run) {
             const size_t L = set[0].longest > set[2].longest ? set[0].longest : set[2].longest;
             const int T = L < (size_t)m.cfg.context_length ? (int)(L ? L : 1) : m.cfg.context_length;
             const int64_t steps =

@@ -136,6 +136,9 @@ typedef struct attn_finetune_ckpt {
     const attn_tokenizer *tok; /* written with the model */
     struct attn_classifier_info const *info; /* the model's metadata */
     int resume;                /* continue from dir's live checkpoint */
+    int check_only;            /* resume's checks alone (task, data, settings): the train
+                                  call reads the checkpoint's header, changes nothing and
+                                  trains nothing (a caller's check before it locks dir) */
 } attn_finetune_ckpt;
 
 /* What a training run reports as it goes (each may be NULL). */

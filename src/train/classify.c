@@ -234,6 +234,10 @@ attn_status attn_classify_train(attn_gpt *m, const attn_class_data *train,
         r.data_digest = ft_digest(r.data_digest, d->labels, n * sizeof *d->labels);
     }
     if (!s) s = ft_resume(&r, err);
+    if (c->ckpt && c->ckpt->check_only) {
+        ft_run_free(&r);
+        return s;
+    }
     const int done = r.st.finished;
     if (!s && !done) s = ft_epochs(&r, err);
     /* ch06.ipynb's after training: whole loaders (the train one shuffled) */

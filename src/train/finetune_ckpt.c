@@ -247,7 +247,7 @@ attn_status ft_resume(ft_run *r, attn_error *err) {
     if (!s && (st.epoch > r->c->epochs || st.pos > r->t->n[FT_TRAIN] / (size_t)r->B))
         s = attn_fail(err, ATTN_ERR_FORMAT, "%s: epoch %d, batch %zu lie outside the run", path,
                       st.epoch, st.pos);
-    if (!s) {
+    if (!s && !ck->check_only) {
         r->st = st;
         r->opt.step = adam_step;
         s = restore(r, &f, path, live, err);

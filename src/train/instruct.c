@@ -122,6 +122,10 @@ attn_status attn_instruct_train(attn_gpt *m, const attn_instruct_data *train,
         r.data_digest = ft_digest(r.data_digest, d->prompt_len, d->n * sizeof *d->prompt_len);
     }
     if (!s) s = ft_resume(&r, err);
+    if (c->ckpt && c->ckpt->check_only) {
+        ft_run_free(&r);
+        return s;
+    }
     const int fresh = res->resumed_step < 0, done = r.st.finished;
     if (!s && fresh) { /* "Initial losses", under the generator the model's constructor left */
         double tl, vl;
