@@ -1,4 +1,6 @@
-/* A fine-tuning run's checkpoints (attn/finetune.h's attn_finetune_ckpt):
+/* A fine-tuned model written (attn_finetuned_write) and a fine-tuning run's
+ * checkpoints (attn/finetune.h's attn_finetune_ckpt), with the history of
+ * what the run reported (ft_report):
  * attn/checkpoint.h's ckpt-<step> folders and latest link, the model as
  * attn_finetuned_write writes it, the loop's state in a training-state file
  * of its own layout (below). */
@@ -18,19 +20,78 @@
  * the epoch's order), history (F64, FT_H_COLS a report); metadata format,
  * step, task, data (the digest), settings and the loop's integers. */
 #define FT_STATE_FORMAT "attn-train-state"
+#define META_MAX (8 + ATTN_CKPT_TOKENIZER_META_MAX)
+
+/* ------------------------------------------------------------ the model */
+
+attn_status attn_classifier_save(const char *dir, const attn_gpt *m, const attn_tokenizer *tok,
+                                 const attn_classifier_info *info, attn_error *err) {
+    char path[ATTN_CKPT_PATH_MAX];
+    if (attn_path_join(path, sizeof path, dir, ATTN_CKPT_MODEL))
+        return attn_fail(err, ATTN_ERR_IO, "the run folder's path is too long");
+    return attn_finetuned_write(path, m, tok, info, err);
+}
+
+attn_status attn_finetuned_write(const char *path, const attn_gpt *m, const attn_tokenizer *tok,
+                                 const attn_classifier_info *info, attn_error *err) {
+    char classes[16], max_len[16], rank[16], alpha[32];
+    char *cfg = NULL, *owned = NULL;
+    attn_status s = attn_gpt_config_to_json(&m->cfg, &cfg, err);
+    if (s) return s;
+    snprintf(classes, sizeof classes, "%d", info->n_classes);
+    snprintf(max_len, sizeof max_len, "%d", info->max_len);
+    snprintf(rank, sizeof rank, "%d", info->lora_rank);
+    snprintf(alpha, sizeof alpha, "%.9g", (double)info->lora_alpha);
+    attn_st_kv kv[META_MAX] = {{"format", "attn-gpt"}, {"task", info->task ? info->task : "classify"},
+                               {"config", cfg},        {"n_classes", classes},
+                               {"max_len", max_len},   {"lora_rank", rank},
+                               {"lora_alpha", alpha},  {"trainable", NULL}};
+    int n = 7, nt = 0;
+    if (info->trainable) kv[n++].value = info->trainable;
+    s = attn_ckpt_tokenizer_meta(tok, kv + n, &nt, &owned, err);
+    if (!s) s = attn_safetensors_write_params(path, attn_gpt_params(m), kv, n + nt, err);
+    free(cfg);
+    free(owned);
+    return s;
+}
+
+/* ------------------------------------------------------------ the run */
 
 _Static_assert(sizeof(size_t) == sizeof(uint64_t), "perm is written as U64");
+
+attn_status ft_report(ft_run *r, int kind, int epoch, int64_t step, double a, double b,
+                      attn_error *err) {
+    if (r->n_hist == r->cap_hist) { /* once per evaluation, not per step */
+        const size_t cap = r->cap_hist ? 2 * r->cap_hist : 64;
+        double *h = realloc(r->hist, cap * FT_H_COLS * sizeof *h);
+        if (!h) return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for the run's history");
+        r->hist = h;
+        r->cap_hist = cap;
+    }
+    double *rec = r->hist + r->n_hist++ * FT_H_COLS;
+    rec[0] = kind;
+    rec[1] = epoch;
+    rec[2] = (double)step;
+    rec[3] = a;
+    rec[4] = b;
+    const attn_classify_events *ev = r->ev;
+    if (!ev) return ATTN_OK;
+    if (kind == FT_H_INITIAL && ev->on_initial) ev->on_initial(ev->user, a, b);
+    if (kind == FT_H_EVAL && ev->on_eval) ev->on_eval(ev->user, epoch, step, a, b);
+    if (kind == FT_H_EPOCH && ev->on_epoch) ev->on_epoch(ev->user, epoch, a, b);
+    return ATTN_OK;
+}
 
 /* Everything a resume must find the same but the data: "key=value ...". */
 static void settings_text(const ft_run *r, char *buf, size_t cap) {
     const attn_classify_config *c = r->c;
     snprintf(buf, cap,
              "batch_size=%d epochs=%d eval_freq=%d eval_iter=%d lr=%.17g weight_decay=%.17g "
-             "beta1=%.17g beta2=%.17g eps=%.17g seed=%" PRIu64 " trainable=%s lora_rank=%d "
+             "beta1=%.17g beta2=%.17g eps=%.17g seed=%" PRIu64 " trainable=%d lora_rank=%d "
              "lora_alpha=%.9g mask_prompt=%d precision=%d",
              c->batch_size, c->epochs, c->eval_freq, c->eval_iter, c->lr, c->weight_decay,
              c->beta1, c->beta2, c->eps, c->seed,
-             c->lora_rank ? "adapters" : attn_trainable_set_names()[c->trainable], c->lora_rank,
+             c->lora_rank ? 3 : (int)c->trainable, c->lora_rank,
              (double)c->lora_alpha, c->mask_prompt, (int)r->m->precision);
 }
 

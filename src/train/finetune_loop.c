@@ -118,29 +118,6 @@ uint64_t ft_digest(uint64_t h, const void *p, size_t n) {
     return h;
 }
 
-attn_status ft_report(ft_run *r, int kind, int epoch, int64_t step, double a, double b,
-                      attn_error *err) {
-    if (r->n_hist == r->cap_hist) { /* once per evaluation, not per step */
-        const size_t cap = r->cap_hist ? 2 * r->cap_hist : 64;
-        double *h = realloc(r->hist, cap * FT_H_COLS * sizeof *h);
-        if (!h) return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for the run's history");
-        r->hist = h;
-        r->cap_hist = cap;
-    }
-    double *rec = r->hist + r->n_hist++ * FT_H_COLS;
-    rec[0] = kind;
-    rec[1] = epoch;
-    rec[2] = (double)step;
-    rec[3] = a;
-    rec[4] = b;
-    const attn_classify_events *ev = r->ev;
-    if (!ev) return ATTN_OK;
-    if (kind == FT_H_INITIAL && ev->on_initial) ev->on_initial(ev->user, a, b);
-    if (kind == FT_H_EVAL && ev->on_eval) ev->on_eval(ev->user, epoch, step, a, b);
-    if (kind == FT_H_EPOCH && ev->on_epoch) ev->on_epoch(ev->user, epoch, a, b);
-    return ATTN_OK;
-}
-
 /* One optimizer step on rows perm[first..first+B). */
 static attn_status train_step(ft_run *r, size_t first, float *loss, int *T, attn_error *err) {
     const attn_forward_mode mode = {1, &r->rng, ATTN_STREAM_TORCH_CPU};
