@@ -23,6 +23,8 @@ DATA=$SRC/data/book/instruction-data.json
 [ -f "$SRC/data/gpt2/encoder.json" ] ||
   { echo "SKIP: data/gpt2 missing (scripts/get-data.sh gpt2)"; exit 77; }
 [ -f "$SHIM" ] || { echo "FAIL - fault shim $SHIM not built"; exit 1; }
+# The shim is preloaded ahead of the sanitizer runtime (an ASan build).
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
 /usr/bin/python3 -c 'import torch' 2> /dev/null || { echo "SKIP: no torch for the book's init"; exit 77; }
 export ATTN_GPT2_DIR=$SRC/data/gpt2
 tmp=$(mktemp -d)
