@@ -344,7 +344,7 @@ static int finetune_request_of(const train_opts *o, const cli_parsed *p, finetun
     static const int allowed[] = {T_DATA, T_OUT, T_INIT_FROM, T_DRY_RUN, T_THREADS,
                                   T_PRECISION, T_TASK, T_VAL, T_TRAINABLE, T_EPOCHS,
                                   T_LORA_RANK, T_LORA_ALPHA, T_N_HEADS, T_MASK_PROMPT,
-                                  T_LIMIT};
+                                  T_LIMIT, T_RESUME};
     const int instruct = strcmp(o->task, "instruct") == 0;
     memset(rq, 0, sizeof *rq);
     rq->cfg = instruct ? attn_instruct_defaults() : attn_classify_defaults();
@@ -377,6 +377,7 @@ static int finetune_request_of(const train_opts *o, const cli_parsed *p, finetun
     rq->init_from = o->init_from;
     rq->precision = o->precision;
     rq->dry_run = o->dry_run;
+    rq->resume = o->resume;
     rq->threads = o->threads;
     rq->n_heads = (int)o->n_heads;
     rq->limit = o->limit;
@@ -469,8 +470,11 @@ static int parse(train_cmd *c, int argc, char **argv) {
         else
             c->preset_bf16_denied = 1;
     }
+    /* a fine-tuning run's --init-from is its base, given again to resume */
+    const int finetune = strcmp(c->o.task, "lm") != 0;
     const char *clash = !c->o.resume     ? NULL
-                        : c->o.init_from ? "--init-from starts a new run from trained weights"
+                        : c->o.init_from && !finetune
+                            ? "--init-from starts a new run from trained weights"
                         : c->o.force     ? "--force replaces the run"
                                          : NULL;
     if (clash) {

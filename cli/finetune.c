@@ -1,7 +1,7 @@
 /* attn train --task classify (chapter 6, appendix E's LoRA) and
  * attn classify: the library's attn/finetune.h, its lines printed as the
  * book's script prints them. */
-#define _POSIX_C_SOURCE 200809L /* mkdir, rmdir */
+#define _POSIX_C_SOURCE 200809L /* stat, opendir */
 #include "finetune.h"
 
 #include <dirent.h>
@@ -14,6 +14,8 @@
 #include <unistd.h>
 
 #include "attn/checkpoint.h"
+#include "attn/cost.h"
+#include "attn/memory_plan.h"
 #include "attn/fileio.h"
 #include "attn/gpt_family.h"
 #include "attn/weights_format.h"
@@ -87,35 +89,107 @@ static int read_sets(const finetune_request *rq, const attn_tokenizer *tok, int 
     return -1;
 }
 
-/* The classifier's folder: RUN/model.safetensors and RUN/log.csv. */
-int finetune_save_run(const finetune_request *rq, const attn_gpt *m, const attn_tokenizer *tok,
-                    const attn_classifier_info *info, const run_log *log) {
+/* RUN/log.csv's first line: a log.csv without it is not attn's (kept). */
+static const char log_head[] = "kind,epoch,step,train,val\n";
+
+int finetune_save_run(const finetune_request *rq, const run_log *log) {
     attn_error err;
-    const int made = mkdir(rq->out, 0777) == 0;
-    if (!made && errno != EEXIST) {
-        fprintf(stderr, "attn train: cannot make %s: %s\n", rq->out, strerror(errno));
+    char path[ATTN_CKPT_PATH_MAX];
+    if (attn_path_join(path, sizeof path, rq->out, "log.csv")) {
+        fprintf(stderr, "attn train: the run folder's path is too long\n");
         return 1;
     }
-    char path[ATTN_CKPT_PATH_MAX];
-    attn_status s = attn_classifier_save(rq->out, m, tok, info, &err);
-    if (!s && attn_path_join(path, sizeof path, rq->out, "log.csv"))
-        s = attn_fail(&err, ATTN_ERR_IO, "the run folder's path is too long");
-    const char head[] = "kind,epoch,step,train,val\n";
-    char *text = malloc(sizeof head + log->len);
-    if (!s && !text) s = attn_fail(&err, ATTN_ERR_NOMEM, "out of memory");
+    FILE *f = fopen(path, "rb");
+    if (f) { /* a resumed run's: rewritten only when attn wrote it */
+        char head[sizeof log_head] = {0};
+        const size_t n = fread(head, 1, sizeof head - 1, f);
+        fclose(f);
+        if (n != sizeof head - 1 || strcmp(head, log_head) != 0) {
+            fprintf(stderr, "attn train: %s is not attn's: left as it is, the log not written\n",
+                    path);
+            return 1;
+        }
+    }
+    char *text = malloc(sizeof log_head + log->len);
+    attn_status s = text ? ATTN_OK : attn_fail(&err, ATTN_ERR_NOMEM, "out of memory");
     if (!s) {
-        memcpy(text, head, sizeof head - 1);
-        memcpy(text + sizeof head - 1, log->text ? log->text : "", log->len);
-        s = attn_file_write_atomic(path, text, sizeof head - 1 + log->len, &err);
+        memcpy(text, log_head, sizeof log_head - 1);
+        memcpy(text + sizeof log_head - 1, log->text ? log->text : "", log->len);
+        s = attn_file_write_atomic(path, text, sizeof log_head - 1 + log->len, &err);
     }
     free(text);
-    if (s) {
-        fprintf(stderr, "attn train: %s\n", err.msg);
-        if (attn_path_join(path, sizeof path, rq->out, ATTN_CKPT_MODEL) == 0) remove(path);
-        if (made) rmdir(rq->out);
-        return 1;
+    if (s) fprintf(stderr, "attn train: %s\n", err.msg);
+    return s ? 1 : 0;
+}
+
+int finetune_claim(const finetune_request *rq, const attn_tokenizer *tok,
+                   const attn_classifier_info *info, finetune_folder *f,
+                   attn_classify_config *cfg) {
+    attn_error err;
+    char who[ATTN_CKPT_PATH_MAX + 64];
+    snprintf(who, sizeof who, "attn train --task %s --out %s", rq->task, rq->out);
+    memset(f, 0, sizeof *f);
+    if (attn_train_claim_dir(rq->out, who, rq->resume, 0, rq->init_from, &f->lock, &f->claim,
+                             &err)) {
+        fprintf(stderr, "attn train: %s%s\n", err.msg,
+                f->claim.request_error == 1 ? "; continue it with --resume" : "");
+        return f->claim.request_error ? 2 : 1;
     }
-    return 0;
+    if (f->claim.repaired[0]) fprintf(stderr, "attn train: %s\n", f->claim.repaired);
+    if (f->claim.warning[0]) fprintf(stderr, "attn train: warning: %s\n", f->claim.warning);
+    f->info = *info;
+    f->ckpt = (attn_finetune_ckpt){rq->out, tok, &f->info, rq->resume, 0};
+    cfg->ckpt = &f->ckpt;
+    return -1;
+}
+
+void finetune_release(finetune_folder *f, int rc) {
+    attn_train_claim_release(&f->claim, &f->lock, rc != 0);
+}
+
+int finetune_train_failed(const finetune_request *rq, const attn_error *err) {
+    fprintf(stderr, "attn train: %s\n", err->msg);
+    return rq->resume && err->code == ATTN_ERR_INVALID_ARG ? 2 : 1;
+}
+
+void finetune_say_resumed(const finetune_request *rq, const attn_classify_result *res) {
+    if (res->resumed_step < 0) return;
+    fprintf(stderr,
+            res->finished ? "attn train: %s had finished (step %lld): nothing trained; its lines "
+                            "printed again\n"
+                          : "attn train: resumed %s at step %lld (epoch %d); the lines before "
+                            "it printed again from its checkpoint\n",
+            rq->out, (long long)res->resumed_step, res->resumed_epoch);
+}
+
+void finetune_print_dry_run(const finetune_request *rq, const attn_gpt *m, int T, int64_t steps,
+                            double data_bytes) {
+    const attn_classify_config *c = &rq->cfg;
+    int64_t at = -1;
+    char run[ATTN_CKPT_PATH_MAX + 64];
+    if (rq->resume && attn_ckpt_exists(rq->out, &at))
+        snprintf(run, sizeof run, "%s: resumes from its checkpoint at step %lld of %lld", rq->out,
+                 (long long)at, (long long)steps);
+    else
+        snprintf(run, sizeof run, "%s: a new run from %s", rq->out, rq->init_from);
+    const attn_mem_run mr = {.mode = ATTN_MEM_TRAIN, .batch = c->batch_size, .tokens = T,
+                             .resume = rq->resume, .precision = m->precision,
+                             .threads = (int)rq->threads, .gpt2_tokenizer = 1,
+                             .data_bytes = data_bytes};
+    attn_mem_plan mp;
+    attn_memory_plan(&m->cfg, &mr, &mp);
+    char parts[512];
+    const double flops = attn_gpt_flops_step(&m->cfg, c->batch_size, T);
+    const double ckpt = 3.0 * (double)attn_gpt_params(m)->values_numel * sizeof(float);
+    printf("run         %s\n"
+           "memory      ~%.1f MiB: %s\n"
+           "compute     at most %.3g GFLOP a step (%d rows of %d tokens, every layer's "
+           "backward), %.3g TFLOP in %lld steps\n"
+           "checkpoints %s/ckpt-<step> after every evaluation (every %d steps) and epoch, and at "
+           "the end: ~%.1f MiB each (model and AdamW), the older one removed\n",
+           run, mp.total / 1048576.0, attn_memory_plan_text(&mp, parts, sizeof parts),
+           flops / 1e9, c->batch_size, T, flops * (double)steps / 1e12, (long long)steps,
+           rq->out, c->eval_freq, ckpt / 1048576.0);
 }
 
 static void print_plan(const finetune_request *rq, const attn_gpt *m, const attn_class_data *tr,
@@ -145,32 +219,65 @@ static int train_classifier(const finetune_request *rq, attn_gpt *base, const at
         return 1;
     }
     print_plan(rq, &m, tr, va, n_classes);
+    const attn_classifier_info info = {n_classes, tr->max_len, rq->cfg.lora_rank,
+                                       rq->cfg.lora_alpha, "classify", trainable_name(&rq->cfg)};
+    finetune_request run = *rq;
+    attn_finetune_ckpt check = {rq->out, tok, &info, 1, 1};
+    run.cfg.ckpt = &check;
+    attn_classify_result res;
+    if (rq->resume && attn_classify_train(&m, tr, va, &run.cfg, NULL, &res, &err)) {
+        attn_gpt_free(&m);
+        return finetune_train_failed(rq, &err);
+    }
     if (rq->dry_run) {
+        const int64_t steps = (int64_t)rq->cfg.epochs * (int64_t)(tr->n / (size_t)rq->cfg.batch_size);
+        finetune_print_dry_run(rq, &m, tr->max_len, steps,
+                               (double)(tr->n + va->n) * (double)(tr->max_len + 1) * 4);
         attn_gpt_free(&m);
         return 0;
     }
+    finetune_folder folder;
+    int rc = finetune_claim(rq, tok, &info, &folder, &run.cfg);
+    if (rc >= 0) {
+        attn_gpt_free(&m);
+        return rc;
+    }
     run_log log = {0};
     const attn_classify_events ev = {&log, finetune_on_eval, on_epoch, NULL, NULL, NULL};
-    attn_classify_result res;
-    int rc = 0;
-    if (attn_classify_train(&m, tr, va, &rq->cfg, &ev, &res, &err)) {
-        fprintf(stderr, "attn train: %s\n", err.msg);
-        rc = 1;
-    }
+    rc = attn_classify_train(&m, tr, va, &run.cfg, &ev, &res, &err)
+             ? finetune_train_failed(rq, &err)
+             : 0;
     if (!rc) {
+        finetune_say_resumed(rq, &res);
         printf("Final accuracy: training %.2f%% | validation %.2f%% (whole sets)\n",
                res.final_train_acc * 100, res.final_val_acc * 100);
         run_log_add(&log, "final_accuracy,,%.0f,%.17g,%.17g\n", (double)res.steps,
                 res.final_train_acc, res.final_val_acc, 0);
-        const attn_classifier_info info = {n_classes, tr->max_len, rq->cfg.lora_rank,
-                                           rq->cfg.lora_alpha, "classify",
-                                           trainable_name(&rq->cfg)};
-        rc = finetune_save_run(rq, &m, tok, &info, &log);
+        rc = finetune_save_run(rq, &log);
     }
     if (!rc) printf("classifier in %s (attn classify %s TEXT...)\n", rq->out, rq->out);
+    finetune_release(&folder, rc);
     free(log.text);
     attn_gpt_free(&m);
     return rc;
+}
+
+/* --resume: rq->out holds a checkpoint of rq->task's (-1 to go on). */
+static int resume_check(const finetune_request *rq) {
+    attn_error err;
+    char task[16];
+    if (!attn_ckpt_exists(rq->out, NULL)) {
+        fprintf(stderr, "attn train: --resume: %s holds no checkpoint to continue\n", rq->out);
+        return 2;
+    }
+    if (attn_model_task(rq->out, task, &err) == ATTN_OK && strcmp(task, rq->task) != 0) {
+        fprintf(stderr,
+                "attn train: --resume: %s is a --task %s run; --resume continues it with the "
+                "command that started it, not --task %s\n",
+                rq->out, task, rq->task);
+        return 2;
+    }
+    return -1;
 }
 
 int finetune_train(const finetune_request *rq) {
@@ -182,7 +289,10 @@ int finetune_train(const finetune_request *rq) {
         fprintf(stderr, "attn train: --task %s needs %s\n", rq->task, missing);
         return 2;
     }
-    if (!finetune_out_is_free(rq->out)) {
+    if (rq->resume) {
+        int rc = resume_check(rq);
+        if (rc >= 0) return rc;
+    } else if (!finetune_out_is_free(rq->out)) {
         fprintf(stderr,
                 "attn train: --out %s exists and is not an empty folder: give a new one (attn "
                 "deletes nothing it did not make)\n",

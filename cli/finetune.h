@@ -4,6 +4,8 @@
 #define ATTN_CLI_FINETUNE_H
 
 #include "attn/finetune.h"
+#include "attn/runlock.h"
+#include "attn/train_setup.h"
 
 /* --task's choices: lm (the trainer's), classify. */
 extern const char *const finetune_task_choices[];
@@ -12,7 +14,7 @@ extern const char *const finetune_task_choices[];
  * other option was). */
 typedef struct finetune_request {
     const char *task, *data, *val, *out, *init_from, *precision;
-    int dry_run;
+    int dry_run, resume;
     long long threads;
     int n_heads; /* --n-heads: 0, the file's */
     long long limit; /* instruct: each split cut to its first N entries (0: whole) */
@@ -43,9 +45,36 @@ int finetune_out_is_free(const char *out);
 /* evaluate_model's line, as the book prints it (user: the run_log). */
 void finetune_on_eval(void *user, int epoch, int64_t step, double tl, double vl);
 
-/* The run's folder: RUN/model.safetensors and RUN/log.csv; 0 or 1. */
-int finetune_save_run(const finetune_request *rq, const attn_gpt *m, const attn_tokenizer *tok,
-                      const attn_classifier_info *info, const run_log *log);
+/* The run folder as the training holds it: made (or, resuming, found),
+ * marked and locked (attn_train_claim_dir), with the checkpoints' settings. */
+typedef struct finetune_folder {
+    attn_train_claim claim;
+    attn_run_lock lock;
+    attn_finetune_ckpt ckpt;
+    attn_classifier_info info;
+} finetune_folder;
+
+/* Claim rq->out for a run of m (its info as the model's metadata) and
+ * point cfg->ckpt at f's checkpoints: -1 to go on, else the exit code. */
+int finetune_claim(const finetune_request *rq, const attn_tokenizer *tok,
+                   const attn_classifier_info *info, finetune_folder *f, attn_classify_config *cfg);
+
+/* After the run: rc as the command exits (a failure of training keeps the
+ * checkpoints; only a folder the claim made and nothing wrote goes). */
+void finetune_release(finetune_folder *f, int rc);
+
+/* What a resumed or finished run says on stderr, and how the library's
+ * error exits (a resume the checkpoint refuses: 2). */
+int finetune_train_failed(const finetune_request *rq, const attn_error *err);
+void finetune_say_resumed(const finetune_request *rq, const attn_classify_result *res);
+
+/* The --dry-run plan: the run, memory (attn/memory_plan.h), compute
+ * (attn/cost.h) and checkpoints of B rows of at most T tokens, steps in all. */
+void finetune_print_dry_run(const finetune_request *rq, const attn_gpt *m, int T, int64_t steps,
+                            double data_bytes);
+
+/* RUN/log.csv (the run's lines at full precision), atomically; 0 or 1. */
+int finetune_save_run(const finetune_request *rq, const run_log *log);
 
 /* --task instruct on the opened base (cli/finetune_instruct.c): the exit
  * code. */

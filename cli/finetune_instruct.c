@@ -262,29 +262,48 @@ static int run_instruct(const finetune_request *rq, attn_gpt *m, const attn_toke
     char *start = attn_instruct_prompt(val->instruction[0], val->input[0]);
     if (!start) return fprintf(stderr, "attn train: out of memory\n"), 1;
     c.start = start;
+    const attn_classifier_info info = {0, m->cfg.context_length, rq->cfg.lora_rank,
+                                       rq->cfg.lora_alpha, "instruct", trainable_name(&rq->cfg)};
+    finetune_request run = *rq;
+    finetune_folder folder;
+    int rc = finetune_claim(rq, tok, &info, &folder, &run.cfg);
+    if (rc >= 0) return free(start), rc;
     /* user: c, whose first member is the run_log finetune_on_eval takes */
     const attn_classify_events evu = {&c, finetune_on_eval, NULL, NULL, on_initial, on_sample};
     attn_classify_result res;
     attn_error err;
     const double t0 = attn_now_s();
-    int rc = 0;
-    if (attn_instruct_train(m, &set[0], &set[2], &rq->cfg, &evu, &res, &err)) {
-        fprintf(stderr, "attn train: %s\n", err.msg);
-        rc = 1;
-    }
+    rc = attn_instruct_train(m, &set[0], &set[2], &run.cfg, &evu, &res, &err)
+             ? finetune_train_failed(rq, &err)
+             : 0;
     if (!rc) {
+        finetune_say_resumed(rq, &res);
         printf("Training completed in %.2f minutes.\n", (attn_now_s() - t0) / 60);
         printf("--------------------------------------------------\nGenerating responses\n");
-        const attn_classifier_info info = {0, m->cfg.context_length, rq->cfg.lora_rank,
-                                           rq->cfg.lora_alpha, "instruct",
-                                           trainable_name(&rq->cfg)};
-        rc = finetune_save_run(rq, m, tok, &info, &c.log);
+        rc = finetune_save_run(rq, &c.log);
         if (!rc) rc = write_responses(rq, m, &c, &set[1]);
     }
     if (!rc) printf("instruction model in %s (attn generate %s --instruction TEXT)\n", rq->out, rq->out);
+    finetune_release(&folder, rc);
     free(start);
     free(c.log.text);
     return rc;
+}
+
+/* --resume: the run in rq->out is this one (its task, data, settings), read
+ * only, before the folder is locked: 0, else the exit code. */
+static int resume_check(const finetune_request *rq, attn_gpt *m, const attn_tokenizer *tok,
+                        const attn_instruct_data *set) {
+    const attn_classifier_info info = {0, m->cfg.context_length, rq->cfg.lora_rank,
+                                       rq->cfg.lora_alpha, "instruct", trainable_name(&rq->cfg)};
+    attn_finetune_ckpt check = {rq->out, tok, &info, 1, 1};
+    attn_classify_config c = rq->cfg;
+    c.ckpt = &check;
+    attn_classify_result res;
+    attn_error err;
+    return attn_instruct_train(m, &set[0], &set[2], &c, NULL, &res, &err)
+               ? finetune_train_failed(rq, &err)
+               : 0;
 }
 
 int finetune_instruct(const finetune_request *rq, const attn_gpt *base, const attn_tokenizer *tok) {
@@ -304,7 +323,17 @@ int finetune_instruct(const finetune_request *rq, const attn_gpt *base, const at
         rc = 1;
     } else if (!rc) {
         print_plan(rq, &m, set);
-        if (!rq->dry_run) rc = run_instruct(rq, &m, tok, set);
+        if (rq->resume) rc = resume_check(rq, &m, tok, set);
+        if (rc) {
+        } else if (rq->dry_run) {
+            const size_t L = set[0].longest > set[2].longest ? set[0].longest : set[2].longest;
+            const int T = L < (size_t)m.cfg.context_length ? (int)(L ? L : 1) : m.cfg.context_length;
+            const int64_t steps =
+                (int64_t)rq->cfg.epochs * (int64_t)(set[0].n / (size_t)rq->cfg.batch_size);
+            finetune_print_dry_run(rq, &m, T, steps, (double)(all.off[all.n] * 4 + all.n * 16));
+        } else {
+            rc = run_instruct(rq, &m, tok, set);
+        }
         attn_gpt_free(&m);
     }
     attn_instruct_data_free(&all);

@@ -91,6 +91,7 @@ typedef struct attn_classify_config {
     int lora_rank;    /* 0: none */
     float lora_alpha; /* the book's LoRALayer: y += (alpha / rank) (x A) B */
     int mask_prompt;  /* instruct: the prompt's targets -100 too (exercise 7.2) */
+    const struct attn_finetune_ckpt *ckpt; /* where the run checkpoints (NULL: nowhere) */
 } attn_classify_config;
 
 /* The book's settings (above). */
@@ -117,6 +118,29 @@ attn_classify_config attn_instruct_defaults(void);
 attn_status attn_finetune_set_trainable(attn_gpt *m, const attn_classify_config *cfg,
                                         attn_error *err);
 
+/* A run's checkpoints (attn/checkpoint.h's DIR/ckpt-<step> folders and
+ * DIR/latest, each committed atomically): after every evaluation, after
+ * every epoch's end and at the end. Each holds the model (as
+ * attn_finetuned_write writes it) and the training state: AdamW's moments
+ * and step, the generator, the epoch's order, where the loop stands
+ * (epoch, batch, step, examples or tokens seen) and every evaluation so far
+ * (the losses and accuracies the events reported), with the task, a digest
+ * of the data and the settings. Resuming reads the live checkpoint: a run
+ * of another task, other data or other settings is ATTN_ERR_INVALID_ARG
+ * (naming which) before anything changes; else the recorded evaluations are
+ * reported again through the events (on_initial, on_eval, on_epoch) and the
+ * run goes on from where the checkpoint stands, bit for bit as if never
+ * stopped. A finished run (its end checkpoint) trains no more. */
+typedef struct attn_finetune_ckpt {
+    const char *dir;           /* the run folder: exists, the caller holds its lock */
+    const attn_tokenizer *tok; /* written with the model */
+    struct attn_classifier_info const *info; /* the model's metadata */
+    int resume;                /* continue from dir's live checkpoint */
+    int check_only;            /* resume's checks alone (task, data, settings): the train
+                                  call reads the checkpoint's header, changes nothing and
+                                  trains nothing (a caller's check before it locks dir) */
+} attn_finetune_ckpt;
+
 /* What a training run reports as it goes (each may be NULL). */
 typedef struct attn_classify_events {
     void *user;
@@ -140,6 +164,9 @@ typedef struct attn_classify_result {
     /* then, as ch06.ipynb after training: calc_accuracy_loader over the
      * whole train loader (a fresh shuffled iterator) and val loader */
     double final_train_acc, final_val_acc;
+    int64_t resumed_step; /* the checkpoint's step a resume began at (-1: a fresh run) */
+    int resumed_epoch;    /* and its epoch (1-based) */
+    int finished;         /* resumed a finished run: nothing trained */
 } attn_classify_result;
 
 /* train_classifier_simple (above) on m (a classifier of

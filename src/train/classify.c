@@ -194,9 +194,7 @@ static size_t class_right(void *user, const attn_gpt_acts *a, int set, const siz
 static attn_status class_end_epoch(ft_run *r, int epoch, attn_error *err) {
     attn_classify_result *res = r->res;
     attn_status s = ft_measure(r, 1, r->c->eval_iter, &res->train_acc, &res->val_acc, err);
-    if (!s && r->ev && r->ev->on_epoch) r->ev->on_epoch(r->ev->user, epoch, res->train_acc,
-                                                        res->val_acc);
-    return s;
+    return s ? s : ft_report(r, FT_H_EPOCH, epoch, r->st.step, res->train_acc, res->val_acc, err);
 }
 
 static attn_status check_sets(const attn_gpt *m, const attn_class_data *train,
@@ -226,9 +224,29 @@ attn_status attn_classify_train(attn_gpt *m, const attn_class_data *train,
     const ft_task task = {&cs, {train->n, val->n}, class_fill, class_right, class_end_epoch};
     ft_run r;
     s = ft_run_init(&r, m, &task, train->max_len, c, ev, res, 1, err);
-    if (!s) s = ft_epochs(&r, err);
+    r.task = "classify";
+    for (int k = 0; k < 2; k++) {
+        const attn_class_data *d = cs.d[k];
+        const size_t n = d->n, T = (size_t)d->max_len;
+        r.data_digest = ft_digest(k ? r.data_digest : FT_DIGEST0, &n, sizeof n);
+        r.data_digest = ft_digest(r.data_digest, &T, sizeof T);
+        r.data_digest = ft_digest(r.data_digest, d->ids, n * T * sizeof *d->ids);
+        r.data_digest = ft_digest(r.data_digest, d->labels, n * sizeof *d->labels);
+    }
+    if (!s) s = ft_resume(&r, err);
+    if (c->ckpt && c->ckpt->check_only) {
+        ft_run_free(&r);
+        return s;
+    }
+    const int done = r.st.finished;
+    if (!s && !done) s = ft_epochs(&r, err);
     /* ch06.ipynb's after training: whole loaders (the train one shuffled) */
-    if (!s) s = ft_measure(&r, 1, 0, &res->final_train_acc, &res->final_val_acc, err);
+    if (!s && !done) s = ft_measure(&r, 1, 0, &res->final_train_acc, &res->final_val_acc, err);
+    if (!s && !done)
+        s = ft_report(&r, FT_H_FINAL, r.st.epoch, r.st.step, res->final_train_acc,
+                      res->final_val_acc, err);
+    r.st.finished = 1;
+    if (!s && !done) s = ft_save(&r, err);
     ft_run_free(&r);
     return s;
 }

@@ -1,4 +1,5 @@
-/* A classifier's checkpoint (attn_classifier_save / _load, attn/finetune.h),
+/* A fine-tuned model's checkpoint read (attn_finetuned_load, attn/finetune.h;
+ * finetune_ckpt.c writes it),
  * the task a model file names, and adapters merged for export. */
 #define _POSIX_C_SOURCE 200809L /* stat */
 #include <math.h>
@@ -12,39 +13,6 @@
 #include "attn/finetune.h"
 #include "attn/gpt_family.h"
 #include "attn/safetensors.h"
-
-#define META_MAX (8 + ATTN_CKPT_TOKENIZER_META_MAX)
-
-attn_status attn_classifier_save(const char *dir, const attn_gpt *m, const attn_tokenizer *tok,
-                                 const attn_classifier_info *info, attn_error *err) {
-    char path[ATTN_CKPT_PATH_MAX];
-    if (attn_path_join(path, sizeof path, dir, ATTN_CKPT_MODEL))
-        return attn_fail(err, ATTN_ERR_IO, "the run folder's path is too long");
-    return attn_finetuned_write(path, m, tok, info, err);
-}
-
-attn_status attn_finetuned_write(const char *path, const attn_gpt *m, const attn_tokenizer *tok,
-                                 const attn_classifier_info *info, attn_error *err) {
-    char classes[16], max_len[16], rank[16], alpha[32];
-    char *cfg = NULL, *owned = NULL;
-    attn_status s = attn_gpt_config_to_json(&m->cfg, &cfg, err);
-    if (s) return s;
-    snprintf(classes, sizeof classes, "%d", info->n_classes);
-    snprintf(max_len, sizeof max_len, "%d", info->max_len);
-    snprintf(rank, sizeof rank, "%d", info->lora_rank);
-    snprintf(alpha, sizeof alpha, "%.9g", (double)info->lora_alpha);
-    attn_st_kv kv[META_MAX] = {{"format", "attn-gpt"}, {"task", info->task ? info->task : "classify"},
-                               {"config", cfg},        {"n_classes", classes},
-                               {"max_len", max_len},   {"lora_rank", rank},
-                               {"lora_alpha", alpha},  {"trainable", NULL}};
-    int n = 7, nt = 0;
-    if (info->trainable) kv[n++].value = info->trainable;
-    s = attn_ckpt_tokenizer_meta(tok, kv + n, &nt, &owned, err);
-    if (!s) s = attn_safetensors_write_params(path, attn_gpt_params(m), kv, n + nt, err);
-    free(cfg);
-    free(owned);
-    return s;
-}
 
 /* The model file of path: dir/model.safetensors through the live
  * checkpoint, or path itself. */

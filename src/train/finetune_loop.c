@@ -100,6 +100,7 @@ attn_status ft_run_init(ft_run *r, attn_gpt *m, const ft_task *t, int T_max,
 }
 
 void ft_run_free(ft_run *r) {
+    free(r->hist);
     attn_adamw_free(&r->opt);
     attn_gpt_acts_free(&r->acts);
     free(r->perm);
@@ -108,6 +109,13 @@ void ft_run_free(ft_run *r) {
     free(r->x);
     free(r->y);
     memset(r, 0, sizeof *r);
+}
+
+uint64_t ft_digest(uint64_t h, const void *p, size_t n) {
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
 }
 
 /* One optimizer step on rows perm[first..first+B). */
@@ -146,8 +154,8 @@ static attn_status step_and_eval(ft_run *r, attn_error *err) {
     if (step % r->c->eval_freq) return ATTN_OK;
     double tl, vl;
     s = ft_measure(r, 0, r->c->eval_iter, &tl, &vl, err);
-    if (!s && ev && ev->on_eval) ev->on_eval(ev->user, r->st.epoch, step, tl, vl);
-    return s;
+    if (!s) s = ft_report(r, FT_H_EVAL, r->st.epoch, step, tl, vl, err);
+    return s ? s : ft_save(r, err);
 }
 
 attn_status ft_epochs(ft_run *r, attn_error *err) {
@@ -159,6 +167,7 @@ attn_status ft_epochs(ft_run *r, attn_error *err) {
             s = step_and_eval(r, err);
         if (!s) s = r->t->end_epoch(r, r->st.epoch, err);
         r->st.epoch_done = 1;
+        if (!s) s = ft_save(r, err);
     }
     r->res->steps = r->st.step;
     r->res->examples_seen = r->st.seen;

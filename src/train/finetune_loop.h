@@ -41,7 +41,12 @@ typedef struct ft_state {
     int64_t seen;        /* examples (classify) or tokens (instruct) seen */
     int64_t sampler_seed; /* the epoch's RandomSampler seed: perm = randperm of it */
     int epoch_done;      /* the epoch's end (end_epoch) ran */
+    int finished;        /* the run's end ran (its last checkpoint) */
 } ft_state;
+
+/* What the events reported, kept for the checkpoints (a resume reports
+ * them again): kind, epoch, step, then the two values. */
+enum { FT_H_INITIAL = 0, FT_H_EVAL = 1, FT_H_EPOCH = 2, FT_H_FINAL = 3, FT_H_COLS = 5 };
 
 struct ft_run {
     attn_gpt *m;
@@ -57,6 +62,11 @@ struct ft_run {
     int32_t *x, *y;    /* (B, T_max) */
     attn_gpt_acts acts;
     size_t *perm, *scratch, *ident; /* n[FT_TRAIN], n[FT_TRAIN], max(n) */
+    /* checkpoints (c->ckpt): what a resume must find the same */
+    const char *task;      /* "classify", "instruct" */
+    uint64_t data_digest;  /* the sets' rows, as the task fills them */
+    double *hist;          /* n_hist records of FT_H_COLS */
+    size_t n_hist, cap_hist;
 };
 
 /* Check the config and allocate (T_max: the longest batch a fill makes);
@@ -71,6 +81,24 @@ void ft_run_free(ft_run *r);
  * calc_accuracy_loader, else calc_loss_loader. */
 attn_status ft_measure(ft_run *r, int want_acc, int num_batches, double *tr, double *va,
                        attn_error *err);
+
+/* Report an event (kind FT_H_*) through r->ev and keep it for the
+ * checkpoints. */
+attn_status ft_report(ft_run *r, int kind, int epoch, int64_t step, double a, double b,
+                      attn_error *err);
+
+/* FNV-1a of n bytes, continuing h (start: FT_DIGEST0): the data's digest. */
+#define FT_DIGEST0 0xcbf29ce484222325ull
+uint64_t ft_digest(uint64_t h, const void *p, size_t n);
+
+/* With c->ckpt->resume: r as the live checkpoint of c->ckpt->dir left it
+ * (the model, AdamW, the generator, the order, r->st, the history reported
+ * again through the events); a checkpoint of another task, data or settings
+ * is ATTN_ERR_INVALID_ARG. Without: nothing. (finetune_ckpt.c) */
+attn_status ft_resume(ft_run *r, attn_error *err);
+
+/* A checkpoint of r as it stands (no c->ckpt: nothing). */
+attn_status ft_save(ft_run *r, attn_error *err);
 
 /* The epochs from where r->st stands (a fresh run: the generator seeded,
  * nothing done). */

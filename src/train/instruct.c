@@ -111,14 +111,32 @@ attn_status attn_instruct_train(attn_gpt *m, const attn_instruct_data *train,
     const int T_max = longest < (size_t)is.allowed ? (int)(longest ? longest : 1) : is.allowed;
     ft_run r;
     attn_status s = ft_run_init(&r, m, &task, T_max, c, ev, res, 1, err);
-    if (!s) { /* "Initial losses", under the generator the model's constructor left */
+    r.task = "instruct";
+    r.data_digest = FT_DIGEST0;
+    for (int k = 0; k < 2; k++) {
+        const attn_instruct_data *d = is.d[k];
+        r.data_digest = ft_digest(r.data_digest, &d->n, sizeof d->n);
+        r.data_digest = ft_digest(r.data_digest, d->off, (d->n + 1) * sizeof *d->off);
+        r.data_digest = ft_digest(r.data_digest, d->ids + d->off[0],
+                                  (d->off[d->n] - d->off[0]) * sizeof *d->ids);
+        r.data_digest = ft_digest(r.data_digest, d->prompt_len, d->n * sizeof *d->prompt_len);
+    }
+    if (!s) s = ft_resume(&r, err);
+    if (c->ckpt && c->ckpt->check_only) {
+        ft_run_free(&r);
+        return s;
+    }
+    const int fresh = res->resumed_step < 0, done = r.st.finished;
+    if (!s && fresh) { /* "Initial losses", under the generator the model's constructor left */
         double tl, vl;
         skip_book_model(&r.rng, &m->cfg);
         s = ft_measure(&r, 0, 5, &tl, &vl, err);
-        if (!s && ev && ev->on_initial) ev->on_initial(ev->user, tl, vl);
+        if (!s) s = ft_report(&r, FT_H_INITIAL, 0, 0, tl, vl, err);
         attn_rng_seed(&r.rng, c->seed);
     }
-    if (!s) s = ft_epochs(&r, err);
+    if (!s && !done) s = ft_epochs(&r, err);
+    r.st.finished = 1;
+    if (!s && !done) s = ft_save(&r, err);
     ft_run_free(&r);
     return s;
 }

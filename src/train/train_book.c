@@ -238,3 +238,28 @@ attn_status attn_trainer_greedy_text(const attn_trainer *tr, const char *prompt,
     free(out);
     return st;
 }
+
+/* ------------------------------------------------------------ generators */
+
+void attn_book_rng_pack(const attn_rng *r, uint32_t *w) {
+    memcpy(w, r->mt, sizeof r->mt);
+    w[ATTN_MT_N] = r->index;
+    w[ATTN_MT_N + 1] = (uint32_t)r->seed;
+    w[ATTN_MT_N + 2] = (uint32_t)(r->seed >> 32);
+    w[ATTN_MT_N + 3] = (uint32_t)r->has_next_double_normal;
+    uint64_t bits;
+    memcpy(&bits, &r->next_double_normal, sizeof bits);
+    w[ATTN_MT_N + 4] = (uint32_t)bits;
+    w[ATTN_MT_N + 5] = (uint32_t)(bits >> 32);
+}
+
+int attn_book_rng_unpack(attn_rng *r, const uint32_t *w) {
+    if (w[ATTN_MT_N] > ATTN_MT_N) return -1;
+    memcpy(r->mt, w, sizeof r->mt);
+    r->index = w[ATTN_MT_N];
+    r->seed = (uint64_t)w[ATTN_MT_N + 1] | (uint64_t)w[ATTN_MT_N + 2] << 32;
+    r->has_next_double_normal = (int)w[ATTN_MT_N + 3];
+    uint64_t bits = (uint64_t)w[ATTN_MT_N + 4] | (uint64_t)w[ATTN_MT_N + 5] << 32;
+    memcpy(&r->next_double_normal, &bits, sizeof bits);
+    return 0;
+}

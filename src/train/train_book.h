@@ -59,4 +59,10 @@ attn_status attn_book_next_batch(attn_book_order *o, attn_rng *rng, const attn_t
 attn_status attn_book_fill(const attn_token_dataset *ds, const size_t *win, int B, int T,
                            int32_t *x, int32_t *y, attn_error *err);
 
+/* A generator as ATTN_BOOK_RNG_WORDS words (a checkpoint's tensor), and back
+ * (-1: words no generator packs). */
+#define ATTN_BOOK_RNG_WORDS (ATTN_MT_N + 6)
+void attn_book_rng_pack(const attn_rng *r, uint32_t *w);
+int attn_book_rng_unpack(attn_rng *r, const uint32_t *w);
+
 #endif

@@ -27,7 +27,7 @@
 
 #define PATH_BUF 4096
 #define STATE_FORMAT "attn-train-state"
-#define RNG_WORDS (ATTN_MT_N + 6)
+#define RNG_WORDS ATTN_BOOK_RNG_WORDS
 
 /* ------------------------------------------------------------ the tables */
 
@@ -43,7 +43,7 @@ typedef enum { ALWAYS, IF_ROWS, IF_EXACT } state_when;
 
 /* A training state's tensors in the file's layout: the optimizer's moments
  * are the trainer's own arrays (parameter i at opt.offset[i]); the
- * generators are packed (rng_pack); the history is tr->hist and tr->evals by
+ * generators are packed (attn_book_rng_pack); the history is tr->hist and tr->evals by
  * column. */
 typedef struct state_image {
     void *exp_avg, *exp_avg_sq;
@@ -172,29 +172,6 @@ static int written(const state_image *im, const state_tensor *t) {
 
 /* ------------------------------------------------------------ generators */
 
-static void rng_pack(const attn_rng *r, uint32_t *w) {
-    memcpy(w, r->mt, sizeof r->mt);
-    w[ATTN_MT_N] = r->index;
-    w[ATTN_MT_N + 1] = (uint32_t)r->seed;
-    w[ATTN_MT_N + 2] = (uint32_t)(r->seed >> 32);
-    w[ATTN_MT_N + 3] = (uint32_t)r->has_next_double_normal;
-    uint64_t bits;
-    memcpy(&bits, &r->next_double_normal, sizeof bits);
-    w[ATTN_MT_N + 4] = (uint32_t)bits;
-    w[ATTN_MT_N + 5] = (uint32_t)(bits >> 32);
-}
-
-static int rng_unpack(attn_rng *r, const uint32_t *w) {
-    if (w[ATTN_MT_N] > ATTN_MT_N) return -1;
-    memcpy(r->mt, w, sizeof r->mt);
-    r->index = w[ATTN_MT_N];
-    r->seed = (uint64_t)w[ATTN_MT_N + 1] | (uint64_t)w[ATTN_MT_N + 2] << 32;
-    r->has_next_double_normal = (int)w[ATTN_MT_N + 3];
-    uint64_t bits = (uint64_t)w[ATTN_MT_N + 4] | (uint64_t)w[ATTN_MT_N + 5] << 32;
-    memcpy(&r->next_double_normal, &bits, sizeof bits);
-    return 0;
-}
-
 /* ------------------------------------------------------------ the image */
 
 static void image_free(state_image *im) {
@@ -211,8 +188,8 @@ static attn_status image_pack(const attn_trainer *tr, state_image *im, attn_erro
     const size_t nh = tr->n_hist, ne = tr->n_evals;
     im->exp_avg = tr->opt.m;
     im->exp_avg_sq = tr->opt.v;
-    rng_pack(&tr->model_rng, im->rng_words[0]);
-    rng_pack(&tr->eval_rng, im->rng_words[1]);
+    attn_book_rng_pack(&tr->model_rng, im->rng_words[0]);
+    attn_book_rng_pack(&tr->eval_rng, im->rng_words[1]);
     im->rng_model = im->rng_words[0];
     im->rng_eval = im->rng_words[1];
     int64_t *hs = im->hist_step = malloc((nh + 1) * sizeof *hs);
@@ -732,7 +709,7 @@ static attn_status read_tensors(attn_trainer *tr, const attn_safetensors *st, co
     if (s) return s;
     attn_rng *rng[2] = {&tr->model_rng, &tr->eval_rng};
     for (int i = 0; i < 2; i++)
-        if (rng_unpack(rng[i], im.rng_words[i]))
+        if (attn_book_rng_unpack(rng[i], im.rng_words[i]))
             return attn_fail(err, ATTN_ERR_FORMAT, "%s: generator state '%s' is corrupt", path,
                              STATE_TENSORS[T_RNG_MODEL + i].name);
     return ATTN_OK;
