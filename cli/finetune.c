@@ -6,7 +6,6 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -372,19 +371,13 @@ static int texts_set(const cli_parsed *p, const attn_tokenizer *tok, int L, attn
     d->ids = malloc(d->n * (size_t)L * sizeof *d->ids);
     d->labels = calloc(d->n, sizeof *d->labels);
     int rc = d->ids && d->labels ? -1 : 1;
+    if (rc > 0) fprintf(stderr, "attn classify: out of memory\n");
     for (size_t i = 0; rc < 0 && i < d->n; i++) {
         const char *t = p->positional[i];
-        size_t cap, n;
-        int32_t *ids = NULL;
-        if (attn_tokenizer_max_ids(tok, t, strlen(t), &cap, &err) ||
-            !(ids = malloc(cap * sizeof *ids)) ||
-            attn_tokenizer_encode(tok, t, strlen(t), ids, &n, &err)) {
-            fprintf(stderr, "attn classify: %s\n", ids ? err.msg : "out of memory");
+        if (attn_class_text_row(tok, t, strlen(t), L, d->ids + i * (size_t)L, &err)) {
+            fprintf(stderr, "attn classify: %s\n", err.msg);
             rc = 1;
         }
-        for (size_t k = 0; rc < 0 && k < (size_t)L; k++)
-            d->ids[i * (size_t)L + k] = k < n ? ids[k] : ATTN_PAD_ID;
-        free(ids);
     }
     if (rc > 0) attn_class_data_free(d);
     return rc;
@@ -393,28 +386,22 @@ static int texts_set(const cli_parsed *p, const attn_tokenizer *tok, int L, attn
 static int print_texts(attn_gpt *m, const attn_class_data *d, const cli_parsed *p) {
     const int V = attn_gpt_head_width(m);
     float *lg = malloc((size_t)V * sizeof *lg);
+    double *pr = malloc((size_t)V * sizeof *pr);
     attn_error err;
-    int rc = lg ? 0 : 1;
+    int rc = lg && pr ? 0 : 1;
     for (size_t i = 0; !rc && i < d->n; i++) {
         if (attn_classify_logits(m, d, i, 1, lg, &err)) {
             fprintf(stderr, "attn classify: %s\n", err.msg);
             rc = 1;
             break;
         }
-        int best = 0;
-        double mx = lg[0], sum = 0;
-        for (int v = 1; v < V; v++) {
-            best = lg[v] > lg[best] ? v : best;
-            mx = lg[v] > mx ? lg[v] : mx;
-        }
+        printf("%d\t", attn_class_softmax(lg, V, pr));
         for (int v = 0; v < V; v++)
-            sum += exp((double)lg[v] - mx);
-        printf("%d\t", best);
-        for (int v = 0; v < V; v++)
-            printf("%s%.6f", v ? " " : "", exp((double)lg[v] - mx) / sum);
+            printf("%s%.6f", v ? " " : "", pr[v]);
         printf("\t%s\n", p->positional[i]);
     }
     free(lg);
+    free(pr);
     return rc;
 }
 

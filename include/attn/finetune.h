@@ -182,6 +182,16 @@ attn_status attn_classify_train(attn_gpt *m, const attn_class_data *train,
 attn_status attn_classify_logits(attn_gpt *m, const attn_class_data *d, size_t first, size_t n,
                                  float *logits, attn_error *err);
 
+/* One text as the book's classify_review feeds it to a classifier of
+ * max_len: GPT-2-encoded, cut to max_len, padded with ATTN_PAD_ID, into
+ * row (max_len ids). */
+attn_status attn_class_text_row(const attn_tokenizer *tok, const char *text, size_t n, int max_len,
+                                int32_t *row, attn_error *err);
+
+/* probs = softmax(logits) (n of each, summed in double) and the label,
+ * the argmax (torch.argmax: the first of equal maxima). */
+int attn_class_softmax(const float *logits, int n, double *probs);
+
 /* calc_accuracy_loader over the first num_batches (0: all) batches of
  * batch_size rows of d in file order (the val and test loaders). */
 attn_status attn_classify_accuracy(attn_gpt *m, const attn_class_data *d, int batch_size,

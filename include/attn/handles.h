@@ -194,6 +194,16 @@ attn_status attn_h_gpt_forward(attn_h_gpt *g, const int64_t *ids, const int64_t 
 attn_status attn_h_gpt_attention(attn_h_gpt *g, const int64_t *ids, int T, float *weights,
                                  attn_error *err);
 
+/* A classifier run's (attn train --task classify) label and probabilities
+ * of one text (n bytes), as `attn classify RUN TEXT` computes them: the
+ * text encoded, cut and padded to the run's length (attn_class_text_row),
+ * the last position's logits, their softmax (attn_class_softmax) into
+ * probs (n_probs: the run's classes). A model that is not a classifier:
+ * ATTN_ERR_INVALID_ARG saying so. A classifier's forward with logits or
+ * targets and its generator are refused the same way (no language head). */
+attn_status attn_h_gpt_classify(attn_h_gpt *g, const char *text, size_t n, int *label,
+                                double *probs, int n_probs, attn_error *err);
+
 /* A text generator over g as `attn generate` runs it (attn/generate.h): the
  * sampler's options, stop (NULL or "": none) and window (0: context_length /
  * 2). g must outlive it. Then attn_generator_prompt and attn_generator_next
@@ -355,6 +365,44 @@ attn_status attn_h_train(const char *preset, const char *config, const char *dat
                          const char *init_from, const char *keys_json, int resume, int force,
                          attn_h_train_callback cb, void *user, int64_t *step, int *stopped,
                          char *out_abs, int *request_error, attn_error *err);
+
+/* What a fine-tuning run reports (attn/finetune.h's events), with its
+ * epoch (1-based), step (0-based) and two numbers a, b:
+ *   STEP       after every step: a = its training loss, b = the learning
+ *              rate (epoch 0: not told)
+ *   EVAL       every eval_interval steps: a, b = train and val loss
+ *   ACCURACY   classify, after an epoch: a, b = train and val accuracy
+ *   INITIAL    instruct, before training: a, b = the "Initial losses"
+ *   FINAL      classify, at the end: a, b = the whole sets' accuracies
+ *   TRUNCATED  classify, before training: a, b = train and val texts cut
+ *              (step = the padded length). */
+enum {
+    ATTN_H_FT_STEP = 0,
+    ATTN_H_FT_EVAL = 1,
+    ATTN_H_FT_ACCURACY = 2,
+    ATTN_H_FT_INITIAL = 3,
+    ATTN_H_FT_FINAL = 4,
+    ATTN_H_FT_TRUNCATED = 5
+};
+typedef void (*attn_h_finetune_callback)(void *user, int event, int epoch, int64_t step,
+                                         double a, double b);
+
+/* `attn train --task classify|instruct` in one process (docs/finetuning.md):
+ * task "classify" or "instruct"; init_from, data, val (classify only; may
+ * be NULL), out (a new or empty folder) as the options of the same names;
+ * keys_json (NULL or a JSON object) sets what the options set: attn
+ * train's batch_size, learning_rate, beta1, beta2, eps, weight_decay,
+ * eval_interval, eval_iters, seed, and epochs, trainable ("all",
+ * "last-block", "head"), lora_rank, lora_alpha, n_heads, precision
+ * ("fp32", "bf16"), instruct's limit and mask_prompt; the same defaults.
+ * The run folder is the program's: RUN/model.safetensors and RUN/log.csv
+ * (instruct: without the samples and RUN/responses.json, which the
+ * program generates). *steps: the steps run; *request_error (may be NULL)
+ * tells a bad request (1) from a failure of a file or the run (0). */
+attn_status attn_h_finetune(const char *task, const char *init_from, const char *data,
+                            const char *val, const char *out, const char *keys_json,
+                            attn_h_finetune_callback cb, void *user, int64_t *steps,
+                            int *request_error, attn_error *err);
 
 /* ------------------------------------------------------------------ misc */
 

@@ -23,7 +23,7 @@ from ._lib import library_path as library  # the libattn.so in use
 from .modules import (CausalAttention, MultiHeadAttention, MultiHeadAttentionWrapper,
                       SelfAttention_v1, SelfAttention_v2)
 from . import seed004
-from .gpt import GPT, TrainResult, train
+from .gpt import GPT, FinetuneResult, TrainResult, train
 from .viz import View, viz
 
 __version__ = _c.attn_version().decode()
@@ -49,5 +49,5 @@ def get_num_threads():
 
 __all__ = ["Error", "SelfAttention_v1", "SelfAttention_v2", "CausalAttention",
            "MultiHeadAttentionWrapper", "MultiHeadAttention", "seed004", "GPT", "train",
-           "TrainResult", "viz", "View", "set_num_threads", "get_num_threads", "library",
-           "__version__"]
+           "TrainResult", "FinetuneResult", "viz", "View", "set_num_threads", "get_num_threads",
+           "library", "__version__"]

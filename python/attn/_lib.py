@@ -144,6 +144,7 @@ class AdamwConfig(ctypes.Structure):  # attn_adamw_config (attn/optim.h)
 
 TRAIN_CALLBACK = ctypes.CFUNCTYPE(c_int, c_void_p, c_int, c_int64, c_int64, c_double, c_double,
                                   c_double)
+FINETUNE_CALLBACK = ctypes.CFUNCTYPE(None, c_void_p, c_int, c_int, c_int64, c_double, c_double)
 
 # Every C function the package calls, declared here once: name: (restype,
 # argtypes); pointers to arrays are passed as c_void_p.
@@ -202,6 +203,10 @@ _PROTOS = {
     "attn_h_train": (c_int, [c_char_p, c_char_p, c_char_p, c_char_p, c_char_p, c_char_p, c_int,
                              c_int, TRAIN_CALLBACK, c_void_p, P(c_int64), P(c_int), c_char_p,
                              P(c_int), Err]),
+    "attn_h_finetune": (c_int, [c_char_p, c_char_p, c_char_p, c_char_p, c_char_p, c_char_p,
+                                FINETUNE_CALLBACK, c_void_p, P(c_int64), P(c_int), Err]),
+    "attn_h_gpt_classify": (c_int, [c_void_p, c_char_p, c_size_t, P(c_int), c_void_p, c_int,
+                                    Err]),
     "attn_precision_check": (c_int, [c_int, Err]),
     "attn_output_check": (c_int, [c_char_p, c_void_p, c_int, c_void_p, c_int, Err]),
     "attn_ckpt_output_check": (c_int, [c_char_p, c_char_p, c_void_p, c_int, c_void_p, c_int,

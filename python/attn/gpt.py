@@ -47,6 +47,11 @@ class GPT:
         self.vocabulary = info.get("vocabulary")
         self.step = int(info["step"])
         self.n_params = int(info["n_params"])
+        # "lm", or a fine-tuned run's "classify" / "instruct" (attn train --task)
+        self.task = info.get("task", "lm")
+        self.n_classes = info.get("n_classes")
+        self.finetune = {k: info[k] for k in ("max_len", "lora_rank", "lora_alpha", "trainable")
+                         if k in info}
         self._ids = {c: i for i, c in enumerate(self.vocabulary or "")}
         self._params = _lib.params(lib.attn_h_gpt_params(handle))
 
@@ -147,6 +152,35 @@ class GPT:
         if bad.size:
             raise Error(f"decode: id {int(bad[0])} is outside [0, {v})")
         return "".join(self.vocabulary[i] for i in ids.reshape(-1))
+
+    # -- classifying -------------------------------------------------------------
+
+    def classify(self, texts):
+        """A classifier run's (attn train --task classify; gpt.task ==
+        "classify") predictions as `attn classify RUN TEXT...` prints them:
+        for each text (a str, or a list of them) (label, probabilities),
+        the argmax and the softmax of the last position's logits, the text
+        cut and padded to the run's length as the book's classify_review.
+        A str gives one pair, a list a list. Another model raises
+        attn.Error."""
+        one = isinstance(texts, str)
+        items = [texts] if one else texts
+        if not isinstance(items, (list, tuple)):
+            raise Error(f"classify: texts must be a str or a list of str, got "
+                        f"{type(texts).__name__}")
+        if self.task != "classify":
+            raise Error(f"classify: {self.source} is not a classifier (task {self.task}): "
+                        "attn.train(task=\"classify\", ...) makes one")
+        out = []
+        probs = np.empty(self.n_classes, np.float64)
+        label = ctypes.c_int()
+        for i, t in enumerate(items):
+            data = _lib.text(t, f"classify: texts[{i}]")
+            with self._live() as h:
+                _lib.call(lib.attn_h_gpt_classify, h, data, len(data), ctypes.byref(label),
+                          ptr(probs), self.n_classes)
+            out.append((int(label.value), [float(p) for p in probs]))
+        return out[0] if one else out
 
     # -- computing -------------------------------------------------------------
 
@@ -487,9 +521,84 @@ def _progress_bar(total, initial):
     return tqdm(total=total, initial=initial, unit="step", dynamic_ncols=True)
 
 
+FinetuneResult = collections.namedtuple("FinetuneResult",
+                                        "out steps history evals accuracies initial final")
+FinetuneResult.__doc__ = """What attn.train(task="classify" | "instruct") did:
+out (the run folder, absolute), steps (run), history [(step, loss, lr)],
+evals [(epoch, step, train_loss, val_loss)], accuracies [(epoch, train_acc,
+val_acc)] (classify, after each epoch), initial (instruct: the "Initial
+losses" (train, val), else None) and final (classify: the whole sets'
+accuracies (train, val), else None): every number RUN/log.csv holds."""
+
+
+def _finetune(task, init_from, data, val, out, keys, on_step, on_eval, on_epoch):
+    """attn.train(task="classify" | "instruct"): attn_h_finetune."""
+    for k in keys:
+        if not isinstance(keys[k], (int, float, str)):
+            raise Error(f"train: {k} must be a number or a string, got {keys[k]!r}")
+    r = FinetuneResult(None, 0, [], [], [], [None], [None])
+    state = {"exc": None, "bar": None}
+
+    def callback(user, event, epoch, step, a, b):
+        try:
+            if event == 0:
+                r.history.append((step, a, b))
+                if on_step is not None:
+                    on_step(step, a, b)
+            elif event == 1:
+                r.evals.append((epoch, step, a, b))
+                print(f"Ep {epoch} (Step {step:06d}): Train loss {a:.3f}, Val loss {b:.3f}")
+                if on_eval is not None:
+                    on_eval(step, a, b)
+            elif event == 2:
+                r.accuracies.append((epoch, a, b))
+                print(f"Training accuracy: {a * 100:.2f}% | Validation accuracy: {b * 100:.2f}%")
+                if on_epoch is not None:
+                    on_epoch(epoch, a, b)
+            elif event == 3:
+                r.initial[0] = (a, b)
+            elif event == 4:
+                r.final[0] = (a, b)
+            elif event == 5:
+                import warnings
+                warnings.warn(f"train: {int(a)} training and {int(b)} validation texts are longer "
+                              f"than {step} tokens; cut to them, as the book's SpamDataset does",
+                              stacklevel=4)
+        except BaseException as e:  # noqa: B902 - raised after the run
+            if state["exc"] is None:
+                state["exc"] = e
+
+    cb = _lib.FINETUNE_CALLBACK(callback)
+    steps, req = ctypes.c_int64(), ctypes.c_int()
+    err = _lib.error()
+    st = lib.attn_h_finetune(task.encode(), _lib.path(init_from, "train: init_from"),
+                             _lib.path(data, "train: data"), _lib.path(val, "train: val"),
+                             _lib.path(out, "train: out"), _lib.text(json.dumps(keys)), cb, None,
+                             ctypes.byref(steps), ctypes.byref(req), ctypes.byref(err))
+    _lib.check(st, err)
+    if state["exc"] is not None:
+        raise state["exc"]
+    return r._replace(out=os.path.abspath(os.fspath(out)), steps=int(steps.value),
+                      initial=r.initial[0], final=r.final[0])
+
+
 def train(preset=None, config=None, data=None, out=None, *, on_step=None, on_eval=None,
-          resume=False, force=False, init_from=None, progress=None, **keys):
+          resume=False, force=False, init_from=None, progress=None, task="lm", val=None,
+          on_epoch=None, **keys):
     """Train a GPT (char-level or GPT-2's tokenizer) as `attn train` does, in this process.
+
+    task="classify" or "instruct" fine-tunes init_from (any weights file
+    attn reads) as `attn train --task classify|instruct` does (chapter 6's
+    classifier, chapter 7's instruction fine-tuning, appendix E's LoRA;
+    docs/finetuning.md): data (and val, classify) the sets, out a new
+    folder, keys those of the program's options (epochs, trainable,
+    lora_rank, lora_alpha, batch_size, learning_rate, weight_decay,
+    eval_interval, eval_iters, seed, n_heads, precision; instruct: limit,
+    mask_prompt). It prints the book's evaluation and accuracy lines, calls
+    on_step(step, loss, lr), on_eval(step, train_loss, val_loss) and
+    on_epoch(epoch, train_acc, val_acc) (their returns are ignored: the run
+    cannot stop early; an exception they raise is raised when it ends) and
+    returns a FinetuneResult.
 
     preset, data, out, init_from, resume, force: as attn train's options.
     config: a JSON file of model and training keys, or a dict of them.
@@ -504,6 +613,17 @@ def train(preset=None, config=None, data=None, out=None, *, on_step=None, on_eva
     KeyboardInterrupt is raised). `attn train --out DIR --resume` or attn.train(out=DIR,
     resume=True) continues it. progress: a tqdm progress bar (None: when tqdm
     is installed). Returns a TrainResult; failures raise attn.Error."""
+    if task not in ("lm", "classify", "instruct"):
+        raise Error(f"train: task must be lm, classify or instruct, got {task!r}")
+    if task != "lm":
+        given = [n for n, v in (("preset", preset), ("config", config), ("resume", resume),
+                                ("force", force), ("progress", progress)) if v]
+        if given:
+            raise Error(f"train: {given[0]} does not apply to task {task} (docs/finetuning.md)")
+        return _finetune(task, init_from, data, val, out, keys, on_step, on_eval, on_epoch)
+    if val is not None or on_epoch is not None:
+        raise Error("train: val and on_epoch are task classify's (the language model's "
+                    "validation split is the data's)")
     for k in keys:
         if not isinstance(keys[k], (int, float, str)) or isinstance(keys[k], bool):
             raise Error(f"train: {k} must be a number or a string, got {keys[k]!r}")

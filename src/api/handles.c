@@ -18,6 +18,7 @@
 #include "attn/dropout.h"
 #include "attn/engine.h"
 #include "attn/fileio.h"
+#include "attn/finetune.h"
 #include "attn/flash_attention.h"
 #include "attn/generate.h"
 #include "attn/gpt.h"
@@ -301,10 +302,29 @@ struct attn_h_gpt {
     int64_t step;
     attn_gpt_acts acts; /* for the last (B, T) asked; remade when it changes */
     int have_acts;
+    attn_classifier_info info; /* a fine-tuned run's (info.task NULL: a language model) */
 };
 
 attn_status attn_h_gpt_load(const char *path, attn_h_gpt **out, attn_error *err) {
     return attn_h_gpt_load_weights(path, 0, out, err);
+}
+
+/* A fine-tuned run (attn/finetune.h): a classifier as trained (its
+ * adapters kept, as attn classify runs it); an instruct run's adapters
+ * merged, as attn generate runs it. */
+static attn_status finetuned_open(const char *path, attn_h_gpt *g, attn_error *err) {
+    attn_status s = attn_finetuned_load(path, &g->model, &g->tok, &g->info, err);
+    if (s || g->info.n_classes > 0 || g->info.lora_rank <= 0) return s;
+    attn_gpt merged;
+    s = attn_gpt_merge_lora(&merged, &g->model, g->info.lora_alpha / (float)g->info.lora_rank,
+                            err);
+    attn_gpt_free(&g->model);
+    if (s) {
+        attn_tokenizer_free(&g->tok);
+        return s;
+    }
+    g->model = merged;
+    return ATTN_OK;
 }
 
 attn_status attn_h_gpt_load_weights(const char *path, int n_heads, attn_h_gpt **out,
@@ -314,8 +334,15 @@ attn_status attn_h_gpt_load_weights(const char *path, int n_heads, attn_h_gpt **
     if (n_heads < 0) return attn_fail(err, ATTN_ERR_INVALID_ARG, "GPT: n_heads must be >= 1");
     attn_h_gpt *g = calloc(1, sizeof *g);
     if (!g) return attn_fail(err, ATTN_ERR_NOMEM, "GPT: out of memory");
-    const attn_gpt_open_options o = {.n_heads = n_heads};
-    attn_status s = attn_gpt_open(path, &o, &g->model, &g->tok, NULL, &g->step, err);
+    char task[16] = "lm";
+    attn_model_task(path, task, NULL); /* unreadable: attn_gpt_open says why */
+    attn_status s;
+    if (strcmp(task, "lm") != 0) {
+        s = finetuned_open(path, g, err);
+    } else {
+        const attn_gpt_open_options o = {.n_heads = n_heads};
+        s = attn_gpt_open(path, &o, &g->model, &g->tok, NULL, &g->step, err);
+    }
     if (s) {
         free(g);
         return s;
@@ -332,6 +359,19 @@ void attn_h_gpt_free(attn_h_gpt *g) {
     free(g);
 }
 
+/* "task" ("lm", "classify", "instruct") and a fine-tuned run's info. */
+static void finetuned_json(cJSON *o, const attn_classifier_info *in) {
+    cJSON_AddStringToObject(o, "task", in->task ? in->task : "lm");
+    if (!in->task) return;
+    if (in->n_classes > 0) {
+        cJSON_AddNumberToObject(o, "n_classes", in->n_classes);
+        cJSON_AddNumberToObject(o, "max_len", in->max_len);
+    }
+    cJSON_AddNumberToObject(o, "lora_rank", in->lora_rank);
+    cJSON_AddNumberToObject(o, "lora_alpha", in->lora_alpha);
+    if (in->trainable) cJSON_AddStringToObject(o, "trainable", in->trainable);
+}
+
 char *attn_h_gpt_info_json(const attn_h_gpt *g) {
     char *cfg = NULL, *vocab = attn_tokenizer_vocab_string(&g->tok), *out = NULL;
     attn_error err;
@@ -344,6 +384,7 @@ char *attn_h_gpt_info_json(const attn_h_gpt *g) {
         if (vocab) cJSON_AddStringToObject(o, "vocabulary", vocab); /* char only */
         cJSON_AddNumberToObject(o, "step", (double)g->step);
         cJSON_AddNumberToObject(o, "n_params", (double)attn_gpt_num_params(&g->model));
+        finetuned_json(o, &g->info);
         out = cJSON_PrintUnformatted(o);
     }
     cJSON_Delete(c);
@@ -427,6 +468,11 @@ static attn_status gpt_acts(attn_h_gpt *g, int B, int T, attn_error *err) {
 attn_status attn_h_gpt_forward(attn_h_gpt *g, const int64_t *ids, const int64_t *targets, int B,
                                int T, float *logits, float *loss, attn_error *err) {
     if (!g || !ids) return attn_fail(err, ATTN_ERR_INVALID_ARG, "GPT forward: NULL array");
+    if (g->info.n_classes > 0 && (logits || targets))
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "GPT forward: a classifier of %d classes has no language head (classify "
+                         "runs it)",
+                         g->info.n_classes);
     attn_status s = gpt_acts(g, B, T, err);
     if (s) return s;
     float l = NAN;
@@ -452,6 +498,35 @@ attn_status attn_h_gpt_attention(attn_h_gpt *g, const int64_t *ids, int T, float
     return s;
 }
 
+attn_status attn_h_gpt_classify(attn_h_gpt *g, const char *text, size_t n, int *label,
+                                double *probs, int n_probs, attn_error *err) {
+    if (!g || (!text && n) || !label || !probs)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "classify: NULL argument");
+    const attn_classifier_info *in = &g->info;
+    if (in->n_classes <= 0)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "classify: this model is not a classifier (task %s): attn train --task "
+                         "classify makes one",
+                         in->task ? in->task : "lm");
+    if (n_probs != in->n_classes)
+        return attn_fail(err, ATTN_ERR_SHAPE, "classify: room for %d probabilities, not %d",
+                         n_probs, in->n_classes);
+    const int L = in->max_len;
+    int32_t *row = malloc((size_t)L * sizeof *row);
+    float *lg = malloc((size_t)n_probs * sizeof *lg);
+    attn_status s = row && lg ? ATTN_OK : attn_fail(err, ATTN_ERR_NOMEM, "classify: out of memory");
+    if (!s) s = attn_class_text_row(&g->tok, text, n, L, row, err);
+    int32_t no_label = 0; /* the logits read no label; the loader's fill copies one */
+    attn_class_data d = {.n = 1, .max_len = L, .ids = row, .labels = &no_label};
+    const int blas = blas_one();
+    if (!s) s = attn_classify_logits(&g->model, &d, 0, 1, lg, err);
+    blas_restore(blas);
+    if (!s) *label = attn_class_softmax(lg, n_probs, probs);
+    free(row);
+    free(lg);
+    return s;
+}
+
 attn_status attn_h_generator_create(const attn_h_gpt *g, double temperature, int top_k,
                                     double top_p, uint64_t seed, const char *stop, int window,
                                     attn_generator **out, attn_error *err) {
@@ -465,6 +540,11 @@ attn_status attn_h_generator_create_precision(const attn_h_gpt *g, double temper
                                               attn_error *err) {
     *out = NULL;
     if (!g) return attn_fail(err, ATTN_ERR_INVALID_ARG, "generator: no model");
+    if (g->info.n_classes > 0)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "generate: a classifier of %d classes has no language head (classify "
+                         "runs it)",
+                         g->info.n_classes);
     if (precision != ATTN_PRECISION_FP32 && precision != ATTN_PRECISION_BF16)
         return attn_fail(err, ATTN_ERR_INVALID_ARG, "generator: precision %d is not fp32 or bf16",
                          precision);
