@@ -119,6 +119,16 @@ int attn_module_out_dim(const attn_module *m);
 /* The parameters, named as in PyTorch's state_dict, in registration order. */
 const attn_param_list *attn_module_params(const attn_module *m);
 
+/* Point the module's n parameters (attn_module_params' order) at the
+ * caller's arrays: data[i] (its values) and grad[i] (where backward adds its
+ * gradient), each of the table's shape; NULL data or grad: the module's own
+ * again. No copy: attn.torch's modules run on the torch tensors' storage.
+ * The arrays must stay valid while a forward or backward runs on them, and a
+ * backward must see the arrays its forward saw; attn_module_free restores
+ * the module's own first. ATTN_ERR_SHAPE when n is not the table's count. */
+attn_status attn_module_bind(attn_module *m, float *const *data, float *const *grad, int n,
+                             attn_error *err);
+
 /* x (B, T, d_in) -> y (B, T, out_dim). v1/v2 take B = 1 (a single (T, d_in)
  * sequence, as the book's classes do; B != 1 fails with ATTN_ERR_SHAPE).
  * T > context_length fails for the causal kinds. Saves what backward needs

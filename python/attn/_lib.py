@@ -163,6 +163,7 @@ _PROTOS = {
                                      c_void_p, P(c_void_p), Err]),
     "attn_module_free": (None, [c_void_p]),
     "attn_module_params": (c_void_p, [c_void_p]),
+    "attn_module_bind": (c_int, [c_void_p, P(c_void_p), P(c_void_p), c_int, Err]),
     "attn_module_out_dim": (c_int, [c_void_p]),
     "attn_h_module_forward": (c_int, [c_void_p, c_void_p, c_int, c_int, c_void_p, c_int, c_void_p,
                                       c_int, c_void_p, c_size_t, Err]),

@@ -12,6 +12,7 @@ import weakref
 import torch
 import torch.nn as nn
 
+from . import _torch_bind as _bind
 from . import _torch_sdpa as _sdpa
 from . import _torch_tree as _tree
 from ._torch_modules import MultiHeadAttention
@@ -156,44 +157,29 @@ class _Bridge:
             call(lib.attn_h_bgpt_set_precision, self.h, precision)
             self.precision = precision
 
-    def pin(self, params):
-        """(addresses, aliases) of params for the C model, after the checks
-        that make them safe to read, right before the C call (_sdpa.pin):
-        one tensor per C parameter, float32, contiguous, of its shape,
-        inside its storage; keep the aliases until the call returns. A
-        tensor changed since GPTModel's checks raises here."""
+    def refuse(self, i, t):
+        """The error for params[i], t, that the C model cannot bind."""
+        return Error(f"GPTModel: parameter {self.names[i]} is {tuple(t.shape)} {t.dtype} on "
+                     f"{t.device}; attn's model binds a contiguous float32 CPU tensor of "
+                     f"{self.shapes[i]} inside its storage", "shape")
+
+    def bind(self, params, grads=None):
+        """Point the C model at params and grads (_torch_bind.bind: each
+        checked right before the C call); returns (addresses, aliases) as
+        it. With grads, the tensors without one (None: requires_grad False)
+        are frozen in C: no gradient computed, the backward stopping below
+        the lowest trainable one."""
         if len(params) != len(self.shapes):
             raise Error(f"GPTModel: {len(params)} parameters given, the model has "
                         f"{len(self.shapes)}", "shape")
-        ptrs, storages = [], []
-        for i, t in enumerate(params):
-            held = _sdpa.pin(t, self.shapes[i])
-            if held is None:
-                raise Error(f"GPTModel: parameter {self.names[i]} is {tuple(t.shape)} "
-                            f"{t.dtype} on {t.device}; attn's model binds a contiguous "
-                            f"float32 CPU tensor of {self.shapes[i]} inside its storage", "shape")
-            ptrs.append(held[0])
-            storages.append(held[1])
-        return ptrs, storages
-
-    def bind(self, params, grads=None):
-        """Point the C model at params (checked: pin) and grads; returns
-        (addresses, storages) as pin. With grads, the tensors without one
-        (None: requires_grad False) are frozen in C: no gradient computed,
-        the backward stopping below the lowest trainable one."""
-        ptrs, storages = self.pin(params)
-        n = len(params)
         if grads is not None:
             flags = bytes(int(t is not None) for t in grads)
             if flags != self.trainable:
                 self.trainable = None
-                call(lib.attn_h_bgpt_set_trainable, self.h, flags, n)
+                call(lib.attn_h_bgpt_set_trainable, self.h, flags, len(params))
                 self.trainable = flags
-        data = (c_void_p * n)(*ptrs)
-        g = None if grads is None else (c_void_p * n)(
-            *[t.data_ptr() if t is not None else None for t in grads])
-        call(lib.attn_h_bgpt_bind, self.h, data, g, n)
-        return ptrs, storages
+        return _bind.bind(lib.attn_h_bgpt_bind, self.h, self.names, self.shapes, params, grads,
+                          self.refuse)
 
     def mask_numel(self, B, T):
         return lib.attn_h_bgpt_mask_numel(self.h, B, T)
@@ -409,11 +395,11 @@ def _unchanged(bridge, params, ptrs):
     """The parameters a backward binds are the tensors its forward bound:
     a .data replaced between the two (another shape, or other memory)
     raises instead of running C on it."""
-    for i, (t, ptr) in enumerate(zip(params, ptrs)):
-        if t.data_ptr() != ptr or t.shape != bridge.shapes[i]:
-            raise Error(f"GPTModel: parameter {bridge.names[i]} changed between the forward "
-                        f"and the backward (its .data replaced: {tuple(t.shape)} now, "
-                        f"{bridge.shapes[i]} at the forward); run the forward again", "state")
+    def refuse(i, t):
+        return Error(f"GPTModel: parameter {bridge.names[i]} changed between the forward "
+                     f"and the backward (its .data replaced: {tuple(t.shape)} now, "
+                     f"{bridge.shapes[i]} at the forward); run the forward again", "state")
+    _bind.unchanged(params, ptrs, bridge.shapes, refuse)
 
 
 def _backward_logits(bridge, masks, idx, params, needs, token, d_logits=None, fill=None):

@@ -1,17 +1,17 @@
 """attn.torch's attention classes (chapters 3 and 4) and swap_attention:
 see attn.torch, which exports them. Apart from attn.torch so that the whole
 model (_torch_gpt) builds on them without the two importing each other."""
-import ctypes
 import inspect
 
 import torch
 import torch.nn as nn
 
+from . import _torch_bind as _bind
 from . import _torch_sdpa as _sdpa
 from . import _torch_tree as _tree
-from ._lib import Error
+from ._lib import Error, call, lib
 from ._torch_sdpa import scaled_dot_product_attention
-from .modules import Core, _c_array
+from .modules import Core
 
 __all__ = ["SelfAttention_v1", "SelfAttention_v2", "CausalAttention",
            "MultiHeadAttentionWrapper", "MultiHeadAttention", "GroupedQueryAttention",
@@ -19,72 +19,82 @@ __all__ = ["SelfAttention_v1", "SelfAttention_v2", "CausalAttention",
 
 
 class _Bridge:
-    """The C module behind one attn.torch module."""
+    """The C module behind one attn.torch module, run on the torch tensors'
+    own storage (_torch_bind: bound right before every C call)."""
 
     def __init__(self, key):
         kind, d_in, d_out, heads, ctx, p, bias = key
         self.key = key
-        self.core = Core(kind, d_in, d_out, heads, ctx, p, bias, seed=None,
-                         what=f"attn.torch {kind}")
+        self.what = f"attn.torch {kind}"
+        self.core = Core(kind, d_in, d_out, heads, ctx, p, bias, seed=None, what=self.what)
         self.names = [q.name for q in self.core.params]
+        self.shapes = [q.shape for q in self.core.params]
         self.paths = [tuple(n.split(".")) for n in self.names]
         self.forwards = 0  # which forward the C module's saved activations belong to
 
     def __deepcopy__(self, memo):
         return None  # never shared: a copied module makes its own
 
-    def pin(self, x, params, B, T, backward):
-        """(address, alias) of x and of each weight (contiguous), checked
-        right before C reads them: float32, the C module's shapes, inside
-        their storages (_sdpa.pin). Anything else raises, naming the tensor;
-        at backward as changed since the forward."""
-        what = f"attn.torch {self.key[0]}"
+    def refuse(self, i, t):
+        return Error(f"{self.what}: parameter {self.names[i]} is {tuple(t.shape)} {t.dtype}, "
+                     f"the module takes {self.shapes[i]} (its W_query's configuration)", "shape")
+
+    def changed(self, i, t):
+        return _sdpa.changed(f"{self.what}: parameter {self.names[i]}")
+
+    def pin_x(self, x, B, T, backward):
+        """(address, alias) of x, checked right before C reads it (_sdpa.pin)."""
         d_in = self.key[1]
         held = _sdpa.pin(x, (B, T, d_in) if x.dim() == 3 else (T, d_in))
         if held is None:
             if backward:
-                raise _sdpa.changed(f"{what}: x")
-            raise Error(f"{what}: x must be a float32 ({B}, {T}, {d_in}) tensor inside its "
-                        f"storage, got {tuple(x.shape)} {x.dtype}", "shape")
-        out = [held]
-        for q, t in zip(self.core.params, params):
-            held = _sdpa.pin(t.contiguous(), q.shape)
-            if held is None:
-                if backward:
-                    raise _sdpa.changed(f"{what}: parameter {q.name}")
-                raise Error(f"{what}: parameter {q.name} is {tuple(t.shape)} {t.dtype}, the "
-                            f"module takes {q.shape} (its W_query's configuration)", "shape")
-            out.append(held)
-        return out
+                raise _sdpa.changed(f"{self.what}: x")
+            raise Error(f"{self.what}: x must be a float32 ({B}, {T}, {d_in}) tensor inside "
+                        f"its storage, got {tuple(x.shape)} {x.dtype}", "shape")
+        return held
 
     def run(self, x, masks, params, B, T, backward=False):
-        held = self.pin(x, params, B, T, backward)
+        """The C forward on params' storage: (y, which forward, the
+        addresses bound and x's, for the backward to compare)."""
         y = torch.empty(x.shape[:-1] + (self.core.out_dim,), dtype=torch.float32)
-        with self.core.hold():  # the weights stay the C module's until its forward is done
-            for q, (ptr, _) in zip(self.core.params, held[1:]):
-                ctypes.memmove(q.data, ptr, q.numel * 4)
+        with self.core.hold():  # bound and run with no other thread between
+            held = self.pin_x(x, B, T, backward)
+            ptrs, aliases = _bind.bind(lib.attn_module_bind, self.core.handle, self.names,
+                                       self.shapes, params, None,
+                                       self.changed if backward else self.refuse)
             if masks is None:
-                self.core.forward(held[0][0], B, T, y.data_ptr(), False)
+                self.core.forward(held[0], B, T, y.data_ptr(), False)
             else:
-                self.core.forward(held[0][0], B, T, y.data_ptr(), True, 0, masks.data_ptr(),
+                self.core.forward(held[0], B, T, y.data_ptr(), True, 0, masks.data_ptr(),
                                   masks.numel())
+            del aliases  # held through the C call
         self.forwards += 1
-        return y, self.forwards
+        return y, (self.forwards, held[0], ptrs)
 
     def grads(self, x, dy, masks, params, B, T, token, need_x):
-        _sdpa.no_double_backward(f"attn.torch {self.key[0]}")
-        held = self.pin(x, params, B, T, True)
-        if token != self.forwards:  # another forward ran since: restore this one's activations
-            self.run(x, masks, params, B, T, True)
+        _sdpa.no_double_backward(self.what)
+        forward, x_ptr, ptrs = token
+        _bind.unchanged(params, ptrs, self.shapes, self.changed)
+        if x.data_ptr() != x_ptr:
+            raise _sdpa.changed(f"{self.what}: x")
         dy = dy.contiguous()
         if dy.dtype != torch.float32:
             dy = dy.float()
         dx = torch.zeros_like(x) if need_x else None  # the C backward accumulates
+        grads = [torch.zeros(s, dtype=torch.float32) for s in self.shapes]
         with self.core.hold():
-            self.core.backward(held[0][0], B, T, dy.data_ptr(),
-                               dx.data_ptr() if need_x else None)
-            return dx, [torch.from_numpy(_c_array(q.grad, q.shape).copy())
-                        for q in self.core.params]
+            if forward != self.forwards:  # another forward ran since: this one's activations
+                self.run(x, masks, params, B, T, True)
+            held = self.pin_x(x, B, T, True)
+            _, aliases = _bind.bind(lib.attn_module_bind, self.core.handle, self.names,
+                                    self.shapes, params, grads, self.changed)
+            try:
+                self.core.backward_bound(held[0], B, T, dy.data_ptr(),
+                                         dx.data_ptr() if need_x else None)
+            finally:  # the gradients are the caller's: C's own again
+                call(lib.attn_module_bind, self.core.handle, None, None, len(self.shapes))
+            del aliases
+        return dx, grads
 
 
 class _AttnFunction(torch.autograd.Function):
@@ -163,6 +173,7 @@ class _AttnModule(nn.Module):
             # dropout in forward order; a byte tensor draws the same values.
             masks = torch.cat([torch.empty(s, dtype=torch.uint8).bernoulli_(1 - p).reshape(-1)
                                for s in self._mask_shapes(B, T)])
+        params = [t.contiguous() for t in params]  # C binds their storage (_torch_bind)
         y = _AttnFunction.apply(bridge, masks, B, T, x.float().contiguous(), *params)
         return y if dtype == torch.float32 else y.to(dtype)
 

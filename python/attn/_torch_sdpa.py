@@ -31,8 +31,9 @@ def warn_fp32(what, dtype):
                   "(said once)", RuntimeWarning, stacklevel=4)
 
 
-# A tensor's storage: public from torch 2 (untyped_storage), private before.
-_storage_of = getattr(torch.Tensor, "untyped_storage", None) or torch.Tensor._storage
+# A tensor's storage, by public API: untyped_storage from torch 2 (where
+# storage() warns: TypedStorage is deprecated), storage() before.
+_storage_of = getattr(torch.Tensor, "untyped_storage", None) or torch.Tensor.storage
 
 
 def pin(t, shape):

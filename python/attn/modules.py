@@ -147,10 +147,16 @@ class Core:
     def backward(self, x_ptr, B, T, dy_ptr, dx_ptr):
         """This call's gradients alone: the C backward accumulates (+=) into the
         parameter grads and dx, so they are zeroed first (dx_ptr: zeros or None)."""
-        B, T = _index(B, f"{self._h.what}.backward: B"), _index(T, f"{self._h.what}.backward: T")
-        with self._h.exclusive() as h:
+        with self._h.exclusive():
             for q in self.params:
                 ctypes.memset(q.grad, 0, q.numel * 4)
+            self.backward_bound(x_ptr, B, T, dy_ptr, dx_ptr)
+
+    def backward_bound(self, x_ptr, B, T, dy_ptr, dx_ptr):
+        """backward adding into the gradients bound last (attn_module_bind:
+        the caller's, zeroed by the caller), not the module's own."""
+        B, T = _index(B, f"{self._h.what}.backward: B"), _index(T, f"{self._h.what}.backward: T")
+        with self._h.exclusive() as h:
             _lib.call(lib.attn_h_module_backward, h, x_ptr, B, T, dy_ptr, dx_ptr)
 
 

@@ -12,8 +12,8 @@ MultiHeadAttentionWrapper and MultiHeadAttention take the book's constructor
 arguments and create the book's parameters and buffers in the book's order,
 so torch.manual_seed gives the book's weights and state_dicts load both ways.
 Their forward and backward go through a torch.autograd.Function into the
-library (the weights are copied in on each forward; the C module keeps the
-activations its backward needs; a backward whose forward is no longer the
+library on the parameters' own storage (bound, not copied, as GPTModel's:
+attn._torch_bind; the C module keeps the activations its backward needs; a backward whose forward is no longer the
 module's last one recomputes it first). In training mode with dropout the
 masks are drawn from PyTorch's default generator exactly as the book's
 nn.Dropout draws them (one bernoulli_(1 - p) per dropped tensor, in the same

@@ -26,6 +26,7 @@ struct attn_module {
         attn_seed004_mha s4;
     } u;
     attn_param_list params;
+    float **own; /* each tensor's own data, then its own grad (attn_module_bind restores them) */
     /* Caches for the shape of the last forward; reallocated when it changes. */
     int B, T;
     int have_cache, have_forward;
@@ -382,6 +383,32 @@ attn_status attn_module_variant_validate(const attn_module_config *cfg,
     return attn_attention_check(&s, info->name, err);
 }
 
+/* The module's own buffers, for attn_module_bind to restore. */
+static attn_status keep_own(attn_module *m, attn_error *err) {
+    const int n = m->params.count;
+    m->own = malloc((size_t)(2 * n + 1) * sizeof *m->own);
+    if (!m->own) return attn_fail(err, ATTN_ERR_NOMEM, "out of memory creating a module");
+    for (int i = 0; i < n; i++) {
+        m->own[i] = m->params.items[i].data;
+        m->own[n + i] = m->params.items[i].grad;
+    }
+    return ATTN_OK;
+}
+
+attn_status attn_module_bind(attn_module *m, float *const *data, float *const *grad, int n,
+                             attn_error *err) {
+    const attn_param_list *L = &m->params;
+    if (n != L->count)
+        return attn_fail(err, ATTN_ERR_SHAPE, "%s bind: %d parameter arrays given, the module has %d",
+                         kinds[m->cfg.kind].info.name, n, L->count);
+    for (int i = 0; i < n; i++)
+        if ((data && !data[i]) || (grad && !grad[i]))
+            return attn_fail(err, ATTN_ERR_INVALID_ARG, "%s bind: no array for %s",
+                             kinds[m->cfg.kind].info.name, L->items[i].name);
+    attn_param_list_bind(&m->params, data ? data : m->own, grad ? grad : m->own + n);
+    return ATTN_OK;
+}
+
 attn_status attn_module_create_variant(const attn_module_config *cfg,
                                        const attn_attention_spec *variants, attn_rng *rng,
                                        attn_module **out, attn_error *err) {
@@ -397,6 +424,7 @@ attn_status attn_module_create_variant(const attn_module_config *cfg,
     m->variants = v;
     attn_param_list_init(&m->params);
     st = kinds[cfg->kind].init(m, rng, err);
+    if (st == ATTN_OK) st = keep_own(m, err);
     if (st != ATTN_OK) {
         attn_module_free(m);
         return st;
@@ -414,6 +442,8 @@ static void free_caches(attn_module *m) {
 
 void attn_module_free(attn_module *m) {
     if (!m) return;
+    if (m->own) attn_param_list_bind(&m->params, m->own, m->own + m->params.count);
+    free(m->own); /* the fields hold the module's own buffers again: its free frees those */
     free_caches(m);
     kinds[m->cfg.kind].free(m);
     attn_param_list_free(&m->params);

@@ -111,13 +111,14 @@ void attn_sa_v1_free(attn_sa_v1 *m) {
 attn_status attn_sa_v1_params(attn_sa_v1 *m, const char *prefix, attn_param_list *list,
                               attn_error *err) {
     const int64_t shape[2] = {m->d_in, m->d_out};
-    attn_status s =
-        attn_param_list_add(list, prefix, "W_query", m->W_query, m->grad_W_query, 2, shape, err);
-    if (s == ATTN_OK)
-        s = attn_param_list_add(list, prefix, "W_key", m->W_key, m->grad_W_key, 2, shape, err);
-    if (s == ATTN_OK)
-        s = attn_param_list_add(list, prefix, "W_value", m->W_value, m->grad_W_value, 2, shape,
-                                err);
+    /* views: attn_module_bind points the fields at a caller's tensors */
+    float **data[3] = {&m->W_query, &m->W_key, &m->W_value};
+    float **grad[3] = {&m->grad_W_query, &m->grad_W_key, &m->grad_W_value};
+    const char *names[3] = {"W_query", "W_key", "W_value"};
+    attn_status s = ATTN_OK;
+    for (int i = 0; i < 3 && s == ATTN_OK; i++)
+        s = attn_param_list_add_view(list, prefix, names[i], data[i], grad[i], 2, shape,
+                                     ATTN_ROLE_MATRIX, 0, err);
     return s;
 }
 
