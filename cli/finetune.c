@@ -25,45 +25,16 @@ const char *const finetune_task_choices[] = {"lm", "classify", "instruct", NULL}
 
 /* --------------------------------------------------------- the training */
 
-/* A fresh folder: absent, or an empty folder (attn deletes nothing). */
-int finetune_out_is_free(const char *out) {
-    struct stat sb;
-    if (stat(out, &sb) != 0) return errno == ENOENT;
-    if (!S_ISDIR(sb.st_mode)) return 0;
-    DIR *d = opendir(out);
-    if (!d) return 0;
-    int empty = 1;
-    for (struct dirent *e; empty && (e = readdir(d));)
-        empty = strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0;
-    closedir(d);
-    return empty;
-}
-
-void run_log_add(run_log *l, const char *fmt, double a, double b, double c, double d) {
-    char line[160];
-    const int n = snprintf(line, sizeof line, fmt, a, b, c, d);
-    if (n <= 0) return;
-    if (l->len + (size_t)n + 1 > l->cap) {
-        const size_t cap = 2 * (l->cap + (size_t)n + 64);
-        char *t = realloc(l->text, cap);
-        if (!t) return;
-        l->text = t;
-        l->cap = cap;
-    }
-    memcpy(l->text + l->len, line, (size_t)n + 1);
-    l->len += (size_t)n;
-}
-
 void finetune_on_eval(void *user, int epoch, int64_t step, double tl, double vl) {
+    (void)user;
     printf("Ep %d (Step %06lld): Train loss %.3f, Val loss %.3f\n", epoch, (long long)step, tl, vl);
     fflush(stdout);
-    run_log_add(user, "loss,%.0f,%.0f,%.17g,%.17g\n", epoch, (double)step, tl, vl);
 }
 
 static void on_epoch(void *user, int epoch, double ta, double va) {
+    (void)user, (void)epoch;
     printf("Training accuracy: %.2f%% | Validation accuracy: %.2f%%\n", ta * 100, va * 100);
     fflush(stdout);
-    run_log_add(user, "accuracy,%.0f,,%.17g,%.17g\n", epoch, ta, va, 0);
 }
 
 /* The training and val sets (val padded as the training set). */
@@ -88,62 +59,30 @@ static int read_sets(const finetune_request *rq, const attn_tokenizer *tok, int 
     return -1;
 }
 
-/* RUN/log.csv's first line: a log.csv without it is not attn's (kept). */
-static const char log_head[] = "kind,epoch,step,train,val\n";
-
-int finetune_save_run(const finetune_request *rq, const run_log *log) {
+int finetune_save_run(finetune_folder *f) {
     attn_error err;
-    char path[ATTN_CKPT_PATH_MAX];
-    if (attn_path_join(path, sizeof path, rq->out, "log.csv")) {
-        fprintf(stderr, "attn train: the run folder's path is too long\n");
-        return 1;
-    }
-    FILE *f = fopen(path, "rb");
-    if (f) { /* a resumed run's: rewritten only when attn wrote it */
-        char head[sizeof log_head] = {0};
-        const size_t n = fread(head, 1, sizeof head - 1, f);
-        fclose(f);
-        if (n != sizeof head - 1 || strcmp(head, log_head) != 0) {
-            fprintf(stderr, "attn train: %s is not attn's: left as it is, the log not written\n",
-                    path);
-            return 1;
-        }
-    }
-    char *text = malloc(sizeof log_head + log->len);
-    attn_status s = text ? ATTN_OK : attn_fail(&err, ATTN_ERR_NOMEM, "out of memory");
-    if (!s) {
-        memcpy(text, log_head, sizeof log_head - 1);
-        memcpy(text + sizeof log_head - 1, log->text ? log->text : "", log->len);
-        s = attn_file_write_atomic(path, text, sizeof log_head - 1 + log->len, &err);
-    }
-    free(text);
-    if (s) fprintf(stderr, "attn train: %s\n", err.msg);
-    return s ? 1 : 0;
+    if (!attn_finetune_folder_finish(f, &err)) return 0;
+    fprintf(stderr, "attn train: %s\n", err.msg);
+    return 1;
 }
 
 int finetune_claim(const finetune_request *rq, const attn_tokenizer *tok,
-                   const attn_classifier_info *info, finetune_folder *f,
-                   attn_classify_config *cfg) {
+                   const attn_classifier_info *info, finetune_folder *f) {
     attn_error err;
     char who[ATTN_CKPT_PATH_MAX + 64];
     snprintf(who, sizeof who, "attn train --task %s --out %s", rq->task, rq->out);
-    memset(f, 0, sizeof *f);
-    if (attn_train_claim_dir(rq->out, who, rq->resume, 0, rq->init_from, &f->lock, &f->claim,
-                             &err)) {
+    if (attn_finetune_folder_open(f, rq->out, who, rq->resume, rq->init_from, tok, info, &err)) {
         fprintf(stderr, "attn train: %s%s\n", err.msg,
                 f->claim.request_error == 1 ? "; continue it with --resume" : "");
         return f->claim.request_error ? 2 : 1;
     }
     if (f->claim.repaired[0]) fprintf(stderr, "attn train: %s\n", f->claim.repaired);
     if (f->claim.warning[0]) fprintf(stderr, "attn train: warning: %s\n", f->claim.warning);
-    f->info = *info;
-    f->ckpt = (attn_finetune_ckpt){rq->out, tok, &f->info, rq->resume, 0};
-    cfg->ckpt = &f->ckpt;
     return -1;
 }
 
 void finetune_release(finetune_folder *f, int rc) {
-    attn_train_claim_release(&f->claim, &f->lock, rc != 0);
+    attn_finetune_folder_close(f, rc != 0);
 }
 
 int finetune_train_failed(const finetune_request *rq, const attn_error *err) {
@@ -236,47 +175,26 @@ static int train_classifier(const finetune_request *rq, attn_gpt *base, const at
         return 0;
     }
     finetune_folder folder;
-    int rc = finetune_claim(rq, tok, &info, &folder, &run.cfg);
+    int rc = finetune_claim(rq, tok, &info, &folder);
     if (rc >= 0) {
         attn_gpt_free(&m);
         return rc;
     }
-    run_log log = {0};
-    const attn_classify_events ev = {&log, finetune_on_eval, on_epoch, NULL, NULL, NULL};
-    rc = attn_classify_train(&m, tr, va, &run.cfg, &ev, &res, &err)
+    const attn_classify_events ev = {NULL, finetune_on_eval, on_epoch, NULL, NULL, NULL};
+    const attn_finetune_sets sets = {tr, va, NULL, NULL};
+    rc = attn_finetune_folder_train(&folder, &m, &sets, &rq->cfg, &ev, &res, &err)
              ? finetune_train_failed(rq, &err)
              : 0;
     if (!rc) {
         finetune_say_resumed(rq, &res);
         printf("Final accuracy: training %.2f%% | validation %.2f%% (whole sets)\n",
                res.final_train_acc * 100, res.final_val_acc * 100);
-        run_log_add(&log, "final_accuracy,,%.0f,%.17g,%.17g\n", (double)res.steps,
-                res.final_train_acc, res.final_val_acc, 0);
-        rc = finetune_save_run(rq, &log);
+        rc = finetune_save_run(&folder);
     }
     if (!rc) printf("classifier in %s (attn classify %s TEXT...)\n", rq->out, rq->out);
     finetune_release(&folder, rc);
-    free(log.text);
     attn_gpt_free(&m);
     return rc;
-}
-
-/* --resume: rq->out holds a checkpoint of rq->task's (-1 to go on). */
-static int resume_check(const finetune_request *rq) {
-    attn_error err;
-    char task[16];
-    if (!attn_ckpt_exists(rq->out, NULL)) {
-        fprintf(stderr, "attn train: --resume: %s holds no checkpoint to continue\n", rq->out);
-        return 2;
-    }
-    if (attn_model_task(rq->out, task, &err) == ATTN_OK && strcmp(task, rq->task) != 0) {
-        fprintf(stderr,
-                "attn train: --resume: %s is a --task %s run; --resume continues it with the "
-                "command that started it, not --task %s\n",
-                rq->out, task, rq->task);
-        return 2;
-    }
-    return -1;
 }
 
 int finetune_train(const finetune_request *rq) {
@@ -288,17 +206,11 @@ int finetune_train(const finetune_request *rq) {
         fprintf(stderr, "attn train: --task %s needs %s\n", rq->task, missing);
         return 2;
     }
-    if (rq->resume) {
-        int rc = resume_check(rq);
-        if (rc >= 0) return rc;
-    } else if (!finetune_out_is_free(rq->out)) {
-        fprintf(stderr,
-                "attn train: --out %s exists and is not an empty folder: give a new one (attn "
-                "deletes nothing it did not make)\n",
-                rq->out);
-        return 1;
-    }
     attn_error err;
+    if (attn_finetune_check_out(rq->out, rq->task, rq->resume, "--", &err)) {
+        fprintf(stderr, "attn train: %s\n", err.msg);
+        return err.code == ATTN_ERR_STATE ? 1 : 2;
+    }
     char task[16];
     if (attn_model_task(rq->init_from, task, &err) == ATTN_OK && strcmp(task, "lm") != 0 &&
         strcmp(task, "instruct") != 0) {

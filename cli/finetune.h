@@ -4,8 +4,7 @@
 #define ATTN_CLI_FINETUNE_H
 
 #include "attn/finetune.h"
-#include "attn/runlock.h"
-#include "attn/train_setup.h"
+#include "attn/finetune_run.h"
 
 /* --task's choices: lm (the trainer's), classify. */
 extern const char *const finetune_task_choices[];
@@ -26,38 +25,21 @@ int finetune_train(const finetune_request *rq);
 
 /* ------------------------------------------- shared by the two tasks */
 
-/* Every line the run prints, kept at full precision for RUN/log.csv. */
-typedef struct run_log {
-    char *text;
-    size_t len, cap;
-} run_log;
-
-void run_log_add(run_log *l, const char *fmt, double a, double b, double c, double d);
-
 /* What trains, as a run's metadata names it. */
 static inline const char *trainable_name(const attn_classify_config *c) {
     return c->lora_rank ? "adapters" : attn_trainable_set_names()[c->trainable];
 }
 
-/* A fresh --out: absent, or an empty folder (attn deletes nothing). */
-int finetune_out_is_free(const char *out);
-
-/* evaluate_model's line, as the book prints it (user: the run_log). */
+/* evaluate_model's line, as the book prints it. */
 void finetune_on_eval(void *user, int epoch, int64_t step, double tl, double vl);
 
-/* The run folder as the training holds it: made (or, resuming, found),
- * marked and locked (attn_train_claim_dir), with the checkpoints' settings. */
-typedef struct finetune_folder {
-    attn_train_claim claim;
-    attn_run_lock lock;
-    attn_finetune_ckpt ckpt;
-    attn_classifier_info info;
-} finetune_folder;
+/* The run folder as the training holds it (attn/finetune_run.h). */
+typedef attn_finetune_folder finetune_folder;
 
-/* Claim rq->out for a run of m (its info as the model's metadata) and
- * point cfg->ckpt at f's checkpoints: -1 to go on, else the exit code. */
+/* Claim rq->out for a run of a model of info (attn_finetune_folder_open),
+ * what the claim repaired said: -1 to go on, else the exit code. */
 int finetune_claim(const finetune_request *rq, const attn_tokenizer *tok,
-                   const attn_classifier_info *info, finetune_folder *f, attn_classify_config *cfg);
+                   const attn_classifier_info *info, finetune_folder *f);
 
 /* After the run: rc as the command exits (a failure of training keeps the
  * checkpoints; only a folder the claim made and nothing wrote goes). */
@@ -73,8 +55,8 @@ void finetune_say_resumed(const finetune_request *rq, const attn_classify_result
 void finetune_print_dry_run(const finetune_request *rq, const attn_gpt *m, int T, int64_t steps,
                             double data_bytes);
 
-/* RUN/log.csv (the run's lines at full precision), atomically; 0 or 1. */
-int finetune_save_run(const finetune_request *rq, const run_log *log);
+/* RUN/log.csv (attn_finetune_folder_finish): 0 or 1. */
+int finetune_save_run(finetune_folder *f);
 
 /* --task instruct on the opened base (cli/finetune_instruct.c): the exit
  * code. */

@@ -105,7 +105,6 @@ char *book_response(const attn_tokenizer *tok, const int32_t *ids, size_t n) {
 /* ------------------------------------------------------------ the run */
 
 typedef struct instruct_cli {
-    run_log log;
     const attn_tokenizer *tok;
     const char *start; /* format_input(val_data[0]) */
     float lora_scale;
@@ -126,7 +125,7 @@ static void on_initial(void *user, double tl, double vl) {
     py_repr(vl, b, sizeof b);
     printf("Initial losses\n   Training loss: %s\n   Validation loss: %s\n", a, b);
     fflush(stdout);
-    run_log_add(&((instruct_cli *)user)->log, "initial_loss,,0,%.17g,%.17g\n", tl, vl, 0, 0);
+    (void)user;
 }
 
 /* generate_and_print_sample: 50 greedy tokens after the start context, the
@@ -257,36 +256,34 @@ static void print_plan(const finetune_request *rq, const attn_gpt *m, const attn
 /* Training, the responses and the run's files. */
 static int run_instruct(const finetune_request *rq, attn_gpt *m, const attn_tokenizer *tok,
                         const attn_instruct_data *set) {
-    instruct_cli c = {{0}, tok, NULL, rq->cfg.lora_rank ? rq->cfg.lora_alpha / (float)rq->cfg.lora_rank : 0};
+    instruct_cli c = {tok, NULL, rq->cfg.lora_rank ? rq->cfg.lora_alpha / (float)rq->cfg.lora_rank : 0};
     const attn_instruct_data *val = set[2].n ? &set[2] : &set[0];
     char *start = attn_instruct_prompt(val->instruction[0], val->input[0]);
     if (!start) return fprintf(stderr, "attn train: out of memory\n"), 1;
     c.start = start;
     const attn_classifier_info info = {0, m->cfg.context_length, rq->cfg.lora_rank,
                                        rq->cfg.lora_alpha, "instruct", trainable_name(&rq->cfg)};
-    finetune_request run = *rq;
     finetune_folder folder;
-    int rc = finetune_claim(rq, tok, &info, &folder, &run.cfg);
+    int rc = finetune_claim(rq, tok, &info, &folder);
     if (rc >= 0) return free(start), rc;
-    /* user: c, whose first member is the run_log finetune_on_eval takes */
     const attn_classify_events evu = {&c, finetune_on_eval, NULL, NULL, on_initial, on_sample};
+    const attn_finetune_sets sets = {NULL, NULL, &set[0], &set[2]};
     attn_classify_result res;
     attn_error err;
     const double t0 = attn_now_s();
-    rc = attn_instruct_train(m, &set[0], &set[2], &run.cfg, &evu, &res, &err)
+    rc = attn_finetune_folder_train(&folder, m, &sets, &rq->cfg, &evu, &res, &err)
              ? finetune_train_failed(rq, &err)
              : 0;
     if (!rc) {
         finetune_say_resumed(rq, &res);
         printf("Training completed in %.2f minutes.\n", (attn_now_s() - t0) / 60);
         printf("--------------------------------------------------\nGenerating responses\n");
-        rc = finetune_save_run(rq, &c.log);
+        rc = finetune_save_run(&folder);
         if (!rc) rc = write_responses(rq, m, &c, &set[1]);
     }
     if (!rc) printf("instruction model in %s (attn generate %s --instruction TEXT)\n", rq->out, rq->out);
     finetune_release(&folder, rc);
     free(start);
-    free(c.log.text);
     return rc;
 }
 

@@ -24,6 +24,7 @@
 #include "attn/feedforward.h"
 #include "attn/fileio.h"
 #include "attn/finetune.h"
+#include "attn/finetune_run.h"
 #include "attn/flash_attention.h"
 #include "attn/gelu.h"
 #include "attn/gemm.h"

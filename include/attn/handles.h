@@ -389,15 +389,16 @@ typedef void (*attn_h_finetune_callback)(void *user, int event, int epoch, int64
 
 /* `attn train --task classify|instruct` in one process (docs/finetuning.md):
  * task "classify" or "instruct"; init_from, data, val (classify only; may
- * be NULL), out (a new or empty folder) as the options of the same names;
+ * be NULL), out (a new or empty folder; with the key resume 1, a run's
+ * folder to continue) as the options of the same names;
  * keys_json (NULL or a JSON object) sets what the options set: attn
  * train's batch_size, learning_rate, beta1, beta2, eps, weight_decay,
  * eval_interval, eval_iters, seed, and epochs, trainable ("all",
  * "last-block", "head"), lora_rank, lora_alpha, n_heads, precision
  * ("fp32", "bf16"), instruct's limit and mask_prompt; the same defaults.
- * The run folder is the program's: RUN/model.safetensors and RUN/log.csv
- * (instruct: without the samples and RUN/responses.json, which the
- * program generates). *steps: the steps run; *request_error (may be NULL)
+ * The run folder is the program's (attn/finetune_run.h): its checkpoints,
+ * RUN/model.safetensors and RUN/log.csv (instruct: without the samples and
+ * RUN/responses.json, which the program generates). *steps: the steps run; *request_error (may be NULL)
  * tells a bad request (1) from a failure of a file or the run (0). */
 attn_status attn_h_finetune(const char *task, const char *init_from, const char *data,
                             const char *val, const char *out, const char *keys_json,

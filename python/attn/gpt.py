@@ -598,7 +598,8 @@ def train(preset=None, config=None, data=None, out=None, *, on_step=None, on_eva
     on_step(step, loss, lr), on_eval(step, train_loss, val_loss) and
     on_epoch(epoch, train_acc, val_acc) (their returns are ignored: the run
     cannot stop early; an exception they raise is raised when it ends) and
-    returns a FinetuneResult.
+    returns a FinetuneResult. The run folder is the program's, checkpoints
+    included: resume=True continues it as `attn train --task ... --resume`.
 
     preset, data, out, init_from, resume, force: as attn train's options.
     config: a JSON file of model and training keys, or a dict of them.
@@ -616,10 +617,12 @@ def train(preset=None, config=None, data=None, out=None, *, on_step=None, on_eva
     if task not in ("lm", "classify", "instruct"):
         raise Error(f"train: task must be lm, classify or instruct, got {task!r}")
     if task != "lm":
-        given = [n for n, v in (("preset", preset), ("config", config), ("resume", resume),
-                                ("force", force), ("progress", progress)) if v]
+        given = [n for n, v in (("preset", preset), ("config", config), ("force", force),
+                                ("progress", progress)) if v]
         if given:
             raise Error(f"train: {given[0]} does not apply to task {task} (docs/finetuning.md)")
+        if resume:
+            keys = dict(keys, resume=True)
         return _finetune(task, init_from, data, val, out, keys, on_step, on_eval, on_epoch)
     if val is not None or on_epoch is not None:
         raise Error("train: val and on_epoch are task classify's (the language model's "

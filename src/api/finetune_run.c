@@ -1,23 +1,20 @@
 /* attn train --task classify|instruct for a binding (attn_h_finetune,
  * attn/handles.h): its keys read as the attn program's options, the
  * library's fine-tuning calls (attn/finetune.h), and the run folder the
- * program writes (RUN/model.safetensors, RUN/log.csv). */
-#define _POSIX_C_SOURCE 200809L /* mkdir, rmdir */
+ * program writes (attn/finetune_run.h: RUN/model.safetensors, its
+ * checkpoints, RUN/log.csv). */
 #include <cblas.h>
 #include <cjson/cJSON.h>
-#include <dirent.h>
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "attn/checkpoint.h"
 #include "attn/engine.h"
 #include "attn/fileio.h"
 #include "attn/finetune.h"
+#include "attn/finetune_run.h"
 #include "attn/handles.h"
 #include "attn/lora.h"
 #include "attn/train.h"
@@ -25,19 +22,16 @@
 
 typedef struct ft_request {
     const char *task, *init_from, *data, *val, *out, *precision;
-    int n_heads, trainable_given, lora_given;
+    int n_heads, trainable_given, lora_given, resume;
     long long limit;
     attn_classify_config cfg;
 } ft_request;
 
-/* The run's events to the caller, and every number for RUN/log.csv (the
- * attn program's rows, at full precision). */
+/* The run's events to the caller (RUN/log.csv is the folder's,
+ * attn/finetune_run.h). */
 typedef struct ft_run {
     attn_h_finetune_callback cb;
     void *user;
-    char *log;
-    size_t len, cap;
-    int nomem;
     double lr; /* the run's (constant, as the book's AdamW) */
 } ft_run;
 
@@ -117,6 +111,8 @@ static attn_status one_key(ft_request *rq, const cJSON *it, attn_error *err) {
         rq->cfg.lora_rank = (int)d, rq->lora_given = 1;
     else if (strcmp(name, "lora_alpha") == 0 && !(s = in_range(name, d, 0, 1e6, 1, 0, err)))
         rq->cfg.lora_alpha = (float)d;
+    else if (strcmp(name, "resume") == 0 && !(s = in_range(name, d, 0, 1, 0, 1, err)))
+        rq->resume = (int)d;
     else if (strcmp(name, "n_heads") == 0 && !(s = in_range(name, d, 1, 4096, 0, 1, err)))
         rq->n_heads = (int)d;
     else if (instruct && strcmp(name, "limit") == 0 && !(s = in_range(name, d, 1, 1e15, 0, 1, err)))
@@ -162,35 +158,15 @@ static attn_status make_request(ft_request *rq, const char *keys_json, attn_erro
     return s;
 }
 
-/* ------------------------------------------------------------- the log */
-
-static void log_add(ft_run *r, const char *fmt, double a, double b, double c, double d) {
-    char line[160];
-    const int n = snprintf(line, sizeof line, fmt, a, b, c, d);
-    if (n <= 0) return;
-    if (r->len + (size_t)n + 1 > r->cap) {
-        const size_t cap = 2 * (r->cap + (size_t)n + 64);
-        char *t = realloc(r->log, cap);
-        if (!t) {
-            r->nomem = 1;
-            return;
-        }
-        r->log = t;
-        r->cap = cap;
-    }
-    memcpy(r->log + r->len, line, (size_t)n + 1);
-    r->len += (size_t)n;
-}
+/* ---------------------------------------------------------- the events */
 
 static void ev_eval(void *user, int epoch, int64_t step, double tl, double vl) {
     ft_run *r = user;
-    log_add(r, "loss,%.0f,%.0f,%.17g,%.17g\n", epoch, (double)step, tl, vl);
     if (r->cb) r->cb(r->user, ATTN_H_FT_EVAL, epoch, step, tl, vl);
 }
 
 static void ev_epoch(void *user, int epoch, double ta, double va) {
     ft_run *r = user;
-    log_add(r, "accuracy,%.0f,,%.17g,%.17g\n", epoch, ta, va, 0);
     if (r->cb) r->cb(r->user, ATTN_H_FT_ACCURACY, epoch, -1, ta, va);
 }
 
@@ -201,51 +177,31 @@ static void ev_step(void *user, int64_t step, float loss) {
 
 static void ev_initial(void *user, double tl, double vl) {
     ft_run *r = user;
-    log_add(r, "initial_loss,,0,%.17g,%.17g\n", tl, vl, 0, 0);
     if (r->cb) r->cb(r->user, ATTN_H_FT_INITIAL, 0, 0, tl, vl);
 }
 
 /* ------------------------------------------------------------ the folder */
 
-/* A fresh folder: absent, or an empty folder (attn deletes nothing). */
-static int out_is_free(const char *out) {
-    struct stat sb;
-    if (stat(out, &sb) != 0) return errno == ENOENT;
-    if (!S_ISDIR(sb.st_mode)) return 0;
-    DIR *d = opendir(out);
-    if (!d) return 0;
-    int empty = 1;
-    for (struct dirent *e; empty && (e = readdir(d));)
-        empty = strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0;
-    closedir(d);
-    return empty;
-}
-
-/* RUN/model.safetensors and RUN/log.csv; on failure what was made is
- * taken back. */
-static attn_status save_run(const char *out, const attn_gpt *m, const attn_tokenizer *tok,
-                            const attn_classifier_info *info, const ft_run *r, attn_error *err) {
-    const int made = mkdir(out, 0777) == 0;
-    if (!made && errno != EEXIST)
-        return attn_fail(err, ATTN_ERR_IO, "cannot make %s: %s", out, strerror(errno));
-    char path[ATTN_CKPT_PATH_MAX];
-    attn_status s = r->nomem ? attn_fail(err, ATTN_ERR_NOMEM, "out of memory") : ATTN_OK;
-    if (!s) s = attn_classifier_save(out, m, tok, info, err);
-    if (!s && attn_path_join(path, sizeof path, out, "log.csv"))
-        s = attn_fail(err, ATTN_ERR_IO, "the run folder's path is too long");
-    const char head[] = "kind,epoch,step,train,val\n";
-    char *text = s ? NULL : malloc(sizeof head + r->len);
-    if (!s && !text) s = attn_fail(err, ATTN_ERR_NOMEM, "out of memory");
-    if (!s) {
-        memcpy(text, head, sizeof head - 1);
-        memcpy(text + sizeof head - 1, r->log ? r->log : "", r->len);
-        s = attn_file_write_atomic(path, text, sizeof head - 1 + r->len, err);
-    }
-    free(text);
-    if (s) {
-        if (attn_path_join(path, sizeof path, out, ATTN_CKPT_MODEL) == 0) remove(path);
-        if (made) rmdir(out);
-    }
+/* Train m in rq->out (attn/finetune_run.h: claimed, checkpointed, resumed,
+ * RUN/log.csv), then the caller's final event. */
+static attn_status run_in_folder(const ft_request *rq, attn_gpt *m, const attn_tokenizer *tok,
+                                 const attn_classifier_info *info, const attn_finetune_sets *sets,
+                                 const attn_classify_events *ev, ft_run *r, int64_t *steps,
+                                 attn_error *err) {
+    char who[ATTN_CKPT_PATH_MAX + 64];
+    snprintf(who, sizeof who, "attn.train(task=\"%s\", out=\"%s\")", rq->task, rq->out);
+    attn_finetune_folder f;
+    attn_status s = attn_finetune_folder_open(&f, rq->out, who, rq->resume, rq->init_from, tok,
+                                              info, err);
+    if (s) return s;
+    attn_classify_result res;
+    s = attn_finetune_folder_train(&f, m, sets, &rq->cfg, ev, &res, err);
+    if (!s) s = attn_finetune_folder_finish(&f, err);
+    if (!s) *steps = res.steps;
+    if (!s && sets->train && r->cb)
+        r->cb(r->user, ATTN_H_FT_FINAL, rq->cfg.epochs, res.steps, res.final_train_acc,
+              res.final_val_acc);
+    attn_finetune_folder_close(&f, s != ATTN_OK);
     return s;
 }
 
@@ -286,20 +242,11 @@ static attn_status run_classify(const ft_request *rq, const attn_gpt *base,
     s = make_model(rq, base, n_classes, &m, err);
     if (!s) {
         const attn_classify_events ev = {r, ev_eval, ev_epoch, ev_step, NULL, NULL};
-        attn_classify_result res;
-        s = attn_classify_train(&m, &tr, &va, &rq->cfg, &ev, &res, err);
-        if (!s) {
-            log_add(r, "final_accuracy,,%.0f,%.17g,%.17g\n", (double)res.steps,
-                    res.final_train_acc, res.final_val_acc, 0);
-            if (r->cb)
-                r->cb(r->user, ATTN_H_FT_FINAL, rq->cfg.epochs, res.steps, res.final_train_acc,
-                      res.final_val_acc);
-            *steps = res.steps;
-            const attn_classifier_info info = {n_classes, tr.max_len, rq->cfg.lora_rank,
-                                               rq->cfg.lora_alpha, "classify",
-                                               trainable_name(&rq->cfg)};
-            s = save_run(rq->out, &m, tok, &info, r, err);
-        }
+        const attn_classifier_info info = {n_classes, tr.max_len, rq->cfg.lora_rank,
+                                           rq->cfg.lora_alpha, "classify",
+                                           trainable_name(&rq->cfg)};
+        const attn_finetune_sets sets = {&tr, &va, NULL, NULL};
+        s = run_in_folder(rq, &m, tok, &info, &sets, &ev, r, steps, err);
         attn_gpt_free(&m);
     }
     attn_class_data_free(&tr);
@@ -325,15 +272,11 @@ static attn_status run_instruct(const ft_request *rq, const attn_gpt *base,
     attn_gpt m;
     if (!s && !(s = make_model(rq, base, 0, &m, err))) {
         const attn_classify_events ev = {r, ev_eval, NULL, ev_step, ev_initial, NULL};
-        attn_classify_result res;
-        s = attn_instruct_train(&m, &set[0], &set[2], &rq->cfg, &ev, &res, err);
-        if (!s) {
-            *steps = res.steps;
-            const attn_classifier_info info = {0, m.cfg.context_length, rq->cfg.lora_rank,
-                                               rq->cfg.lora_alpha, "instruct",
-                                               trainable_name(&rq->cfg)};
-            s = save_run(rq->out, &m, tok, &info, r, err);
-        }
+        const attn_classifier_info info = {0, m.cfg.context_length, rq->cfg.lora_rank,
+                                           rq->cfg.lora_alpha, "instruct",
+                                           trainable_name(&rq->cfg)};
+        const attn_finetune_sets sets = {NULL, NULL, &set[0], &set[2]};
+        s = run_in_folder(rq, &m, tok, &info, &sets, &ev, r, steps, err);
         attn_gpt_free(&m);
     }
     attn_instruct_data_free(&all);
@@ -362,11 +305,8 @@ attn_status attn_h_finetune(const char *task, const char *init_from, const char 
     int64_t done = 0;
     int req = 1;
     attn_status s = make_request(&rq, keys_json, err);
-    if (!s && !out_is_free(out))
-        s = attn_fail(err, ATTN_ERR_INVALID_ARG,
-                      "out %s exists and is not an empty folder: give a new one (attn deletes "
-                      "nothing it did not make)",
-                      out);
+    if (!s && attn_finetune_check_out(out, rq.task, rq.resume, "", err))
+        s = ATTN_ERR_INVALID_ARG;
     attn_gpt base;
     attn_tokenizer tok;
     if (!s) {
@@ -374,13 +314,12 @@ attn_status attn_h_finetune(const char *task, const char *init_from, const char 
         s = open_base(&rq, &base, &tok, err);
     }
     if (!s) {
-        ft_run r = {cb, user, NULL, 0, 0, 0, rq.cfg.lr};
+        ft_run r = {cb, user, rq.cfg.lr};
         const int before = openblas_get_num_threads(); /* attn's threads only (attn/gemm.h) */
         if (before != 1) openblas_set_num_threads(1);
         s = strcmp(rq.task, "instruct") == 0 ? run_instruct(&rq, &base, &tok, &r, &done, err)
                                              : run_classify(&rq, &base, &tok, &r, &done, err);
         if (before != 1) openblas_set_num_threads(before);
-        free(r.log);
         attn_gpt_free(&base);
         attn_tokenizer_free(&tok);
     }

@@ -89,6 +89,64 @@ def test_classify_train_equals_the_cli(base, capfd, lora):
     assert gpt.finetune["trainable"] == ("adapters" if lora else "last-block")
 
 
+def _killed_cli_run(base, out, args):
+    """The CLI's run held (tests/shim/fault_inject.c) at half its file operations in out,
+    killed -9: a checkpoint there, the run not finished."""
+    shim = os.path.join(os.path.dirname(ATTN_BIN), "libattn_fault.so")
+    if not os.path.exists(shim):
+        pytest.skip("no fault shim (libattn_fault.so) next to the attn program")
+    env = dict(os.environ, OMP_NUM_THREADS="1", LD_PRELOAD=shim,
+               ASAN_OPTIONS="verify_asan_link_order=0")
+    ops = base / "ops.log"
+    full = base / "resume_full"
+    run = subprocess.run([ATTN_BIN, *map(str, args), "--out", str(full)], capture_output=True,
+                         text=True, env=dict(env, ATTN_FAULT_DIR=f"{full}/",
+                                             ATTN_FAULT_LOG=str(ops)))
+    assert run.returncode == 0, run.stderr
+    k = len(ops.read_text().splitlines()) // 2
+    p = subprocess.Popen([ATTN_BIN, *map(str, args), "--out", str(out)],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         env=dict(env, ATTN_FAULT_DIR=f"{out}/", ATTN_FAULT_AT=str(k),
+                                  ATTN_FAULT_MODE="stop"))
+    while p.poll() is None:
+        with open(f"/proc/{p.pid}/stat") as f:
+            if f.read().rsplit(")", 1)[1].split()[0] == "T":
+                break
+    p.kill()
+    p.wait()
+    assert (out / "latest").is_symlink() and not (out / "log.csv").exists()
+    return full
+
+
+def test_resume_a_killed_run(base, capfd):
+    """attn.train(resume=True) continues a run the program started (and was killed in) bit for
+    bit: the straight run's model and log.csv; resuming it again trains nothing; a resume of
+    other settings or of no run raises, the folder as it was."""
+    args = ["train", "--task", "classify", "--n-heads", 2, "--init-from", base / "ch06.pth",
+            "--data", SETS["data"], "--val", SETS["val"], "--epochs", 3, "--eval-interval", 4]
+    out = base / "resume_killed"
+    full = _killed_cli_run(base, out, args)
+    kw = dict(task="classify", init_from=base / "ch06.pth", n_heads=2, out=out, epochs=3,
+              eval_interval=4, **SETS)
+    capfd.readouterr()
+    r = attn.train(resume=True, **kw)
+    printed = capfd.readouterr().out
+    for f in ("log.csv", "model.safetensors"):
+        assert (out / f).read_bytes() == (full / f).read_bytes()
+    rows = _log_rows(full)
+    assert r.steps == int([a for a in rows if a[0] == "final_accuracy"][0][2])
+    assert len(_book_lines(printed)) == len([a for a in rows if a[0] in ("loss", "accuracy")])
+    before = {f: (out / f).read_bytes() for f in ("log.csv", "model.safetensors")}
+    again = attn.train(resume=True, **kw)  # finished: nothing trained, the same lines
+    assert again.evals == r.evals and again.final == r.final and not again.history
+    with pytest.raises(attn.Error, match="seed"):
+        attn.train(resume=True, **dict(kw, seed=7))
+    assert {f: (out / f).read_bytes() for f in before} == before
+    with pytest.raises(attn.Error, match="holds no checkpoint"):
+        attn.train(resume=True, **dict(kw, out=base / "resume_none"))
+    assert not (base / "resume_none").exists()
+
+
 def test_classify_equals_the_cli(base, capfd):
     run = base / "ch06_cli"
     if not run.exists():
