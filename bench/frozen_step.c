@@ -93,8 +93,8 @@ int main(int argc, char **argv) {
         qsort(all, (size_t)rounds, sizeof *all, cmp);
         qsort(top, (size_t)rounds, sizeof *top, cmp);
         printf("head %s (%s): median all %.4f s, frozen %.4f s, saved %.0f%%\n",
-               width ? "2" : "50257", argc > 1 ? argv[1] : "fp32", all[rounds / 2],
-               top[rounds / 2], 100.0 * (1.0 - top[rounds / 2] / all[rounds / 2]));
+               width ? "2" : "50257", argc > 1 ? argv[1] : "fp32", all[rounds / 2], top[rounds / 2],
+               100.0 * (1.0 - top[rounds / 2] / all[rounds / 2]));
     }
     return 0;
 }

@@ -97,8 +97,10 @@ static int write_out(const attn_gpt *m, attn_weights_format from, attn_weights_f
  * its adapters merged (W + alpha/r (A B)^T, LinearWithLoRA's output). */
 static int export_classifier(const char *run, const char *out, attn_weights_format fmt) {
     if (fmt != ATTN_WEIGHTS_BOOK) {
-        fprintf(stderr, CMD ": %s is a classifier: --format book writes it (the book's chapter-6 "
-                        "model); hf and llmc hold GPT-2's language-model head\n", run);
+        fprintf(stderr,
+                CMD ": %s is a classifier: --format book writes it (the book's chapter-6 "
+                    "model); hf and llmc hold GPT-2's language-model head\n",
+                run);
         return 2;
     }
     attn_gpt m, merged;

@@ -355,13 +355,15 @@ static int check_memory(const char *path, const attn_gpt_config *cfg, attn_token
 /* --instruction: the book's generate on the entry's prompt (an instruct
  * run's adapters merged), the response printed as model_response. */
 static int generate_instruction(const gen_opts *o, const cli_parsed *p) {
-    static const int alone[] = {GEN_PROMPT, GEN_TEMPERATURE, GEN_TOP_K, GEN_TOP_P, GEN_SEED,
-                                GEN_STOP, GEN_WINDOW, GEN_NUM_SAMPLES, GEN_DEVICE,
-                                GEN_PRECISION, GEN_ALLOW_SPECIAL, GEN_DRY_RUN};
+    static const int alone[] = {GEN_PROMPT, GEN_TEMPERATURE, GEN_TOP_K,         GEN_TOP_P,
+                                GEN_SEED,   GEN_STOP,        GEN_WINDOW,        GEN_NUM_SAMPLES,
+                                GEN_DEVICE, GEN_PRECISION,   GEN_ALLOW_SPECIAL, GEN_DRY_RUN};
     for (size_t k = 0; k < sizeof alone / sizeof alone[0]; k++)
         if (p->given[alone[k]]) {
-            fprintf(stderr, "attn generate: --%s does not apply with --instruction (the book's "
-                            "greedy generate)\n", gen_opts_table[alone[k]].name);
+            fprintf(stderr,
+                    "attn generate: --%s does not apply with --instruction (the book's "
+                    "greedy generate)\n",
+                    gen_opts_table[alone[k]].name);
             return 2;
         }
     attn_error err;
@@ -390,9 +392,10 @@ static int generate_instruction(const gen_opts *o, const cli_parsed *p) {
     }
     const long long max_new = p->given[GEN_MAX_NEW] ? o->max_new : 256;
     const float scale = info.lora_rank ? info.lora_alpha / (float)info.lora_rank : 0;
-    if (!rc) rc = !prompt || book_generate("attn generate", &m, scale, &tok, prompt,
-                                           (int)(max_new < INT_MAX ? max_new : INT_MAX),
-                                           ATTN_PAD_ID, &ids, &n);
+    if (!rc)
+        rc = !prompt ||
+             book_generate("attn generate", &m, scale, &tok, prompt,
+                           (int)(max_new < INT_MAX ? max_new : INT_MAX), ATTN_PAD_ID, &ids, &n);
     if (!rc && !(resp = book_response(&tok, ids, n))) rc = 1;
     if (!rc) printf("%s\n", resp);
     free(prompt);

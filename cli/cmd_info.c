@@ -322,7 +322,8 @@ static int print_finetuned(const char *dir, int json) {
                L->values_numel);
         if (fi.lora_rank)
             printf("lora           rank %d, alpha %g (scale alpha / rank = %g), on every Linear\n",
-                   fi.lora_rank, (double)fi.lora_alpha, (double)(fi.lora_alpha / (float)fi.lora_rank));
+                   fi.lora_rank, (double)fi.lora_alpha,
+                   (double)(fi.lora_alpha / (float)fi.lora_rank));
         else
             printf("lora           none\n");
         printf("tokenizer      %s\n", attn_tokenizer_kind_name(tok.kind));

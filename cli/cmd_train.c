@@ -46,7 +46,7 @@ typedef union key_slot {
 
 typedef struct train_opts {
     const char *data, *preset, *config, *out, *init_from, *device, *precision;
-    const char *task, *val, *trainable;   /* fine-tuning (cli/finetune.c) */
+    const char *task, *val, *trainable; /* fine-tuning (cli/finetune.c) */
     long long epochs, lora_rank, n_heads, limit;
     double lora_alpha;
     int mask_prompt;
@@ -122,8 +122,7 @@ static cli_option train_rows[TRAIN_OPT_COUNT] = {
                      .choices = cli_precision_choices, .def = "fp32",
                      .help = "of the matrix products (see above)"},
     [T_MAX_MEMORY] = CLI_MAX_MEMORY_OPTION(OFF(max_memory)),
-    [T_TASK] = {"task", CLI_CHOICE, NULL, OFF(task), .choices = finetune_task_choices,
-                .def = "lm",
+    [T_TASK] = {"task", CLI_CHOICE, NULL, OFF(task), .choices = finetune_task_choices, .def = "lm",
                 .help = "lm: pre-train or fine-tune a language model; classify:\n"
                         "chapter 6's classifier; instruct: chapter 7's\n"
                         "instruction fine-tuning (both need --init-from)"},
@@ -316,9 +315,9 @@ static void make_request(const train_opts *o, const cli_parsed *p, int ranks,
 
 /* A training key that --task classify reads (its config's field), else -1. */
 static int classify_key(const char *name) {
-    static const char *const keys[] = {"batch_size", "learning_rate", "beta1",
-                                       "beta2",      "eps",           "weight_decay",
-                                       "eval_interval", "eval_iters", "seed"};
+    static const char *const keys[] = {"batch_size",    "learning_rate", "beta1",
+                                       "beta2",         "eps",           "weight_decay",
+                                       "eval_interval", "eval_iters",    "seed"};
     for (int i = 0; i < (int)(sizeof keys / sizeof keys[0]); i++)
         if (strcmp(name, keys[i]) == 0) return i;
     return -1;
@@ -341,10 +340,10 @@ static void set_classify_key(attn_classify_config *c, int k, const key_slot *v) 
 /* The options of a fine-tuning task: its own, and the training keys it
  * reads; any other is a usage error (2) naming it. */
 static int finetune_request_of(const train_opts *o, const cli_parsed *p, finetune_request *rq) {
-    static const int allowed[] = {T_DATA, T_OUT, T_INIT_FROM, T_DRY_RUN, T_THREADS,
-                                  T_PRECISION, T_TASK, T_VAL, T_TRAINABLE, T_EPOCHS,
-                                  T_LORA_RANK, T_LORA_ALPHA, T_N_HEADS, T_MASK_PROMPT,
-                                  T_LIMIT, T_RESUME};
+    static const int allowed[] = {T_DATA,      T_OUT,         T_INIT_FROM, T_DRY_RUN,
+                                  T_THREADS,   T_PRECISION,   T_TASK,      T_VAL,
+                                  T_TRAINABLE, T_EPOCHS,      T_LORA_RANK, T_LORA_ALPHA,
+                                  T_N_HEADS,   T_MASK_PROMPT, T_LIMIT,     T_RESUME};
     const int instruct = strcmp(o->task, "instruct") == 0;
     memset(rq, 0, sizeof *rq);
     rq->cfg = instruct ? attn_instruct_defaults() : attn_classify_defaults();
@@ -398,7 +397,7 @@ static int finetune_request_of(const train_opts *o, const cli_parsed *p, finetun
 
 /* --task lm with an option of the fine-tuning tasks: a usage error. */
 static int lm_refuses(const train_opts *o, const cli_parsed *p) {
-    static const int rows[] = {T_VAL,        T_TRAINABLE, T_EPOCHS,    T_LORA_RANK,
+    static const int rows[] = {T_VAL,        T_TRAINABLE, T_EPOCHS,      T_LORA_RANK,
                                T_LORA_ALPHA, T_N_HEADS,   T_MASK_PROMPT, T_LIMIT};
     for (size_t k = 0; k < sizeof rows / sizeof rows[0]; k++)
         if (p->given[rows[k]]) {
@@ -472,11 +471,11 @@ static int parse(train_cmd *c, int argc, char **argv) {
     }
     /* a fine-tuning run's --init-from is its base, given again to resume */
     const int finetune = strcmp(c->o.task, "lm") != 0;
-    const char *clash = !c->o.resume     ? NULL
+    const char *clash = !c->o.resume ? NULL
                         : c->o.init_from && !finetune
                             ? "--init-from starts a new run from trained weights"
-                        : c->o.force     ? "--force replaces the run"
-                                         : NULL;
+                        : c->o.force ? "--force replaces the run"
+                                     : NULL;
     if (clash) {
         fprintf(stderr, "attn train: %s and --resume continues one: give one of them\n", clash);
         return 2;

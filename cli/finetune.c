@@ -14,9 +14,9 @@
 
 #include "attn/checkpoint.h"
 #include "attn/cost.h"
-#include "attn/memory_plan.h"
 #include "attn/fileio.h"
 #include "attn/gpt_family.h"
+#include "attn/memory_plan.h"
 #include "attn/weights_format.h"
 #include "commands.h"
 #include "threads.h"
@@ -110,9 +110,13 @@ void finetune_print_dry_run(const finetune_request *rq, const attn_gpt *m, int T
                  (long long)at, (long long)steps);
     else
         snprintf(run, sizeof run, "%s: a new run from %s", rq->out, rq->init_from);
-    const attn_mem_run mr = {.mode = ATTN_MEM_TRAIN, .batch = c->batch_size, .tokens = T,
-                             .resume = rq->resume, .precision = m->precision,
-                             .threads = (int)rq->threads, .gpt2_tokenizer = 1,
+    const attn_mem_run mr = {.mode = ATTN_MEM_TRAIN,
+                             .batch = c->batch_size,
+                             .tokens = T,
+                             .resume = rq->resume,
+                             .precision = m->precision,
+                             .threads = (int)rq->threads,
+                             .gpt2_tokenizer = 1,
                              .data_bytes = data_bytes};
     attn_mem_plan mp;
     attn_memory_plan(&m->cfg, &mr, &mp);
@@ -125,9 +129,9 @@ void finetune_print_dry_run(const finetune_request *rq, const attn_gpt *m, int T
            "backward), %.3g TFLOP in %lld steps\n"
            "checkpoints %s/ckpt-<step> after every evaluation (every %d steps) and epoch, and at "
            "the end: ~%.1f MiB each (model and AdamW), the older one removed\n",
-           run, mp.total / 1048576.0, attn_memory_plan_text(&mp, parts, sizeof parts),
-           flops / 1e9, c->batch_size, T, flops * (double)steps / 1e12, (long long)steps,
-           rq->out, c->eval_freq, ckpt / 1048576.0);
+           run, mp.total / 1048576.0, attn_memory_plan_text(&mp, parts, sizeof parts), flops / 1e9,
+           c->batch_size, T, flops * (double)steps / 1e12, (long long)steps, rq->out, c->eval_freq,
+           ckpt / 1048576.0);
 }
 
 static void print_plan(const finetune_request *rq, const attn_gpt *m, const attn_class_data *tr,
@@ -157,8 +161,8 @@ static int train_classifier(const finetune_request *rq, attn_gpt *base, const at
         return 1;
     }
     print_plan(rq, &m, tr, va, n_classes);
-    const attn_classifier_info info = {n_classes, tr->max_len, rq->cfg.lora_rank,
-                                       rq->cfg.lora_alpha, "classify", trainable_name(&rq->cfg)};
+    const attn_classifier_info info = {n_classes,          tr->max_len, rq->cfg.lora_rank,
+                                       rq->cfg.lora_alpha, "classify",  trainable_name(&rq->cfg)};
     finetune_request run = *rq;
     attn_finetune_ckpt check = {rq->out, tok, &info, 1, 1};
     run.cfg.ckpt = &check;
@@ -168,7 +172,8 @@ static int train_classifier(const finetune_request *rq, attn_gpt *base, const at
         return finetune_train_failed(rq, &err);
     }
     if (rq->dry_run) {
-        const int64_t steps = (int64_t)rq->cfg.epochs * (int64_t)(tr->n / (size_t)rq->cfg.batch_size);
+        const int64_t steps =
+            (int64_t)rq->cfg.epochs * (int64_t)(tr->n / (size_t)rq->cfg.batch_size);
         finetune_print_dry_run(rq, &m, tr->max_len, steps,
                                (double)(tr->n + va->n) * (double)(tr->max_len + 1) * 4);
         attn_gpt_free(&m);
@@ -229,8 +234,9 @@ int finetune_train(const finetune_request *rq) {
         return 1;
     }
     attn_class_data tr, va;
-    int rc = strcmp(rq->task, "instruct") == 0 ? finetune_instruct(rq, &base, &tok)
-                                               : read_sets(rq, &tok, base.cfg.context_length, &tr, &va);
+    int rc = strcmp(rq->task, "instruct") == 0
+                 ? finetune_instruct(rq, &base, &tok)
+                 : read_sets(rq, &tok, base.cfg.context_length, &tr, &va);
     if (rc < 0) {
         rc = train_classifier(rq, &base, &tok, &tr, &va);
         attn_class_data_free(&tr);

@@ -15,7 +15,7 @@ typedef struct finetune_request {
     const char *task, *data, *val, *out, *init_from, *precision;
     int dry_run, resume;
     long long threads;
-    int n_heads; /* --n-heads: 0, the file's */
+    int n_heads;     /* --n-heads: 0, the file's */
     long long limit; /* instruct: each split cut to its first N entries (0: whole) */
     attn_classify_config cfg;
 } finetune_request;

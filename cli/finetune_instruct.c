@@ -256,13 +256,15 @@ static void print_plan(const finetune_request *rq, const attn_gpt *m, const attn
 /* Training, the responses and the run's files. */
 static int run_instruct(const finetune_request *rq, attn_gpt *m, const attn_tokenizer *tok,
                         const attn_instruct_data *set) {
-    instruct_cli c = {tok, NULL, rq->cfg.lora_rank ? rq->cfg.lora_alpha / (float)rq->cfg.lora_rank : 0};
+    instruct_cli c = {tok, NULL,
+                      rq->cfg.lora_rank ? rq->cfg.lora_alpha / (float)rq->cfg.lora_rank : 0};
     const attn_instruct_data *val = set[2].n ? &set[2] : &set[0];
     char *start = attn_instruct_prompt(val->instruction[0], val->input[0]);
     if (!start) return fprintf(stderr, "attn train: out of memory\n"), 1;
     c.start = start;
-    const attn_classifier_info info = {0, m->cfg.context_length, rq->cfg.lora_rank,
-                                       rq->cfg.lora_alpha, "instruct", trainable_name(&rq->cfg)};
+    const attn_classifier_info info = {
+        0,          m->cfg.context_length,   rq->cfg.lora_rank, rq->cfg.lora_alpha,
+        "instruct", trainable_name(&rq->cfg)};
     finetune_folder folder;
     int rc = finetune_claim(rq, tok, &info, &folder);
     if (rc >= 0) return free(start), rc;
@@ -281,7 +283,8 @@ static int run_instruct(const finetune_request *rq, attn_gpt *m, const attn_toke
         rc = finetune_save_run(&folder);
         if (!rc) rc = write_responses(rq, m, &c, &set[1]);
     }
-    if (!rc) printf("instruction model in %s (attn generate %s --instruction TEXT)\n", rq->out, rq->out);
+    if (!rc)
+        printf("instruction model in %s (attn generate %s --instruction TEXT)\n", rq->out, rq->out);
     finetune_release(&folder, rc);
     free(start);
     return rc;
@@ -291,8 +294,9 @@ static int run_instruct(const finetune_request *rq, attn_gpt *m, const attn_toke
  * only, before the folder is locked: 0, else the exit code. */
 static int resume_check(const finetune_request *rq, attn_gpt *m, const attn_tokenizer *tok,
                         const attn_instruct_data *set) {
-    const attn_classifier_info info = {0, m->cfg.context_length, rq->cfg.lora_rank,
-                                       rq->cfg.lora_alpha, "instruct", trainable_name(&rq->cfg)};
+    const attn_classifier_info info = {
+        0,          m->cfg.context_length,   rq->cfg.lora_rank, rq->cfg.lora_alpha,
+        "instruct", trainable_name(&rq->cfg)};
     attn_finetune_ckpt check = {rq->out, tok, &info, 1, 1};
     attn_classify_config c = rq->cfg;
     c.ckpt = &check;
@@ -324,7 +328,8 @@ int finetune_instruct(const finetune_request *rq, const attn_gpt *base, const at
         if (rc) {
         } else if (rq->dry_run) {
             const size_t L = set[0].longest > set[2].longest ? set[0].longest : set[2].longest;
-            const int T = L < (size_t)m.cfg.context_length ? (int)(L ? L : 1) : m.cfg.context_length;
+            const int T =
+                L < (size_t)m.cfg.context_length ? (int)(L ? L : 1) : m.cfg.context_length;
             const int64_t steps =
                 (int64_t)rq->cfg.epochs * (int64_t)(set[0].n / (size_t)rq->cfg.batch_size);
             finetune_print_dry_run(rq, &m, T, steps, (double)(all.off[all.n] * 4 + all.n * 16));

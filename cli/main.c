@@ -34,7 +34,7 @@ static const command commands[] = {
 static const cli_command *const tables[] = {&chapter3_cli,       &rng_cli,      &viz_cli,
                                             &info_cli,           &generate_cli, &forward_cli,
                                             &forward_gpt_cli,    &bench_cli,    &bench_train_cli,
-                                            &bench_generate_cli, &export_cli,      &classify_cli};
+                                            &bench_generate_cli, &export_cli,   &classify_cli};
 
 static void usage(FILE *out) {
     fprintf(out, "usage: attn <command> [options]\n\ncommands:\n");

@@ -121,17 +121,17 @@ Test(classify, merged_adapters_and_the_checkpoint_give_the_logits_back) {
     cr_expect(isnan(res.val_acc), "no val set: NaN");
     float a[8 * 3], b[8 * 3], d[8 * 3];
     cr_assert_eq(attn_classify_logits(&m, &tr, 0, 8, a, &err), ATTN_OK, "%s", err.msg);
-    cr_assert_eq(attn_gpt_merge_lora(&merged, &m, c.lora_alpha / (float)c.lora_rank, &err),
-                 ATTN_OK, "%s", err.msg);
+    cr_assert_eq(attn_gpt_merge_lora(&merged, &m, c.lora_alpha / (float)c.lora_rank, &err), ATTN_OK,
+                 "%s", err.msg);
     cr_assert_eq(attn_classify_logits(&merged, &tr, 0, 8, b, &err), ATTN_OK, "%s", err.msg);
     for (int i = 0; i < 24; i++)
         cr_expect(fabsf(a[i] - b[i]) <= 1e-5f, "[%d] LoRA %g, merged %g", i, a[i], b[i]);
     /* the adapters did train: the merged weights are not the base's */
-    cr_expect(memcmp(attn_param_list_find(attn_gpt_params(&merged), "trf_blocks.0.ff.layers.0.weight")
-                         ->data,
-                     attn_param_list_find(attn_gpt_params(&base), "trf_blocks.0.ff.layers.0.weight")
-                         ->data,
-                     16 * 64 * sizeof(float)) != 0);
+    cr_expect(
+        memcmp(
+            attn_param_list_find(attn_gpt_params(&merged), "trf_blocks.0.ff.layers.0.weight")->data,
+            attn_param_list_find(attn_gpt_params(&base), "trf_blocks.0.ff.layers.0.weight")->data,
+            16 * 64 * sizeof(float)) != 0);
     char dir[] = "/tmp/attn-classify-XXXXXX";
     cr_assert(mkdtemp(dir));
     char vocab[V + 1];

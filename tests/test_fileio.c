@@ -168,7 +168,8 @@ Test(fileio, sparse_write_reads_back_the_same_bytes) {
     const size_t B = (size_t)1 << 16, n = 7 * B + 100;
     unsigned char *want = calloc(2 * n, 1);
     cr_assert_not_null(want);
-    for (size_t i = 2 * B + 5; i < 3 * B + 7; i++) want[i] = (unsigned char)(i * 7 + 1);
+    for (size_t i = 2 * B + 5; i < 3 * B + 7; i++)
+        want[i] = (unsigned char)(i * 7 + 1);
     want[5 * B] = 9;
     want[n + B + 3] = 4; /* the second call: zeros, a byte, zeros to its end */
     const char *p = tio_path(dir, "sparse.bin");

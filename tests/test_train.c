@@ -9,8 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "attn/cost.h"
 #include "attn/checkpoint.h"
+#include "attn/cost.h"
 #include "attn/fileio.h"
 #include "attn/train.h"
 #include "attn/train_setup.h"
@@ -221,8 +221,7 @@ Test(train, whole_saves_between_the_ends_follow_the_clock) {
         cr_assert_eq(attn_trainer_init(&tr[i], &m, &t, 0, text, n, &err), ATTN_OK, "%s", err.msg);
         cr_expect_eq(tr[i].ckpt_auto_s, ATTN_TRAIN_CKPT_AUTO_S);
         if (i == 0) tr[i].ckpt_auto_s = 0.0;
-        cr_assert_eq(attn_trainer_run(&tr[i], dir, 0, NULL, &res[i], &err), ATTN_OK, "%s",
-                     err.msg);
+        cr_assert_eq(attn_trainer_run(&tr[i], dir, 0, NULL, &res[i], &err), ATTN_OK, "%s", err.msg);
         int64_t saved = -1;
         cr_expect(attn_ckpt_exists(dir, &saved) && saved == 6);
         remove_tree(dir);

@@ -32,15 +32,15 @@ float attn_cross_entropy_forward(const float *logits, const int32_t *targets, fl
                                  size_t V);
 
 /* The row sums of forward added, in forward's order, into *total (forward
- * is this from 0, divided by the count; ignored rows add nothing): rows taken in chunks whose sizes are
- * multiples of 32 add up to forward's total over all of them, bit for bit. */
+ * is this from 0, divided by the count; ignored rows add nothing): rows taken in chunks whose sizes
+ * are multiples of 32 add up to forward's total over all of them, bit for bit. */
 void attn_cross_entropy_accumulate(const float *logits, const int32_t *targets, float *lse,
                                    size_t N, size_t V, double *total);
 
 /* backward's values written over the logits: logits (N, V) becomes
  * (exp(logits - lse) - onehot) * scale, scale = dloss / (the whole batch's
- * counted rows), zeros for an ignored row: the same numbers backward adds to zeroed dlogits, with no second
- * (N, V) buffer (the fused output layer, attn_gpt_forward_backward). */
+ * counted rows), zeros for an ignored row: the same numbers backward adds to zeroed dlogits, with
+ * no second (N, V) buffer (the fused output layer, attn_gpt_forward_backward). */
 void attn_cross_entropy_backward_inplace(float *logits, const int32_t *targets, const float *lse,
                                          float scale, size_t N, size_t V);
 

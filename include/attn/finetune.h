@@ -79,14 +79,14 @@ const char *const *attn_trainable_set_names(void);
 /* A fine-tuning run's settings, both tasks (the defaults: the book's
  * chapter 6, attn_classify_defaults, or chapter 7, attn_instruct_defaults). */
 typedef struct attn_classify_config {
-    int batch_size;   /* 8 */
-    int epochs;       /* 5 */
-    int eval_freq;    /* 50 (steps) */
-    int eval_iter;    /* 5 (batches) */
-    double lr;        /* 5e-5 (appendix E: 8e-4) */
-    double weight_decay;        /* 0.1 */
-    double beta1, beta2, eps;   /* torch's 0.9, 0.999, 1e-8 */
-    uint64_t seed;              /* 123 */
+    int batch_size;           /* 8 */
+    int epochs;               /* 5 */
+    int eval_freq;            /* 50 (steps) */
+    int eval_iter;            /* 5 (batches) */
+    double lr;                /* 5e-5 (appendix E: 8e-4) */
+    double weight_decay;      /* 0.1 */
+    double beta1, beta2, eps; /* torch's 0.9, 0.999, 1e-8 */
+    uint64_t seed;            /* 123 */
     attn_trainable_set trainable;
     int lora_rank;    /* 0: none */
     float lora_alpha; /* the book's LoRALayer: y += (alpha / rank) (x A) B */
@@ -99,11 +99,10 @@ attn_classify_config attn_classify_defaults(void);
 
 /* *out (not initialised) = base with a classifier head of n_classes
  * (n_classes >= 1; 0: base's language head, untied, for --task instruct,
- * the adapters' A then drawn right after the seed), its trainable set and adapters as cfg says; base's
- * weights copied (a tied base: out_head dropped, the book's untied load),
- * the head drawn from cfg->seed, the adapters' A from the same generator
- * after the four iterator draws appendix E's notebook makes before
- * replace_linear_with_lora (its three loaders' accuracies). base is left
+ * the adapters' A then drawn right after the seed), its trainable set and adapters as cfg says;
+ * base's weights copied (a tied base: out_head dropped, the book's untied load), the head drawn
+ * from cfg->seed, the adapters' A from the same generator after the four iterator draws appendix
+ * E's notebook makes before replace_linear_with_lora (its three loaders' accuracies). base is left
  * as it was. */
 attn_status attn_classifier_from(attn_gpt *out, const attn_gpt *base, int n_classes,
                                  const attn_classify_config *cfg, attn_error *err);
@@ -132,13 +131,13 @@ attn_status attn_finetune_set_trainable(attn_gpt *m, const attn_classify_config 
  * run goes on from where the checkpoint stands, bit for bit as if never
  * stopped. A finished run (its end checkpoint) trains no more. */
 typedef struct attn_finetune_ckpt {
-    const char *dir;           /* the run folder: exists, the caller holds its lock */
-    const attn_tokenizer *tok; /* written with the model */
+    const char *dir;                         /* the run folder: exists, the caller holds its lock */
+    const attn_tokenizer *tok;               /* written with the model */
     struct attn_classifier_info const *info; /* the model's metadata */
-    int resume;                /* continue from dir's live checkpoint */
-    int check_only;            /* resume's checks alone (task, data, settings): the train
-                                  call reads the checkpoint's header, changes nothing and
-                                  trains nothing (a caller's check before it locks dir) */
+    int resume;                              /* continue from dir's live checkpoint */
+    int check_only; /* resume's checks alone (task, data, settings): the train
+                       call reads the checkpoint's header, changes nothing and
+                       trains nothing (a caller's check before it locks dir) */
 } attn_finetune_ckpt;
 
 /* What a training run reports as it goes (each may be NULL). */
@@ -159,7 +158,7 @@ typedef struct attn_classify_events {
 
 typedef struct attn_classify_result {
     int64_t steps;
-    int64_t examples_seen; /* instruct: tokens seen (train_model_simple's count) */
+    int64_t examples_seen;     /* instruct: tokens seen (train_model_simple's count) */
     double train_acc, val_acc; /* the last epoch's */
     /* then, as ch06.ipynb after training: calc_accuracy_loader over the
      * whole train loader (a fresh shuffled iterator) and val loader */
@@ -204,13 +203,13 @@ attn_status attn_classify_accuracy(attn_gpt *m, const attn_class_data *d, int ba
  * each entry encoded as InstructionDataset does: format_input(entry) +
  * "\n\n### Response:\n" + output, GPT-2-encoded as plain text. */
 typedef struct attn_instruct_data {
-    size_t n;            /* entries, in file order */
-    size_t *off;         /* n + 1: entry i's tokens are ids[off[i] .. off[i + 1]) */
+    size_t n;    /* entries, in file order */
+    size_t *off; /* n + 1: entry i's tokens are ids[off[i] .. off[i + 1]) */
     int32_t *ids;
     int32_t *prompt_len; /* n: tokens of encode(format_input(entry)) (exercise 7.2) */
     char **instruction, **input, **output; /* n each: the entry's fields */
-    size_t longest;      /* the longest entry's tokens */
-    int view;            /* 1: rows of another set's arrays (attn_instruct_view) */
+    size_t longest;                        /* the longest entry's tokens */
+    int view; /* 1: rows of another set's arrays (attn_instruct_view) */
 } attn_instruct_data;
 
 /* Read and encode path. Errors (ATTN_ERR_FORMAT, naming the file): not
@@ -278,8 +277,8 @@ attn_status attn_finetuned_write(const char *path, const attn_gpt *m, const attn
                                  const attn_classifier_info *info, attn_error *err);
 
 /* Load a fine-tuned model saved so (a run folder or its model file), of
- * either task, its trainable set as recorded. A model of another task (a language model's checkpoint,
- * any other weights file) is ATTN_ERR_INVALID_ARG. */
+ * either task, its trainable set as recorded. A model of another task (a language model's
+ * checkpoint, any other weights file) is ATTN_ERR_INVALID_ARG. */
 attn_status attn_finetuned_load(const char *path, attn_gpt *m, attn_tokenizer *tok,
                                 attn_classifier_info *info, attn_error *err);
 

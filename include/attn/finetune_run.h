@@ -31,8 +31,8 @@ extern "C" {
  * deletes nothing it did not make). The messages name the options as
  * dash + "out", dash + "resume" ("--" for the program). A folder in use is
  * ATTN_ERR_STATE, a resume that cannot be ATTN_ERR_INVALID_ARG. */
-attn_status attn_finetune_check_out(const char *out, const char *task, int resume,
-                                    const char *dash, attn_error *err);
+attn_status attn_finetune_check_out(const char *out, const char *task, int resume, const char *dash,
+                                    attn_error *err);
 
 /* The sets of a run: classify's (train, val) or instruct's (itrain, ival),
  * as the folder's info.task says; val may be empty. */
@@ -43,7 +43,7 @@ typedef struct attn_finetune_sets {
 
 /* A run folder held for a run (zero it or let open fill it). */
 typedef struct attn_finetune_folder {
-    attn_train_claim claim;    /* what the claim found and did (repaired, warning) */
+    attn_train_claim claim; /* what the claim found and did (repaired, warning) */
     attn_run_lock lock;
     attn_finetune_ckpt ckpt;   /* the checkpoints' settings */
     attn_classifier_info info; /* the model's metadata */
@@ -58,9 +58,8 @@ typedef struct attn_finetune_folder {
  * f->claim.request_error says why as the claim does (1: a checkpoint is
  * there, resume it). */
 attn_status attn_finetune_folder_open(attn_finetune_folder *f, const char *out, const char *who,
-                                      int resume, const char *init_from,
-                                      const attn_tokenizer *tok, const attn_classifier_info *info,
-                                      attn_error *err);
+                                      int resume, const char *init_from, const attn_tokenizer *tok,
+                                      const attn_classifier_info *info, attn_error *err);
 
 /* attn_classify_train or attn_instruct_train of m on sets with cfg (its
  * ckpt set to the folder's), ev's events reported (the logged ones, and a

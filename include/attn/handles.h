@@ -335,8 +335,8 @@ attn_status attn_h_bgpt_backward_logits(attn_h_bgpt *g, const float *d_logits, i
  * another B while empty; a B other than a filled cache's (ATTN_ERR_SHAPE)
  * or tokens past context_length (ATTN_ERR_STATE) fail before anything is
  * fed. Each token reads the bound weights as they are then (bind first). */
-attn_status attn_h_bgpt_kv_forward(attn_h_bgpt *g, const int64_t *ids, int B, int T,
-                                   float *logits, attn_error *err);
+attn_status attn_h_bgpt_kv_forward(attn_h_bgpt *g, const int64_t *ids, int B, int T, float *logits,
+                                   attn_error *err);
 /* Empty the cache (the book's reset_kv_cache); its memory is kept. */
 void attn_h_bgpt_kv_reset(attn_h_bgpt *g);
 /* Tokens the cache holds per sequence (the book's current_pos). */
@@ -384,8 +384,8 @@ enum {
     ATTN_H_FT_FINAL = 4,
     ATTN_H_FT_TRUNCATED = 5
 };
-typedef void (*attn_h_finetune_callback)(void *user, int event, int epoch, int64_t step,
-                                         double a, double b);
+typedef void (*attn_h_finetune_callback)(void *user, int event, int epoch, int64_t step, double a,
+                                         double b);
 
 /* `attn train --task classify|instruct` in one process (docs/finetuning.md):
  * task "classify" or "instruct"; init_from, data, val (classify only; may
@@ -398,8 +398,8 @@ typedef void (*attn_h_finetune_callback)(void *user, int event, int epoch, int64
  * ("fp32", "bf16"), instruct's limit and mask_prompt; the same defaults.
  * The run folder is the program's (attn/finetune_run.h): its checkpoints,
  * RUN/model.safetensors and RUN/log.csv (instruct: without the samples and
- * RUN/responses.json, which the program generates). *steps: the steps run; *request_error (may be NULL)
- * tells a bad request (1) from a failure of a file or the run (0). */
+ * RUN/responses.json, which the program generates). *steps: the steps run; *request_error (may be
+ * NULL) tells a bad request (1) from a failure of a file or the run (0). */
 attn_status attn_h_finetune(const char *task, const char *init_from, const char *data,
                             const char *val, const char *out, const char *keys_json,
                             attn_h_finetune_callback cb, void *user, int64_t *steps,

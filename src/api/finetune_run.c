@@ -39,8 +39,9 @@ typedef struct ft_run {
 
 /* The training keys the fine-tuning tasks read (attn train's options of
  * the same names), then their own. */
-static const char *const shared_keys[] = {"batch_size", "learning_rate", "beta1", "beta2", "eps",
-                                          "weight_decay", "eval_interval", "eval_iters", "seed"};
+static const char *const shared_keys[] = {"batch_size",    "learning_rate", "beta1",
+                                          "beta2",         "eps",           "weight_decay",
+                                          "eval_interval", "eval_iters",    "seed"};
 #define N_SHARED ((int)(sizeof shared_keys / sizeof shared_keys[0]))
 
 static void set_shared(attn_classify_config *c, int k, double d) {
@@ -67,8 +68,7 @@ static attn_status in_range(const char *name, double d, double lo, double hi, in
     return ATTN_OK;
 }
 
-static attn_status string_key(ft_request *rq, const char *name, const cJSON *it,
-                              attn_error *err) {
+static attn_status string_key(ft_request *rq, const char *name, const cJSON *it, attn_error *err) {
     if (!cJSON_IsString(it)) return attn_fail(err, ATTN_ERR_INVALID_ARG, "%s takes a string", name);
     const char *v = it->valuestring;
     if (strcmp(name, "precision") == 0) {
@@ -83,8 +83,8 @@ static attn_status string_key(ft_request *rq, const char *name, const cJSON *it,
             rq->trainable_given = 1;
             return ATTN_OK;
         }
-    return attn_fail(err, ATTN_ERR_INVALID_ARG, "trainable must be all, last-block or head (got '%s')",
-                     v);
+    return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                     "trainable must be all, last-block or head (got '%s')", v);
 }
 
 /* One key of keys_json into rq. */
@@ -99,7 +99,8 @@ static attn_status one_key(ft_request *rq, const cJSON *it, attn_error *err) {
     for (int k = 0; k < N_SHARED; k++)
         if (strcmp(name, shared_keys[k]) == 0) {
             const attn_train_key *t = attn_train_key_at(attn_train_key_find(name));
-            attn_status s = in_range(name, d, t->lo, t->hi, t->lo_open, t->type == ATTN_TKEY_INT, err);
+            attn_status s =
+                in_range(name, d, t->lo, t->hi, t->lo_open, t->type == ATTN_TKEY_INT, err);
             if (!s) set_shared(&rq->cfg, k, d);
             return s;
         }
@@ -117,7 +118,8 @@ static attn_status one_key(ft_request *rq, const cJSON *it, attn_error *err) {
         rq->n_heads = (int)d;
     else if (instruct && strcmp(name, "limit") == 0 && !(s = in_range(name, d, 1, 1e15, 0, 1, err)))
         rq->limit = (long long)d;
-    else if (instruct && strcmp(name, "mask_prompt") == 0 && !(s = in_range(name, d, 0, 1, 0, 1, err)))
+    else if (instruct && strcmp(name, "mask_prompt") == 0 &&
+             !(s = in_range(name, d, 0, 1, 0, 1, err)))
         rq->cfg.mask_prompt = (int)d;
     if (s == ATTN_ERR_NOT_FOUND)
         return attn_fail(err, ATTN_ERR_INVALID_ARG,
@@ -191,8 +193,8 @@ static attn_status run_in_folder(const ft_request *rq, attn_gpt *m, const attn_t
     char who[ATTN_CKPT_PATH_MAX + 64];
     snprintf(who, sizeof who, "attn.train(task=\"%s\", out=\"%s\")", rq->task, rq->out);
     attn_finetune_folder f;
-    attn_status s = attn_finetune_folder_open(&f, rq->out, who, rq->resume, rq->init_from, tok,
-                                              info, err);
+    attn_status s =
+        attn_finetune_folder_open(&f, rq->out, who, rq->resume, rq->init_from, tok, info, err);
     if (s) return s;
     attn_classify_result res;
     s = attn_finetune_folder_train(&f, m, sets, &rq->cfg, ev, &res, err);
@@ -229,8 +231,8 @@ static attn_status run_classify(const ft_request *rq, const attn_gpt *base,
     memset(&va, 0, sizeof va);
     attn_status s = attn_class_data_read(rq->data, tok, 0, base->cfg.context_length, &tr, err);
     if (s) return s;
-    if (rq->val && (s = attn_class_data_read(rq->val, tok, tr.max_len, base->cfg.context_length,
-                                             &va, err))) {
+    if (rq->val &&
+        (s = attn_class_data_read(rq->val, tok, tr.max_len, base->cfg.context_length, &va, err))) {
         attn_class_data_free(&tr);
         return s;
     }
@@ -242,9 +244,9 @@ static attn_status run_classify(const ft_request *rq, const attn_gpt *base,
     s = make_model(rq, base, n_classes, &m, err);
     if (!s) {
         const attn_classify_events ev = {r, ev_eval, ev_epoch, ev_step, NULL, NULL};
-        const attn_classifier_info info = {n_classes, tr.max_len, rq->cfg.lora_rank,
-                                           rq->cfg.lora_alpha, "classify",
-                                           trainable_name(&rq->cfg)};
+        const attn_classifier_info info = {n_classes,         tr.max_len,
+                                           rq->cfg.lora_rank, rq->cfg.lora_alpha,
+                                           "classify",        trainable_name(&rq->cfg)};
         const attn_finetune_sets sets = {&tr, &va, NULL, NULL};
         s = run_in_folder(rq, &m, tok, &info, &sets, &ev, r, steps, err);
         attn_gpt_free(&m);
@@ -272,9 +274,9 @@ static attn_status run_instruct(const ft_request *rq, const attn_gpt *base,
     attn_gpt m;
     if (!s && !(s = make_model(rq, base, 0, &m, err))) {
         const attn_classify_events ev = {r, ev_eval, NULL, ev_step, ev_initial, NULL};
-        const attn_classifier_info info = {0, m.cfg.context_length, rq->cfg.lora_rank,
-                                           rq->cfg.lora_alpha, "instruct",
-                                           trainable_name(&rq->cfg)};
+        const attn_classifier_info info = {
+            0,          m.cfg.context_length,    rq->cfg.lora_rank, rq->cfg.lora_alpha,
+            "instruct", trainable_name(&rq->cfg)};
         const attn_finetune_sets sets = {NULL, NULL, &set[0], &set[2]};
         s = run_in_folder(rq, &m, tok, &info, &sets, &ev, r, steps, err);
         attn_gpt_free(&m);
@@ -300,13 +302,12 @@ attn_status attn_h_finetune(const char *task, const char *init_from, const char 
                             const char *val, const char *out, const char *keys_json,
                             attn_h_finetune_callback cb, void *user, int64_t *steps,
                             int *request_error, attn_error *err) {
-    ft_request rq = {.task = task ? task : "", .init_from = init_from, .data = data, .val = val,
-                     .out = out};
+    ft_request rq = {
+        .task = task ? task : "", .init_from = init_from, .data = data, .val = val, .out = out};
     int64_t done = 0;
     int req = 1;
     attn_status s = make_request(&rq, keys_json, err);
-    if (!s && attn_finetune_check_out(out, rq.task, rq.resume, "", err))
-        s = ATTN_ERR_INVALID_ARG;
+    if (!s && attn_finetune_check_out(out, rq.task, rq.resume, "", err)) s = ATTN_ERR_INVALID_ARG;
     attn_gpt base;
     attn_tokenizer tok;
     if (!s) {

@@ -20,7 +20,7 @@ struct attn_h_bgpt {
     attn_gpt model;
     attn_gpt_acts acts[2]; /* [0] plain (logits out; small losses), [1] lean (large losses) */
     int have_acts[2];
-    int lean; /* the loss path's activations: -1 by size, 0 plain, 1 lean */
+    int lean;             /* the loss path's activations: -1 by size, 0 plain, 1 lean */
     attn_gpt_kv_cache kv; /* the cached forward's (attn_h_bgpt_kv_forward), once used */
     int have_kv;
     int32_t *kv_ids; /* its ids as int32, kv_ids_cap of them */
@@ -48,8 +48,10 @@ attn_status attn_h_bgpt_create_built(const char *config_json, int head_width, in
     }
     for (int i = 0; i < n_lora; i++)
         sites[i] = (attn_gpt_lora_site){lora_linear[i], lora_rank[i], lora_alpha[i]};
-    const attn_gpt_build opts = {.head_width = head_width, .head_bias = head_bias != 0,
-                                 .n_lora_sites = n_lora, .lora_sites = sites};
+    const attn_gpt_build opts = {.head_width = head_width,
+                                 .head_bias = head_bias != 0,
+                                 .n_lora_sites = n_lora,
+                                 .lora_sites = sites};
     s = attn_gpt_init_family(&g->model, &cfg, NULL, &opts, NULL, err);
     free(sites);
     if (s != ATTN_OK) {
@@ -151,9 +153,8 @@ static attn_status to_i32(int64_t bound, int ignore, const int64_t *src, int32_t
                           const char *what, attn_error *err) {
     for (size_t i = 0; i < n; i++) {
         if ((src[i] < 0 || src[i] >= bound) && !(ignore && src[i] == ATTN_IGNORE_INDEX))
-            return attn_fail(err, ATTN_ERR_INVALID_ARG,
-                             "%s %lld at index %zu is outside [0, %lld)", what, (long long)src[i],
-                             i, (long long)bound);
+            return attn_fail(err, ATTN_ERR_INVALID_ARG, "%s %lld at index %zu is outside [0, %lld)",
+                             what, (long long)src[i], i, (long long)bound);
         dst[i] = (int32_t)src[i];
     }
     return ATTN_OK;
@@ -313,8 +314,8 @@ static attn_status kv_ready(attn_h_bgpt *g, int B, int T, attn_error *err) {
     return s;
 }
 
-attn_status attn_h_bgpt_kv_forward(attn_h_bgpt *g, const int64_t *ids, int B, int T,
-                                   float *logits, attn_error *err) {
+attn_status attn_h_bgpt_kv_forward(attn_h_bgpt *g, const int64_t *ids, int B, int T, float *logits,
+                                   attn_error *err) {
     if (!g || !ids || !logits)
         return attn_fail(err, ATTN_ERR_INVALID_ARG, "GPT cached forward: NULL model or array");
     attn_status s = attn_gpt_check_shape(&g->model.cfg, B, T, err);

@@ -316,8 +316,7 @@ static attn_status finetuned_open(const char *path, attn_h_gpt *g, attn_error *e
     attn_status s = attn_finetuned_load(path, &g->model, &g->tok, &g->info, err);
     if (s || g->info.n_classes > 0 || g->info.lora_rank <= 0) return s;
     attn_gpt merged;
-    s = attn_gpt_merge_lora(&merged, &g->model, g->info.lora_alpha / (float)g->info.lora_rank,
-                            err);
+    s = attn_gpt_merge_lora(&merged, &g->model, g->info.lora_alpha / (float)g->info.lora_rank, err);
     attn_gpt_free(&g->model);
     if (s) {
         attn_tokenizer_free(&g->tok);

@@ -399,7 +399,8 @@ attn_status attn_module_bind(attn_module *m, float *const *data, float *const *g
                              attn_error *err) {
     const attn_param_list *L = &m->params;
     if (n != L->count)
-        return attn_fail(err, ATTN_ERR_SHAPE, "%s bind: %d parameter arrays given, the module has %d",
+        return attn_fail(err, ATTN_ERR_SHAPE,
+                         "%s bind: %d parameter arrays given, the module has %d",
                          kinds[m->cfg.kind].info.name, n, L->count);
     for (int i = 0; i < n; i++)
         if ((data && !data[i]) || (grad && !grad[i]))

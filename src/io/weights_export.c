@@ -158,8 +158,8 @@ static attn_status export_classifier(const attn_gpt *m, const char *path, attn_e
         if (strstr(p->name, ".lora."))
             s = attn_fail(err, ATTN_ERR_INVALID_ARG,
                           "export: %s is an adapter; merge the adapters first", p->name);
-        e[i] = (attn_st_entry){p->name, "F32", p->ndim, p->shape, p->data,
-                               p->numel * sizeof(float)};
+        e[i] =
+            (attn_st_entry){p->name, "F32", p->ndim, p->shape, p->data, p->numel * sizeof(float)};
     }
     char heads[16];
     snprintf(heads, sizeof heads, "%d", m->cfg.n_heads);

@@ -175,7 +175,8 @@ static void plan_train(const attn_gpt_config *c, const attn_mem_run *r, const di
     p->weights = P * F32;
     p->grads = P * F32;
     p->optimizer = 2 * P * F32;
-    p->accum = r->grad_accum > 1 ? P * F32 : 0; /* train_accum.c: rank 0's one more gradient block */
+    p->accum =
+        r->grad_accum > 1 ? P * F32 : 0; /* train_accum.c: rank 0's one more gradient block */
     p->attention = d->L * (fused_attention(d, 1, threads) + qk_norm_bytes(c, d, 1));
     p->activations = p->attention + d->L * block_acts(c, d) + model_acts(c, d);
     p->head = head_bytes(d, r->lean_head);

@@ -50,7 +50,8 @@ static const attn_param *base_of(const attn_param_list *base, const char *name, 
     else
         snprintf(plain, sizeof plain, "%s", name);
     const attn_param *p = attn_param_list_find(base, plain);
-    if (!p && strcmp(plain, "out_head.weight") == 0) p = attn_param_list_find(base, "tok_emb.weight");
+    if (!p && strcmp(plain, "out_head.weight") == 0)
+        p = attn_param_list_find(base, "tok_emb.weight");
     return p;
 }
 
@@ -61,8 +62,8 @@ static attn_status copy_base(attn_gpt *m, const attn_gpt *base, int lm, attn_err
         if ((!lm && strncmp(p->name, "out_head.", 9) == 0) || strstr(p->name, ".lora.")) continue;
         const attn_param *q = base_of(BL, p->name, lm);
         if (!q || q->numel != p->numel)
-            return attn_fail(err, ATTN_ERR_STATE, "the base model has no %s of %zu values",
-                             p->name, p->numel);
+            return attn_fail(err, ATTN_ERR_STATE, "the base model has no %s of %zu values", p->name,
+                             p->numel);
         memcpy(p->data, q->data, p->numel * sizeof(float));
     }
     return ATTN_OK;
@@ -129,10 +130,11 @@ attn_status attn_classifier_from(attn_gpt *out, const attn_gpt *base, int n_clas
                                  const attn_classify_config *c, attn_error *err) {
     memset(out, 0, sizeof *out);
     if (n_classes < 0 || c->lora_rank < 0 || (c->lora_rank && !(c->lora_alpha > 0)))
-        return attn_fail(err, ATTN_ERR_INVALID_ARG,
-                         "a fine-tuned model needs n_classes >= 0 (got %d) and a LoRA rank >= 0 with "
-                         "alpha > 0",
-                         n_classes);
+        return attn_fail(
+            err, ATTN_ERR_INVALID_ARG,
+            "a fine-tuned model needs n_classes >= 0 (got %d) and a LoRA rank >= 0 with "
+            "alpha > 0",
+            n_classes);
     attn_gpt_config cfg = base->cfg;
     cfg.tie_weights = 0; /* the book loads GPT-2 untied; the head is new anyway */
     const attn_gpt_build o = {.head_width = n_classes,
@@ -269,8 +271,8 @@ static attn_status class_pass(attn_gpt *m, const attn_class_data *d, int batch_s
 attn_status attn_classify_logits(attn_gpt *m, const attn_class_data *d, size_t first, size_t n,
                                  float *logits, attn_error *err) {
     if (first > d->n || n > d->n - first || n == 0 || n > 4096)
-        return attn_fail(err, ATTN_ERR_INVALID_ARG, "rows [%zu, %zu) outside the set's %zu",
-                         first, first + n, d->n);
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "rows [%zu, %zu) outside the set's %zu", first,
+                         first + n, d->n);
     size_t *rows = malloc(n * sizeof *rows);
     const size_t T = (size_t)d->max_len, V = (size_t)attn_gpt_head_width(m);
     int32_t *x = malloc(n * T * sizeof *x), *y = malloc(n * T * sizeof *y);

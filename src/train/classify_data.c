@@ -61,7 +61,7 @@ static char *next_field(reader *r, size_t *len, int *last) {
 static attn_status next_record(reader *r, record *rec, int *got, attn_error *err) {
     *got = 0;
     while (r->p < r->end && (*r->p == '\n' || (*r->p == '\r' && r->p + 1 < r->end &&
-                                                r->p[1] == '\n'))) { /* blank lines */
+                                               r->p[1] == '\n'))) { /* blank lines */
         r->p += *r->p == '\r' ? 2 : 1;
         r->line++;
     }
@@ -173,8 +173,8 @@ static attn_status encode_row(const reader *r, const record *rec, const attn_tok
     return ATTN_OK;
 }
 
-static attn_status read_rows(const char *path, char *text, size_t size,
-                             const attn_tokenizer *tok, encoded *e, attn_error *err) {
+static attn_status read_rows(const char *path, char *text, size_t size, const attn_tokenizer *tok,
+                             encoded *e, attn_error *err) {
     reader r = {text, text + size, 1, is_tsv(path, text, size), path};
     attn_status s = r.tsv ? ATTN_OK : check_header(&r, err);
     for (int got = 1; !s && got;) {
@@ -192,8 +192,9 @@ static attn_status pad_rows(const encoded *e, int max_len, int context, attn_cla
     size_t longest = 0;
     for (size_t i = 0; i < e->n; i++)
         longest = e->lens[i] > longest ? e->lens[i] : longest;
-    const size_t L = max_len > 0 ? (size_t)max_len
-                                 : longest < (size_t)context ? longest : (size_t)context;
+    const size_t L = max_len > 0                 ? (size_t)max_len
+                     : longest < (size_t)context ? longest
+                                                 : (size_t)context;
     d->ids = malloc(e->n * L * sizeof *d->ids);
     d->labels = malloc(e->n * sizeof *d->labels);
     if (!d->ids || !d->labels) return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for the rows");

@@ -42,8 +42,8 @@ attn_status attn_model_task(const char *path, char *task, attn_error *err) {
     return ATTN_OK;
 }
 
-static attn_status meta_int(const attn_safetensors *st, const char *file, const char *key,
-                            int lo, int hi, int *out, attn_error *err) {
+static attn_status meta_int(const attn_safetensors *st, const char *file, const char *key, int lo,
+                            int hi, int *out, attn_error *err) {
     uint64_t v;
     attn_status s = attn_safetensors_meta_u64(st, file, key, (uint64_t)hi, &v, err);
     if (s) return s;
@@ -91,9 +91,8 @@ static attn_status build_loaded(const attn_safetensors *st, const char *file, at
     const attn_gpt_build o = {.head_width = info->n_classes,
                               .head_bias = info->n_classes > 0,
                               .lora_rank = info->lora_rank,
-                              .lora_alpha = info->lora_rank
-                                                ? info->lora_alpha / (float)info->lora_rank
-                                                : 0};
+                              .lora_alpha =
+                                  info->lora_rank ? info->lora_alpha / (float)info->lora_rank : 0};
     if (info->max_len > cfg.context_length)
         return attn_fail(err, ATTN_ERR_FORMAT, "%s: max_len %d exceeds the context %d", file,
                          info->max_len, cfg.context_length);

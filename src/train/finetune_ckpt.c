@@ -42,10 +42,11 @@ attn_status attn_finetuned_write(const char *path, const attn_gpt *m, const attn
     snprintf(max_len, sizeof max_len, "%d", info->max_len);
     snprintf(rank, sizeof rank, "%d", info->lora_rank);
     snprintf(alpha, sizeof alpha, "%.9g", (double)info->lora_alpha);
-    attn_st_kv kv[META_MAX] = {{"format", "attn-gpt"}, {"task", info->task ? info->task : "classify"},
-                               {"config", cfg},        {"n_classes", classes},
-                               {"max_len", max_len},   {"lora_rank", rank},
-                               {"lora_alpha", alpha},  {"trainable", NULL}};
+    attn_st_kv kv[META_MAX] = {
+        {"format", "attn-gpt"}, {"task", info->task ? info->task : "classify"},
+        {"config", cfg},        {"n_classes", classes},
+        {"max_len", max_len},   {"lora_rank", rank},
+        {"lora_alpha", alpha},  {"trainable", NULL}};
     int n = 7, nt = 0;
     if (info->trainable) kv[n++].value = info->trainable;
     s = attn_ckpt_tokenizer_meta(tok, kv + n, &nt, &owned, err);
@@ -89,22 +90,20 @@ static void settings_text(const ft_run *r, char *buf, size_t cap) {
              "batch_size=%d epochs=%d eval_freq=%d eval_iter=%d lr=%.17g weight_decay=%.17g "
              "beta1=%.17g beta2=%.17g eps=%.17g seed=%" PRIu64 " trainable=%d lora_rank=%d "
              "lora_alpha=%.9g mask_prompt=%d precision=%d",
-             c->batch_size, c->epochs, c->eval_freq, c->eval_iter, c->lr, c->weight_decay,
-             c->beta1, c->beta2, c->eps, c->seed,
-             c->lora_rank ? 3 : (int)c->trainable, c->lora_rank,
+             c->batch_size, c->epochs, c->eval_freq, c->eval_iter, c->lr, c->weight_decay, c->beta1,
+             c->beta2, c->eps, c->seed, c->lora_rank ? 3 : (int)c->trainable, c->lora_rank,
              (double)c->lora_alpha, c->mask_prompt, (int)r->m->precision);
 }
 
 /* The loop's integers, in this order, as metadata. */
-static const char *const int_keys[] = {"step", "epoch", "pos", "seen", "sampler_seed",
-                                       "epoch_done", "finished", "adam_step"};
+static const char *const int_keys[] = {"step",         "epoch",      "pos",      "seen",
+                                       "sampler_seed", "epoch_done", "finished", "adam_step"};
 enum { N_INTS = 8 };
 
 static void state_ints(const ft_run *r, int64_t v[N_INTS]) {
     const ft_state *st = &r->st;
-    const int64_t w[N_INTS] = {st->step,         st->epoch,      (int64_t)st->pos,
-                               st->seen,         st->sampler_seed, st->epoch_done,
-                               st->finished,     r->opt.step};
+    const int64_t w[N_INTS] = {st->step,         st->epoch,      (int64_t)st->pos, st->seen,
+                               st->sampler_seed, st->epoch_done, st->finished,     r->opt.step};
     memcpy(v, w, sizeof w);
 }
 
@@ -112,10 +111,8 @@ static attn_status write_state(const ft_run *r, const char *path, attn_error *er
     char settings[512], digest[24], nums[N_INTS][24];
     settings_text(r, settings, sizeof settings);
     snprintf(digest, sizeof digest, "%016" PRIx64, r->data_digest);
-    attn_st_kv kv[4 + N_INTS] = {{"format", FT_STATE_FORMAT},
-                                 {"task", r->task},
-                                 {"data", digest},
-                                 {"settings", settings}};
+    attn_st_kv kv[4 + N_INTS] = {
+        {"format", FT_STATE_FORMAT}, {"task", r->task}, {"data", digest}, {"settings", settings}};
     int64_t v[N_INTS];
     state_ints(r, v);
     for (int i = 0; i < N_INTS; i++) {
@@ -174,8 +171,10 @@ static void first_diff(const char *have, const char *want, char *out, size_t cap
 /* The checkpoint is this run's: its task, data and settings. */
 static attn_status check_identity(const ft_run *r, const attn_safetensors *st, const char *dir,
                                   attn_error *err) {
-    const char *fmt = attn_safetensors_meta(st, "format"), *task = attn_safetensors_meta(st, "task");
-    const char *data = attn_safetensors_meta(st, "data"), *set = attn_safetensors_meta(st, "settings");
+    const char *fmt = attn_safetensors_meta(st, "format"),
+               *task = attn_safetensors_meta(st, "task");
+    const char *data = attn_safetensors_meta(st, "data"),
+               *set = attn_safetensors_meta(st, "settings");
     if (!fmt || strcmp(fmt, FT_STATE_FORMAT) != 0 || !task || !data || !set)
         return attn_fail(err, ATTN_ERR_INVALID_ARG,
                          "%s holds no fine-tuning run's checkpoint (attn train --task lm's "
@@ -203,9 +202,8 @@ static attn_status check_identity(const ft_run *r, const attn_safetensors *st, c
 }
 
 /* A tensor of dtype and numel (rows of cols when cols > 0). */
-static const attn_st_tensor *tensor(const attn_safetensors *st, const char *path,
-                                    const char *name, const char *dtype, size_t numel, int cols,
-                                    attn_error *err) {
+static const attn_st_tensor *tensor(const attn_safetensors *st, const char *path, const char *name,
+                                    const char *dtype, size_t numel, int cols, attn_error *err) {
     const attn_st_tensor *t = attn_safetensors_find(st, name);
     const int ok = t && strcmp(t->dtype, dtype) == 0 &&
                    (cols ? t->ndim == 2 && t->shape[1] == cols : t->numel == numel);
@@ -252,8 +250,8 @@ static attn_status replay(ft_run *r, const double *h, size_t n, attn_error *err)
 }
 
 /* The state file's tensors into r, after the model's weights. */
-static attn_status restore(ft_run *r, const attn_safetensors *f, const char *path,
-                           const char *live, attn_error *err) {
+static attn_status restore(ft_run *r, const attn_safetensors *f, const char *path, const char *live,
+                           attn_error *err) {
     const attn_st_tensor *tm, *tv, *tr, *tp, *th;
     const size_t n = r->t->n[FT_TRAIN];
     if (!(tm = tensor(f, path, "exp_avg", "F32", r->opt.total, 0, err)) ||

@@ -27,8 +27,8 @@ static int out_is_free(const char *out) {
     return empty;
 }
 
-attn_status attn_finetune_check_out(const char *out, const char *task, int resume,
-                                    const char *dash, attn_error *err) {
+attn_status attn_finetune_check_out(const char *out, const char *task, int resume, const char *dash,
+                                    attn_error *err) {
     if (!resume)
         return out_is_free(out)
                    ? ATTN_OK
@@ -50,9 +50,8 @@ attn_status attn_finetune_check_out(const char *out, const char *task, int resum
 }
 
 attn_status attn_finetune_folder_open(attn_finetune_folder *f, const char *out, const char *who,
-                                      int resume, const char *init_from,
-                                      const attn_tokenizer *tok, const attn_classifier_info *info,
-                                      attn_error *err) {
+                                      int resume, const char *init_from, const attn_tokenizer *tok,
+                                      const attn_classifier_info *info, attn_error *err) {
     memset(f, 0, sizeof *f);
     attn_status s = attn_train_claim_dir(out, who, resume, 0, init_from, &f->lock, &f->claim, err);
     if (s) return s;
@@ -120,7 +119,8 @@ attn_status attn_finetune_folder_train(attn_finetune_folder *f, attn_gpt *m,
     attn_classify_config c = *cfg;
     c.ckpt = &f->ckpt;
     /* the step and sample hooks only where the caller has them */
-    const attn_classify_events wrap = {f, on_eval, on_epoch, f->ev.on_step ? on_step : NULL,
+    const attn_classify_events wrap = {f,          on_eval,
+                                       on_epoch,   f->ev.on_step ? on_step : NULL,
                                        on_initial, f->ev.on_sample ? on_sample : NULL};
     if (f->info.task && strcmp(f->info.task, "instruct") == 0)
         return attn_instruct_train(m, sets->itrain, sets->ival, &c, &wrap, res, err);

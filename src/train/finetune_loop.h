@@ -35,13 +35,13 @@ typedef struct ft_task {
 
 /* Where a run stands: what a checkpoint holds beyond the model and AdamW. */
 typedef struct ft_state {
-    int64_t step;        /* optimizer steps done */
-    int epoch;           /* the epoch under way (1-based; 0: none begun) */
-    size_t pos;          /* its batches taken */
-    int64_t seen;        /* examples (classify) or tokens (instruct) seen */
+    int64_t step;         /* optimizer steps done */
+    int epoch;            /* the epoch under way (1-based; 0: none begun) */
+    size_t pos;           /* its batches taken */
+    int64_t seen;         /* examples (classify) or tokens (instruct) seen */
     int64_t sampler_seed; /* the epoch's RandomSampler seed: perm = randperm of it */
-    int epoch_done;      /* the epoch's end (end_epoch) ran */
-    int finished;        /* the run's end ran (its last checkpoint) */
+    int epoch_done;       /* the epoch's end (end_epoch) ran */
+    int finished;         /* the run's end ran (its last checkpoint) */
 } ft_state;
 
 /* What the events reported, kept for the checkpoints (a resume reports
@@ -57,15 +57,15 @@ struct ft_run {
     attn_rng rng;
     attn_adamw opt;
     ft_state st;
-    int B, T;          /* the activations' shape */
-    int T_max;         /* the longest batch */
-    int32_t *x, *y;    /* (B, T_max) */
+    int B, T;       /* the activations' shape */
+    int T_max;      /* the longest batch */
+    int32_t *x, *y; /* (B, T_max) */
     attn_gpt_acts acts;
     size_t *perm, *scratch, *ident; /* n[FT_TRAIN], n[FT_TRAIN], max(n) */
     /* checkpoints (c->ckpt): what a resume must find the same */
-    const char *task;      /* "classify", "instruct" */
-    uint64_t data_digest;  /* the sets' rows, as the task fills them */
-    double *hist;          /* n_hist records of FT_H_COLS */
+    const char *task;     /* "classify", "instruct" */
+    uint64_t data_digest; /* the sets' rows, as the task fills them */
+    double *hist;         /* n_hist records of FT_H_COLS */
     size_t n_hist, cap_hist;
 };
 

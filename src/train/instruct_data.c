@@ -83,8 +83,8 @@ static attn_status entry_fields(const cJSON *e, size_t i, const char *path, cons
             return attn_fail(err, ATTN_ERR_FORMAT, "%s: entry %zu has no \"%s\"", path, i,
                              FIELDS[k]);
         if (!cJSON_IsString(v))
-            return attn_fail(err, ATTN_ERR_FORMAT, "%s: entry %zu: \"%s\" is not a string", path,
-                             i, FIELDS[k]);
+            return attn_fail(err, ATTN_ERR_FORMAT, "%s: entry %zu: \"%s\" is not a string", path, i,
+                             FIELDS[k]);
         f[k] = v->valuestring;
     }
     return ATTN_OK;

@@ -197,8 +197,8 @@ static int full_save_due(const attn_trainer *tr, const budget_clock *k, int did_
     return did_eval && attn_now_s() - k->full_at >= tr->ckpt_auto_s;
 }
 
-/* After a step: the checkpoint full_save_due asks for (*saved: one was), started now, so it is written while the step's
- * evaluation runs (every eval_interval steps and at the last); that
+/* After a step: the checkpoint full_save_due asks for (*saved: one was), started now, so it is
+ * written while the step's evaluation runs (every eval_interval steps and at the last); that
  * evaluation's record goes into it when it ends. An evaluation without a
  * checkpoint writes the loss files, and best/ when its val loss is the
  * lowest. An evaluation a stop abandoned leaves the step's checkpoint
