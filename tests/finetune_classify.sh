@@ -16,22 +16,14 @@ SRC=$(cd "$2" && pwd)
 . "$SRC/tests/support/lib.sh"
 . "$SRC/tests/python/pyenv.sh"
 FIX=$SRC/tests/fixtures/book_ch67
-[ -f "$SRC/data/gpt2/encoder.json" ] ||
-  { echo "SKIP: data/gpt2 missing (scripts/get-data.sh gpt2)"; exit 77; }
-/usr/bin/python3 -c 'import torch' 2> /dev/null || { echo "SKIP: no torch for the book's init"; exit 77; }
-export ATTN_GPT2_DIR=$SRC/data/gpt2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pyenv "$SRC" "$(dirname "$ATTN")/libattn.so"
+finetune_setup "$SRC" "$ATTN"
+book_test_mode_model "$tmp/ch06.pth"
 # ch06 --test_mode builds GPTModel(qkv_bias False) after manual_seed(123);
 # appendix E loads a seeded GPT-2 layout (qkv biases; out_head = wte's values).
 "${PY[@]}" - "$tmp" << 'EOF' || { echo "SKIP: the book's model did not build"; exit 77; }
 import sys, torch, attn.book as book
-cfg = {"vocab_size": 50257, "context_length": 120, "drop_rate": 0.0, "qkv_bias": False,
+cfg = {"vocab_size": 50257, "context_length": 120, "drop_rate": 0.0, "qkv_bias": True,
        "emb_dim": 12, "n_layers": 1, "n_heads": 2}
-torch.manual_seed(123)
-torch.save(book.GPTModel(cfg).state_dict(), sys.argv[1] + "/ch06.pth")
-cfg["qkv_bias"] = True
 torch.manual_seed(123)
 m = book.GPTModel(cfg)
 m.out_head.weight = torch.nn.Parameter(m.tok_emb.weight.detach().clone())

@@ -18,21 +18,9 @@ SRC=$(cd "$2" && pwd)
 FIX=$SRC/tests/fixtures/book_ch67
 DATA=$SRC/data/book/instruction-data.json
 [ -f "$DATA" ] || DATA=$SRC/../shared/data/book/instruction-data.json # scripts/get-data.sh book
-[ -f "$SRC/data/gpt2/encoder.json" ] ||
-  { echo "SKIP: data/gpt2 missing (scripts/get-data.sh gpt2)"; exit 77; }
 [ -f "$DATA" ] || { echo "SKIP: the book's instruction-data.json is missing"; exit 77; }
-/usr/bin/python3 -c 'import torch' 2> /dev/null || { echo "SKIP: no torch for the book's init"; exit 77; }
-export ATTN_GPT2_DIR=$SRC/data/gpt2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pyenv "$SRC" "$(dirname "$ATTN")/libattn.so"
-"${PY[@]}" - "$tmp" << 'EOF' || { echo "SKIP: the book's model did not build"; exit 77; }
-import sys, torch, attn.book as book
-cfg = {"vocab_size": 50257, "context_length": 120, "drop_rate": 0.0, "qkv_bias": False,
-       "emb_dim": 12, "n_layers": 1, "n_heads": 2}
-torch.manual_seed(123)
-torch.save(book.GPTModel(cfg).state_dict(), sys.argv[1] + "/ch07.pth")
-EOF
+finetune_setup "$SRC" "$ATTN"
+book_test_mode_model "$tmp/ch07.pth"
 cd "$tmp" || exit 1
 common=(train --task instruct --n-heads 2 --init-from ch07.pth --data "$DATA" --limit 10)
 

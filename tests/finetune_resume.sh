@@ -20,23 +20,11 @@ FIX=$SRC/tests/fixtures/book_ch67
 SHIM=$(dirname "$ATTN")/libattn_fault.so
 DATA=$SRC/data/book/instruction-data.json
 [ -f "$DATA" ] || DATA=$SRC/../shared/data/book/instruction-data.json # scripts/get-data.sh book
-[ -f "$SRC/data/gpt2/encoder.json" ] ||
-  { echo "SKIP: data/gpt2 missing (scripts/get-data.sh gpt2)"; exit 77; }
 [ -f "$SHIM" ] || { echo "FAIL - fault shim $SHIM not built"; exit 1; }
 # The shim is preloaded ahead of the sanitizer runtime (an ASan build).
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
-/usr/bin/python3 -c 'import torch' 2> /dev/null || { echo "SKIP: no torch for the book's init"; exit 77; }
-export ATTN_GPT2_DIR=$SRC/data/gpt2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pyenv "$SRC" "$(dirname "$ATTN")/libattn.so"
-"${PY[@]}" - "$tmp" << 'EOF' || { echo "SKIP: the book's model did not build"; exit 77; }
-import sys, torch, attn.book as book
-cfg = {"vocab_size": 50257, "context_length": 120, "drop_rate": 0.0, "qkv_bias": False,
-       "emb_dim": 12, "n_layers": 1, "n_heads": 2}
-torch.manual_seed(123)
-torch.save(book.GPTModel(cfg).state_dict(), sys.argv[1] + "/m.pth")
-EOF
+finetune_setup "$SRC" "$ATTN"
+book_test_mode_model "$tmp/m.pth"
 cd "$tmp" || exit 1
 cls=(train --task classify --n-heads 2 --init-from m.pth --data "$FIX/train.csv"
   --val "$FIX/validation.csv" --epochs 3 --eval-interval 4)

@@ -16,3 +16,28 @@ make_corpus() {
 # attn_bf16 ATTN: true when ATTN runs --precision bf16 here, as attn itself
 # decides (the CPU under the ATTN_SIMD cap, attn/cpu.h), not /proc/cpuinfo.
 attn_bf16() { "$1" info --cpu --json | grep -q '"bf16_engine":[[:space:]]*true'; }
+
+# The fine-tuning tests' start (SRC ATTN): GPT-2's vocabulary and torch for
+# the book's init (else skip), ATTN_GPT2_DIR, PY on ATTN's library
+# (tests/python/pyenv.sh) and a private $tmp removed at exit.
+finetune_setup() {
+  [ -f "$1/data/gpt2/encoder.json" ] ||
+    { echo "SKIP: data/gpt2 missing (scripts/get-data.sh gpt2)"; exit 77; }
+  /usr/bin/python3 -c 'import torch' 2> /dev/null || { echo "SKIP: no torch for the book's init"; exit 77; }
+  export ATTN_GPT2_DIR=$1/data/gpt2
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
+  pyenv "$1" "$(dirname "$2")/libattn.so"
+}
+
+# The book's --test_mode GPTModel (emb 12, 1 layer, 2 heads, context 120, no
+# qkv bias) as built after torch.manual_seed(123), saved to FILE (.pth).
+book_test_mode_model() {
+  "${PY[@]}" - "$1" << 'PYEOF' || { echo "SKIP: the book's model did not build"; exit 77; }
+import sys, torch, attn.book as book
+cfg = {"vocab_size": 50257, "context_length": 120, "drop_rate": 0.0, "qkv_bias": False,
+       "emb_dim": 12, "n_layers": 1, "n_heads": 2}
+torch.manual_seed(123)
+torch.save(book.GPTModel(cfg).state_dict(), sys.argv[1])
+PYEOF
+}
