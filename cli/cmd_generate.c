@@ -392,11 +392,17 @@ static int generate_instruction(const gen_opts *o, const cli_parsed *p) {
     }
     const long long max_new = p->given[GEN_MAX_NEW] ? o->max_new : 256;
     const float scale = info.lora_rank ? info.lora_alpha / (float)info.lora_rank : 0;
-    if (!rc)
-        rc = !prompt ||
-             book_generate("attn generate", &m, scale, &tok, prompt,
-                           (int)(max_new < INT_MAX ? max_new : INT_MAX), ATTN_PAD_ID, &ids, &n);
-    if (!rc && !(resp = book_response(&tok, ids, n))) rc = 1;
+    const int max_ids = (int)(max_new < INT_MAX ? max_new : INT_MAX);
+    if (!rc && (!prompt || !(ids = malloc((size_t)max_ids * sizeof *ids + 1)))) {
+        fprintf(stderr, "attn generate: out of memory\n");
+        rc = 1;
+    }
+    if (!rc &&
+        (attn_instruct_generate(&m, scale, &tok, prompt, max_ids, ATTN_PAD_ID, ids, &n, &err) ||
+         attn_instruct_response(&tok, ids, n, &resp, &err))) {
+        fprintf(stderr, "attn generate: %s\n", err.msg);
+        rc = 1;
+    }
     if (!rc) printf("%s\n", resp);
     free(prompt);
     free(ids);

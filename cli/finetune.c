@@ -59,9 +59,9 @@ static int read_sets(const finetune_request *rq, const attn_tokenizer *tok, int 
     return -1;
 }
 
-int finetune_save_run(finetune_folder *f) {
+int finetune_save_run(finetune_folder *f, const attn_gpt *m, const attn_finetune_sets *sets) {
     attn_error err;
-    if (!attn_finetune_folder_finish(f, &err)) return 0;
+    if (!attn_finetune_folder_finish(f, m, sets, &err)) return 0;
     fprintf(stderr, "attn train: %s\n", err.msg);
     return 1;
 }
@@ -185,8 +185,8 @@ static int train_classifier(const finetune_request *rq, attn_gpt *base, const at
         attn_gpt_free(&m);
         return rc;
     }
-    const attn_classify_events ev = {NULL, finetune_on_eval, on_epoch, NULL, NULL, NULL};
-    const attn_finetune_sets sets = {tr, va, NULL, NULL};
+    const attn_classify_events ev = {NULL, finetune_on_eval, on_epoch, NULL, NULL, NULL, NULL};
+    const attn_finetune_sets sets = {tr, va, NULL, NULL, NULL};
     rc = attn_finetune_folder_train(&folder, &m, &sets, &rq->cfg, &ev, &res, &err)
              ? finetune_train_failed(rq, &err)
              : 0;
@@ -194,7 +194,7 @@ static int train_classifier(const finetune_request *rq, attn_gpt *base, const at
         finetune_say_resumed(rq, &res);
         printf("Final accuracy: training %.2f%% | validation %.2f%% (whole sets)\n",
                res.final_train_acc * 100, res.final_val_acc * 100);
-        rc = finetune_save_run(&folder);
+        rc = finetune_save_run(&folder, &m, &sets);
     }
     if (!rc) printf("classifier in %s (attn classify %s TEXT...)\n", rq->out, rq->out);
     finetune_release(&folder, rc);

@@ -55,23 +55,12 @@ void finetune_say_resumed(const finetune_request *rq, const attn_classify_result
 void finetune_print_dry_run(const finetune_request *rq, const attn_gpt *m, int T, int64_t steps,
                             double data_bytes);
 
-/* RUN/log.csv (attn_finetune_folder_finish): 0 or 1. */
-int finetune_save_run(finetune_folder *f);
+/* RUN/log.csv (and instruct's RUN/responses.json) of m trained on sets
+ * (attn_finetune_folder_finish): 0 or 1. */
+int finetune_save_run(finetune_folder *f, const attn_gpt *m, const attn_finetune_sets *sets);
 
 /* --task instruct on the opened base (cli/finetune_instruct.c): the exit
  * code. */
 int finetune_instruct(const finetune_request *rq, const attn_gpt *base, const attn_tokenizer *tok);
-
-/* The book's generate(model, encode(prompt), max_new, context, eos_id)
- * (greedy; the context cropped as idx[:, -context_size:]; eos < 0: none,
- * generate_text_simple): the new ids into *out (malloc'd), *n of them, the
- * eos not included. lora_scale > 0: m's adapters merged first. 0 or 1
- * (said on stderr, prefixed cmd). */
-int book_generate(const char *cmd, const attn_gpt *m, float lora_scale, const attn_tokenizer *tok,
-                  const char *prompt, int max_new, int eos, int32_t **out, size_t *n);
-
-/* The book's model_response: the decoded new ids with "### Response:"
- * removed and white space stripped (malloc'd; NULL: out of memory). */
-char *book_response(const attn_tokenizer *tok, const int32_t *ids, size_t n);
 
 #endif

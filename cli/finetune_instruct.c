@@ -1,114 +1,17 @@
 /* attn train --task instruct (chapter 7's gpt_instruction_finetuning.py):
- * the library's attn_instruct_train, its lines printed as the script
- * prints them, the test split's responses as the script makes them. The
- * book's generate (greedy, eos_id) is here, on attn_generator, for the
- * training's samples and for attn generate --instruction. */
-#define _POSIX_C_SOURCE 200809L /* open_memstream */
+ * the library's run in its folder (attn/finetune_run.h: the training, the
+ * per-epoch samples, the test split's responses), its lines printed as the
+ * script prints them. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "attn/fileio.h"
-#include "attn/generate.h"
 #include "attn/gpt_family.h"
 #include "clock.h"
 #include "finetune.h"
 
-/* --------------------------------------------------- the book's generate */
-
-/* The new ids of a greedy generator over the book's cropped window. */
-static int greedy_ids(const char *cmd, const attn_gpt *m, const attn_tokenizer *tok,
-                      const char *prompt, int max_new, int eos, int32_t *ids, size_t *n) {
-    attn_generate_options o;
-    attn_generate_options_default(&o);
-    o.temperature = 0;
-    o.top_k = 0;
-    /* the book crops idx[:, -context_size:] every token: the window slides by one */
-    o.window_keep = m->cfg.context_length;
-    attn_generator g;
-    attn_error err;
-    if (attn_generator_init(&g, m, tok, &o, &err)) {
-        fprintf(stderr, "%s: %s\n", cmd, err.msg);
-        return 1;
-    }
-    int rc = 0;
-    *n = 0;
-    if (attn_generator_prompt(&g, prompt, strlen(prompt), &err)) rc = 1;
-    for (int i = 0; !rc && i < max_new; i++) {
-        int32_t id;
-        if (attn_generator_next_token(&g, &id, NULL, NULL, &err)) rc = 1;
-        if (rc || id == eos) break;
-        ids[(*n)++] = id;
-    }
-    if (rc) fprintf(stderr, "%s: %s\n", cmd, err.msg);
-    attn_generator_free(&g);
-    return rc;
-}
-
-int book_generate(const char *cmd, const attn_gpt *m, float lora_scale, const attn_tokenizer *tok,
-                  const char *prompt, int max_new, int eos, int32_t **out, size_t *n) {
-    *out = malloc(((size_t)(max_new > 0 ? max_new : 0) + 1) * sizeof **out);
-    if (!*out) return fprintf(stderr, "%s: out of memory\n", cmd), 1;
-    if (!(lora_scale > 0)) return greedy_ids(cmd, m, tok, prompt, max_new, eos, *out, n);
-    attn_gpt merged; /* the KV step runs plain Linears: W + scale (A B)^T */
-    attn_error err;
-    if (attn_gpt_merge_lora(&merged, m, lora_scale, &err)) {
-        fprintf(stderr, "%s: %s\n", cmd, err.msg);
-        return 1;
-    }
-    const int rc = greedy_ids(cmd, &merged, tok, prompt, max_new, eos, *out, n);
-    attn_gpt_free(&merged);
-    return rc;
-}
-
-/* n ids decoded, shown as Python's decode(errors="replace") gives them. */
-static char *decode_text(const attn_tokenizer *tok, const int32_t *ids, size_t n) {
-    attn_error err;
-    size_t len = 0;
-    if (attn_tokenizer_decoded_len(tok, ids, n, &len, &err)) return NULL;
-    char *raw = malloc(len + 1), *shown = malloc(ATTN_UTF8_DISPLAY_CAP(len));
-    if (!raw || !shown || attn_tokenizer_decode(tok, ids, n, raw, &err)) {
-        free(raw);
-        free(shown);
-        return NULL;
-    }
-    attn_utf8_display d = {{0}, 0};
-    size_t k = attn_utf8_display_put(&d, raw, len, shown);
-    k += attn_utf8_display_end(&d, shown + k);
-    shown[k] = '\0';
-    free(raw);
-    return shown;
-}
-
-char *book_response(const attn_tokenizer *tok, const int32_t *ids, size_t n) {
-    char *t = decode_text(tok, ids, n);
-    if (!t) return NULL;
-    static const char tag[] = "### Response:";
-    char *w = t;
-    for (const char *r = t; *r;) { /* .replace("### Response:", "") */
-        if (strncmp(r, tag, sizeof tag - 1) == 0)
-            r += sizeof tag - 1;
-        else
-            *w++ = *r++;
-    }
-    *w = '\0';
-    const char *ws = " \t\n\r\v\f\x1c\x1d\x1e\x1f"; /* str.strip()'s ASCII white space */
-    size_t a = strspn(t, ws), e = strlen(t);
-    while (e > a && strchr(ws, t[e - 1]))
-        e--;
-    memmove(t, t + a, e - a);
-    t[e - a] = '\0';
-    return t;
-}
-
 /* ------------------------------------------------------------ the run */
-
-typedef struct instruct_cli {
-    const attn_tokenizer *tok;
-    const char *start; /* format_input(val_data[0]) */
-    float lora_scale;
-} instruct_cli;
 
 /* Python's repr of a float: the shortest text that reads back the same. */
 static void py_repr(double v, char *buf, size_t cap) {
@@ -128,94 +31,11 @@ static void on_initial(void *user, double tl, double vl) {
     (void)user;
 }
 
-/* generate_and_print_sample: 50 greedy tokens after the start context, the
- * whole text on one line. */
-static int on_sample(void *user, int epoch, attn_gpt *m) {
-    (void)epoch;
-    instruct_cli *c = user;
-    int32_t *ids = NULL;
-    size_t n = 0;
-    if (book_generate("attn train", m, c->lora_scale, c->tok, c->start, 50, -1, &ids, &n))
-        return free(ids), 1;
-    char *text = decode_text(c->tok, ids, n);
-    free(ids);
-    if (!text) return fprintf(stderr, "attn train: out of memory\n"), 1;
-    char *line = malloc(strlen(c->start) + strlen(text) + 1);
-    if (!line) return free(text), 1;
-    strcpy(line, c->start);
-    strcat(line, text);
-    for (char *p = line; *p; p++)
-        *p = *p == '\n' ? ' ' : *p;
+/* generate_and_print_sample's print. */
+static void on_sample_line(void *user, int epoch, const char *line) {
+    (void)user, (void)epoch;
     printf("%s\n", line);
     fflush(stdout);
-    free(line);
-    free(text);
-    return 0;
-}
-
-/* s as a JSON string (UTF-8 kept) appended to f. */
-static void json_string(FILE *f, const char *s) {
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            fprintf(f, "\\%c", *p);
-        else if (*p == '\n')
-            fputs("\\n", f);
-        else if (*p == '\t')
-            fputs("\\t", f);
-        else if (*p < 0x20)
-            fprintf(f, "\\u%04x", *p);
-        else
-            fputc(*p, f);
-    }
-    fputc('"', f);
-}
-
-/* The test split's responses (the script's "Generating responses"), as
- * RUN/responses.json: its entries with "model_response" added. */
-static int write_responses(const finetune_request *rq, const attn_gpt *m, const instruct_cli *c,
-                           const attn_instruct_data *test) {
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    if (!f) return fprintf(stderr, "attn train: out of memory\n"), 1;
-    int rc = 0;
-    fputs("[", f);
-    for (size_t i = 0; !rc && i < test->n; i++) {
-        char *prompt = attn_instruct_prompt(test->instruction[i], test->input[i]), *resp = NULL;
-        int32_t *ids = NULL;
-        size_t n = 0;
-        rc = !prompt || book_generate("attn train", m, c->lora_scale, c->tok, prompt, 256,
-                                      ATTN_PAD_ID, &ids, &n);
-        if (!rc && !(resp = book_response(c->tok, ids, n))) rc = 1;
-        if (!rc) {
-            const char *k[4] = {"instruction", "input", "output", "model_response"};
-            const char *v[4] = {test->instruction[i], test->input[i], test->output[i], resp};
-            fputs(i ? ",\n    {" : "\n    {", f);
-            for (int j = 0; j < 4; j++) {
-                fputs(j ? ",\n        " : "\n        ", f);
-                json_string(f, k[j]);
-                fputs(": ", f);
-                json_string(f, v[j]);
-            }
-            fputs("\n    }", f);
-        }
-        free(prompt);
-        free(ids);
-        free(resp);
-    }
-    fputs("\n]\n", f);
-    fclose(f);
-    char path[4096];
-    attn_error err;
-    if (!rc && (attn_path_join(path, sizeof path, rq->out, "responses.json") ||
-                attn_file_write_atomic(path, buf, len, &err))) {
-        fprintf(stderr, "attn train: cannot write %s/responses.json\n", rq->out);
-        rc = 1;
-    }
-    free(buf);
-    if (!rc) printf("Responses saved as %s/responses.json\n", rq->out);
-    return rc;
 }
 
 /* The sets of the book's split of d (--limit cuts each). */
@@ -253,23 +73,18 @@ static void print_plan(const finetune_request *rq, const attn_gpt *m, const attn
            s[0].n / (size_t)rq->cfg.batch_size, rq->cfg.mask_prompt ? "; prompts masked" : "");
 }
 
-/* Training, the responses and the run's files. */
+/* Training, the samples, the responses and the run's files. */
 static int run_instruct(const finetune_request *rq, attn_gpt *m, const attn_tokenizer *tok,
                         const attn_instruct_data *set) {
-    instruct_cli c = {tok, NULL,
-                      rq->cfg.lora_rank ? rq->cfg.lora_alpha / (float)rq->cfg.lora_rank : 0};
-    const attn_instruct_data *val = set[2].n ? &set[2] : &set[0];
-    char *start = attn_instruct_prompt(val->instruction[0], val->input[0]);
-    if (!start) return fprintf(stderr, "attn train: out of memory\n"), 1;
-    c.start = start;
     const attn_classifier_info info = {
         0,          m->cfg.context_length,   rq->cfg.lora_rank, rq->cfg.lora_alpha,
         "instruct", trainable_name(&rq->cfg)};
     finetune_folder folder;
     int rc = finetune_claim(rq, tok, &info, &folder);
-    if (rc >= 0) return free(start), rc;
-    const attn_classify_events evu = {&c, finetune_on_eval, NULL, NULL, on_initial, on_sample};
-    const attn_finetune_sets sets = {NULL, NULL, &set[0], &set[2]};
+    if (rc >= 0) return rc;
+    const attn_classify_events evu = {NULL, finetune_on_eval, NULL, NULL, on_initial,
+                                      NULL, on_sample_line};
+    const attn_finetune_sets sets = {NULL, NULL, &set[0], &set[2], &set[1]};
     attn_classify_result res;
     attn_error err;
     const double t0 = attn_now_s();
@@ -280,13 +95,14 @@ static int run_instruct(const finetune_request *rq, attn_gpt *m, const attn_toke
         finetune_say_resumed(rq, &res);
         printf("Training completed in %.2f minutes.\n", (attn_now_s() - t0) / 60);
         printf("--------------------------------------------------\nGenerating responses\n");
-        rc = finetune_save_run(&folder);
-        if (!rc) rc = write_responses(rq, m, &c, &set[1]);
+        fflush(stdout);
+        rc = finetune_save_run(&folder, m, &sets);
     }
     if (!rc)
-        printf("instruction model in %s (attn generate %s --instruction TEXT)\n", rq->out, rq->out);
+        printf("Responses saved as %s/responses.json\n"
+               "instruction model in %s (attn generate %s --instruction TEXT)\n",
+               rq->out, rq->out, rq->out);
     finetune_release(&folder, rc);
-    free(start);
     return rc;
 }
 

@@ -72,7 +72,7 @@ Test(classify, a_classifier_learns_and_keeps_its_frozen_tensors) {
     cr_expect_eq(attn_gpt_head_width(&m), 2);
     attn_class_data tr = toy_set(1), va = toy_set(2);
     float l[2] = {0};
-    const attn_classify_events ev = {l, NULL, NULL, losses, NULL, NULL};
+    const attn_classify_events ev = {l, NULL, NULL, losses, NULL, NULL, NULL};
     attn_classify_result res;
     cr_assert_eq(attn_classify_train(&m, &tr, &va, &c, &ev, &res, &err), ATTN_OK, "%s", err.msg);
     cr_expect_eq(res.steps, 40 * (ROWS / 8));

@@ -154,6 +154,10 @@ typedef struct attn_classify_events {
     /* instruct, after an epoch: the model as it is (the book's
      * generate_and_print_sample); nonzero stops the run (ATTN_ERR_STATE) */
     int (*on_sample)(void *user, int epoch, attn_gpt *m);
+    /* instruct in a run folder (attn_finetune_folder_train), after an epoch:
+     * the script's printed sample (attn_instruct_sample); made only when
+     * this is given */
+    void (*on_sample_line)(void *user, int epoch, const char *line);
 } attn_classify_events;
 
 typedef struct attn_classify_result {
@@ -250,6 +254,40 @@ attn_status attn_instruct_train(attn_gpt *m, const attn_instruct_data *train,
                                 const attn_instruct_data *val, const attn_classify_config *cfg,
                                 const attn_classify_events *ev, attn_classify_result *res,
                                 attn_error *err);
+
+/* The book's generate(model, encode(prompt), max_new, context_size, eos)
+ * (chapter 7's): greedy, the context cropped to its last context_length
+ * tokens every token (idx[:, -context_size:]), stopped before eos (eos < 0:
+ * none, as generate_text_simple). lora_scale > 0 (alpha / rank): m's
+ * adapters merged first. The new ids into ids (room for max_new), *n of
+ * them, eos not included. */
+attn_status attn_instruct_generate(const attn_gpt *m, float lora_scale, const attn_tokenizer *tok,
+                                   const char *prompt, int max_new, int eos, int32_t *ids,
+                                   size_t *n, attn_error *err);
+
+/* The script's model_response of n new ids: decoded (invalid UTF-8 shown as
+ * Python's errors="replace"), "### Response:" removed, white space stripped;
+ * malloc'd into *text. */
+attn_status attn_instruct_response(const attn_tokenizer *tok, const int32_t *ids, size_t n,
+                                   char **text, attn_error *err);
+
+/* generate_and_print_sample's line after an epoch: start (the prompt of the
+ * first validation entry) and 50 greedy tokens after it, newlines as
+ * spaces; malloc'd into *line. */
+attn_status attn_instruct_sample(const attn_gpt *m, float lora_scale, const attn_tokenizer *tok,
+                                 const char *start, char **line, attn_error *err);
+
+/* The tokens of each test response (the script's max_new_tokens). */
+#define ATTN_INSTRUCT_RESPONSE_TOKENS 256
+
+/* The script's "Generating responses": each entry of test's generate(...,
+ * ATTN_INSTRUCT_RESPONSE_TOKENS, eos ATTN_PAD_ID) response as the JSON the
+ * script saves (json.dump(indent=4): the entries with "model_response"
+ * added; UTF-8 kept rather than \u escapes), malloc'd into *json, *len
+ * bytes. What RUN/responses.json holds (attn/finetune_run.h). */
+attn_status attn_instruct_responses(const attn_gpt *m, float lora_scale, const attn_tokenizer *tok,
+                                    const attn_instruct_data *test, char **json, size_t *len,
+                                    attn_error *err);
 
 /* What a fine-tuned model's checkpoint says beyond its config (metadata
  * "task" "classify" or "instruct"). */

@@ -13,7 +13,8 @@
  *   attn_finetune_check_out(out, "classify", resume, "--", &err);
  *   attn_finetune_folder_open(&f, out, who, resume, init_from, &tok, &info, &err);
  *   attn_finetune_folder_train(&f, &m, &sets, &cfg, &ev, &res, &err);
- *   attn_finetune_folder_finish(&f, &err);      (RUN/log.csv)
+ *   attn_finetune_folder_finish(&f, &m, &sets, &err);  (RUN/log.csv;
+ *                                                 instruct: RUN/responses.json)
  *   attn_finetune_folder_close(&f, failed); */
 #ifndef ATTN_FINETUNE_RUN_H
 #define ATTN_FINETUNE_RUN_H
@@ -34,21 +35,23 @@ extern "C" {
 attn_status attn_finetune_check_out(const char *out, const char *task, int resume, const char *dash,
                                     attn_error *err);
 
-/* The sets of a run: classify's (train, val) or instruct's (itrain, ival),
- * as the folder's info.task says; val may be empty. */
+/* The sets of a run: classify's (train, val) or instruct's (itrain, ival,
+ * itest: the book's split), as the folder's info.task says; val and test
+ * may be empty. */
 typedef struct attn_finetune_sets {
     const attn_class_data *train, *val;
-    const attn_instruct_data *itrain, *ival;
+    const attn_instruct_data *itrain, *ival, *itest;
 } attn_finetune_sets;
 
 /* A run folder held for a run (zero it or let open fill it). */
 typedef struct attn_finetune_folder {
     attn_train_claim claim; /* what the claim found and did (repaired, warning) */
     attn_run_lock lock;
-    attn_finetune_ckpt ckpt;   /* the checkpoints' settings */
-    attn_classifier_info info; /* the model's metadata */
-    attn_classify_events ev;   /* the caller's, called after the log's row */
-    char *log;                 /* log.csv's rows after its head */
+    attn_finetune_ckpt ckpt;        /* the checkpoints' settings */
+    attn_classifier_info info;      /* the model's metadata */
+    attn_classify_events ev;        /* the caller's, called after the log's row */
+    const attn_finetune_sets *sets; /* during _train: the sample's start */
+    char *log;                      /* log.csv's rows after its head */
     size_t len, cap;
     int nomem;
 } attn_finetune_folder;
@@ -64,16 +67,23 @@ attn_status attn_finetune_folder_open(attn_finetune_folder *f, const char *out, 
 /* attn_classify_train or attn_instruct_train of m on sets with cfg (its
  * ckpt set to the folder's), ev's events reported (the logged ones, and a
  * resume's replayed ones, after their log rows); classify's final
- * accuracies logged. A resume the checkpoint refuses: ATTN_ERR_INVALID_ARG. */
+ * accuracies logged. Instruct: after each epoch trained, ev->on_sample_line
+ * (when given) gets the script's sample of the first validation entry's
+ * prompt (the first training entry's when val is empty). A resume the
+ * checkpoint refuses: ATTN_ERR_INVALID_ARG. */
 attn_status attn_finetune_folder_train(attn_finetune_folder *f, attn_gpt *m,
                                        const attn_finetune_sets *sets,
                                        const attn_classify_config *cfg,
                                        const attn_classify_events *ev, attn_classify_result *res,
                                        attn_error *err);
 
-/* RUN/log.csv, atomically; a resumed run's is rewritten only when it is
- * attn's (its head), else ATTN_ERR_FORMAT and it stays as it is. */
-attn_status attn_finetune_folder_finish(attn_finetune_folder *f, attn_error *err);
+/* After a successful _train of m on sets: RUN/log.csv, atomically (a
+ * resumed run's is rewritten only when it is attn's, its head; else
+ * ATTN_ERR_FORMAT and it stays as it is); then, instruct, the test split's
+ * responses (sets->itest, attn_instruct_responses) as RUN/responses.json,
+ * atomically. */
+attn_status attn_finetune_folder_finish(attn_finetune_folder *f, const attn_gpt *m,
+                                        const attn_finetune_sets *sets, attn_error *err);
 
 /* Let go of the folder and the log; failed: what the claim made and
  * nothing wrote goes (checkpoints stay for a resume). */

@@ -367,7 +367,8 @@ attn_status attn_h_train(const char *preset, const char *config, const char *dat
                          char *out_abs, int *request_error, attn_error *err);
 
 /* What a fine-tuning run reports (attn/finetune.h's events), with its
- * epoch (1-based), step (0-based) and two numbers a, b:
+ * epoch (1-based), step (0-based), two numbers a, b and a text (NULL but
+ * for SAMPLE):
  *   STEP       after every step: a = its training loss, b = the learning
  *              rate (epoch 0: not told)
  *   EVAL       every eval_interval steps: a, b = train and val loss
@@ -375,17 +376,20 @@ attn_status attn_h_train(const char *preset, const char *config, const char *dat
  *   INITIAL    instruct, before training: a, b = the "Initial losses"
  *   FINAL      classify, at the end: a, b = the whole sets' accuracies
  *   TRUNCATED  classify, before training: a, b = train and val texts cut
- *              (step = the padded length). */
+ *              (step = the padded length)
+ *   SAMPLE     instruct, after an epoch trained: text = the script's printed
+ *              sample (attn_instruct_sample; a, b NaN). */
 enum {
     ATTN_H_FT_STEP = 0,
     ATTN_H_FT_EVAL = 1,
     ATTN_H_FT_ACCURACY = 2,
     ATTN_H_FT_INITIAL = 3,
     ATTN_H_FT_FINAL = 4,
-    ATTN_H_FT_TRUNCATED = 5
+    ATTN_H_FT_TRUNCATED = 5,
+    ATTN_H_FT_SAMPLE = 6
 };
 typedef void (*attn_h_finetune_callback)(void *user, int event, int epoch, int64_t step, double a,
-                                         double b);
+                                         double b, const char *text);
 
 /* `attn train --task classify|instruct` in one process (docs/finetuning.md):
  * task "classify" or "instruct"; init_from, data, val (classify only; may
@@ -397,9 +401,9 @@ typedef void (*attn_h_finetune_callback)(void *user, int event, int epoch, int64
  * "last-block", "head"), lora_rank, lora_alpha, n_heads, precision
  * ("fp32", "bf16"), instruct's limit and mask_prompt; the same defaults.
  * The run folder is the program's (attn/finetune_run.h): its checkpoints,
- * RUN/model.safetensors and RUN/log.csv (instruct: without the samples and
- * RUN/responses.json, which the program generates). *steps: the steps run; *request_error (may be
- * NULL) tells a bad request (1) from a failure of a file or the run (0). */
+ * RUN/model.safetensors, RUN/log.csv and instruct's RUN/responses.json,
+ * byte for byte. *steps: the steps run; *request_error (may be NULL) tells
+ * a bad request (1) from a failure of a file or the run (0). */
 attn_status attn_h_finetune(const char *task, const char *init_from, const char *data,
                             const char *val, const char *out, const char *keys_json,
                             attn_h_finetune_callback cb, void *user, int64_t *steps,

@@ -144,7 +144,8 @@ class AdamwConfig(ctypes.Structure):  # attn_adamw_config (attn/optim.h)
 
 TRAIN_CALLBACK = ctypes.CFUNCTYPE(c_int, c_void_p, c_int, c_int64, c_int64, c_double, c_double,
                                   c_double)
-FINETUNE_CALLBACK = ctypes.CFUNCTYPE(None, c_void_p, c_int, c_int, c_int64, c_double, c_double)
+FINETUNE_CALLBACK = ctypes.CFUNCTYPE(None, c_void_p, c_int, c_int, c_int64, c_double, c_double,
+                                     c_char_p)
 
 # Every C function the package calls, declared here once: name: (restype,
 # argtypes); pointers to arrays are passed as c_void_p.

@@ -522,13 +522,15 @@ def _progress_bar(total, initial):
 
 
 FinetuneResult = collections.namedtuple("FinetuneResult",
-                                        "out steps history evals accuracies initial final")
+                                        "out steps history evals accuracies initial final samples")
 FinetuneResult.__doc__ = """What attn.train(task="classify" | "instruct") did:
 out (the run folder, absolute), steps (run), history [(step, loss, lr)],
 evals [(epoch, step, train_loss, val_loss)], accuracies [(epoch, train_acc,
 val_acc)] (classify, after each epoch), initial (instruct: the "Initial
 losses" (train, val), else None) and final (classify: the whole sets'
-accuracies (train, val), else None): every number RUN/log.csv holds."""
+accuracies (train, val), else None): every number RUN/log.csv holds; and
+samples [(epoch, text)] (instruct: the script's sample printed after each
+epoch trained)."""
 
 
 def _finetune(task, init_from, data, val, out, keys, on_step, on_eval, on_epoch):
@@ -536,10 +538,10 @@ def _finetune(task, init_from, data, val, out, keys, on_step, on_eval, on_epoch)
     for k in keys:
         if not isinstance(keys[k], (int, float, str)):
             raise Error(f"train: {k} must be a number or a string, got {keys[k]!r}")
-    r = FinetuneResult(None, 0, [], [], [], [None], [None])
+    r = FinetuneResult(None, 0, [], [], [], [None], [None], [])
     state = {"exc": None, "bar": None}
 
-    def callback(user, event, epoch, step, a, b):
+    def callback(user, event, epoch, step, a, b, text):
         try:
             if event == 0:
                 r.history.append((step, a, b))
@@ -564,6 +566,10 @@ def _finetune(task, init_from, data, val, out, keys, on_step, on_eval, on_epoch)
                 warnings.warn(f"train: {int(a)} training and {int(b)} validation texts are longer "
                               f"than {step} tokens; cut to them, as the book's SpamDataset does",
                               stacklevel=4)
+            elif event == 6:
+                line = text.decode("utf-8", "replace")
+                r.samples.append((epoch, line))
+                print(line)
         except BaseException as e:  # noqa: B902 - raised after the run
             if state["exc"] is None:
                 state["exc"] = e
@@ -594,7 +600,9 @@ def train(preset=None, config=None, data=None, out=None, *, on_step=None, on_eva
     folder, keys those of the program's options (epochs, trainable,
     lora_rank, lora_alpha, batch_size, learning_rate, weight_decay,
     eval_interval, eval_iters, seed, n_heads, precision; instruct: limit,
-    mask_prompt). It prints the book's evaluation and accuracy lines, calls
+    mask_prompt). It prints the book's evaluation and accuracy lines (and
+    instruct's per-epoch samples), writes the run folder the program writes
+    (instruct: RUN/responses.json, the test split's responses, included), calls
     on_step(step, loss, lr), on_eval(step, train_loss, val_loss) and
     on_epoch(epoch, train_acc, val_acc) (their returns are ignored: the run
     cannot stop early; an exception they raise is raised when it ends) and

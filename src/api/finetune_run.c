@@ -2,7 +2,7 @@
  * attn/handles.h): its keys read as the attn program's options, the
  * library's fine-tuning calls (attn/finetune.h), and the run folder the
  * program writes (attn/finetune_run.h: RUN/model.safetensors, its
- * checkpoints, RUN/log.csv). */
+ * checkpoints, RUN/log.csv, instruct's samples and RUN/responses.json). */
 #include <cblas.h>
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -164,22 +164,27 @@ static attn_status make_request(ft_request *rq, const char *keys_json, attn_erro
 
 static void ev_eval(void *user, int epoch, int64_t step, double tl, double vl) {
     ft_run *r = user;
-    if (r->cb) r->cb(r->user, ATTN_H_FT_EVAL, epoch, step, tl, vl);
+    if (r->cb) r->cb(r->user, ATTN_H_FT_EVAL, epoch, step, tl, vl, NULL);
 }
 
 static void ev_epoch(void *user, int epoch, double ta, double va) {
     ft_run *r = user;
-    if (r->cb) r->cb(r->user, ATTN_H_FT_ACCURACY, epoch, -1, ta, va);
+    if (r->cb) r->cb(r->user, ATTN_H_FT_ACCURACY, epoch, -1, ta, va, NULL);
 }
 
 static void ev_step(void *user, int64_t step, float loss) {
     ft_run *r = user;
-    if (r->cb) r->cb(r->user, ATTN_H_FT_STEP, 0, step, (double)loss, r->lr);
+    if (r->cb) r->cb(r->user, ATTN_H_FT_STEP, 0, step, (double)loss, r->lr, NULL);
 }
 
 static void ev_initial(void *user, double tl, double vl) {
     ft_run *r = user;
-    if (r->cb) r->cb(r->user, ATTN_H_FT_INITIAL, 0, 0, tl, vl);
+    if (r->cb) r->cb(r->user, ATTN_H_FT_INITIAL, 0, 0, tl, vl, NULL);
+}
+
+static void ev_sample(void *user, int epoch, const char *line) {
+    ft_run *r = user;
+    if (r->cb) r->cb(r->user, ATTN_H_FT_SAMPLE, epoch, -1, NAN, NAN, line);
 }
 
 /* ------------------------------------------------------------ the folder */
@@ -198,11 +203,11 @@ static attn_status run_in_folder(const ft_request *rq, attn_gpt *m, const attn_t
     if (s) return s;
     attn_classify_result res;
     s = attn_finetune_folder_train(&f, m, sets, &rq->cfg, ev, &res, err);
-    if (!s) s = attn_finetune_folder_finish(&f, err);
+    if (!s) s = attn_finetune_folder_finish(&f, m, sets, err);
     if (!s) *steps = res.steps;
     if (!s && sets->train && r->cb)
         r->cb(r->user, ATTN_H_FT_FINAL, rq->cfg.epochs, res.steps, res.final_train_acc,
-              res.final_val_acc);
+              res.final_val_acc, NULL);
     attn_finetune_folder_close(&f, s != ATTN_OK);
     return s;
 }
@@ -238,16 +243,16 @@ static attn_status run_classify(const ft_request *rq, const attn_gpt *base,
     }
     if ((tr.truncated || va.truncated) && r->cb)
         r->cb(r->user, ATTN_H_FT_TRUNCATED, 0, tr.max_len, (double)tr.truncated,
-              (double)va.truncated);
+              (double)va.truncated, NULL);
     const int n_classes = (tr.max_label > va.max_label ? tr.max_label : va.max_label) + 1;
     attn_gpt m;
     s = make_model(rq, base, n_classes, &m, err);
     if (!s) {
-        const attn_classify_events ev = {r, ev_eval, ev_epoch, ev_step, NULL, NULL};
+        const attn_classify_events ev = {r, ev_eval, ev_epoch, ev_step, NULL, NULL, NULL};
         const attn_classifier_info info = {n_classes,         tr.max_len,
                                            rq->cfg.lora_rank, rq->cfg.lora_alpha,
                                            "classify",        trainable_name(&rq->cfg)};
-        const attn_finetune_sets sets = {&tr, &va, NULL, NULL};
+        const attn_finetune_sets sets = {&tr, &va, NULL, NULL, NULL};
         s = run_in_folder(rq, &m, tok, &info, &sets, &ev, r, steps, err);
         attn_gpt_free(&m);
     }
@@ -273,11 +278,11 @@ static attn_status run_instruct(const ft_request *rq, const attn_gpt *base,
                       rq->data, count[0], rq->cfg.batch_size);
     attn_gpt m;
     if (!s && !(s = make_model(rq, base, 0, &m, err))) {
-        const attn_classify_events ev = {r, ev_eval, NULL, ev_step, ev_initial, NULL};
+        const attn_classify_events ev = {r, ev_eval, NULL, ev_step, ev_initial, NULL, ev_sample};
         const attn_classifier_info info = {
             0,          m.cfg.context_length,    rq->cfg.lora_rank, rq->cfg.lora_alpha,
             "instruct", trainable_name(&rq->cfg)};
-        const attn_finetune_sets sets = {NULL, NULL, &set[0], &set[2]};
+        const attn_finetune_sets sets = {NULL, NULL, &set[0], &set[2], &set[1]};
         s = run_in_folder(rq, &m, tok, &info, &sets, &ev, r, steps, err);
         attn_gpt_free(&m);
     }

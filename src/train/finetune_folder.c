@@ -104,9 +104,29 @@ static void on_step(void *user, int64_t step, float loss) {
     if (f->ev.on_step) f->ev.on_step(f->ev.user, step, loss);
 }
 
+/* adapters' scale: the book's alpha / rank (0: none) */
+static float lora_scale(const attn_classifier_info *info) {
+    return info->lora_rank ? info->lora_alpha / (float)info->lora_rank : 0;
+}
+
+/* generate_and_print_sample of the first validation entry's prompt */
+static int sample_line(attn_finetune_folder *f, int epoch, const attn_gpt *m) {
+    const attn_instruct_data *d =
+        f->sets->ival && f->sets->ival->n ? f->sets->ival : f->sets->itrain;
+    char *start = attn_instruct_prompt(d->instruction[0], d->input[0]), *line = NULL;
+    attn_error err;
+    const int failed =
+        !start || attn_instruct_sample(m, lora_scale(&f->info), f->ckpt.tok, start, &line, &err);
+    if (!failed) f->ev.on_sample_line(f->ev.user, epoch, line);
+    free(start);
+    free(line);
+    return failed;
+}
+
 static int on_sample(void *user, int epoch, attn_gpt *m) {
     attn_finetune_folder *f = user;
-    return f->ev.on_sample ? f->ev.on_sample(f->ev.user, epoch, m) : 0;
+    if (f->ev.on_sample && f->ev.on_sample(f->ev.user, epoch, m)) return 1;
+    return f->ev.on_sample_line ? sample_line(f, epoch, m) : 0;
 }
 
 attn_status attn_finetune_folder_train(attn_finetune_folder *f, attn_gpt *m,
@@ -119,12 +139,19 @@ attn_status attn_finetune_folder_train(attn_finetune_folder *f, attn_gpt *m,
     attn_classify_config c = *cfg;
     c.ckpt = &f->ckpt;
     /* the step and sample hooks only where the caller has them */
+    const int sample = f->ev.on_sample || f->ev.on_sample_line;
     const attn_classify_events wrap = {f,          on_eval,
                                        on_epoch,   f->ev.on_step ? on_step : NULL,
-                                       on_initial, f->ev.on_sample ? on_sample : NULL};
-    if (f->info.task && strcmp(f->info.task, "instruct") == 0)
-        return attn_instruct_train(m, sets->itrain, sets->ival, &c, &wrap, res, err);
-    attn_status s = attn_classify_train(m, sets->train, sets->val, &c, &wrap, res, err);
+                                       on_initial, sample ? on_sample : NULL,
+                                       NULL};
+    attn_status s;
+    if (f->info.task && strcmp(f->info.task, "instruct") == 0) {
+        f->sets = sets;
+        s = attn_instruct_train(m, sets->itrain, sets->ival, &c, &wrap, res, err);
+        f->sets = NULL;
+        return s;
+    }
+    s = attn_classify_train(m, sets->train, sets->val, &c, &wrap, res, err);
     if (!s)
         log_add(f, "final_accuracy,,%.0f,%.17g,%.17g\n", (double)res->steps, res->final_train_acc,
                 res->final_val_acc, 0);
@@ -134,7 +161,23 @@ attn_status attn_finetune_folder_train(attn_finetune_folder *f, attn_gpt *m,
 /* RUN/log.csv's first line: a log.csv without it is not attn's (kept). */
 static const char log_head[] = "kind,epoch,step,train,val\n";
 
-attn_status attn_finetune_folder_finish(attn_finetune_folder *f, attn_error *err) {
+/* RUN/responses.json: the test split's responses. */
+static attn_status write_responses(attn_finetune_folder *f, const attn_gpt *m,
+                                   const attn_instruct_data *test, attn_error *err) {
+    char path[ATTN_CKPT_PATH_MAX];
+    if (attn_path_join(path, sizeof path, f->ckpt.dir, "responses.json"))
+        return attn_fail(err, ATTN_ERR_IO, "the run folder's path is too long");
+    char *json = NULL;
+    size_t len = 0;
+    attn_status s =
+        attn_instruct_responses(m, lora_scale(&f->info), f->ckpt.tok, test, &json, &len, err);
+    if (!s) s = attn_file_write_atomic(path, json, len, err);
+    free(json);
+    return s;
+}
+
+/* RUN/log.csv: its head and the rows. */
+static attn_status write_log(attn_finetune_folder *f, attn_error *err) {
     char path[ATTN_CKPT_PATH_MAX];
     if (attn_path_join(path, sizeof path, f->ckpt.dir, "log.csv"))
         return attn_fail(err, ATTN_ERR_IO, "the run folder's path is too long");
@@ -155,6 +198,16 @@ attn_status attn_finetune_folder_finish(attn_finetune_folder *f, attn_error *err
     const attn_status s = attn_file_write_atomic(path, text, sizeof log_head - 1 + f->len, err);
     free(text);
     return s;
+}
+
+attn_status attn_finetune_folder_finish(attn_finetune_folder *f, const attn_gpt *m,
+                                        const attn_finetune_sets *sets, attn_error *err) {
+    const int instruct = f->info.task && strcmp(f->info.task, "instruct") == 0;
+    if (instruct && (!sets || !sets->itest))
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "an instruct run's finish needs its test split");
+    attn_status s = write_log(f, err);
+    return !s && instruct ? write_responses(f, m, sets->itest, err) : s;
 }
 
 void attn_finetune_folder_close(attn_finetune_folder *f, int failed) {

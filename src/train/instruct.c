@@ -64,7 +64,8 @@ static void instruct_fill(void *user, int set, const size_t *rows, size_t n, int
     *T_out = (int)T;
 }
 
-/* generate_and_print_sample: the caller's (generation is above this layer). */
+/* generate_and_print_sample: the caller's hook (a run folder makes the script's sample,
+ * attn/finetune_run.h). */
 static attn_status instruct_end_epoch(ft_run *r, int epoch, attn_error *err) {
     if (r->ev && r->ev->on_sample && r->ev->on_sample(r->ev->user, epoch, r->m))
         return attn_fail(err, ATTN_ERR_STATE, "stopped after epoch %d's sample", epoch);

@@ -6,6 +6,7 @@ lines printed, the run folder's bytes, each text's label and
 probabilities as `attn classify` prints them; bad input raises attn.Error
 and writes nothing."""
 import csv
+import json
 import os
 import subprocess
 
@@ -60,7 +61,23 @@ def _both(base, capfd, name, cli_args, **kw):
 
 
 def _book_lines(text):
-    return [l for l in text.splitlines() if l.startswith(("Ep ", "Training accuracy"))]
+    return [l for l in text.splitlines() if l.startswith(("Ep ", "Training accuracy",
+                                                          "Below is"))]
+
+
+def _tree(run):
+    """{relative path: ("link", target) | ("file", bytes)} of every entry under run."""
+    out = {}
+    for d, dirs, files in os.walk(run):
+        for n in dirs + files:
+            p = os.path.join(d, n)
+            rel = os.path.relpath(p, run)
+            if os.path.islink(p):
+                out[rel] = ("link", os.readlink(p))
+            elif os.path.isfile(p):
+                with open(p, "rb") as f:
+                    out[rel] = ("file", f.read())
+    return out
 
 
 @pytest.mark.parametrize("lora", [False, True])
@@ -221,8 +238,16 @@ def test_instruct_train_equals_the_cli(base, capfd):
     assert r.evals == [(int(a[1]), int(a[2]), float(a[3]), float(a[4])) for a in rows
                        if a[0] == "loss"]
     assert r.accuracies == [] and r.final is None
-    for f in ("log.csv", "model.safetensors"):
-        assert (base / "sft_py" / f).read_bytes() == (base / "sft_cli" / f).read_bytes()
+    # the script's per-epoch sample, printed by both, and returned
+    assert [l for l in out_py.splitlines() if l.startswith("Below is")] == [t for _, t in r.samples]
+    assert [e for e, _ in r.samples] == [1] and r.samples[0][1].startswith("Below is")
+    # the run folders, file by file: checkpoints, links, log.csv, responses.json
+    cli, py = _tree(base / "sft_cli"), _tree(base / "sft_py")
+    assert sorted(py) == sorted(cli) and "responses.json" in py and "log.csv" in py
+    for f in cli:
+        assert py[f] == cli[f], f
+    responses = json.loads(cli["responses.json"][1])
+    assert len(responses) == 10 and all("model_response" in e for e in responses)
     with attn.GPT.load(r.out) as gpt:
         assert gpt.task == "instruct" and gpt.n_classes is None
         with pytest.raises(attn.Error, match="not a classifier"):
