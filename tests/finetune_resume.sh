@@ -39,22 +39,10 @@ nck=$(ls -d full/ckpt-* 2> /dev/null | wc -l)
   ok "a straight run: latest -> $(readlink full/latest), $nops file operations" ||
   bad "straight run folder: $(ls -la full)"
 
-# run_killed K NAME ARGS...: the run held at its K-th operation, killed -9.
-run_killed() {
-  local k=$1 name=$2
-  shift 2
-  ATTN_FAULT_DIR="$tmp/$name/" ATTN_FAULT_AT=$k ATTN_FAULT_MODE=stop LD_PRELOAD=$SHIM \
-    "$ATTN" "$@" --out "$name" > "$name.out1" 2> "$name.err1" &
-  local pid=$! st
-  while st=$(ps -o stat= -p $pid 2> /dev/null) && [ "${st:0:1}" != T ]; do sleep 0.05; done
-  kill -9 $pid 2> /dev/null
-  wait $pid 2> /dev/null
-}
-
 # Kill points: a third, a half and nine tenths into the run's operations.
 for k in $((nops / 3)) $((nops / 2)) $((nops * 9 / 10)); do
   d=k$k
-  run_killed "$k" "$d" "${cls[@]}"
+  finetune_run_killed "$k" "$d" "${cls[@]}"
   [ -L $d/latest ] || [ -d $d/ckpt-* ] || { bad "kill at op $k: no checkpoint yet"; continue; }
   before=$(readlink $d/latest)
   "$ATTN" "${cls[@]}" --out $d --resume > $d.out 2> $d.err
@@ -71,7 +59,7 @@ grep -q "resumed k$((nops / 2)) at step" k$((nops / 2)).err && ok "a resume says
 
 # snap DIR: its entries, sizes and links (what a refused command must not change)
 snap() { find "$1" -printf '%P %s %l\n' | sort; }
-run_killed $((nops / 2)) half "${cls[@]}"
+finetune_run_killed $((nops / 2)) half "${cls[@]}"
 s0=$(snap half)
 expect() {
   local code=$1 pat=$2
@@ -116,7 +104,7 @@ if [ -f "$DATA" ]; then
   ins=(train --task instruct --n-heads 2 --init-from m.pth --data "$DATA" --limit 10 --eval-interval 1)
   ATTN_FAULT_DIR="$tmp/ifull/" ATTN_FAULT_LOG="$tmp/iops.log" LD_PRELOAD=$SHIM \
     "$ATTN" "${ins[@]}" --out ifull > ifull.out 2> ifull.err || bad "instruct: $(tail -3 ifull.err)"
-  run_killed $(($(wc -l < iops.log) / 2)) ikill "${ins[@]}"
+  finetune_run_killed $(($(wc -l < iops.log) / 2)) ikill "${ins[@]}"
   "$ATTN" "${ins[@]}" --out ikill --resume > ikill.out 2> ikill.err
   rc=$?
   [ $rc -eq 0 ] && cmp -s ifull/model.safetensors ikill/model.safetensors &&

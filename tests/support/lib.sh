@@ -41,3 +41,18 @@ torch.manual_seed(123)
 torch.save(book.GPTModel(cfg).state_dict(), sys.argv[1])
 PYEOF
 }
+
+# finetune_run_killed K NAME ARGS...: `$ATTN ARGS... --out NAME` (in $tmp)
+# held at its K-th file operation in NAME by the fault shim $SHIM
+# (tests/shim/fault_inject.c), then killed -9: a fixed instant, not a timed
+# one. Its output goes to NAME.out1, NAME.err1.
+finetune_run_killed() {
+  local k=$1 name=$2
+  shift 2
+  ATTN_FAULT_DIR="$tmp/$name/" ATTN_FAULT_AT=$k ATTN_FAULT_MODE=stop LD_PRELOAD=$SHIM \
+    "$ATTN" "$@" --out "$name" > "$name.out1" 2> "$name.err1" &
+  local pid=$! st
+  while st=$(ps -o stat= -p $pid 2> /dev/null) && [ "${st:0:1}" != T ]; do sleep 0.05; done
+  kill -9 $pid 2> /dev/null
+  wait $pid 2> /dev/null
+}
