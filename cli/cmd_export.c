@@ -93,10 +93,13 @@ static int write_out(const attn_gpt *m, attn_weights_format from, attn_weights_f
     return 0;
 }
 
-/* A classifier's run (attn train --task classify): the book's format only,
- * its adapters merged (W + alpha/r (A B)^T, LinearWithLoRA's output). */
-static int export_classifier(const char *run, const char *out, attn_weights_format fmt) {
-    if (fmt != ATTN_WEIGHTS_BOOK) {
+/* A fine-tuned run (attn train --task classify|instruct), its adapters
+ * merged (W + alpha/r (A B)^T, LinearWithLoRA's output as one matrix): a
+ * classifier as the book's chapter-6 model only (hf and llmc hold GPT-2's
+ * language head); an instruct run in every format its config allows. */
+static int export_finetuned(const char *run, const char *task, const char *out,
+                            attn_weights_format fmt, const char *cfg_out) {
+    if (strcmp(task, "classify") == 0 && fmt != ATTN_WEIGHTS_BOOK) {
         fprintf(stderr,
                 CMD ": %s is a classifier: --format book writes it (the book's chapter-6 "
                     "model); hf and llmc hold GPT-2's language-model head\n",
@@ -104,22 +107,31 @@ static int export_classifier(const char *run, const char *out, attn_weights_form
         return 2;
     }
     attn_gpt m, merged;
+    memset(&merged, 0, sizeof merged); /* freeing it is a no-op until the merge */
     attn_tokenizer tok;
     attn_classifier_info info;
     attn_error err;
-    if (attn_classifier_load(run, &m, &tok, &info, &err)) {
+    if (attn_finetuned_load(run, &m, &tok, &info, &err)) {
         fprintf(stderr, CMD ": %s\n", err.msg);
         return 1;
     }
     attn_tokenizer_free(&tok);
     int rc = 0;
-    if (info.lora_rank &&
+    if (fmt == ATTN_WEIGHTS_LLMC && !m.cfg.tie_weights) {
+        fprintf(stderr,
+                CMD ": %s is a fine-tuned run: its head is its own (the book loads GPT-2 with "
+                    "out_head apart from tok_emb), and llm.c's GPT-2 file ties the head to "
+                    "wte; --format hf or book write it\n",
+                run);
+        rc = 2;
+    }
+    if (!rc && info.lora_rank &&
         attn_gpt_merge_lora(&merged, &m, info.lora_alpha / (float)info.lora_rank, &err)) {
         fprintf(stderr, CMD ": %s\n", err.msg);
         rc = 1;
     }
-    if (!rc) rc = write_out(info.lora_rank ? &merged : &m, ATTN_WEIGHTS_ATTN, fmt, out, NULL);
-    if (info.lora_rank) attn_gpt_free(&merged); /* zeroed when the merge failed */
+    if (!rc) rc = write_out(info.lora_rank ? &merged : &m, ATTN_WEIGHTS_ATTN, fmt, out, cfg_out);
+    attn_gpt_free(&merged); /* zeroed unless merged */
     attn_gpt_free(&m);
     return rc;
 }
@@ -145,8 +157,8 @@ int cmd_export(int argc, char **argv) {
     beside(cfg_out, sizeof cfg_out, out, "config.json");
     if ((rc = check_outputs(run, out, o.hf_config ? cfg_out : NULL))) return rc;
     char task[16];
-    if (attn_model_task(run, task, &err) == ATTN_OK && strcmp(task, "classify") == 0)
-        return export_classifier(run, out, fmt);
+    if (attn_model_task(run, task, &err) == ATTN_OK && strcmp(task, "lm") != 0)
+        return export_finetuned(run, task, out, fmt, o.hf_config ? cfg_out : NULL);
     attn_gpt_config hint;
     memset(&hint, 0, sizeof hint);
     hint.n_heads = (int)o.n_heads;

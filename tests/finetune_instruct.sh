@@ -6,8 +6,9 @@
 # (its two 50-token samples included), the ten test responses (the book's
 # generate, greedy, eos_id=50256) and attn generate --instruction's; the
 # same bytes at 1 and 2 threads; --mask-prompt's loss against exercise 7.2's
-# collate in PyTorch; bad inputs (an entry missing a field, not an array,
-# empty): a clean error, exit 1 or 2, nothing written. The starting model
+# collate in PyTorch; attn export of a LoRA run (the adapters merged: the
+# exported files generate the run's tokens); bad inputs (an entry missing a
+# field, not an array, empty): a clean error, exit 1 or 2, nothing written. The starting model
 # is the book's GPTModel after torch.manual_seed(123), made here with
 # PyTorch (skip 77 without it). Usage: bash finetune_instruct.sh <attn> <source-dir>
 set -u
@@ -77,6 +78,33 @@ echo "$out" | grep -q "^trainable  *adapters" && echo "$out" | grep -q "^lora  *
   "$ATTN" generate lora --instruction "Say hi" --max-new-tokens 3 > /dev/null 2>&1 &&
   ok "LoRA instruct run: info says rank 4 alpha 8, generate merges the adapters" ||
   bad "LoRA instruct: $out $(tail -2 lora.out)"
+
+# attn export of an instruct LoRA run: the adapters merged into the weights
+# (hf needs qkv biases: a GPT-2 layout of the test model); the exported
+# files generate the run's tokens, which the base's are not (the run trains
+# hard enough to change them); llmc (a tied head) refused, nothing written
+"${PY[@]}" - << 'EOF' || bad "the qkv-bias model did not build"
+import torch, attn.book as book
+cfg = {"vocab_size": 50257, "context_length": 120, "drop_rate": 0.0, "qkv_bias": True,
+       "emb_dim": 12, "n_layers": 1, "n_heads": 2}
+torch.manual_seed(123)
+torch.save(book.GPTModel(cfg).state_dict(), "qkv.pth")
+EOF
+"$ATTN" train --task instruct --n-heads 2 --init-from qkv.pth --data "$DATA" --limit 10 \
+  --epochs 3 --batch-size 2 --lr 3e-2 --lora-rank 4 --lora-alpha 8 --out xl > xl.out 2>&1 ||
+  bad "LoRA run to export: $(tail -2 xl.out)"
+"$ATTN" export xl xl.safetensors --format hf --hf-config > /dev/null 2> x.err &&
+  "$ATTN" export xl xl.pth --format book > /dev/null 2>> x.err || bad "export: $(cat x.err)"
+gen() { "$ATTN" generate "$1" --n-heads 2 --instruction "Name a color." --max-new-tokens 12; }
+want=$(gen xl) base=$(gen qkv.pth)
+[ -n "$want" ] && [ "$want" != "$base" ] && [ "$(gen xl.safetensors)" = "$want" ] &&
+  [ "$(gen xl.pth)" = "$want" ] &&
+  ok "export --format hf and book of a LoRA instruct run: the run's tokens ('$want'), merged" ||
+  bad "exported tokens: run '$want', hf '$(gen xl.safetensors)', book '$(gen xl.pth)', base '$base'"
+"$ATTN" export xl xl.bin --format llmc > x.out 2> x.err
+[ $? -eq 2 ] && grep -q "ties the head to wte" x.err && [ ! -e xl.bin ] &&
+  ok "export --format llmc of an instruct run: exit 2, $(head -c 60 x.err)..." ||
+  bad "export llmc of an instruct run: $(cat x.err)"
 
 # the same bytes at every thread count
 "$ATTN" "${common[@]}" --out t1 --threads 1 > /dev/null 2>&1
