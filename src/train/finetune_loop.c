@@ -11,7 +11,11 @@
 #include "train_book.h"
 
 /* The activations at (B, T): made again when a batch's length differs
- * (the book pads each batch to its own longest row). */
+ * (the book pads each batch to its own longest row). Not once at T_max:
+ * attn_gpt_forward runs exactly its acts' (B, T), and every cache below it
+ * is sized and checked for its shape (the attention caches' B and T, the
+ * fused MHA state, made again on another shape; the feed-forward's N);
+ * padding to T_max instead would cost compute and change the sums. */
 static attn_status shape_acts(ft_run *r, int T, attn_error *err) {
     if (r->acts.B == r->B && r->acts.T == T) return ATTN_OK;
     attn_gpt_acts_free(&r->acts);
