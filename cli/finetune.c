@@ -110,9 +110,13 @@ void finetune_print_dry_run(const finetune_request *rq, const attn_gpt *m, int T
                  (long long)at, (long long)steps);
     else
         snprintf(run, sizeof run, "%s: a new run from %s", rq->out, rq->init_from);
+    const int head = attn_gpt_head_width(m); /* a classifier's n_classes */
+    const double params = (double)attn_gpt_params(m)->values_numel;
     const attn_mem_run mr = {.mode = ATTN_MEM_TRAIN,
                              .batch = c->batch_size,
                              .tokens = T,
+                             .head_width = head,
+                             .params = params,
                              .resume = rq->resume,
                              .precision = m->precision,
                              .threads = (int)rq->threads,
@@ -121,8 +125,8 @@ void finetune_print_dry_run(const finetune_request *rq, const attn_gpt *m, int T
     attn_mem_plan mp;
     attn_memory_plan(&m->cfg, &mr, &mp);
     char parts[512];
-    const double flops = attn_gpt_flops_step(&m->cfg, c->batch_size, T);
-    const double ckpt = 3.0 * (double)attn_gpt_params(m)->values_numel * sizeof(float);
+    const double flops = attn_gpt_flops_step_head(&m->cfg, head, c->batch_size, T);
+    const double ckpt = 3.0 * params * sizeof(float);
     printf("run         %s\n"
            "memory      ~%.1f MiB: %s\n"
            "compute     at most %.3g GFLOP a step (%d rows of %d tokens, every layer's "

@@ -93,11 +93,17 @@ s1=$(snap full)
   diff <(lines full.out) <(lines again.out) > /dev/null &&
   ok "a finished run resumed: nothing trained, its lines again" || bad "finished: $(cat again.err)"
 
-# --dry-run of a new run: the plan (rows, steps, parameters, memory), no folder
+# --dry-run of a new run: the plan (rows, steps, parameters, memory), no folder;
+# the head counted at its 2 classes: 8 rows of 48 tokens, emb 12, one block
+# of 1728 weights a token and a 24-weight head: 3 (2 * 384 * 1752) + 3.5 (4 *
+# 8 * 12 * 48 * 49 / 2) = 5,617,152 FLOP a step; logits and their gradient
+# 2 * 384 * 2 floats (not the vocabulary's 147 MiB)
 "$ATTN" "${cls[@]}" --out plan --dry-run > plan.out 2>&1
 grep -q "trainable parameters" plan.out && grep -q "^memory" plan.out &&
   grep -q "^checkpoints  *plan/ckpt-<step>" plan.out && [ ! -e plan ] &&
-  ok "--dry-run: $(grep -c . plan.out) lines, no folder" || bad "dry run: $(cat plan.out)"
+  grep -q "^compute  *at most 0.00562 GFLOP a step" plan.out && grep -q "head 6.00 KiB" plan.out &&
+  ok "--dry-run: $(grep -c . plan.out) lines, the 2-class head's cost, no folder" ||
+  bad "dry run: $(cat plan.out)"
 
 # --task instruct (chapter 7 --test_mode), killed once
 if [ -f "$DATA" ]; then

@@ -7,6 +7,7 @@
 
 #include "attn/cost.h"
 #include "attn/gpt.h"
+#include "attn/gpt_family.h"
 
 Test(cost, causal_pairs_count_each_querys_keys) {
     for (int T = 1; T <= 40; T++)
@@ -51,6 +52,23 @@ Test(cost, gpt_products_are_the_models_weights) {
                            1e-6);
         attn_gpt_free(&m);
     }
+}
+
+/* A classifier's head (attn_gpt_flops_step_head): its n_classes-wide
+ * matrix, not the vocabulary's, as the model's own parameters have it; at
+ * vocab_size it is attn_gpt_flops_step. */
+Test(cost, a_narrow_head_counts_its_own_width) {
+    const attn_gpt_config cfg = {
+        .vocab_size = 37, .context_length = 16, .emb_dim = 24, .n_heads = 4, .n_layers = 3};
+    const attn_gpt_build o = {.head_width = 3, .head_bias = 1};
+    attn_gpt m;
+    attn_error err;
+    cr_assert_eq(attn_gpt_init_family(&m, &cfg, NULL, &o, NULL, &err), ATTN_OK, "%s", err.msg);
+    const double attention = 4.0 * 3 * 3 * 24 * attn_causal_pairs(10, 0);
+    cr_assert_float_eq(attn_gpt_flops_step_head(&cfg, 3, 3, 10),
+                       3 * 2.0 * 30 * weights_of(&m) + 3.5 * attention, 1e-6);
+    cr_assert_eq(attn_gpt_flops_step_head(&cfg, 37, 3, 10), attn_gpt_flops_step(&cfg, 3, 10));
+    attn_gpt_free(&m);
 }
 
 /* bench mha's documented count: projections 8 B T D^2 (x3 with backward),

@@ -150,6 +150,18 @@ Test(membudget, the_plan_counts_training_and_generation) {
     cr_expect(q.bf16 > 2 * (P - 1024 * 768.0), "a 2-byte copy of every matrix: %g", q.bf16);
     char text[512];
     cr_expect(strstr(attn_memory_plan_text(&q, text, sizeof text), "bf16 copies"), "%s", text);
+    /* a classifier: its head n_classes wide, its own parameter count */
+    attn_mem_run h = {
+        .mode = ATTN_MEM_TRAIN, .batch = 4, .tokens = 64, .head_width = 2, .params = 1000};
+    attn_memory_plan(&c, &h, &q);
+    cr_expect(q.head == 2 * 256 * 2 * 4.0 && q.weights == 4000 && q.optimizer == 8000,
+              "head %g, weights %g", q.head, q.weights);
+    h.precision = ATTN_PRECISION_BF16;
+    attn_memory_plan(&c, &h, &p);
+    r.head_width = 0;
+    attn_memory_plan(&c, &r, &q); /* bf16, the vocabulary's head */
+    cr_expect(q.bf16 - p.bf16 >= (50257 - 2) * 768 * 2.0, "the head's copy: %g, %g", q.bf16,
+              p.bf16);
     const attn_mem_run g = {.mode = ATTN_MEM_GENERATE, .batch = 2, .load_file = 1};
     attn_memory_plan(&c, &g, &q);
     cr_expect(q.grads == 0 && q.optimizer == 0 && q.activations == 0);

@@ -39,6 +39,10 @@ attn_gpt_flops attn_gpt_flops_forward(const attn_gpt_config *cfg, double B, doub
 /* One training step on B sequences of T tokens: 3 matmul + 3.5 attention. */
 double attn_gpt_flops_step(const attn_gpt_config *cfg, double B, double T);
 
+/* The same with an output layer head_width wide, not vocab_size (a
+ * classifier's head: n_classes). */
+double attn_gpt_flops_step_head(const attn_gpt_config *cfg, double head_width, double B, double T);
+
 /* One MultiHeadAttention (d_in = d_out = D, n_heads, n_kv_heads 0: n_heads,
  * window 0: none) on B sequences of T tokens; backward: forward and
  * backward (3x projections, 3.5x attention). */

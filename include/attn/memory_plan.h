@@ -56,6 +56,10 @@ typedef struct attn_mem_run {
     int grad_accum; /* micro-batches per step (> 1: a flat gradient is kept) */
     int lean_head;  /* the output layer in chunks (no B T V logits) */
     int resume;     /* both checkpoint files are read whole while the moments fill */
+    int head_width; /* the output layer's width when not vocab_size (a classifier's
+                       n_classes); 0: vocab_size */
+    double params;  /* the model's parameters when not its config's (a classifier's
+                       head, adapters: attn_gpt_params' values_numel); 0: the config's */
     /* mha */
     int backward;     /* forward + backward (train: always) */
     int reference;    /* the step-by-step path: (B, heads, T, T) weights kept */

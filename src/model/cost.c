@@ -9,26 +9,35 @@ double attn_causal_pairs(double T, double window) {
     return window * (window + 1.0) / 2.0 + (T - window) * window;
 }
 
-/* Weight elements one token multiplies through, per layer and in the head. */
-static double weights_per_token(const attn_gpt_config *c) {
+/* Weight elements one token multiplies through, per layer and in the head
+ * (head elements: C x its width). */
+static double weights_per_token(const attn_gpt_config *c, double head) {
     const double C = c->emb_dim, H = c->n_heads > 0 ? c->n_heads : 1;
     const double KV = (c->n_kv_heads > 0 ? c->n_kv_heads : H) * (C / H);
     const double F = attn_feedforward_hidden(c->emb_dim, c->act);
     const double ff = c->act == ATTN_ACT_SWIGLU ? 3.0 * F * C : 2.0 * F * C;
     const double block = 2.0 * C * C + 2.0 * KV * C + ff; /* Q, out_proj; K, V; the MLP */
-    return c->n_layers * block + C * c->vocab_size;       /* the head, tied or not */
+    return c->n_layers * block + C * head;                /* the head, tied or not */
 }
 
-attn_gpt_flops attn_gpt_flops_forward(const attn_gpt_config *cfg, double B, double T) {
-    const attn_gpt_flops f = {.matmul = 2.0 * B * T * weights_per_token(cfg),
+static attn_gpt_flops flops_forward(const attn_gpt_config *cfg, double head, double B, double T) {
+    const attn_gpt_flops f = {.matmul = 2.0 * B * T * weights_per_token(cfg, head),
                               .attention = 4.0 * B * cfg->n_layers * cfg->emb_dim *
                                            attn_causal_pairs(T, cfg->window)};
     return f;
 }
 
-double attn_gpt_flops_step(const attn_gpt_config *cfg, double B, double T) {
-    const attn_gpt_flops f = attn_gpt_flops_forward(cfg, B, T);
+attn_gpt_flops attn_gpt_flops_forward(const attn_gpt_config *cfg, double B, double T) {
+    return flops_forward(cfg, cfg->vocab_size, B, T);
+}
+
+double attn_gpt_flops_step_head(const attn_gpt_config *cfg, double head_width, double B, double T) {
+    const attn_gpt_flops f = flops_forward(cfg, head_width, B, T);
     return 3.0 * f.matmul + 3.5 * f.attention;
+}
+
+double attn_gpt_flops_step(const attn_gpt_config *cfg, double B, double T) {
+    return attn_gpt_flops_step_head(cfg, cfg->vocab_size, B, T);
 }
 
 double attn_attention_flops(double B, double T, double D, double window, int backward) {

@@ -48,7 +48,7 @@ static double min2(double a, double b) {
 
 /* The config and run as doubles. */
 typedef struct dims {
-    double B, T, N, C, H, L, V, hd, kv, KVH, d3, F, F1, ctx;
+    double B, T, N, C, H, L, V, Vh, hd, kv, KVH, d3, F, F1, ctx;
     int bf16, masks, grouped;
     attn_dropout_stream stream;
 } dims;
@@ -64,6 +64,7 @@ static dims dims_of(const attn_gpt_config *c, const attn_mem_run *r) {
     d.H = c->n_heads > 0 ? c->n_heads : 1;
     d.L = c->n_layers > 0 ? c->n_layers : 0;
     d.V = c->vocab_size > 0 ? c->vocab_size : 0;
+    d.Vh = r->head_width > 0 ? r->head_width : d.V; /* the output layer's width */
     d.hd = d.C / d.H;
     d.KVH = c->n_kv_heads > 0 ? c->n_kv_heads : d.H;
     d.kv = d.KVH * d.hd;
@@ -154,24 +155,24 @@ static double model_acts(const attn_gpt_config *c, const dims *d) {
 /* The head: B T V logits and their gradient, or the lean head's chunk (and
  * with bf16 its rows of dlogits for one product). */
 static double head_bytes(const dims *d, int lean) {
-    if (!lean) return 2 * d->N * d->V * F32;
-    return min2(d->N, HEAD_ROWS) * d->V * F32 +
-           (d->bf16 ? min2(d->N, HEAD_DW_ROWS) * d->V * B16 : 0);
+    if (!lean) return 2 * d->N * d->Vh * F32;
+    return min2(d->N, HEAD_ROWS) * d->Vh * F32 +
+           (d->bf16 ? min2(d->N, HEAD_DW_ROWS) * d->Vh * B16 : 0);
 }
 
 /* The bf16 engine's scratch in training (gemm_bf16.c reserve): a16 holds
  * the largest dy (N, out) of a backward product (or the plain head's
  * logits' gradient), b16 the largest input (N, in) or weight. */
 static double engine_scratch(const dims *d, int lean) {
-    const double a16 = d->N * max2(max2(d->F1, d->d3), lean ? 0 : d->V);
+    const double a16 = d->N * max2(max2(d->F1, d->d3), lean ? 0 : d->Vh);
     double b16 = max2(d->N * d->F, max2(d->F1, d->d3) * d->C);
-    b16 = max2(b16, lean ? min2(d->N, HEAD_DW_ROWS) * d->C : d->V * d->C);
+    b16 = max2(b16, lean ? min2(d->N, HEAD_DW_ROWS) * d->C : d->Vh * d->C);
     return (a16 + b16) * B16;
 }
 
 static void plan_train(const attn_gpt_config *c, const attn_mem_run *r, const dims *d,
                        double threads, attn_mem_plan *p) {
-    const double P = attn_gpt_config_params(c);
+    const double P = r->params > 0 ? r->params : attn_gpt_config_params(c);
     p->weights = P * F32;
     p->grads = P * F32;
     p->optimizer = 2 * P * F32;
@@ -181,7 +182,7 @@ static void plan_train(const attn_gpt_config *c, const attn_mem_run *r, const di
     p->activations = p->attention + d->L * block_acts(c, d) + model_acts(c, d);
     p->head = head_bytes(d, r->lean_head);
     if (d->bf16) /* every weight matrix's copy, the head's too (tied: tok_emb's) */
-        p->bf16 = (d->L * block_matrices(d) + d->V * d->C) * B16 + engine_scratch(d, r->lean_head);
+        p->bf16 = (d->L * block_matrices(d) + d->Vh * d->C) * B16 + engine_scratch(d, r->lean_head);
     /* Resuming (train_checkpoint.c), before any gradient or activation is
      * written: train_state's image (m and v, 2P) is held while model's (P)
      * fills the weights and is freed, then while it fills the moments (2P):
