@@ -232,14 +232,17 @@ typedef struct attn_engine_ops {
      * precision is its copy's, asked when the KV cache is made.
      *   add: x += y, n elements, on the calling thread.
      *   linear_step: y row s (at y + s ldy) = x row s (at x + s ldx) W^T + b;
-     *     wait 0: no barrier at the end (the next product reads nothing
-     *     this one writes).
+     *     wait 0: no barrier at the end, when the next op reads nothing this
+     *     one writes, or (fc1, then activation_step over the same hidden
+     *     width) only the rows each thread wrote: the engine splits y's rows
+     *     and the activation's in the same static chunks. An engine may
+     *     always wait.
      *   attention_step: attn_mha_step_core (attn/multi_head_attention.h):
      *     q (n, d_out) and the caches' rows at pos (sequence s's at
      *     s kv_stride) hold the tokens' queries, keys and values; ctx (n,
      *     d_out) = the heads' outputs; scores (n, heads, context_length).
      *   activation_step: attn_feedforward_act_step, hidden (n,
-     *     fc1.out_features) in place. */
+     *     fc1.out_features) in place, its rows split in linear_step's chunks. */
     void (*add)(const attn_engine *e, float *x, const float *y, size_t n);
     void (*linear_step)(const attn_engine *e, const struct attn_linear *l, const uint16_t *w16,
                         const float *x, size_t ldx, float *y, size_t ldy, int n, int wait);

@@ -159,7 +159,9 @@ void attn_block_step(const attn_engine *e, const attn_gpt_block *blk, int n, flo
         op->add(e, b->x, b->proj, nC);
         op->layernorm_forward(e, &blk->norm2, b->x, b->ln, NULL, NULL, (size_t)n);
     }
-    op->linear_step(e, l[4], w[4], b->ln, C, b->hidden, W1, n, 1);
+    /* The activation reads only the rows of fc1 it is split as (W1 == the
+     * hidden width): no barrier between them; SwiGLU's pairs are H apart. */
+    op->linear_step(e, l[4], w[4], b->ln, C, b->hidden, W1, n, blk->ff.act == ATTN_ACT_SWIGLU);
     op->activation_step(e, &blk->ff, b->hidden, n);
     op->linear_step(e, l[5], w[5], b->hidden, W1, b->proj, C, n, 1);
 #pragma omp single

@@ -200,8 +200,10 @@ void attn_feedforward_step_batch(const attn_feedforward *ff, const uint16_t *w_b
 void attn_feedforward_act_step(const attn_feedforward *ff, float *hidden, int n) {
     const int H = ff->hidden;
     const size_t W1 = (size_t)ff->fc1.out_features;
-    /* The chunks of ATTN_STEP_ROWS the fused loop above takes (a vector
-     * kernel's tail falls where it falls there). */
+    /* The chunks of ATTN_STEP_ROWS the fused loop above and
+     * attn_linear_step_ld take, statically split as theirs (a vector
+     * kernel's tail falls where it falls there; a thread activates the
+     * rows of fc1 it wrote). */
 #pragma omp for schedule(static)
     for (int r = 0; r < H; r += ATTN_STEP_ROWS)
         for (int s = 0; s < n; s++)
