@@ -494,7 +494,8 @@ static void linear_step_case(const attn_engine *e, outs *o) {
     const int n = 3;
     const size_t ldx = IN + 5, ldy = OUT + 3;
     float *x = rnd(&rng, (size_t)n * ldx, -1, 1);
-    float *y0 = calloc((size_t)n * ldy, sizeof(float)), *y1 = calloc((size_t)n * ldy, sizeof(float));
+    float *y0 = calloc((size_t)n * ldy, sizeof(float)),
+          *y1 = calloc((size_t)n * ldy, sizeof(float));
     uint16_t *w16 = malloc(sizeof(uint16_t) * OUT * IN);
     attn_linear_bf16_copy(&l, w16);
     const uint16_t *w = e && asked == ATTN_PRECISION_BF16 ? w16 : NULL;
@@ -522,8 +523,7 @@ static void attention_step_case(const attn_engine *e, outs *o, int variant) {
     attn_rng_seed(&rng, 61 + (unsigned)variant);
     attn_error err;
     attn_attention_spec sp = attn_attention_book(HEADS, D / HEADS, 0.0);
-    if (variant)
-        sp.kv_heads = 2, sp.positions = ATTN_POSITIONS_ROPE, sp.qk_norm = 1, sp.window = 4;
+    if (variant) sp.kv_heads = 2, sp.positions = ATTN_POSITIONS_ROPE, sp.qk_norm = 1, sp.window = 4;
     attn_mha m;
     cr_assert_eq(attn_mha_init_spec(&m, D, D, T, &sp, 1, &rng, &err), ATTN_OK, "%s", err.msg);
     const int n = 2, pos = 5;

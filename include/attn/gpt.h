@@ -521,8 +521,8 @@ typedef struct attn_gpt_kv_cache {
     float *x, *ln, *q, *att, *proj, *hidden; /* (batch, C) x5, (batch, ff.fc1.out_features) */
     float *scores;                           /* (batch, H, context_length) */
     float *logits;                           /* (batch, V): the last step's logits */
-    attn_precision precision; /* weights a step reads: FP32 (the model's) or BF16 copies */
-    uint16_t *w_bf16;         /* BF16: every Linear weight rounded to bf16 */
+    attn_precision precision;          /* weights a step reads: FP32 (the model's) or BF16 copies */
+    uint16_t *w_bf16;                  /* BF16: every Linear weight rounded to bf16 */
     const struct attn_engine_ops *ops; /* the model's engine's table, asked at init */
 } attn_gpt_kv_cache;
 

@@ -340,9 +340,8 @@ static void linear_step(const attn_engine *e, const attn_linear *l, const uint16
     attn_linear_step_ld(l, w16, x, ldx, y, ldy, n, wait);
 }
 
-static void attention_step(const attn_engine *e, const attn_mha *m, int n, float *q,
-                           float *k_cache, float *v_cache, size_t kv_stride, int pos, float *ctx,
-                           float *scores) {
+static void attention_step(const attn_engine *e, const attn_mha *m, int n, float *q, float *k_cache,
+                           float *v_cache, size_t kv_stride, int pos, float *ctx, float *scores) {
     (void)e;
     attn_mha_step_core(m, n, q, k_cache, v_cache, kv_stride, pos, ctx, scores);
 }

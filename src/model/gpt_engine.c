@@ -110,16 +110,15 @@ attn_status attn_gpt_set_precision(attn_gpt *m, attn_precision precision, attn_e
 /* ------------------------------------------------------- the KV step's ops */
 
 /* The step's products at p, each Linear of a block and the head. */
-static attn_status step_products(const attn_gpt *m, attn_precision p, int batch,
-                                 attn_error *err) {
+static attn_status step_products(const attn_gpt *m, attn_precision p, int batch, attn_error *err) {
     const attn_gpt_block *blk = &m->blocks[0]; /* the blocks are alike */
-    const attn_linear *l[] = {&blk->att.W_query, &blk->att.W_key, &blk->att.W_value,
-                              &blk->att.out_proj, &blk->ff.fc1,   &blk->ff.fc2,
+    const attn_linear *l[] = {&blk->att.W_query,  &blk->att.W_key, &blk->att.W_value,
+                              &blk->att.out_proj, &blk->ff.fc1,    &blk->ff.fc2,
                               &m->out_head};
     attn_status s = ATTN_OK;
     for (size_t i = 0; s == ATTN_OK && i < sizeof l / sizeof *l; i++) {
-        const attn_op_desc d = {ATTN_OP_LINEAR_STEP, p, (size_t)batch, l[i]->in_features,
-                                l[i]->out_features, NULL};
+        const attn_op_desc d = {ATTN_OP_LINEAR_STEP, p,   (size_t)batch, l[i]->in_features,
+                                l[i]->out_features,  NULL};
         s = attn_engine_supports_op(&m->engine, &d, err);
     }
     return s;

@@ -207,7 +207,8 @@ void attn_feedforward_act_step(const attn_feedforward *ff, float *hidden, int n)
 #pragma omp for schedule(static)
     for (int r = 0; r < H; r += ATTN_STEP_ROWS)
         for (int s = 0; s < n; s++)
-            act_step(ff, hidden + (size_t)s * W1, r, r + ATTN_STEP_ROWS < H ? r + ATTN_STEP_ROWS : H);
+            act_step(ff, hidden + (size_t)s * W1, r,
+                     r + ATTN_STEP_ROWS < H ? r + ATTN_STEP_ROWS : H);
 }
 
 size_t attn_feedforward_bf16_numel(const attn_feedforward *ff) {
