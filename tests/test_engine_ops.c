@@ -25,6 +25,8 @@
 #include "attn/linear.h"
 #include "attn/multi_head_attention.h"
 #include "attn/optim.h"
+#include "attn/residual.h"
+#include "nn/linear_step.h"
 
 /* ------------------------------------------------------ outputs of a run */
 
@@ -374,6 +376,196 @@ static void adamw_case(const attn_engine *e, outs *o) {
     attn_linear_free(&l);
 }
 
+/* A drawn mask's elements as floats (an output to compare). */
+static void keep_mask(outs *o, const uint8_t *mask, size_t n) {
+    float *f = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++)
+        f[i] = mask[i];
+    keep(o, f, n);
+    free(f);
+}
+
+/* which: 0 dropout_add, 1 its backward, 2 dropout, 3 its backward; each in
+ * training mode (a mask drawn from PyTorch's stream) and in eval mode. */
+static void dropout_case(const attn_engine *e, outs *o, int which) {
+    const size_t n = 40000; /* past ATTN_PAR_MIN: the threaded loops */
+    for (int training = 0; training <= 1; training++) {
+        attn_rng rng, draws;
+        attn_rng_seed(&rng, 41);
+        attn_rng_seed(&draws, 43);
+        const attn_forward_mode mode = {training, &draws, ATTN_STREAM_TORCH_CPU};
+        float *f = rnd(&rng, n, -1, 1), *sc = rnd(&rng, n, -1, 1), *out = rnd(&rng, n, -1, 1);
+        uint8_t *mask = calloc(n, 1);
+        float flag = 0;
+        if (which == 0)
+            flag = (float)(e ? e->ops->dropout_add_forward(e, f, sc, out, mask, 0.1, &mode, n)
+                             : attn_residual_dropout_forward(f, sc, out, mask, 0.1, &mode, n));
+        else if (which == 2)
+            flag = (float)(e ? e->ops->dropout_forward(e, out, mask, 0.1, &mode, n)
+                             : attn_dropout_forward_inplace(out, mask, 0.1, &mode, n));
+        else
+            attn_dropout_mask(&draws, ATTN_STREAM_TORCH_CPU, 0.1, mask, n);
+        if (which == 1 && e)
+            e->ops->dropout_add_backward(e, f, mask, 0.1, training, out, n);
+        else if (which == 1)
+            attn_residual_dropout_backward(f, mask, 0.1, training, out, n);
+        else if (which == 3 && e)
+            e->ops->dropout_backward(e, out, mask, 0.1, n);
+        else if (which == 3)
+            attn_dropout_backward_inplace(out, mask, 0.1, n);
+        keep(o, out, n);
+        keep_mask(o, mask, n);
+        keep(o, &flag, 1);
+        free(f), free(sc), free(out), free(mask);
+    }
+}
+static void dropout_add_fwd(const attn_engine *e, outs *o) {
+    dropout_case(e, o, 0);
+}
+static void dropout_add_bwd(const attn_engine *e, outs *o) {
+    dropout_case(e, o, 1);
+}
+static void dropout_fwd(const attn_engine *e, outs *o) {
+    dropout_case(e, o, 2);
+}
+static void dropout_bwd(const attn_engine *e, outs *o) {
+    dropout_case(e, o, 3);
+}
+
+/* Sequences of T rows from position 2 (forward), 0 (backward). */
+static void positions_case(const attn_engine *e, outs *o, int backward) {
+    attn_rng rng;
+    attn_rng_seed(&rng, 47);
+    attn_error err;
+    attn_embedding pos;
+    cr_assert_eq(attn_embedding_init(&pos, T + 2, D, &rng, &err), ATTN_OK);
+    const size_t rows = (size_t)B * T, n = rows * D;
+    float *x = rnd(&rng, n, -1, 1);
+    if (!backward) {
+        if (e)
+            e->ops->add_positions_forward(e, &pos, x, rows, T, 2);
+        else
+            attn_embedding_add_positions(&pos, x, rows, T, 2);
+        keep(o, x, n);
+    } else {
+        attn_rng_uniform(&rng, pos.grad_weight, (size_t)(T + 2) * D, -1, 1); /* it adds */
+        if (e)
+            e->ops->add_positions_backward(e, &pos, x, rows, T);
+        else
+            attn_embedding_add_positions_backward(&pos, x, rows, T);
+        keep(o, pos.grad_weight, (size_t)(T + 2) * D);
+    }
+    free(x);
+    attn_embedding_free(&pos);
+}
+static void positions_fwd(const attn_engine *e, outs *o) {
+    positions_case(e, o, 0);
+}
+static void positions_bwd(const attn_engine *e, outs *o) {
+    positions_case(e, o, 1);
+}
+
+static void add_case(const attn_engine *e, outs *o) {
+    attn_rng rng;
+    attn_rng_seed(&rng, 53);
+    const size_t n = (size_t)3 * D;
+    float *x = rnd(&rng, n, -1, 1), *y = rnd(&rng, n, -1, 1);
+    if (e)
+        e->ops->add(e, x, y, n);
+    else
+        attn_add(x, y, n);
+    keep(o, x, n);
+    free(x), free(y);
+}
+
+/* The precision run_engine asks an op at (the step's products: their
+ * weight copy's). */
+static attn_precision asked = ATTN_PRECISION_FP32;
+
+/* Three sequences' rows through a Linear of 40 outputs (rows split over a
+ * team of two, y's rows OUT + 3 apart): once without the closing barrier
+ * and once with it. The reference: the fp32 GEMV alone. */
+static void linear_step_case(const attn_engine *e, outs *o) {
+    attn_rng rng;
+    attn_rng_seed(&rng, 59);
+    attn_error err;
+    attn_linear l;
+    cr_assert_eq(attn_linear_init(&l, IN, OUT, 1, &rng, &err), ATTN_OK);
+    const int n = 3;
+    const size_t ldx = IN + 5, ldy = OUT + 3;
+    float *x = rnd(&rng, (size_t)n * ldx, -1, 1);
+    float *y0 = calloc((size_t)n * ldy, sizeof(float)),
+          *y1 = calloc((size_t)n * ldy, sizeof(float));
+    uint16_t *w16 = malloc(sizeof(uint16_t) * OUT * IN);
+    attn_linear_bf16_copy(&l, w16);
+    const uint16_t *w = e && asked == ATTN_PRECISION_BF16 ? w16 : NULL;
+    if (e) {
+#pragma omp parallel num_threads(2)
+        {
+            e->ops->linear_step(e, &l, w, x, ldx, y0, ldy, n, 0);
+            e->ops->linear_step(e, &l, w, x, ldx, y1, ldy, n, 1);
+        }
+    } else {
+        attn_linear_step_ld(&l, NULL, x, ldx, y0, ldy, n, 1);
+        attn_linear_step_ld(&l, NULL, x, ldx, y1, ldy, n, 1);
+    }
+    keep(o, y0, (size_t)n * ldy);
+    keep(o, y1, (size_t)n * ldy);
+    free(x), free(y0), free(y1), free(w16);
+    attn_linear_free(&l);
+}
+
+/* Two sequences at position 5 of caches of T rows (a ring of 4 with a
+ * window): the book's attention, and a grouped-query one with RoPE and
+ * QK-norm over a window (which rewrites the key row). */
+static void attention_step_case(const attn_engine *e, outs *o, int variant) {
+    attn_rng rng;
+    attn_rng_seed(&rng, 61 + (unsigned)variant);
+    attn_error err;
+    attn_attention_spec sp = attn_attention_book(HEADS, D / HEADS, 0.0);
+    if (variant) sp.kv_heads = 2, sp.positions = ATTN_POSITIONS_ROPE, sp.qk_norm = 1, sp.window = 4;
+    attn_mha m;
+    cr_assert_eq(attn_mha_init_spec(&m, D, D, T, &sp, 1, &rng, &err), ATTN_OK, "%s", err.msg);
+    const int n = 2, pos = 5;
+    const size_t stride = (size_t)attn_mha_step_rows(&m) * (size_t)m.kv_dim, kv = n * stride;
+    float *q = rnd(&rng, (size_t)n * D, -1, 1), *k = rnd(&rng, kv, -1, 1);
+    float *v = rnd(&rng, kv, -1, 1), *ctx = calloc((size_t)n * D, sizeof(float));
+    float *scores = calloc((size_t)n * HEADS * T, sizeof(float));
+    if (e)
+        e->ops->attention_step(e, &m, n, q, k, v, stride, pos, ctx, scores);
+    else
+        attn_mha_step_core(&m, n, q, k, v, stride, pos, ctx, scores);
+    keep(o, ctx, (size_t)n * D);
+    keep(o, k, kv); /* the key row, normed and rotated */
+    keep(o, q, (size_t)n * D);
+    free(q), free(k), free(v), free(ctx), free(scores);
+    attn_mha_free(&m);
+}
+static void attention_step(const attn_engine *e, outs *o) {
+    attention_step_case(e, o, 0);
+    attention_step_case(e, o, 1);
+}
+
+/* GELU, ReLU^2 and SwiGLU on three rows of fc1's width. */
+static void activation_step(const attn_engine *e, outs *o) {
+    for (int act = ATTN_ACT_GELU; act <= ATTN_ACT_SWIGLU; act++) {
+        attn_rng rng;
+        attn_rng_seed(&rng, 67);
+        attn_error err;
+        attn_feedforward ff;
+        cr_assert_eq(attn_feedforward_init_act(&ff, D, (attn_act)act, &rng, &err), ATTN_OK);
+        const size_t n = (size_t)3 * (size_t)ff.fc1.out_features;
+        float *h = rnd(&rng, n, -4, 4);
+        if (e)
+            e->ops->activation_step(e, &ff, h, 3);
+        else
+            attn_feedforward_act_step(&ff, h, 3);
+        keep(o, h, n);
+        free(h);
+        attn_feedforward_free(&ff);
+    }
+}
+
 /* Every op, its case and its shape (rows, in, out) as supports_op is asked. */
 static const struct {
     attn_op op;
@@ -398,6 +590,16 @@ static const struct {
     {ATTN_OP_CROSS_ENTROPY_BACKWARD, ce_bwd, N, 0, V},
     {ATTN_OP_CROSS_ENTROPY_GRAD, ce_grad, N, 0, V},
     {ATTN_OP_ADAMW, adamw_case, 0, 0, 0},
+    {ATTN_OP_DROPOUT_ADD, dropout_add_fwd, 40000, 0, 0},
+    {ATTN_OP_DROPOUT_ADD_BACKWARD, dropout_add_bwd, 40000, 0, 0},
+    {ATTN_OP_DROPOUT, dropout_fwd, 40000, 0, 0},
+    {ATTN_OP_DROPOUT_BACKWARD, dropout_bwd, 40000, 0, 0},
+    {ATTN_OP_ADD_POSITIONS, positions_fwd, B *T, 0, D},
+    {ATTN_OP_ADD_POSITIONS_BACKWARD, positions_bwd, B *T, 0, D},
+    {ATTN_OP_ADD, add_case, 3, D, D},
+    {ATTN_OP_LINEAR_STEP, linear_step_case, 3, IN, OUT},
+    {ATTN_OP_ATTENTION_STEP, attention_step, 2, D, D},
+    {ATTN_OP_ACTIVATION_STEP, activation_step, 3, D, 4 * D},
 };
 _Static_assert(sizeof CASES / sizeof *CASES == ATTN_OP_COUNT, "a case per op");
 
@@ -464,6 +666,45 @@ static void t_ce_backward(const attn_engine *e, const float *lg, const int32_t *
     COUNTED(ATTN_OP_CROSS_ENTROPY_BACKWARD)->cross_entropy_backward(e, lg, tg, lse, dloss, d, n, v);
 }
 
+static int t_dadd_forward(const attn_engine *e, const float *f, const float *sc, float *out,
+                          uint8_t *mask, double p, const attn_forward_mode *mode, size_t n) {
+    return COUNTED(ATTN_OP_DROPOUT_ADD)->dropout_add_forward(e, f, sc, out, mask, p, mode, n);
+}
+static void t_dadd_backward(const attn_engine *e, const float *dout, const uint8_t *mask, double p,
+                            int dropped, float *df, size_t n) {
+    COUNTED(ATTN_OP_DROPOUT_ADD_BACKWARD)->dropout_add_backward(e, dout, mask, p, dropped, df, n);
+}
+static int t_drop_forward(const attn_engine *e, float *x, uint8_t *mask, double p,
+                          const attn_forward_mode *mode, size_t n) {
+    return COUNTED(ATTN_OP_DROPOUT)->dropout_forward(e, x, mask, p, mode, n);
+}
+static void t_drop_backward(const attn_engine *e, float *dx, const uint8_t *mask, double p,
+                            size_t n) {
+    COUNTED(ATTN_OP_DROPOUT_BACKWARD)->dropout_backward(e, dx, mask, p, n);
+}
+static void t_pos_forward(const attn_engine *e, const attn_embedding *t, float *x, size_t n, int tt,
+                          int pos0) {
+    COUNTED(ATTN_OP_ADD_POSITIONS)->add_positions_forward(e, t, x, n, tt, pos0);
+}
+static void t_pos_backward(const attn_engine *e, attn_embedding *t, const float *dx, size_t n,
+                           int tt) {
+    COUNTED(ATTN_OP_ADD_POSITIONS_BACKWARD)->add_positions_backward(e, t, dx, n, tt);
+}
+static void t_add(const attn_engine *e, float *x, const float *y, size_t n) {
+    COUNTED(ATTN_OP_ADD)->add(e, x, y, n);
+}
+static void t_linear_step(const attn_engine *e, const attn_linear *l, const uint16_t *w,
+                          const float *x, size_t ldx, float *y, size_t ldy, int n, int wait) {
+    COUNTED(ATTN_OP_LINEAR_STEP)->linear_step(e, l, w, x, ldx, y, ldy, n, wait);
+}
+static void t_att_step(const attn_engine *e, const attn_mha *m, int n, float *q, float *k, float *v,
+                       size_t stride, int pos, float *ctx, float *scores) {
+    COUNTED(ATTN_OP_ATTENTION_STEP)->attention_step(e, m, n, q, k, v, stride, pos, ctx, scores);
+}
+static void t_act_step(const attn_engine *e, const attn_feedforward *ff, float *h, int n) {
+    COUNTED(ATTN_OP_ACTIVATION_STEP)->activation_step(e, ff, h, n);
+}
+
 static attn_status partial_supports(const attn_engine *e, const attn_op_desc *d, attn_error *err) {
     if (d->op == ATTN_OP_ATTENTION || d->op == ATTN_OP_ATTENTION_BACKWARD ||
         d->op == ATTN_OP_FEEDFORWARD || d->op == ATTN_OP_FEEDFORWARD_BACKWARD ||
@@ -473,7 +714,16 @@ static attn_status partial_supports(const attn_engine *e, const attn_op_desc *d,
     return cpu32.ops->supports_op(e, d, err);
 }
 
-static attn_engine_ops counting_ops, partial_ops;
+/* "trains": every op but the step's attention core (it trains, and
+ * refuses a KV cache). */
+static attn_status trains_supports(const attn_engine *e, const attn_op_desc *d, attn_error *err) {
+    if (d->op == ATTN_OP_ATTENTION_STEP)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG, "engine %s has no %s", e->name,
+                         attn_op_name(d->op));
+    return cpu32.ops->supports_op(e, d, err);
+}
+
+static attn_engine_ops counting_ops, partial_ops, trains_ops;
 
 /* The two test engines (after cpu32 is made). */
 static void test_engines(attn_engine *counting, attn_engine *partial) {
@@ -485,7 +735,14 @@ static void test_engines(attn_engine *counting, attn_engine *partial) {
     t.feedforward_forward = t_ff_forward, t.feedforward_backward = t_ff_backward;
     t.embedding_forward = t_emb_forward, t.embedding_backward = t_emb_backward;
     t.cross_entropy_forward = t_ce_forward, t.cross_entropy_backward = t_ce_backward;
+    t.dropout_add_forward = t_dadd_forward, t.dropout_add_backward = t_dadd_backward;
+    t.dropout_forward = t_drop_forward, t.dropout_backward = t_drop_backward;
+    t.add_positions_forward = t_pos_forward, t.add_positions_backward = t_pos_backward;
+    t.add = t_add, t.linear_step = t_linear_step;
+    t.attention_step = t_att_step, t.activation_step = t_act_step;
     counting_ops = t;
+    t.supports_op = trains_supports;
+    trains_ops = t;
     t.supports_op = partial_supports;
     partial_ops = t;
     *counting = (attn_engine){"counting", ATTN_PRECISION_FP32, &counting_ops, NULL, 0};
@@ -530,6 +787,7 @@ static int run_engine(const attn_engine *e, int *refused) {
                 continue;
             }
             outs got = {0}, ref = {0};
+            asked = d.precision;
             e->ops->begin_pass(e); /* each weight rounded anew (a new tensor per case) */
             CASES[c].run(e, &got);
             CASES[c].run(NULL, &ref);
@@ -552,20 +810,22 @@ Test(engine_ops, every_op_of_every_engine_against_the_fp32_reference) {
     attn_engine counting, partial, bf16 = {0};
     test_engines(&counting, &partial);
     int refused = 0;
-    /* cpu-fp32: every op but the bf16-dy one, in fp32 only. */
-    cr_expect_eq(run_engine(&cpu32, &refused), ATTN_OP_COUNT - 1);
-    cr_expect_eq(refused, ATTN_OP_COUNT + 1);
+    /* cpu-fp32: every op but the bf16-dy one in fp32, and the step's
+     * linear on bf16 weight copies too. */
+    cr_expect_eq(run_engine(&cpu32, &refused), ATTN_OP_COUNT);
+    cr_expect_eq(refused, ATTN_OP_COUNT);
     refused = 0;
-    /* partial: nine ops; its seven refusals and the bf16-dy one, and bf16. */
-    cr_expect_eq(run_engine(&partial, &refused), ATTN_OP_COUNT - 8);
-    cr_expect_eq(refused, ATTN_OP_COUNT + 8);
+    /* partial: cpu-fp32's less its seven refusals (at both precisions). */
+    cr_expect_eq(run_engine(&partial, &refused), ATTN_OP_COUNT - 7);
+    cr_expect_eq(refused, ATTN_OP_COUNT + 7);
     if (have_bf16()) {
         cr_assert_eq(attn_engine_cpu_init(&bf16, ATTN_PRECISION_BF16, &err), ATTN_OK, "%s",
                      err.msg);
         refused = 0;
-        /* cpu-bf16: each op once, the products in bf16, the rest in fp32. */
-        cr_expect_eq(run_engine(&bf16, &refused), ATTN_OP_COUNT);
-        cr_expect_eq(refused, ATTN_OP_COUNT);
+        /* cpu-bf16: each op once, the products in bf16, the rest in fp32;
+         * the step's linear at both. */
+        cr_expect_eq(run_engine(&bf16, &refused), ATTN_OP_COUNT + 1);
+        cr_expect_eq(refused, ATTN_OP_COUNT - 1);
         attn_engine_free(&bf16);
         cr_expect_null(bf16.ops, "freed engines are cleared");
     } else {
@@ -631,6 +891,12 @@ Test(engine_ops, a_model_runs_on_an_engine_of_its_own_through_its_ops) {
     cr_expect_eq(calls[ATTN_OP_LINEAR_BACKWARD], 1);
     cr_expect_eq(calls[ATTN_OP_CROSS_ENTROPY], 1);
     cr_expect_eq(calls[ATTN_OP_CROSS_ENTROPY_BACKWARD], 1);
+    cr_expect_eq(calls[ATTN_OP_DROPOUT_ADD], 2 * L);
+    cr_expect_eq(calls[ATTN_OP_DROPOUT_ADD_BACKWARD], 2 * L);
+    cr_expect_eq(calls[ATTN_OP_DROPOUT], 1);
+    cr_expect_eq(calls[ATTN_OP_DROPOUT_BACKWARD], 0); /* eval mode: no mask was drawn */
+    cr_expect_eq(calls[ATTN_OP_ADD_POSITIONS], 1);
+    cr_expect_eq(calls[ATTN_OP_ADD_POSITIONS_BACKWARD], 1);
     /* Back to the CPU engine (the counting one is borrowed, not freed). */
     cr_assert_eq(attn_gpt_set_precision(&m, ATTN_PRECISION_FP32, &err), ATTN_OK);
     cr_expect(attn_engine_is_cpu(&m.engine));
@@ -685,4 +951,82 @@ Test(engine_ops, memory_is_the_engines) {
     attn_engine_free_buffer(&e, p);
     attn_engine_free(&e);
     attn_engine_free(&e); /* a cleared engine: nothing */
+}
+
+/* Generation on the counting engine: every op of the one-token step
+ * through its table (counted), the logits cpu-fp32's to the bit, with fp32
+ * and bf16 weights. */
+Test(engine_ops, the_kv_step_runs_on_the_engine_through_its_ops) {
+    attn_error err;
+    cr_assert_eq(attn_engine_cpu_init(&cpu32, ATTN_PRECISION_FP32, &err), ATTN_OK);
+    attn_engine counting, partial;
+    test_engines(&counting, &partial);
+    attn_gpt m, r;
+    attn_gpt_acts a, ra;
+    tiny(&m, &a), tiny(&r, &ra);
+    cr_assert_eq(attn_gpt_set_engine(&m, &counting, &err), ATTN_OK, "%s", err.msg);
+    const int L = TINY.n_layers, n = 2;
+    const int32_t prompt[2 * 3] = {1, 5, 7, 22, 0, 3};
+    for (int p = ATTN_PRECISION_FP32; p <= ATTN_PRECISION_BF16; p++) {
+        attn_gpt_kv_cache c, rc;
+        float got[2 * 23], want[2 * 23];
+        cr_assert_eq(attn_gpt_kv_init_batch(&c, &m, n, &err), ATTN_OK, "%s", err.msg);
+        cr_assert_eq(attn_gpt_kv_init_batch(&rc, &r, n, &err), ATTN_OK, "%s", err.msg);
+        cr_assert_eq(attn_gpt_kv_set_precision(&c, &m, (attn_precision)p, &err), ATTN_OK);
+        cr_assert_eq(attn_gpt_kv_set_precision(&rc, &r, (attn_precision)p, &err), ATTN_OK);
+        memset(calls, 0, sizeof calls);
+        cr_assert_eq(attn_gpt_kv_prefill_batch(&m, &c, prompt, 3, got, &err), ATTN_OK, "%s",
+                     err.msg);
+        cr_assert_eq(attn_gpt_kv_prefill_batch(&r, &rc, prompt, 3, want, &err), ATTN_OK);
+        cr_expect(memcmp(got, want, sizeof got) == 0, "the logits are cpu-fp32's (precision %d)",
+                  p);
+        /* 3 tokens; the head (final norm, product) for the last alone. */
+        cr_expect_eq(calls[ATTN_OP_EMBEDDING], 3 * n);
+        cr_expect_eq(calls[ATTN_OP_ADD_POSITIONS], 3 * n);
+        cr_expect_eq(calls[ATTN_OP_LAYERNORM], 3 * 2 * L + 1);
+        cr_expect_eq(calls[ATTN_OP_LINEAR_STEP], 3 * 6 * L + 1);
+        cr_expect_eq(calls[ATTN_OP_ATTENTION_STEP], 3 * L);
+        cr_expect_eq(calls[ATTN_OP_ACTIVATION_STEP], 3 * L);
+        cr_expect_eq(calls[ATTN_OP_ADD], 3 * 2 * L);
+        cr_expect_eq(calls[ATTN_OP_LINEAR] + calls[ATTN_OP_ATTENTION] + calls[ATTN_OP_FEEDFORWARD],
+                     0, "no training op");
+        attn_gpt_kv_free(&c), attn_gpt_kv_free(&rc);
+    }
+    attn_gpt_acts_free(&a), attn_gpt_acts_free(&ra);
+    attn_gpt_free(&m), attn_gpt_free(&r);
+    attn_engine_free(&cpu32);
+}
+
+/* An engine that trains but lacks a step op: the model takes it, a KV
+ * cache is refused when it is made (naming the op), nothing allocated;
+ * a cache made on cpu-fp32 refuses a step once the model's engine is
+ * another. */
+Test(engine_ops, a_kv_cache_on_an_engine_without_a_step_op_is_refused_when_made) {
+    attn_error err = {0};
+    cr_assert_eq(attn_engine_cpu_init(&cpu32, ATTN_PRECISION_FP32, &err), ATTN_OK);
+    attn_engine counting, partial;
+    test_engines(&counting, &partial);
+    const attn_engine trains = {"trains", ATTN_PRECISION_FP32, &trains_ops, NULL, 0};
+    attn_gpt m;
+    attn_gpt_acts a;
+    tiny(&m, &a);
+    attn_gpt_kv_cache c;
+    cr_assert_eq(attn_gpt_kv_init(&c, &m, &err), ATTN_OK, "%s", err.msg);
+    cr_assert_eq(attn_gpt_set_engine(&m, &trains, &err), ATTN_OK, "%s", err.msg);
+    step(&m, &a); /* it trains */
+    memset(calls, 0, sizeof calls);
+    float logits[23];
+    cr_expect_eq(attn_gpt_kv_step(&m, &c, 3, logits, &err), ATTN_ERR_STATE);
+    cr_expect(strstr(err.msg, "engine"), "message: %s", err.msg);
+    attn_gpt_kv_free(&c);
+    cr_expect_eq(attn_gpt_kv_init(&c, &m, &err), ATTN_ERR_INVALID_ARG);
+    cr_expect(strstr(err.msg, "trains") && strstr(err.msg, "attention_step"), "message: %s",
+              err.msg);
+    cr_expect_null(c.k, "nothing allocated");
+    for (int op = 0; op < ATTN_OP_COUNT; op++)
+        cr_expect_eq(calls[op], 0, "%s ran", attn_op_name((attn_op)op));
+    attn_gpt_kv_free(&c);
+    attn_gpt_acts_free(&a);
+    attn_gpt_free(&m);
+    attn_engine_free(&cpu32);
 }

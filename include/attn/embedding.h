@@ -45,12 +45,19 @@ attn_status attn_embedding_check_ids(const attn_embedding *e, const int32_t *ids
 void attn_embedding_forward(const attn_embedding *e, const int32_t *ids, float *out, size_t N);
 /* out (N, dim) += weight[ids]. */
 void attn_embedding_forward_add(const attn_embedding *e, const int32_t *ids, float *out, size_t N);
+/* x (N, dim): row r += weight[pos0 + r % T] (a learned position table,
+ * GPT-2's wpe: N rows of sequences of T tokens from position pos0);
+ * pos0 + T <= num_embeddings. */
+void attn_embedding_add_positions(const attn_embedding *e, float *x, size_t N, int T, int pos0);
 /* The backward rule (every attn backward; docs/library.md#conventions):
  * it adds (+=) into dx and into the parameter gradients, never overwrites;
  * the caller zeroes them first. */
 
 /* grad_weight[ids[n]] += dout[n] (nothing when grad_weight is NULL). */
 void attn_embedding_backward(attn_embedding *e, const int32_t *ids, const float *dout, size_t N);
+/* attn_embedding_add_positions' (pos0 0): grad_weight[r % T] += dx's row r,
+ * r in order (nothing when grad_weight is NULL). */
+void attn_embedding_add_positions_backward(attn_embedding *e, const float *dx, size_t N, int T);
 
 #ifdef __cplusplus
 }

@@ -1,7 +1,8 @@
 /* attn/engine_ops.h — an engine as a table of ops (issue 48, item 3).
  *
- * A model's forward and backward (src/model/gpt_pass.c, gpt_block.c) and the
- * trainer's update call the ops of one engine and no kernel directly, as
+ * A model's forward and backward (src/model/gpt_pass.c, gpt_block.c), its
+ * one-token KV step (gpt_kv.c) and the trainer's update call the ops of one
+ * engine and no kernel directly, as
  * ggml's backends fill one interface and say which ops they run
  * (supports_op). An op is named and shaped as attn's kernel for it is (the
  * header in brackets), with the engine first:
@@ -18,6 +19,12 @@
  *                                                        (attn/cross_entropy.h)
  *   adamw           one update of a parameter table      (attn/optim.h)
  *   memory          the engine's buffers
+ *   dropout_add     the residual: dropout(f) + shortcut  (attn/residual.h)
+ *   dropout         drop_emb's, in place                 (attn/residual.h)
+ *   add_positions   the learned position table's add     (attn/embedding.h)
+ *   the step        generation's one token per sequence against the KV
+ *                   cache: add, linear_step (GEMV), attention_step,
+ *                   activation_step, and layernorm      (attn/gpt.h)
  *
  * The fp32 CPU engine (attn/engine_cpu.h) is the reference: every other
  * engine's op is held to it (tests/test_engine_ops.c runs every op each
@@ -71,6 +78,16 @@ typedef enum attn_op {
     ATTN_OP_CROSS_ENTROPY_BACKWARD, /* dlogits += its gradient                   */
     ATTN_OP_CROSS_ENTROPY_GRAD,     /* dlogits = its gradient (may be the logits) */
     ATTN_OP_ADAMW,
+    ATTN_OP_DROPOUT_ADD,            /* out = dropout(f) + shortcut (the residual) */
+    ATTN_OP_DROPOUT_ADD_BACKWARD,   /* df += its gradient                          */
+    ATTN_OP_DROPOUT,                /* x = dropout(x), in place (drop_emb)         */
+    ATTN_OP_DROPOUT_BACKWARD,       /* dx = its gradient, in place                 */
+    ATTN_OP_ADD_POSITIONS,          /* x's rows += a position table's rows         */
+    ATTN_OP_ADD_POSITIONS_BACKWARD, /* the table's gradient += x's rows            */
+    ATTN_OP_ADD,                    /* x += y (the step's residual)                */
+    ATTN_OP_LINEAR_STEP,            /* the step's y = x W^T + b, n rows (GEMV)     */
+    ATTN_OP_ATTENTION_STEP,         /* the step's query against the KV cache       */
+    ATTN_OP_ACTIVATION_STEP,        /* the step's feed-forward activation          */
     ATTN_OP_COUNT
 } attn_op;
 
@@ -78,9 +95,11 @@ typedef enum attn_op {
 const char *attn_op_name(attn_op op);
 
 /* What supports_op is asked: the op, the precision of its arithmetic (the
- * bf16 engine's products: BF16; every op it runs in fp32: FP32) and its
- * shape: rows (N, or B T), in and out (a linear's features; a norm's C in
- * in; the attention's d_in, d_out; the cross-entropy's V in out), and the
+ * bf16 engine's products: BF16; every op it runs in fp32: FP32; the
+ * step's linear_step: its weight copy's, on either CPU engine) and its
+ * shape: rows (N, or B T; the step's: the sequences), in and out (a
+ * linear's features; a norm's C in in; the attention's d_in, d_out; the
+ * cross-entropy's V in out; the step's activation: C, fc1's out), and the
  * attention's description (NULL: the book's). */
 typedef struct attn_op_desc {
     attn_op op;
@@ -177,6 +196,61 @@ typedef struct attn_engine_ops {
     attn_status (*adamw_step)(const attn_engine *e, struct attn_adamw *opt,
                               const struct attn_param_list *params, double lr, float grad_scale,
                               attn_error *err);
+
+    /* ---- dropout_add, dropout (attn/residual.h): with mode training and
+     * p > 0 a mask is drawn into keep (n) from mode's stream (PyTorch's)
+     * and they return 1, else keep is untouched and they return 0.
+     * dropout_add: out = dropout(f) + shortcut (out may be shortcut); its
+     * backward: df += dout, masked and scaled when dropped. dropout: x =
+     * dropout(x); its backward in place, dx = keep ? dx / (1 - p) : 0. */
+    int (*dropout_add_forward)(const attn_engine *e, const float *f, const float *shortcut,
+                               float *out, uint8_t *keep, double p,
+                               const struct attn_forward_mode *mode, size_t n);
+    void (*dropout_add_backward)(const attn_engine *e, const float *dout, const uint8_t *keep,
+                                 double p, int dropped, float *df, size_t n);
+    int (*dropout_forward)(const attn_engine *e, float *x, uint8_t *keep, double p,
+                           const struct attn_forward_mode *mode, size_t n);
+    void (*dropout_backward)(const attn_engine *e, float *dx, const uint8_t *keep, double p,
+                             size_t n);
+
+    /* ---- add_positions (attn/embedding.h): x (N, dim) row r +=
+     * table[pos0 + r % T]; the backward (pos0 0) adds dx's rows, in order,
+     * into the table's gradient. */
+    void (*add_positions_forward)(const attn_engine *e, const struct attn_embedding *table,
+                                  float *x, size_t N, int T, int pos0);
+    void (*add_positions_backward)(const attn_engine *e, struct attn_embedding *table,
+                                   const float *dx, size_t N, int T);
+
+    /* ---- the one-token step (generation, eval mode; attn/gpt.h's KV
+     * cache): n sequences' tokens at position pos. The model runs a token
+     * in ONE parallel region of its own team; these entries are called by
+     * every thread of it and split their rows or heads with orphaned
+     * `omp for` (ending in a barrier), add inside the model's `omp single`
+     * (as layernorm_forward is, mean and rstd NULL). A product's weight is
+     * the Linear's fp32 one (w16 NULL) or its bf16 copy w16 (out, in)
+     * rounded to nearest even (attn_linear_bf16_copy), fp32 sums: the op's
+     * precision is its copy's, asked when the KV cache is made.
+     *   add: x += y, n elements, on the calling thread.
+     *   linear_step: y row s (at y + s ldy) = x row s (at x + s ldx) W^T + b;
+     *     wait 0: no barrier at the end, when the next op reads nothing this
+     *     one writes, or (fc1, then activation_step over the same hidden
+     *     width) only the rows each thread wrote: the engine splits y's rows
+     *     and the activation's in the same static chunks. An engine may
+     *     always wait.
+     *   attention_step: attn_mha_step_core (attn/multi_head_attention.h):
+     *     q (n, d_out) and the caches' rows at pos (sequence s's at
+     *     s kv_stride) hold the tokens' queries, keys and values; ctx (n,
+     *     d_out) = the heads' outputs; scores (n, heads, context_length).
+     *   activation_step: attn_feedforward_act_step, hidden (n,
+     *     fc1.out_features) in place, its rows split in linear_step's chunks. */
+    void (*add)(const attn_engine *e, float *x, const float *y, size_t n);
+    void (*linear_step)(const attn_engine *e, const struct attn_linear *l, const uint16_t *w16,
+                        const float *x, size_t ldx, float *y, size_t ldy, int n, int wait);
+    void (*attention_step)(const attn_engine *e, const struct attn_mha *m, int n, float *q,
+                           float *k_cache, float *v_cache, size_t kv_stride, int pos, float *ctx,
+                           float *scores);
+    void (*activation_step)(const attn_engine *e, const struct attn_feedforward *ff, float *hidden,
+                            int n);
 } attn_engine_ops;
 
 /* An engine: its name ("cpu-fp32", "cpu-bf16"), the precision of its

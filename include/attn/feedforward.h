@@ -98,6 +98,12 @@ void attn_feedforward_step(const attn_feedforward *ff, const uint16_t *w_bf16, c
 void attn_feedforward_step_batch(const attn_feedforward *ff, const uint16_t *w_bf16, int n,
                                  const float *x, float *hidden, float *y);
 
+/* The step's activation alone, in place on hidden (n, fc1.out_features)
+ * as fc1 wrote it (SwiGLU: each gate row's output over its first half),
+ * work-shared as attn_feedforward_step_batch: fc1, this, fc2 is that
+ * function bit for bit. */
+void attn_feedforward_act_step(const attn_feedforward *ff, float *hidden, int n);
+
 /* bf16 weights for the step: layers.0 then layers.2, rounded to nearest
  * even, back to back. */
 size_t attn_feedforward_bf16_numel(const attn_feedforward *ff);

@@ -521,13 +521,17 @@ typedef struct attn_gpt_kv_cache {
     float *x, *ln, *q, *att, *proj, *hidden; /* (batch, C) x5, (batch, ff.fc1.out_features) */
     float *scores;                           /* (batch, H, context_length) */
     float *logits;                           /* (batch, V): the last step's logits */
-    attn_precision precision; /* weights a step reads: FP32 (the model's) or BF16 copies */
-    uint16_t *w_bf16;         /* BF16: every Linear weight rounded to bf16 */
+    attn_precision precision;          /* weights a step reads: FP32 (the model's) or BF16 copies */
+    uint16_t *w_bf16;                  /* BF16: every Linear weight rounded to bf16 */
+    const struct attn_engine_ops *ops; /* the model's engine's table, asked at init */
 } attn_gpt_kv_cache;
 
 /* A model whose Linears carry LoRA adapters (attn/lora.h) is refused
- * (ATTN_ERR_INVALID_ARG): the step does not run them. The logits are the
- * head's width (attn_gpt_head_width). */
+ * (ATTN_ERR_INVALID_ARG): the step does not run them. The step runs on the
+ * model's engine (attn/engine_ops.h: its step ops), asked for each op
+ * before anything is allocated (its refusal is the status); a step on a
+ * model whose engine's table changed since is refused (ATTN_ERR_STATE).
+ * The logits are the head's width (attn_gpt_head_width). */
 attn_status attn_gpt_kv_init(attn_gpt_kv_cache *cache, const attn_gpt *m, attn_error *err);
 
 /* A cache for `batch` sequences (>= 1) decoded together, all at the same

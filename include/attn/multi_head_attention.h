@@ -163,6 +163,16 @@ void attn_mha_step(const attn_mha *m, const float *x, float *k_cache, float *v_c
 void attn_mha_step_batch(const attn_mha *m, int n, const float *x, float *k_cache, float *v_cache,
                          size_t kv_stride, int pos, float *out, const attn_mha_step_buf *buf);
 
+/* The step's attention core, attn_mha_step_batch without its products:
+ * q (n, d_out) holds the n tokens' queries and the caches' row
+ * pos % attn_mha_step_rows(m) their keys and values (as W_query, W_key,
+ * W_value wrote them); the variant's QK-norm and RoPE are applied to q and
+ * that key row, then ctx (n, d_out) = each head's softmax(q K^T) V over the
+ * keys the query sees; scores (n, num_heads, context_length) scratch.
+ * Work-shared as attn_mha_step_batch. */
+void attn_mha_step_core(const attn_mha *m, int n, float *q, float *k_cache, float *v_cache,
+                        size_t kv_stride, int pos, float *ctx, float *scores);
+
 /* Rows of the step's KV cache: context_length, or the window when smaller. */
 int attn_mha_step_rows(const attn_mha *m);
 

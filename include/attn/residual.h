@@ -36,6 +36,14 @@ void attn_residual_dropout_backward(const float *dout, const uint8_t *keep, doub
 int attn_dropout_forward_inplace(float *x, uint8_t *keep, double p, const attn_forward_mode *mode,
                                  size_t n);
 
+/* Its backward, in place (the exception to the rule: dx is both the
+ * output's gradient and the input's): dx = keep ? dx / (1 - p) : 0. */
+void attn_dropout_backward_inplace(float *dx, const uint8_t *keep, double p, size_t n);
+
+/* x += y over n elements on the calling thread, no parallel region (the
+ * one-token step's residual adds, smaller than a region's cost). */
+void attn_add(float *x, const float *y, size_t n);
+
 #ifdef __cplusplus
 }
 #endif

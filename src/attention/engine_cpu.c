@@ -18,6 +18,8 @@
 #include "attn/linear.h"
 #include "attn/multi_head_attention.h"
 #include "attn/optim.h"
+#include "attn/residual.h"
+#include "nn/linear_step.h"
 
 static const attn_engine_ops CPU_OPS;
 
@@ -35,6 +37,12 @@ static int is_product(attn_op op) {
            op == ATTN_OP_FEEDFORWARD_BACKWARD;
 }
 
+/* The step's products: their precision is their weight copy's (fp32 or
+ * bf16, widened in the GEMV kernel), whatever the engine's. */
+static int is_step_product(attn_op op) {
+    return op == ATTN_OP_LINEAR_STEP;
+}
+
 /* The widths an op reads from its descriptor, positive. */
 static attn_status check_shape(const attn_engine *e, const attn_op_desc *d, attn_error *err) {
     const char *name = attn_op_name(d->op);
@@ -44,7 +52,10 @@ static attn_status check_shape(const attn_engine *e, const attn_op_desc *d, attn
     case ATTN_OP_LINEAR_BACKWARD:
     case ATTN_OP_LINEAR_BACKWARD_DY16:
     case ATTN_OP_ATTENTION:
-    case ATTN_OP_ATTENTION_BACKWARD: need_in = need_out = 1; break;
+    case ATTN_OP_ATTENTION_BACKWARD:
+    case ATTN_OP_LINEAR_STEP:
+    case ATTN_OP_ATTENTION_STEP:
+    case ATTN_OP_ACTIVATION_STEP: need_in = need_out = 1; break;
     case ATTN_OP_LAYERNORM:
     case ATTN_OP_LAYERNORM_BACKWARD:
     case ATTN_OP_FEEDFORWARD:
@@ -53,7 +64,9 @@ static attn_status check_shape(const attn_engine *e, const attn_op_desc *d, attn
     case ATTN_OP_EMBEDDING_BACKWARD:
     case ATTN_OP_CROSS_ENTROPY:
     case ATTN_OP_CROSS_ENTROPY_BACKWARD:
-    case ATTN_OP_CROSS_ENTROPY_GRAD: need_out = 1; break;
+    case ATTN_OP_CROSS_ENTROPY_GRAD:
+    case ATTN_OP_ADD_POSITIONS:
+    case ATTN_OP_ADD_POSITIONS_BACKWARD: need_out = 1; break;
     default: break;
     }
     if ((need_in && d->in <= 0) || (need_out && d->out <= 0))
@@ -68,6 +81,7 @@ static attn_status cpu_supports_op(const attn_engine *e, const attn_op_desc *d, 
     if (d->precision != ATTN_PRECISION_FP32 && d->precision != ATTN_PRECISION_BF16)
         return attn_fail(err, ATTN_ERR_INVALID_ARG, "engine %s: no precision %d", e->name,
                          (int)d->precision);
+    if (is_step_product(d->op)) return check_shape(e, d, err);
     if (!bf16 && d->precision != ATTN_PRECISION_FP32)
         return attn_fail(err, ATTN_ERR_INVALID_ARG, "engine %s runs %s in fp32 only, not %s",
                          e->name, name, attn_precision_name(d->precision));
@@ -274,6 +288,70 @@ static attn_status adamw_step(const attn_engine *e, attn_adamw *opt, const attn_
     return attn_adamw_step_bf16(opt, params, lr, grad_scale, gemm_of(e), err);
 }
 
+/* ---------------------------------------- dropout_add, add_positions */
+
+static int dropout_add_forward(const attn_engine *e, const float *f, const float *shortcut,
+                               float *out, uint8_t *keep, double p, const attn_forward_mode *mode,
+                               size_t n) {
+    (void)e;
+    return attn_residual_dropout_forward(f, shortcut, out, keep, p, mode, n);
+}
+
+static void dropout_add_backward(const attn_engine *e, const float *dout, const uint8_t *keep,
+                                 double p, int dropped, float *df, size_t n) {
+    (void)e;
+    attn_residual_dropout_backward(dout, keep, p, dropped, df, n);
+}
+
+static int dropout_forward(const attn_engine *e, float *x, uint8_t *keep, double p,
+                           const attn_forward_mode *mode, size_t n) {
+    (void)e;
+    return attn_dropout_forward_inplace(x, keep, p, mode, n);
+}
+
+static void dropout_backward(const attn_engine *e, float *dx, const uint8_t *keep, double p,
+                             size_t n) {
+    (void)e;
+    attn_dropout_backward_inplace(dx, keep, p, n);
+}
+
+static void add_positions_forward(const attn_engine *e, const attn_embedding *table, float *x,
+                                  size_t N, int T, int pos0) {
+    (void)e;
+    attn_embedding_add_positions(table, x, N, T, pos0);
+}
+
+static void add_positions_backward(const attn_engine *e, attn_embedding *table, const float *dx,
+                                   size_t N, int T) {
+    (void)e;
+    attn_embedding_add_positions_backward(table, dx, N, T);
+}
+
+/* --------------------------------------------------------------- the step */
+
+static void add(const attn_engine *e, float *x, const float *y, size_t n) {
+    (void)e;
+    attn_add(x, y, n);
+}
+
+static void linear_step(const attn_engine *e, const attn_linear *l, const uint16_t *w16,
+                        const float *x, size_t ldx, float *y, size_t ldy, int n, int wait) {
+    (void)e;
+    attn_linear_step_ld(l, w16, x, ldx, y, ldy, n, wait);
+}
+
+static void attention_step(const attn_engine *e, const attn_mha *m, int n, float *q, float *k_cache,
+                           float *v_cache, size_t kv_stride, int pos, float *ctx, float *scores) {
+    (void)e;
+    attn_mha_step_core(m, n, q, k_cache, v_cache, kv_stride, pos, ctx, scores);
+}
+
+static void activation_step(const attn_engine *e, const attn_feedforward *ff, float *hidden,
+                            int n) {
+    (void)e;
+    attn_feedforward_act_step(ff, hidden, n);
+}
+
 static const attn_engine_ops CPU_OPS = {
     .supports_op = cpu_supports_op,
     .alloc = cpu_alloc,
@@ -298,6 +376,16 @@ static const attn_engine_ops CPU_OPS = {
     .cross_entropy_backward = ce_backward,
     .cross_entropy_grad = ce_grad,
     .adamw_step = adamw_step,
+    .dropout_add_forward = dropout_add_forward,
+    .dropout_add_backward = dropout_add_backward,
+    .dropout_forward = dropout_forward,
+    .dropout_backward = dropout_backward,
+    .add_positions_forward = add_positions_forward,
+    .add_positions_backward = add_positions_backward,
+    .add = add,
+    .linear_step = linear_step,
+    .attention_step = attention_step,
+    .activation_step = activation_step,
 };
 
 attn_status attn_engine_cpu_init(attn_engine *e, attn_precision p, attn_error *err) {

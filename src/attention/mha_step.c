@@ -116,24 +116,31 @@ static attn_mha_step_buf seq_buf(const attn_mha *m, const attn_mha_step_buf *b, 
     return v;
 }
 
-void attn_mha_step_batch(const attn_mha *m, int n, const float *x, float *k_cache, float *v_cache,
-                         size_t kv_stride, int pos, float *out, const attn_mha_step_buf *b) {
+void attn_mha_step_core(const attn_mha *m, int n, float *q, float *k_cache, float *v_cache,
+                        size_t kv_stride, int pos, float *ctx, float *scores) {
     const size_t row = (size_t)(pos % attn_mha_step_rows(m)) * (size_t)m->kv_dim;
-    qkv(m, n, x, k_cache + row, v_cache + row, kv_stride, b);
+    const attn_mha_step_buf b = {NULL, q, ctx, scores};
     if (!attn_attention_is_book(&m->spec)) {
 #pragma omp single
         for (int s = 0; s < n; s++) {
-            const attn_mha_step_buf v = seq_buf(m, b, s);
+            const attn_mha_step_buf v = seq_buf(m, &b, s);
             prepare_qk(m, k_cache + (size_t)s * kv_stride + row, pos, &v);
         }
     }
     const int H = m->num_heads;
 #pragma omp for schedule(static)
     for (int sh = 0; sh < n * H; sh++) {
-        const attn_mha_step_buf v = seq_buf(m, b, sh / H);
+        const attn_mha_step_buf v = seq_buf(m, &b, sh / H);
         const size_t at = (size_t)(sh / H) * kv_stride;
         head(m, sh % H, k_cache + at, v_cache + at, pos, &v);
     }
+}
+
+void attn_mha_step_batch(const attn_mha *m, int n, const float *x, float *k_cache, float *v_cache,
+                         size_t kv_stride, int pos, float *out, const attn_mha_step_buf *b) {
+    const size_t row = (size_t)(pos % attn_mha_step_rows(m)) * (size_t)m->kv_dim;
+    qkv(m, n, x, k_cache + row, v_cache + row, kv_stride, b);
+    attn_mha_step_core(m, n, b->q, k_cache, v_cache, kv_stride, pos, b->ctx, b->scores);
     const uint16_t *wo = b->w_bf16 ? b->w_bf16 + bf16_offset(m, 3) : NULL;
     attn_linear_step_n(&m->out_proj, wo, b->ctx, (size_t)m->d_out, out, n);
 }

@@ -25,6 +25,16 @@ static const char *const OP_NAMES[] = {
     "cross_entropy_backward",
     "cross_entropy_grad",
     "adamw",
+    "dropout_add",
+    "dropout_add_backward",
+    "dropout",
+    "dropout_backward",
+    "add_positions",
+    "add_positions_backward",
+    "add",
+    "linear_step",
+    "attention_step",
+    "activation_step",
 };
 _Static_assert(sizeof OP_NAMES / sizeof *OP_NAMES == ATTN_OP_COUNT, "one name per attn_op");
 

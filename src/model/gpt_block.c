@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attn/residual.h"
 #include "base/buffers.h"
+#include "nn/linear_step.h"
 
 attn_status attn_block_init_view(attn_gpt_block *blk, const attn_gpt_config *cfg, attn_error *err) {
     const int C = cfg->emb_dim;
@@ -88,10 +88,10 @@ attn_status attn_block_forward(const attn_engine *e, const attn_gpt_block *blk,
     attn_status st =
         op->attention_forward(e, &blk->att, a->ln1, s->B, s->T, a->att_out, mode, &a->att, err);
     if (st != ATTN_OK) return st;
-    *dropped |= attn_residual_dropout_forward(a->att_out, a->x_in, a->x_mid, a->keep1, p, mode, NC);
+    *dropped |= op->dropout_add_forward(e, a->att_out, a->x_in, a->x_mid, a->keep1, p, mode, NC);
     op->layernorm_forward(e, &blk->norm2, a->x_mid, a->ln2, a->ln2_mean, a->ln2_rstd, N);
     op->feedforward_forward(e, &blk->ff, a->ln2, a->ff_out, N, &a->ff);
-    *dropped |= attn_residual_dropout_forward(a->ff_out, a->x_mid, x_out, a->keep2, p, mode, NC);
+    *dropped |= op->dropout_add_forward(e, a->ff_out, a->x_mid, x_out, a->keep2, p, mode, NC);
     return ATTN_OK;
 }
 
@@ -103,14 +103,14 @@ attn_status attn_block_backward(const attn_engine *e, attn_gpt_block *blk,
     const double p = s->drop_rate;
     /* x_out = x_mid + drop(ff(norm2(x_mid))) */
     memset(g->d_tmp, 0, NC * sizeof(float));
-    attn_residual_dropout_backward(g->d_resid, a->keep2, p, dropped, g->d_tmp, NC);
+    op->dropout_add_backward(e, g->d_resid, a->keep2, p, dropped, g->d_tmp, NC);
     memset(g->d_ln, 0, NC * sizeof(float));
     op->feedforward_backward(e, &blk->ff, a->ln2, g->d_tmp, g->d_ln, N, &a->ff, g->d_hidden);
     op->layernorm_backward(e, &blk->norm2, a->x_mid, a->ln2_mean, a->ln2_rstd, g->d_ln, g->d_resid,
                            N);
     /* x_mid = x_in + drop(att(norm1(x_in))) */
     memset(g->d_tmp, 0, NC * sizeof(float));
-    attn_residual_dropout_backward(g->d_resid, a->keep1, p, dropped, g->d_tmp, NC);
+    op->dropout_add_backward(e, g->d_resid, a->keep1, p, dropped, g->d_tmp, NC);
     memset(g->d_ln, 0, NC * sizeof(float));
     attn_status st =
         op->attention_backward(e, &blk->att, a->ln1, s->B, s->T, g->d_tmp, g->d_ln, &a->att, err);
@@ -120,37 +120,68 @@ attn_status attn_block_backward(const attn_engine *e, attn_gpt_block *blk,
     return ATTN_OK;
 }
 
-/* The step's residual add (no dropout in eval mode). Plain, not
- * attn_residual_dropout_forward: a nested parallel region per add would cost
- * more than the add. */
-static void add_into(float *x, const float *f, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        x[i] += f[i];
+/* The block's Linears in the order of its bf16 copy for the step, each
+ * with its copy (w NULL: the fp32 weights). */
+enum { STEP_LINEARS = 6 };
+static void step_linears(const attn_gpt_block *blk, const uint16_t *w,
+                         const attn_linear *l[STEP_LINEARS], const uint16_t *w16[STEP_LINEARS]) {
+    l[0] = &blk->att.W_query, l[1] = &blk->att.W_key, l[2] = &blk->att.W_value;
+    l[3] = &blk->att.out_proj, l[4] = &blk->ff.fc1, l[5] = &blk->ff.fc2;
+    for (int i = 0; i < STEP_LINEARS; i++) {
+        w16[i] = w;
+        if (w) w += (size_t)l[i]->out_features * (size_t)l[i]->in_features;
+    }
 }
 
-void attn_block_step(const attn_gpt_block *blk, int n, float *k_cache, float *v_cache,
-                     size_t kv_stride, int pos, const attn_block_step_buf *b) {
-    const size_t nC = (size_t)n * (size_t)blk->norm1.C;
-    const uint16_t *w = b->att.w_bf16;
-    const uint16_t *w_ff = w ? w + attn_mha_bf16_numel(&blk->att) : NULL;
+/* The block's step on e's step ops: one barrier for q, k and v (k and v
+ * written into the caches' row for pos), the attention core, out_proj,
+ * fc1, the activation, fc2; the norms and the residual adds in a single. */
+void attn_block_step(const attn_engine *e, const attn_gpt_block *blk, int n, float *k_cache,
+                     float *v_cache, size_t kv_stride, int pos, const attn_block_step_buf *b) {
+    const attn_engine_ops *op = e->ops;
+    const attn_mha *att = &blk->att;
+    const size_t C = (size_t)blk->norm1.C, nC = (size_t)n * C, D = (size_t)att->d_out;
+    const size_t row = (size_t)(pos % attn_mha_step_rows(att)) * (size_t)att->kv_dim;
+    const size_t W1 = (size_t)blk->ff.fc1.out_features;
+    const attn_linear *l[STEP_LINEARS];
+    const uint16_t *w[STEP_LINEARS];
+    step_linears(blk, b->att.w_bf16, l, w);
 #pragma omp single
-    attn_layernorm_forward(&blk->norm1, b->x, b->ln, NULL, NULL, (size_t)n);
-    attn_mha_step_batch(&blk->att, n, b->ln, k_cache, v_cache, kv_stride, pos, b->proj, &b->att);
+    op->layernorm_forward(e, &blk->norm1, b->x, b->ln, NULL, NULL, (size_t)n);
+    op->linear_step(e, l[0], w[0], b->ln, C, b->att.q, D, n, 0);
+    op->linear_step(e, l[1], w[1], b->ln, C, k_cache + row, kv_stride, n, 0);
+    op->linear_step(e, l[2], w[2], b->ln, C, v_cache + row, kv_stride, n, 1);
+    op->attention_step(e, att, n, b->att.q, k_cache, v_cache, kv_stride, pos, b->att.ctx,
+                       b->att.scores);
+    op->linear_step(e, l[3], w[3], b->att.ctx, D, b->proj, D, n, 1);
 #pragma omp single
     {
-        add_into(b->x, b->proj, nC);
-        attn_layernorm_forward(&blk->norm2, b->x, b->ln, NULL, NULL, (size_t)n);
+        op->add(e, b->x, b->proj, nC);
+        op->layernorm_forward(e, &blk->norm2, b->x, b->ln, NULL, NULL, (size_t)n);
     }
-    attn_feedforward_step_batch(&blk->ff, w_ff, n, b->ln, b->hidden, b->proj);
+    /* The activation reads only the rows of fc1 it is split as (W1 == the
+     * hidden width): no barrier between them; SwiGLU's pairs are H apart. */
+    op->linear_step(e, l[4], w[4], b->ln, C, b->hidden, W1, n, blk->ff.act == ATTN_ACT_SWIGLU);
+    op->activation_step(e, &blk->ff, b->hidden, n);
+    op->linear_step(e, l[5], w[5], b->hidden, W1, b->proj, C, n, 1);
 #pragma omp single
-    add_into(b->x, b->proj, nC);
+    op->add(e, b->x, b->proj, nC);
 }
 
 size_t attn_block_bf16_numel(const attn_gpt_block *blk) {
-    return attn_mha_bf16_numel(&blk->att) + attn_feedforward_bf16_numel(&blk->ff);
+    const attn_linear *l[STEP_LINEARS];
+    const uint16_t *w[STEP_LINEARS];
+    step_linears(blk, NULL, l, w);
+    size_t n = 0;
+    for (int i = 0; i < STEP_LINEARS; i++)
+        n += (size_t)l[i]->out_features * (size_t)l[i]->in_features;
+    return n;
 }
 
 void attn_block_bf16_copy(const attn_gpt_block *blk, uint16_t *w) {
-    attn_mha_bf16_copy(&blk->att, w);
-    attn_feedforward_bf16_copy(&blk->ff, w + attn_mha_bf16_numel(&blk->att));
+    const attn_linear *l[STEP_LINEARS];
+    const uint16_t *w16[STEP_LINEARS];
+    step_linears(blk, w, l, w16);
+    for (int i = 0; i < STEP_LINEARS; i++)
+        attn_linear_bf16_copy(l[i], w + (w16[i] - w));
 }

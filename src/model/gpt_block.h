@@ -69,18 +69,24 @@ typedef struct attn_block_step_buf {
     attn_mha_step_buf att;
 } attn_block_step_buf;
 
-/* x = block(x) for the n sequences' tokens at pos (eval mode), their keys
- * and values written into row pos of k_cache, v_cache (context_length, C;
- * sequence s's kv_stride after the first's). att.w_bf16 NULL: the fp32
- * weights; else attn_block_bf16_copy's values. Call from every thread of a
- * team (the products' rows and the heads are split) or from one thread
- * alone. */
-void attn_block_step(const attn_gpt_block *blk, int n, float *k_cache, float *v_cache,
-                     size_t kv_stride, int pos, const attn_block_step_buf *b);
+/* x = block(x) for the n sequences' tokens at pos (eval mode) on e's step
+ * ops (attn/engine_ops.h), their keys and values written into row pos of
+ * k_cache, v_cache (context_length, C; sequence s's kv_stride after the
+ * first's). att.w_bf16 NULL: the fp32 weights; else attn_block_bf16_copy's
+ * values. Call from every thread of a team (the products' rows and the
+ * heads are split) or from one thread alone. */
+void attn_block_step(const attn_engine *e, const attn_gpt_block *blk, int n, float *k_cache,
+                     float *v_cache, size_t kv_stride, int pos, const attn_block_step_buf *b);
 
-/* The block's weights in bf16 for the step: att's then ff's. */
+/* The block's weights in bf16 for the step: att's W_query, W_key, W_value,
+ * out_proj, then ff's fc1, fc2 (attn_linear_bf16_copy's each). */
 size_t attn_block_bf16_numel(const attn_gpt_block *blk);
 void attn_block_bf16_copy(const attn_gpt_block *blk, uint16_t *w);
+
+/* Asks m's engine for every op the one-token step calls for batch
+ * sequences, its products at p (the KV cache's weights): the first it
+ * refuses is the status. In gpt_engine.c. */
+attn_status attn_gpt_step_ops(const attn_gpt *m, attn_precision p, int batch, attn_error *err);
 
 /* x (N, C) = tok_emb[ids] + pos_emb[pos0 + r % T] for rows r (pos_emb
  * "none": tok_emb[ids] alone): the input of the first block, for the

@@ -106,3 +106,39 @@ attn_status attn_gpt_set_precision(attn_gpt *m, attn_precision precision, attn_e
     take(m, &e);
     return ATTN_OK;
 }
+
+/* ------------------------------------------------------- the KV step's ops */
+
+/* The step's products at p, each Linear of a block and the head. */
+static attn_status step_products(const attn_gpt *m, attn_precision p, int batch, attn_error *err) {
+    const attn_gpt_block *blk = &m->blocks[0]; /* the blocks are alike */
+    const attn_linear *l[] = {&blk->att.W_query,  &blk->att.W_key, &blk->att.W_value,
+                              &blk->att.out_proj, &blk->ff.fc1,    &blk->ff.fc2,
+                              &m->out_head};
+    attn_status s = ATTN_OK;
+    for (size_t i = 0; s == ATTN_OK && i < sizeof l / sizeof *l; i++) {
+        const attn_op_desc d = {ATTN_OP_LINEAR_STEP, p,   (size_t)batch, l[i]->in_features,
+                                l[i]->out_features,  NULL};
+        s = attn_engine_supports_op(&m->engine, &d, err);
+    }
+    return s;
+}
+
+attn_status attn_gpt_step_ops(const attn_gpt *m, attn_precision p, int batch, attn_error *err) {
+    const attn_engine *e = &m->engine;
+    const attn_precision f = ATTN_PRECISION_FP32;
+    const int C = m->cfg.emb_dim, H = m->blocks[0].ff.fc1.out_features;
+    const attn_op_desc d[] = {
+        {ATTN_OP_EMBEDDING, f, (size_t)batch, 0, C, NULL},
+        {ATTN_OP_LAYERNORM, f, (size_t)batch, C, 0, NULL},
+        {ATTN_OP_ADD, f, (size_t)batch, C, C, NULL},
+        {ATTN_OP_ATTENTION_STEP, f, (size_t)batch, C, C, &m->blocks[0].att.spec},
+        {ATTN_OP_ACTIVATION_STEP, f, (size_t)batch, C, H, NULL},
+        {ATTN_OP_ADD_POSITIONS, f, (size_t)batch, 0, C, NULL}, /* last: with a table only */
+    };
+    const size_t n = sizeof d / sizeof *d - (m->pos_emb.weight ? 0 : 1);
+    attn_status s = ATTN_OK;
+    for (size_t i = 0; s == ATTN_OK && i < n; i++)
+        s = attn_engine_supports_op(e, &d[i], err);
+    return s == ATTN_OK ? step_products(m, p, batch, err) : s;
+}

@@ -82,6 +82,9 @@ attn_status attn_gpt_kv_init_batch(attn_gpt_kv_cache *c, const attn_gpt *m, int 
         return attn_fail(err, ATTN_ERR_INVALID_ARG,
                          "KV cache: the model's Linears carry LoRA adapters, which the one-token "
                          "step does not run");
+    attn_status st = attn_gpt_step_ops(m, ATTN_PRECISION_FP32, batch, err);
+    if (st != ATTN_OK) return st;
+    c->ops = m->engine.ops; /* the engine asked: a step refuses another */
     const size_t L = (size_t)m->cfg.n_layers;
     c->rows = attn_mha_step_rows(&m->blocks[0].att);
     c->kv_dim = m->blocks[0].att.kv_dim;
@@ -97,7 +100,7 @@ attn_status attn_gpt_kv_init_batch(attn_gpt_kv_cache *c, const attn_gpt *m, int 
     /* Checked against the machine before anything is allocated. */
     const double need = 4.0 * (2.0 * (double)s.kv + 5.0 * (double)s.C + (double)s.hidden +
                                (double)s.scores + (double)s.V);
-    attn_status st = attn_mem_check(need, 0, "the KV cache", err);
+    st = attn_mem_check(need, 0, "the KV cache", err);
     if (st) return st;
     if (kv_buffers(c, &s, ATTN_BUFS_ALLOC) != 0) {
         attn_gpt_kv_free(c);
@@ -125,6 +128,8 @@ attn_status attn_gpt_kv_set_precision(attn_gpt_kv_cache *c, const attn_gpt *m,
     c->w_bf16 = NULL;
     c->precision = ATTN_PRECISION_FP32;
     if (precision == ATTN_PRECISION_FP32) return ATTN_OK;
+    attn_status s = attn_gpt_step_ops(m, precision, c->batch, err);
+    if (s != ATTN_OK) return s;
     const size_t per = attn_block_bf16_numel(&m->blocks[0]);
     const size_t head = (size_t)attn_gpt_head_width(m) * (size_t)m->cfg.emb_dim;
     c->w_bf16 = attn_calloc_streamed(per * (size_t)m->cfg.n_layers + head, sizeof(uint16_t));
@@ -152,23 +157,25 @@ static void layers(const attn_gpt *m, attn_gpt_kv_cache *c, const uint16_t *wb, 
     const size_t per_seq = (size_t)c->rows * (size_t)c->kv_dim;
     const size_t per_layer = per_seq * (size_t)n;
     const size_t per = attn_block_bf16_numel(&m->blocks[0]);
+    const attn_engine *e = &m->engine;
     attn_block_step_buf b = {c->x, c->ln, c->proj, c->hidden, {NULL, c->q, c->att, c->scores}};
     for (int l = 0; l < c->n_layers; l++) {
         b.att.w_bf16 = wb ? wb + (size_t)l * per : NULL;
-        attn_block_step(&m->blocks[l], n, c->k + (size_t)l * per_layer,
+        attn_block_step(e, &m->blocks[l], n, c->k + (size_t)l * per_layer,
                         c->v + (size_t)l * per_layer, per_seq, c->len, &b);
     }
     if (!head) return;
 #pragma omp single
     {
         if (has_norm(m))
-            attn_layernorm_forward(&m->final_norm, c->x, c->ln, NULL, NULL, (size_t)n);
+            e->ops->layernorm_forward(e, &m->final_norm, c->x, c->ln, NULL, NULL, (size_t)n);
         else
             memcpy(c->ln, c->x, (size_t)n * (size_t)c->C * sizeof(float));
     }
     /* The largest matrix (V x C): its rows split over the team as well. */
     const uint16_t *wo = wb ? wb + per * (size_t)c->n_layers : NULL;
-    attn_linear_step_n(&m->out_head, wo, c->ln, (size_t)c->C, c->logits, n);
+    const size_t V = (size_t)m->out_head.out_features;
+    e->ops->linear_step(e, &m->out_head, wo, c->ln, (size_t)c->C, c->logits, V, n, 1);
 }
 
 /* The cache fits m and has room for a token. */
@@ -178,6 +185,11 @@ static attn_status kv_check(const attn_gpt *m, const attn_gpt_kv_cache *c, attn_
         c->kv_dim != m->blocks[0].att.kv_dim || c->C != cfg->emb_dim || c->H != cfg->n_heads ||
         c->n_layers != cfg->n_layers)
         return attn_fail(err, ATTN_ERR_SHAPE, "KV cache was made for another model config");
+    if (c->ops != m->engine.ops)
+        return attn_fail(err, ATTN_ERR_STATE,
+                         "KV cache was made for another engine than the model's %s: make it "
+                         "again (attn_gpt_kv_init)",
+                         m->engine.name);
     if (c->len >= c->capacity)
         return attn_fail(err, ATTN_ERR_STATE,
                          "KV cache is full (%d tokens): slide the window by re-priming "

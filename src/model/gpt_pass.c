@@ -9,8 +9,6 @@
 
 #include "attn/cross_entropy.h"
 #include "attn/gpt_family.h"
-#include "attn/residual.h"
-#include "base/parallel.h"
 #include "gpt_block.h"
 
 /* The lean head's chunks: a multiple of the cross-entropy's row block,
@@ -89,46 +87,21 @@ static attn_status lean_needs_targets(attn_error *err) {
 
 /* ---------------------------------------------------------- the embedding */
 
-/* Row r of x += pos_emb[pos0 + r % T]. */
-static void add_pos(const attn_gpt *m, float *x, long r, int T, int pos0) {
-    const size_t C = (size_t)m->cfg.emb_dim, t = (size_t)pos0 + (size_t)r % (size_t)T;
-    float *row = x + (size_t)r * C;
-    const float *pe = m->pos_emb.weight + t * C;
-    for (size_t k = 0; k < C; k++)
-        row[k] += pe[k];
-}
-
 void attn_gpt_embed(const attn_gpt *m, const int32_t *ids, size_t N, int T, int pos0, float *x) {
-    m->engine.ops->embedding_forward(&m->engine, &m->tok_emb, ids, x, N);
-    if (!m->pos_emb.weight) return; /* pos_emb none */
-    const long rows = (long)N;
-    /* Not even a one-thread region for a generated token. */
-    if (N * (size_t)m->cfg.emb_dim < ATTN_PAR_MIN) {
-        for (long r = 0; r < rows; r++)
-            add_pos(m, x, r, T, pos0);
-        return;
-    }
-#pragma omp parallel for schedule(static)
-    for (long r = 0; r < rows; r++)
-        add_pos(m, x, r, T, pos0);
+    const attn_engine *e = &m->engine;
+    e->ops->embedding_forward(e, &m->tok_emb, ids, x, N);
+    if (m->pos_emb.weight) /* else pos_emb none */
+        e->ops->add_positions_forward(e, &m->pos_emb, x, N, T, pos0);
 }
 
 /* drop_emb, then the two embedding tables, from the gradient d of x. */
 static void embedding_backward(attn_gpt *m, attn_gpt_acts *a, float *d) {
-    const size_t B = (size_t)a->B, T = (size_t)a->T, C = (size_t)m->cfg.emb_dim, NC = B * T * C;
-    if (a->dropout_used) {
-        const float scale = attn_dropout_scale(m->cfg.drop_rate);
-        for (size_t i = 0; i < NC; i++)
-            d[i] = a->keep_emb[i] ? d[i] * scale : 0.0f;
-    }
-    m->engine.ops->embedding_backward(&m->engine, &m->tok_emb, a->ids, d, B * T);
-    for (size_t b = 0; m->pos_emb.grad_weight && b < B; b++)
-        for (size_t t = 0; t < T; t++) {
-            float *g = m->pos_emb.grad_weight + t * C;
-            const float *dr = d + (b * T + t) * C;
-            for (size_t k = 0; k < C; k++)
-                g[k] += dr[k];
-        }
+    const attn_engine *e = &m->engine;
+    const size_t N = (size_t)a->B * (size_t)a->T;
+    if (a->dropout_used)
+        e->ops->dropout_backward(e, d, a->keep_emb, m->cfg.drop_rate, N * (size_t)m->cfg.emb_dim);
+    e->ops->embedding_backward(e, &m->tok_emb, a->ids, d, N);
+    if (m->pos_emb.weight) e->ops->add_positions_backward(e, &m->pos_emb, d, N, a->T);
 }
 
 /* ---------------------------------------------------- between the layers */
@@ -274,8 +247,8 @@ static attn_status layer_forward(attn_gpt *m, int i, attn_gpt_acts *a, const flo
     switch (l->kind) {
     case ATTN_GPT_LAYER_EMBEDDING:
         attn_gpt_embed(m, a->ids, p->N, p->T, 0, out);
-        p->dropped |= attn_dropout_forward_inplace(out, a->keep_emb, m->cfg.drop_rate, p->mode,
-                                                   p->N * (size_t)m->cfg.emb_dim);
+        p->dropped |= m->engine.ops->dropout_forward(&m->engine, out, a->keep_emb, m->cfg.drop_rate,
+                                                     p->mode, p->N * (size_t)m->cfg.emb_dim);
         break;
     case ATTN_GPT_LAYER_BLOCK:
         s = attn_block_forward(&m->engine, &m->blocks[l->index], &a->blocks[l->index], &shape,

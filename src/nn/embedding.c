@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/buffers.h"
+#include "base/parallel.h"
 
 /* The table and its gradient, listed once: n floats each. */
 static int embedding_buffers(attn_embedding *e, size_t n, attn_bufs_op op) {
@@ -90,5 +91,38 @@ void attn_embedding_backward(attn_embedding *e, const int32_t *ids, const float 
         const float *d = dout + i * D;
         for (size_t j = 0; j < D; j++)
             g[j] += d[j];
+    }
+}
+
+/* Row r of x += weight[pos0 + r % T]. */
+static void add_position(const attn_embedding *e, float *x, size_t r, int T, int pos0) {
+    const size_t C = (size_t)e->dim, t = (size_t)pos0 + r % (size_t)T;
+    float *row = x + r * C;
+    const float *pe = e->weight + t * C;
+    for (size_t k = 0; k < C; k++)
+        row[k] += pe[k];
+}
+
+void attn_embedding_add_positions(const attn_embedding *e, float *x, size_t N, int T, int pos0) {
+    const long rows = (long)N;
+    /* Not even a one-thread region for a generated token. */
+    if (N * (size_t)e->dim < ATTN_PAR_MIN) {
+        for (long r = 0; r < rows; r++)
+            add_position(e, x, (size_t)r, T, pos0);
+        return;
+    }
+#pragma omp parallel for schedule(static)
+    for (long r = 0; r < rows; r++)
+        add_position(e, x, (size_t)r, T, pos0);
+}
+
+void attn_embedding_add_positions_backward(attn_embedding *e, const float *dx, size_t N, int T) {
+    const size_t C = (size_t)e->dim, Tz = (size_t)T;
+    /* Serial, rows in order: each table row sums N / T rows in one order. */
+    for (size_t r = 0; e->grad_weight && r < N; r++) {
+        float *g = e->grad_weight + (r % Tz) * C;
+        const float *d = dx + r * C;
+        for (size_t k = 0; k < C; k++)
+            g[k] += d[k];
     }
 }

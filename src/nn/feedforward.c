@@ -183,11 +183,7 @@ void attn_feedforward_step_batch(const attn_feedforward *ff, const uint16_t *w_b
     if (ff->act == ATTN_ACT_SWIGLU) {
         /* A gate row and its value row are H rows apart: all of fc1 first. */
         attn_linear_step_n(&ff->fc1, w_bf16, x, (size_t)C, hidden, n);
-#pragma omp for schedule(static)
-        for (int r = 0; r < H; r += ATTN_STEP_ROWS)
-            for (int s = 0; s < n; s++)
-                act_step(ff, hidden + (size_t)s * (size_t)W1, r,
-                         r + ATTN_STEP_ROWS < H ? r + ATTN_STEP_ROWS : H);
+        attn_feedforward_act_step(ff, hidden, n);
     } else {
         /* fc1 then the activation on the same rows, while they are in cache. */
 #pragma omp for schedule(static)
@@ -199,6 +195,20 @@ void attn_feedforward_step_batch(const attn_feedforward *ff, const uint16_t *w_b
         }
     }
     attn_linear_step_n(&ff->fc2, w2, hidden, (size_t)W1, y, n);
+}
+
+void attn_feedforward_act_step(const attn_feedforward *ff, float *hidden, int n) {
+    const int H = ff->hidden;
+    const size_t W1 = (size_t)ff->fc1.out_features;
+    /* The chunks of ATTN_STEP_ROWS the fused loop above and
+     * attn_linear_step_ld take, statically split as theirs (a vector
+     * kernel's tail falls where it falls there; a thread activates the
+     * rows of fc1 it wrote). */
+#pragma omp for schedule(static)
+    for (int r = 0; r < H; r += ATTN_STEP_ROWS)
+        for (int s = 0; s < n; s++)
+            act_step(ff, hidden + (size_t)s * W1, r,
+                     r + ATTN_STEP_ROWS < H ? r + ATTN_STEP_ROWS : H);
 }
 
 size_t attn_feedforward_bf16_numel(const attn_feedforward *ff) {

@@ -1,13 +1,25 @@
 /* One-row Linear products for the KV-cached step (see linear_step.h). */
 #include "linear_step.h"
 
+void attn_linear_step_ld(const attn_linear *l, const uint16_t *w, const float *x, size_t ldx,
+                         float *y, size_t ldy, int n, int wait) {
+    const int out = l->out_features;
+    if (wait) {
+#pragma omp for schedule(static)
+        for (int r = 0; r < out; r += ATTN_STEP_ROWS)
+            attn_linear_rows_n(l, w, x, ldx, y, ldy, n, r,
+                               r + ATTN_STEP_ROWS < out ? r + ATTN_STEP_ROWS : out);
+    } else {
+#pragma omp for schedule(static) nowait
+        for (int r = 0; r < out; r += ATTN_STEP_ROWS)
+            attn_linear_rows_n(l, w, x, ldx, y, ldy, n, r,
+                               r + ATTN_STEP_ROWS < out ? r + ATTN_STEP_ROWS : out);
+    }
+}
+
 void attn_linear_step_n(const attn_linear *l, const uint16_t *w, const float *x, size_t ldx,
                         float *y, int n) {
-    const int out = l->out_features;
-#pragma omp for schedule(static)
-    for (int r = 0; r < out; r += ATTN_STEP_ROWS)
-        attn_linear_rows_n(l, w, x, ldx, y, (size_t)out, n, r,
-                           r + ATTN_STEP_ROWS < out ? r + ATTN_STEP_ROWS : out);
+    attn_linear_step_ld(l, w, x, ldx, y, (size_t)l->out_features, n, 1);
 }
 
 size_t attn_linear_bf16_copy(const attn_linear *l, uint16_t *w) {

@@ -32,9 +32,14 @@ static inline void attn_linear_rows(const attn_linear *l, const uint16_t *w, con
     attn_linear_rows_n(l, w, x, 0, y, 0, 1, r0, r1);
 }
 
-/* All of y (n rows of out_features; x row s at x + s ldx), its row chunks
- * split over the calling team (an orphaned `omp for`): call from every
- * thread of a team, or from one thread alone. */
+/* All of y (n rows of out_features; x row s at x + s ldx, y row s at
+ * y + s ldy), its row chunks split over the calling team (an orphaned
+ * `omp for`): call from every thread of a team, or from one thread alone.
+ * wait 0: no barrier at the end (`nowait`: the team goes on to a product
+ * that reads nothing this one writes). */
+void attn_linear_step_ld(const attn_linear *l, const uint16_t *w, const float *x, size_t ldx,
+                         float *y, size_t ldy, int n, int wait);
+/* The same with y's rows out_features apart, ending in a barrier. */
 void attn_linear_step_n(const attn_linear *l, const uint16_t *w, const float *x, size_t ldx,
                         float *y, int n);
 static inline void attn_linear_step(const attn_linear *l, const uint16_t *w, const float *x,

@@ -42,3 +42,12 @@ int attn_dropout_forward_inplace(float *x, uint8_t *keep, double p, const attn_f
     attn_dropout_apply(x, keep, p, x, n);
     return 1;
 }
+
+void attn_dropout_backward_inplace(float *dx, const uint8_t *keep, double p, size_t n) {
+    attn_dropout_apply(dx, keep, p, dx, n);
+}
+
+void attn_add(float *x, const float *y, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        x[i] += y[i];
+}
