@@ -11,6 +11,7 @@
 #define ATTN_ACTIVATION_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -18,6 +19,17 @@ extern "C" {
 
 /* The config's "act" values (0 is the book's). */
 typedef enum attn_act { ATTN_ACT_GELU = 0, ATTN_ACT_RELU2, ATTN_ACT_SWIGLU } attn_act;
+
+/* The feed-forward's activation act over N rows (the engine's activation
+ * op, attn/engine_ops.h): x (N, attn_act_width(act, hidden)) -> y
+ * (N, hidden); y may be x for the element-wise ones. _bf16: y rounded to
+ * bf16 (nearest even) in the same pass, gelu only (the bf16 engine's input
+ * to the next product). The backward adds: dx (N, width) += act'(x) dy;
+ * for the element-wise ones dx may be dy: then dx = act'(x) dy, in place. */
+int attn_act_width(attn_act act, int hidden);
+void attn_act_forward(attn_act act, const float *x, float *y, size_t N, size_t hidden);
+void attn_act_forward_bf16(attn_act act, const float *x, uint16_t *y16, size_t N, size_t hidden);
+void attn_act_backward(attn_act act, const float *x, float *dy, float *dx, size_t N, size_t hidden);
 
 /* y = relu2(x) for n elements (in place allowed); split over OpenMP
  * threads above a size. */
@@ -29,6 +41,8 @@ void attn_relu2_forward(const float *x, float *y, size_t n);
 
 /* d = relu2'(x) * d = 2 max(x, 0) * d in place (d holds dy on entry). */
 void attn_relu2_backward_inplace(const float *x, float *d, size_t n);
+/* dx += relu2'(x) * dy. */
+void attn_relu2_backward(const float *x, const float *dy, float *dx, size_t n);
 
 /* Rows of h (N, 2H) = [a | b] -> y (N, H) = silu(a) * b; split over OpenMP
  * threads above a size. y may not alias h. */

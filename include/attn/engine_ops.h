@@ -7,13 +7,14 @@
  * (supports_op). An op is named and shaped as attn's kernel for it is (the
  * header in brackets), with the engine first:
  *
- *   linear          y = x W^T + b, its backward          (attn/linear.h)
+ *   linear          y = x W^T + b, its backward; on the bf16 engine also
+ *                   from a kept bf16 input (x16)         (attn/linear.h)
  *   layernorm       either norm, forward and backward    (attn/layernorm.h)
  *   attention       MultiHeadAttention: the QKV product, the one attention
  *                   core (attn/attention.h's description), out_proj
  *                                                        (attn/multi_head_attention.h)
- *   feedforward     Linear, activation, Linear           (attn/feedforward.h)
- *   gelu            the book's GELU                      (attn/gelu.h)
+ *   activation      the feed-forward's: GELU, ReLU^2, SwiGLU
+ *                                                        (attn/activation.h)
  *   embedding       the table lookup and its backward    (attn/embedding.h)
  *   cross_entropy   the loss; its gradient, fused with the softmax's
  *                                                        (attn/cross_entropy.h)
@@ -53,7 +54,6 @@ struct attn_mha;
 struct attn_attention_cache;
 struct attn_forward_mode;
 struct attn_feedforward;
-struct attn_feedforward_cache;
 struct attn_embedding;
 struct attn_adamw;
 struct attn_param_list;
@@ -64,14 +64,14 @@ typedef enum attn_op {
     ATTN_OP_LINEAR = 0,
     ATTN_OP_LINEAR_BACKWARD,
     ATTN_OP_LINEAR_BACKWARD_DY16, /* the backward from a bf16 dy (the lean head's) */
+    ATTN_OP_LINEAR_X16,           /* from a bf16 input it keeps or is given */
+    ATTN_OP_LINEAR_BACKWARD_X16,  /* the backward from that kept input */
     ATTN_OP_LAYERNORM,
     ATTN_OP_LAYERNORM_BACKWARD,
     ATTN_OP_ATTENTION,
     ATTN_OP_ATTENTION_BACKWARD,
-    ATTN_OP_FEEDFORWARD,
-    ATTN_OP_FEEDFORWARD_BACKWARD,
-    ATTN_OP_GELU,
-    ATTN_OP_GELU_BACKWARD,
+    ATTN_OP_ACTIVATION,
+    ATTN_OP_ACTIVATION_BACKWARD,
     ATTN_OP_EMBEDDING,
     ATTN_OP_EMBEDDING_BACKWARD,
     ATTN_OP_CROSS_ENTROPY,          /* the loss (and each row's log-sum-exp)     */
@@ -141,6 +141,16 @@ typedef struct attn_engine_ops {
     void (*linear_round)(const attn_engine *e, size_t N, int out, const float *dy, uint16_t *dy16);
     void (*linear_backward_dy16)(const attn_engine *e, struct attn_linear *l, const float *x,
                                  const uint16_t *dy16, float *dx, size_t N);
+    /* The bf16 engine's kept input (attn_linear_forward_keep, _x16): the
+     * forward with x rounds x to bf16 into x16 (N, in) and keeps it, without
+     * x (NULL) it reads x16 as given; the backward multiplies by that x16,
+     * dx = beta_x dx + dy W (beta_x 0 or 1: 0 writes dx) and the parameter
+     * gradients as linear_backward. The layer has no adapter (an adapter
+     * reads the fp32 x). */
+    void (*linear_forward_x16)(const attn_engine *e, const struct attn_linear *l, const float *x,
+                               uint16_t *x16, float *y, size_t N);
+    void (*linear_backward_x16)(const attn_engine *e, struct attn_linear *l, const uint16_t *x16,
+                                const float *dy, float *dx, float beta_x, size_t N);
 
     /* ---- layernorm (attn/layernorm.h) */
     void (*layernorm_forward)(const attn_engine *e, const struct attn_layernorm *ln, const float *x,
@@ -157,18 +167,15 @@ typedef struct attn_engine_ops {
                                       int B, int T, const float *d_out, float *dx,
                                       const struct attn_attention_cache *cache, attn_error *err);
 
-    /* ---- feedforward (attn/feedforward.h) */
-    void (*feedforward_forward)(const attn_engine *e, const struct attn_feedforward *ff,
-                                const float *x, float *y, size_t N,
-                                struct attn_feedforward_cache *cache);
-    void (*feedforward_backward)(const attn_engine *e, struct attn_feedforward *ff, const float *x,
-                                 const float *dy, float *dx, size_t N,
-                                 const struct attn_feedforward_cache *cache, float *d_hidden);
-
-    /* ---- gelu (attn/gelu.h): y = gelu(x); dx += gelu'(x) dy. n elements. */
-    void (*gelu_forward)(const attn_engine *e, const float *x, float *y, size_t n);
-    void (*gelu_backward)(const attn_engine *e, const float *x, const float *dy, float *dx,
-                          size_t n);
+    /* ---- activation (attn/activation.h, attn_act_forward; act an attn_act): x (N, width:
+     * hidden, SwiGLU's 2 hidden) -> y (N, hidden), in fp32; y NULL: into
+     * y16 rounded to bf16 instead (GELU only: the bf16 engine's input to the
+     * next product). The backward: dx (N, width) += act'(x) dy; for GELU
+     * and ReLU^2 dx may be dy (then dx = act'(x) dy, in place). */
+    void (*activation_forward)(const attn_engine *e, int act, const float *x, float *y,
+                               uint16_t *y16, size_t N, int hidden);
+    void (*activation_backward)(const attn_engine *e, int act, const float *x, float *dy, float *dx,
+                                size_t N, int hidden);
 
     /* ---- embedding (attn/embedding.h): out (N, dim) = weight[ids]; the
      * backward adds dout's rows into the table's gradient. */

@@ -79,6 +79,18 @@ void attn_feedforward_forward(const attn_feedforward *ff, const float *x, float 
  * d_hidden is (N, attn_feedforward_scratch(ff)) scratch, overwritten. */
 void attn_feedforward_backward(attn_feedforward *ff, const float *x, const float *dy, float *dx,
                                size_t N, const attn_feedforward_cache *cache, float *d_hidden);
+/* The same two on engine e's ops (attn/engine_ops.h): fc1 and fc2 through
+ * its linear op (with the kept bf16 inputs on a bf16 engine), the
+ * activation through its activation op; the module's own calls above run
+ * the same sequence on the kernels. The model's blocks call these. */
+struct attn_engine;
+void attn_feedforward_forward_ops(const struct attn_engine *e, const attn_feedforward *ff,
+                                  const float *x, float *y, size_t N,
+                                  attn_feedforward_cache *cache);
+void attn_feedforward_backward_ops(const struct attn_engine *e, attn_feedforward *ff,
+                                   const float *x, const float *dy, float *dx, size_t N,
+                                   const attn_feedforward_cache *cache, float *d_hidden);
+
 /* Floats per row of backward's d_hidden: hidden (swiglu: 3 H, the
  * activation's input and output gradients). */
 size_t attn_feedforward_scratch(const attn_feedforward *ff);

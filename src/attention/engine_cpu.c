@@ -9,10 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attn/activation.h"
 #include "attn/cross_entropy.h"
 #include "attn/embedding.h"
 #include "attn/feedforward.h"
-#include "attn/gelu.h"
 #include "attn/gemm.h"
 #include "attn/layernorm.h"
 #include "attn/linear.h"
@@ -32,9 +32,9 @@ static attn_bf16_gemm *gemm_of(const attn_engine *e) {
 /* The products: the ops whose arithmetic the bf16 engine changes. */
 static int is_product(attn_op op) {
     return op == ATTN_OP_LINEAR || op == ATTN_OP_LINEAR_BACKWARD ||
-           op == ATTN_OP_LINEAR_BACKWARD_DY16 || op == ATTN_OP_ATTENTION ||
-           op == ATTN_OP_ATTENTION_BACKWARD || op == ATTN_OP_FEEDFORWARD ||
-           op == ATTN_OP_FEEDFORWARD_BACKWARD;
+           op == ATTN_OP_LINEAR_BACKWARD_DY16 || op == ATTN_OP_LINEAR_X16 ||
+           op == ATTN_OP_LINEAR_BACKWARD_X16 || op == ATTN_OP_ATTENTION ||
+           op == ATTN_OP_ATTENTION_BACKWARD;
 }
 
 /* The step's products: their precision is their weight copy's (fp32 or
@@ -51,15 +51,15 @@ static attn_status check_shape(const attn_engine *e, const attn_op_desc *d, attn
     case ATTN_OP_LINEAR:
     case ATTN_OP_LINEAR_BACKWARD:
     case ATTN_OP_LINEAR_BACKWARD_DY16:
+    case ATTN_OP_LINEAR_X16:
+    case ATTN_OP_LINEAR_BACKWARD_X16:
     case ATTN_OP_ATTENTION:
     case ATTN_OP_ATTENTION_BACKWARD:
     case ATTN_OP_LINEAR_STEP:
     case ATTN_OP_ATTENTION_STEP:
     case ATTN_OP_ACTIVATION_STEP: need_in = need_out = 1; break;
     case ATTN_OP_LAYERNORM:
-    case ATTN_OP_LAYERNORM_BACKWARD:
-    case ATTN_OP_FEEDFORWARD:
-    case ATTN_OP_FEEDFORWARD_BACKWARD: need_in = 1; break;
+    case ATTN_OP_LAYERNORM_BACKWARD: need_in = 1; break;
     case ATTN_OP_EMBEDDING:
     case ATTN_OP_EMBEDDING_BACKWARD:
     case ATTN_OP_CROSS_ENTROPY:
@@ -88,6 +88,9 @@ static attn_status cpu_supports_op(const attn_engine *e, const attn_op_desc *d, 
     if (!bf16 && d->op == ATTN_OP_LINEAR_BACKWARD_DY16)
         return attn_fail(err, ATTN_ERR_INVALID_ARG,
                          "engine %s keeps gradients in fp32: no %s (a bf16 dy)", e->name, name);
+    if (!bf16 && (d->op == ATTN_OP_LINEAR_X16 || d->op == ATTN_OP_LINEAR_BACKWARD_X16))
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "engine %s multiplies fp32 inputs: no %s (a bf16 input)", e->name, name);
     if (bf16 && is_product(d->op) && d->precision != ATTN_PRECISION_BF16)
         return attn_fail(err, ATTN_ERR_INVALID_ARG,
                          "engine %s multiplies in bf16: %s in fp32 is cpu-fp32's", e->name, name);
@@ -160,6 +163,28 @@ static void linear_backward_dy16(const attn_engine *e, attn_linear *l, const flo
                                    l->grad_weight);
 }
 
+static void linear_forward_x16(const attn_engine *e, const attn_linear *l, const float *x,
+                               uint16_t *x16, float *y, size_t N) {
+    attn_linear c = *l;
+    c.bf16 = gemm_of(e);
+    if (x)
+        attn_linear_forward_keep(&c, x, y, N, x16);
+    else
+        attn_linear_forward_x16(&c, x16, y, N);
+}
+
+static void linear_backward_x16(const attn_engine *e, attn_linear *l, const uint16_t *x16,
+                                const float *dy, float *dx, float beta_x, size_t N) {
+    if (l->bf16 == gemm_of(e)) {
+        attn_linear_backward_x16(l, x16, dy, dx, beta_x, N);
+        return;
+    }
+    attn_linear c = *l;
+    c.bf16 = gemm_of(e);
+    attn_linear_backward_x16(&c, x16, dy, dx, beta_x, N);
+    l->grad_unset = c.grad_unset;
+}
+
 /* -------------------------------------------------------------- layernorm */
 
 static void layernorm_forward(const attn_engine *e, const attn_layernorm *ln, const float *x,
@@ -209,46 +234,21 @@ static attn_status attention_backward(const attn_engine *e, attn_mha *m, const f
     return s;
 }
 
-/* ------------------------------------------------------------ feedforward */
+/* ------------------------------------------------- activation, embedding */
 
-static void feedforward_forward(const attn_engine *e, const attn_feedforward *ff, const float *x,
-                                float *y, size_t N, attn_feedforward_cache *cache) {
-    attn_bf16_gemm *g = gemm_of(e);
-    if (ff->fc1.bf16 == g && ff->fc2.bf16 == g) {
-        attn_feedforward_forward(ff, x, y, N, cache);
-        return;
-    }
-    attn_feedforward c = *ff;
-    c.fc1.bf16 = c.fc2.bf16 = g;
-    attn_feedforward_forward(&c, x, y, N, cache);
-}
-
-static void feedforward_backward(const attn_engine *e, attn_feedforward *ff, const float *x,
-                                 const float *dy, float *dx, size_t N,
-                                 const attn_feedforward_cache *cache, float *d_hidden) {
-    attn_bf16_gemm *g = gemm_of(e);
-    if (ff->fc1.bf16 == g && ff->fc2.bf16 == g) {
-        attn_feedforward_backward(ff, x, dy, dx, N, cache, d_hidden);
-        return;
-    }
-    attn_feedforward c = *ff;
-    c.fc1.bf16 = c.fc2.bf16 = g;
-    attn_feedforward_backward(&c, x, dy, dx, N, cache, d_hidden);
-    ff->fc1.grad_unset = c.fc1.grad_unset;
-    ff->fc2.grad_unset = c.fc2.grad_unset;
-}
-
-/* --------------------------------------- gelu, embedding, cross-entropy */
-
-static void gelu_forward(const attn_engine *e, const float *x, float *y, size_t n) {
+static void activation_forward(const attn_engine *e, int act, const float *x, float *y,
+                               uint16_t *y16, size_t N, int hidden) {
     (void)e;
-    attn_gelu_forward(x, y, n);
+    if (y)
+        attn_act_forward((attn_act)act, x, y, N, (size_t)hidden);
+    else
+        attn_act_forward_bf16((attn_act)act, x, y16, N, (size_t)hidden);
 }
 
-static void gelu_backward(const attn_engine *e, const float *x, const float *dy, float *dx,
-                          size_t n) {
+static void activation_backward(const attn_engine *e, int act, const float *x, float *dy, float *dx,
+                                size_t N, int hidden) {
     (void)e;
-    attn_gelu_backward(x, dy, dx, n);
+    attn_act_backward((attn_act)act, x, dy, dx, N, (size_t)hidden);
 }
 
 static void embedding_forward(const attn_engine *e, const attn_embedding *emb, const int32_t *ids,
@@ -362,14 +362,14 @@ static const attn_engine_ops CPU_OPS = {
     .linear_backward = linear_backward,
     .linear_round = linear_round,
     .linear_backward_dy16 = linear_backward_dy16,
+    .linear_forward_x16 = linear_forward_x16,
+    .linear_backward_x16 = linear_backward_x16,
     .layernorm_forward = layernorm_forward,
     .layernorm_backward = layernorm_backward,
     .attention_forward = attention_forward,
     .attention_backward = attention_backward,
-    .feedforward_forward = feedforward_forward,
-    .feedforward_backward = feedforward_backward,
-    .gelu_forward = gelu_forward,
-    .gelu_backward = gelu_backward,
+    .activation_forward = activation_forward,
+    .activation_backward = activation_backward,
     .embedding_forward = embedding_forward,
     .embedding_backward = embedding_backward,
     .cross_entropy_forward = ce_forward,

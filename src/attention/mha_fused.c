@@ -195,13 +195,13 @@ static void unprepare(attn_mha *m, attn_mha_fused_state *st, size_t N, int T) {
     }
 }
 
-attn_status attn_mha_fused_forward(const attn_mha *m, const float *x, int B, int T, float *out,
-                                   const attn_forward_mode *mode, attn_attention_cache *cache,
-                                   attn_error *err) {
-    attn_status s = ensure_state(m, B, T, cache, err);
-    if (s != ATTN_OK) return s;
-    attn_mha_fused_state *st = cache->fused;
-    const size_t N = (size_t)B * (size_t)T, d = (size_t)m->d_out, din = (size_t)m->d_in;
+/* The QKV product: st->qkv (N, d3) = x W_qkv^T (+ b_qkv) in one product
+ * over the three adjacent (else packed) weights, the adapters added into
+ * their columns; on the bf16 engine x rounded once and kept (st->x16), as
+ * the context will be for out_proj (st->kept16). */
+static attn_status qkv_forward(const attn_mha *m, attn_mha_fused_state *st, const float *x,
+                               size_t N, attn_error *err) {
+    const size_t d = (size_t)m->d_out, din = (size_t)m->d_in;
     const size_t kv = (size_t)m->kv_dim, d3 = d + 2 * kv;
     /* The three (rows, d_in) weights one after the other: in place, or packed. */
     const attn_linear *lin[3] = {&m->W_query, &m->W_key, &m->W_value};
@@ -215,7 +215,6 @@ attn_status attn_mha_fused_forward(const attn_mha *m, const float *x, int B, int
         if (st->b_qkv) memcpy(st->b_qkv + row0[i], lin[i]->bias, rows[i] * sizeof(float));
     }
     if (!w_qkv) w_qkv = st->w_qkv;
-    /* qkv (N, d3) = x W_qkv^T (+ b_qkv) in one sgemm */
     if (st->b_qkv) attn_par_fill_rows(st->qkv, N, d3, st->b_qkv);
     /* bf16: x and the context rounded once, here, and kept for the backward. */
     if (m->bf16 && !st->x16) st->x16 = malloc(N * din * sizeof(uint16_t));
@@ -229,18 +228,37 @@ attn_status attn_mha_fused_forward(const attn_mha *m, const float *x, int B, int
                          st->b_qkv ? 1.0f : 0.0f, st->qkv);
     for (int i = 0; i < 3; i++) /* adapters (attn/lora.h) add into their columns */
         if (lin[i]->lora) attn_lora_forward(lin[i]->lora, x, din, st->qkv + row0[i], d3, N);
-    prepare(m, st, N, T);
+    return ATTN_OK;
+}
+
+/* The one attention core on the packed st->qkv: QK-norm, RoPE and the
+ * grouped K/V repeat in place, the dropout draw, the flash kernel ->
+ * cache->context (B T, d_out). */
+static attn_status core_forward(const attn_mha *m, attn_mha_fused_state *st, int B, int T,
+                                const attn_forward_mode *mode, attn_attention_cache *cache,
+                                attn_error *err) {
+    prepare(m, st, (size_t)B * (size_t)T, T);
     /* Dropout only in training with p > 0, drawn as PyTorch draws it. */
     const double p = mode && mode->training ? m->dropout : 0.0;
-    s = attn_flash_dropout_draw(&st->drop, mode ? mode->rng : NULL,
-                                mode ? mode->stream : ATTN_STREAM_TORCH_CPU, p, B, m->num_heads, T,
-                                err);
+    attn_status s = attn_flash_dropout_draw(&st->drop, mode ? mode->rng : NULL,
+                                            mode ? mode->stream : ATTN_STREAM_TORCH_CPU, p, B,
+                                            m->num_heads, T, err);
     if (s != ATTN_OK) return s;
     cache->dropout_applied = p > 0.0;
     attn_flash_problem pb = attn_mha_fused_problem(m, st, cache, B, T);
     const attn_flash_options fo = flash_options(m);
-    s = attn_flash_forward(&pb, &fo, &st->ws, err);
+    return attn_flash_forward(&pb, &fo, &st->ws, err);
+}
+
+attn_status attn_mha_fused_forward(const attn_mha *m, const float *x, int B, int T, float *out,
+                                   const attn_forward_mode *mode, attn_attention_cache *cache,
+                                   attn_error *err) {
+    attn_status s = ensure_state(m, B, T, cache, err);
     if (s != ATTN_OK) return s;
+    attn_mha_fused_state *st = cache->fused;
+    const size_t N = (size_t)B * (size_t)T;
+    if ((s = qkv_forward(m, st, x, N, err)) != ATTN_OK) return s;
+    if ((s = core_forward(m, st, B, T, mode, cache, err)) != ATTN_OK) return s;
     if (st->kept16)
         attn_linear_forward_keep(&m->out_proj, cache->context, out, N, st->ctx16);
     else
@@ -308,20 +326,13 @@ static attn_status qkv_backward(attn_mha *m, attn_mha_fused_state *st, const flo
     return ATTN_OK;
 }
 
-attn_status attn_mha_fused_backward(attn_mha *m, const float *x, int B, int T, const float *d_out,
-                                    float *dx, const attn_attention_cache *cache, attn_error *err) {
-    attn_mha_fused_state *st = cache->fused;
-    if (!st || st->B != B || st->T != T)
-        return attn_fail(err, ATTN_ERR_STATE,
-                         "MultiHeadAttention: backward needs a fused forward on the same cache");
+/* The core's backward from cache->d_context: st->d_qkv (zeroed first) from
+ * the flash kernel's backward, then the group sums, RoPE's and QK-norm's
+ * backward (unprepare). */
+static attn_status core_backward(attn_mha *m, attn_mha_fused_state *st, int B, int T,
+                                 const attn_attention_cache *cache, attn_error *err) {
     const size_t N = (size_t)B * (size_t)T, d = (size_t)m->d_out;
     const size_t kv = (size_t)m->kv_dim, d3 = d + 2 * kv;
-    if (st->kept16) { /* d_context written, not added to: no clearing */
-        attn_linear_backward_x16(&m->out_proj, st->ctx16, d_out, cache->d_context, 0.0f, N);
-    } else {
-        attn_par_zero(cache->d_context, N * d);
-        attn_linear_backward(&m->out_proj, cache->context, d_out, cache->d_context, N);
-    }
     attn_par_zero(st->d_qkv, N * d3);
     attn_flash_problem pb = attn_mha_fused_problem(m, st, (attn_attention_cache *)cache, B, T);
     attn_flash_grads g = {cache->d_context,   d,  st->d_qkv, st->d_qkv + d,
@@ -336,5 +347,23 @@ attn_status attn_mha_fused_backward(attn_mha *m, const float *x, int B, int T, c
     attn_status s = attn_flash_backward(&pb, &g, &fo, &st->ws, err);
     if (s != ATTN_OK) return s;
     unprepare(m, st, N, T);
+    return ATTN_OK;
+}
+
+attn_status attn_mha_fused_backward(attn_mha *m, const float *x, int B, int T, const float *d_out,
+                                    float *dx, const attn_attention_cache *cache, attn_error *err) {
+    attn_mha_fused_state *st = cache->fused;
+    if (!st || st->B != B || st->T != T)
+        return attn_fail(err, ATTN_ERR_STATE,
+                         "MultiHeadAttention: backward needs a fused forward on the same cache");
+    const size_t N = (size_t)B * (size_t)T, d = (size_t)m->d_out;
+    if (st->kept16) { /* d_context written, not added to: no clearing */
+        attn_linear_backward_x16(&m->out_proj, st->ctx16, d_out, cache->d_context, 0.0f, N);
+    } else {
+        attn_par_zero(cache->d_context, N * d);
+        attn_linear_backward(&m->out_proj, cache->context, d_out, cache->d_context, N);
+    }
+    attn_status s = core_backward(m, st, B, T, cache, err);
+    if (s != ATTN_OK) return s;
     return qkv_backward(m, st, x, dx, N, err);
 }

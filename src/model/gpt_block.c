@@ -90,7 +90,7 @@ attn_status attn_block_forward(const attn_engine *e, const attn_gpt_block *blk,
     if (st != ATTN_OK) return st;
     *dropped |= op->dropout_add_forward(e, a->att_out, a->x_in, a->x_mid, a->keep1, p, mode, NC);
     op->layernorm_forward(e, &blk->norm2, a->x_mid, a->ln2, a->ln2_mean, a->ln2_rstd, N);
-    op->feedforward_forward(e, &blk->ff, a->ln2, a->ff_out, N, &a->ff);
+    attn_feedforward_forward_ops(e, &blk->ff, a->ln2, a->ff_out, N, &a->ff);
     *dropped |= op->dropout_add_forward(e, a->ff_out, a->x_mid, x_out, a->keep2, p, mode, NC);
     return ATTN_OK;
 }
@@ -105,7 +105,7 @@ attn_status attn_block_backward(const attn_engine *e, attn_gpt_block *blk,
     memset(g->d_tmp, 0, NC * sizeof(float));
     op->dropout_add_backward(e, g->d_resid, a->keep2, p, dropped, g->d_tmp, NC);
     memset(g->d_ln, 0, NC * sizeof(float));
-    op->feedforward_backward(e, &blk->ff, a->ln2, g->d_tmp, g->d_ln, N, &a->ff, g->d_hidden);
+    attn_feedforward_backward_ops(e, &blk->ff, a->ln2, g->d_tmp, g->d_ln, N, &a->ff, g->d_hidden);
     op->layernorm_backward(e, &blk->norm2, a->x_mid, a->ln2_mean, a->ln2_rstd, g->d_ln, g->d_resid,
                            N);
     /* x_mid = x_in + drop(att(norm1(x_in))) */

@@ -23,6 +23,25 @@ static attn_status norm_ops(const attn_engine *e, int C, attn_error *err) {
                         : s;
 }
 
+/* A block's: the attention, its feed-forward's Linears (on a bf16 engine
+ * with their kept bf16 inputs too) and activation, the two norms. */
+static attn_status block_ops(const attn_engine *e, const attn_gpt_block *b, attn_error *err) {
+    const attn_precision f = ATTN_PRECISION_FP32, x = e->precision;
+    const int C = b->norm1.C, W1 = b->ff.fc1.out_features, H = b->ff.hidden;
+    attn_status s = ATTN_OK;
+    for (int op = ATTN_OP_ATTENTION; s == ATTN_OK && op <= ATTN_OP_ATTENTION_BACKWARD; op++)
+        s = ask(e, (attn_op)op, x, C, C, &b->att.spec, err);
+    const attn_op lin[] = {ATTN_OP_LINEAR, ATTN_OP_LINEAR_BACKWARD, ATTN_OP_LINEAR_X16,
+                           ATTN_OP_LINEAR_BACKWARD_X16};
+    for (int i = 0; s == ATTN_OK && i < (x == ATTN_PRECISION_BF16 ? 4 : 2); i++) {
+        s = ask(e, lin[i], x, C, W1, NULL, err);
+        if (s == ATTN_OK) s = ask(e, lin[i], x, H, C, NULL, err);
+    }
+    if (s == ATTN_OK) s = ask(e, ATTN_OP_ACTIVATION, f, W1, H, NULL, err);
+    if (s == ATTN_OK) s = ask(e, ATTN_OP_ACTIVATION_BACKWARD, f, W1, H, NULL, err);
+    return s == ATTN_OK ? norm_ops(e, C, err) : s;
+}
+
 /* The ops one layer of the list calls (forward and backward); products at
  * e's precision, the rest in fp32. */
 static attn_status layer_ops(const attn_gpt *m, const attn_gpt_layer *l, const attn_engine *e,
@@ -34,10 +53,7 @@ static attn_status layer_ops(const attn_gpt *m, const attn_gpt_layer *l, const a
     case ATTN_GPT_LAYER_EMBEDDING:
         s = ask(e, ATTN_OP_EMBEDDING, f, 0, C, NULL, err);
         return s == ATTN_OK ? ask(e, ATTN_OP_EMBEDDING_BACKWARD, f, 0, C, NULL, err) : s;
-    case ATTN_GPT_LAYER_BLOCK:
-        for (int op = ATTN_OP_ATTENTION; s == ATTN_OK && op <= ATTN_OP_FEEDFORWARD_BACKWARD; op++)
-            s = ask(e, (attn_op)op, x, C, C, &m->blocks[l->index].att.spec, err);
-        return s == ATTN_OK ? norm_ops(e, C, err) : s;
+    case ATTN_GPT_LAYER_BLOCK: return block_ops(e, &m->blocks[l->index], err);
     case ATTN_GPT_LAYER_NORM: return norm_ops(e, C, err);
     case ATTN_GPT_LAYER_HEAD:
         s = ask(e, ATTN_OP_LINEAR, x, C, V, NULL, err);

@@ -4,8 +4,46 @@
 #include <math.h>
 
 #include "attn/cpu.h"
+#include "attn/gelu.h"
 #include "base/parallel.h"
 #include "kernels/activation_kernels.h"
+
+int attn_act_width(attn_act act, int hidden) {
+    return act == ATTN_ACT_SWIGLU ? 2 * hidden : hidden;
+}
+
+void attn_act_forward(attn_act act, const float *x, float *y, size_t N, size_t hidden) {
+    const size_t n = N * hidden;
+    switch (act) {
+    case ATTN_ACT_GELU: attn_gelu_forward(x, y, n); break;
+    case ATTN_ACT_RELU2: attn_relu2_forward(x, y, n); break;
+    case ATTN_ACT_SWIGLU: attn_swiglu_forward(x, y, N, hidden); break;
+    }
+}
+
+void attn_act_forward_bf16(attn_act act, const float *x, uint16_t *y16, size_t N, size_t hidden) {
+    if (act == ATTN_ACT_GELU) attn_gelu_forward_bf16(x, y16, N * hidden);
+}
+
+void attn_act_backward(attn_act act, const float *x, float *dy, float *dx, size_t N,
+                       size_t hidden) {
+    const size_t n = N * hidden;
+    switch (act) {
+    case ATTN_ACT_GELU:
+        if (dx == dy)
+            attn_gelu_backward_inplace(x, dx, n);
+        else
+            attn_gelu_backward(x, dy, dx, n);
+        break;
+    case ATTN_ACT_RELU2:
+        if (dx == dy)
+            attn_relu2_backward_inplace(x, dx, n);
+        else
+            attn_relu2_backward(x, dy, dx, n);
+        break;
+    case ATTN_ACT_SWIGLU: attn_swiglu_backward(x, dy, dx, N, hidden); break;
+    }
+}
 
 /* silu(a) = a sigmoid(a); expf of a large -a is inf, and a / inf = -0. */
 static inline float sigmoid(float a) {
@@ -37,6 +75,12 @@ void attn_relu2_backward_inplace(const float *x, float *d, size_t n) {
 #pragma omp parallel for schedule(static) if (n >= ATTN_PAR_MIN)
     for (size_t i = 0; i < n; i++)
         d[i] *= x[i] > 0.0f ? 2.0f * x[i] : 0.0f;
+}
+
+void attn_relu2_backward(const float *x, const float *dy, float *dx, size_t n) {
+#pragma omp parallel for schedule(static) if (n >= ATTN_PAR_MIN)
+    for (size_t i = 0; i < n; i++)
+        dx[i] += (x[i] > 0.0f ? 2.0f * x[i] : 0.0f) * dy[i];
 }
 
 static void swiglu_pair_generic(const float *a, const float *b, float *y, size_t n) {

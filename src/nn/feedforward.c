@@ -6,33 +6,58 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attn/engine_ops.h"
 #include "attn/gelu.h"
 #include "base/buffers.h"
 #include "base/parallel.h"
 #include "linear_step.h"
 
-/* The activation between the two Linears (ff->act): the book's GELU
- * (tanh), ReLU^2 or SwiGLU. The forward, backward and step all go through
- * these three. h (N, fc1 width) -> g (N, hidden). */
-static void act_forward(const attn_feedforward *ff, const float *h, float *g, size_t N) {
-    const size_t n = N * (size_t)ff->hidden;
-    switch (ff->act) {
-    case ATTN_ACT_GELU: attn_gelu_forward(h, g, n); break;
-    case ATTN_ACT_RELU2: attn_relu2_forward(h, g, n); break;
-    case ATTN_ACT_SWIGLU: attn_swiglu_forward(h, g, N, (size_t)ff->hidden); break;
-    }
+/* Each call of the forward and backward on engine e's op, or (e NULL, the
+ * module's own path) on the kernel itself: the sequence is written once. */
+static void lin_fwd(const attn_engine *e, const attn_linear *l, const float *x, uint16_t *x16,
+                    float *y, size_t N) {
+    if (e && x16)
+        e->ops->linear_forward_x16(e, l, x, x16, y, N);
+    else if (e)
+        e->ops->linear_forward(e, l, x, y, N);
+    else if (x16 && x)
+        attn_linear_forward_keep(l, x, y, N, x16);
+    else if (x16)
+        attn_linear_forward_x16(l, x16, y, N);
+    else
+        attn_linear_forward(l, x, y, N);
 }
 
-/* dh (N, fc1 width) from dg (N, hidden): in place (dh == dg) for the
- * element-wise ones; SwiGLU accumulates into a zeroed dh of its own. */
-static void act_backward(const attn_feedforward *ff, const float *h, float *dg, float *dh,
-                         size_t N) {
-    const size_t n = N * (size_t)ff->hidden;
-    switch (ff->act) {
-    case ATTN_ACT_GELU: attn_gelu_backward_inplace(h, dg, n); break;
-    case ATTN_ACT_RELU2: attn_relu2_backward_inplace(h, dg, n); break;
-    case ATTN_ACT_SWIGLU: attn_swiglu_backward(h, dg, dh, N, (size_t)ff->hidden); break;
-    }
+static void lin_bwd(const attn_engine *e, attn_linear *l, const float *x, const uint16_t *x16,
+                    const float *dy, float *dx, float beta_x, size_t N) {
+    if (e && x16)
+        e->ops->linear_backward_x16(e, l, x16, dy, dx, beta_x, N);
+    else if (e)
+        e->ops->linear_backward(e, l, x, dy, dx, N);
+    else if (x16)
+        attn_linear_backward_x16(l, x16, dy, dx, beta_x, N);
+    else
+        attn_linear_backward(l, x, dy, dx, N);
+}
+
+static void act_fwd(const attn_engine *e, const attn_feedforward *ff, const float *h, float *g,
+                    uint16_t *g16, size_t N) {
+    if (e)
+        e->ops->activation_forward(e, ff->act, h, g, g16, N, ff->hidden);
+    else if (g16)
+        attn_act_forward_bf16(ff->act, h, g16, N, (size_t)ff->hidden);
+    else
+        attn_act_forward(ff->act, h, g, N, (size_t)ff->hidden);
+}
+
+/* dh from dg: in place (dh == dg) for the element-wise ones; SwiGLU adds
+ * into a zeroed dh of its own. */
+static void act_bwd(const attn_engine *e, const attn_feedforward *ff, const float *h, float *dg,
+                    float *dh, size_t N) {
+    if (e)
+        e->ops->activation_backward(e, ff->act, h, dg, dh, N, ff->hidden);
+    else
+        attn_act_backward(ff->act, h, dg, dh, N, (size_t)ff->hidden);
 }
 
 /* One token's hidden units [r0, r1) in place, on the calling thread. */
@@ -131,44 +156,71 @@ void attn_feedforward_cache_free(attn_feedforward_cache *cache) {
     memset(cache, 0, sizeof *cache);
 }
 
-void attn_feedforward_forward(const attn_feedforward *ff, const float *x, float *y, size_t N,
-                              attn_feedforward_cache *cache) {
-    /* bf16 GELU: each product's operand rounded once and kept for its
-     * backward (fc2's in GELU's pass) rather than rounded again there; the
-     * same bits either way. */
-    cache->g_in_bf16 = ff->act == ATTN_ACT_GELU && ff->fc1.bf16 && ff->fc2.bf16 && N <= cache->N &&
-                       !ff->fc1.lora && !ff->fc2.lora && /* an adapter reads fp32 inputs */
-                       (cache->g16 || cache_buffers(cache, ff, cache->N, 1, ATTN_BUFS_ALLOC) == 0);
+/* bf16 GELU: each product's operand rounded once and kept for its backward
+ * (fc2's in GELU's pass) rather than rounded again there; the same bits
+ * either way. The cache's bf16 buffers are made on the first such forward. */
+static int keeps_bf16(const attn_feedforward *ff, attn_feedforward_cache *cache, size_t N,
+                      int bf16) {
+    return bf16 && ff->act == ATTN_ACT_GELU && N <= cache->N && !ff->fc1.lora &&
+           !ff->fc2.lora && /* an adapter reads fp32 inputs */
+           (cache->g16 || cache_buffers(cache, ff, cache->N, 1, ATTN_BUFS_ALLOC) == 0);
+}
+
+static void ff_forward(const attn_engine *e, const attn_feedforward *ff, const float *x, float *y,
+                       size_t N, attn_feedforward_cache *cache) {
+    const int bf16 = e ? e->precision == ATTN_PRECISION_BF16 : ff->fc1.bf16 && ff->fc2.bf16;
+    cache->g_in_bf16 = keeps_bf16(ff, cache, N, bf16);
     if (cache->g_in_bf16) {
-        attn_linear_forward_keep(&ff->fc1, x, cache->h, N, cache->x16);
-        attn_gelu_forward_bf16(cache->h, cache->g16, N * (size_t)ff->hidden);
-        attn_linear_forward_x16(&ff->fc2, cache->g16, y, N);
+        lin_fwd(e, &ff->fc1, x, cache->x16, cache->h, N);
+        act_fwd(e, ff, cache->h, NULL, cache->g16, N);
+        lin_fwd(e, &ff->fc2, NULL, cache->g16, y, N);
         return;
     }
-    attn_linear_forward(&ff->fc1, x, cache->h, N);
-    act_forward(ff, cache->h, cache->g, N);
-    attn_linear_forward(&ff->fc2, cache->g, y, N);
+    lin_fwd(e, &ff->fc1, x, NULL, cache->h, N);
+    act_fwd(e, ff, cache->h, cache->g, NULL, N);
+    lin_fwd(e, &ff->fc2, cache->g, NULL, y, N);
+}
+
+void attn_feedforward_forward(const attn_feedforward *ff, const float *x, float *y, size_t N,
+                              attn_feedforward_cache *cache) {
+    ff_forward(NULL, ff, x, y, N, cache);
+}
+
+void attn_feedforward_forward_ops(const attn_engine *e, const attn_feedforward *ff, const float *x,
+                                  float *y, size_t N, attn_feedforward_cache *cache) {
+    ff_forward(e, ff, x, y, N, cache);
 }
 
 size_t attn_feedforward_scratch(const attn_feedforward *ff) {
     return (size_t)ff->hidden * (ff->act == ATTN_ACT_SWIGLU ? 3 : 1);
 }
 
-void attn_feedforward_backward(attn_feedforward *ff, const float *x, const float *dy, float *dx,
-                               size_t N, const attn_feedforward_cache *cache, float *d_hidden) {
+static void ff_backward(const attn_engine *e, attn_feedforward *ff, const float *x, const float *dy,
+                        float *dx, size_t N, const attn_feedforward_cache *cache, float *d_hidden) {
     /* SwiGLU: dh (N, 2H) first, then dg (N, H); else one (N, hidden) in place. */
     float *dh = d_hidden;
     float *dg = ff->act == ATTN_ACT_SWIGLU ? d_hidden + N * 2 * (size_t)ff->hidden : d_hidden;
     if (cache->g_in_bf16) { /* dg written, not added to: no clearing */
-        attn_linear_backward_x16(&ff->fc2, cache->g16, dy, dg, 0.0f, N);
-        act_backward(ff, cache->h, dg, dh, N);
-        attn_linear_backward_x16(&ff->fc1, cache->x16, dh, dx, 1.0f, N);
+        lin_bwd(e, &ff->fc2, NULL, cache->g16, dy, dg, 0.0f, N);
+        act_bwd(e, ff, cache->h, dg, dh, N);
+        lin_bwd(e, &ff->fc1, NULL, cache->x16, dh, dx, 1.0f, N);
         return;
     }
     attn_par_zero(d_hidden, N * attn_feedforward_scratch(ff));
-    attn_linear_backward(&ff->fc2, cache->g, dy, dg, N);
-    act_backward(ff, cache->h, dg, dh, N);
-    attn_linear_backward(&ff->fc1, x, dh, dx, N);
+    lin_bwd(e, &ff->fc2, cache->g, NULL, dy, dg, 1.0f, N);
+    act_bwd(e, ff, cache->h, dg, dh, N);
+    lin_bwd(e, &ff->fc1, x, NULL, dh, dx, 1.0f, N);
+}
+
+void attn_feedforward_backward(attn_feedforward *ff, const float *x, const float *dy, float *dx,
+                               size_t N, const attn_feedforward_cache *cache, float *d_hidden) {
+    ff_backward(NULL, ff, x, dy, dx, N, cache, d_hidden);
+}
+
+void attn_feedforward_backward_ops(const attn_engine *e, attn_feedforward *ff, const float *x,
+                                   const float *dy, float *dx, size_t N,
+                                   const attn_feedforward_cache *cache, float *d_hidden) {
+    ff_backward(e, ff, x, dy, dx, N, cache, d_hidden);
 }
 
 void attn_feedforward_step(const attn_feedforward *ff, const uint16_t *w_bf16, const float *x,
