@@ -26,6 +26,7 @@
 #include "attn/multi_head_attention.h"
 #include "attn/optim.h"
 #include "attn/residual.h"
+#include "attention/mha_fused.h"
 #include "nn/linear_step.h"
 
 /* ------------------------------------------------------ outputs of a run */
@@ -222,13 +223,16 @@ static void layernorm_bwd(const attn_engine *e, outs *o) {
     norm_case(e, o, ATTN_NORM_RMSNORM, 1);
 }
 
-/* The book's MultiHeadAttention and a grouped-query one with RoPE. */
-static void attention_case(const attn_engine *e, outs *o, int variant, int backward) {
+/* The attention's two ops on a MultiHeadAttention with biases: the book's,
+ * and a grouped-query one with RoPE and QK-norm. part 0: linear_qkv, 1:
+ * attention_core, each forward or backward; the core's packed input is the
+ * kernel's fp32 product on either side, its gradient a random one. */
+static void attention_case(const attn_engine *e, outs *o, int variant, int part, int backward) {
     attn_rng rng;
     attn_rng_seed(&rng, 17 + (unsigned)variant);
     attn_error err;
     attn_attention_spec sp = attn_attention_book(HEADS, D / HEADS, 0.0);
-    if (variant) sp.kv_heads = 2, sp.positions = ATTN_POSITIONS_ROPE;
+    if (variant) sp.kv_heads = 2, sp.positions = ATTN_POSITIONS_ROPE, sp.qk_norm = 1;
     attn_mha m;
     attn_attention_cache c;
     /* A pass of its own: the bf16 engine rounds a weight once a pass, and
@@ -236,35 +240,60 @@ static void attention_case(const attn_engine *e, outs *o, int variant, int backw
     if (e) e->ops->begin_pass(e);
     cr_assert_eq(attn_mha_init_spec(&m, D, D, T, &sp, 1, &rng, &err), ATTN_OK, "%s", err.msg);
     cr_assert_eq(attn_mha_cache_init(&c, &m, B, T, &err), ATTN_OK, "%s", err.msg);
-    const size_t n = (size_t)B * T * D;
-    float *x = rnd(&rng, n, -1, 1), *y = malloc(sizeof(float) * n), *dy = rnd(&rng, n, -1, 1);
-    float *dx = calloc(n, sizeof(float));
-    attn_status s = e ? e->ops->attention_forward(e, &m, x, B, T, y, NULL, &c, &err)
-                      : attn_mha_forward(&m, x, B, T, y, NULL, &c, &err);
+    const size_t n = (size_t)B * T * D, d3 = (size_t)D + 2 * (size_t)m.kv_dim;
+    float *x = rnd(&rng, n, -1, 1), *dx = calloc(n, sizeof(float));
+    attn_status s = part == 0 && e ? e->ops->linear_qkv_forward(e, &m, x, B, T, &c, &err)
+                                   : attn_mha_qkv_forward(&m, x, B, T, &c, &err);
     cr_assert_eq(s, ATTN_OK, "%s", err.msg);
+    const attn_mha_fused_state *st = c.fused;
+    if (part == 1) {
+        s = e ? e->ops->attention_core_forward(e, &m, B, T, NULL, &c, &err)
+              : attn_mha_core_forward(&m, B, T, NULL, &c, &err);
+        cr_assert_eq(s, ATTN_OK, "%s", err.msg);
+    }
     if (!backward) {
-        keep(o, y, n);
-    } else {
-        s = e ? e->ops->attention_backward(e, &m, x, B, T, dy, dx, &c, &err)
-              : attn_mha_backward(&m, x, B, T, dy, dx, &c, &err);
+        keep(o, part ? c.context : st->qkv, part ? n : (size_t)B * T * d3);
+    } else if (part == 0) {
+        float *g = rnd(&rng, (size_t)B * T * d3, -1, 1);
+        memcpy(st->d_qkv, g, sizeof(float) * (size_t)B * T * d3);
+        s = e ? e->ops->linear_qkv_backward(e, &m, x, dx, B, T, &c, &err)
+              : attn_mha_qkv_backward(&m, x, dx, B, T, &c, &err);
         cr_assert_eq(s, ATTN_OK, "%s", err.msg);
         keep(o, dx, n);
         keep(o, m.W_query.grad_weight, (size_t)D * D);
+        keep(o, m.W_key.grad_weight, (size_t)m.kv_dim * D);
         keep(o, m.W_value.grad_weight, (size_t)m.kv_dim * D);
-        keep(o, m.out_proj.grad_weight, (size_t)D * D);
-        keep(o, m.out_proj.grad_bias, D);
+        keep(o, m.W_value.grad_bias, (size_t)m.kv_dim);
+        free(g);
+    } else {
+        float *g = rnd(&rng, n, -1, 1);
+        memcpy(c.d_context, g, sizeof(float) * n);
+        s = e ? e->ops->attention_core_backward(e, &m, B, T, &c, &err)
+              : attn_mha_core_backward(&m, B, T, &c, &err);
+        cr_assert_eq(s, ATTN_OK, "%s", err.msg);
+        keep(o, st->d_qkv, (size_t)B * T * d3);
+        if (variant) keep(o, m.q_norm.grad_scale, (size_t)m.head_dim);
+        free(g);
     }
-    free(x), free(y), free(dy), free(dx);
+    free(x), free(dx);
     attn_attention_cache_free(&c);
     attn_mha_free(&m);
 }
-static void attention_fwd(const attn_engine *e, outs *o) {
-    attention_case(e, o, 0, 0);
-    attention_case(e, o, 1, 0);
+static void qkv_fwd(const attn_engine *e, outs *o) {
+    attention_case(e, o, 0, 0, 0);
+    attention_case(e, o, 1, 0, 0);
 }
-static void attention_bwd(const attn_engine *e, outs *o) {
-    attention_case(e, o, 0, 1);
-    attention_case(e, o, 1, 1);
+static void qkv_bwd(const attn_engine *e, outs *o) {
+    attention_case(e, o, 0, 0, 1);
+    attention_case(e, o, 1, 0, 1);
+}
+static void core_fwd(const attn_engine *e, outs *o) {
+    attention_case(e, o, 0, 1, 0);
+    attention_case(e, o, 1, 1, 0);
+}
+static void core_bwd(const attn_engine *e, outs *o) {
+    attention_case(e, o, 0, 1, 1);
+    attention_case(e, o, 1, 1, 1);
 }
 
 /* The three activations at once (GELU, ReLU^2 on (N, OUT); SwiGLU on
@@ -632,10 +661,12 @@ static const struct {
     {ATTN_OP_LINEAR_BACKWARD_DY16, linear_bwd_dy16, N, IN, OUT},
     {ATTN_OP_LINEAR_X16, linear_x16_fwd, N, IN, OUT},
     {ATTN_OP_LINEAR_BACKWARD_X16, linear_x16_bwd, N, IN, OUT},
+    {ATTN_OP_LINEAR_QKV, qkv_fwd, B *T, D, 3 * D},
+    {ATTN_OP_LINEAR_QKV_BACKWARD, qkv_bwd, B *T, D, 3 * D},
     {ATTN_OP_LAYERNORM, layernorm_fwd, N, IN, 0},
     {ATTN_OP_LAYERNORM_BACKWARD, layernorm_bwd, N, IN, 0},
-    {ATTN_OP_ATTENTION, attention_fwd, B *T, D, D},
-    {ATTN_OP_ATTENTION_BACKWARD, attention_bwd, B *T, D, D},
+    {ATTN_OP_ATTENTION_CORE, core_fwd, B *T, D, D},
+    {ATTN_OP_ATTENTION_CORE_BACKWARD, core_bwd, B *T, D, D},
     {ATTN_OP_ACTIVATION, activation_fwd, N, 2 * OUT, OUT},
     {ATTN_OP_ACTIVATION_BACKWARD, activation_bwd, N, 2 * OUT, OUT},
     {ATTN_OP_EMBEDDING, embedding_fwd, N, 0, D},
@@ -684,15 +715,22 @@ static void t_ln_backward(const attn_engine *e, attn_layernorm *ln, const float 
                           size_t n) {
     COUNTED(ATTN_OP_LAYERNORM_BACKWARD)->layernorm_backward(e, ln, x, mean, rstd, dy, dx, n);
 }
-static attn_status t_att_forward(const attn_engine *e, const attn_mha *m, const float *x, int b,
-                                 int t, float *out, const attn_forward_mode *mode,
-                                 attn_attention_cache *c, attn_error *err) {
-    return COUNTED(ATTN_OP_ATTENTION)->attention_forward(e, m, x, b, t, out, mode, c, err);
+static attn_status t_qkv_forward(const attn_engine *e, const attn_mha *m, const float *x, int b,
+                                 int t, attn_attention_cache *c, attn_error *err) {
+    return COUNTED(ATTN_OP_LINEAR_QKV)->linear_qkv_forward(e, m, x, b, t, c, err);
 }
-static attn_status t_att_backward(const attn_engine *e, attn_mha *m, const float *x, int b, int t,
-                                  const float *dout, float *dx, const attn_attention_cache *c,
+static attn_status t_qkv_backward(const attn_engine *e, attn_mha *m, const float *x, float *dx,
+                                  int b, int t, const attn_attention_cache *c, attn_error *err) {
+    return COUNTED(ATTN_OP_LINEAR_QKV_BACKWARD)->linear_qkv_backward(e, m, x, dx, b, t, c, err);
+}
+static attn_status t_core_forward(const attn_engine *e, const attn_mha *m, int b, int t,
+                                  const attn_forward_mode *mode, attn_attention_cache *c,
                                   attn_error *err) {
-    return COUNTED(ATTN_OP_ATTENTION_BACKWARD)->attention_backward(e, m, x, b, t, dout, dx, c, err);
+    return COUNTED(ATTN_OP_ATTENTION_CORE)->attention_core_forward(e, m, b, t, mode, c, err);
+}
+static attn_status t_core_backward(const attn_engine *e, attn_mha *m, int b, int t,
+                                   const attn_attention_cache *c, attn_error *err) {
+    return COUNTED(ATTN_OP_ATTENTION_CORE_BACKWARD)->attention_core_backward(e, m, b, t, c, err);
 }
 static void t_linear_forward_x16(const attn_engine *e, const attn_linear *l, const float *x,
                                  uint16_t *x16, float *y, size_t n) {
@@ -767,7 +805,7 @@ static void t_act_step(const attn_engine *e, const attn_feedforward *ff, float *
 }
 
 static attn_status partial_supports(const attn_engine *e, const attn_op_desc *d, attn_error *err) {
-    if (d->op == ATTN_OP_ATTENTION || d->op == ATTN_OP_ATTENTION_BACKWARD ||
+    if (d->op == ATTN_OP_ATTENTION_CORE || d->op == ATTN_OP_ATTENTION_CORE_BACKWARD ||
         d->op == ATTN_OP_ACTIVATION || d->op == ATTN_OP_ACTIVATION_BACKWARD ||
         d->op == ATTN_OP_ADAMW)
         return attn_fail(err, ATTN_ERR_INVALID_ARG, "engine %s has no %s", e->name,
@@ -792,7 +830,8 @@ static void test_engines(attn_engine *counting, attn_engine *partial) {
     t.release = NULL; /* they own nothing */
     t.linear_forward = t_linear_forward, t.linear_backward = t_linear_backward;
     t.layernorm_forward = t_ln_forward, t.layernorm_backward = t_ln_backward;
-    t.attention_forward = t_att_forward, t.attention_backward = t_att_backward;
+    t.linear_qkv_forward = t_qkv_forward, t.linear_qkv_backward = t_qkv_backward;
+    t.attention_core_forward = t_core_forward, t.attention_core_backward = t_core_backward;
     t.linear_forward_x16 = t_linear_forward_x16, t.linear_backward_x16 = t_linear_backward_x16;
     t.activation_forward = t_act_forward, t.activation_backward = t_act_backward;
     t.embedding_forward = t_emb_forward, t.embedding_backward = t_emb_backward;
@@ -945,12 +984,14 @@ Test(engine_ops, a_model_runs_on_an_engine_of_its_own_through_its_ops) {
     cr_expect_eq(calls[ATTN_OP_EMBEDDING_BACKWARD], 1);
     cr_expect_eq(calls[ATTN_OP_LAYERNORM], 2 * L + 1);
     cr_expect_eq(calls[ATTN_OP_LAYERNORM_BACKWARD], 2 * L + 1);
-    cr_expect_eq(calls[ATTN_OP_ATTENTION], L);
-    cr_expect_eq(calls[ATTN_OP_ATTENTION_BACKWARD], L);
+    cr_expect_eq(calls[ATTN_OP_LINEAR_QKV], L);
+    cr_expect_eq(calls[ATTN_OP_LINEAR_QKV_BACKWARD], L);
+    cr_expect_eq(calls[ATTN_OP_ATTENTION_CORE], L);
+    cr_expect_eq(calls[ATTN_OP_ATTENTION_CORE_BACKWARD], L);
     cr_expect_eq(calls[ATTN_OP_ACTIVATION], L);
     cr_expect_eq(calls[ATTN_OP_ACTIVATION_BACKWARD], L);
-    cr_expect_eq(calls[ATTN_OP_LINEAR], 2 * L + 1); /* fc1, fc2; the head */
-    cr_expect_eq(calls[ATTN_OP_LINEAR_BACKWARD], 2 * L + 1);
+    cr_expect_eq(calls[ATTN_OP_LINEAR], 3 * L + 1); /* out_proj, fc1, fc2; the head */
+    cr_expect_eq(calls[ATTN_OP_LINEAR_BACKWARD], 3 * L + 1);
     cr_expect_eq(calls[ATTN_OP_CROSS_ENTROPY], 1);
     cr_expect_eq(calls[ATTN_OP_CROSS_ENTROPY_BACKWARD], 1);
     cr_expect_eq(calls[ATTN_OP_DROPOUT_ADD], 2 * L);
@@ -987,7 +1028,7 @@ Test(engine_ops, an_engine_without_an_op_the_model_calls_is_refused_not_run) {
     for (int op = 0; op < ATTN_OP_COUNT; op++)
         cr_expect_eq(calls[op], 0, "%s ran on the refused engine", attn_op_name((attn_op)op));
     /* A refused op at the table: a name and a status, never a call. */
-    const attn_op_desc d = {ATTN_OP_ATTENTION, ATTN_PRECISION_FP32, 4, 16, 16, NULL};
+    const attn_op_desc d = {ATTN_OP_ATTENTION_CORE, ATTN_PRECISION_FP32, 4, 16, 16, NULL};
     cr_expect_eq(attn_engine_supports_op(&partial, &d, &err), ATTN_ERR_INVALID_ARG);
     const attn_op_desc bad = {ATTN_OP_COUNT, ATTN_PRECISION_FP32, 4, 16, 16, NULL};
     cr_expect_eq(attn_engine_supports_op(&cpu32, &bad, &err), ATTN_ERR_INVALID_ARG);
@@ -1050,7 +1091,8 @@ Test(engine_ops, the_kv_step_runs_on_the_engine_through_its_ops) {
         cr_expect_eq(calls[ATTN_OP_ATTENTION_STEP], 3 * L);
         cr_expect_eq(calls[ATTN_OP_ACTIVATION_STEP], 3 * L);
         cr_expect_eq(calls[ATTN_OP_ADD], 3 * 2 * L);
-        cr_expect_eq(calls[ATTN_OP_LINEAR] + calls[ATTN_OP_ATTENTION] + calls[ATTN_OP_ACTIVATION],
+        cr_expect_eq(calls[ATTN_OP_LINEAR] + calls[ATTN_OP_LINEAR_QKV] +
+                         calls[ATTN_OP_ATTENTION_CORE] + calls[ATTN_OP_ACTIVATION],
                      0, "no training op");
         attn_gpt_kv_free(&c), attn_gpt_kv_free(&rc);
     }

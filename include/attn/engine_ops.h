@@ -10,9 +10,12 @@
  *   linear          y = x W^T + b, its backward; on the bf16 engine also
  *                   from a kept bf16 input (x16)         (attn/linear.h)
  *   layernorm       either norm, forward and backward    (attn/layernorm.h)
- *   attention       MultiHeadAttention: the QKV product, the one attention
- *                   core (attn/attention.h's description), out_proj
+ *   linear_qkv      MultiHeadAttention's Q, K and V product: the three
+ *                   Linears as one packed (d_out + 2 kv_dim, d_in) weight
  *                                                        (attn/multi_head_attention.h)
+ *   attention_core  the one attention core (attn/attention.h's description)
+ *                   on the packed q | k | v rows; out_proj is a linear op
+ *                   (attn_mha_forward_ops)
  *   activation      the feed-forward's: GELU, ReLU^2, SwiGLU
  *                                                        (attn/activation.h)
  *   embedding       the table lookup and its backward    (attn/embedding.h)
@@ -66,10 +69,12 @@ typedef enum attn_op {
     ATTN_OP_LINEAR_BACKWARD_DY16, /* the backward from a bf16 dy (the lean head's) */
     ATTN_OP_LINEAR_X16,           /* from a bf16 input it keeps or is given */
     ATTN_OP_LINEAR_BACKWARD_X16,  /* the backward from that kept input */
+    ATTN_OP_LINEAR_QKV,           /* the attention's packed Q, K, V product */
+    ATTN_OP_LINEAR_QKV_BACKWARD,
     ATTN_OP_LAYERNORM,
     ATTN_OP_LAYERNORM_BACKWARD,
-    ATTN_OP_ATTENTION,
-    ATTN_OP_ATTENTION_BACKWARD,
+    ATTN_OP_ATTENTION_CORE, /* the one attention core on the packed qkv */
+    ATTN_OP_ATTENTION_CORE_BACKWARD,
     ATTN_OP_ACTIVATION,
     ATTN_OP_ACTIVATION_BACKWARD,
     ATTN_OP_EMBEDDING,
@@ -98,7 +103,8 @@ const char *attn_op_name(attn_op op);
  * bf16 engine's products: BF16; every op it runs in fp32: FP32; the
  * step's linear_step: its weight copy's, on either CPU engine) and its
  * shape: rows (N, or B T; the step's: the sequences), in and out (a
- * linear's features; a norm's C in in; the attention's d_in, d_out; the
+ * linear's features; a norm's C in in; linear_qkv's d_in and packed width
+ * d_out + 2 kv_dim; attention_core's d_in, d_out; the
  * cross-entropy's V in out; the step's activation: C, fc1's out), and the
  * attention's description (NULL: the book's). */
 typedef struct attn_op_desc {
@@ -159,13 +165,30 @@ typedef struct attn_engine_ops {
                                const float *mean, const float *rstd, const float *dy, float *dx,
                                size_t N);
 
-    /* ---- attention (attn/multi_head_attention.h) */
-    attn_status (*attention_forward)(const attn_engine *e, const struct attn_mha *m, const float *x,
-                                     int B, int T, float *out, const struct attn_forward_mode *mode,
-                                     struct attn_attention_cache *cache, attn_error *err);
-    attn_status (*attention_backward)(const attn_engine *e, struct attn_mha *m, const float *x,
-                                      int B, int T, const float *d_out, float *dx,
-                                      const struct attn_attention_cache *cache, attn_error *err);
+    /* ---- linear_qkv, attention_core: MultiHeadAttention's fused path
+     * (attn/multi_head_attention.h) in two ops, its state in cache (B T
+     * rows of the packed width d3 = d_out + 2 kv_dim, made by linear_qkv's
+     * forward). linear_qkv: the cache's qkv (B T, d3) = x W^T + b over
+     * [W_query; W_key; W_value] in one product (the three adjacent weights,
+     * else a packed copy), each adapter added into its columns; on the bf16
+     * engine x rounded once and kept. Its backward, from the cache's d_qkv:
+     * each weight's gradient (a frozen one's skipped) and bias's, and dx
+     * (B T, d_in) += d_qkv W (dx may be NULL). attention_core: QK-norm,
+     * RoPE, the grouped K/V repeat, the dropout draw (mode's) and the flash
+     * kernel on the cache's qkv -> cache->context (B T, d_out); its backward
+     * from cache->d_context writes the cache's d_qkv. */
+    attn_status (*linear_qkv_forward)(const attn_engine *e, const struct attn_mha *m,
+                                      const float *x, int B, int T,
+                                      struct attn_attention_cache *cache, attn_error *err);
+    attn_status (*linear_qkv_backward)(const attn_engine *e, struct attn_mha *m, const float *x,
+                                       float *dx, int B, int T,
+                                       const struct attn_attention_cache *cache, attn_error *err);
+    attn_status (*attention_core_forward)(const attn_engine *e, const struct attn_mha *m, int B,
+                                          int T, const struct attn_forward_mode *mode,
+                                          struct attn_attention_cache *cache, attn_error *err);
+    attn_status (*attention_core_backward)(const attn_engine *e, struct attn_mha *m, int B, int T,
+                                           const struct attn_attention_cache *cache,
+                                           attn_error *err);
 
     /* ---- activation (attn/activation.h, attn_act_forward; act an attn_act): x (N, width:
      * hidden, SwiGLU's 2 hidden) -> y (N, hidden), in fp32; y NULL: into

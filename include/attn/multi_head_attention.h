@@ -131,6 +131,19 @@ attn_status attn_mha_forward(const attn_mha *m, const float *x, int B, int T, fl
                              attn_error *err);
 attn_status attn_mha_backward(attn_mha *m, const float *x, int B, int T, const float *d_out,
                               float *dx, const attn_attention_cache *cache, attn_error *err);
+/* The same two on engine e's ops (attn/engine_ops.h), the fused path only
+ * (else ATTN_ERR_INVALID_ARG): the packed Q, K, V product (linear_qkv), the
+ * attention core (attention_core), out_proj through the linear op (on a
+ * bf16 engine from the context rounded once and kept: linear_x16). The
+ * module's own fused calls above run the same sequence on the kernels. The
+ * model's blocks call these. */
+struct attn_engine;
+attn_status attn_mha_forward_ops(const struct attn_engine *e, const attn_mha *m, const float *x,
+                                 int B, int T, float *out, const attn_forward_mode *mode,
+                                 attn_attention_cache *cache, attn_error *err);
+attn_status attn_mha_backward_ops(const struct attn_engine *e, attn_mha *m, const float *x, int B,
+                                  int T, const float *d_out, float *dx,
+                                  const attn_attention_cache *cache, attn_error *err);
 
 /* One token at a time (generation, eval mode: no dropout), against a KV cache
  * of the keys and values of earlier positions:

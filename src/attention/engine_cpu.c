@@ -19,6 +19,7 @@
 #include "attn/multi_head_attention.h"
 #include "attn/optim.h"
 #include "attn/residual.h"
+#include "mha_fused.h"
 #include "nn/linear_step.h"
 
 static const attn_engine_ops CPU_OPS;
@@ -33,8 +34,9 @@ static attn_bf16_gemm *gemm_of(const attn_engine *e) {
 static int is_product(attn_op op) {
     return op == ATTN_OP_LINEAR || op == ATTN_OP_LINEAR_BACKWARD ||
            op == ATTN_OP_LINEAR_BACKWARD_DY16 || op == ATTN_OP_LINEAR_X16 ||
-           op == ATTN_OP_LINEAR_BACKWARD_X16 || op == ATTN_OP_ATTENTION ||
-           op == ATTN_OP_ATTENTION_BACKWARD;
+           op == ATTN_OP_LINEAR_BACKWARD_X16 || op == ATTN_OP_LINEAR_QKV ||
+           op == ATTN_OP_LINEAR_QKV_BACKWARD || op == ATTN_OP_ATTENTION_CORE ||
+           op == ATTN_OP_ATTENTION_CORE_BACKWARD;
 }
 
 /* The step's products: their precision is their weight copy's (fp32 or
@@ -53,8 +55,10 @@ static attn_status check_shape(const attn_engine *e, const attn_op_desc *d, attn
     case ATTN_OP_LINEAR_BACKWARD_DY16:
     case ATTN_OP_LINEAR_X16:
     case ATTN_OP_LINEAR_BACKWARD_X16:
-    case ATTN_OP_ATTENTION:
-    case ATTN_OP_ATTENTION_BACKWARD:
+    case ATTN_OP_LINEAR_QKV:
+    case ATTN_OP_LINEAR_QKV_BACKWARD:
+    case ATTN_OP_ATTENTION_CORE:
+    case ATTN_OP_ATTENTION_CORE_BACKWARD:
     case ATTN_OP_LINEAR_STEP:
     case ATTN_OP_ATTENTION_STEP:
     case ATTN_OP_ACTIVATION_STEP: need_in = need_out = 1; break;
@@ -200,7 +204,7 @@ static void layernorm_backward(const attn_engine *e, attn_layernorm *ln, const f
     attn_layernorm_backward(ln, x, mean, rstd, dy, dx, N);
 }
 
-/* -------------------------------------------------------------- attention */
+/* ---------------------------------------------- linear_qkv, attention_core */
 
 static int mha_on(const attn_mha *m, attn_bf16_gemm *g) {
     return m->bf16 == g && m->W_query.bf16 == g && m->W_key.bf16 == g && m->W_value.bf16 == g &&
@@ -211,27 +215,43 @@ static void mha_carry(attn_mha *c, attn_bf16_gemm *g) {
     c->bf16 = c->W_query.bf16 = c->W_key.bf16 = c->W_value.bf16 = c->out_proj.bf16 = g;
 }
 
-static attn_status attention_forward(const attn_engine *e, const attn_mha *m, const float *x, int B,
-                                     int T, float *out, const attn_forward_mode *mode,
-                                     attn_attention_cache *cache, attn_error *err) {
-    if (mha_on(m, gemm_of(e))) return attn_mha_forward(m, x, B, T, out, mode, cache, err);
+/* A module carrying another GEMM engine than e's runs as a copy carrying
+ * e's, as linear_forward's; the copy's marks of unset gradients go back. */
+static attn_status qkv_forward(const attn_engine *e, const attn_mha *m, const float *x, int B,
+                               int T, attn_attention_cache *cache, attn_error *err) {
+    if (mha_on(m, gemm_of(e))) return attn_mha_qkv_forward(m, x, B, T, cache, err);
     attn_mha c = *m;
     mha_carry(&c, gemm_of(e));
-    return attn_mha_forward(&c, x, B, T, out, mode, cache, err);
+    return attn_mha_qkv_forward(&c, x, B, T, cache, err);
 }
 
-static attn_status attention_backward(const attn_engine *e, attn_mha *m, const float *x, int B,
-                                      int T, const float *d_out, float *dx,
-                                      const attn_attention_cache *cache, attn_error *err) {
-    if (mha_on(m, gemm_of(e))) return attn_mha_backward(m, x, B, T, d_out, dx, cache, err);
+static attn_status qkv_backward(const attn_engine *e, attn_mha *m, const float *x, float *dx,
+                                int B, int T, const attn_attention_cache *cache, attn_error *err) {
+    if (mha_on(m, gemm_of(e))) return attn_mha_qkv_backward(m, x, dx, B, T, cache, err);
     attn_mha c = *m;
     mha_carry(&c, gemm_of(e));
-    attn_status s = attn_mha_backward(&c, x, B, T, d_out, dx, cache, err);
+    attn_status s = attn_mha_qkv_backward(&c, x, dx, B, T, cache, err);
     m->W_query.grad_unset = c.W_query.grad_unset;
     m->W_key.grad_unset = c.W_key.grad_unset;
     m->W_value.grad_unset = c.W_value.grad_unset;
-    m->out_proj.grad_unset = c.out_proj.grad_unset;
     return s;
+}
+
+static attn_status core_forward(const attn_engine *e, const attn_mha *m, int B, int T,
+                                const attn_forward_mode *mode, attn_attention_cache *cache,
+                                attn_error *err) {
+    if (mha_on(m, gemm_of(e))) return attn_mha_core_forward(m, B, T, mode, cache, err);
+    attn_mha c = *m;
+    mha_carry(&c, gemm_of(e));
+    return attn_mha_core_forward(&c, B, T, mode, cache, err);
+}
+
+static attn_status core_backward(const attn_engine *e, attn_mha *m, int B, int T,
+                                 const attn_attention_cache *cache, attn_error *err) {
+    if (mha_on(m, gemm_of(e))) return attn_mha_core_backward(m, B, T, cache, err);
+    attn_mha c = *m;
+    mha_carry(&c, gemm_of(e));
+    return attn_mha_core_backward(&c, B, T, cache, err);
 }
 
 /* ------------------------------------------------- activation, embedding */
@@ -366,8 +386,10 @@ static const attn_engine_ops CPU_OPS = {
     .linear_backward_x16 = linear_backward_x16,
     .layernorm_forward = layernorm_forward,
     .layernorm_backward = layernorm_backward,
-    .attention_forward = attention_forward,
-    .attention_backward = attention_backward,
+    .linear_qkv_forward = qkv_forward,
+    .linear_qkv_backward = qkv_backward,
+    .attention_core_forward = core_forward,
+    .attention_core_backward = core_backward,
     .activation_forward = activation_forward,
     .activation_backward = activation_backward,
     .embedding_forward = embedding_forward,

@@ -14,9 +14,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attn/engine_ops.h"
 #include "attn/gemm.h"
 #include "base/buffers.h"
 #include "base/parallel.h"
+#include "nn/linear_on.h"
 
 static int grouped(const attn_mha *m) {
     return m->kv_dim != m->d_out;
@@ -250,19 +252,53 @@ static attn_status core_forward(const attn_mha *m, attn_mha_fused_state *st, int
     return attn_flash_forward(&pb, &fo, &st->ws, err);
 }
 
-attn_status attn_mha_fused_forward(const attn_mha *m, const float *x, int B, int T, float *out,
-                                   const attn_forward_mode *mode, attn_attention_cache *cache,
-                                   attn_error *err) {
+attn_status attn_mha_qkv_forward(const attn_mha *m, const float *x, int B, int T,
+                                attn_attention_cache *cache, attn_error *err) {
     attn_status s = ensure_state(m, B, T, cache, err);
-    if (s != ATTN_OK) return s;
+    return s == ATTN_OK ? qkv_forward(m, cache->fused, x, (size_t)B * (size_t)T, err) : s;
+}
+
+/* The state of a fused forward for (B, T) on cache, else NULL and the error. */
+static attn_mha_fused_state *made_state(const attn_attention_cache *cache, int B, int T,
+                                        attn_error *err) {
     attn_mha_fused_state *st = cache->fused;
-    const size_t N = (size_t)B * (size_t)T;
-    if ((s = qkv_forward(m, st, x, N, err)) != ATTN_OK) return s;
-    if ((s = core_forward(m, st, B, T, mode, cache, err)) != ATTN_OK) return s;
-    if (st->kept16)
-        attn_linear_forward_keep(&m->out_proj, cache->context, out, N, st->ctx16);
-    else
-        attn_linear_forward(&m->out_proj, cache->context, out, N);
+    if (st && st->B == B && st->T == T) return st;
+    attn_fail(err, ATTN_ERR_STATE,
+              "MultiHeadAttention: backward needs a fused forward on the same cache");
+    return NULL;
+}
+
+attn_status attn_mha_core_forward(const attn_mha *m, int B, int T, const attn_forward_mode *mode,
+                                 attn_attention_cache *cache, attn_error *err) {
+    attn_mha_fused_state *st = made_state(cache, B, T, err);
+    return st ? core_forward(m, st, B, T, mode, cache, err) : ATTN_ERR_STATE;
+}
+
+/* The three calls on engine e's ops, or (e NULL) on the kernels: the
+ * sequence below is written once for both. */
+static attn_status qkv_fwd(const attn_engine *e, const attn_mha *m, const float *x, int B, int T,
+                           attn_attention_cache *cache, attn_error *err) {
+    return e ? e->ops->linear_qkv_forward(e, m, x, B, T, cache, err)
+             : attn_mha_qkv_forward(m, x, B, T, cache, err);
+}
+
+static attn_status core_fwd(const attn_engine *e, const attn_mha *m, int B, int T,
+                            const attn_forward_mode *mode, attn_attention_cache *cache,
+                            attn_error *err) {
+    return e ? e->ops->attention_core_forward(e, m, B, T, mode, cache, err)
+             : attn_mha_core_forward(m, B, T, mode, cache, err);
+}
+
+attn_status attn_mha_fused_forward(const attn_engine *e, const attn_mha *m, const float *x, int B,
+                                   int T, float *out, const attn_forward_mode *mode,
+                                   attn_attention_cache *cache, attn_error *err) {
+    attn_status s = qkv_fwd(e, m, x, B, T, cache, err);
+    if (s == ATTN_OK) s = core_fwd(e, m, B, T, mode, cache, err);
+    if (s != ATTN_OK) return s;
+    const attn_mha_fused_state *st = cache->fused;
+    /* bf16: the context rounded once, kept for out_proj's backward */
+    attn_linear_forward_on(e, &m->out_proj, cache->context, st->kept16 ? st->ctx16 : NULL, out,
+                           (size_t)B * (size_t)T);
     return ATTN_OK;
 }
 
@@ -350,20 +386,31 @@ static attn_status core_backward(attn_mha *m, attn_mha_fused_state *st, int B, i
     return ATTN_OK;
 }
 
-attn_status attn_mha_fused_backward(attn_mha *m, const float *x, int B, int T, const float *d_out,
-                                    float *dx, const attn_attention_cache *cache, attn_error *err) {
-    attn_mha_fused_state *st = cache->fused;
-    if (!st || st->B != B || st->T != T)
-        return attn_fail(err, ATTN_ERR_STATE,
-                         "MultiHeadAttention: backward needs a fused forward on the same cache");
-    const size_t N = (size_t)B * (size_t)T, d = (size_t)m->d_out;
-    if (st->kept16) { /* d_context written, not added to: no clearing */
-        attn_linear_backward_x16(&m->out_proj, st->ctx16, d_out, cache->d_context, 0.0f, N);
-    } else {
-        attn_par_zero(cache->d_context, N * d);
-        attn_linear_backward(&m->out_proj, cache->context, d_out, cache->d_context, N);
-    }
-    attn_status s = core_backward(m, st, B, T, cache, err);
+attn_status attn_mha_qkv_backward(attn_mha *m, const float *x, float *dx, int B, int T,
+                                 const attn_attention_cache *cache, attn_error *err) {
+    attn_mha_fused_state *st = made_state(cache, B, T, err);
+    return st ? qkv_backward(m, st, x, dx, (size_t)B * (size_t)T, err) : ATTN_ERR_STATE;
+}
+
+attn_status attn_mha_core_backward(attn_mha *m, int B, int T, const attn_attention_cache *cache,
+                                  attn_error *err) {
+    attn_mha_fused_state *st = made_state(cache, B, T, err);
+    return st ? core_backward(m, st, B, T, cache, err) : ATTN_ERR_STATE;
+}
+
+attn_status attn_mha_fused_backward(const attn_engine *e, attn_mha *m, const float *x, int B,
+                                    int T, const float *d_out, float *dx,
+                                    const attn_attention_cache *cache, attn_error *err) {
+    const attn_mha_fused_state *st = made_state(cache, B, T, err);
+    if (!st) return ATTN_ERR_STATE;
+    const size_t N = (size_t)B * (size_t)T;
+    /* kept: d_context written (beta 0), not added to: no clearing */
+    if (!st->kept16) attn_par_zero(cache->d_context, N * (size_t)m->d_out);
+    attn_linear_backward_on(e, &m->out_proj, cache->context, st->kept16 ? st->ctx16 : NULL, d_out,
+                            cache->d_context, 0.0f, N);
+    attn_status s = e ? e->ops->attention_core_backward(e, m, B, T, cache, err)
+                      : attn_mha_core_backward(m, B, T, cache, err);
     if (s != ATTN_OK) return s;
-    return qkv_backward(m, st, x, dx, N, err);
+    return e ? e->ops->linear_qkv_backward(e, m, x, dx, B, T, cache, err)
+             : attn_mha_qkv_backward(m, x, dx, B, T, cache, err);
 }

@@ -43,10 +43,27 @@ void attn_mha_fused_state_free(attn_mha_fused_state *st);
 attn_flash_problem attn_mha_fused_problem(const attn_mha *m, attn_mha_fused_state *st,
                                           attn_attention_cache *cache, int B, int T);
 
-attn_status attn_mha_fused_forward(const attn_mha *m, const float *x, int B, int T, float *out,
-                                   const attn_forward_mode *mode, attn_attention_cache *cache,
+/* The fused path as a sequence: the QKV product, the core, out_proj, on
+ * engine e's ops (linear_qkv, attention_core, linear; attn/engine_ops.h)
+ * or, e NULL, on the kernels below (attn_mha_forward's own path). */
+struct attn_engine;
+attn_status attn_mha_fused_forward(const struct attn_engine *e, const attn_mha *m, const float *x,
+                                   int B, int T, float *out, const attn_forward_mode *mode,
+                                   attn_attention_cache *cache, attn_error *err);
+attn_status attn_mha_fused_backward(const struct attn_engine *e, attn_mha *m, const float *x,
+                                    int B, int T, const float *d_out, float *dx,
+                                    const attn_attention_cache *cache, attn_error *err);
+
+/* The parts on the kernels: the CPU engine's linear_qkv and attention_core
+ * ops (their description in attn/engine_ops.h). The packed product makes
+ * the cache's fused state for (m, B, T); the others need it. */
+attn_status attn_mha_qkv_forward(const attn_mha *m, const float *x, int B, int T,
+                                 attn_attention_cache *cache, attn_error *err);
+attn_status attn_mha_qkv_backward(attn_mha *m, const float *x, float *dx, int B, int T,
+                                  const attn_attention_cache *cache, attn_error *err);
+attn_status attn_mha_core_forward(const attn_mha *m, int B, int T, const attn_forward_mode *mode,
+                                  attn_attention_cache *cache, attn_error *err);
+attn_status attn_mha_core_backward(attn_mha *m, int B, int T, const attn_attention_cache *cache,
                                    attn_error *err);
-attn_status attn_mha_fused_backward(attn_mha *m, const float *x, int B, int T, const float *d_out,
-                                    float *dx, const attn_attention_cache *cache, attn_error *err);
 
 #endif

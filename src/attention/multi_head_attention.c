@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "attention_core.h"
+#include "attn/engine_ops.h"
 #include "attn/multi_head_attention.h"
 #include "base/buffers.h"
 #include "mha_fused.h"
@@ -159,7 +160,8 @@ attn_status attn_mha_forward(const attn_mha *m, const float *x, int B, int T, fl
                              attn_error *err) {
     attn_status st = check_call(m, B, T, cache, err);
     if (st != ATTN_OK) return st;
-    if (m->path == ATTN_MHA_FUSED) return attn_mha_fused_forward(m, x, B, T, out, mode, cache, err);
+    if (m->path == ATTN_MHA_FUSED)
+        return attn_mha_fused_forward(NULL, m, x, B, T, out, mode, cache, err);
     if (!cache->attn_weights)
         return attn_fail(err, ATTN_ERR_STATE,
                          "MultiHeadAttention: the reference path needs a cache from "
@@ -196,7 +198,7 @@ attn_status attn_mha_backward(attn_mha *m, const float *x, int B, int T, const f
     attn_status st = check_call(m, B, T, cache, err);
     if (st != ATTN_OK) return st;
     if (m->path == ATTN_MHA_FUSED)
-        return attn_mha_fused_backward(m, x, B, T, d_out, dx, cache, err);
+        return attn_mha_fused_backward(NULL, m, x, B, T, d_out, dx, cache, err);
     if (!cache->attn_weights)
         return attn_fail(err, ATTN_ERR_STATE,
                          "MultiHeadAttention: the reference path needs a cache from "
@@ -228,6 +230,31 @@ attn_status attn_mha_backward(attn_mha *m, const float *x, int B, int T, const f
     attn_linear_backward(&m->W_key, x, dk, dx, N);
     attn_linear_backward(&m->W_value, x, cache->d_values, dx, N);
     return ATTN_OK;
+}
+
+/* The ops run the fused path only: the reference path is the module's own. */
+static attn_status check_ops_call(const attn_engine *e, const attn_mha *m, int B, int T,
+                                  const attn_attention_cache *cache, attn_error *err) {
+    attn_status st = check_call(m, B, T, cache, err);
+    if (st == ATTN_OK && m->path != ATTN_MHA_FUSED)
+        st = attn_fail(err, ATTN_ERR_INVALID_ARG,
+                       "MultiHeadAttention: engine %s runs the fused path, not the reference one",
+                       e->name);
+    return st;
+}
+
+attn_status attn_mha_forward_ops(const attn_engine *e, const attn_mha *m, const float *x, int B,
+                                 int T, float *out, const attn_forward_mode *mode,
+                                 attn_attention_cache *cache, attn_error *err) {
+    attn_status st = check_ops_call(e, m, B, T, cache, err);
+    return st == ATTN_OK ? attn_mha_fused_forward(e, m, x, B, T, out, mode, cache, err) : st;
+}
+
+attn_status attn_mha_backward_ops(const attn_engine *e, attn_mha *m, const float *x, int B, int T,
+                                  const float *d_out, float *dx, const attn_attention_cache *cache,
+                                  attn_error *err) {
+    attn_status st = check_ops_call(e, m, B, T, cache, err);
+    return st == ATTN_OK ? attn_mha_fused_backward(e, m, x, B, T, d_out, dx, cache, err) : st;
 }
 
 attn_status attn_mha_cache_init_any(attn_attention_cache *cache, const attn_mha *m, int B, int T,

@@ -86,7 +86,7 @@ attn_status attn_block_forward(const attn_engine *e, const attn_gpt_block *blk,
     const double p = s->drop_rate;
     op->layernorm_forward(e, &blk->norm1, a->x_in, a->ln1, a->ln1_mean, a->ln1_rstd, N);
     attn_status st =
-        op->attention_forward(e, &blk->att, a->ln1, s->B, s->T, a->att_out, mode, &a->att, err);
+        attn_mha_forward_ops(e, &blk->att, a->ln1, s->B, s->T, a->att_out, mode, &a->att, err);
     if (st != ATTN_OK) return st;
     *dropped |= op->dropout_add_forward(e, a->att_out, a->x_in, a->x_mid, a->keep1, p, mode, NC);
     op->layernorm_forward(e, &blk->norm2, a->x_mid, a->ln2, a->ln2_mean, a->ln2_rstd, N);
@@ -113,7 +113,7 @@ attn_status attn_block_backward(const attn_engine *e, attn_gpt_block *blk,
     op->dropout_add_backward(e, g->d_resid, a->keep1, p, dropped, g->d_tmp, NC);
     memset(g->d_ln, 0, NC * sizeof(float));
     attn_status st =
-        op->attention_backward(e, &blk->att, a->ln1, s->B, s->T, g->d_tmp, g->d_ln, &a->att, err);
+        attn_mha_backward_ops(e, &blk->att, a->ln1, s->B, s->T, g->d_tmp, g->d_ln, &a->att, err);
     if (st != ATTN_OK) return st;
     op->layernorm_backward(e, &blk->norm1, a->x_in, a->ln1_mean, a->ln1_rstd, g->d_ln, g->d_resid,
                            N);

@@ -23,18 +23,23 @@ static attn_status norm_ops(const attn_engine *e, int C, attn_error *err) {
                         : s;
 }
 
-/* A block's: the attention, its feed-forward's Linears (on a bf16 engine
- * with their kept bf16 inputs too) and activation, the two norms. */
+/* A block's: the attention's packed product and core, its Linears
+ * (out_proj, the feed-forward's; on a bf16 engine with their kept bf16
+ * inputs too) and activation, the two norms. */
 static attn_status block_ops(const attn_engine *e, const attn_gpt_block *b, attn_error *err) {
     const attn_precision f = ATTN_PRECISION_FP32, x = e->precision;
     const int C = b->norm1.C, W1 = b->ff.fc1.out_features, H = b->ff.hidden;
-    attn_status s = ATTN_OK;
-    for (int op = ATTN_OP_ATTENTION; s == ATTN_OK && op <= ATTN_OP_ATTENTION_BACKWARD; op++)
-        s = ask(e, (attn_op)op, x, C, C, &b->att.spec, err);
+    const attn_mha *a = &b->att;
+    const int D = a->d_out, D3 = a->d_out + 2 * a->kv_dim;
+    attn_status s = ask(e, ATTN_OP_LINEAR_QKV, x, a->d_in, D3, &a->spec, err);
+    if (s == ATTN_OK) s = ask(e, ATTN_OP_LINEAR_QKV_BACKWARD, x, a->d_in, D3, &a->spec, err);
+    if (s == ATTN_OK) s = ask(e, ATTN_OP_ATTENTION_CORE, x, a->d_in, D, &a->spec, err);
+    if (s == ATTN_OK) s = ask(e, ATTN_OP_ATTENTION_CORE_BACKWARD, x, a->d_in, D, &a->spec, err);
     const attn_op lin[] = {ATTN_OP_LINEAR, ATTN_OP_LINEAR_BACKWARD, ATTN_OP_LINEAR_X16,
                            ATTN_OP_LINEAR_BACKWARD_X16};
     for (int i = 0; s == ATTN_OK && i < (x == ATTN_PRECISION_BF16 ? 4 : 2); i++) {
-        s = ask(e, lin[i], x, C, W1, NULL, err);
+        s = ask(e, lin[i], x, D, C, NULL, err);
+        if (s == ATTN_OK) s = ask(e, lin[i], x, C, W1, NULL, err);
         if (s == ATTN_OK) s = ask(e, lin[i], x, H, C, NULL, err);
     }
     if (s == ATTN_OK) s = ask(e, ATTN_OP_ACTIVATION, f, W1, H, NULL, err);

@@ -10,35 +10,8 @@
 #include "attn/gelu.h"
 #include "base/buffers.h"
 #include "base/parallel.h"
+#include "linear_on.h"
 #include "linear_step.h"
-
-/* Each call of the forward and backward on engine e's op, or (e NULL, the
- * module's own path) on the kernel itself: the sequence is written once. */
-static void lin_fwd(const attn_engine *e, const attn_linear *l, const float *x, uint16_t *x16,
-                    float *y, size_t N) {
-    if (e && x16)
-        e->ops->linear_forward_x16(e, l, x, x16, y, N);
-    else if (e)
-        e->ops->linear_forward(e, l, x, y, N);
-    else if (x16 && x)
-        attn_linear_forward_keep(l, x, y, N, x16);
-    else if (x16)
-        attn_linear_forward_x16(l, x16, y, N);
-    else
-        attn_linear_forward(l, x, y, N);
-}
-
-static void lin_bwd(const attn_engine *e, attn_linear *l, const float *x, const uint16_t *x16,
-                    const float *dy, float *dx, float beta_x, size_t N) {
-    if (e && x16)
-        e->ops->linear_backward_x16(e, l, x16, dy, dx, beta_x, N);
-    else if (e)
-        e->ops->linear_backward(e, l, x, dy, dx, N);
-    else if (x16)
-        attn_linear_backward_x16(l, x16, dy, dx, beta_x, N);
-    else
-        attn_linear_backward(l, x, dy, dx, N);
-}
 
 static void act_fwd(const attn_engine *e, const attn_feedforward *ff, const float *h, float *g,
                     uint16_t *g16, size_t N) {
@@ -171,14 +144,14 @@ static void ff_forward(const attn_engine *e, const attn_feedforward *ff, const f
     const int bf16 = e ? e->precision == ATTN_PRECISION_BF16 : ff->fc1.bf16 && ff->fc2.bf16;
     cache->g_in_bf16 = keeps_bf16(ff, cache, N, bf16);
     if (cache->g_in_bf16) {
-        lin_fwd(e, &ff->fc1, x, cache->x16, cache->h, N);
+        attn_linear_forward_on(e, &ff->fc1, x, cache->x16, cache->h, N);
         act_fwd(e, ff, cache->h, NULL, cache->g16, N);
-        lin_fwd(e, &ff->fc2, NULL, cache->g16, y, N);
+        attn_linear_forward_on(e, &ff->fc2, NULL, cache->g16, y, N);
         return;
     }
-    lin_fwd(e, &ff->fc1, x, NULL, cache->h, N);
+    attn_linear_forward_on(e, &ff->fc1, x, NULL, cache->h, N);
     act_fwd(e, ff, cache->h, cache->g, NULL, N);
-    lin_fwd(e, &ff->fc2, cache->g, NULL, y, N);
+    attn_linear_forward_on(e, &ff->fc2, cache->g, NULL, y, N);
 }
 
 void attn_feedforward_forward(const attn_feedforward *ff, const float *x, float *y, size_t N,
@@ -201,15 +174,15 @@ static void ff_backward(const attn_engine *e, attn_feedforward *ff, const float 
     float *dh = d_hidden;
     float *dg = ff->act == ATTN_ACT_SWIGLU ? d_hidden + N * 2 * (size_t)ff->hidden : d_hidden;
     if (cache->g_in_bf16) { /* dg written, not added to: no clearing */
-        lin_bwd(e, &ff->fc2, NULL, cache->g16, dy, dg, 0.0f, N);
+        attn_linear_backward_on(e, &ff->fc2, NULL, cache->g16, dy, dg, 0.0f, N);
         act_bwd(e, ff, cache->h, dg, dh, N);
-        lin_bwd(e, &ff->fc1, NULL, cache->x16, dh, dx, 1.0f, N);
+        attn_linear_backward_on(e, &ff->fc1, NULL, cache->x16, dh, dx, 1.0f, N);
         return;
     }
     attn_par_zero(d_hidden, N * attn_feedforward_scratch(ff));
-    lin_bwd(e, &ff->fc2, cache->g, NULL, dy, dg, 1.0f, N);
+    attn_linear_backward_on(e, &ff->fc2, cache->g, NULL, dy, dg, 1.0f, N);
     act_bwd(e, ff, cache->h, dg, dh, N);
-    lin_bwd(e, &ff->fc1, x, NULL, dh, dx, 1.0f, N);
+    attn_linear_backward_on(e, &ff->fc1, x, NULL, dh, dx, 1.0f, N);
 }
 
 void attn_feedforward_backward(attn_feedforward *ff, const float *x, const float *dy, float *dx,
