@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attention/mha_fused.h"
 #include "attn/activation.h"
 #include "attn/cross_entropy.h"
 #include "attn/embedding.h"
@@ -26,7 +27,6 @@
 #include "attn/multi_head_attention.h"
 #include "attn/optim.h"
 #include "attn/residual.h"
-#include "attention/mha_fused.h"
 #include "nn/linear_step.h"
 
 /* ------------------------------------------------------ outputs of a run */

@@ -225,8 +225,8 @@ static attn_status qkv_forward(const attn_engine *e, const attn_mha *m, const fl
     return attn_mha_qkv_forward(&c, x, B, T, cache, err);
 }
 
-static attn_status qkv_backward(const attn_engine *e, attn_mha *m, const float *x, float *dx,
-                                int B, int T, const attn_attention_cache *cache, attn_error *err) {
+static attn_status qkv_backward(const attn_engine *e, attn_mha *m, const float *x, float *dx, int B,
+                                int T, const attn_attention_cache *cache, attn_error *err) {
     if (mha_on(m, gemm_of(e))) return attn_mha_qkv_backward(m, x, dx, B, T, cache, err);
     attn_mha c = *m;
     mha_carry(&c, gemm_of(e));

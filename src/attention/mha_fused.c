@@ -253,7 +253,7 @@ static attn_status core_forward(const attn_mha *m, attn_mha_fused_state *st, int
 }
 
 attn_status attn_mha_qkv_forward(const attn_mha *m, const float *x, int B, int T,
-                                attn_attention_cache *cache, attn_error *err) {
+                                 attn_attention_cache *cache, attn_error *err) {
     attn_status s = ensure_state(m, B, T, cache, err);
     return s == ATTN_OK ? qkv_forward(m, cache->fused, x, (size_t)B * (size_t)T, err) : s;
 }
@@ -269,7 +269,7 @@ static attn_mha_fused_state *made_state(const attn_attention_cache *cache, int B
 }
 
 attn_status attn_mha_core_forward(const attn_mha *m, int B, int T, const attn_forward_mode *mode,
-                                 attn_attention_cache *cache, attn_error *err) {
+                                  attn_attention_cache *cache, attn_error *err) {
     attn_mha_fused_state *st = made_state(cache, B, T, err);
     return st ? core_forward(m, st, B, T, mode, cache, err) : ATTN_ERR_STATE;
 }
@@ -387,19 +387,19 @@ static attn_status core_backward(attn_mha *m, attn_mha_fused_state *st, int B, i
 }
 
 attn_status attn_mha_qkv_backward(attn_mha *m, const float *x, float *dx, int B, int T,
-                                 const attn_attention_cache *cache, attn_error *err) {
+                                  const attn_attention_cache *cache, attn_error *err) {
     attn_mha_fused_state *st = made_state(cache, B, T, err);
     return st ? qkv_backward(m, st, x, dx, (size_t)B * (size_t)T, err) : ATTN_ERR_STATE;
 }
 
 attn_status attn_mha_core_backward(attn_mha *m, int B, int T, const attn_attention_cache *cache,
-                                  attn_error *err) {
+                                   attn_error *err) {
     attn_mha_fused_state *st = made_state(cache, B, T, err);
     return st ? core_backward(m, st, B, T, cache, err) : ATTN_ERR_STATE;
 }
 
-attn_status attn_mha_fused_backward(const attn_engine *e, attn_mha *m, const float *x, int B,
-                                    int T, const float *d_out, float *dx,
+attn_status attn_mha_fused_backward(const attn_engine *e, attn_mha *m, const float *x, int B, int T,
+                                    const float *d_out, float *dx,
                                     const attn_attention_cache *cache, attn_error *err) {
     const attn_mha_fused_state *st = made_state(cache, B, T, err);
     if (!st) return ATTN_ERR_STATE;

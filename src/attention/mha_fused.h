@@ -50,8 +50,8 @@ struct attn_engine;
 attn_status attn_mha_fused_forward(const struct attn_engine *e, const attn_mha *m, const float *x,
                                    int B, int T, float *out, const attn_forward_mode *mode,
                                    attn_attention_cache *cache, attn_error *err);
-attn_status attn_mha_fused_backward(const struct attn_engine *e, attn_mha *m, const float *x,
-                                    int B, int T, const float *d_out, float *dx,
+attn_status attn_mha_fused_backward(const struct attn_engine *e, attn_mha *m, const float *x, int B,
+                                    int T, const float *d_out, float *dx,
                                     const attn_attention_cache *cache, attn_error *err);
 
 /* The parts on the kernels: the CPU engine's linear_qkv and attention_core

@@ -4,8 +4,8 @@
 
 #include "attn/engine_ops.h"
 
-void attn_linear_forward_on(const attn_engine *e, const attn_linear *l, const float *x, uint16_t *x16,
-                    float *y, size_t N) {
+void attn_linear_forward_on(const attn_engine *e, const attn_linear *l, const float *x,
+                            uint16_t *x16, float *y, size_t N) {
     if (e && x16)
         e->ops->linear_forward_x16(e, l, x, x16, y, N);
     else if (e)
@@ -18,8 +18,9 @@ void attn_linear_forward_on(const attn_engine *e, const attn_linear *l, const fl
         attn_linear_forward(l, x, y, N);
 }
 
-void attn_linear_backward_on(const attn_engine *e, attn_linear *l, const float *x, const uint16_t *x16,
-                    const float *dy, float *dx, float beta_x, size_t N) {
+void attn_linear_backward_on(const attn_engine *e, attn_linear *l, const float *x,
+                             const uint16_t *x16, const float *dy, float *dx, float beta_x,
+                             size_t N) {
     if (e && x16)
         e->ops->linear_backward_x16(e, l, x16, dy, dx, beta_x, N);
     else if (e)
@@ -29,4 +30,3 @@ void attn_linear_backward_on(const attn_engine *e, attn_linear *l, const float *
     else
         attn_linear_backward(l, x, dy, dx, N);
 }
-
