@@ -2,10 +2,12 @@
 the last block and the final norm, a 2-way head, the loss on the last token,
 AdamW(lr=5e-5, weight_decay=0.1)) on the book's PyTorch model and on
 attn.torch.swap_model of the same model, alternating, one process, the same
-batch. Prints each one's median step and the ratio.
+batch. Prints each one's median step and the ratio. --lora R: appendix E's
+step instead (after the head: every tensor frozen, then
+replace_linear_with_lora(model, rank=R, alpha=R) on every Linear).
 
     PYTHONPATH=python ATTN_LIBRARY=build/libattn.so /usr/bin/python3 \\
-        bench/book_ch6_step.py [--emb 768 --layers 12 --heads 12] [--B 8 --T 120]"""
+        bench/book_ch6_step.py [--emb 768 --layers 12 --heads 12] [--B 8 --T 120] [--lora 16]"""
 import argparse
 import copy
 import os
@@ -18,7 +20,7 @@ import torch
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(here, "..", "tests", "python"))
 from book_ch4 import GPTModel  # noqa: E402 (the book's model, written out)
-from book_ch67 import calc_loss_batch, make_classifier  # noqa: E402
+from book_ch67 import calc_loss_batch, make_classifier, replace_linear_with_lora  # noqa: E402
 
 import attn.torch as at  # noqa: E402
 
@@ -33,6 +35,7 @@ def main():
     ap.add_argument("--T", type=int, default=120)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--threads", type=int, default=torch.get_num_threads())
+    ap.add_argument("--lora", type=int, default=0, help="appendix E's rank (0: chapter 6)")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     cfg = {"vocab_size": a.vocab, "context_length": max(a.T, 128), "emb_dim": a.emb,
@@ -43,6 +46,11 @@ def main():
     for m in (book, mine):
         torch.manual_seed(1)
         make_classifier(m, a.emb, 2)
+        if a.lora:  # appendix E: all frozen, then the adapters (drawn from the same seed)
+            for prm in m.parameters():
+                prm.requires_grad = False
+            torch.manual_seed(2)
+            replace_linear_with_lora(m, rank=a.lora, alpha=a.lora)
     mine = at.swap_model(mine)
     g = torch.Generator().manual_seed(0)
     x = torch.randint(0, a.vocab, (a.B, a.T), generator=g)
@@ -64,7 +72,8 @@ def main():
                 losses.append(loss.item())
     tb, ta = (statistics.median(runs[n][2]) for n in ("book", "attn"))
     print(f"cfg emb {a.emb} layers {a.layers} heads {a.heads} vocab {a.vocab}, B {a.B} "
-          f"T {a.T}, threads {a.threads}, {a.rounds} alternating rounds")
+          f"T {a.T}, threads {a.threads}, {a.rounds} alternating rounds"
+          + (f", LoRA rank {a.lora}" if a.lora else ""))
     print(f"book {tb:.4f} s/step, attn {ta:.4f} s/step: {tb / ta:.2f}x")
     print("losses book", [f"{v:.6f}" for v in runs["book"][3]])
     print("losses attn", [f"{v:.6f}" for v in runs["attn"][3]])
