@@ -5,7 +5,9 @@ the loss over every position, AdamW(lr=5e-5, weight_decay=0.1)) on the
 book's PyTorch model, on attn.torch.swap_model of the same model, and on
 that with attn.torch.AdamW: the same batches (the first --steps of the
 training split, in order), alternating by round, one process. Prints each
-one's median step over the batches and the ratios.
+one's median step over the batches and the ratios. --bf16: the book's step
+under torch.autocast("cpu", torch.bfloat16), attn's with precision="bf16"
+(bf16 products, fp32 sums, fp32 weights and optimizer, as autocast).
 
     PYTHONPATH=python ATTN_LIBRARY=build/libattn.so /usr/bin/python3 \\
         bench/book_ch7_step.py [--emb 768 --layers 12 --heads 12] [--steps 4]"""
@@ -53,6 +55,7 @@ def main():
     ap.add_argument("--steps", type=int, default=4, help="batches a round")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=torch.get_num_threads())
+    ap.add_argument("--bf16", action="store_true")
     ap.add_argument("--data", default=os.path.join(here, "..", "..", "shared", "data", "book",
                                                    "instruction-data.json"))
     a = ap.parse_args()
@@ -64,7 +67,8 @@ def main():
     data = batches(a.data, a.B, a.steps)
     runs = {}
     for name in ("book", "attn", "attn+AdamW"):
-        m = book if name == "book" else at.swap_model(copy.deepcopy(book))
+        prec = "bf16" if a.bf16 else "fp32"
+        m = book if name == "book" else at.swap_model(copy.deepcopy(book), precision=prec)
         opt_cls = at.AdamW if name == "attn+AdamW" else torch.optim.AdamW
         runs[name] = (m, opt_cls(m.parameters(), lr=5e-5, weight_decay=0.1), [], [])
     for r in range(a.rounds + 1):  # round 0 warms up
@@ -73,7 +77,8 @@ def main():
             for x, y in data:
                 t0 = time.perf_counter()
                 opt.zero_grad()
-                loss = calc_loss_batch_ch7(x, y, m, "cpu")
+                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.bf16 and m is book):
+                    loss = calc_loss_batch_ch7(x, y, m, "cpu")
                 loss.backward()
                 opt.step()
                 if r:
@@ -82,7 +87,7 @@ def main():
     med = {n: statistics.median(v[2]) for n, v in runs.items()}
     T = [int(x.shape[1]) for x, _ in data]
     print(f"cfg emb {a.emb} layers {a.layers} heads {a.heads}, B {a.B}, padded lengths {T}, "
-          f"threads {a.threads}, {a.rounds} alternating rounds")
+          f"threads {a.threads}, {a.rounds} alternating rounds" + (", bf16" if a.bf16 else ""))
     print(" ".join(f"{n} {t:.4f} s/step" for n, t in med.items()) +
           f": attn {med['book'] / med['attn']:.2f}x, "
           f"attn+AdamW {med['book'] / med['attn+AdamW']:.2f}x")

@@ -19,13 +19,8 @@ ATTN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 SRC=$(cd "$2" && pwd)
 . "$SRC/tests/support/lib.sh"
 . "$SRC/tests/python/pyenv.sh"
-FIX=$SRC/tests/fixtures/book_ch67
-SHIM=$(dirname "$ATTN")/libattn_fault.so
-DATA=$SRC/data/book/instruction-data.json
-[ -f "$DATA" ] || DATA=$SRC/../shared/data/book/instruction-data.json # scripts/get-data.sh book
-[ -f "$SHIM" ] || { echo "FAIL - fault shim $SHIM not built"; exit 1; }
+finetune_inputs shim
 attn_bf16 "$ATTN" || { echo "SKIP: attn runs no bf16 here (AVX512-BF16 under ATTN_SIMD)"; exit 77; }
-export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
 finetune_setup "$SRC" "$ATTN"
 book_test_mode_model "$tmp/m.pth"
 cd "$tmp" || exit 1

@@ -15,7 +15,7 @@ ATTN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 SRC=$(cd "$2" && pwd)
 . "$SRC/tests/support/lib.sh"
 . "$SRC/tests/python/pyenv.sh"
-FIX=$SRC/tests/fixtures/book_ch67
+finetune_inputs
 finetune_setup "$SRC" "$ATTN"
 book_test_mode_model "$tmp/ch06.pth"
 # ch06 --test_mode builds GPTModel(qkv_bias False) after manual_seed(123);

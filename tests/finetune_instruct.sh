@@ -16,9 +16,7 @@ ATTN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 SRC=$(cd "$2" && pwd)
 . "$SRC/tests/support/lib.sh"
 . "$SRC/tests/python/pyenv.sh"
-FIX=$SRC/tests/fixtures/book_ch67
-DATA=$SRC/data/book/instruction-data.json
-[ -f "$DATA" ] || DATA=$SRC/../shared/data/book/instruction-data.json # scripts/get-data.sh book
+finetune_inputs
 [ -f "$DATA" ] || { echo "SKIP: the book's instruction-data.json is missing"; exit 77; }
 finetune_setup "$SRC" "$ATTN"
 book_test_mode_model "$tmp/ch07.pth"

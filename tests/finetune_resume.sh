@@ -16,13 +16,7 @@ ATTN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 SRC=$(cd "$2" && pwd)
 . "$SRC/tests/support/lib.sh"
 . "$SRC/tests/python/pyenv.sh"
-FIX=$SRC/tests/fixtures/book_ch67
-SHIM=$(dirname "$ATTN")/libattn_fault.so
-DATA=$SRC/data/book/instruction-data.json
-[ -f "$DATA" ] || DATA=$SRC/../shared/data/book/instruction-data.json # scripts/get-data.sh book
-[ -f "$SHIM" ] || { echo "FAIL - fault shim $SHIM not built"; exit 1; }
-# The shim is preloaded ahead of the sanitizer runtime (an ASan build).
-export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
+finetune_inputs shim
 finetune_setup "$SRC" "$ATTN"
 book_test_mode_model "$tmp/m.pth"
 cd "$tmp" || exit 1

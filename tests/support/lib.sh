@@ -30,6 +30,20 @@ finetune_setup() {
   pyenv "$1" "$(dirname "$2")/libattn.so"
 }
 
+# The fine-tuning tests' inputs, from $SRC and $ATTN: FIX (the book's
+# fixtures), DATA (chapter 7's instruction-data.json, in data/ or
+# ../shared/data/) and, with "shim", SHIM (the fault shim beside $ATTN,
+# preloaded ahead of the sanitizer runtime in an ASan build).
+finetune_inputs() {
+  FIX=$SRC/tests/fixtures/book_ch67
+  DATA=$SRC/data/book/instruction-data.json
+  [ -f "$DATA" ] || DATA=$SRC/../shared/data/book/instruction-data.json # scripts/get-data.sh book
+  [ "${1:-}" = shim ] || return 0
+  SHIM=$(dirname "$ATTN")/libattn_fault.so
+  [ -f "$SHIM" ] || { echo "FAIL - fault shim $SHIM not built"; exit 1; }
+  export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
+}
+
 # The book's --test_mode GPTModel (emb 12, 1 layer, 2 heads, context 120, no
 # qkv bias) as built after torch.manual_seed(123), saved to FILE (.pth).
 book_test_mode_model() {
