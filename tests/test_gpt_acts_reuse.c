@@ -10,10 +10,12 @@
  * keeps what holds a batch and grows to cover one that does not. */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "attention/mha_fused.h"
+#include "attn/cross_entropy.h"
 #include "attn/gpt.h"
 
 enum { BMAX = 3, TMAX = 12, V = 97 };
