@@ -29,8 +29,7 @@ static attn_gpt_config cfg(const char *variant) {
                          .drop_rate = 0.1,
                          .qkv_bias = 1};
     attn_error err;
-    if (variant)
-        cr_assert_eq(attn_gpt_config_set_json(&c, variant, &err), ATTN_OK, "%s", err.msg);
+    if (variant) cr_assert_eq(attn_gpt_config_set_json(&c, variant, &err), ATTN_OK, "%s", err.msg);
     return c;
 }
 
@@ -102,19 +101,19 @@ enum { PTRS_MAX = 64 };
 /* Every buffer the activations hold, down to the attention's fused state. */
 static int pointers(const attn_gpt_acts *a, const void **p) {
     int n = 0;
-    const void *top[] = {a->ids,    a->targets, a->keep_emb, a->x_final, a->lnf,    a->logits,
-                         a->lse,    a->d_resid, a->d_tmp,    a->d_ln,    a->d_hidden,
-                         a->d_logits, a->d_logits16};
+    const void *top[] = {a->ids,      a->targets,  a->keep_emb,  a->x_final, a->lnf,
+                         a->logits,   a->lse,      a->d_resid,   a->d_tmp,   a->d_ln,
+                         a->d_hidden, a->d_logits, a->d_logits16};
     for (size_t i = 0; i < sizeof top / sizeof *top; i++)
         p[n++] = top[i];
     for (int l = 0; l < a->n_layers; l++) {
         const attn_gpt_block_acts *b = &a->blocks[l];
         const attn_mha_fused_state *f = b->att.fused;
         cr_assert(f, "a forward made the fused state");
-        const void *blk[] = {b->x_in,       b->ln1,   b->att_out, b->x_mid, b->ff.h,
-                             b->ff.g,       b->ff.x16, f,         f->qkv,   f->d_qkv,
-                             f->lse,        f->x16,   f->ctx16,   f->raw,   f->kv_x,
-                             f->drop.bits,  f->ws.mem, b->att.context};
+        const void *blk[] = {
+            b->x_in,   b->ln1, b->att_out, b->x_mid,     b->ff.h,   b->ff.g,
+            b->ff.x16, f,      f->qkv,     f->d_qkv,     f->lse,    f->x16,
+            f->ctx16,  f->raw, f->kv_x,    f->drop.bits, f->ws.mem, b->att.context};
         for (size_t i = 0; i < sizeof blk / sizeof *blk && n < PTRS_MAX; i++)
             p[n++] = blk[i];
     }
@@ -217,7 +216,8 @@ Test(gpt_acts_reuse, bigger_batch_refused) {
         char want[64];
         snprintf(want, sizeof want, "(B %d, T %d)", bad[k][0], bad[k][1]);
         cr_assert(strstr(err.msg, "(B 2, T 6)") && strstr(err.msg, want), "%s", err.msg);
-        cr_assert_eq(attn_gpt_backward(&m, &a, 1.0f, &err), ATTN_ERR_STATE, "no result to differentiate");
+        cr_assert_eq(attn_gpt_backward(&m, &a, 1.0f, &err), ATTN_ERR_STATE,
+                     "no result to differentiate");
     }
     cr_assert_eq(attn_gpt_forward(&m, ids, targets, 1, 4, NULL, &a, NULL, &err), ATTN_OK, "%s",
                  err.msg);
@@ -248,8 +248,8 @@ Test(gpt_acts_reuse, reserve_keeps_and_grows) {
     cr_assert_eq(attn_gpt_acts_reserve(&a, &m, 1, 12, 0, &err), ATTN_OK);
     cr_assert(a.B_max == 2 && a.T_max == 12, "(%d, %d)", a.B_max, a.T_max);
     cr_assert_eq(attn_gpt_acts_reserve(&a, &m, 9, 1, 0, &err), ATTN_OK);
-    cr_assert(a.B_max == 9 && a.T_max == 1, "(%d, %d): 9 x 12 rows is past twice 24",
-              a.B_max, a.T_max);
+    cr_assert(a.B_max == 9 && a.T_max == 1, "(%d, %d): 9 x 12 rows is past twice 24", a.B_max,
+              a.T_max);
     cr_assert_eq(attn_gpt_acts_reserve(&a, &m, 1, 17, 0, &err), ATTN_ERR_SHAPE);
     cr_assert(a.B_max == 9 && a.T_max == 1, "a shape no forward takes leaves them");
     cr_assert_eq(attn_gpt_acts_reserve(&a, &m, 2, 3, 1, &err), ATTN_OK);

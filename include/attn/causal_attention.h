@@ -36,7 +36,7 @@ typedef struct attn_causal_attention {
  * (B_max, T_max). */
 typedef struct attn_attention_cache {
     int B, T, heads, d_out;
-    int B_max, T_max; /* what it was made for */
+    int B_max, T_max;               /* what it was made for */
     float *queries, *keys, *values; /* (B, T, d_out) projections           */
     float *attn_weights;            /* (B, heads, T, T) softmax output     */
     float *dropped_weights;         /* same, after dropout (== weights when no dropout) */

@@ -253,8 +253,7 @@ attn_status attn_mha_backward(attn_mha *m, const float *x, int B, int T, const f
 
 /* The ops run the fused path only: the reference path is the module's own. */
 static attn_status check_ops_call(const attn_engine *e, const attn_mha *m, int B, int T,
-                                  const attn_attention_cache *cache, int forward,
-                                  attn_error *err) {
+                                  const attn_attention_cache *cache, int forward, attn_error *err) {
     attn_status st = check_call(m, B, T, cache, forward, err);
     if (st == ATTN_OK && m->path != ATTN_MHA_FUSED)
         st = attn_fail(err, ATTN_ERR_INVALID_ARG,

@@ -117,7 +117,8 @@ static attn_status train_step(ft_run *r, size_t first, float *loss, int *T, attn
     const attn_forward_mode mode = {1, &r->rng, ATTN_STREAM_TORCH_CPU};
     r->t->fill(r->t->user, FT_TRAIN, r->perm + first, (size_t)r->B, r->B, r->x, r->y, T);
     attn_gpt_zero_grad(r->m);
-    attn_status s = attn_gpt_forward_backward(r->m, r->x, r->y, r->B, *T, &mode, &r->acts, 1.0f, loss, err);
+    attn_status s =
+        attn_gpt_forward_backward(r->m, r->x, r->y, r->B, *T, &mode, &r->acts, 1.0f, loss, err);
     return s ? s : attn_adamw_step(&r->opt, attn_gpt_params(r->m), r->c->lr, err);
 }
 
