@@ -29,9 +29,14 @@ typedef struct attn_causal_attention {
 } attn_causal_attention;
 
 /* Saved activations for one (B, T) shape; heads = 1 for CausalAttention,
- * num_heads for MultiHeadAttention (weights are then (B, heads, T, T)). */
+ * num_heads for MultiHeadAttention (weights are then (B, heads, T, T)).
+ * MultiHeadAttention's forward runs any B <= B_max, T <= T_max on it (the
+ * first B*T rows, laid out for that (B, T)) and sets B, T: its backward
+ * and the weights' read-out need that shape. The other modules run exactly
+ * (B_max, T_max). */
 typedef struct attn_attention_cache {
     int B, T, heads, d_out;
+    int B_max, T_max;               /* what it was made for */
     float *queries, *keys, *values; /* (B, T, d_out) projections           */
     float *attn_weights;            /* (B, heads, T, T) softmax output     */
     float *dropped_weights;         /* same, after dropout (== weights when no dropout) */

@@ -389,10 +389,16 @@ typedef struct attn_gpt_block_acts {
     uint8_t *keep2;            /* (B,T,C) drop_shortcut mask after ff */
 } attn_gpt_block_acts;
 
-/* Workspace for forward + backward at exactly (B, T); owned by the caller,
- * allocated once (attn_gpt_acts_init), reused every step. */
+/* Workspace for forward + backward at up to (B_max, T_max); owned by the
+ * caller, allocated once (attn_gpt_acts_init), reused every step. A forward
+ * of any (B, T) <= (B_max, T_max) runs on it without allocating (the book's
+ * collate pads each batch to its own length): it uses the first B*T rows of
+ * every buffer, laid out for its own (B, T), so its results are the bits of
+ * activations made for exactly (B, T). */
 typedef struct attn_gpt_acts {
-    int B, T;
+    int B, T;         /* the last forward's shape (made: B_max, T_max); its
+                         backward and its logits (B, T, V) read it */
+    int B_max, T_max; /* what the buffers hold */
     int n_layers;
     int32_t *ids;      /* (B,T) copy of the last forward's ids */
     int32_t *targets;  /* (B,T) copy of its targets */
@@ -433,6 +439,15 @@ attn_status attn_gpt_acts_init(attn_gpt_acts *acts, const attn_gpt *m, int B, in
                                attn_error *err);
 void attn_gpt_acts_free(attn_gpt_acts *acts);
 
+/* acts (zeroed, or made by either init for m) ready for a forward of (B, T)
+ * (lean: attn_gpt_acts_init_lean's kind): kept when they hold it; else made
+ * again for the shape covering both theirs and (B, T) (for (B, T) alone
+ * where that would more than double the larger's rows), so that a caller
+ * whose batches vary in length settles on one allocation. A shape no
+ * forward takes leaves them as they were; out of memory, zeroed. */
+attn_status attn_gpt_acts_reserve(attn_gpt_acts *acts, const attn_gpt *m, int B, int T, int lean,
+                                  attn_error *err);
+
 /* Whether a model of config c runs ids of (B, T): ATTN_ERR_SHAPE naming the
  * empty dimension (B < 1: an empty batch; T < 1: empty sequences) or T past
  * context_length. attn_gpt_acts_init checks it; callers that look at the
@@ -456,8 +471,9 @@ attn_status attn_gpt_acts_init_lean(attn_gpt_acts *acts, const attn_gpt *m, int 
                                     attn_error *err);
 
 /* logits = model(ids) into acts->logits; with targets != NULL also the mean
- * cross-entropy into *loss (may be NULL) and acts->loss. (B, T) must equal
- * the acts' shape and T <= context_length (ATTN_ERR_SHAPE otherwise); an id
+ * cross-entropy into *loss (may be NULL) and acts->loss. B <= acts->B_max,
+ * T <= acts->T_max and T <= context_length (ATTN_ERR_SHAPE otherwise, naming
+ * both shapes); acts->B, T become (B, T). An id
  * outside [0, vocab_size) or a target outside [0, V) (the head's width) and
  * not ATTN_IGNORE_INDEX is ATTN_ERR_INVALID_ARG naming its (b, t) position. mode NULL = eval. */
 attn_status attn_gpt_forward(attn_gpt *m, const int32_t *ids, const int32_t *targets, int B, int T,

@@ -259,7 +259,8 @@ float attn_eval_val(const attn_eval_record *r);
  * sees). The per-token losses are summed in double in token order, so the
  * result is deterministic and the same at every thread count (the fp32
  * forward is). *count (may be NULL) gets n - 1. n must be >= 2. acts is
- * scratch (any (B, T) with T <= context_length); ids must be valid tokens. */
+ * scratch: B windows of T tokens at a time, its (B_max, T_max); ids must be
+ * valid tokens. */
 attn_status attn_gpt_loss_windows(attn_gpt *m, attn_gpt_acts *acts, const int32_t *ids, size_t n,
                                   double *loss, size_t *count, attn_error *err);
 /* The same over every token of a dataset view (int32 or a uint16 token

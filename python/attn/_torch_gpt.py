@@ -250,10 +250,10 @@ class _Bridge:
         """The (N, V) buffer _LogitsLoss writes the logits' gradient into:
         kept (a fresh 100 MB would cost its page faults every step), never
         handed out, used under the lock."""
-        if self.d_logits is None or self.d_logits.shape != (N, V):
-            self.d_logits = None
-            self.d_logits = torch.empty((N, V), dtype=torch.float32)
-        return self.d_logits
+        if self.d_logits is None or self.d_logits.numel() < N * V:
+            self.d_logits = None  # kept for any smaller batch, as the C activations are
+            self.d_logits = torch.empty(N * V, dtype=torch.float32)
+        return self.d_logits[:N * V].view(N, V)
 
     def backward_logits(self, d_logits, params, grads, B, T, token, redo):
         """The gradients of the logits forward `token`; redo() runs it again

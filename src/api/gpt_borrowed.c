@@ -137,13 +137,9 @@ static int lean_loss(const attn_h_bgpt *g, int B, int T) {
 
 /* (B, T) checked by the caller (bgpt_forward_check). */
 static attn_status bgpt_acts(attn_h_bgpt *g, int lean, int B, int T, attn_error *err) {
-    attn_gpt_acts *a = &g->acts[lean];
-    if (g->have_acts[lean] && a->B == B && a->T == T) return ATTN_OK;
-    if (g->have_acts[lean]) attn_gpt_acts_free(a);
-    g->have_acts[lean] = 0;
-    attn_status s = lean ? attn_gpt_acts_init_lean(a, &g->model, B, T, err)
-                         : attn_gpt_acts_init(a, &g->model, B, T, err);
-    if (s == ATTN_OK) g->have_acts[lean] = 1;
+    /* kept for any smaller batch (the book's collate varies T) */
+    attn_status s = attn_gpt_acts_reserve(&g->acts[lean], &g->model, B, T, lean, err);
+    g->have_acts[lean] = g->acts[lean].blocks != NULL;
     return s;
 }
 

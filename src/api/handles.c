@@ -456,11 +456,9 @@ static attn_status gpt_acts(attn_h_gpt *g, int B, int T, attn_error *err) {
                          "GPT: ids must be (B, T) with B >= 1 and 1 <= T <= context_length = %d "
                          "(got B = %d, T = %d)",
                          g->model.cfg.context_length, B, T);
-    if (g->have_acts && g->acts.B == B && g->acts.T == T) return ATTN_OK;
-    if (g->have_acts) attn_gpt_acts_free(&g->acts);
-    g->have_acts = 0;
-    attn_status s = attn_gpt_acts_init(&g->acts, &g->model, B, T, err);
-    if (s == ATTN_OK) g->have_acts = 1;
+    /* kept for any smaller batch (the book's collate varies T) */
+    attn_status s = attn_gpt_acts_reserve(&g->acts, &g->model, B, T, 0, err);
+    g->have_acts = g->acts.blocks != NULL;
     return s;
 }
 

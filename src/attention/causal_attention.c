@@ -47,8 +47,8 @@ attn_status attn_attention_cache_alloc(attn_attention_cache *cache, int B, int T
         return attn_fail(err, ATTN_ERR_INVALID_ARG,
                          "attention cache needs B, T, heads, d_out > 0 (got %d, %d, %d, %d)", B, T,
                          heads, d_out);
-    cache->B = B;
-    cache->T = T;
+    cache->B = cache->B_max = B;
+    cache->T = cache->T_max = T;
     cache->heads = heads;
     cache->d_out = d_out;
     if (cache_buffers(cache, s, ATTN_BUFS_ALLOC) != 0)

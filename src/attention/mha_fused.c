@@ -87,32 +87,38 @@ void attn_mha_fused_state_free(attn_mha_fused_state *st) {
     free(st);
 }
 
-/* The fused state for (m, B, T), made on first use (a cache from either init
- * function works). */
+/* The fused state for (m, B, T), made on first use at the cache's
+ * (B_max, T_max) (a cache from either init function works), then reused for
+ * every (B, T) within them. */
 static attn_status ensure_state(const attn_mha *m, int B, int T, attn_attention_cache *cache,
                                 attn_error *err) {
     attn_mha_fused_state *st = cache->fused;
-    if (st && st->B == B && st->T == T && st->d_in == m->d_in && st->d_out == m->d_out &&
+    if (st && B <= st->B_max && T <= st->T_max && st->d_in == m->d_in && st->d_out == m->d_out &&
         st->heads == m->num_heads && st->qkv_bias == m->qkv_bias && st->kv_dim == m->kv_dim &&
-        (!m->spec.qk_norm || st->raw))
+        (!m->spec.qk_norm || st->raw)) {
+        st->B = B;
+        st->T = T;
         return ATTN_OK;
+    }
     attn_mha_fused_state_free(st);
     cache->fused = NULL;
     st = calloc(1, sizeof *st);
     if (!st) return attn_fail(err, ATTN_ERR_NOMEM, "MultiHeadAttention: out of memory");
     st->B = B;
     st->T = T;
+    st->B_max = B > cache->B_max ? B : cache->B_max;
+    st->T_max = T > cache->T_max ? T : cache->T_max;
     st->d_in = m->d_in;
     st->d_out = m->d_out;
     st->heads = m->num_heads;
     st->qkv_bias = m->qkv_bias;
     st->kv_dim = m->kv_dim;
-    const state_sizes s = sizes_for(m, B, T);
+    const state_sizes s = sizes_for(m, st->B_max, st->T_max);
     if (state_buffers(st, &s, ATTN_BUFS_ALLOC) != 0) {
         attn_mha_fused_state_free(st);
         return attn_fail(err, ATTN_ERR_NOMEM,
                          "MultiHeadAttention: out of memory for the fused state (B = %d, T = %d)",
-                         B, T);
+                         st->B_max, st->T_max);
     }
     cache->fused = st;
     return ATTN_OK;
@@ -218,9 +224,11 @@ static attn_status qkv_forward(const attn_mha *m, attn_mha_fused_state *st, cons
     }
     if (!w_qkv) w_qkv = st->w_qkv;
     if (st->b_qkv) attn_par_fill_rows(st->qkv, N, d3, st->b_qkv);
-    /* bf16: x and the context rounded once, here, and kept for the backward. */
-    if (m->bf16 && !st->x16) st->x16 = malloc(N * din * sizeof(uint16_t));
-    if (m->bf16 && !st->ctx16) st->ctx16 = malloc(N * d * sizeof(uint16_t));
+    /* bf16: x and the context rounded once, here, and kept for the backward
+     * (room for the state's largest shape). */
+    const size_t cap = (size_t)st->B_max * (size_t)st->T_max;
+    if (m->bf16 && !st->x16) st->x16 = malloc(cap * din * sizeof(uint16_t));
+    if (m->bf16 && !st->ctx16) st->ctx16 = malloc(cap * d * sizeof(uint16_t));
     st->kept16 = m->bf16 && st->x16 && st->ctx16 && !m->out_proj.lora; /* an adapter: fp32 x */
     if (st->kept16)
         attn_gemm_weight_keep(m->bf16, m->flash.threads, (int)N, (int)d3, (int)din, x, w_qkv,

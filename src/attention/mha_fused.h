@@ -8,9 +8,12 @@
 #include "attn/flash_attention.h"
 #include "attn/multi_head_attention.h"
 
-/* Lives in attn_attention_cache.fused; sized for one (module, B, T). */
+/* Lives in attn_attention_cache.fused; sized for one module at the
+ * cache's (B_max, T_max), run at the last forward's (B, T) <= them: every
+ * (B, T, ...) and (B, heads, T) buffer below is laid out for that (B, T). */
 typedef struct attn_mha_fused_state {
     int B, T, d_in, d_out, heads, qkv_bias;
+    int B_max, T_max;
     int kv_dim;    /* kv_heads * head_dim; the packed width is d3 = d_out + 2 kv_dim */
     float *w_qkv;  /* (d3, d_in): W_query, W_key, W_value rows packed each forward, when they
                       are not adjacent in the module (made on first use) */

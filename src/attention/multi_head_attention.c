@@ -136,8 +136,10 @@ attn_status attn_mha_params(attn_mha *m, const char *prefix, attn_param_list *li
     return st;
 }
 
+/* forward: (B, T) within what the cache was made for; backward: the shape
+ * of the forward it differentiates (cache->B, T). */
 static attn_status check_call(const attn_mha *m, int B, int T, const attn_attention_cache *cache,
-                              attn_error *err) {
+                              int forward, attn_error *err) {
     if (B <= 0 || T <= 0)
         return attn_fail(err, ATTN_ERR_SHAPE,
                          "MultiHeadAttention: B and T must be > 0 (got %d, %d)", B, T);
@@ -145,20 +147,37 @@ static attn_status check_call(const attn_mha *m, int B, int T, const attn_attent
         return attn_fail(err, ATTN_ERR_SHAPE,
                          "MultiHeadAttention: sequence length T = %d exceeds context_length = %d",
                          T, m->context_length);
-    if (!cache || cache->B != B || cache->T != T || cache->heads != m->num_heads ||
-        cache->d_out != m->d_out)
+    if (!cache || cache->heads != m->num_heads || cache->d_out != m->d_out ||
+        (forward && (B > cache->B_max || T > cache->T_max)))
         return attn_fail(err, ATTN_ERR_SHAPE,
                          "MultiHeadAttention: cache was made for (B %d, T %d, heads %d, d_out %d), "
                          "not (B %d, T %d, heads %d, d_out %d)",
-                         cache ? cache->B : 0, cache ? cache->T : 0, cache ? cache->heads : 0,
-                         cache ? cache->d_out : 0, B, T, m->num_heads, m->d_out);
+                         cache ? cache->B_max : 0, cache ? cache->T_max : 0,
+                         cache ? cache->heads : 0, cache ? cache->d_out : 0, B, T, m->num_heads,
+                         m->d_out);
+    if (!forward && (B != cache->B || T != cache->T))
+        return attn_fail(err, ATTN_ERR_SHAPE,
+                         "MultiHeadAttention: backward of (B %d, T %d) after a forward of (B %d, "
+                         "T %d)",
+                         B, T, cache->B, cache->T);
     return ATTN_OK;
+}
+
+/* The forward's check; the cache then holds a forward of (B, T). */
+static attn_status forward_shape(const attn_mha *m, int B, int T, attn_attention_cache *cache,
+                                 attn_error *err) {
+    attn_status st = check_call(m, B, T, cache, 1, err);
+    if (st == ATTN_OK) {
+        cache->B = B;
+        cache->T = T;
+    }
+    return st;
 }
 
 attn_status attn_mha_forward(const attn_mha *m, const float *x, int B, int T, float *out,
                              const attn_forward_mode *mode, attn_attention_cache *cache,
                              attn_error *err) {
-    attn_status st = check_call(m, B, T, cache, err);
+    attn_status st = forward_shape(m, B, T, cache, err);
     if (st != ATTN_OK) return st;
     if (m->path == ATTN_MHA_FUSED)
         return attn_mha_fused_forward(NULL, m, x, B, T, out, mode, cache, err);
@@ -195,7 +214,7 @@ attn_status attn_mha_forward(const attn_mha *m, const float *x, int B, int T, fl
 
 attn_status attn_mha_backward(attn_mha *m, const float *x, int B, int T, const float *d_out,
                               float *dx, const attn_attention_cache *cache, attn_error *err) {
-    attn_status st = check_call(m, B, T, cache, err);
+    attn_status st = check_call(m, B, T, cache, 0, err);
     if (st != ATTN_OK) return st;
     if (m->path == ATTN_MHA_FUSED)
         return attn_mha_fused_backward(NULL, m, x, B, T, d_out, dx, cache, err);
@@ -234,8 +253,8 @@ attn_status attn_mha_backward(attn_mha *m, const float *x, int B, int T, const f
 
 /* The ops run the fused path only: the reference path is the module's own. */
 static attn_status check_ops_call(const attn_engine *e, const attn_mha *m, int B, int T,
-                                  const attn_attention_cache *cache, attn_error *err) {
-    attn_status st = check_call(m, B, T, cache, err);
+                                  const attn_attention_cache *cache, int forward, attn_error *err) {
+    attn_status st = check_call(m, B, T, cache, forward, err);
     if (st == ATTN_OK && m->path != ATTN_MHA_FUSED)
         st = attn_fail(err, ATTN_ERR_INVALID_ARG,
                        "MultiHeadAttention: engine %s runs the fused path, not the reference one",
@@ -246,14 +265,17 @@ static attn_status check_ops_call(const attn_engine *e, const attn_mha *m, int B
 attn_status attn_mha_forward_ops(const attn_engine *e, const attn_mha *m, const float *x, int B,
                                  int T, float *out, const attn_forward_mode *mode,
                                  attn_attention_cache *cache, attn_error *err) {
-    attn_status st = check_ops_call(e, m, B, T, cache, err);
-    return st == ATTN_OK ? attn_mha_fused_forward(e, m, x, B, T, out, mode, cache, err) : st;
+    attn_status st = check_ops_call(e, m, B, T, cache, 1, err);
+    if (st != ATTN_OK) return st;
+    cache->B = B;
+    cache->T = T;
+    return attn_mha_fused_forward(e, m, x, B, T, out, mode, cache, err);
 }
 
 attn_status attn_mha_backward_ops(const attn_engine *e, attn_mha *m, const float *x, int B, int T,
                                   const float *d_out, float *dx, const attn_attention_cache *cache,
                                   attn_error *err) {
-    attn_status st = check_ops_call(e, m, B, T, cache, err);
+    attn_status st = check_ops_call(e, m, B, T, cache, 0, err);
     return st == ATTN_OK ? attn_mha_fused_backward(e, m, x, B, T, d_out, dx, cache, err) : st;
 }
 

@@ -153,8 +153,8 @@ static attn_status acts_init(attn_gpt_acts *a, const attn_gpt *m, int B, int T, 
                           lean ? (N < HEAD_ROWS ? N : HEAD_ROWS) : N,
                           lean ? 0 : N};
     a->lean = lean;
-    a->B = B;
-    a->T = T;
+    a->B = a->B_max = B;
+    a->T = a->T_max = T;
     a->loss = NAN;
     if (acts_buffers(a, &s, ATTN_BUFS_ALLOC) != 0)
         return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for activations of (B %d, T %d)", B,
@@ -177,4 +177,28 @@ attn_status attn_gpt_acts_init(attn_gpt_acts *a, const attn_gpt *m, int B, int T
 attn_status attn_gpt_acts_init_lean(attn_gpt_acts *a, const attn_gpt *m, int B, int T,
                                     attn_error *err) {
     return acts_init(a, m, B, T, 1, err);
+}
+
+/* Rows of the shape covering both (B, T) and acts' own, or of (B, T) alone
+ * where covering both would more than double the larger's rows (a batch of
+ * many short rows after one long row). */
+static void cover(const attn_gpt_acts *a, int B, int T, int *Bc, int *Tc) {
+    const size_t want = (size_t)B * (size_t)T, have = (size_t)a->B_max * (size_t)a->T_max;
+    const int b = B > a->B_max ? B : a->B_max, t = T > a->T_max ? T : a->T_max;
+    const size_t both = (size_t)b * (size_t)t;
+    const int alone = both > 2 * (want > have ? want : have);
+    *Bc = alone ? B : b;
+    *Tc = alone ? T : t;
+}
+
+attn_status attn_gpt_acts_reserve(attn_gpt_acts *a, const attn_gpt *m, int B, int T, int lean,
+                                  attn_error *err) {
+    const attn_status shape = attn_gpt_check_shape(&m->cfg, B, T, err);
+    if (shape != ATTN_OK) return shape;
+    const int made = a->blocks && a->n_layers == m->cfg.n_layers && a->lean == lean;
+    if (made && B <= a->B_max && T <= a->T_max) return ATTN_OK;
+    int Bc = B, Tc = T;
+    if (made) cover(a, B, T, &Bc, &Tc);
+    if (a->blocks) attn_gpt_acts_free(a);
+    return acts_init(a, m, Bc, Tc, lean, err);
 }

@@ -72,10 +72,11 @@ static attn_status check_call(const attn_gpt *m, int B, int T, const attn_gpt_ac
     if (T > m->cfg.context_length)
         return attn_fail(err, ATTN_ERR_SHAPE, "sequence length %d exceeds context_length %d", T,
                          m->cfg.context_length);
-    if (!a || B != a->B || T != a->T || a->n_layers != m->cfg.n_layers)
+    if (!a || B > a->B_max || T > a->T_max || a->n_layers != m->cfg.n_layers)
         return attn_fail(err, ATTN_ERR_SHAPE,
-                         "activations were made for (B %d, T %d), not (B %d, T %d)", a ? a->B : 0,
-                         a ? a->T : 0, B, T);
+                         "activations were made for (B %d, T %d): a batch of (B %d, T %d) "
+                         "exceeds them",
+                         a ? a->B_max : 0, a ? a->T_max : 0, B, T);
     return ATTN_OK;
 }
 
@@ -168,9 +169,11 @@ static float head_chunks(attn_gpt *m, attn_gpt_acts *a, const float *x, float *d
     const size_t C = (size_t)head->in_features, V = (size_t)head->out_features;
     const int L = m->cfg.n_layers, stages = forward_stages(m, a, N, grads);
     const size_t dw_rows = N < HEAD_DW_ROWS ? N : HEAD_DW_ROWS;
+    const size_t cap = (size_t)a->B_max * (size_t)a->T_max; /* d_logits16 for the largest N */
+    const size_t cap_rows = cap < HEAD_DW_ROWS ? cap : HEAD_DW_ROWS;
     const int keep16 =
         grads && !head->has_bias && !head->lora && head_dy16(m) &&
-        (a->d_logits16 || (a->d_logits16 = malloc(dw_rows * V * sizeof(uint16_t))) != NULL);
+        (a->d_logits16 || (a->d_logits16 = malloc(cap_rows * V * sizeof(uint16_t))) != NULL);
     /* the mean is over the rows not ignored (all N: the bits as before) */
     const size_t counted = attn_cross_entropy_count(a->targets, N);
     double total = 0.0;
@@ -275,6 +278,8 @@ static attn_status forward_core(attn_gpt *m, int B, int T, const attn_forward_mo
                                 attn_error *err) {
     const size_t N = (size_t)B * (size_t)T;
     pass p = {B, T, N, mode, grad_scale, 0, forward_stages(m, a, N, grad_scale != NULL)};
+    a->B = B; /* the first N rows of every buffer, laid out for (B, T) */
+    a->T = T;
     /* Each weight rounded to bf16 once for this forward and its backward. */
     m->engine.ops->begin_pass(&m->engine);
     a->loss = NAN;

@@ -27,7 +27,7 @@ attn_status attn_gpt_loss_dataset_ticked(attn_gpt *m, attn_gpt_acts *acts,
                                          const attn_token_dataset *ds, double *loss, size_t *count,
                                          int (*tick)(void *user, size_t batch, size_t batches),
                                          void *user, attn_error *err) {
-    const int B = acts->B, T = acts->T;
+    const int B = acts->B_max, T = acts->T_max; /* windows of the acts' full shape */
     const size_t n = ds->n_ids;
     const size_t bt = (size_t)B * (size_t)T;
     if (n < 2)

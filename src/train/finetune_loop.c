@@ -10,18 +10,6 @@
 #include "attn/gpt_family.h"
 #include "train_book.h"
 
-/* The activations at (B, T): made again when a batch's length differs
- * (the book pads each batch to its own longest row). Not once at T_max:
- * attn_gpt_forward runs exactly its acts' (B, T), and every cache below it
- * is sized and checked for its shape (the attention caches' B and T, the
- * fused MHA state, made again on another shape; the feed-forward's N);
- * padding to T_max instead would cost compute and change the sums. */
-static attn_status shape_acts(ft_run *r, int T, attn_error *err) {
-    if (r->acts.B == r->B && r->acts.T == T) return ATTN_OK;
-    attn_gpt_acts_free(&r->acts);
-    return attn_gpt_acts_init(&r->acts, r->m, r->B, T, err);
-}
-
 attn_status ft_loader(ft_run *r, int set, const size_t *order, size_t n, int want_acc,
                       int num_batches, double *out, attn_error *err) {
     const size_t B = (size_t)r->B, batches = (n + B - 1) / B;
@@ -37,9 +25,8 @@ attn_status ft_loader(ft_run *r, int set, const size_t *order, size_t n, int wan
         const size_t first = i * B, k = n - first < B ? n - first : B;
         int T = 0;
         r->t->fill(r->t->user, set, order + first, k, r->B, r->x, r->y, &T);
-        attn_status s = shape_acts(r, T, err);
         float loss;
-        if (!s) s = attn_gpt_forward(r->m, r->x, r->y, r->B, T, NULL, &r->acts, &loss, err);
+        attn_status s = attn_gpt_forward(r->m, r->x, r->y, r->B, T, NULL, &r->acts, &loss, err);
         if (s) return s;
         total += (double)loss;
         if (want_acc) right += r->t->right(r->t->user, &r->acts, set, order + first, k);
@@ -94,9 +81,12 @@ attn_status ft_run_init(ft_run *r, attn_gpt *m, const ft_task *t, int T_max,
     for (size_t i = 0; i < nmax; i++)
         r->ident[i] = i;
     attn_rng_seed(&r->rng, c->seed);
-    if (!training) return ATTN_OK;
+    /* Once, at the longest batch: each batch (the book pads each to its own
+     * longest row) runs on their first B*T rows, laid out for its T. */
+    attn_status s = attn_gpt_acts_init(&r->acts, m, r->B, T_max, err);
+    if (s || !training) return s;
     const attn_adamw_config oc = {c->beta1, c->beta2, c->eps, c->weight_decay};
-    attn_status s = attn_adamw_init(&r->opt, attn_gpt_params(m), &oc, err);
+    s = attn_adamw_init(&r->opt, attn_gpt_params(m), &oc, err);
     if (s) return s;
     for (int i = 0; i < r->opt.n_params; i++)
         r->opt.decay[i] = 1; /* torch.optim.AdamW(model.parameters()): one group */
@@ -126,10 +116,9 @@ uint64_t ft_digest(uint64_t h, const void *p, size_t n) {
 static attn_status train_step(ft_run *r, size_t first, float *loss, int *T, attn_error *err) {
     const attn_forward_mode mode = {1, &r->rng, ATTN_STREAM_TORCH_CPU};
     r->t->fill(r->t->user, FT_TRAIN, r->perm + first, (size_t)r->B, r->B, r->x, r->y, T);
-    attn_status s = shape_acts(r, *T, err);
-    if (s) return s;
     attn_gpt_zero_grad(r->m);
-    s = attn_gpt_forward_backward(r->m, r->x, r->y, r->B, *T, &mode, &r->acts, 1.0f, loss, err);
+    attn_status s =
+        attn_gpt_forward_backward(r->m, r->x, r->y, r->B, *T, &mode, &r->acts, 1.0f, loss, err);
     return s ? s : attn_adamw_step(&r->opt, attn_gpt_params(r->m), r->c->lr, err);
 }
 

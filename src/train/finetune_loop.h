@@ -57,10 +57,10 @@ struct ft_run {
     attn_rng rng;
     attn_adamw opt;
     ft_state st;
-    int B, T;       /* the activations' shape */
-    int T_max;      /* the longest batch */
-    int32_t *x, *y; /* (B, T_max) */
-    attn_gpt_acts acts;
+    int B;                          /* the batch size */
+    int T_max;                      /* the longest batch */
+    int32_t *x, *y;                 /* (B, T_max) */
+    attn_gpt_acts acts;             /* (B, T_max), made once: every batch runs on it */
     size_t *perm, *scratch, *ident; /* n[FT_TRAIN], n[FT_TRAIN], max(n) */
     /* checkpoints (c->ckpt): what a resume must find the same */
     const char *task;     /* "classify", "instruct" */
