@@ -23,8 +23,8 @@ struct attn_h_bgpt {
     int lean;             /* the loss path's activations: -1 by size, 0 plain, 1 lean */
     attn_gpt_kv_cache kv; /* the cached forward's (attn_h_bgpt_kv_forward), once used */
     int have_kv;
-    int32_t *kv_ids; /* its ids as int32, kv_ids_cap of them */
-    size_t kv_ids_cap;
+    int32_t *ids32; /* the ids (and targets) as int32, ids32_cap of them: kept */
+    size_t ids32_cap;
 };
 
 attn_status attn_h_bgpt_create_built(const char *config_json, int head_width, int head_bias,
@@ -81,7 +81,7 @@ void attn_h_bgpt_free(attn_h_bgpt *g) {
     for (int a = 0; a < 2; a++)
         if (g->have_acts[a]) attn_gpt_acts_free(&g->acts[a]);
     if (g->have_kv) attn_gpt_kv_free(&g->kv);
-    free(g->kv_ids);
+    free(g->ids32);
     attn_gpt_free(&g->model); /* its arena; the caller's arrays stay the caller's */
     free(g);
 }
@@ -156,20 +156,31 @@ static attn_status to_i32(int64_t bound, int ignore, const int64_t *src, int32_t
     return ATTN_OK;
 }
 
+/* g's int32 buffer of at least n: grown, never shrunk (a training loop's
+ * batches reuse it), NULL when out of memory. */
+static int32_t *ids32(attn_h_bgpt *g, size_t n) {
+    if (n > g->ids32_cap) {
+        free(g->ids32);
+        g->ids32_cap = 0;
+        if (!(g->ids32 = malloc(n * sizeof *g->ids32))) return NULL;
+        g->ids32_cap = n;
+    }
+    return g->ids32;
+}
+
 /* The loss path: the loss, and with grads its gradients (+=). */
 static attn_status loss_step(attn_h_bgpt *g, attn_gpt_acts *a, const int64_t *ids,
                              const int64_t *targets, int B, int T, const attn_forward_mode *mode,
                              int grads, float *loss, attn_error *err) {
     if (!grads) return attn_gpt_forward_i64(&g->model, ids, targets, B, T, mode, a, loss, err);
     const size_t N = (size_t)B * (size_t)T;
-    int32_t *buf = malloc(2 * N * sizeof *buf);
+    int32_t *buf = ids32(g, 2 * N);
     if (!buf) return attn_fail(err, ATTN_ERR_NOMEM, "GPT: out of memory");
     attn_status s = to_i32(g->model.cfg.vocab_size, 0, ids, buf, N, "token id", err);
     if (s == ATTN_OK)
         s = to_i32(attn_gpt_head_width(&g->model), 1, targets, buf + N, N, "target", err);
     if (s == ATTN_OK)
         s = attn_gpt_forward_backward(&g->model, buf, buf + N, B, T, mode, a, 1.0f, loss, err);
-    free(buf);
     return s;
 }
 
@@ -318,15 +329,10 @@ attn_status attn_h_bgpt_kv_forward(attn_h_bgpt *g, const int64_t *ids, int B, in
     if (s == ATTN_OK) s = kv_ready(g, B, T, err);
     if (s != ATTN_OK) return s;
     const size_t n = (size_t)B * (size_t)T;
-    if (n > g->kv_ids_cap) {
-        free(g->kv_ids);
-        g->kv_ids_cap = 0;
-        if (!(g->kv_ids = malloc(n * sizeof *g->kv_ids)))
-            return attn_fail(err, ATTN_ERR_NOMEM, "GPT cached forward: out of memory");
-        g->kv_ids_cap = n;
-    }
-    if ((s = to_i32(g->model.cfg.vocab_size, 0, ids, g->kv_ids, n, "token id", err))) return s;
-    return attn_gpt_kv_feed_batch(&g->model, &g->kv, g->kv_ids, T, logits, err);
+    int32_t *buf = ids32(g, n);
+    if (!buf) return attn_fail(err, ATTN_ERR_NOMEM, "GPT cached forward: out of memory");
+    if ((s = to_i32(g->model.cfg.vocab_size, 0, ids, buf, n, "token id", err))) return s;
+    return attn_gpt_kv_feed_batch(&g->model, &g->kv, buf, T, logits, err);
 }
 
 void attn_h_bgpt_kv_reset(attn_h_bgpt *g) {
