@@ -56,6 +56,7 @@
 #include "attn/self_attention.h"
 #include "attn/softmax.h"
 #include "attn/status.h"
+#include "attn/text.h"
 #include "attn/thread_tuner.h"
 #include "attn/token_file.h"
 #include "attn/tokenizer.h"

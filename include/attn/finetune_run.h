@@ -21,6 +21,7 @@
 
 #include "attn/finetune.h"
 #include "attn/runlock.h"
+#include "attn/text.h"
 #include "attn/train_setup.h"
 
 #ifdef __cplusplus
@@ -51,9 +52,7 @@ typedef struct attn_finetune_folder {
     attn_classifier_info info;      /* the model's metadata */
     attn_classify_events ev;        /* the caller's, called after the log's row */
     const attn_finetune_sets *sets; /* during _train: the sample's start */
-    char *log;                      /* log.csv's rows after its head */
-    size_t len, cap;
-    int nomem;
+    attn_text log;                  /* log.csv, head and rows */
 } attn_finetune_folder;
 
 /* Claim out (attn_train_claim_dir: made, or resuming found, marked with

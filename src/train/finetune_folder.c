@@ -62,40 +62,29 @@ attn_status attn_finetune_folder_open(attn_finetune_folder *f, const char *out, 
 
 /* ------------------------------------------------------------- the log */
 
-static void log_add(attn_finetune_folder *f, const char *fmt, double a, double b, double c,
-                    double d) {
-    char line[160];
-    const int n = snprintf(line, sizeof line, fmt, a, b, c, d);
-    if (n <= 0) return;
-    if (f->len + (size_t)n + 1 > f->cap) {
-        const size_t cap = 2 * (f->cap + (size_t)n + 64);
-        char *t = realloc(f->log, cap);
-        if (!t) {
-            f->nomem = 1;
-            return;
-        }
-        f->log = t;
-        f->cap = cap;
-    }
-    memcpy(f->log + f->len, line, (size_t)n + 1);
-    f->len += (size_t)n;
+static const char log_head[] = "kind,epoch,step,train,val\n";
+
+/* The log's text, log.csv's head first. */
+static attn_text *log_of(attn_finetune_folder *f) {
+    if (!f->log.len) attn_text_puts(&f->log, log_head);
+    return &f->log;
 }
 
 static void on_eval(void *user, int epoch, int64_t step, double tl, double vl) {
     attn_finetune_folder *f = user;
-    log_add(f, "loss,%.0f,%.0f,%.17g,%.17g\n", epoch, (double)step, tl, vl);
+    attn_text_printf(log_of(f), "loss,%d,%lld,%.17g,%.17g\n", epoch, (long long)step, tl, vl);
     if (f->ev.on_eval) f->ev.on_eval(f->ev.user, epoch, step, tl, vl);
 }
 
 static void on_epoch(void *user, int epoch, double ta, double va) {
     attn_finetune_folder *f = user;
-    log_add(f, "accuracy,%.0f,,%.17g,%.17g\n", epoch, ta, va, 0);
+    attn_text_printf(log_of(f), "accuracy,%d,,%.17g,%.17g\n", epoch, ta, va);
     if (f->ev.on_epoch) f->ev.on_epoch(f->ev.user, epoch, ta, va);
 }
 
 static void on_initial(void *user, double tl, double vl) {
     attn_finetune_folder *f = user;
-    log_add(f, "initial_loss,,0,%.17g,%.17g\n", tl, vl, 0, 0);
+    attn_text_printf(log_of(f), "initial_loss,,0,%.17g,%.17g\n", tl, vl);
     if (f->ev.on_initial) f->ev.on_initial(f->ev.user, tl, vl);
 }
 
@@ -153,13 +142,12 @@ attn_status attn_finetune_folder_train(attn_finetune_folder *f, attn_gpt *m,
     }
     s = attn_classify_train(m, sets->train, sets->val, &c, &wrap, res, err);
     if (!s)
-        log_add(f, "final_accuracy,,%.0f,%.17g,%.17g\n", (double)res->steps, res->final_train_acc,
-                res->final_val_acc, 0);
+        attn_text_printf(log_of(f), "final_accuracy,,%lld,%.17g,%.17g\n", (long long)res->steps,
+                         res->final_train_acc, res->final_val_acc);
     return s;
 }
 
 /* RUN/log.csv's first line: a log.csv without it is not attn's (kept). */
-static const char log_head[] = "kind,epoch,step,train,val\n";
 
 /* RUN/responses.json: the test split's responses. */
 static attn_status write_responses(attn_finetune_folder *f, const attn_gpt *m,
@@ -181,7 +169,8 @@ static attn_status write_log(attn_finetune_folder *f, attn_error *err) {
     char path[ATTN_CKPT_PATH_MAX];
     if (attn_path_join(path, sizeof path, f->ckpt.dir, "log.csv"))
         return attn_fail(err, ATTN_ERR_IO, "the run folder's path is too long");
-    if (f->nomem) return attn_fail(err, ATTN_ERR_NOMEM, "out of memory");
+    const attn_text *log = log_of(f);
+    if (log->oom) return attn_fail(err, ATTN_ERR_NOMEM, "out of memory");
     FILE *fp = fopen(path, "rb");
     if (fp) { /* a resumed run's: rewritten only when attn wrote it */
         char head[sizeof log_head] = {0};
@@ -191,13 +180,7 @@ static attn_status write_log(attn_finetune_folder *f, attn_error *err) {
             return attn_fail(err, ATTN_ERR_FORMAT,
                              "%s is not attn's: left as it is, the log not written", path);
     }
-    char *text = malloc(sizeof log_head + f->len);
-    if (!text) return attn_fail(err, ATTN_ERR_NOMEM, "out of memory");
-    memcpy(text, log_head, sizeof log_head - 1);
-    memcpy(text + sizeof log_head - 1, f->log ? f->log : "", f->len);
-    const attn_status s = attn_file_write_atomic(path, text, sizeof log_head - 1 + f->len, err);
-    free(text);
-    return s;
+    return attn_file_write_atomic(path, log->s, log->len, err);
 }
 
 attn_status attn_finetune_folder_finish(attn_finetune_folder *f, const attn_gpt *m,
@@ -212,7 +195,5 @@ attn_status attn_finetune_folder_finish(attn_finetune_folder *f, const attn_gpt 
 
 void attn_finetune_folder_close(attn_finetune_folder *f, int failed) {
     attn_train_claim_release(&f->claim, &f->lock, failed);
-    free(f->log);
-    f->log = NULL;
-    f->len = f->cap = 0;
+    attn_text_free(&f->log);
 }

@@ -27,11 +27,11 @@ static int label_len(const char *s) {
     return n;
 }
 
-static void label_or_index(attn_vbuf *b, const char *const *labels, int i) {
+static void label_or_index(attn_text *b, const char *const *labels, int i) {
     if (labels && labels[i])
         attn_vbuf_xml(b, labels[i]);
     else
-        attn_vbuf_printf(b, "%d", i + 1);
+        attn_text_printf(b, "%d", i + 1);
 }
 
 /* Where everything goes, and the colour scale, from the heatmap alone. */
@@ -96,8 +96,8 @@ static void layout_of(const attn_viz_heatmap *h, svg_layout *L) {
 }
 
 /* The document's start: the white page, the title and subtitle. */
-static void put_head(attn_vbuf *b, const attn_viz_heatmap *h, const svg_layout *L) {
-    attn_vbuf_printf(b,
+static void put_head(attn_text *b, const attn_viz_heatmap *h, const svg_layout *L) {
+    attn_text_printf(b,
                      "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
                      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
                      "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\">\n"
@@ -106,58 +106,58 @@ static void put_head(attn_vbuf *b, const attn_viz_heatmap *h, const svg_layout *
     int y = 8;
     if (h->title) {
         y += 18;
-        attn_vbuf_printf(b, "<text x=\"10\" y=\"%d\" font-size=\"16\" font-weight=\"bold\">", y);
+        attn_text_printf(b, "<text x=\"10\" y=\"%d\" font-size=\"16\" font-weight=\"bold\">", y);
         attn_vbuf_xml(b, h->title);
-        attn_vbuf_puts(b, "</text>\n");
+        attn_text_puts(b, "</text>\n");
         y += 6;
     }
     if (h->subtitle) {
         y += 14;
-        attn_vbuf_printf(b,
+        attn_text_printf(b,
                          "<text x=\"10\" y=\"%d\" font-size=\"12\" font-family=\"monospace\" "
                          "fill=\"#444444\">",
                          y);
         attn_vbuf_xml(b, h->subtitle);
-        attn_vbuf_puts(b, "</text>\n");
+        attn_text_puts(b, "</text>\n");
     }
 }
 
 /* The axis captions and every row and column label. */
-static void put_axes(attn_vbuf *b, const attn_viz_heatmap *h, const svg_layout *L) {
+static void put_axes(attn_text *b, const attn_viz_heatmap *h, const svg_layout *L) {
     const int left = L->left, top = L->top, cell = L->cell;
-    attn_vbuf_printf(b,
+    attn_text_printf(b,
                      "<text x=\"%d\" y=\"%d\" font-size=\"11\" fill=\"#666666\">keys (attended to) "
                      "&#8594;</text>\n",
                      left, L->title_h + 12);
-    attn_vbuf_printf(b,
+    attn_text_printf(b,
                      "<text x=\"12\" y=\"%d\" font-size=\"11\" fill=\"#666666\" "
                      "transform=\"rotate(90 12 %d)\">queries (attending) &#8594;</text>\n",
                      top, top);
-    attn_vbuf_printf(b, "<g font-size=\"%d\">\n", L->font);
+    attn_text_printf(b, "<g font-size=\"%d\">\n", L->font);
     for (int j = 0; j < h->cols; j++) {
         const double cx = left + j * cell + cell / 2.0;
         if (L->rotate)
-            attn_vbuf_printf(b, "<text x=\"%.1f\" y=\"%d\" transform=\"rotate(-45 %.1f %d)\">", cx,
+            attn_text_printf(b, "<text x=\"%.1f\" y=\"%d\" transform=\"rotate(-45 %.1f %d)\">", cx,
                              top - 6, cx, top - 6);
         else
-            attn_vbuf_printf(b, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">", cx, top - 6);
+            attn_text_printf(b, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">", cx, top - 6);
         label_or_index(b, h->col_labels, j);
-        attn_vbuf_puts(b, "</text>\n");
+        attn_text_puts(b, "</text>\n");
     }
     for (int i = 0; i < h->rows; i++) {
-        attn_vbuf_printf(b,
+        attn_text_printf(b,
                          "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\" "
                          "dominant-baseline=\"central\">",
                          left - 6, top + i * cell + cell / 2.0);
         label_or_index(b, h->row_labels, i);
-        attn_vbuf_puts(b, "</text>\n");
+        attn_text_puts(b, "</text>\n");
     }
-    attn_vbuf_puts(b, "</g>\n");
+    attn_text_puts(b, "</g>\n");
 }
 
 /* One cell (i, j): its colour, its value for scripts and its tooltip, and
  * with show_values the value written in it. */
-static void put_cell(attn_vbuf *b, const attn_viz_heatmap *h, const svg_layout *L, int i, int j) {
+static void put_cell(attn_text *b, const attn_viz_heatmap *h, const svg_layout *L, int i, int j) {
     const float v = h->values[(size_t)i * h->cols + j];
     const double lo = L->lo, hi = L->hi;
     const int cell = L->cell;
@@ -168,45 +168,45 @@ static void put_cell(attn_vbuf *b, const attn_viz_heatmap *h, const svg_layout *
     else if (isfinite(v))
         colour_of((v - lo) / (hi - lo), rgb);
     const int x = L->left + j * cell, yy = L->top + i * cell;
-    attn_vbuf_printf(b, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" ", x, yy, cell, cell);
+    attn_text_printf(b, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" ", x, yy, cell, cell);
     if (fill)
-        attn_vbuf_printf(b, "fill=\"%s\" ", fill);
+        attn_text_printf(b, "fill=\"%s\" ", fill);
     else
-        attn_vbuf_printf(b, "fill=\"#%02x%02x%02x\" ", rgb[0], rgb[1], rgb[2]);
-    attn_vbuf_printf(b, "data-row=\"%d\" data-col=\"%d\" data-value=\"", i, j);
+        attn_text_printf(b, "fill=\"#%02x%02x%02x\" ", rgb[0], rgb[1], rgb[2]);
+    attn_text_printf(b, "data-row=\"%d\" data-col=\"%d\" data-value=\"", i, j);
     if (isinf(v))
-        attn_vbuf_puts(b, v < 0 ? "-inf" : "inf");
+        attn_text_puts(b, v < 0 ? "-inf" : "inf");
     else if (isnan(v))
-        attn_vbuf_puts(b, "nan");
+        attn_text_puts(b, "nan");
     else
-        attn_vbuf_printf(b, "%.9g", (double)v);
-    attn_vbuf_puts(b, "\"><title>");
+        attn_text_printf(b, "%.9g", (double)v);
+    attn_text_puts(b, "\"><title>");
     label_or_index(b, h->row_labels, i);
-    attn_vbuf_puts(b, " &#8594; ");
+    attn_text_puts(b, " &#8594; ");
     label_or_index(b, h->col_labels, j);
     if (isinf(v))
-        attn_vbuf_puts(b, v < 0 ? ": -inf (masked)" : ": inf");
+        attn_text_puts(b, v < 0 ? ": -inf (masked)" : ": inf");
     else
-        attn_vbuf_printf(b, ": %.4f", (double)v);
-    attn_vbuf_puts(b, "</title></rect>\n");
+        attn_text_printf(b, ": %.4f", (double)v);
+    attn_text_puts(b, "</title></rect>\n");
     if (!h->show_values || isnan(v)) return;
     double t = isfinite(v) ? (v - lo) / (hi - lo) : 0;
-    attn_vbuf_printf(b,
+    attn_text_printf(b,
                      "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" "
                      "text-anchor=\"middle\" dominant-baseline=\"central\" "
                      "font-family=\"monospace\" stroke=\"none\" fill=\"%s\">",
                      x + cell / 2.0, yy + cell / 2.0, t > 0.55 ? "#ffffff" : "#000000");
     if (isinf(v))
-        attn_vbuf_puts(b, v < 0 ? "-inf" : "inf");
+        attn_text_puts(b, v < 0 ? "-inf" : "inf");
     else
-        attn_vbuf_printf(b, "%.*f", L->decimals, (double)v);
-    attn_vbuf_puts(b, "</text>\n");
+        attn_text_printf(b, "%.*f", L->decimals, (double)v);
+    attn_text_puts(b, "</text>\n");
 }
 
 /* The grid's frame and its cells (white lines between them come from the
  * group's stroke); causal: none above the diagonal. */
-static void put_cells(attn_vbuf *b, const attn_viz_heatmap *h, const svg_layout *L) {
-    attn_vbuf_printf(b,
+static void put_cells(attn_text *b, const attn_viz_heatmap *h, const svg_layout *L) {
+    attn_text_printf(b,
                      "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" "
                      "stroke=\"#cccccc\"/>\n<g stroke=\"#ffffff\" stroke-width=\"%s\">\n",
                      L->left, L->top, L->gw, L->gh, L->cell >= 12 ? "1" : "0.25");
@@ -214,31 +214,31 @@ static void put_cells(attn_vbuf *b, const attn_viz_heatmap *h, const svg_layout 
     for (int i = 0; i < R; i++)
         for (int j = 0; j < (h->causal && i + 1 < C ? i + 1 : C); j++)
             put_cell(b, h, L, i, j);
-    attn_vbuf_puts(b, "</g>\n");
+    attn_text_puts(b, "</g>\n");
 }
 
 /* The colour bar: lo at the bottom, hi at the top. */
-static void put_colour_bar(attn_vbuf *b, const svg_layout *L) {
+static void put_colour_bar(attn_text *b, const svg_layout *L) {
     const int bar_x = L->bar_x, top = L->top;
     const int bar_h = L->gh < 200 ? L->gh : 200, steps = 20;
     for (int s = 0; s < steps; s++) {
         int rgb[3];
         colour_of(1.0 - (s + 0.5) / steps, rgb);
-        attn_vbuf_printf(b,
+        attn_text_printf(b,
                          "<rect x=\"%d\" y=\"%.2f\" width=\"14\" height=\"%.2f\" "
                          "fill=\"#%02x%02x%02x\"/>\n",
                          bar_x, top + s * bar_h / (double)steps, bar_h / (double)steps + 0.3,
                          rgb[0], rgb[1], rgb[2]);
     }
-    attn_vbuf_printf(b,
+    attn_text_printf(b,
                      "<rect x=\"%d\" y=\"%d\" width=\"14\" height=\"%d\" fill=\"none\" "
                      "stroke=\"#888888\"/>\n",
                      bar_x, top, bar_h);
-    attn_vbuf_printf(b,
+    attn_text_printf(b,
                      "<text x=\"%d\" y=\"%d\" font-size=\"11\" dominant-baseline=\"central\">"
                      "%.4g</text>\n",
                      bar_x + 18, top + 4, L->hi);
-    attn_vbuf_printf(b,
+    attn_text_printf(b,
                      "<text x=\"%d\" y=\"%d\" font-size=\"11\" dominant-baseline=\"central\">"
                      "%.4g</text>\n",
                      bar_x + 18, top + bar_h - 4, L->lo);
@@ -250,12 +250,12 @@ attn_status attn_viz_heatmap_svg(const attn_viz_heatmap *h, char **out, attn_err
         return attn_fail(err, ATTN_ERR_INVALID_ARG, "heatmap: needs values and rows, cols >= 1");
     svg_layout L;
     layout_of(h, &L);
-    attn_vbuf b = {0};
+    attn_text b = {0};
     put_head(&b, h, &L);
     put_axes(&b, h, &L);
     put_cells(&b, h, &L);
     put_colour_bar(&b, &L);
-    attn_vbuf_puts(&b, "</svg>\n");
+    attn_text_puts(&b, "</svg>\n");
     if (b.oom) {
         free(b.s);
         return attn_fail(err, ATTN_ERR_NOMEM, "heatmap: out of memory for the SVG");
