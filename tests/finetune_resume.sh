@@ -6,7 +6,8 @@
 # the same printed loss and accuracy lines. The instants are fixed, not
 # timed: tests/shim/fault_inject.c holds the run (SIGSTOP) at the k-th file
 # operation in its folder, where this test kills it, so it lands inside the
-# run on any machine. Also --task instruct once; a resume with another task,
+# run on any machine. Also --task instruct once (its stdout, the per-epoch
+# samples included, the straight run's); a resume with another task,
 # other data or other settings refused (exit 2, the folder unchanged); a
 # finished run resumed: nothing trained; --dry-run's plan, nothing written.
 # The starting models are the book's GPTModel after torch.manual_seed(123)
@@ -99,19 +100,29 @@ grep -q "trainable parameters" plan.out && grep -q "^memory" plan.out &&
   ok "--dry-run: $(grep -c . plan.out) lines, the 2-class head's cost, no folder" ||
   bad "dry run: $(cat plan.out)"
 
-# --task instruct (chapter 7 --test_mode), killed once
+# --task instruct (chapter 7 --test_mode), killed once: half its file
+# operations in, after epoch 1's sample and its checkpoint (which keeps the
+# sample); the resume prints the straight run's stdout, the sample of epoch
+# 1 replayed at its place (only the timing line and the folder's name differ)
 if [ -f "$DATA" ]; then
   ins=(train --task instruct --n-heads 2 --init-from m.pth --data "$DATA" --limit 10 --eval-interval 1)
   ATTN_FAULT_DIR="$tmp/ifull/" ATTN_FAULT_LOG="$tmp/iops.log" LD_PRELOAD=$SHIM \
     "$ATTN" "${ins[@]}" --out ifull > ifull.out 2> ifull.err || bad "instruct: $(tail -3 ifull.err)"
   finetune_run_killed $(($(wc -l < iops.log) / 2)) ikill "${ins[@]}"
+  grep -q "^Below is" ikill.out1 && grep -aq '"samples":{"dtype":"U8"' ikill/latest/train_state.safetensors ||
+    bad "instruct: not killed after epoch 1's sample and its checkpoint: $(cat ikill.out1)"
   "$ATTN" "${ins[@]}" --out ikill --resume > ikill.out 2> ikill.err
   rc=$?
+  stdout_of() { grep -v "^Training completed in" "$1.out" | sed "s|\b$1\b|RUN|g"; }
   [ $rc -eq 0 ] && cmp -s ifull/model.safetensors ikill/model.safetensors &&
     cmp -s ifull/log.csv ikill/log.csv && cmp -s ifull/responses.json ikill/responses.json &&
-    diff <(lines ifull.out) <(lines ikill.out) > /dev/null &&
-    ok "instruct killed and resumed: the same model, log, responses and lines" ||
-    bad "instruct resume (rc $rc): $(tail -2 ikill.err)"
+    [ "$(grep -c "^Below is" ifull.out)" = 2 ] && diff <(stdout_of ifull) <(stdout_of ikill) > /dev/null &&
+    ok "instruct killed after epoch 1's sample and resumed: the same model, log, responses and stdout" ||
+    bad "instruct resume (rc $rc): $(tail -2 ikill.err) $(diff <(stdout_of ifull) <(stdout_of ikill) | cut -c1-100)"
+  "$ATTN" "${ins[@]}" --out ifull --resume > ifull.again 2> /dev/null
+  diff <(grep "^Below is" ifull.out) <(grep "^Below is" ifull.again) > /dev/null &&
+    ok "a finished instruct run resumed: its two samples printed again" ||
+    bad "finished instruct resume: $(cat ifull.again)"
 else
   echo "skip - instruct: the book's instruction-data.json is missing"
 fi

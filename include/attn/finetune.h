@@ -123,13 +123,14 @@ attn_status attn_finetune_set_trainable(attn_gpt *m, const attn_classify_config 
  * attn_finetuned_write writes it) and the training state: AdamW's moments
  * and step, the generator, the epoch's order, where the loop stands
  * (epoch, batch, step, examples or tokens seen) and every evaluation so far
- * (the losses and accuracies the events reported), with the task, a digest
- * of the data and the settings. Resuming reads the live checkpoint: a run
- * of another task, other data or other settings is ATTN_ERR_INVALID_ARG
- * (naming which) before anything changes; else the recorded evaluations are
- * reported again through the events (on_initial, on_eval, on_epoch) and the
- * run goes on from where the checkpoint stands, bit for bit as if never
- * stopped. A finished run (its end checkpoint) trains no more. */
+ * (the losses, accuracies and samples the events reported), with the task,
+ * a digest of the data and the settings. Resuming reads the live
+ * checkpoint: a run of another task, other data or other settings is
+ * ATTN_ERR_INVALID_ARG (naming which) before anything changes; else the
+ * recorded events are reported again (on_initial, on_eval, on_epoch,
+ * on_sample_line; a checkpoint from before attn kept samples replays none)
+ * and the run goes on from where the checkpoint stands, bit for bit as if
+ * never stopped. A finished run (its end checkpoint) trains no more. */
 typedef struct attn_finetune_ckpt {
     const char *dir;                         /* the run folder: exists, the caller holds its lock */
     const attn_tokenizer *tok;               /* written with the model */
@@ -154,9 +155,11 @@ typedef struct attn_classify_events {
     /* instruct, after an epoch: the model as it is (the book's
      * generate_and_print_sample); nonzero stops the run (ATTN_ERR_STATE) */
     int (*on_sample)(void *user, int epoch, attn_gpt *m);
-    /* instruct in a run folder (attn_finetune_folder_train), after an epoch:
+    /* instruct with checkpoints (cfg->ckpt: its tokenizer and info's
+     * adapters make it; a run folder's always has them), after an epoch:
      * the script's printed sample (attn_instruct_sample); made only when
-     * this is given */
+     * this is given, kept in the checkpoints and reported again by a
+     * resume, after its epoch's evaluations */
     void (*on_sample_line)(void *user, int epoch, const char *line);
 } attn_classify_events;
 

@@ -48,11 +48,10 @@ typedef struct attn_finetune_sets {
 typedef struct attn_finetune_folder {
     attn_train_claim claim; /* what the claim found and did (repaired, warning) */
     attn_run_lock lock;
-    attn_finetune_ckpt ckpt;        /* the checkpoints' settings */
-    attn_classifier_info info;      /* the model's metadata */
-    attn_classify_events ev;        /* the caller's, called after the log's row */
-    const attn_finetune_sets *sets; /* during _train: the sample's start */
-    attn_text log;                  /* log.csv, head and rows */
+    attn_finetune_ckpt ckpt;   /* the checkpoints' settings */
+    attn_classifier_info info; /* the model's metadata */
+    attn_classify_events ev;   /* the caller's, called after the log's row */
+    attn_text log;             /* log.csv, head and rows */
 } attn_finetune_folder;
 
 /* Claim out (attn_train_claim_dir: made, or resuming found, marked with
@@ -68,8 +67,9 @@ attn_status attn_finetune_folder_open(attn_finetune_folder *f, const char *out, 
  * resume's replayed ones, after their log rows); classify's final
  * accuracies logged. Instruct: after each epoch trained, ev->on_sample_line
  * (when given) gets the script's sample of the first validation entry's
- * prompt (the first training entry's when val is empty). A resume the
- * checkpoint refuses: ATTN_ERR_INVALID_ARG. */
+ * prompt (the first training entry's when val is empty); a resume reports
+ * the samples of the epochs done again, at their place among the other
+ * events. A resume the checkpoint refuses: ATTN_ERR_INVALID_ARG. */
 attn_status attn_finetune_folder_train(attn_finetune_folder *f, attn_gpt *m,
                                        const attn_finetune_sets *sets,
                                        const attn_classify_config *cfg,

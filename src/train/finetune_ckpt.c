@@ -17,8 +17,10 @@
 
 /* train_state.safetensors of a fine-tuning run: tensors exp_avg and
  * exp_avg_sq (F32, AdamW's moments), rng (U32, the generator), perm (U64,
- * the epoch's order), history (F64, FT_H_COLS a report); metadata format,
- * step, task, data (the digest), settings and the loop's integers. */
+ * the epoch's order), history (F64, FT_H_COLS a report), samples (U8, the
+ * instruct samples' lines, each ended by '\n'; only when there are any:
+ * older checkpoints have none and replay none); metadata format, step,
+ * task, data (the digest), settings and the loop's integers. */
 #define FT_STATE_FORMAT "attn-train-state"
 #define META_MAX (8 + ATTN_CKPT_TOKENIZER_META_MAX)
 
@@ -83,6 +85,19 @@ attn_status ft_report(ft_run *r, int kind, int epoch, int64_t step, double a, do
     return ATTN_OK;
 }
 
+attn_status ft_report_sample(ft_run *r, int epoch, int64_t step, const char *line,
+                             attn_error *err) {
+    const size_t off = r->samples.len, len = strlen(line);
+    attn_text_putn(&r->samples, line, len);
+    attn_text_putn(&r->samples, "\n", 1);
+    if (r->samples.oom) return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for the samples");
+    /* kept before the event, as ft_report keeps the others */
+    attn_status s = ft_report(r, FT_H_SAMPLE, epoch, step, (double)off, (double)len, err);
+    const attn_classify_events *ev = r->ev;
+    if (!s && ev && ev->on_sample_line) ev->on_sample_line(ev->user, epoch, line);
+    return s;
+}
+
 /* Everything a resume must find the same but the data: "key=value ...". */
 static void settings_text(const ft_run *r, char *buf, size_t cap) {
     const attn_classify_config *c = r->c;
@@ -123,14 +138,17 @@ static attn_status write_state(const ft_run *r, const char *path, attn_error *er
     uint32_t words[ATTN_BOOK_RNG_WORDS];
     attn_book_rng_pack(&r->rng, words);
     const int64_t total = (int64_t)r->opt.total, rw = ATTN_BOOK_RNG_WORDS,
-                  n = (int64_t)r->t->n[FT_TRAIN], hs[2] = {(int64_t)r->n_hist, FT_H_COLS};
-    attn_st_entry e[5] = {
+                  n = (int64_t)r->t->n[FT_TRAIN], hs[2] = {(int64_t)r->n_hist, FT_H_COLS},
+                  ns = (int64_t)r->samples.len;
+    attn_st_entry e[6] = {
         {"rng", "U32", 1, &rw, words, sizeof words},
         {"perm", "U64", 1, &n, r->perm, (size_t)n * sizeof(uint64_t)},
         {"history", "F64", 2, hs, r->hist, r->n_hist * FT_H_COLS * sizeof(double)},
         {"exp_avg", "F32", 1, &total, r->opt.m, r->opt.total * sizeof(float)},
-        {"exp_avg_sq", "F32", 1, &total, r->opt.v, r->opt.total * sizeof(float)}};
-    return attn_safetensors_write(path, e, 5, kv, 4 + N_INTS, err);
+        {"exp_avg_sq", "F32", 1, &total, r->opt.v, r->opt.total * sizeof(float)},
+        {"samples", "U8", 1, &ns, r->samples.s, r->samples.len}};
+    /* no samples, no tensor: a classify run's state as it was */
+    return attn_safetensors_write(path, e, ns ? 6 : 5, kv, 4 + N_INTS, err);
 }
 
 attn_status ft_save(ft_run *r, attn_error *err) {
@@ -230,8 +248,20 @@ static attn_status read_ints(const attn_safetensors *f, const char *path, ft_sta
     return ATTN_OK;
 }
 
-/* Report the history again (kept anew) and the result as it stood. */
-static attn_status replay(ft_run *r, const double *h, size_t n, attn_error *err) {
+/* Sample record q's line in text (nt bytes, its lines' '\n' made NULs
+ * by the caller's copy), or NULL when q points outside a line. */
+static const char *sample_at(const double *q, const char *text, size_t nt) {
+    const double off = q[3], len = q[4];
+    if (!(off >= 0 && len >= 0 && off + len < (double)nt)) return NULL;
+    const size_t o = (size_t)off, l = (size_t)len;
+    return o == off && l == len && text[o + l] == '\0' && !memchr(text + o, '\0', l) ? text + o
+                                                                                     : NULL;
+}
+
+/* Report the history again (kept anew; the samples' lines from text, nt
+ * bytes) and the result as it stood. */
+static attn_status replay(ft_run *r, const double *h, size_t n, const char *text, size_t nt,
+                          const char *path, attn_error *err) {
     attn_classify_result *res = r->res;
     attn_status s = ATTN_OK;
     for (size_t i = 0; !s && i < n; i++) {
@@ -239,7 +269,13 @@ static attn_status replay(ft_run *r, const double *h, size_t n, attn_error *err)
         const int kind = (int)q[0];
         if (kind == FT_H_EPOCH) res->train_acc = q[3], res->val_acc = q[4];
         if (kind == FT_H_FINAL) res->final_train_acc = q[3], res->final_val_acc = q[4];
-        s = ft_report(r, kind, (int)q[1], (int64_t)q[2], q[3], q[4], err);
+        if (kind != FT_H_SAMPLE) {
+            s = ft_report(r, kind, (int)q[1], (int64_t)q[2], q[3], q[4], err);
+            continue;
+        }
+        const char *line = sample_at(q, text, nt);
+        s = line ? ft_report_sample(r, (int)q[1], (int64_t)q[2], line, err)
+                 : attn_fail(err, ATTN_ERR_FORMAT, "%s: a sample outside its samples", path);
     }
     res->steps = r->st.step;
     res->examples_seen = r->st.seen;
@@ -247,6 +283,21 @@ static attn_status replay(ft_run *r, const double *h, size_t n, attn_error *err)
     res->resumed_epoch = r->st.epoch;
     res->finished = r->st.finished;
     return s;
+}
+
+/* The samples tensor's lines, '\n' made NUL, malloc'd into *text (nt
+ * bytes; none: an empty text, an older checkpoint's). */
+static attn_status sample_text(const attn_safetensors *f, const char *path, char **text, size_t *nt,
+                               attn_error *err) {
+    const attn_st_tensor *t = attn_safetensors_find(f, "samples");
+    *nt = t ? t->numel : 0;
+    if (t && (strcmp(t->dtype, "U8") != 0 || t->ndim != 1))
+        return attn_fail(err, ATTN_ERR_FORMAT, "%s: samples is not a U8 vector", path);
+    if (!(*text = malloc(*nt + 1))) return attn_fail(err, ATTN_ERR_NOMEM, "out of memory");
+    if (t) memcpy(*text, t->data, *nt);
+    for (size_t i = 0; i < *nt; i++)
+        (*text)[i] = (*text)[i] == '\n' ? '\0' : (*text)[i];
+    return ATTN_OK;
 }
 
 /* The state file's tensors into r, after the model's weights. */
@@ -276,13 +327,17 @@ static attn_status restore(ft_run *r, const attn_safetensors *f, const char *pat
     char model[ATTN_CKPT_PATH_MAX];
     if (!s && attn_path_join(model, sizeof model, live, ATTN_CKPT_MODEL))
         s = attn_fail(err, ATTN_ERR_IO, "%s: the path is too long", live);
+    char *text = NULL;
+    size_t nt = 0;
+    if (!s) s = sample_text(f, path, &text, &nt, err);
     if (!s) s = attn_safetensors_load_params(model, attn_gpt_params(r->m), err);
     if (!s) {
         memcpy(r->opt.m, tm->data, r->opt.total * sizeof(float));
         memcpy(r->opt.v, tv->data, r->opt.total * sizeof(float));
         memcpy(r->perm, perm, n * sizeof *perm);
-        s = replay(r, hist, (size_t)th->shape[0], err);
+        s = replay(r, hist, (size_t)th->shape[0], text, nt, path, err);
     }
+    free(text);
     free(perm);
     free(hist);
     return s;

@@ -98,24 +98,14 @@ static float lora_scale(const attn_classifier_info *info) {
     return info->lora_rank ? info->lora_alpha / (float)info->lora_rank : 0;
 }
 
-/* generate_and_print_sample of the first validation entry's prompt */
-static int sample_line(attn_finetune_folder *f, int epoch, const attn_gpt *m) {
-    const attn_instruct_data *d =
-        f->sets->ival && f->sets->ival->n ? f->sets->ival : f->sets->itrain;
-    char *start = attn_instruct_prompt(d->instruction[0], d->input[0]), *line = NULL;
-    attn_error err;
-    const int failed =
-        !start || attn_instruct_sample(m, lora_scale(&f->info), f->ckpt.tok, start, &line, &err);
-    if (!failed) f->ev.on_sample_line(f->ev.user, epoch, line);
-    free(start);
-    free(line);
-    return failed;
-}
-
 static int on_sample(void *user, int epoch, attn_gpt *m) {
     attn_finetune_folder *f = user;
-    if (f->ev.on_sample && f->ev.on_sample(f->ev.user, epoch, m)) return 1;
-    return f->ev.on_sample_line ? sample_line(f, epoch, m) : 0;
+    return f->ev.on_sample(f->ev.user, epoch, m);
+}
+
+static void on_sample_line(void *user, int epoch, const char *line) {
+    attn_finetune_folder *f = user;
+    f->ev.on_sample_line(f->ev.user, epoch, line);
 }
 
 attn_status attn_finetune_folder_train(attn_finetune_folder *f, attn_gpt *m,
@@ -128,19 +118,16 @@ attn_status attn_finetune_folder_train(attn_finetune_folder *f, attn_gpt *m,
     attn_classify_config c = *cfg;
     c.ckpt = &f->ckpt;
     /* the step and sample hooks only where the caller has them */
-    const int sample = f->ev.on_sample || f->ev.on_sample_line;
-    const attn_classify_events wrap = {f,          on_eval,
-                                       on_epoch,   f->ev.on_step ? on_step : NULL,
-                                       on_initial, sample ? on_sample : NULL,
-                                       NULL};
-    attn_status s;
-    if (f->info.task && strcmp(f->info.task, "instruct") == 0) {
-        f->sets = sets;
-        s = attn_instruct_train(m, sets->itrain, sets->ival, &c, &wrap, res, err);
-        f->sets = NULL;
-        return s;
-    }
-    s = attn_classify_train(m, sets->train, sets->val, &c, &wrap, res, err);
+    const attn_classify_events wrap = {f,
+                                       on_eval,
+                                       on_epoch,
+                                       f->ev.on_step ? on_step : NULL,
+                                       on_initial,
+                                       f->ev.on_sample ? on_sample : NULL,
+                                       f->ev.on_sample_line ? on_sample_line : NULL};
+    if (f->info.task && strcmp(f->info.task, "instruct") == 0)
+        return attn_instruct_train(m, sets->itrain, sets->ival, &c, &wrap, res, err);
+    attn_status s = attn_classify_train(m, sets->train, sets->val, &c, &wrap, res, err);
     if (!s)
         attn_text_printf(log_of(f), "final_accuracy,,%lld,%.17g,%.17g\n", (long long)res->steps,
                          res->final_train_acc, res->final_val_acc);

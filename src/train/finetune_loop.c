@@ -95,6 +95,7 @@ attn_status ft_run_init(ft_run *r, attn_gpt *m, const ft_task *t, int T_max,
 
 void ft_run_free(ft_run *r) {
     free(r->hist);
+    attn_text_free(&r->samples);
     attn_adamw_free(&r->opt);
     attn_gpt_acts_free(&r->acts);
     free(r->perm);

@@ -14,6 +14,7 @@
 #include "attn/finetune.h"
 #include "attn/optim.h"
 #include "attn/rng.h"
+#include "attn/text.h"
 
 enum { FT_TRAIN = 0, FT_VAL = 1 };
 
@@ -45,8 +46,16 @@ typedef struct ft_state {
 } ft_state;
 
 /* What the events reported, kept for the checkpoints (a resume reports
- * them again): kind, epoch, step, then the two values. */
-enum { FT_H_INITIAL = 0, FT_H_EVAL = 1, FT_H_EPOCH = 2, FT_H_FINAL = 3, FT_H_COLS = 5 };
+ * them again): kind, epoch, step, then the two values (a sample: its
+ * line's offset and length in the run's samples). */
+enum {
+    FT_H_INITIAL = 0,
+    FT_H_EVAL = 1,
+    FT_H_EPOCH = 2,
+    FT_H_FINAL = 3,
+    FT_H_SAMPLE = 4,
+    FT_H_COLS = 5
+};
 
 struct ft_run {
     attn_gpt *m;
@@ -67,6 +76,7 @@ struct ft_run {
     uint64_t data_digest; /* the sets' rows, as the task fills them */
     double *hist;         /* n_hist records of FT_H_COLS */
     size_t n_hist, cap_hist;
+    attn_text samples; /* the FT_H_SAMPLE lines, each ended by '\n' */
 };
 
 /* Check the config and allocate (T_max: the longest batch a fill makes);
@@ -86,6 +96,10 @@ attn_status ft_measure(ft_run *r, int want_acc, int num_batches, double *tr, dou
  * checkpoints. */
 attn_status ft_report(ft_run *r, int kind, int epoch, int64_t step, double a, double b,
                       attn_error *err);
+
+/* Report an epoch's sample line (no '\n' in it) through
+ * r->ev->on_sample_line and keep it for the checkpoints. */
+attn_status ft_report_sample(ft_run *r, int epoch, int64_t step, const char *line, attn_error *err);
 
 /* FNV-1a of n bytes, continuing h (start: FT_DIGEST0): the data's digest. */
 #define FT_DIGEST0 0xcbf29ce484222325ull

@@ -64,12 +64,26 @@ static void instruct_fill(void *user, int set, const size_t *rows, size_t n, int
     *T_out = (int)T;
 }
 
-/* generate_and_print_sample: the caller's hook (a run folder makes the script's sample,
- * attn/finetune_run.h). */
+/* generate_and_print_sample: the caller's hook, then (asked for with
+ * on_sample_line) the script's line of the first validation entry's prompt
+ * (the first training entry's when val is empty), kept for the checkpoints
+ * so that a resume prints it again. */
 static attn_status instruct_end_epoch(ft_run *r, int epoch, attn_error *err) {
-    if (r->ev && r->ev->on_sample && r->ev->on_sample(r->ev->user, epoch, r->m))
+    const attn_classify_events *ev = r->ev;
+    if (ev && ev->on_sample && ev->on_sample(ev->user, epoch, r->m))
         return attn_fail(err, ATTN_ERR_STATE, "stopped after epoch %d's sample", epoch);
-    return ATTN_OK;
+    if (!ev || !ev->on_sample_line) return ATTN_OK;
+    const instruct_sets *is = r->t->user;
+    const attn_instruct_data *d = is->d[FT_VAL]->n ? is->d[FT_VAL] : is->d[FT_TRAIN];
+    const struct attn_classifier_info *info = r->c->ckpt->info;
+    const float scale = info->lora_rank ? info->lora_alpha / (float)info->lora_rank : 0;
+    char *start = attn_instruct_prompt(d->instruction[0], d->input[0]), *line = NULL;
+    attn_status s = start ? attn_instruct_sample(r->m, scale, r->c->ckpt->tok, start, &line, err)
+                          : attn_fail(err, ATTN_ERR_NOMEM, "out of memory for the sample");
+    if (!s) s = ft_report_sample(r, epoch, r->st.step, line, err);
+    free(start);
+    free(line);
+    return s;
 }
 
 /* n normal_ draws of a tensor, as attn_rng_normal takes them. */
@@ -106,6 +120,10 @@ attn_status attn_instruct_train(attn_gpt *m, const attn_instruct_data *train,
                          "instruction fine-tuning needs a language head (vocab_size %d wide), "
                          "not %d classes",
                          m->cfg.vocab_size, attn_gpt_head_width(m));
+    if (ev && ev->on_sample_line && !(c->ckpt && c->ckpt->tok && c->ckpt->info))
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "on_sample_line needs the run's checkpoints (cfg->ckpt): their tokenizer "
+                         "makes the sample and they keep it");
     instruct_sets is = {{train, val}, m->cfg.context_length, c->mask_prompt};
     const ft_task task = {&is, {train->n, val->n}, instruct_fill, NULL, instruct_end_epoch};
     const size_t longest = train->longest > val->longest ? train->longest : val->longest;

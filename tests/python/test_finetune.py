@@ -106,16 +106,17 @@ def test_classify_train_equals_the_cli(base, capfd, lora):
     assert gpt.finetune["trainable"] == ("adapters" if lora else "last-block")
 
 
-def _killed_cli_run(base, out, args):
+def _killed_cli_run(base, out, args, straight="resume_full"):
     """The CLI's run held (tests/shim/fault_inject.c) at half its file operations in out,
-    killed -9: a checkpoint there, the run not finished."""
+    killed -9: a checkpoint there, the run not finished. Returns the straight run's folder
+    (base / straight) and stdout."""
     shim = os.path.join(os.path.dirname(ATTN_BIN), "libattn_fault.so")
     if not os.path.exists(shim):
         pytest.skip("no fault shim (libattn_fault.so) next to the attn program")
     env = dict(os.environ, OMP_NUM_THREADS="1", LD_PRELOAD=shim,
                ASAN_OPTIONS="verify_asan_link_order=0")
-    ops = base / "ops.log"
-    full = base / "resume_full"
+    ops = base / f"{straight}.ops"
+    full = base / straight
     run = subprocess.run([ATTN_BIN, *map(str, args), "--out", str(full)], capture_output=True,
                          text=True, env=dict(env, ATTN_FAULT_DIR=f"{full}/",
                                              ATTN_FAULT_LOG=str(ops)))
@@ -132,7 +133,7 @@ def _killed_cli_run(base, out, args):
     p.kill()
     p.wait()
     assert (out / "latest").is_symlink() and not (out / "log.csv").exists()
-    return full
+    return full, run.stdout
 
 
 def test_resume_a_killed_run(base, capfd):
@@ -142,7 +143,7 @@ def test_resume_a_killed_run(base, capfd):
     args = ["train", "--task", "classify", "--n-heads", 2, "--init-from", base / "ch06.pth",
             "--data", SETS["data"], "--val", SETS["val"], "--epochs", 3, "--eval-interval", 4]
     out = base / "resume_killed"
-    full = _killed_cli_run(base, out, args)
+    full, _ = _killed_cli_run(base, out, args)
     kw = dict(task="classify", init_from=base / "ch06.pth", n_heads=2, out=out, epochs=3,
               eval_interval=4, **SETS)
     capfd.readouterr()
@@ -162,6 +163,32 @@ def test_resume_a_killed_run(base, capfd):
     with pytest.raises(attn.Error, match="holds no checkpoint"):
         attn.train(resume=True, **dict(kw, out=base / "resume_none"))
     assert not (base / "resume_none").exists()
+
+
+def test_resume_an_instruct_run_prints_its_samples(base, capfd):
+    """attn.train(task="instruct", resume=True) of a run killed after epoch 1's sample (and the
+    checkpoint that keeps it): the straight run's printed lines, both epochs' samples among
+    them at their place, and its files."""
+    data = next((p for p in BOOK_DATA if os.path.exists(p)), None)
+    if data is None:
+        pytest.skip("no instruction-data.json (scripts/get-data.sh book)")
+    args = ["train", "--task", "instruct", "--n-heads", 2, "--init-from", base / "ch06.pth",
+            "--data", data, "--limit", 10, "--eval-interval", 1]
+    out = base / "iresume_killed"
+    full, straight = _killed_cli_run(base, out, args, "iresume_full")
+    assert b'"samples":{"dtype":"U8"' in (out / "latest" / "train_state.safetensors").read_bytes()
+    capfd.readouterr()
+    r = attn.train(task="instruct", resume=True, init_from=base / "ch06.pth", n_heads=2, out=out,
+                   data=data, limit=10, eval_interval=1)
+    printed = capfd.readouterr().out
+    want = [l for l in straight.splitlines() if l.startswith("Below is")]
+    assert len(want) == 2 and [t for _, t in r.samples] == want
+    assert [e for e, _ in r.samples] == [1, 2]
+    assert _book_lines(printed) == _book_lines(straight)  # attn.train prints no initial losses
+    assert [r.initial] == [(float(a[3]), float(a[4])) for a in _log_rows(full)
+                           if a[0] == "initial_loss"]
+    for f in ("log.csv", "model.safetensors", "responses.json"):
+        assert (out / f).read_bytes() == (full / f).read_bytes()
 
 
 def test_classify_equals_the_cli(base, capfd):
