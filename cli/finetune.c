@@ -110,32 +110,31 @@ void finetune_print_dry_run(const finetune_request *rq, const attn_gpt *m, int T
                  (long long)at, (long long)steps);
     else
         snprintf(run, sizeof run, "%s: a new run from %s", rq->out, rq->init_from);
-    const int head = attn_gpt_head_width(m); /* a classifier's n_classes */
-    const double params = (double)attn_gpt_params(m)->values_numel;
-    const attn_mem_run mr = {.mode = ATTN_MEM_TRAIN,
-                             .batch = c->batch_size,
-                             .tokens = T,
-                             .head_width = head,
-                             .params = params,
-                             .resume = rq->resume,
-                             .precision = m->precision,
-                             .threads = (int)rq->threads,
-                             .gpt2_tokenizer = 1,
-                             .data_bytes = data_bytes};
+    attn_mem_run mr = {.mode = ATTN_MEM_TRAIN,
+                       .batch = c->batch_size,
+                       .tokens = T,
+                       .resume = rq->resume,
+                       .precision = m->precision,
+                       .threads = (int)rq->threads,
+                       .gpt2_tokenizer = 1,
+                       .data_bytes = data_bytes};
+    attn_mem_run_of_model(m, &mr); /* the head's width, the frozen set's saving */
     attn_mem_plan mp;
     attn_memory_plan(&m->cfg, &mr, &mp);
     char parts[512];
-    const double flops = attn_gpt_flops_step_head(&m->cfg, head, c->batch_size, T);
-    const double ckpt = 3.0 * params * sizeof(float);
+    const double flops =
+        attn_gpt_flops_step_frozen(&m->cfg, mr.head_width, c->batch_size, T, mr.frozen_blocks);
+    /* the state file keeps every tensor's moments, the frozen ones' zeros */
+    const double ckpt = 3.0 * mr.params * sizeof(float);
     printf("run         %s\n"
            "memory      ~%.1f MiB: %s\n"
-           "compute     at most %.3g GFLOP a step (%d rows of %d tokens, every layer's "
-           "backward), %.3g TFLOP in %lld steps\n"
+           "compute     at most %.3g GFLOP a step (%d rows of %d tokens, the backward through "
+           "%d of %d blocks), %.3g TFLOP in %lld steps\n"
            "checkpoints %s/ckpt-<step> after every evaluation (every %d steps) and epoch, and at "
            "the end: ~%.1f MiB each (model and AdamW), the older one removed\n",
            run, mp.total / 1048576.0, attn_memory_plan_text(&mp, parts, sizeof parts), flops / 1e9,
-           c->batch_size, T, flops * (double)steps / 1e12, (long long)steps, rq->out, c->eval_freq,
-           ckpt / 1048576.0);
+           c->batch_size, T, m->cfg.n_layers - mr.frozen_blocks, m->cfg.n_layers,
+           flops * (double)steps / 1e12, (long long)steps, rq->out, c->eval_freq, ckpt / 1048576.0);
 }
 
 static void print_plan(const finetune_request *rq, const attn_gpt *m, const attn_class_data *tr,

@@ -2,7 +2,8 @@
  * language model learns a toy task (does the text hold token 7?), its
  * frozen tensors stay as they were, its adapters merged into plain weights
  * give its logits, its checkpoint gives the same bits back and names its
- * task, and what runs a language model refuses it. The book's numbers are
+ * task, what runs a language model refuses it, and the dry run's memory
+ * plan of each trainable set is what a step really writes. The book's numbers are
  * tests/finetune_classify.sh's. */
 #define _DEFAULT_SOURCE /* mkdtemp */
 #include <criterion/criterion.h>
@@ -13,8 +14,12 @@
 #include <unistd.h>
 
 #include "attn/checkpoint.h"
+#include "attn/cost.h"
+#include "attn/cross_entropy.h"
 #include "attn/finetune.h"
 #include "attn/gpt_family.h"
+#include "attn/memory_plan.h"
+#include "attn/optim.h"
 
 #define V 64
 #define ROWS 96
@@ -164,5 +169,76 @@ Test(classify, merged_adapters_and_the_checkpoint_give_the_logits_back) {
     attn_gpt_free(&merged);
     attn_gpt_free(&m);
     attn_class_data_free(&tr);
+    attn_gpt_free(&base);
+}
+
+/* AdamW's moment values one step of m really writes (m's moments set to a
+ * value no update leaves them at first). */
+static double moments_written(attn_gpt *m, const attn_class_data *d) {
+    attn_error err;
+    attn_adamw opt;
+    const attn_adamw_config oc = {0.9, 0.999, 1e-8, 0.1};
+    cr_assert_eq(attn_adamw_init(&opt, attn_gpt_params(m), &oc, &err), ATTN_OK, "%s", err.msg);
+    const float mark = 12345.0f;
+    for (size_t k = 0; k < opt.total; k++)
+        opt.m[k] = mark;
+    attn_gpt_acts a;
+    cr_assert_eq(attn_gpt_acts_init(&a, m, 8, LEN, &err), ATTN_OK, "%s", err.msg);
+    int32_t y[8 * LEN];
+    for (int i = 0; i < 8 * LEN; i++) /* the last token's label, as the classifier's loss */
+        y[i] = i % LEN == LEN - 1 ? d->labels[i / LEN] : ATTN_IGNORE_INDEX;
+    float loss;
+    attn_gpt_zero_grad(m);
+    cr_assert_eq(attn_gpt_forward_backward(m, d->ids, y, 8, LEN, NULL, &a, 1.0f, &loss, &err),
+                 ATTN_OK, "%s", err.msg);
+    cr_assert_eq(attn_adamw_step(&opt, attn_gpt_params(m), 1e-3, &err), ATTN_OK, "%s", err.msg);
+    double n = 0;
+    for (size_t k = 0; k < opt.total; k++)
+        n += opt.m[k] != mark;
+    attn_gpt_acts_free(&a);
+    attn_adamw_free(&opt);
+    return n;
+}
+
+Test(classify, the_dry_runs_memory_is_what_each_trainable_set_writes) {
+    attn_gpt base = base_model(), m;
+    attn_class_data d = toy_set(5);
+    attn_error err;
+    /* head, last-block, all, then LoRA: blocks frozen below the backward */
+    const attn_trainable_set sets[4] = {ATTN_TRAIN_HEAD, ATTN_TRAIN_LAST_BLOCK, ATTN_TRAIN_ALL,
+                                        ATTN_TRAIN_LAST_BLOCK};
+    const int frozen[4] = {2, 1, 0, 0};
+    attn_mem_plan plan[4];
+    double flops[4];
+    for (int k = 0; k < 4; k++) {
+        attn_classify_config c = attn_classify_defaults();
+        c.trainable = sets[k];
+        c.lora_rank = k == 3 ? 4 : 0;
+        c.lora_alpha = 8;
+        cr_assert_eq(attn_classifier_from(&m, &base, 2, &c, &err), ATTN_OK, "%s", err.msg);
+        attn_mem_run run = {.mode = ATTN_MEM_TRAIN, .batch = 8, .tokens = LEN};
+        attn_mem_run_of_model(&m, &run);
+        attn_memory_plan(&m.cfg, &run, &plan[k]);
+        flops[k] = attn_gpt_flops_step_frozen(&m.cfg, run.head_width, 8, LEN, run.frozen_blocks);
+        const attn_param_list *L = attn_gpt_params(&m);
+        cr_expect_eq(run.frozen_blocks, frozen[k], "set %d: %d blocks frozen", k,
+                     run.frozen_blocks);
+        /* the gradient arena the model holds, and the moments a step writes */
+        cr_expect_eq(plan[k].grads, 4.0 * (double)L->grads_numel, "set %d", k);
+        const double wrote = moments_written(&m, &d);
+        cr_expect_eq(plan[k].optimizer, 8.0 * wrote, "set %d: plan %g B, a step wrote %g values", k,
+                     plan[k].optimizer, wrote);
+        cr_expect_eq(plan[k].weights, 4.0 * (double)L->values_numel, "set %d", k);
+        attn_gpt_free(&m);
+    }
+    for (int k = 0; k < 2; k++) { /* head < last-block < all */
+        cr_expect(plan[k].grads < plan[k + 1].grads && plan[k].optimizer < plan[k + 1].optimizer,
+                  "set %d", k);
+        cr_expect(plan[k].total < plan[k + 1].total && flops[k] < flops[k + 1], "set %d", k);
+    }
+    cr_expect(plan[3].optimizer < plan[2].optimizer && plan[3].total < plan[2].total);
+    const double full = attn_gpt_flops_step_head(&base.cfg, 2, 8, LEN);
+    cr_expect(flops[2] == full && flops[3] == full, "nothing frozen: every block's backward");
+    attn_class_data_free(&d);
     attn_gpt_free(&base);
 }

@@ -43,6 +43,13 @@ double attn_gpt_flops_step(const attn_gpt_config *cfg, double B, double T);
  * classifier's head: n_classes). */
 double attn_gpt_flops_step_head(const attn_gpt_config *cfg, double head_width, double B, double T);
 
+/* The same with the backward stopped above the lowest frozen_blocks blocks
+ * (a frozen set: they run forward only, 1x; the rest and the head 3x and
+ * 3.5x): at most, as a frozen tensor's weight gradient is not computed
+ * either. */
+double attn_gpt_flops_step_frozen(const attn_gpt_config *cfg, double head_width, double B, double T,
+                                  int frozen_blocks);
+
 /* One MultiHeadAttention (d_in = d_out = D, n_heads, n_kv_heads 0: n_heads,
  * window 0: none) on B sequences of T tokens; backward: forward and
  * backward (3x projections, 3.5x attention). */

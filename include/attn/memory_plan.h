@@ -7,9 +7,11 @@
  * buffer, as the code does (an allocation never touched takes no memory and
  * is not counted):
  *   - the fp32 weights; training: their gradients, AdamW's m and v, one
- *     flat gradient more when accumulating micro-batches;
+ *     flat gradient more when accumulating micro-batches (a frozen set:
+ *     the trainable tensors' alone);
  *   - activations as the blocks keep them: per block six (N, C) rows, the
- *     feed-forward's hidden layer, and the attention's own buffers. The
+ *     feed-forward's hidden layer, and the attention's own buffers (below
+ *     the backward's stop, their gradients' never written). The
  *     fused attention (the default path) keeps q | k | v, their gradients,
  *     the context and (B, heads, T) softmax statistics: O(T), never a
  *     (T, T) matrix. Only the step-by-step path (attn bench mha
@@ -60,6 +62,13 @@ typedef struct attn_mem_run {
                        n_classes); 0: vocab_size */
     double params;  /* the model's parameters when not its config's (a classifier's
                        head, adapters: attn_gpt_params' values_numel); 0: the config's */
+    /* a frozen set (attn_mem_run_of_model fills these from the model as built): */
+    double grads;      /* the gradient arena's floats (the trainable tensors'); 0: params */
+    double moments;    /* AdamW's m (and v) values written, the trainable tensors';
+                          0: params (a frozen tensor's moments are allocated for the
+                          checkpoints but never written) */
+    int frozen_blocks; /* blocks below the backward's stop: forward only, their
+                          gradient buffers never written */
     /* mha */
     int backward;     /* forward + backward (train: always) */
     int reference;    /* the step-by-step path: (B, heads, T, T) weights kept */
@@ -102,6 +111,11 @@ typedef struct attn_mem_plan {
  * module). Nothing is allocated; cfg is not validated (a size <= 0 counts
  * nothing). */
 void attn_memory_plan(const attn_gpt_config *cfg, const attn_mem_run *run, attn_mem_plan *plan);
+
+/* A training run of m as built: run's params, head_width, grads, moments
+ * and frozen_blocks from m's parameter table, its trainable set and where
+ * its backward stops (attn_gpt_backward_stop); the rest of run kept. */
+void attn_mem_run_of_model(const attn_gpt *m, attn_mem_run *run);
 
 /* "weights 22.2 MiB, gradients ..., activations ... (attention ...), process
  * ...": the plan's non-zero parts, for a dry run's memory line. */

@@ -31,9 +31,19 @@ attn_gpt_flops attn_gpt_flops_forward(const attn_gpt_config *cfg, double B, doub
     return flops_forward(cfg, cfg->vocab_size, B, T);
 }
 
-double attn_gpt_flops_step_head(const attn_gpt_config *cfg, double head_width, double B, double T) {
+double attn_gpt_flops_step_frozen(const attn_gpt_config *cfg, double head_width, double B, double T,
+                                  int frozen_blocks) {
     const attn_gpt_flops f = flops_forward(cfg, head_width, B, T);
-    return 3.0 * f.matmul + 3.5 * f.attention;
+    const double L = cfg->n_layers > 0 ? cfg->n_layers : 1;
+    const double k = frozen_blocks <= 0 ? 0 : frozen_blocks < L ? frozen_blocks / L : 1;
+    /* the frozen blocks' share of the products (the head's is never) and
+     * of the attention: forward only */
+    const double frozen_mm = 2.0 * B * T * (weights_per_token(cfg, 0) * k);
+    return 3.0 * f.matmul - 2.0 * frozen_mm + (3.5 - 2.5 * k) * f.attention;
+}
+
+double attn_gpt_flops_step_head(const attn_gpt_config *cfg, double head_width, double B, double T) {
+    return attn_gpt_flops_step_frozen(cfg, head_width, B, T, 0);
 }
 
 double attn_gpt_flops_step(const attn_gpt_config *cfg, double B, double T) {

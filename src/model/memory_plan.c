@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "attn/feedforward.h"
+#include "attn/gpt_family.h"
 #include "attn/membudget.h"
 
 #define F32 4.0
@@ -173,12 +174,15 @@ static double engine_scratch(const dims *d, int lean) {
 static void plan_train(const attn_gpt_config *c, const attn_mem_run *r, const dims *d,
                        double threads, attn_mem_plan *p) {
     const double P = r->params > 0 ? r->params : attn_gpt_config_params(c);
+    const double G = r->grads > 0 ? r->grads : P, M = r->moments > 0 ? r->moments : P;
+    const double frozen = min2(r->frozen_blocks > 0 ? r->frozen_blocks : 0, d->L);
     p->weights = P * F32;
-    p->grads = P * F32;
-    p->optimizer = 2 * P * F32;
+    p->grads = G * F32;
+    p->optimizer = 2 * M * F32;
     p->accum =
-        r->grad_accum > 1 ? P * F32 : 0; /* train_accum.c: rank 0's one more gradient block */
-    p->attention = d->L * (fused_attention(d, 1, threads) + qk_norm_bytes(c, d, 1));
+        r->grad_accum > 1 ? G * F32 : 0; /* train_accum.c: rank 0's one more gradient block */
+    p->attention = (d->L - frozen) * (fused_attention(d, 1, threads) + qk_norm_bytes(c, d, 1)) +
+                   frozen * (fused_attention(d, 0, threads) + qk_norm_bytes(c, d, 0));
     p->activations = p->attention + d->L * block_acts(c, d) + model_acts(c, d);
     p->head = head_bytes(d, r->lean_head);
     if (d->bf16) /* every weight matrix's copy, the head's too (tied: tok_emb's) */
@@ -258,6 +262,22 @@ void attn_memory_plan(const attn_gpt_config *c, const attn_mem_run *r, attn_mem_
         (r->data_bytes > 0 ? r->data_bytes : 0) + (r->gpt2_tokenizer ? GPT2_TOKENIZER_BYTES : 0);
     p->total = p->weights + p->grads + p->optimizer + p->accum + p->bf16 + p->activations +
                p->head + p->kv_cache + p->transient + p->data + p->process;
+}
+
+void attn_mem_run_of_model(const attn_gpt *m, attn_mem_run *r) {
+    const attn_param_list *L = attn_gpt_params(m);
+    double moments = 0;
+    for (int i = 0; i < L->count; i++)
+        moments += L->items[i].trainable ? (double)L->items[i].numel : 0;
+    const int stop = attn_gpt_backward_stop(m);
+    int frozen = 0;
+    for (int i = 0; i < stop; i++)
+        frozen += m->layers[i].kind == ATTN_GPT_LAYER_BLOCK;
+    r->params = (double)L->values_numel;
+    r->head_width = attn_gpt_head_width(m);
+    r->grads = (double)L->grads_numel; /* the arena's block, as attn_param_list_alloc makes it */
+    r->moments = moments;
+    r->frozen_blocks = frozen;
 }
 
 const char *attn_memory_plan_text(const attn_mem_plan *p, char *buf, size_t cap) {

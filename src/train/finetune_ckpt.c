@@ -300,6 +300,19 @@ static attn_status sample_text(const attn_safetensors *f, const char *path, char
     return ATTN_OK;
 }
 
+/* AdamW's moments of the trainable tensors from the file's m, v: a frozen
+ * one's are zeros there and stay untouched here (the memory plan counts
+ * the trainable ones' alone, attn_mem_run_of_model). */
+static void restore_moments(ft_run *r, const void *m, const void *v) {
+    const attn_param_list *L = attn_gpt_params(r->m);
+    for (int i = 0; i < L->count; i++) {
+        if (!L->items[i].trainable) continue;
+        const size_t at = r->opt.offset[i], bytes = L->items[i].numel * sizeof(float);
+        memcpy(r->opt.m + at, (const char *)m + at * sizeof(float), bytes);
+        memcpy(r->opt.v + at, (const char *)v + at * sizeof(float), bytes);
+    }
+}
+
 /* The state file's tensors into r, after the model's weights. */
 static attn_status restore(ft_run *r, const attn_safetensors *f, const char *path, const char *live,
                            attn_error *err) {
@@ -332,8 +345,7 @@ static attn_status restore(ft_run *r, const attn_safetensors *f, const char *pat
     if (!s) s = sample_text(f, path, &text, &nt, err);
     if (!s) s = attn_safetensors_load_params(model, attn_gpt_params(r->m), err);
     if (!s) {
-        memcpy(r->opt.m, tm->data, r->opt.total * sizeof(float));
-        memcpy(r->opt.v, tv->data, r->opt.total * sizeof(float));
+        restore_moments(r, tm->data, tv->data);
         memcpy(r->perm, perm, n * sizeof *perm);
         s = replay(r, hist, (size_t)th->shape[0], text, nt, path, err);
     }
