@@ -63,6 +63,11 @@ if [ "$nops" -lt 50 ] || [ ${#commits[@]} -ne 3 ]; then
   bad "operation log: $nops operations, commits at ${commits[*]:-none}"
   commits=(0 0 0)
 fi
+# Each checkpoint's training state is written once, a gated one's (steps 0
+# and 2: an evaluation runs meanwhile) after its evaluation, with its record.
+states=$(awk '$2 == "fchmod" && $3 ~ /\/\.train_state\.safetensors\.tmp-/' "$tmp/ops.log" | wc -l)
+[ "$states" -eq 3 ] && ok "each checkpoint's training state written once (3 files for 3 checkpoints)" ||
+  bad "training-state files written: $states for 3 checkpoints"
 # Which operations to hit.
 awk -v all="${ATTN_CRASH_ALL:-0}" '
   { op[NR] = $2 }

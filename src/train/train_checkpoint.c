@@ -381,26 +381,25 @@ attn_status attn_trainer_save_gated(const attn_trainer *tr, const char *dir,
     txn.tmp[0] = '\0';
     attn_status s = tr->gpu ? attn_trainer_device_sync(tr, err) : ATTN_OK; /* GPU -> host */
     if (!s) s = attn_ckpt_begin(&txn, dir, tr->step, err);
+    int abort = 0;
     if (!s) {
         /* The two files at once: a 124M model's 2 GB checkpoint is bound by
          * the kernel's copy into the page cache and the fsync's wait, each
-         * one thread's (5.2 s one after the other, 3.6 s together). */
+         * one thread's (5.2 s one after the other, 3.6 s together). A gated
+         * save writes the model meanwhile and the state once, after the
+         * gate: the evaluation's record is in the state alone. */
         model_job mj = {&txn, tr, ATTN_OK, {0}};
         pthread_t t;
         const int both = pthread_create(&t, NULL, model_main, &mj) == 0;
-        s = write_state(&txn, tr, err);
-        if (both)
-            pthread_join(t, NULL);
-        else
-            model_main(&mj);
+        if (!both) model_main(&mj);
+        const attn_trainer *again = gate ? gate(user, &abort) : NULL;
+        if (!abort) s = write_state(&txn, again ? again : tr, err);
+        if (both) pthread_join(t, NULL);
         if (!s && mj.s) {
             s = mj.s;
             if (err) *err = mj.err;
         }
     }
-    int abort = 0;
-    const attn_trainer *again = !s && gate ? gate(user, &abort) : NULL;
-    if (!s && again && !abort) s = write_state(&txn, again, err);
     if (!s && !abort) s = attn_ckpt_commit(&txn, err);
     attn_ckpt_abort(&txn); /* no-op once committed */
     return s;

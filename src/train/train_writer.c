@@ -39,7 +39,7 @@ typedef struct train_job {
     int gated;                /* an evaluation of its step runs meanwhile */
     int outcome;              /* gated: OUTCOME_PENDING until settled */
     int best;                 /* save best/ too (known at submit, or at settle) */
-    int again;                /* settled: write the training state again from `settled` */
+    int again;                /* settled: write the training state from `settled` */
     train_view view, settled; /* when asked for; after the evaluation */
 } train_job;
 

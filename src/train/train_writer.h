@@ -28,15 +28,15 @@ enum {
 
 /* How the evaluation of a gated save's step ended (train_writer_settle). */
 typedef enum {
-    TW_COMPLETED, /* its record is in the trainer: the training state is written again with it */
-    TW_STOPPED,   /* a stop abandoned it: the save stands as written */
+    TW_COMPLETED, /* its record is in the trainer: the training state is written with it */
+    TW_STOPPED,   /* a stop abandoned it: the state is written as it was asked for */
     TW_FAILED     /* the run fails: the save is given up (nothing committed) */
 } train_writer_outcome;
 
 /* Start saving tr as it stands into out (what: TW_*; the thread starts at
  * the first call), after the previous save is written. gated: this step's
- * evaluation runs meanwhile; the save writes its files, then waits for
- * train_writer_settle before it commits. */
+ * evaluation runs meanwhile; the save writes the model file, waits for
+ * train_writer_settle, then writes the training state and commits. */
 attn_status train_writer_submit(attn_trainer *tr, const char *out, int what, int gated,
                                 attn_error *err);
 

@@ -98,11 +98,12 @@ attn_status attn_trainer_create_ex(attn_trainer **out, const attn_gpt_config *mc
  * and neither reads nor writes a cache. */
 /* ---- checkpoints (train_checkpoint.c) -------------------------------------- */
 
-/* attn_trainer_save with a gate: both files are written, then, gate given,
- * gate(user, &abort) is asked before the commit: NULL keeps them, else the
- * training state is written again from the trainer it returns (the same
- * step and weights: the evaluation that ran meanwhile recorded); abort set
- * gives the checkpoint up (removed, nothing committed; ATTN_OK). */
+/* attn_trainer_save with a gate: the model file is written while, gate
+ * given, gate(user, &abort) is waited for; the training state is then
+ * written once, from the trainer it returns (the same step and weights: the
+ * evaluation that ran meanwhile recorded), or from tr where it returns
+ * NULL; abort set gives the checkpoint up (removed, nothing committed;
+ * ATTN_OK). */
 typedef const attn_trainer *(*attn_trainer_save_gate)(void *user, int *abort);
 attn_status attn_trainer_save_gated(const attn_trainer *tr, const char *dir,
                                     attn_trainer_save_gate gate, void *user, attn_error *err);

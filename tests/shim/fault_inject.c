@@ -58,8 +58,11 @@ static int hit(const char *op, const char *path, int fd, int fail_errno) {
         int (*real_close)(int) = (int (*)(int))dlsym(RTLD_NEXT, "close");
         int lfd = real_open(log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
         if (lfd >= 0) {
-            char line[4200];
-            int k = snprintf(line, sizeof line, "%ld %s %s\n", n, op, path ? path : "(fd)");
+            char line[4200], fdpath[4096] = "(fd)", link[64];
+            snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+            ssize_t t = path ? -1 : readlink(link, fdpath, sizeof fdpath - 1);
+            if (t > 0) fdpath[t] = '\0'; /* an fd's file by name: the log tells files apart */
+            int k = snprintf(line, sizeof line, "%ld %s %s\n", n, op, path ? path : fdpath);
             if (k > 0 && real_write(lfd, line, (size_t)k) < 0) {}
             real_close(lfd);
         }
