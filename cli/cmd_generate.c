@@ -282,7 +282,7 @@ static int generate_samples(attn_generator *g, const char *prompt, long long max
     return 0;
 }
 
-static int generate_from(const gen_opts *o, const attn_generate_options *go, const attn_gpt *model,
+static int generate_from(const gen_opts *o, const attn_generate_options *go, attn_gpt *model,
                          const attn_tokenizer *tok) {
     const int ctx = model->cfg.context_length;
     attn_error err;
@@ -295,8 +295,8 @@ static int generate_from(const gen_opts *o, const attn_generate_options *go, con
         return cli_bad_range(&generate_cli, &gen_opts_table[GEN_WINDOW], 1, ctx - 1,
                              "below the model's context_length", o->window);
     }
-    attn_generator g;
-    if (attn_generator_init(&g, model, tok, go, &err)) {
+    attn_generator g; /* bf16: the fp32 Linear weights released first */
+    if (attn_generate_prepare(model, go, &err) || attn_generator_init(&g, model, tok, go, &err)) {
         fprintf(stderr, "attn generate: %s%s\n", go->device ? "--device cuda: " : "", err.msg);
         return 1;
     }
@@ -328,12 +328,12 @@ static int check_memory(const char *path, const attn_gpt_config *cfg, attn_token
     }
     attn_mem_run run = {.mode = ATTN_MEM_GENERATE,
                         .batch = (int)o->num_samples,
-                        .load_file = 1,
                         .gpt2_tokenizer = kind == ATTN_TOKENIZER_GPT2,
                         .threads = o->threads > 0 ? (int)o->threads : attn_default_threads()};
     attn_device device = ATTN_DEVICE_CPU;
     attn_device_parse(o->device, &device, &err); /* the table allows only valid names */
     if (device == ATTN_DEVICE_CPU) attn_precision_parse(o->precision, &run.precision, &err);
+    run.bf16_only = run.precision == ATTN_PRECISION_BF16; /* attn_generate_prepare's */
     attn_mem_plan p;
     attn_memory_plan(cfg, &run, &p);
     const double need = path ? p.total : p.kv_cache + p.bf16;

@@ -11,9 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "attn/generate.h"
 #include "attn/safetensors.h"
+#include "attn/weights_format.h"
 
 static const char VOCAB[] = "\n !,.:;?ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 
@@ -259,4 +261,127 @@ Test(generate, cuda_device_equals_cpu_or_says_why) {
     free(gpu);
     free(cpu);
     free_model(&f);
+}
+
+/* Issue 50: bf16 generation without the fp32 Linear weights. A model big
+ * enough that the released weights span whole pages (read as zero once
+ * gone: a step that still read them would change the logits). */
+static void init_wide(attn_gpt *m, int tied) {
+    attn_error err;
+    attn_gpt_config cfg = {.vocab_size = (int)strlen(VOCAB),
+                           .context_length = 24,
+                           .emb_dim = 128,
+                           .n_heads = 4,
+                           .n_layers = 2,
+                           .drop_rate = 0.0,
+                           .qkv_bias = 1,
+                           .tie_weights = tied};
+    attn_rng rng;
+    attn_rng_seed(&rng, 11);
+    cr_assert_eq(attn_gpt_init(m, &cfg, &rng, &err), ATTN_OK, "%s", err.msg);
+}
+
+/* Every step's logits: a BF16 cache on the fp32 model (its own copy)
+ * against one on the model that keeps only bf16 weights, bit for bit,
+ * through prefill, steps and a re-prime; then greedy generators alike. */
+Test(generate, bf16_only_weights_equal_bf16_copy) {
+    for (int tied = 0; tied < 2; tied++) {
+        attn_gpt a, b;
+        attn_tokenizer tok;
+        attn_error err;
+        init_wide(&a, tied);
+        init_wide(&b, tied);
+        cr_assert_eq(attn_tokenizer_from_vocab(&tok, VOCAB, strlen(VOCAB), &err), ATTN_OK);
+        attn_generate_options o;
+        attn_generate_options_default(&o);
+        o.precision = ATTN_PRECISION_BF16;
+        cr_assert_eq(attn_generate_prepare(&b, &o, &err), ATTN_OK, "%s", err.msg);
+        cr_assert(b.w_bf16 != NULL);
+        cr_assert_eq(attn_generate_prepare(&b, &o, &err), ATTN_OK); /* again: a no-op */
+        /* the released pages read zero: the fp32 weights are gone */
+        const float *wq = b.blocks[0].att.W_query.weight;
+        float zero = 0;
+        for (int i = 1024; i < 2048; i++)
+            zero += wq[i] * wq[i];
+        cr_assert_eq(zero, 0.0f, "tied %d: fp32 W_query still held", tied);
+        if (tied) cr_assert(b.tok_emb.weight[5] != 0.0f, "the tied embedding is kept");
+        attn_gpt_kv_cache ca, cb;
+        cr_assert_eq(attn_gpt_kv_init(&ca, &a, &err), ATTN_OK, "%s", err.msg);
+        cr_assert_eq(attn_gpt_kv_init(&cb, &b, &err), ATTN_OK, "%s", err.msg);
+        cr_assert_eq(attn_gpt_kv_set_precision(&ca, &a, ATTN_PRECISION_BF16, &err), ATTN_OK);
+        cr_assert_eq(attn_gpt_kv_set_precision(&cb, &b, ATTN_PRECISION_BF16, &err), ATTN_OK);
+        cr_assert(cb.w_bf16 == NULL, "the model's copy is used, none made");
+        const size_t V = strlen(VOCAB);
+        float *la = malloc(V * sizeof *la), *lb = malloc(V * sizeof *lb);
+        const int32_t ids[] = {3, 17, 40, 2, 9};
+        cr_assert_eq(attn_gpt_kv_prefill(&a, &ca, ids, 5, la, &err), ATTN_OK, "%s", err.msg);
+        cr_assert_eq(attn_gpt_kv_prefill(&b, &cb, ids, 5, lb, &err), ATTN_OK, "%s", err.msg);
+        cr_assert_eq(memcmp(la, lb, V * sizeof *la), 0, "tied %d: prefill logits", tied);
+        for (int t = 0; t < 15; t++) {
+            cr_assert_eq(attn_gpt_kv_step(&a, &ca, (t * 7) % (int)V, la, &err), ATTN_OK);
+            cr_assert_eq(attn_gpt_kv_step(&b, &cb, (t * 7) % (int)V, lb, &err), ATTN_OK);
+            cr_assert_eq(memcmp(la, lb, V * sizeof *la), 0, "tied %d: step %d logits", tied, t);
+        }
+        attn_gpt_kv_free(&ca);
+        attn_gpt_kv_free(&cb);
+        free(la);
+        free(lb);
+        o.temperature = 0;
+        char *ga = NULL, *gb = NULL;
+        int stop;
+        fixture fa = {.model = a, .tok = tok}, fb = {.model = b, .tok = tok};
+        ga = run_library(&fa, "To be", 60, &o, &stop); /* past the context: re-primes */
+        gb = run_library(&fb, "To be", 60, &o, &stop);
+        cr_assert_str_eq(ga, gb, "tied %d", tied);
+        free(ga);
+        free(gb);
+        attn_gpt_free(&a);
+        attn_gpt_free(&b);
+        attn_tokenizer_free(&tok);
+    }
+}
+
+/* Whatever would read the released fp32 weights says so: ATTN_ERR_STATE. */
+Test(generate, bf16_only_weights_refuse_fp32_readers) {
+    attn_gpt m;
+    attn_error err;
+    init_wide(&m, 0);
+    attn_generate_options o;
+    attn_generate_options_default(&o);
+    cr_assert_eq(attn_generate_prepare(&m, &o, &err), ATTN_OK); /* fp32: nothing */
+    cr_assert(m.w_bf16 == NULL);
+    o.precision = ATTN_PRECISION_BF16;
+    cr_assert_eq(attn_generate_prepare(&m, &o, &err), ATTN_OK, "%s", err.msg);
+    attn_gpt_acts acts;
+    cr_assert_eq(attn_gpt_acts_init(&acts, &m, 1, 4, &err), ATTN_OK, "%s", err.msg);
+    const int32_t ids[] = {1, 2, 3, 4};
+    float loss;
+    cr_assert_eq(attn_gpt_forward(&m, ids, ids, 1, 4, NULL, &acts, &loss, &err), ATTN_ERR_STATE);
+    cr_assert(strstr(err.msg, "forward") && strstr(err.msg, "bf16"), "%s", err.msg);
+    cr_assert_eq(attn_gpt_backward(&m, &acts, 1.0f, &err), ATTN_ERR_STATE);
+    float w[16];
+    cr_assert_eq(attn_gpt_attention_weights(&m, &acts, 0, 0, w, &err), ATTN_ERR_STATE);
+    attn_gpt_acts_free(&acts);
+    const char *dir = tio_mkdtemp();
+    char out[4200];
+    snprintf(out, sizeof out, "%s/x.safetensors", dir);
+    cr_assert_eq(attn_gpt_export(&m, out, ATTN_WEIGHTS_BOOK, &err), ATTN_ERR_STATE, "%s", err.msg);
+    cr_assert(access(out, F_OK) != 0, "nothing written");
+    tio_rmtree(dir);
+    attn_gpt_kv_cache c;
+    cr_assert_eq(attn_gpt_kv_init(&c, &m, &err), ATTN_OK, "%s", err.msg);
+    float *logits = malloc(strlen(VOCAB) * sizeof *logits);
+    cr_assert_eq(attn_gpt_kv_step(&m, &c, 1, logits, &err), ATTN_ERR_STATE); /* fp32 cache */
+    cr_assert_eq(attn_gpt_kv_set_precision(&c, &m, ATTN_PRECISION_FP32, &err), ATTN_ERR_STATE);
+    cr_assert_eq(attn_gpt_kv_set_precision(&c, &m, ATTN_PRECISION_BF16, &err), ATTN_OK);
+    cr_assert_eq(attn_gpt_kv_step(&m, &c, 1, logits, &err), ATTN_OK, "%s", err.msg);
+    attn_gpt_kv_free(&c);
+    free(logits);
+    o.device = ATTN_DEVICE_CUDA; /* no GPU needed: refused before the engine */
+    attn_tokenizer tok;
+    cr_assert_eq(attn_tokenizer_from_vocab(&tok, VOCAB, strlen(VOCAB), &err), ATTN_OK);
+    attn_generator g;
+    cr_assert_eq(attn_generator_init(&g, &m, &tok, &o, &err), ATTN_ERR_STATE, "%s", err.msg);
+    attn_tokenizer_free(&tok);
+    attn_gpt_free(&m);
 }

@@ -102,6 +102,15 @@ typedef struct attn_generator {
     int64_t produced; /* tokens generated (per sample) */
 } attn_generator;
 
+/* The model as generation with o wants it, before attn_generator_init:
+ * on the CPU at BF16, attn_gpt_keep_bf16_weights (the fp32 Linear weights
+ * released: m then generates only, the same tokens and logits, bit for
+ * bit, as a BF16 generator on the fp32 model); otherwise nothing. The one
+ * policy `attn generate` applies; a program that goes on using the fp32
+ * model (Python's attn.GPT) skips it, and its BF16 generator makes its own
+ * bf16 copy. */
+attn_status attn_generate_prepare(attn_gpt *m, const attn_generate_options *o, attn_error *err);
+
 /* Check the options (temperature >= 0 and finite, top_k >= 0, top_p in
  * (0, 1], 0 <= window_keep <= context_length, num_samples >= 0 and 1 on
  * CUDA) and allocate (device CUDA:

@@ -325,6 +325,8 @@ typedef struct attn_gpt {
     const struct attn_gpt_build *opts; /* the build's options, while it runs (else NULL) */
     attn_engine engine; /* the ops every pass and the trainer's update call (attn/engine_ops.h):
                            the CPU engine of precision (owned) or attn_gpt_set_engine's */
+    uint16_t *w_bf16;   /* NULL; else attn_gpt_keep_bf16_weights's: the Linear weights a KV
+                           step reads, in bf16, their fp32 originals released */
 } attn_gpt;
 
 /* Validates cfg, allocates, initialises (rng != NULL: as torch.manual_seed +
@@ -563,9 +565,31 @@ void attn_gpt_kv_reset(attn_gpt_kv_cache *cache);
  * still sum in fp32, embeddings, LayerNorm, softmax and the KV cache stay
  * fp32); call it again after m's weights change. FP32 (the default) drops
  * the copy. Runs on any CPU: the GEMV widens the bf16 weights to fp32 in
- * registers (AVX-512 or AVX2, the same bits; portable C elsewhere). */
+ * registers (AVX-512 or AVX2, the same bits; portable C elsewhere). On a
+ * model that keeps only bf16 weights (attn_gpt_keep_bf16_weights) BF16
+ * steps on the model's copy (none made) and FP32 is ATTN_ERR_STATE. */
 attn_status attn_gpt_kv_set_precision(attn_gpt_kv_cache *cache, const attn_gpt *m,
                                       attn_precision precision, attn_error *err);
+
+/* Generation on bf16 weights without their fp32 originals: rounds every
+ * Linear weight a KV step reads to bf16 (attn_linear_bf16_copy: round to
+ * nearest even, the same bits attn_gpt_kv_set_precision's copy holds) into
+ * m->w_bf16, each block's fp32 weights handed back to the system right after
+ * its copy (attn_release_pages), so memory never holds both in full. A tied
+ * head keeps its fp32 matrix: it is the embedding the step reads. About
+ * 0.6x the fp32 model's bytes at GPT-2 124M (its embedding stays fp32).
+ * From then on m generates only: a KV cache at BF16 steps on m->w_bf16 (no
+ * copy of its own); whatever would read the fp32 Linear weights (a forward
+ * or backward, attention weights, export, a fine-tuning, a KV cache at
+ * FP32, the CUDA engine) is refused with ATTN_ERR_STATE
+ * (attn_gpt_check_fp32). Refused (nothing changed): LoRA adapters, an
+ * engine without bf16 steps, tensors not in m's own arena (a caller's
+ * bound storage is never released). Calling it again is a no-op. */
+attn_status attn_gpt_keep_bf16_weights(attn_gpt *m, attn_error *err);
+
+/* ATTN_ERR_STATE, naming what, when m keeps only bf16 Linear weights
+ * (attn_gpt_keep_bf16_weights); else ATTN_OK. */
+attn_status attn_gpt_check_fp32(const attn_gpt *m, const char *what, attn_error *err);
 
 /* Weight elements a step streams: every Linear weight of the blocks and
  * the output head (the bf16 copy holds exactly these); norms, biases and

@@ -25,8 +25,9 @@
  *     scratch for the largest operand;
  *   - generation: the KV cache (2 n_layers rows x kv width per token, a full
  *     context per sample, zeroed up front), the one-token scratch, bf16
- *     weight copies, and while a checkpoint loads its whole file image (a
- *     resumed training run reads both of its files whole);
+ *     weight copies (bf16 generation then drops the fp32 matrices), and
+ *     while a file read whole loads, its image (a resumed training run
+ *     reads both of its files whole; a model checkpoint is read in place);
  *   - the data the caller says it holds (a corpus, its ids, an order);
  *   - the process itself: its libraries, thread stacks and the BLAS and
  *     oneDNN buffers (measured: tests/memory_estimates.sh compares totals
@@ -74,7 +75,9 @@ typedef struct attn_mem_run {
     int reference;    /* the step-by-step path: (B, heads, T, T) weights kept */
     int kernel_cases; /* after the module: the kernel alone and an sgemm of its size */
     /* generate */
-    int load_file; /* the weights come from a checkpoint read whole first */
+    int load_file; /* the weights come from a file read whole first (attn's own
+                      checkpoints are not: their tensors are read in place) */
+    int bf16_only; /* bf16: the fp32 matrices released (attn_generate_prepare) */
     int membw;     /* attn bench generate: a read-bandwidth buffer of the weights' bytes */
     /* every mode */
     attn_dropout_stream stream; /* train, mha with drop_rate > 0: how masks are drawn

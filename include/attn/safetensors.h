@@ -119,7 +119,18 @@ attn_status attn_safetensors_meta_u64(const attn_safetensors *st, const char *na
 attn_status attn_safetensors_to_params(const attn_safetensors *st, const char *name,
                                        const attn_param_list *list, attn_error *err);
 
-/* attn_safetensors_read + attn_safetensors_to_params + free. */
+/* The same from the file at path whose header hdr is
+ * (attn_safetensors_read_header): each tensor read straight into its
+ * parameter, so no image of the file is held beside the parameters (a
+ * model loads at its own size, not twice it). A file that shrank since is
+ * ATTN_ERR_FORMAT; on a failure after the checks some buffers may hold
+ * the file's values. */
+attn_status attn_safetensors_read_params(const char *path, const attn_safetensors *hdr,
+                                         const attn_param_list *list, attn_error *err);
+
+/* The file's tensors into list's buffers, then free: a regular file
+ * through attn_safetensors_read_header + attn_safetensors_read_params, a
+ * stream read whole (attn_safetensors_read + attn_safetensors_to_params). */
 attn_status attn_safetensors_load_params(const char *path, const attn_param_list *list,
                                          attn_error *err);
 

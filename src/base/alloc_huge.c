@@ -37,6 +37,12 @@ void attn_collapse_huge(void *p, size_t bytes) {
 #endif
 }
 
+void attn_release_pages(void *p, size_t bytes) {
+    const uintptr_t page = 4096, lo = ((uintptr_t)p + page - 1) & ~(page - 1);
+    const uintptr_t hi = ((uintptr_t)p + bytes) & ~(page - 1);
+    if (p && hi > lo) (void)madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
 void *attn_alloc_huge(size_t bytes) {
     if (bytes < 2 * HUGE_PAGE) return malloc(bytes);
     void *p = NULL;

@@ -41,6 +41,12 @@ void *attn_alloc_touched(size_t bytes);
  * failure (an older kernel, THP "never", no free huge page) costs speed only. */
 void attn_collapse_huge(void *p, size_t bytes);
 
+/* Hand the whole pages inside [p, p + bytes) back to the system
+ * (MADV_DONTNEED): memory its owner no longer reads (a model's fp32 weights
+ * once a bf16 copy replaces them). They read as zero afterwards; a partial
+ * page at either end stays. */
+void attn_release_pages(void *p, size_t bytes);
+
 /* Zeroed memory for a parameter arena (attn/param.h): 64-byte aligned,
  * and from 4 MiB up 2 MiB aligned with every whole 2 MiB page advised onto
  * huge pages, lazily faulted as calloc's (a gradient block a generate run

@@ -50,6 +50,7 @@ attn_status attn_cuda_gpt_create(attn_cuda_gpt **out, const attn_gpt *m, int max
     *out = NULL;
     attn_status s = attn_cuda_gpt_supports(&m->cfg, err);
     if (!s) s = attn_gpt_check_language_model(m, "the cuda engine", err);
+    if (!s) s = attn_gpt_check_fp32(m, "the cuda engine", err);
     if (s) return s;
     s = engine(&ops, err);
     return s ? s : ops->gpt_create(out, m, max_B, max_T, precision, err);

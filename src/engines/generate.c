@@ -19,6 +19,11 @@ void attn_generate_options_default(attn_generate_options *o) {
     o->seed = 1337;
 }
 
+attn_status attn_generate_prepare(attn_gpt *m, const attn_generate_options *o, attn_error *err) {
+    if (o->device != ATTN_DEVICE_CPU || o->precision != ATTN_PRECISION_BF16) return ATTN_OK;
+    return attn_gpt_keep_bf16_weights(m, err);
+}
+
 /* The options' checks (before anything is allocated). */
 static attn_status check_options(const attn_gpt *model, const attn_tokenizer *tok,
                                  const attn_generate_options *o, attn_error *err) {
@@ -45,7 +50,8 @@ static attn_status check_options(const attn_gpt *model, const attn_tokenizer *to
         return attn_fail(err, ATTN_ERR_INVALID_ARG,
                          "the tokenizer has %d tokens but the model's vocab_size is %d",
                          tok->vocab_size, V);
-    return ATTN_OK;
+    return o->device == ATTN_DEVICE_CUDA ? attn_gpt_check_fp32(model, "the cuda engine", err)
+                                         : ATTN_OK;
 }
 
 /* The host-side buffers: candidates, the stop string, each sample's tail. */

@@ -203,3 +203,16 @@ attn_status attn_ckpt_check_finite(const attn_safetensors *st, const char *prefi
     }
     return ATTN_OK;
 }
+
+attn_status attn_ckpt_check_finite_params(const attn_param_list *list, const char *file,
+                                          attn_error *err) {
+    for (int i = 0; i < list->count; i++) {
+        const attn_param *p = &list->items[i];
+        for (size_t k = 0; k < p->numel; k++)
+            if (!isfinite(p->data[k]))
+                return attn_fail(err, ATTN_ERR_FORMAT,
+                                 "checkpoint %s holds non-finite values (tensor %s)", file,
+                                 p->name);
+    }
+    return ATTN_OK;
+}

@@ -27,5 +27,8 @@ attn_status attn_ckpt_fit_config(const attn_gpt_config *cfg, const attn_safetens
  * (tensor NAME)". */
 attn_status attn_ckpt_check_finite(const attn_safetensors *st, const char *prefix, const char *file,
                                    attn_error *err);
+/* The same over a model's parameters once read (list: attn_gpt_params). */
+attn_status attn_ckpt_check_finite_params(const attn_param_list *list, const char *file,
+                                          attn_error *err);
 
 #endif

@@ -97,21 +97,36 @@ attn_status attn_gpt_checkpoint_config(const char *path, attn_gpt_config *cfg, a
     return s;
 }
 
+/* The model's tensors: from a regular file read one by one straight into
+ * the arena (no image of the file beside it: the load's peak is the
+ * model's size); a stream's image (st, read whole) copied. */
+static attn_status read_tensors(const attn_safetensors *st, int whole, const char *file,
+                                attn_gpt *m, attn_error *err) {
+    const attn_param_list *list = attn_gpt_params(m);
+    attn_status s = whole ? attn_safetensors_to_params(st, file, list, err)
+                          : attn_safetensors_read_params(file, st, list, err);
+    if (s && s != ATTN_ERR_IO) {
+        char msg[ATTN_ERROR_MSG_MAX];
+        snprintf(msg, sizeof msg, "%s", err ? err->msg : "");
+        s = attn_fail(err, s, "checkpoint tensors do not fit its config: %s", msg);
+    }
+    if (!s && !whole) s = attn_ckpt_check_finite_params(list, file, err);
+    return s;
+}
+
 attn_status attn_gpt_load_checkpoint(const char *path, attn_gpt *m, attn_tokenizer *tok,
                                      int64_t *step, attn_error *err) {
     char file[ATTN_CKPT_PATH_MAX];
     attn_safetensors st;
     attn_gpt_config cfg;
     memset(m, 0, sizeof *m);
-    attn_status s = open_checkpoint(path, 0, file, &st, &cfg, tok, step, err);
+    struct stat sb; /* a file or a folder: the header first; a stream: read whole */
+    const int whole = stat(path, &sb) != 0 || !(S_ISREG(sb.st_mode) || S_ISDIR(sb.st_mode));
+    attn_status s = open_checkpoint(path, !whole, file, &st, &cfg, tok, step, err);
     if (s) return s;
-    if (!(s = attn_ckpt_check_finite(&st, "", file, err)) &&
-        !(s = attn_gpt_init(m, &cfg, NULL, err)) &&
-        (s = attn_safetensors_to_params(&st, file, attn_gpt_params(m), err))) {
-        char msg[ATTN_ERROR_MSG_MAX];
-        snprintf(msg, sizeof msg, "%s", err ? err->msg : "");
-        s = attn_fail(err, s, "checkpoint tensors do not fit its config: %s", msg);
-    }
+    if (!(whole && (s = attn_ckpt_check_finite(&st, "", file, err))) &&
+        !(s = attn_gpt_init(m, &cfg, NULL, err)))
+        s = read_tensors(&st, whole, file, m, err);
     attn_safetensors_free(&st);
     if (s) {
         attn_gpt_free(m);

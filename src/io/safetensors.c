@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "attn/fileio.h"
 
@@ -543,9 +544,9 @@ attn_status attn_safetensors_meta_u64(const attn_safetensors *st, const char *na
     return ATTN_OK;
 }
 
-attn_status attn_safetensors_to_params(const attn_safetensors *st, const char *name,
-                                       const attn_param_list *list, attn_error *err) {
-    if (!name) name = "safetensors";
+/* attn_safetensors_to_params's checks: names, dtypes and shapes. */
+static attn_status check_params(const attn_safetensors *st, const char *name,
+                                const attn_param_list *list, attn_error *err) {
     int nmissing = 0, nextra = 0;
     for (int i = 0; i < list->count; i++)
         nmissing += !attn_safetensors_find(st, list->items[i].name);
@@ -590,6 +591,14 @@ attn_status attn_safetensors_to_params(const attn_safetensors *st, const char *n
             return attn_fail(err, ATTN_ERR_SHAPE, "%s: tensor '%s' has %zu elements, expected %zu",
                              name, p->name, t->numel, p->numel);
     }
+    return ATTN_OK;
+}
+
+attn_status attn_safetensors_to_params(const attn_safetensors *st, const char *name,
+                                       const attn_param_list *list, attn_error *err) {
+    if (!name) name = "safetensors";
+    attn_status s = check_params(st, name, list, err);
+    if (s) return s;
     for (int i = 0; i < list->count; i++) {
         const attn_param *p = &list->items[i];
         const attn_st_tensor *t = attn_safetensors_find(st, p->name);
@@ -598,12 +607,37 @@ attn_status attn_safetensors_to_params(const attn_safetensors *st, const char *n
     return ATTN_OK;
 }
 
+/* Each tensor read from the file straight into its parameter (pread: the
+ * header's offsets), no image of the file in between. */
+attn_status attn_safetensors_read_params(const char *path, const attn_safetensors *hdr,
+                                         const attn_param_list *list, attn_error *err) {
+    attn_status s = check_params(hdr, path, list, err);
+    attn_file_in in;
+    if (s || (s = attn_file_in_open(&in, path, err))) return s;
+    for (int i = 0; !s && i < list->count; i++) {
+        const attn_param *p = &list->items[i];
+        const attn_st_tensor *t = attn_safetensors_find(hdr, p->name);
+        const size_t n = p->numel * sizeof(float);
+        size_t got = 0;
+        if (n) s = attn_file_pread(in.fd, path, p->data, n, hdr->size_ + t->begin, &got, err);
+        if (!s && got != n) /* the file shrank since its header was read */
+            s = attn_fail(err, ATTN_ERR_FORMAT, "%s: truncated safetensors file (tensor '%s')",
+                          path, p->name);
+    }
+    attn_file_in_close(&in);
+    return s;
+}
+
 attn_status attn_safetensors_load_params(const char *path, const attn_param_list *list,
                                          attn_error *err) {
     attn_safetensors st;
-    attn_status s = attn_safetensors_read(path, &st, err);
+    struct stat sb; /* a regular file: its tensors read in place; a stream: whole */
+    const int regular = stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+    attn_status s = regular ? attn_safetensors_read_header(path, &st, err)
+                            : attn_safetensors_read(path, &st, err);
     if (s) return s;
-    s = attn_safetensors_to_params(&st, path, list, err);
+    s = regular ? attn_safetensors_read_params(path, &st, list, err)
+                : attn_safetensors_to_params(&st, path, list, err);
     attn_safetensors_free(&st);
     return s;
 }

@@ -174,11 +174,13 @@ static attn_status export_classifier(const attn_gpt *m, const char *path, attn_e
 
 attn_status attn_gpt_export(const attn_gpt *m, const char *path, attn_weights_format fmt,
                             attn_error *err) {
+    attn_status s = attn_gpt_check_fp32(m, "export", err);
+    if (s) return s;
     if (fmt == ATTN_WEIGHTS_BOOK && attn_gpt_head_width(m) != m->cfg.vocab_size) {
-        attn_status s = attn_weights_can_export(&m->cfg, fmt, err);
+        s = attn_weights_can_export(&m->cfg, fmt, err);
         return s ? s : export_classifier(m, path, err);
     }
-    attn_status s = attn_gpt_check_language_model(m, "export", err);
+    s = attn_gpt_check_language_model(m, "export", err);
     if (!s) s = attn_weights_can_export(&m->cfg, fmt, err);
     if (s) return s;
     /* The file's tensors are built whole before writing. */

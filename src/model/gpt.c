@@ -49,6 +49,7 @@ void attn_gpt_free(attn_gpt *m) {
     free(m->layers);
     attn_param_list_free(&m->params);
     attn_engine_free(&m->engine);
+    free(m->w_bf16);
     memset(m, 0, sizeof *m);
 }
 
@@ -56,6 +57,15 @@ attn_status attn_gpt_set_trainable(attn_gpt *m, const char *prefix, int trainabl
                                    attn_error *err) {
     if (!prefix) return attn_fail(err, ATTN_ERR_INVALID_ARG, "set_trainable: no name prefix");
     return attn_param_list_set_trainable(&m->params, prefix, trainable, err);
+}
+
+attn_status attn_gpt_check_fp32(const attn_gpt *m, const char *what, attn_error *err) {
+    if (!m->w_bf16) return ATTN_OK;
+    return attn_fail(err, ATTN_ERR_STATE,
+                     "%s: the model keeps only bf16 copies of its Linear weights (loaded for "
+                     "bf16 generation, attn_gpt_keep_bf16_weights): load it again for anything "
+                     "else",
+                     what);
 }
 
 const attn_param_list *attn_gpt_params(const attn_gpt *m) {

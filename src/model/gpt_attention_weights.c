@@ -5,6 +5,8 @@
 
 attn_status attn_gpt_attention_weights(const attn_gpt *m, const attn_gpt_acts *acts, int layer,
                                        int b, float *weights, attn_error *err) {
+    attn_status s = attn_gpt_check_fp32(m, "attention weights", err);
+    if (s) return s;
     if (!acts || !acts->blocks || acts->n_layers != m->cfg.n_layers)
         return attn_fail(err, ATTN_ERR_STATE,
                          "attention weights: no activations of this model's forward");

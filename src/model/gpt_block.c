@@ -178,6 +178,14 @@ size_t attn_block_bf16_numel(const attn_gpt_block *blk) {
     return n;
 }
 
+void attn_block_bf16_move(const attn_gpt_block *blk, uint16_t *w) {
+    const attn_linear *l[STEP_LINEARS];
+    const uint16_t *w16[STEP_LINEARS];
+    step_linears(blk, w, l, w16);
+    for (int i = 0; i < STEP_LINEARS; i++)
+        attn_linear_bf16_move(l[i], w + (w16[i] - w));
+}
+
 void attn_block_bf16_copy(const attn_gpt_block *blk, uint16_t *w) {
     const attn_linear *l[STEP_LINEARS];
     const uint16_t *w16[STEP_LINEARS];

@@ -118,7 +118,59 @@ size_t attn_gpt_kv_weight_numel(const attn_gpt *m) {
     return per * (size_t)m->cfg.n_layers + (size_t)attn_gpt_head_width(m) * (size_t)m->cfg.emb_dim;
 }
 
-/* bf16 copies: each block's (attn_block_bf16_copy), then out_head (V x C). */
+/* p (n floats) lies in m's own arena: memory attn may release. */
+static int in_arena(const attn_gpt *m, const float *p, size_t n) {
+    const float *a = m->params.values;
+    return a && p >= a && n <= m->params.values_numel &&
+           (size_t)(p - a) <= m->params.values_numel - n;
+}
+
+static int linear_in_arena(const attn_gpt *m, const attn_linear *l) {
+    return in_arena(m, l->weight, (size_t)l->out_features * (size_t)l->in_features);
+}
+
+/* Every weight the keep releases is the arena's (checked before any is). */
+static int releasable(const attn_gpt *m) {
+    for (int b = 0; b < m->cfg.n_layers; b++) {
+        const attn_gpt_block *k = &m->blocks[b];
+        const attn_linear *l[] = {&k->att.W_query,  &k->att.W_key, &k->att.W_value,
+                                  &k->att.out_proj, &k->ff.fc1,    &k->ff.fc2};
+        for (size_t i = 0; i < sizeof l / sizeof l[0]; i++)
+            if (!linear_in_arena(m, l[i])) return 0;
+    }
+    return linear_in_arena(m, &m->out_head);
+}
+
+attn_status attn_gpt_keep_bf16_weights(attn_gpt *m, attn_error *err) {
+    if (m->w_bf16) return ATTN_OK;
+    if (m->n_adapters)
+        return attn_fail(err, ATTN_ERR_INVALID_ARG,
+                         "bf16 weights: the model's Linears carry LoRA adapters, which the "
+                         "one-token step does not run");
+    attn_status s = attn_gpt_step_ops(m, ATTN_PRECISION_BF16, 1, err);
+    if (s != ATTN_OK) return s;
+    if (!releasable(m))
+        return attn_fail(err, ATTN_ERR_STATE,
+                         "bf16 weights: the model's Linear weights are not its own arena's "
+                         "(bound storage is the caller's, never released)");
+    const size_t per = attn_block_bf16_numel(&m->blocks[0]);
+    /* Not zeroed: the copy writes every element, its pages first touched
+     * as the fp32 ones go. */
+    uint16_t *w = attn_alloc_huge(attn_gpt_kv_weight_numel(m) * sizeof(uint16_t));
+    if (!w) return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for bf16 weights");
+    m->w_bf16 = w;
+    /* The fp32 pages go as the copy grows. */
+    for (int l = 0; l < m->cfg.n_layers; l++, w += per)
+        attn_block_bf16_move(&m->blocks[l], w);
+    if (m->out_head.weight == m->tok_emb.weight) /* tied: the embedding the step reads */
+        attn_linear_bf16_copy(&m->out_head, w);
+    else
+        attn_linear_bf16_move(&m->out_head, w);
+    return ATTN_OK;
+}
+
+/* bf16 copies: each block's (attn_block_bf16_copy), then out_head (V x C);
+ * a model that keeps only bf16 weights lends its own. */
 attn_status attn_gpt_kv_set_precision(attn_gpt_kv_cache *c, const attn_gpt *m,
                                       attn_precision precision, attn_error *err) {
     if (precision != ATTN_PRECISION_FP32 && precision != ATTN_PRECISION_BF16)
@@ -127,9 +179,13 @@ attn_status attn_gpt_kv_set_precision(attn_gpt_kv_cache *c, const attn_gpt *m,
     free(c->w_bf16);
     c->w_bf16 = NULL;
     c->precision = ATTN_PRECISION_FP32;
-    if (precision == ATTN_PRECISION_FP32) return ATTN_OK;
+    if (precision == ATTN_PRECISION_FP32) return attn_gpt_check_fp32(m, "KV cache at fp32", err);
     attn_status s = attn_gpt_step_ops(m, precision, c->batch, err);
     if (s != ATTN_OK) return s;
+    if (m->w_bf16) {
+        c->precision = ATTN_PRECISION_BF16;
+        return ATTN_OK;
+    }
     const size_t per = attn_block_bf16_numel(&m->blocks[0]);
     const size_t head = (size_t)attn_gpt_head_width(m) * (size_t)m->cfg.emb_dim;
     c->w_bf16 = attn_calloc_streamed(per * (size_t)m->cfg.n_layers + head, sizeof(uint16_t));
@@ -181,6 +237,7 @@ static void layers(const attn_gpt *m, attn_gpt_kv_cache *c, const uint16_t *wb, 
 /* The cache fits m and has room for a token. */
 static attn_status kv_check(const attn_gpt *m, const attn_gpt_kv_cache *c, attn_error *err) {
     const attn_gpt_config *cfg = &m->cfg;
+    attn_status s;
     if (c->capacity != kv_capacity(m) || c->rows != attn_mha_step_rows(&m->blocks[0].att) ||
         c->kv_dim != m->blocks[0].att.kv_dim || c->C != cfg->emb_dim || c->H != cfg->n_heads ||
         c->n_layers != cfg->n_layers)
@@ -190,6 +247,12 @@ static attn_status kv_check(const attn_gpt *m, const attn_gpt_kv_cache *c, attn_
                          "KV cache was made for another engine than the model's %s: make it "
                          "again (attn_gpt_kv_init)",
                          m->engine.name);
+    if (c->precision != ATTN_PRECISION_BF16 && (s = attn_gpt_check_fp32(m, "KV step at fp32", err)))
+        return s;
+    if (c->precision == ATTN_PRECISION_BF16 && !c->w_bf16 && !m->w_bf16)
+        return attn_fail(err, ATTN_ERR_STATE,
+                         "KV cache at bf16 steps on the model's bf16 weights, which this model "
+                         "does not keep: attn_gpt_kv_set_precision again");
     if (c->len >= c->capacity)
         return attn_fail(err, ATTN_ERR_STATE,
                          "KV cache is full (%d tokens): slide the window by re-priming "
@@ -211,7 +274,8 @@ static attn_status step(const attn_gpt *m, attn_gpt_kv_cache *c, const int32_t *
                              (long)tokens[(size_t)i * ld], m->cfg.vocab_size);
     for (int i = 0; i < c->batch; i++)
         attn_gpt_embed(m, tokens + (size_t)i * ld, 1, 1, c->len, c->x + (size_t)i * c->C);
-    const uint16_t *wb = c->precision == ATTN_PRECISION_BF16 ? c->w_bf16 : NULL;
+    const uint16_t *wb =
+        c->precision != ATTN_PRECISION_BF16 ? NULL : (c->w_bf16 ? c->w_bf16 : m->w_bf16);
     /* One team for the whole token (a region per product would cost more
      * than the small products themselves); none at all on one thread. */
     const int nt = c->threads > 0 ? c->threads : 1;

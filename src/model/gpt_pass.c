@@ -69,6 +69,8 @@ static attn_status copy_i64(const attn_gpt *m, const int64_t *src, int32_t *dst,
 
 static attn_status check_call(const attn_gpt *m, int B, int T, const attn_gpt_acts *a,
                               attn_error *err) {
+    attn_status s = attn_gpt_check_fp32(m, "forward", err);
+    if (s) return s;
     if (T > m->cfg.context_length)
         return attn_fail(err, ATTN_ERR_SHAPE, "sequence length %d exceeds context_length %d", T,
                          m->cfg.context_length);
@@ -368,6 +370,8 @@ static attn_status body_backward(attn_gpt *m, attn_gpt_acts *a, attn_error *err)
 }
 
 static attn_status backward_state(const attn_gpt *m, const attn_gpt_acts *a, attn_error *err) {
+    attn_status s = attn_gpt_check_fp32(m, "backward", err);
+    if (s) return s;
     if (!a || a->n_layers != m->cfg.n_layers || !a->blocks)
         return attn_fail(err, ATTN_ERR_STATE, "backward needs the activations of a forward pass");
     if (!a->has_targets)
@@ -416,6 +420,8 @@ attn_status attn_gpt_backward(attn_gpt *m, attn_gpt_acts *a, float loss_scale, a
 
 static attn_status backward_logits(attn_gpt *m, attn_gpt_acts *a, const float *d_logits,
                                    attn_error *err) {
+    attn_status s = attn_gpt_check_fp32(m, "backward", err);
+    if (s) return s;
     if (!a || a->n_layers != m->cfg.n_layers || !a->blocks)
         return attn_fail(err, ATTN_ERR_STATE, "backward needs the activations of a forward pass");
     if (a->lean || !d_logits)

@@ -209,12 +209,17 @@ static void plan_generate(const attn_gpt_config *c, const attn_mem_run *r, const
         S * d->ctx * 4.0 + d->V * 8.0;
     const double streamed = d->L * block_matrices(d) + d->V * d->C; /* attn_gpt_kv_weight_numel */
     if (d->bf16) p->bf16 = streamed * B16;
+    /* bf16_only: the fp32 matrices go as their copy grows (a tied head's
+     * stays: it is the embedding), all of them held once while loading. */
+    const double released =
+        d->bf16 && r->bf16_only ? (streamed - (c->tie_weights ? d->V * d->C : 0)) * F32 : 0;
+    p->weights -= released;
     /* Beside the cache: attn bench generate's read-bandwidth buffer of as
      * many bytes as a step streams; before it, a checkpoint read whole (its
      * weights' bytes), copied into the model and freed. */
     const double membw = r->membw ? streamed * (d->bf16 ? B16 : F32) : 0;
     const double image = r->load_file ? P * F32 : 0;
-    p->transient = max2(membw, image - p->kv_cache - p->bf16);
+    p->transient = max2(membw, max2(image, released) - p->kv_cache - p->bf16);
 }
 
 /* A buffer of attn bench's own: whole 2 MiB pages. */

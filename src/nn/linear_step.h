@@ -50,5 +50,9 @@ static inline void attn_linear_step(const attn_linear *l, const uint16_t *w, con
 /* Writes the weight rounded to bf16 into w; returns the values written
  * (out_features * in_features). */
 size_t attn_linear_bf16_copy(const attn_linear *l, uint16_t *w);
+/* The same copy (the same bits), the fp32 weight's pages handed back
+ * (attn_release_pages) a chunk at a time as it goes: memory never holds
+ * both in full. The weight reads zero afterwards. */
+size_t attn_linear_bf16_move(const attn_linear *l, uint16_t *w);
 
 #endif

@@ -129,6 +129,8 @@ attn_status attn_finetune_set_trainable(attn_gpt *m, const attn_classify_config 
 attn_status attn_classifier_from(attn_gpt *out, const attn_gpt *base, int n_classes,
                                  const attn_classify_config *c, attn_error *err) {
     memset(out, 0, sizeof *out);
+    attn_status st = attn_gpt_check_fp32(base, "a classifier from the model", err);
+    if (st) return st;
     if (n_classes < 0 || c->lora_rank < 0 || (c->lora_rank && !(c->lora_alpha > 0)))
         return attn_fail(
             err, ATTN_ERR_INVALID_ARG,

@@ -164,6 +164,8 @@ static void merge_one(float *W, const float *A, const float *Bm, int in, int out
 
 attn_status attn_gpt_merge_lora(attn_gpt *out, const attn_gpt *m, float scale, attn_error *err) {
     memset(out, 0, sizeof *out);
+    attn_status st = attn_gpt_check_fp32(m, "merging adapters", err);
+    if (st) return st;
     const int width = attn_gpt_head_width(m);
     const attn_gpt_build o = {.head_width = width == m->cfg.vocab_size ? 0 : width,
                               .head_bias = m->out_head.has_bias};

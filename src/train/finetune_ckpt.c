@@ -38,7 +38,8 @@ attn_status attn_finetuned_write(const char *path, const attn_gpt *m, const attn
                                  const attn_classifier_info *info, attn_error *err) {
     char classes[16], max_len[16], rank[16], alpha[32];
     char *cfg = NULL, *owned = NULL;
-    attn_status s = attn_gpt_config_to_json(&m->cfg, &cfg, err);
+    attn_status s = attn_gpt_check_fp32(m, "writing the model", err);
+    if (!s) s = attn_gpt_config_to_json(&m->cfg, &cfg, err);
     if (s) return s;
     snprintf(classes, sizeof classes, "%d", info->n_classes);
     snprintf(max_len, sizeof max_len, "%d", info->max_len);
