@@ -188,11 +188,11 @@ run_nanogpt() {
   l=$(grep '^result ' "$f")
   local ms steps peer
   ms=$(kv torch_ms_per_step <<< "$l") steps=$(kv steps <<< "$l")
-  # the peer's whole run: its measured step time x the same steps (no evaluations)
-  peer=$(awk -v m="$ms" -v n="$steps" 'BEGIN { printf "%.2f", m * n / 1000 }')
+  # the peer's whole run: its measured step and evaluation times x the run's
+  peer=$(kv torch_whole_s <<< "$l")
   put nanogpt "$r" "$(kv wall_s <<< "$l")" "$peer" s \
-    "wall, evaluations included; $(kv tokens_per_s <<< "$l") tokens/s in steps, val $(kv val_loss <<< "$l")" \
-    "$steps × $ms ms a step ($torch_steps timed, $(kv torch_threads <<< "$l") thread(s)), no evaluations" ""
+    "wall, evaluations and set-up included; $(kv tokens_per_s <<< "$l") tokens/s in steps, val $(kv val_loss <<< "$l")" \
+    "$steps × $ms ms a step ($torch_steps timed, $(kv torch_threads <<< "$l") thread(s)) and nanoGPT's evaluations, no set-up" ""
 }
 
 run_loop() {
