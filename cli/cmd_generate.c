@@ -94,7 +94,8 @@ static const cli_option gen_opts_table[] = {
     [GEN_PRECISION] = {"precision", CLI_CHOICE, NULL, OFF(precision),
                        .choices = cli_precision_choices, .def = "fp32",
                        .help = "bf16: bf16 weights with fp32 sums, half the bytes per\n"
-                               "token, on any CPU (widened to fp32 in the GEMV kernel)"},
+                               "token, on any CPU (widened to fp32 in the GEMV kernel);\n"
+                               "the fp32 matrices are not kept (CPU)"},
     [GEN_ALLOW_SPECIAL] = {"allow-special", CLI_FLAG, NULL, OFF(allow_special),
                            .help = "gpt2 models: <|endoftext|> in --prompt is the\n"
                                    "end-of-text token (default: plain text)"},
