@@ -178,18 +178,27 @@ size_t attn_block_bf16_numel(const attn_gpt_block *blk) {
     return n;
 }
 
-void attn_block_bf16_move(const attn_gpt_block *blk, uint16_t *w) {
+void attn_block_bf16_copy(const attn_gpt_block *blk, uint16_t *w, int release) {
     const attn_linear *l[STEP_LINEARS];
     const uint16_t *w16[STEP_LINEARS];
     step_linears(blk, w, l, w16);
-    for (int i = 0; i < STEP_LINEARS; i++)
-        attn_linear_bf16_move(l[i], w + (w16[i] - w));
+    for (int i = 0; i < STEP_LINEARS; i++) {
+        uint16_t *to = w + (w16[i] - w);
+        if (release)
+            attn_linear_bf16_move(l[i], to);
+        else
+            attn_linear_bf16_copy(l[i], to);
+    }
 }
 
-void attn_block_bf16_copy(const attn_gpt_block *blk, uint16_t *w) {
+int attn_block_step_weights_within(const attn_gpt_block *blk, const float *lo, size_t n) {
     const attn_linear *l[STEP_LINEARS];
     const uint16_t *w16[STEP_LINEARS];
-    step_linears(blk, w, l, w16);
-    for (int i = 0; i < STEP_LINEARS; i++)
-        attn_linear_bf16_copy(l[i], w + (w16[i] - w));
+    step_linears(blk, NULL, l, w16);
+    for (int i = 0; i < STEP_LINEARS; i++) {
+        const size_t k = (size_t)l[i]->out_features * (size_t)l[i]->in_features;
+        const float *p = l[i]->weight;
+        if (!lo || p < lo || k > n || (size_t)(p - lo) > n - k) return 0;
+    }
+    return 1;
 }

@@ -81,10 +81,11 @@ void attn_block_step(const attn_engine *e, const attn_gpt_block *blk, int n, flo
 /* The block's weights in bf16 for the step: att's W_query, W_key, W_value,
  * out_proj, then ff's fc1, fc2 (attn_linear_bf16_copy's each). */
 size_t attn_block_bf16_numel(const attn_gpt_block *blk);
-void attn_block_bf16_copy(const attn_gpt_block *blk, uint16_t *w);
-/* The same copy, each fp32 weight's pages handed back as it goes
+/* release: each fp32 weight's pages handed back as it goes
  * (attn_linear_bf16_move): for attn_gpt_keep_bf16_weights. */
-void attn_block_bf16_move(const attn_gpt_block *blk, uint16_t *w);
+void attn_block_bf16_copy(const attn_gpt_block *blk, uint16_t *w, int release);
+/* 1 when every weight the step streams lies within lo[0..n). */
+int attn_block_step_weights_within(const attn_gpt_block *blk, const float *lo, size_t n);
 
 /* Asks m's engine for every op the one-token step calls for batch
  * sequences, its products at p (the KV cache's weights): the first it

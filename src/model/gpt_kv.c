@@ -118,27 +118,16 @@ size_t attn_gpt_kv_weight_numel(const attn_gpt *m) {
     return per * (size_t)m->cfg.n_layers + (size_t)attn_gpt_head_width(m) * (size_t)m->cfg.emb_dim;
 }
 
-/* p (n floats) lies in m's own arena: memory attn may release. */
-static int in_arena(const attn_gpt *m, const float *p, size_t n) {
-    const float *a = m->params.values;
-    return a && p >= a && n <= m->params.values_numel &&
-           (size_t)(p - a) <= m->params.values_numel - n;
-}
-
-static int linear_in_arena(const attn_gpt *m, const attn_linear *l) {
-    return in_arena(m, l->weight, (size_t)l->out_features * (size_t)l->in_features);
-}
-
-/* Every weight the keep releases is the arena's (checked before any is). */
+/* Every weight the keep releases is m's own arena's (checked before any
+ * is): bound storage is the caller's. */
 static int releasable(const attn_gpt *m) {
-    for (int b = 0; b < m->cfg.n_layers; b++) {
-        const attn_gpt_block *k = &m->blocks[b];
-        const attn_linear *l[] = {&k->att.W_query,  &k->att.W_key, &k->att.W_value,
-                                  &k->att.out_proj, &k->ff.fc1,    &k->ff.fc2};
-        for (size_t i = 0; i < sizeof l / sizeof l[0]; i++)
-            if (!linear_in_arena(m, l[i])) return 0;
-    }
-    return linear_in_arena(m, &m->out_head);
+    const float *a = m->params.values;
+    const size_t n = m->params.values_numel;
+    for (int b = 0; b < m->cfg.n_layers; b++)
+        if (!attn_block_step_weights_within(&m->blocks[b], a, n)) return 0;
+    const attn_linear *h = &m->out_head;
+    const size_t k = (size_t)h->out_features * (size_t)h->in_features;
+    return a && h->weight >= a && k <= n && (size_t)(h->weight - a) <= n - k;
 }
 
 attn_status attn_gpt_keep_bf16_weights(attn_gpt *m, attn_error *err) {
@@ -161,7 +150,7 @@ attn_status attn_gpt_keep_bf16_weights(attn_gpt *m, attn_error *err) {
     m->w_bf16 = w;
     /* The fp32 pages go as the copy grows. */
     for (int l = 0; l < m->cfg.n_layers; l++, w += per)
-        attn_block_bf16_move(&m->blocks[l], w);
+        attn_block_bf16_copy(&m->blocks[l], w, 1);
     if (m->out_head.weight == m->tok_emb.weight) /* tied: the embedding the step reads */
         attn_linear_bf16_copy(&m->out_head, w);
     else
@@ -192,7 +181,7 @@ attn_status attn_gpt_kv_set_precision(attn_gpt_kv_cache *c, const attn_gpt *m,
     if (!c->w_bf16) return attn_fail(err, ATTN_ERR_NOMEM, "out of memory for bf16 weights");
     uint16_t *w = c->w_bf16;
     for (int l = 0; l < m->cfg.n_layers; l++, w += per)
-        attn_block_bf16_copy(&m->blocks[l], w);
+        attn_block_bf16_copy(&m->blocks[l], w, 0);
     attn_linear_bf16_copy(&m->out_head, w);
     c->precision = ATTN_PRECISION_BF16;
     return ATTN_OK;
