@@ -15,7 +15,7 @@
 # tiktoken; torch: /usr/bin/python3's. Also from LLMC_DIR, BOOK_DIR,
 # NODE_MODULES. --simd LEVEL runs attn under ATTN_SIMD=LEVEL, and PyTorch
 # under ATEN_CPU_CAPABILITY and the OpenBLAS kernels of that level (avx2:
-# Haswell; generic: Nehalem) unless set; llm.c runs as built (-march=native).
+# Haswell; avx512: SkylakeX; generic: Nehalem) unless set; llm.c runs as built (-march=native).
 # Raw output of every script goes to --raw DIR (default: a new folder under
 # /tmp, kept, named at the end).
 set -euo pipefail
@@ -126,6 +126,7 @@ if [ -n "$simd" ]; then
   export ATTN_SIMD=$simd
   case $simd in
     avx2) : "${ATEN_CPU_CAPABILITY:=avx2}" "${OPENBLAS_CORETYPE:=Haswell}" ;;
+    avx512) : "${ATEN_CPU_CAPABILITY:=avx512}" "${OPENBLAS_CORETYPE:=SkylakeX}" ;;
     generic) : "${ATEN_CPU_CAPABILITY:=default}" "${OPENBLAS_CORETYPE:=Nehalem}" ;;
   esac
   [ -n "${ATEN_CPU_CAPABILITY:-}" ] && export ATEN_CPU_CAPABILITY

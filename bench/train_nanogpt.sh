@@ -8,6 +8,10 @@
 # The same-run peer: bench/train_torch.py times the book's GPTModel with the
 # same recipe in PyTorch 1.13.1 (1 and 2 threads, the faster kept) for
 # TORCH_STEPS steps (default 200; 0 skips it) and the ratio is printed.
+# attn runs nanoGPT's work: its evaluations (eval_iters batches a split),
+# not attn's exact final val pass (--final-eval sampled; the default `auto`
+# adds it, ~1.4 s here, and the peer never runs one). Extra arguments come
+# after it: `--final-eval auto` brings it back.
 # Usage: bench/train_nanogpt.sh [build-dir] [extra attn train args...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,7 +22,8 @@ echo "# $(date -u +%FT%TZ) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 |
 out=$(mktemp -d "${TMPDIR:-/tmp}/attn-bench.XXXXXX")
 trap 'rm -rf "$out"' EXIT
 start=$(date +%s.%N)
-"${ATTN:-./$build/attn}" train --preset nanogpt-cpu --data data/tinyshakespeare.txt --out "$out/run" "$@" \
+"${ATTN:-./$build/attn}" train --preset nanogpt-cpu --data data/tinyshakespeare.txt --out "$out/run" \
+  --final-eval sampled "$@" \
   > "$out/log.txt" 2> "$out/err.txt"
 end=$(date +%s.%N)
 grep '^step ' "$out/log.txt"
