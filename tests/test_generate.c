@@ -26,18 +26,30 @@ typedef struct fixture {
     char path[4200];
 } fixture;
 
-static void make_model(fixture *f, int ctx) {
-    attn_error err;
+/* A char model over VOCAB (4 heads, 2 layers, no dropout), seeded. */
+static attn_gpt_config char_config(int ctx, int emb_dim, int qkv_bias, int tied) {
     attn_gpt_config cfg = {.vocab_size = (int)strlen(VOCAB),
                            .context_length = ctx,
-                           .emb_dim = 32,
+                           .emb_dim = emb_dim,
                            .n_heads = 4,
                            .n_layers = 2,
                            .drop_rate = 0.0,
-                           .qkv_bias = 0};
+                           .qkv_bias = qkv_bias,
+                           .tie_weights = tied};
+    return cfg;
+}
+
+static void init_char_model(attn_gpt *m, const attn_gpt_config *cfg, uint64_t seed) {
+    attn_error err;
     attn_rng rng;
-    attn_rng_seed(&rng, 7);
-    cr_assert_eq(attn_gpt_init(&f->model, &cfg, &rng, &err), ATTN_OK, "%s", err.msg);
+    attn_rng_seed(&rng, seed);
+    cr_assert_eq(attn_gpt_init(m, cfg, &rng, &err), ATTN_OK, "%s", err.msg);
+}
+
+static void make_model(fixture *f, int ctx) {
+    attn_error err;
+    const attn_gpt_config cfg = char_config(ctx, 32, 0, 0);
+    init_char_model(&f->model, &cfg, 7);
     cr_assert_eq(attn_tokenizer_from_vocab(&f->tok, VOCAB, strlen(VOCAB), &err), ATTN_OK, "%s",
                  err.msg);
     char *cj = NULL;
@@ -267,18 +279,8 @@ Test(generate, cuda_device_equals_cpu_or_says_why) {
  * enough that the released weights span whole pages (read as zero once
  * gone: a step that still read them would change the logits). */
 static void init_wide(attn_gpt *m, int tied) {
-    attn_error err;
-    attn_gpt_config cfg = {.vocab_size = (int)strlen(VOCAB),
-                           .context_length = 24,
-                           .emb_dim = 128,
-                           .n_heads = 4,
-                           .n_layers = 2,
-                           .drop_rate = 0.0,
-                           .qkv_bias = 1,
-                           .tie_weights = tied};
-    attn_rng rng;
-    attn_rng_seed(&rng, 11);
-    cr_assert_eq(attn_gpt_init(m, &cfg, &rng, &err), ATTN_OK, "%s", err.msg);
+    const attn_gpt_config cfg = char_config(24, 128, 1, tied);
+    init_char_model(m, &cfg, 11);
 }
 
 /* Every step's logits: a BF16 cache on the fp32 model (its own copy)
@@ -339,6 +341,36 @@ Test(generate, bf16_only_weights_equal_bf16_copy) {
         attn_gpt_free(&b);
         attn_tokenizer_free(&tok);
     }
+}
+
+/* Weights bound to the caller's storage are never released: the keep
+ * refuses (ATTN_ERR_STATE) and the caller's values stay as they were. */
+Test(generate, bf16_only_weights_refuse_bound_storage) {
+    attn_gpt m;
+    attn_error err;
+    init_wide(&m, 0);
+    attn_param_list *list = &m.params;
+    size_t total = 0;
+    for (int i = 0; i < list->count; i++)
+        total += list->items[i].numel;
+    float *mine = malloc(total * sizeof *mine), *before = malloc(total * sizeof *before);
+    float **data = malloc((size_t)list->count * sizeof *data);
+    cr_assert(mine && before && data);
+    for (size_t i = 0, at = 0; i < (size_t)list->count; at += list->items[i].numel, i++) {
+        data[i] = mine + at;
+        memcpy(data[i], list->items[i].data, list->items[i].numel * sizeof(float));
+    }
+    memcpy(before, mine, total * sizeof *mine);
+    attn_param_list_bind(list, data, NULL);
+    cr_assert_eq(attn_gpt_keep_bf16_weights(&m, &err), ATTN_ERR_STATE);
+    cr_assert(strstr(err.msg, "bound storage"), "%s", err.msg);
+    cr_assert(m.w_bf16 == NULL);
+    cr_assert(memcmp(mine, before, total * sizeof *mine) == 0, "the caller's weights unchanged");
+    attn_param_list_bind(list, NULL, NULL);
+    free(data);
+    free(before);
+    free(mine);
+    attn_gpt_free(&m);
 }
 
 /* Whatever would read the released fp32 weights says so: ATTN_ERR_STATE. */

@@ -195,10 +195,7 @@ int attn_block_step_weights_within(const attn_gpt_block *blk, const float *lo, s
     const attn_linear *l[STEP_LINEARS];
     const uint16_t *w16[STEP_LINEARS];
     step_linears(blk, NULL, l, w16);
-    for (int i = 0; i < STEP_LINEARS; i++) {
-        const size_t k = (size_t)l[i]->out_features * (size_t)l[i]->in_features;
-        const float *p = l[i]->weight;
-        if (!lo || p < lo || k > n || (size_t)(p - lo) > n - k) return 0;
-    }
+    for (int i = 0; i < STEP_LINEARS; i++)
+        if (!attn_linear_weight_within(l[i], lo, n)) return 0;
     return 1;
 }

@@ -125,9 +125,7 @@ static int releasable(const attn_gpt *m) {
     const size_t n = m->params.values_numel;
     for (int b = 0; b < m->cfg.n_layers; b++)
         if (!attn_block_step_weights_within(&m->blocks[b], a, n)) return 0;
-    const attn_linear *h = &m->out_head;
-    const size_t k = (size_t)h->out_features * (size_t)h->in_features;
-    return a && h->weight >= a && k <= n && (size_t)(h->weight - a) <= n - k;
+    return attn_linear_weight_within(&m->out_head, a, n);
 }
 
 attn_status attn_gpt_keep_bf16_weights(attn_gpt *m, attn_error *err) {

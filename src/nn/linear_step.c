@@ -35,6 +35,12 @@ size_t attn_linear_bf16_move(const attn_linear *l, uint16_t *w) {
     return n;
 }
 
+int attn_linear_weight_within(const attn_linear *l, const float *lo, size_t n) {
+    const size_t k = (size_t)l->out_features * (size_t)l->in_features;
+    const float *p = l->weight;
+    return lo && p >= lo && k <= n && (size_t)(p - lo) <= n - k;
+}
+
 size_t attn_linear_bf16_copy(const attn_linear *l, uint16_t *w) {
     const size_t n = (size_t)l->out_features * (size_t)l->in_features;
     attn_f32_to_bf16(l->weight, w, n);

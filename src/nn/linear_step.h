@@ -54,5 +54,8 @@ size_t attn_linear_bf16_copy(const attn_linear *l, uint16_t *w);
  * (attn_release_pages) a chunk at a time as it goes: memory never holds
  * both in full. The weight reads zero afterwards. */
 size_t attn_linear_bf16_move(const attn_linear *l, uint16_t *w);
+/* 1 when l's weight (out_features * in_features values) lies within
+ * lo[0..n): storage that attn_linear_bf16_move may hand back. */
+int attn_linear_weight_within(const attn_linear *l, const float *lo, size_t n);
 
 #endif
